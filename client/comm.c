@@ -1,0 +1,181 @@
+/*
+ * Communicator life: connect to the daemon, say hello, join the job (the daemon answers once
+ * every rank of the job on every node has joined, passing the pool's memfd), map the pool.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static coll_status_t hello(coll_comm_t *c, int timeout_ms)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__Hello h = COLL__WIRE__HELLO__INIT;
+    char name[64];
+    coll_status_t st;
+
+    snprintf(name, sizeof(name), "libcollective %d.%d pid %d", COLL_VERSION_MAJOR,
+             COLL_VERSION_MINOR, (int)getpid());
+    h.client = name;
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_HELLO;
+    msg.hello = &h;
+    st = coll__send(c, &msg);
+    return st == COLL_OK ? coll__wait_flag(c, &c->hello_done, timeout_ms) : st;
+}
+
+static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__JoinJob j = COLL__WIRE__JOIN_JOB__INIT;
+    coll_status_t st;
+
+    j.job = (char *)p->job;
+    j.rank = (uint32_t)p->rank;
+    j.world_size = (uint32_t)p->world_size;
+    j.local_rank = (uint32_t)p->local_rank;
+    j.local_size = (uint32_t)p->local_size;
+    j.root = (char *)p->root;
+    j.pool_bytes = p->pool_bytes;
+    j.timeout_ms = (uint32_t)p->timeout_ms;
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_JOIN;
+    msg.join = &j;
+    st = coll__send(c, &msg);
+    /* The daemon enforces the timeout and answers; a little slack covers the round trip. */
+    if (st == COLL_OK) {
+        st = coll__wait_flag(c, &c->join_done, p->timeout_ms + 5000);
+    }
+    return st == COLL_OK ? c->join_status : st;
+}
+
+static coll_status_t map_pool(coll_comm_t *c)
+{
+    if (c->passed_fd < 0) {
+        coll__set_error(c, "collectived did not pass the pool's file descriptor");
+        return COLL_ERR_PROTOCOL;
+    }
+    c->pool = mmap(NULL, c->pool_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->passed_fd, 0);
+    close(c->passed_fd);
+    c->passed_fd = -1;
+    if (c->pool == MAP_FAILED) {
+        c->pool = NULL;
+        coll__set_error(c, "mapping the job's pool (%zu bytes) failed", c->pool_bytes);
+        return COLL_ERR_NOMEM;
+    }
+    return COLL_OK;
+}
+
+static coll_comm_t *comm_new(const coll_comm_params_t *p)
+{
+    coll_comm_t *c = calloc(1, sizeof(*c));
+    if (c == NULL || coll_frame_reader_init(&c->reader, COLL_FRAME_MAX_CLIENT) != COLL_OK) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    c->fd = -1;
+    c->passed_fd = -1;
+    c->pending.next = c->pending.prev = &c->pending;
+    c->done.next = c->done.prev = &c->done;
+    snprintf(c->job, sizeof(c->job), "%s", p->job);
+    c->rank = p->rank;
+    c->world_size = p->world_size;
+    c->local_rank = p->local_rank;
+    c->local_size = p->local_size;
+    c->next_id = 1;
+    return c;
+}
+
+coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p)
+{
+    coll_comm_params_t p;
+    char err[512];
+    coll_comm_t *c;
+    coll_status_t st = coll__params_resolve(params, &p, err, sizeof(err));
+
+    if (st != COLL_OK) {
+        fprintf(stderr, "libcollective: %s\n", err);
+        return st;
+    }
+    if ((c = comm_new(&p)) == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    c->fd = coll__connect(p.socket_path, err, sizeof(err));
+    if (c->fd < 0) {
+        fprintf(stderr, "libcollective: rank %d: %s\n", p.rank, err);
+        st = (coll_status_t)c->fd;
+        c->fd = -1;
+        coll_comm_destroy(c);
+        return st;
+    }
+    pthread_mutex_lock(&c->lock);
+    st = hello(c, p.timeout_ms);
+    if (st == COLL_OK) {
+        st = join(c, &p);
+    }
+    if (st == COLL_OK) {
+        st = map_pool(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (st != COLL_OK) {
+        fprintf(stderr, "libcollective: rank %d of job %s: %s%s%s\n", p.rank, p.job,
+                coll_strerror(st), c->last_error[0] ? ": " : "", c->last_error);
+        coll_comm_destroy(c);
+        return st;
+    }
+    *comm_p = c;
+    return COLL_OK;
+}
+
+void coll_comm_destroy(coll_comm_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&c->lock);
+    coll__req_free_all(c);
+    pthread_mutex_unlock(&c->lock);
+    /* Closing the socket is the goodbye: the daemon releases this rank's allocations. */
+    if (c->fd >= 0) {
+        close(c->fd);
+    }
+    if (c->passed_fd >= 0) {
+        close(c->passed_fd);
+    }
+    if (c->pool != NULL) {
+        munmap(c->pool, c->pool_bytes);
+    }
+    coll_frame_reader_cleanup(&c->reader);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c->allocs);
+    free(c);
+}
+
+int coll_comm_rank(const coll_comm_t *c)
+{
+    return c->rank;
+}
+
+int coll_comm_world_size(const coll_comm_t *c)
+{
+    return c->world_size;
+}
+
+int coll_comm_local_rank(const coll_comm_t *c)
+{
+    return c->local_rank;
+}
+
+int coll_comm_local_size(const coll_comm_t *c)
+{
+    return c->local_size;
+}
+
+const char *coll_comm_last_error(const coll_comm_t *c)
+{
+    return c->last_error;
+}

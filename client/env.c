@@ -1,0 +1,120 @@
+/*
+ * Where a communicator's parameters come from: the caller's struct, else COLL_* variables, else
+ * the variables torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define COLL_DEFAULT_SOCKET "/run/collectived/collectived.sock"
+#define COLL_DEFAULT_TIMEOUT_MS 60000
+
+static const char *env2(const char *a, const char *b)
+{
+    const char *v = getenv(a);
+    return v != NULL ? v : (b != NULL ? getenv(b) : NULL);
+}
+
+static int env_int(const char *a, const char *b, int *out, char *err, size_t errlen)
+{
+    const char *v = env2(a, b);
+    char *end;
+    long x;
+
+    if (v == NULL) {
+        snprintf(err, errlen, "%s is not set (and no value was passed)", a);
+        return -1;
+    }
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || x < 0 || x > (1 << 24)) {
+        snprintf(err, errlen, "%s=%s is not a non-negative integer", a, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int resolve_ints(const coll_comm_params_t *in, coll_comm_params_t *out, char *err,
+                        size_t errlen)
+{
+    if (in->field_mask & COLL_COMM_PARAM_RANK) {
+        out->rank = in->rank;
+        out->world_size = in->world_size;
+    } else if (env_int("COLL_RANK", "RANK", &out->rank, err, errlen) < 0 ||
+               env_int("COLL_WORLD_SIZE", "WORLD_SIZE", &out->world_size, err, errlen) < 0) {
+        return -1;
+    }
+    if (in->field_mask & COLL_COMM_PARAM_LOCAL_RANK) {
+        out->local_rank = in->local_rank;
+        out->local_size = in->local_size;
+    } else if (env_int("COLL_LOCAL_RANK", "LOCAL_RANK", &out->local_rank, err, errlen) < 0 ||
+               env_int("COLL_LOCAL_SIZE", "LOCAL_WORLD_SIZE", &out->local_size, err, errlen) <
+                   0) {
+        return -1;
+    }
+    out->timeout_ms = COLL_DEFAULT_TIMEOUT_MS;
+    if (in->field_mask & COLL_COMM_PARAM_TIMEOUT) {
+        out->timeout_ms = in->timeout_ms;
+    } else if (getenv("COLL_TIMEOUT_MS") != NULL &&
+               env_int("COLL_TIMEOUT_MS", NULL, &out->timeout_ms, err, errlen) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int check(const coll_comm_params_t *p, char *err, size_t errlen)
+{
+    if (p->world_size < 1 || p->rank < 0 || p->rank >= p->world_size) {
+        snprintf(err, errlen, "rank %d is not in 0..world size %d - 1", p->rank, p->world_size);
+    } else if (p->local_size < 1 || p->local_size > p->world_size || p->local_rank < 0 ||
+               p->local_rank >= p->local_size) {
+        snprintf(err, errlen, "local rank %d / local size %d do not fit world size %d",
+                 p->local_rank, p->local_size, p->world_size);
+    } else if (!coll_wire_job_id_valid(p->job)) {
+        snprintf(err, errlen, "job id '%s' must be 1..%u characters of [A-Za-z0-9._:-]", p->job,
+                 COLL_JOB_ID_MAX);
+    } else if (p->root[0] == '\0' && p->local_size != p->world_size) {
+        snprintf(err, errlen, "COLL_ROOT (host:port of the root daemon) is not set and the job "
+                 "spans several nodes (world size %d, local size %d)", p->world_size,
+                 p->local_size);
+    } else {
+        return 0;
+    }
+    return -1;
+}
+
+coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll_comm_params_t *out,
+                                   char *err, size_t errlen)
+{
+    static const coll_comm_params_t none;
+    const char *v;
+
+    if (in == NULL) {
+        in = &none;
+    }
+    memset(out, 0, sizeof(*out));
+    v = env2("COLL_SOCKET", NULL);
+    out->socket_path = (in->field_mask & COLL_COMM_PARAM_SOCKET) ? in->socket_path
+                       : v != NULL                               ? v
+                                                                 : COLL_DEFAULT_SOCKET;
+    out->job = (in->field_mask & COLL_COMM_PARAM_JOB) ? in->job : env2("COLL_JOB", NULL);
+    out->root = (in->field_mask & COLL_COMM_PARAM_ROOT) ? in->root : env2("COLL_ROOT", NULL);
+    if (out->job == NULL) {
+        snprintf(err, errlen, "COLL_JOB is not set (and no job id was passed)");
+        return COLL_ERR_INVALID;
+    }
+    out->root = out->root != NULL ? out->root : "";
+    if (in->field_mask & COLL_COMM_PARAM_POOL_SIZE) {
+        out->pool_bytes = in->pool_bytes;
+    } else if ((v = getenv("COLL_POOL_SIZE")) != NULL) {
+        out->pool_bytes = strtoull(v, NULL, 10);
+    }
+    if (resolve_ints(in, out, err, errlen) < 0 || check(out, err, errlen) < 0) {
+        return COLL_ERR_INVALID;
+    }
+    return COLL_OK;
+}

@@ -1,0 +1,272 @@
+/**
+ * @file collective.h
+ * @brief libcollective: the client library of collectived.
+ *
+ * A trainer process links this library, connects to the collectived daemon of its node, joins a
+ * job (a communicator), allocates its bucket buffers in the job's shared memory pool and submits
+ * collectives asynchronously. The daemon reduces the buffers of all local ranks, runs the
+ * inter-node algorithm with the daemons of the other nodes and writes the result back into the
+ * pool; the request then completes.
+ *
+ * Conventions:
+ * - Every function returns a ::coll_status_t: ::COLL_OK, ::COLL_INPROGRESS or a negative error.
+ *   coll_strerror() turns it into text; coll_comm_last_error() gives the detailed message of the
+ *   last failure on a communicator (which rank, which sizes).
+ * - Counts are in elements of the datatype, sizes in bytes, times in milliseconds.
+ * - Output parameters come last and are written only on success.
+ * - A communicator may be used from several threads: each call takes the communicator's lock.
+ */
+#ifndef COLLECTIVE_H
+#define COLLECTIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Marks the library's exported symbols (everything else in it is hidden). */
+#define COLL_API __attribute__((visibility("default")))
+
+/** Version of the library and of the wire protocol it speaks. */
+#define COLL_VERSION_MAJOR 0
+#define COLL_VERSION_MINOR 1
+
+/**
+ * Status codes. One table gives the enum, coll_strerror() and coll_err_name().
+ * Negative errno values are used where one fits; the project's own codes live in -1000..-1099.
+ */
+#define COLL_STATUS_MAP(X)                                                                         \
+    X(OK, 0, "success")                                                                            \
+    X(INPROGRESS, 1, "operation in progress")                                                      \
+    X(ERR_NOMEM, -12, "out of memory")                                                             \
+    X(ERR_INVALID, -22, "invalid argument")                                                        \
+    X(ERR_IO, -5, "input/output error")                                                            \
+    X(ERR_CONNREFUSED, -111, "connection refused (is collectived running?)")                       \
+    X(ERR_TIMEDOUT, -110, "timed out")                                                             \
+    X(ERR_PROTOCOL, -1000, "malformed or unexpected protocol message")                             \
+    X(ERR_VERSION, -1001, "incompatible protocol version")                                         \
+    X(ERR_MISMATCH, -1002, "ranks submitted different descriptors for the same operation")         \
+    X(ERR_PEER, -1003, "a peer daemon failed or is unreachable")                                   \
+    X(ERR_JOB, -1004, "the job failed or was aborted")                                             \
+    X(ERR_CLOSED, -1005, "connection to the daemon is closed")                                     \
+    X(ERR_POOL_FULL, -1006, "the job's memory pool is full")                                       \
+    X(ERR_NOT_IN_POOL, -1007, "buffer is not inside the job's memory pool")                        \
+    X(ERR_UNSUPPORTED, -1008, "operation, datatype or reduction not supported")                    \
+    X(ERR_TRANSPORT, -1009, "transport (UCX) error")                                               \
+    X(ERR_RENDEZVOUS, -1010, "job rendezvous failed")
+
+/** Result of every libcollective call. */
+typedef enum {
+#define COLL_STATUS_ENUM(name, value, text) COLL_##name = (value),
+    COLL_STATUS_MAP(COLL_STATUS_ENUM)
+#undef COLL_STATUS_ENUM
+} coll_status_t;
+
+/**
+ * @brief Human-readable text of a status code.
+ * @param [in] status Any value; unknown values give "unknown status".
+ * @return A static string; thread-safe.
+ */
+COLL_API const char *coll_strerror(coll_status_t status);
+
+/**
+ * @brief Symbolic name of a status code, e.g. "COLL_ERR_MISMATCH".
+ * @param [in] status Any value; unknown values give "COLL_ERR_UNKNOWN".
+ * @return A static string; thread-safe.
+ */
+COLL_API const char *coll_err_name(coll_status_t status);
+
+/** Element datatypes. The numbering is part of the wire protocol. */
+typedef enum {
+    COLL_FLOAT32 = 0, /**< IEEE 754 binary32 */
+    COLL_DTYPE_COUNT
+} coll_dtype_t;
+
+/** Reduction operations. The numbering is part of the wire protocol. */
+typedef enum {
+    COLL_SUM = 0, /**< element-wise sum */
+    COLL_AVG = 1, /**< element-wise sum divided by the world size */
+    COLL_REDOP_COUNT
+} coll_redop_t;
+
+/**
+ * @brief Size in bytes of one element of @p dtype.
+ * @return The size, or 0 for an unknown datatype.
+ */
+COLL_API size_t coll_dtype_size(coll_dtype_t dtype);
+
+/** @return The name of @p dtype, e.g. "float32"; "unknown" when out of range. Thread-safe. */
+COLL_API const char *coll_dtype_name(coll_dtype_t dtype);
+
+/** @return The name of @p op, e.g. "sum"; "unknown" when out of range. Thread-safe. */
+COLL_API const char *coll_redop_name(coll_redop_t op);
+
+/** Opaque communicator: one rank's membership in a job. */
+typedef struct coll_comm coll_comm_t;
+
+/** Opaque request of an asynchronous operation. */
+typedef struct coll_request coll_request_t;
+
+/** Fields of ::coll_comm_params_t that are set (UCX-style field mask). */
+enum {
+    COLL_COMM_PARAM_SOCKET = 1u << 0,     /**< socket_path */
+    COLL_COMM_PARAM_JOB = 1u << 1,        /**< job */
+    COLL_COMM_PARAM_RANK = 1u << 2,       /**< rank and world_size */
+    COLL_COMM_PARAM_LOCAL_RANK = 1u << 3, /**< local_rank and local_size */
+    COLL_COMM_PARAM_ROOT = 1u << 4,       /**< root */
+    COLL_COMM_PARAM_TIMEOUT = 1u << 5,    /**< timeout_ms */
+    COLL_COMM_PARAM_POOL_SIZE = 1u << 6,  /**< pool_bytes */
+};
+
+/**
+ * Parameters of coll_comm_create(). A field whose bit is not set in @c field_mask is read from
+ * the environment (torchrun-style): COLL_SOCKET, COLL_JOB, COLL_RANK, COLL_WORLD_SIZE,
+ * COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_ROOT, COLL_TIMEOUT_MS, COLL_POOL_SIZE.
+ */
+typedef struct {
+    uint64_t field_mask;
+    const char *socket_path; /**< daemon client socket; default /run/collectived/collectived.sock */
+    const char *job;         /**< job id, the same string on every rank of the job */
+    int rank;                /**< global rank, 0 <= rank < world_size */
+    int world_size;          /**< number of ranks in the job */
+    int local_rank;          /**< rank among the ranks on this node, 0 <= local_rank < local_size */
+    int local_size;          /**< number of ranks of the job on this node */
+    const char *root;        /**< "host:port" control address of the rendezvous daemon (node 0) */
+    int timeout_ms;          /**< how long create may wait for all ranks; default 60000 */
+    uint64_t pool_bytes;     /**< size of the job's shared pool per node; default chosen by daemon */
+} coll_comm_params_t;
+
+/**
+ * @brief Connect to the node's daemon and join a job; blocks until every rank of the job has
+ *        joined (rendezvous) or the timeout expires.
+ * @param [in]  params  Parameters, may be NULL (everything from the environment).
+ * @param [out] comm_p  The new communicator; the caller frees it with coll_comm_destroy().
+ * @return COLL_OK on success;
+ *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field);
+ *         COLL_ERR_CONNREFUSED when no daemon listens on the socket;
+ *         COLL_ERR_VERSION when the daemon speaks another protocol version;
+ *         COLL_ERR_RENDEZVOUS when the job's ranks disagree (world size, duplicate rank) or the
+ *         root daemon cannot be reached; COLL_ERR_TIMEDOUT when not all ranks joined in time;
+ *         COLL_ERR_NOMEM. On failure a message is printed to stderr naming what was wrong.
+ */
+COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p);
+
+/**
+ * @brief Leave the job and free the communicator. Every request of the communicator, pending or finished, is freed (do not use them afterwards);
+ *        pool memory of this rank is unmapped, so pointers from coll_mem_alloc() become invalid.
+ *        Safe to call with NULL.
+ */
+COLL_API void coll_comm_destroy(coll_comm_t *comm);
+
+/** @return The global rank of @p comm. Thread-safe. */
+COLL_API int coll_comm_rank(const coll_comm_t *comm);
+/** @return The world size of @p comm. Thread-safe. */
+COLL_API int coll_comm_world_size(const coll_comm_t *comm);
+/** @return The local rank of @p comm on its node. Thread-safe. */
+COLL_API int coll_comm_local_rank(const coll_comm_t *comm);
+/** @return The number of ranks of the job on this node. Thread-safe. */
+COLL_API int coll_comm_local_size(const coll_comm_t *comm);
+
+/**
+ * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch).
+ * @return A string owned by @p comm, valid until the next call on it; "" when there was none.
+ */
+COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
+
+/**
+ * @brief Allocate @p bytes in the job's shared memory pool. Buffers passed to collectives must
+ *        come from here: the daemon reads and writes them in place (zero copy).
+ * @param [in]  comm   Communicator.
+ * @param [in]  bytes  Size in bytes, > 0; rounded up to 64 bytes.
+ * @param [out] ptr_p  Start of the buffer, 64-byte aligned; owned by @p comm until
+ *                     coll_mem_free() or coll_comm_destroy().
+ * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when the pool has no room
+ *         (the message gives pool size and free bytes); COLL_ERR_CLOSED when the daemon is gone.
+ */
+COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p);
+
+/**
+ * @brief Return a buffer from coll_mem_alloc() to the pool. It must not be in use by a pending
+ *        request.
+ * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation.
+ */
+COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
+
+/** Fields of ::coll_op_params_t that are set. */
+enum {
+    COLL_OP_PARAM_KEY = 1u << 0, /**< key */
+};
+
+/**
+ * Optional per-operation parameters.
+ * @c key identifies the operation across ranks. Without it the library numbers operations in
+ * call order (every rank must then call collectives in the same order, as in MPI). With it, ranks
+ * may submit in different orders: operations with the same key are matched, e.g. a DDP bucket
+ * (bucket id, iteration). Keys must be unique among the operations in flight; only the low 39 bits
+ * are significant.
+ */
+typedef struct {
+    uint64_t field_mask;
+    uint64_t key;
+} coll_op_params_t;
+
+/**
+ * @brief Start an allreduce of @p count elements: every rank's @p recvbuf receives the
+ *        element-wise reduction over all ranks of their @p sendbuf.
+ *
+ * Algorithm: the daemon reduces the buffers of the local ranks and runs a pipelined ring
+ * (reduce-scatter then all-gather; Patarasuk & Yuan 2009) among the nodes.
+ *
+ * @param [in]  comm     Communicator.
+ * @param [in]  sendbuf  Input, inside the pool (coll_mem_alloc()); may equal @p recvbuf (in place).
+ * @param [out] recvbuf  Output, inside the pool; must not partially overlap @p sendbuf.
+ * @param [in]  count    Number of elements; 0 is allowed.
+ * @param [in]  dtype    Element datatype.
+ * @param [in]  op       Reduction; COLL_AVG divides the sum by the world size.
+ * @param [in]  params   Optional parameters, may be NULL.
+ * @param [out] req_p    Request to wait on and free; set only when COLL_INPROGRESS is returned.
+ * @return COLL_INPROGRESS with a request; COLL_ERR_INVALID (bad dtype, op, overlap);
+ *         COLL_ERR_NOT_IN_POOL (a buffer outside this rank's pool allocations);
+ *         COLL_ERR_JOB (the job already failed; see coll_comm_last_error());
+ *         COLL_ERR_CLOSED. The buffers belong to the library until the request completes.
+ */
+COLL_API coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, coll_dtype_t dtype, coll_redop_t op,
+                                   const coll_op_params_t *params, coll_request_t **req_p);
+
+/**
+ * @brief Check a request without blocking.
+ * @return COLL_INPROGRESS while pending; COLL_OK when it completed successfully; its error when
+ *         it failed: COLL_ERR_MISMATCH (another rank submitted a different count, dtype or op; no
+ *         output was written), COLL_ERR_PEER, COLL_ERR_JOB, COLL_ERR_CLOSED.
+ */
+COLL_API coll_status_t coll_req_test(coll_request_t *req);
+
+/**
+ * @brief Block until a request completes or @p timeout_ms expires (-1 waits forever, 0 polls).
+ *        The thread sleeps in poll(2) while waiting; it does not spin.
+ * @return As coll_req_test(); COLL_ERR_TIMEDOUT when the time expired first (the request stays
+ *         valid and may be waited on again).
+ */
+COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
+
+/**
+ * @brief Free a request. A request still in progress is detached: its result is discarded and
+ *        its buffers stay in use by the daemon until it ends. Safe with NULL.
+ */
+COLL_API void coll_req_free(coll_request_t *req);
+
+/**
+ * @brief Blocking allreduce: coll_allreduce_async() then coll_req_wait() with no timeout.
+ * @return As coll_allreduce_async() and coll_req_wait().
+ */
+COLL_API coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             coll_dtype_t dtype, coll_redop_t op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLLECTIVE_H */

@@ -1,0 +1,97 @@
+/**
+ * @file internal.h
+ * @brief libcollective internals shared by its source files (not installed).
+ */
+#ifndef COLL_CLIENT_INTERNAL_H
+#define COLL_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "collective.h"
+#include "frame.h"
+#include "wire.h"
+
+/** Kinds of requests the daemon answers. */
+typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC } coll_req_kind_t;
+
+struct coll_request {
+    coll_comm_t *comm;
+    struct coll_request *prev, *next; /* in comm->pending, then comm->done */
+    uint32_t id;
+    coll_req_kind_t kind;
+    int done;
+    int detached;         /* freed by the user while pending: free on completion */
+    coll_status_t status;
+    uint64_t offset;      /* COLL_REQ_ALLOC: the allocation */
+};
+
+/** One allocation of this rank in the pool (client-side bookkeeping for coll_mem_free()). */
+typedef struct {
+    uint64_t offset;
+    uint64_t bytes;
+} coll_alloc_t;
+
+struct coll_comm {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;      /* a reader finished a round */
+    int reading;              /* a thread is reading the socket without the lock */
+    int fd;
+    coll_frame_reader_t reader;
+    int passed_fd;            /* fd received with SCM_RIGHTS, -1 when none */
+    coll_status_t broken;     /* COLL_OK while the daemon link works */
+    char job[COLL_JOB_ID_MAX + 1];
+    int rank, world_size, local_rank, local_size;
+    uint32_t node_rank, node_count;
+    uint8_t *pool;
+    size_t pool_bytes;
+    coll_alloc_t *allocs;
+    size_t nallocs, cap_allocs;
+    uint32_t next_id;
+    uint64_t next_seq;
+    struct coll_request pending; /* list head: waiting for the daemon */
+    struct coll_request done;    /* list head: finished, not yet freed by the user */
+    /* answers to the set-up messages */
+    int hello_done;
+    int join_done;
+    coll_status_t join_status;
+    char last_error[512];
+};
+
+/** @brief Resolve parameters: explicit fields first, then COLL_* (and torchrun) variables. */
+coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll_comm_params_t *out,
+                                   char *err, size_t errlen);
+
+/** @brief Connect a Unix stream socket to @p path; returns the fd or a negative status. */
+int coll__connect(const char *path, char *err, size_t errlen);
+
+/** @brief Send one ClientMsg (version filled in). Called with the lock held. */
+coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg);
+
+/**
+ * @brief Wait until @p flag becomes non-zero (set by dispatched messages), reading the socket.
+ *        Called with the lock held; releases it while blocked in poll(2).
+ * @param timeout_ms -1 forever.
+ * @return COLL_OK; COLL_ERR_TIMEDOUT; the link's error when it broke.
+ */
+coll_status_t coll__wait_flag(coll_comm_t *c, const int *flag, int timeout_ms);
+
+/** @brief Record a detailed error message on @p c (printf-style). */
+void coll__set_error(coll_comm_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** @brief New request of @p kind, linked into comm->pending. Lock held. */
+coll_request_t *coll__req_new(coll_comm_t *c, coll_req_kind_t kind);
+
+/** @brief Unlink and free. Lock held. */
+void coll__req_release(coll_request_t *r);
+
+/** @brief Fail every pending request with @p status (the link broke). Lock held. */
+void coll__req_fail_all(coll_comm_t *c, coll_status_t status);
+
+/** @brief Free every request of @p c, pending or finished (communicator destroy). Lock held. */
+void coll__req_free_all(coll_comm_t *c);
+
+/** @brief Handle one decoded DaemonMsg. Lock held. */
+void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * The link to the daemon: a Unix stream socket carrying frames. There is no background thread:
+ * whichever caller waits reads the socket (one at a time, without the lock while in poll) and
+ * dispatches what arrived, so a thread blocked in coll_req_wait() never stops another thread
+ * from submitting.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void coll__set_error(coll_comm_t *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+    va_end(ap);
+}
+
+int coll__connect(const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        snprintf(err, errlen, "socket path %s is too long", path);
+        return COLL_ERR_INVALID;
+    }
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return COLL_ERR_IO;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        snprintf(err, errlen, "cannot connect to collectived at %s: %s", path, strerror(errno));
+        close(fd);
+        return COLL_ERR_CONNREFUSED;
+    }
+    return fd;
+}
+
+coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg)
+{
+    uint8_t *frame;
+    size_t len, off = 0;
+
+    if (c->broken != COLL_OK) {
+        return c->broken;
+    }
+    msg->version = COLL_WIRE_VERSION;
+    if (coll_frame_pack(&msg->base, &frame, &len) != COLL_OK) {
+        return COLL_ERR_NOMEM;
+    }
+    while (off < len) {
+        ssize_t n = send(c->fd, frame + off, len - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            coll__set_error(c, "writing to collectived: %s", strerror(errno));
+            c->broken = COLL_ERR_CLOSED;
+            break;
+        }
+        off += (size_t)n;
+    }
+    free(frame);
+    return c->broken;
+}
+
+/* Keep an fd the daemon passed (the pool); close any unexpected extra. */
+static void take_fd(coll_comm_t *c, struct msghdr *mh)
+{
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(mh); h != NULL; h = CMSG_NXTHDR(mh, h)) {
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(h), sizeof(fd));
+            if (c->passed_fd < 0) {
+                c->passed_fd = fd;
+            } else {
+                close(fd);
+            }
+        }
+    }
+}
+
+/* Read what is available, waiting at most @p timeout_ms for the first byte. Lock not held. */
+static coll_status_t read_some(coll_comm_t *c, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    uint8_t *p;
+    size_t len;
+    ssize_t n;
+    int rc = poll(&pfd, 1, timeout_ms);
+
+    if (rc <= 0) {
+        return (rc == 0 || errno == EINTR) ? COLL_INPROGRESS : COLL_ERR_IO;
+    }
+    if (coll_frame_reader_space(&c->reader, 4096, &p, &len) != COLL_OK) {
+        return COLL_ERR_NOMEM;
+    }
+    iov = (struct iovec){p, len};
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof(ctl.buf);
+    do {
+        n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        return COLL_ERR_CLOSED;
+    }
+    if (n > 0) {
+        take_fd(c, &mh);
+        coll_frame_reader_commit(&c->reader, (size_t)n);
+    }
+    return COLL_OK;
+}
+
+static void process_frames(coll_comm_t *c)
+{
+    const uint8_t *p;
+    size_t n;
+    coll_status_t st;
+    char err[256];
+
+    while ((st = coll_frame_reader_next(&c->reader, &p, &n)) == COLL_OK) {
+        coll_daemon_msg_t *m;
+        if ((st = coll_wire_unpack_daemon(p, n, &m, err, sizeof(err))) != COLL_OK) {
+            coll__set_error(c, "from collectived: %s", err);
+            c->broken = st;
+            return;
+        }
+        coll__dispatch(c, m);
+        coll__wire__daemon_msg__free_unpacked(m, NULL);
+    }
+    if (st == COLL_ERR_PROTOCOL) {
+        coll__set_error(c, "collectived sent a frame above %u bytes", COLL_FRAME_MAX_CLIENT);
+        c->broken = COLL_ERR_PROTOCOL;
+    }
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void cond_wait_ms(coll_comm_t *c, int timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (timeout_ms < 0) {
+        timeout_ms = 1000;
+    }
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+}
+
+/* One round: read as the reader, or wait for the thread that is. Lock held on entry and exit. */
+static void wait_round(coll_comm_t *c, int timeout_ms)
+{
+    coll_status_t st;
+
+    if (c->reading) {
+        cond_wait_ms(c, timeout_ms);
+        return;
+    }
+    c->reading = 1;
+    pthread_mutex_unlock(&c->lock);
+    st = read_some(c, timeout_ms);
+    pthread_mutex_lock(&c->lock);
+    c->reading = 0;
+    if (st == COLL_OK) {
+        process_frames(c);
+    } else if (st != COLL_INPROGRESS) {
+        if (c->last_error[0] == '\0' || c->broken == COLL_OK) {
+            coll__set_error(c, "connection to collectived lost");
+        }
+        c->broken = st == COLL_ERR_NOMEM ? st : COLL_ERR_CLOSED;
+    }
+    if (c->broken != COLL_OK) {
+        coll__req_fail_all(c, c->broken);
+    }
+    pthread_cond_broadcast(&c->cond);
+}
+
+coll_status_t coll__wait_flag(coll_comm_t *c, const int *flag, int timeout_ms)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+
+    if (timeout_ms == 0 && !*flag && c->broken == COLL_OK) {
+        wait_round(c, 0); /* a poll: take what already arrived */
+    }
+    while (!*flag) {
+        int64_t left = deadline == INT64_MAX ? -1 : deadline - now_ms();
+        if (c->broken != COLL_OK) {
+            return c->broken;
+        }
+        if (deadline != INT64_MAX && left <= 0) {
+            return COLL_ERR_TIMEDOUT;
+        }
+        wait_round(c, (int)(left > INT32_MAX ? INT32_MAX : left));
+    }
+    return COLL_OK;
+}

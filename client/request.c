@@ -1,0 +1,273 @@
+/*
+ * Requests: submitted collectives and allocations waiting for the daemon's answer, matched by
+ * id. Completions are dispatched by whichever thread reads the socket.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void unlink_req(coll_request_t *r)
+{
+    r->prev->next = r->next;
+    r->next->prev = r->prev;
+    r->next = r->prev = r;
+}
+
+static void link_req(coll_request_t *head, coll_request_t *r)
+{
+    r->next = head;
+    r->prev = head->prev;
+    head->prev->next = r;
+    head->prev = r;
+}
+
+coll_request_t *coll__req_new(coll_comm_t *c, coll_req_kind_t kind)
+{
+    coll_request_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return NULL;
+    }
+    r->comm = c;
+    r->kind = kind;
+    r->id = c->next_id++;
+    r->status = COLL_INPROGRESS;
+    link_req(&c->pending, r);
+    return r;
+}
+
+void coll__req_release(coll_request_t *r)
+{
+    unlink_req(r);
+    free(r);
+}
+
+/* A finished request waits on comm->done until the user frees it (or the communicator goes). */
+static void finish(coll_request_t *r, coll_status_t status)
+{
+    unlink_req(r);
+    r->status = status;
+    r->done = 1;
+    if (r->detached) {
+        free(r);
+    } else {
+        link_req(&r->comm->done, r);
+    }
+}
+
+void coll__req_fail_all(coll_comm_t *c, coll_status_t status)
+{
+    while (c->pending.next != &c->pending) {
+        finish(c->pending.next, status);
+    }
+}
+
+void coll__req_free_all(coll_comm_t *c)
+{
+    coll__req_fail_all(c, COLL_ERR_CLOSED);
+    while (c->done.next != &c->done) {
+        coll__req_release(c->done.next);
+    }
+}
+
+static coll_request_t *find(coll_comm_t *c, uint32_t id)
+{
+    for (coll_request_t *r = c->pending.next; r != &c->pending; r = r->next) {
+        if (r->id == id) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
+{
+    coll_request_t *r = find(c, m->req_id);
+    if (r == NULL || r->kind != COLL_REQ_COLLECTIVE) {
+        return; /* a request freed with its communicator's failure */
+    }
+    if (m->status != COLL_OK) {
+        coll__set_error(c, "%s", m->error);
+    }
+    finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
+}
+
+static void on_alloc(coll_comm_t *c, const Coll__Wire__MemAllocReply *m)
+{
+    coll_request_t *r = find(c, m->req_id);
+    if (r == NULL || r->kind != COLL_REQ_ALLOC) {
+        return;
+    }
+    if (m->status != COLL_OK) {
+        coll__set_error(c, "%s", m->error);
+    } else if (m->offset > c->pool_bytes || m->bytes > c->pool_bytes - m->offset) {
+        coll__set_error(c, "collectived returned an allocation outside the pool");
+        finish(r, COLL_ERR_PROTOCOL);
+        return;
+    }
+    r->offset = m->offset;
+    finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
+}
+
+static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
+{
+    c->join_done = 1;
+    c->join_status = m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status;
+    if (m->status != COLL_OK) {
+        coll__set_error(c, "%s", m->error);
+        return;
+    }
+    c->pool_bytes = m->pool_bytes;
+    c->node_rank = m->node_rank;
+    c->node_count = m->node_count;
+}
+
+void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m)
+{
+    switch (m->body_case) {
+    case COLL__WIRE__DAEMON_MSG__BODY_HELLO:
+        c->hello_done = 1;
+        break;
+    case COLL__WIRE__DAEMON_MSG__BODY_JOIN:
+        on_join(c, m->join);
+        break;
+    case COLL__WIRE__DAEMON_MSG__BODY_ALLOC:
+        on_alloc(c, m->alloc);
+        break;
+    case COLL__WIRE__DAEMON_MSG__BODY_COMPLETE:
+        on_complete(c, m->complete);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Offset of [p, p + len) in the pool, or -1 when it is not inside. */
+static int64_t pool_offset(const coll_comm_t *c, const void *p, size_t len)
+{
+    const uint8_t *b = p;
+    if (c->pool == NULL || b < c->pool || (size_t)(b - c->pool) > c->pool_bytes ||
+        len > c->pool_bytes - (size_t)(b - c->pool)) {
+        return -1;
+    }
+    return b - c->pool;
+}
+
+static coll_status_t check_args(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                                coll_dtype_t dtype, coll_redop_t op, int64_t *soff, int64_t *roff)
+{
+    size_t es = coll_dtype_size(dtype);
+    if (es == 0 || (unsigned)op >= COLL_REDOP_COUNT) {
+        coll__set_error(c, "unsupported dtype %d or op %d", (int)dtype, (int)op);
+        return COLL_ERR_INVALID;
+    }
+    if (count > SIZE_MAX / es) {
+        coll__set_error(c, "count %zu overflows", count);
+        return COLL_ERR_INVALID;
+    }
+    *soff = pool_offset(c, sendbuf, count * es);
+    *roff = pool_offset(c, recvbuf, count * es);
+    if (*soff < 0 || *roff < 0) {
+        coll__set_error(c, "rank %d: %s buffer is not inside the job's pool; allocate it with "
+                        "coll_mem_alloc()", c->rank, *soff < 0 ? "send" : "receive");
+        return COLL_ERR_NOT_IN_POOL;
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                   size_t count, coll_dtype_t dtype, coll_redop_t op,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+    int64_t soff, roff;
+    coll_request_t *r;
+    coll_status_t st;
+
+    pthread_mutex_lock(&c->lock);
+    st = check_args(c, sendbuf, recvbuf, count, dtype, op, &soff, &roff);
+    if (st == COLL_OK && (r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
+        st = COLL_ERR_NOMEM;
+    }
+    if (st == COLL_OK) {
+        /* Without a key, operations are numbered in call order in a space of their own. */
+        s.key = (params != NULL && (params->field_mask & COLL_OP_PARAM_KEY))
+                    ? params->key & ((1ull << 39) - 1)
+                    : (1ull << 39) | (c->next_seq++ & ((1ull << 39) - 1));
+        s.req_id = r->id;
+        s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
+        s.dtype = (uint32_t)dtype;
+        s.op = (uint32_t)op;
+        s.count = count;
+        s.send_offset = (uint64_t)soff;
+        s.recv_offset = (uint64_t)roff;
+        msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
+        msg.submit = &s;
+        st = coll__send(c, &msg);
+        if (st != COLL_OK) {
+            coll__req_release(r);
+        } else {
+            *req_p = r;
+            st = COLL_INPROGRESS;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+coll_status_t coll_req_test(coll_request_t *r)
+{
+    coll_comm_t *c = r->comm;
+    coll_status_t st;
+
+    pthread_mutex_lock(&c->lock);
+    if (!r->done && c->broken == COLL_OK) {
+        coll__wait_flag(c, &r->done, 0);
+    }
+    st = r->done ? r->status : (c->broken != COLL_OK ? c->broken : COLL_INPROGRESS);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+coll_status_t coll_req_wait(coll_request_t *r, int timeout_ms)
+{
+    coll_comm_t *c = r->comm;
+    coll_status_t st;
+
+    pthread_mutex_lock(&c->lock);
+    st = coll__wait_flag(c, &r->done, timeout_ms);
+    if (r->done) {
+        st = r->status;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void coll_req_free(coll_request_t *r)
+{
+    coll_comm_t *c;
+    if (r == NULL) {
+        return;
+    }
+    c = r->comm;
+    pthread_mutex_lock(&c->lock);
+    if (r->done) {
+        coll__req_release(r);
+    } else {
+        r->detached = 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+coll_status_t coll_allreduce(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                             coll_dtype_t dtype, coll_redop_t op)
+{
+    coll_request_t *r;
+    coll_status_t st = coll_allreduce_async(c, sendbuf, recvbuf, count, dtype, op, NULL, &r);
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(r, -1);
+        coll_req_free(r);
+    }
+    return st;
+}

@@ -1,0 +1,371 @@
+#include "job.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "op.h"
+#include "rdv.h"
+#include "staging.h"
+#include "tag.h"
+#include "transport.h"
+
+static coll_job_t *job_find(coll_daemon_t *d, const char *id)
+{
+    coll_job_t *job, *tmp;
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        if (!job->closing && strcmp(job->id, id) == 0) {
+            return job;
+        }
+    }
+    return NULL;
+}
+
+static void reply_join(coll_session_t *s, coll_status_t status, const char *error,
+                       const coll_job_t *job)
+{
+    coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
+    Coll__Wire__JoinReply r = COLL__WIRE__JOIN_REPLY__INIT;
+    int fd = -1;
+
+    r.status = status;
+    r.error = (char *)error;
+    if (status == COLL_OK) {
+        r.pool_bytes = coll_pool_size(job->pool);
+        r.node_rank = job->node_rank;
+        r.node_count = job->nnodes;
+        fd = coll_pool_fd(job->pool);
+    }
+    msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_JOIN;
+    msg.join = &r;
+    coll_session_send(s, &msg, fd);
+}
+
+static void join_timeout_cb(uv_timer_t *t)
+{
+    coll_job_t *job = t->data;
+    if (job->state == COLL_JOB_GATHERING) {
+        coll_job_fail(job, COLL_ERR_TIMEDOUT, 0,
+                      "job %s: only %u of %u local ranks joined on this node within %u ms",
+                      job->id, job->njoined, job->local_size, job->timeout_ms);
+    } else if (job->state == COLL_JOB_RENDEZVOUS) {
+        coll_job_fail(job, COLL_ERR_TIMEDOUT, 0,
+                      "job %s: rendezvous at root %s did not complete within %u ms (are all "
+                      "%u ranks started, with the same COLL_ROOT?)",
+                      job->id, job->root, job->timeout_ms, job->world_size);
+    }
+}
+
+void coll_job_handle_closed(uv_handle_t *h)
+{
+    coll_job_t *job = h->data;
+    if (--job->handles == 0) {
+        free(job);
+    }
+}
+
+static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, coll_job_t **job_p)
+{
+    coll_job_t *job = calloc(1, sizeof(*job));
+    uint32_t l = j->local_size;
+
+    if (job == NULL || (job->locals = calloc(l, sizeof(*job->locals))) == NULL ||
+        (job->ranks = calloc(l, sizeof(*job->ranks))) == NULL) {
+        if (job != NULL) {
+            free(job->locals);
+        }
+        free(job);
+        return COLL_ERR_NOMEM;
+    }
+    job->d = d;
+    snprintf(job->id, sizeof(job->id), "%s", j->job);
+    snprintf(job->root, sizeof(job->root), "%s", j->root);
+    job->world_size = j->world_size;
+    job->local_size = l;
+    job->timeout_ms = j->timeout_ms ? j->timeout_ms : 60000;
+    job->staging_bytes = 2 * (size_t)d->cfg.segment_size;
+    coll_list_init(&job->events);
+    coll_list_init(&job->ops);
+    coll_list_init(&job->staging);
+    *job_p = job;
+    return COLL_OK;
+}
+
+static void job_free_now(coll_job_t *job);
+
+static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, char *err,
+                                size_t errlen, coll_job_t **job_p)
+{
+    uint64_t pool_bytes = j->pool_bytes ? j->pool_bytes : d->cfg.pool_size;
+    coll_job_t *job;
+    coll_status_t st;
+
+    if (pool_bytes > d->cfg.pool_max) {
+        snprintf(err, errlen, "job %s asks for a pool of %llu bytes; this daemon allows at most "
+                 "%llu (pool_max)", j->job, (unsigned long long)pool_bytes,
+                 (unsigned long long)d->cfg.pool_max);
+        return COLL_ERR_POOL_FULL;
+    }
+    if ((st = job_alloc(d, j, &job)) != COLL_OK) {
+        snprintf(err, errlen, "daemon out of memory");
+        return st;
+    }
+    uv_timer_init(d->loop, &job->join_timer);
+    uv_timer_init(d->loop, &job->retry_timer);
+    uv_timer_init(d->loop, &job->gone_timer);
+    job->join_timer.data = job->retry_timer.data = job->gone_timer.data = job;
+    job->handles = 3;
+    coll_list_push(&d->jobs, &job->link);
+    if ((st = coll_pool_create(job->id, pool_bytes, &job->pool)) != COLL_OK ||
+        (st = coll_transport_job_open(job)) != COLL_OK) {
+        snprintf(err, errlen, "job %s: cannot create its %s on this node (see daemon log)",
+                 job->id, job->pool == NULL ? "memory pool" : "UCX worker");
+        job_free_now(job);
+        return st;
+    }
+    uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
+    coll_info(COLL_SUB_JOB, "job %s: created (world size %u, %u local ranks, pool %llu bytes)",
+              job->id, job->world_size, job->local_size, (unsigned long long)pool_bytes);
+    *job_p = job;
+    return COLL_OK;
+}
+
+/* A join for an existing job must agree with it; returns a message when it does not. */
+static const char *join_conflict(const coll_job_t *job, const coll_session_t *s,
+                                 const Coll__Wire__JoinJob *j, char *buf, size_t len)
+{
+    if (job->state != COLL_JOB_GATHERING) {
+        snprintf(buf, len, "job %s is already %s on this node; use a new job id", job->id,
+                 job->state == COLL_JOB_FAILED ? "failed" : "formed");
+    } else if (j->world_size != job->world_size || j->local_size != job->local_size) {
+        snprintf(buf, len, "rank %u says world size %u, local size %u; earlier ranks of job %s "
+                 "said %u, %u", j->rank, j->world_size, j->local_size, job->id,
+                 job->world_size, job->local_size);
+    } else if (strcmp(j->root, job->root) != 0) {
+        snprintf(buf, len, "rank %u says root %s; earlier ranks said %s", j->rank, j->root,
+                 job->root);
+    } else if (job->locals[j->local_rank] != NULL) {
+        snprintf(buf, len, "local rank %u of job %s is already taken by rank %u (pid %d)",
+                 j->local_rank, job->id, job->locals[j->local_rank]->rank,
+                 (int)job->locals[j->local_rank]->cred.pid);
+    } else {
+        for (uint32_t l = 0; l < job->local_size; l++) {
+            if (job->locals[l] != NULL && job->ranks[l] == j->rank) {
+                snprintf(buf, len, "rank %u of job %s joined twice on this node", j->rank,
+                         job->id);
+                return buf;
+            }
+        }
+        return NULL;
+    }
+    return buf;
+}
+
+void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j)
+{
+    char err[512];
+    coll_job_t *job = job_find(d, j->job);
+    coll_status_t st;
+
+    if (j->local_size > COLL_MAX_LOCAL) {
+        snprintf(err, sizeof(err), "local size %u above the limit of %u", j->local_size,
+                 COLL_MAX_LOCAL);
+        reply_join(s, COLL_ERR_INVALID, err, NULL);
+        return;
+    }
+    if (job != NULL && join_conflict(job, s, j, err, sizeof(err)) != NULL) {
+        reply_join(s, COLL_ERR_RENDEZVOUS, err, NULL);
+        return;
+    }
+    if (job == NULL && (st = job_create(d, j, err, sizeof(err), &job)) != COLL_OK) {
+        reply_join(s, st, err, NULL);
+        return;
+    }
+    job->locals[j->local_rank] = s;
+    job->ranks[j->local_rank] = j->rank;
+    job->njoined++;
+    s->job = job;
+    s->local_rank = j->local_rank;
+    s->rank = j->rank;
+    if (job->njoined == job->local_size) {
+        job->state = COLL_JOB_RENDEZVOUS;
+        coll_rdv_join(job);
+    }
+}
+
+static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
+{
+    job->nodes = calloc(r->n_nodes, sizeof(*job->nodes));
+    if (job->nodes == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    job->nnodes = (uint32_t)r->n_nodes;
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        coll_node_t *n = &job->nodes[i];
+        const Coll__Wire__NodeInfo *info = r->nodes[i];
+        n->job = job;
+        n->index = (uint32_t)i;
+        n->nranks = (uint32_t)info->n_ranks;
+        n->ranks = malloc(info->n_ranks * sizeof(uint32_t));
+        n->worker_address = malloc(info->worker_address.len);
+        if (n->ranks == NULL || n->worker_address == NULL) {
+            return COLL_ERR_NOMEM;
+        }
+        memcpy(n->ranks, info->ranks, info->n_ranks * sizeof(uint32_t));
+        memcpy(n->worker_address, info->worker_address.data, info->worker_address.len);
+        n->worker_address_len = info->worker_address.len;
+        snprintf(n->host, sizeof(n->host), "%s", info->host);
+    }
+    return COLL_OK;
+}
+
+void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
+{
+    if (job->state != COLL_JOB_RENDEZVOUS) {
+        return;
+    }
+    if (r->status != COLL_OK) {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: %s", job->id, r->error);
+        return;
+    }
+    if (r->n_nodes > COLL_TAG_MAX_NODES || copy_nodes(job, r) != COLL_OK ||
+        job->nodes[r->node_rank].nranks != job->local_size) {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: unusable node table from root %s",
+                      job->id, job->root);
+        return;
+    }
+    job->node_rank = r->node_rank;
+    job->state = COLL_JOB_READY;
+    uv_timer_stop(&job->join_timer);
+    coll_info(COLL_SUB_JOB, "job %s: ready, node %u of %u", job->id, job->node_rank, job->nnodes);
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        reply_join(job->locals[l], COLL_OK, "", job);
+    }
+}
+
+ucp_ep_h coll_job_ep(coll_job_t *job, uint32_t node)
+{
+    coll_node_t *n = &job->nodes[node];
+    if (n->ep == NULL && coll_transport_connect(job, node, &n->ep) != COLL_OK) {
+        coll_job_fail(job, COLL_ERR_TRANSPORT, 1, "cannot connect to node %u (%s)", node, n->host);
+        return NULL;
+    }
+    return n->ep;
+}
+
+void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
+{
+    coll_job_state_t was = job->state;
+    va_list ap;
+
+    if (was == COLL_JOB_FAILED) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(job->errmsg, sizeof(job->errmsg), fmt, ap);
+    va_end(ap);
+    job->state = COLL_JOB_FAILED;
+    job->error = status;
+    coll_error(COLL_SUB_JOB, "job %s failed: %s", job->id, job->errmsg);
+    uv_timer_stop(&job->join_timer);
+    uv_timer_stop(&job->retry_timer);
+    uv_timer_stop(&job->gone_timer);
+    if (job->rdv_link != NULL) {
+        coll_rdv_link_close(job->rdv_link);
+    }
+    if (was == COLL_JOB_READY) {
+        if (tell_peers && job->nnodes > 1) {
+            coll_transport_abort_peers(job, status, job->errmsg);
+        }
+        coll_op_fail_all(job);
+        return;
+    }
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        if (job->locals[l] != NULL) {
+            reply_join(job->locals[l], status, job->errmsg, NULL);
+        }
+    }
+}
+
+static uint32_t pending_ops(const coll_job_t *job)
+{
+    uint32_t n = 0;
+    coll_op_t *op, *tmp;
+    coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link) { n += !op->done; }
+    return n;
+}
+
+void coll_job_leave(coll_job_t *job, coll_session_t *s)
+{
+    uint32_t pending = pending_ops(job);
+    coll_op_t *op, *tmp;
+
+    coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link)
+    {
+        if (op->members[s->local_rank].session == s) {
+            op->members[s->local_rank].session = NULL;
+        }
+    }
+    if (job->pool != NULL) {
+        coll_pool_free_owner(job->pool, s);
+    }
+    job->locals[s->local_rank] = NULL;
+    job->njoined--;
+    s->job = NULL;
+    /* A rank that leaves between operations ends its part cleanly; one that leaves with work
+     * pending (or before the job met) strands the others, who must hear about it now. */
+    if (job->state == COLL_JOB_READY && pending > 0) {
+        coll_job_fail(job, COLL_ERR_JOB, 1,
+                      "rank %u (pid %d) left job %s with %u operations pending", s->rank,
+                      (int)s->cred.pid, job->id, pending);
+    } else if (job->state == COLL_JOB_GATHERING || job->state == COLL_JOB_RENDEZVOUS) {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "rank %u (pid %d) left job %s before it met",
+                      s->rank, (int)s->cred.pid, job->id);
+    }
+    coll_job_maybe_free(job);
+}
+
+static void job_free_now(coll_job_t *job)
+{
+    job->closing = 1;
+    coll_list_remove(&job->link);
+    if (job->rdv_link != NULL) {
+        job->rdv_link->job = NULL;
+        coll_rdv_link_close(job->rdv_link);
+    }
+    coll_transport_job_close(job);
+    coll_staging_release_all(job);
+    coll_pool_destroy(job->pool);
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        free(job->nodes[i].ranks);
+        free(job->nodes[i].worker_address);
+    }
+    free(job->nodes);
+    free(job->worker_address);
+    free(job->locals);
+    free(job->ranks);
+    coll_info(COLL_SUB_JOB, "job %s: closed on this node", job->id);
+    /* The job struct goes with its last handle. */
+    uv_close((uv_handle_t *)&job->join_timer, coll_job_handle_closed);
+    uv_close((uv_handle_t *)&job->retry_timer, coll_job_handle_closed);
+    uv_close((uv_handle_t *)&job->gone_timer, coll_job_handle_closed);
+}
+
+void coll_job_maybe_free(coll_job_t *job)
+{
+    if (job->njoined == 0 && !job->driving && !job->closing) {
+        job_free_now(job);
+    }
+}
+
+void coll_job_close_all(coll_daemon_t *d)
+{
+    coll_job_t *job, *tmp;
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        coll_job_fail(job, COLL_ERR_JOB, 1, "the daemon on node %s is shutting down", d->hostname);
+    }
+}
+

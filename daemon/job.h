@@ -1,0 +1,127 @@
+/**
+ * @file job.h
+ * @brief A job (communicator) as seen by one daemon: its local ranks, its pool, its nodes and
+ *        the operations in flight.
+ *
+ * Life: GATHERING (local ranks join) -> RENDEZVOUS (this node registered at the root) -> READY
+ * (endpoints to every node; operations run) -> FAILED (an error reached every rank; new submits
+ * fail at once). The job is freed when its last local rank left and no transfer is in flight.
+ */
+#ifndef COLL_JOB_H
+#define COLL_JOB_H
+
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+#include <uv.h>
+
+#include "collective.h"
+#include "daemon.h"
+#include "desc.h"
+#include "list.h"
+#include "plan.h"
+#include "pool.h"
+#include "session.h"
+#include "wire.h"
+
+/** Most local ranks of one job on one node (GPUs or trainer processes per node). */
+#define COLL_MAX_LOCAL 64u
+
+struct coll_peer_link;
+struct coll_op;
+
+typedef enum {
+    COLL_JOB_GATHERING,
+    COLL_JOB_RENDEZVOUS,
+    COLL_JOB_READY,
+    COLL_JOB_FAILED,
+} coll_job_state_t;
+
+/** A node of the job, in ring order. */
+typedef struct {
+    struct coll_job *job;
+    uint32_t index;        /**< node rank */
+    uint32_t nranks;
+    uint32_t *ranks;       /**< global ranks by local rank */
+    void *worker_address;  /**< UCX worker address (owned) */
+    size_t worker_address_len;
+    ucp_ep_h ep;           /**< created on first use; NULL for this node */
+    char host[64];
+    coll_status_t gone;    /**< COLL_OK while reachable; why it left or was lost otherwise */
+    int gone_seen;         /**< the engine has acted on @c gone */
+    int left;              /**< it said goodbye: it completed every operation it took part in */
+    char gone_why[160];
+} coll_node_t;
+
+typedef struct coll_job {
+    coll_list_t link;             /**< in d->jobs */
+    coll_daemon_t *d;
+    char id[COLL_JOB_ID_MAX + 1];
+    coll_job_state_t state;
+    coll_status_t error;          /**< why it failed */
+    char errmsg[512];
+    uint32_t world_size;
+    uint32_t local_size;
+    uint32_t njoined;
+    char root[256];
+    coll_session_t **locals;      /**< by local rank; NULL when not (or no longer) joined */
+    uint32_t *ranks;              /**< global rank by local rank */
+    uint32_t timeout_ms;
+    uv_timer_t join_timer;        /**< fails the join when the job has not met in time */
+    uv_timer_t retry_timer;       /**< reconnects to a root that is not up yet */
+    uv_timer_t gone_timer;        /**< checks for receives stranded by a node that is gone */
+    coll_pool_t *pool;
+    uint32_t node_rank;
+    uint32_t nnodes;
+    coll_node_t *nodes;
+    /* transport */
+    ucp_worker_h worker;
+    uv_poll_t poll;               /**< on the worker's event fd */
+    void *worker_address;
+    size_t worker_address_len;
+    uint64_t inflight;            /**< UCX requests not yet completed */
+    coll_list_t events;           /**< completed transfers waiting for the engine */
+    int driving;                  /**< inside coll_transport_drive() */
+    coll_status_t pending_status; /**< failure seen inside a UCX callback, acted on later */
+    char pending_msg[512];
+    char control_msg[520];        /**< payload of the abort or goodbye this node sent */
+    coll_list_t ops;              /**< coll_op_t in flight */
+    coll_list_t staging;          /**< free staging blocks (coll_staging_t) */
+    size_t staging_bytes;         /**< size of one block */
+    struct coll_peer_link *rdv_link;
+    int handles;                  /**< uv handles not yet closed */
+    int closing;
+} coll_job_t;
+
+/**
+ * @brief Handle a client's JoinJob: find or create the job and add the session as a local rank.
+ * The reply (with the pool fd) goes out once the whole job has met; errors are replied at once.
+ */
+void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *join);
+
+/** @brief The rendezvous ended: @p reply is the root's answer (success or error). */
+void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *reply);
+
+/** @brief The session of local rank @p s->local_rank left the job. */
+void coll_job_leave(coll_job_t *job, coll_session_t *s);
+
+/**
+ * @brief Fail the job: every pending operation completes with @p status on every local rank,
+ *        later submits fail at once, and (when @p tell_peers) every other node is told.
+ *        Only the first failure counts; it is logged once here.
+ */
+void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/** @brief Close every job (daemon shutdown). */
+void coll_job_close_all(coll_daemon_t *d);
+
+/** @return The job's endpoint to @p node, creating it on first use; NULL on error (job failed). */
+ucp_ep_h coll_job_ep(coll_job_t *job, uint32_t node);
+
+/** @brief Close callback of the job's uv handles: the job is freed with the last one. */
+void coll_job_handle_closed(uv_handle_t *h);
+
+/** @brief Free the job once nothing references it (no sessions, transfers or handles). */
+void coll_job_maybe_free(coll_job_t *job);
+
+#endif

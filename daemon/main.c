@@ -1,0 +1,43 @@
+/*
+ * collectived: the collective-communication daemon, one per node.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+
+int main(int argc, char **argv)
+{
+    coll_daemon_t d;
+    uv_loop_t *loop = uv_default_loop();
+    int rc;
+
+    memset(&d, 0, sizeof(d));
+    switch (coll_config_load(argc, argv, &d.cfg)) {
+    case COLL_CONFIG_EXIT:
+        coll_config_cleanup(&d.cfg);
+        return 0;
+    case COLL_CONFIG_ERROR:
+        coll_config_cleanup(&d.cfg);
+        return 2;
+    case COLL_CONFIG_RUN:
+        break;
+    }
+    if (coll_log_configure(d.cfg.log_level, d.cfg.log_subsys) < 0) {
+        fprintf(stderr, "collectived: log_subsys=%s: unknown subsystem; use core, session, job, "
+                        "rdv, ucx, engine, pool or all\n", d.cfg.log_subsys);
+        coll_config_cleanup(&d.cfg);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    rc = coll_daemon_start(&d, loop) == COLL_OK ? 0 : 1;
+    uv_run(loop, UV_RUN_DEFAULT);
+    coll_daemon_cleanup(&d);
+    uv_loop_close(loop);
+    coll_config_cleanup(&d.cfg);
+    return rc;
+}

@@ -1,0 +1,107 @@
+/**
+ * @file op.h
+ * @brief One collective operation of a job on this node: the submissions of the local ranks,
+ *        matched by key, and the algorithm that runs it once all of them are in.
+ */
+#ifndef COLL_OP_H
+#define COLL_OP_H
+
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#include "desc.h"
+#include "job.h"
+#include "list.h"
+#include "plan.h"
+
+struct coll_op;
+struct coll_xfer;
+
+/** An algorithm: how an operation moves and reduces data once every local rank submitted. */
+typedef struct {
+    const char *name;
+    /** Start moving data; returns an error to fail the job. */
+    coll_status_t (*start)(struct coll_op *op);
+    /** A transfer of the operation completed successfully (NULL: the algorithm sends nothing). */
+    void (*on_xfer)(struct coll_op *op, struct coll_xfer *x);
+    /** Free the algorithm state once the operation ended and nothing is in flight (or NULL). */
+    void (*cleanup)(struct coll_op *op);
+} coll_algo_t;
+
+/** One local rank's part in an operation. */
+typedef struct {
+    coll_session_t *session; /**< NULL before submission or after the rank left */
+    uint32_t req_id;
+    uint64_t send_off;
+    uint64_t recv_off;
+} coll_op_member_t;
+
+/** A message in flight on UCX. Embedded in algorithm state; no allocation per message. */
+typedef struct coll_xfer {
+    coll_list_t link;     /**< in job->events once completed */
+    coll_list_t posted;   /**< in op->posted while in flight */
+    struct coll_op *op;
+    void *req;            /**< UCX request while in flight, else NULL */
+    uint8_t kind;         /**< COLL_TAG_* */
+    uint8_t is_send;
+    uint8_t completed;    /**< UCX reported completion (it may still wait in job->events) */
+    uint8_t suspect;      /**< a receive from a gone node seen pending by one check already */
+    uint16_t slot;        /**< algorithm's own index (buffer, column) */
+    uint32_t step;
+    uint32_t peer;        /**< node sent to, or expected to send */
+    size_t expect;        /**< bytes a receive must bring */
+    ucs_status_t status;
+    size_t length;        /**< bytes received */
+} coll_xfer_t;
+
+typedef struct coll_op {
+    coll_list_t link;          /**< in job->ops */
+    coll_job_t *job;
+    coll_desc_t desc;          /**< this node's descriptor */
+    coll_plan_t plan;
+    size_t esize;
+    uint32_t nsubmitted;
+    coll_op_member_t *members; /**< by local rank */
+    const void **in;           /**< daemon addresses of the inputs, by local rank */
+    void **out;                /**< daemon addresses of the outputs, by local rank */
+    const coll_algo_t *algo;
+    void *algo_state;
+    uint64_t inflight;         /**< transfers posted and not completed */
+    coll_list_t posted;        /**< transfers in flight (to cancel them) */
+    coll_list_t parked;        /**< receives completed before the descriptor check */
+    int algo_done;             /**< the algorithm finished moving data */
+    int done;                  /**< completed or failed; waits for inflight == 0 to be freed */
+    /* Descriptor check with the previous node of the ring. */
+    coll_desc_t peer_desc;
+    coll_xfer_t desc_send;
+    coll_xfer_t desc_recv;
+    int desc_ok;
+} coll_op_t;
+
+/**
+ * @brief Handle a client's Submit: validate it, match it with the other local ranks' submissions
+ *        of the same key and start the operation when all are in. Errors complete the request.
+ */
+void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub);
+
+/** @brief The algorithm finished; the operation completes once the descriptor check passed. */
+void coll_op_algo_done(coll_op_t *op);
+
+/** @brief Complete the operation on every local rank with @p status (COLL_OK or an error). */
+void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error);
+
+/** @brief A transfer of @p x->op completed (or failed); called by the job's event loop. */
+void coll_op_on_xfer(coll_xfer_t *x);
+
+/** @brief Fail every operation of @p job after a job failure; cancel their receives. */
+void coll_op_fail_all(coll_job_t *job);
+
+/** @brief Free @p op if it is done and nothing is in flight. */
+void coll_op_maybe_free(coll_op_t *op);
+
+/** The pipelined ring (ring.c). */
+extern const coll_algo_t coll_algo_ring;
+/** Single node: reduce the local ranks' buffers (local.c). */
+extern const coll_algo_t coll_algo_local;
+
+#endif

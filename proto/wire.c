@@ -1,0 +1,199 @@
+#include "wire.h"
+
+#include "frame.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static coll_status_t fail(char *err, size_t errlen, coll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int coll_wire_job_id_valid(const char *job)
+{
+    size_t n = strlen(job);
+    if (n == 0 || n > COLL_JOB_ID_MAX) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = job[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#define CHECK_FIELD(cond, ...)                                                                     \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            return fail(err, errlen, COLL_ERR_PROTOCOL, __VA_ARGS__);                              \
+        }                                                                                          \
+    } while (0)
+
+static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t errlen)
+{
+    CHECK_FIELD(coll_wire_job_id_valid(j->job), "join: invalid job id");
+    CHECK_FIELD(j->world_size >= 1 && j->world_size <= COLL_WORLD_MAX,
+                "join: world size %u out of range", j->world_size);
+    CHECK_FIELD(j->rank < j->world_size, "join: rank %u >= world size %u", j->rank,
+                j->world_size);
+    CHECK_FIELD(j->local_size >= 1 && j->local_size <= j->world_size,
+                "join: local size %u not in 1..world size %u", j->local_size, j->world_size);
+    CHECK_FIELD(j->local_rank < j->local_size, "join: local rank %u >= local size %u",
+                j->local_rank, j->local_size);
+    CHECK_FIELD(strlen(j->root) < 256, "join: root address too long");
+    return COLL_OK;
+}
+
+static coll_status_t check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen)
+{
+    CHECK_FIELD(s->coll == COLL__WIRE__COLLECTIVE__ALLREDUCE, "submit: unknown collective %d",
+                (int)s->coll);
+    CHECK_FIELD(s->dtype < COLL_DTYPE_COUNT, "submit: unknown dtype %u", s->dtype);
+    CHECK_FIELD(s->op < COLL_REDOP_COUNT, "submit: unknown op %u", s->op);
+    /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
+    CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
+                (unsigned long long)s->count);
+    return COLL_OK;
+}
+
+coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_client_msg_t **msg_p,
+                                      char *err, size_t errlen)
+{
+    coll_client_msg_t *m = coll__wire__client_msg__unpack(NULL, len, buf);
+    coll_status_t st = COLL_OK;
+
+    if (m == NULL) {
+        return fail(err, errlen, COLL_ERR_PROTOCOL, "undecodable client message (%zu bytes)", len);
+    }
+    if (m->version != COLL_WIRE_VERSION) {
+        st = fail(err, errlen, COLL_ERR_VERSION, "client protocol version %u, daemon speaks %u",
+                  m->version, COLL_WIRE_VERSION);
+    } else {
+        switch (m->body_case) {
+        case COLL__WIRE__CLIENT_MSG__BODY_HELLO:
+            st = strlen(m->hello->client) < 256
+                     ? COLL_OK
+                     : fail(err, errlen, COLL_ERR_PROTOCOL, "hello: client name too long");
+            break;
+        case COLL__WIRE__CLIENT_MSG__BODY_JOIN:
+            st = check_join(m->join, err, errlen);
+            break;
+        case COLL__WIRE__CLIENT_MSG__BODY_ALLOC:
+        case COLL__WIRE__CLIENT_MSG__BODY_FREE:
+            break;
+        case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
+            st = check_submit(m->submit, err, errlen);
+            break;
+        default:
+            st = fail(err, errlen, COLL_ERR_PROTOCOL, "client message without a known body");
+        }
+    }
+    if (st != COLL_OK) {
+        coll__wire__client_msg__free_unpacked(m, NULL);
+        return st;
+    }
+    *msg_p = m;
+    return COLL_OK;
+}
+
+coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemon_msg_t **msg_p,
+                                      char *err, size_t errlen)
+{
+    coll_daemon_msg_t *m = coll__wire__daemon_msg__unpack(NULL, len, buf);
+    coll_status_t st = COLL_OK;
+
+    if (m == NULL) {
+        return fail(err, errlen, COLL_ERR_PROTOCOL, "undecodable daemon message (%zu bytes)", len);
+    }
+    if (m->version != COLL_WIRE_VERSION) {
+        st = fail(err, errlen, COLL_ERR_VERSION, "daemon protocol version %u, library speaks %u",
+                  m->version, COLL_WIRE_VERSION);
+    } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY__NOT_SET) {
+        st = fail(err, errlen, COLL_ERR_PROTOCOL, "daemon message without a known body");
+    }
+    if (st != COLL_OK) {
+        coll__wire__daemon_msg__free_unpacked(m, NULL);
+        return st;
+    }
+    *msg_p = m;
+    return COLL_OK;
+}
+
+static coll_status_t check_ranks(const uint32_t *ranks, size_t n, uint32_t world_size,
+                                 char *err, size_t errlen)
+{
+    CHECK_FIELD(n >= 1 && n <= world_size, "node lists %zu ranks, world size %u", n, world_size);
+    for (size_t i = 0; i < n; i++) {
+        CHECK_FIELD(ranks[i] < world_size, "rank %u >= world size %u", ranks[i], world_size);
+    }
+    return COLL_OK;
+}
+
+static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, size_t errlen)
+{
+    CHECK_FIELD(coll_wire_job_id_valid(j->job), "node join: invalid job id");
+    CHECK_FIELD(j->world_size >= 1 && j->world_size <= COLL_WORLD_MAX,
+                "node join: world size %u out of range", j->world_size);
+    CHECK_FIELD(j->worker_address.len > 0 && j->worker_address.len <= COLL_WORKER_ADDR_MAX,
+                "node join: worker address of %zu bytes", j->worker_address.len);
+    CHECK_FIELD(strlen(j->host) < 256, "node join: host name too long");
+    return check_ranks(j->ranks, j->n_ranks, j->world_size, err, errlen);
+}
+
+static coll_status_t check_node_join_reply(const Coll__Wire__NodeJoinReply *r, char *err,
+                                           size_t errlen)
+{
+    if (r->status != COLL_OK) {
+        return COLL_OK; /* an error reply carries only status and text */
+    }
+    CHECK_FIELD(r->n_nodes >= 1 && r->n_nodes <= COLL_WORLD_MAX, "join reply with %zu nodes",
+                r->n_nodes);
+    CHECK_FIELD(r->node_rank < r->n_nodes, "join reply: node rank %u >= %zu nodes", r->node_rank,
+                r->n_nodes);
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        const Coll__Wire__NodeInfo *n = r->nodes[i];
+        CHECK_FIELD(n->worker_address.len > 0 && n->worker_address.len <= COLL_WORKER_ADDR_MAX,
+                    "join reply: node %zu has a worker address of %zu bytes", i,
+                    n->worker_address.len);
+        CHECK_FIELD(n->n_ranks >= 1 && n->n_ranks <= COLL_WORLD_MAX,
+                    "join reply: node %zu has %zu ranks", i, n->n_ranks);
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll_wire_unpack_peer(const uint8_t *buf, size_t len, coll_peer_msg_t **msg_p,
+                                    char *err, size_t errlen)
+{
+    coll_peer_msg_t *m = coll__wire__peer_msg__unpack(NULL, len, buf);
+    coll_status_t st;
+
+    if (m == NULL) {
+        return fail(err, errlen, COLL_ERR_PROTOCOL, "undecodable peer message (%zu bytes)", len);
+    }
+    if (m->version != COLL_WIRE_VERSION) {
+        st = fail(err, errlen, COLL_ERR_VERSION, "peer protocol version %u, we speak %u",
+                  m->version, COLL_WIRE_VERSION);
+    } else if (m->body_case == COLL__WIRE__PEER_MSG__BODY_NODE_JOIN) {
+        st = check_node_join(m->node_join, err, errlen);
+    } else if (m->body_case == COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY) {
+        st = check_node_join_reply(m->node_join_reply, err, errlen);
+    } else {
+        st = fail(err, errlen, COLL_ERR_PROTOCOL, "peer message without a known body");
+    }
+    if (st != COLL_OK) {
+        coll__wire__peer_msg__free_unpacked(m, NULL);
+        return st;
+    }
+    *msg_p = m;
+    return COLL_OK;
+}

@@ -1,0 +1,52 @@
+/**
+ * @file wire.h
+ * @brief Decoding and validation of wire envelopes (proto/collective.proto).
+ *
+ * Every decoder checks the version and the fields that make sense on their own (ranges, string
+ * lengths, known enum values) so the code behind it can trust them. Offsets into a pool are
+ * checked by the daemon, which knows the pool.
+ */
+#ifndef COLL_WIRE_H
+#define COLL_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collective.h"
+#include "collective.pb-c.h"
+
+/** Longest job id in bytes. */
+#define COLL_JOB_ID_MAX 128u
+/** Largest world size the protocol accepts. */
+#define COLL_WORLD_MAX (1u << 20)
+/** Largest UCX worker address accepted from a peer. */
+#define COLL_WORKER_ADDR_MAX (64u * 1024u)
+
+typedef Coll__Wire__ClientMsg coll_client_msg_t;
+typedef Coll__Wire__DaemonMsg coll_daemon_msg_t;
+typedef Coll__Wire__PeerMsg coll_peer_msg_t;
+
+/**
+ * @brief Decode and validate a client envelope.
+ * @param [out] msg_p Message; free with coll__wire__client_msg__free_unpacked(msg, NULL).
+ * @param [out] err   Reason on failure (NUL-terminated, at most @p errlen bytes).
+ * @return COLL_OK; COLL_ERR_PROTOCOL (undecodable or invalid field); COLL_ERR_VERSION.
+ */
+coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_client_msg_t **msg_p,
+                                      char *err, size_t errlen);
+
+/** @brief As coll_wire_unpack_client() for daemon-to-client envelopes. */
+coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemon_msg_t **msg_p,
+                                      char *err, size_t errlen);
+
+/** @brief As coll_wire_unpack_client() for daemon-to-daemon envelopes. */
+coll_status_t coll_wire_unpack_peer(const uint8_t *buf, size_t len, coll_peer_msg_t **msg_p,
+                                    char *err, size_t errlen);
+
+/**
+ * @brief Check that a job id is 1..COLL_JOB_ID_MAX bytes of [A-Za-z0-9._:-].
+ * @return 1 when valid, 0 otherwise.
+ */
+int coll_wire_job_id_valid(const char *job);
+
+#endif

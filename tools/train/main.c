@@ -1,0 +1,347 @@
+/* coll-train: data-parallel MLP training on Fashion-MNIST over libcollective.
+ *
+ * Every rank loads the whole data set, builds the same network from the same seed and walks the
+ * same shuffled order; of each global batch it trains on its own contiguous shard, then the
+ * gradients are averaged with one allreduce, so every rank applies the same update and the
+ * weights stay identical. Standalone (no communicator) it is the single-process reference. */
+#include "dist.h"
+#include "mlp.h"
+#include "mnist.h"
+#include "options.h"
+#include "rng.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Everything one rank trains with. */
+typedef struct trainer {
+    train_opts_t opts;
+    dist_t dist;
+    mnist_set_t train;
+    mnist_set_t test;
+    mlp_t *mlp;
+    float *grads;          /* all gradients, contiguous, in the job's pool */
+    float *stats;          /* small buffer for the loss and accuracy reductions, in the pool */
+    float *x;              /* input rows: shard x image size */
+    uint8_t *y;            /* labels of x */
+    uint32_t *order;       /* training order of the current epoch, the same on every rank */
+    int shard;             /* images per rank per step: batch / world_size */
+    long steps_per_epoch;  /* full global batches per epoch */
+    long steps_done;       /* optimizer steps so far */
+    float mean;            /* pixel standardisation */
+    float std;
+} trainer_t;
+
+/* One rank's totals over an epoch. */
+typedef struct epoch_stats {
+    double loss_sum;    /* sum over steps of the mean loss of this rank's shard */
+    long steps;
+    double step_s;      /* seconds in steps, from gathering the batch to the update */
+    double allreduce_s; /* seconds in the gradient allreduce (submit and wait) */
+} epoch_stats_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int steps_exhausted(const trainer_t *t)
+{
+    return t->opts.max_steps > 0 && t->steps_done >= t->opts.max_steps;
+}
+
+/* Fisher-Yates shuffle of the identity, seeded by (seed, epoch) alone. */
+static void shuffle(trainer_t *t, int epoch)
+{
+    rng_t rng = {t->opts.seed ^ (0xd1b54a32d192ed03ull * (uint64_t)epoch)};
+    uint32_t n = (uint32_t)t->train.count;
+
+    for (uint32_t i = 0; i < n; i++) {
+        t->order[i] = i;
+    }
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = rng_below(&rng, i + 1);
+        uint32_t tmp = t->order[i];
+        t->order[i] = t->order[j];
+        t->order[j] = tmp;
+    }
+}
+
+/* One optimizer step on the global batch starting at batch[0]; this rank takes its shard. */
+static int train_step(trainer_t *t, const uint32_t *batch, epoch_stats_t *es)
+{
+    const uint32_t *mine = batch + (size_t)t->dist.rank * (size_t)t->shard;
+    double start = now_s();
+    double reduce_start;
+
+    mnist_gather(&t->train, mine, 0, (size_t)t->shard, t->mean, t->std, t->x, t->y);
+    mlp_forward(t->mlp, t->x, t->shard);
+    es->loss_sum += mlp_loss(t->mlp, t->y, t->shard);
+    mlp_backward(t->mlp, t->shard, NULL, NULL);
+    reduce_start = now_s();
+    if (dist_allreduce(&t->dist, t->grads, t->mlp->n_params, COLL_AVG) != 0) {
+        return -1;
+    }
+    es->allreduce_s += now_s() - reduce_start;
+    mlp_sgd_step(t->mlp, t->opts.lr, t->opts.momentum);
+    es->step_s += now_s() - start;
+    es->steps++;
+    t->steps_done++;
+    return 0;
+}
+
+static int train_epoch(trainer_t *t, int epoch, epoch_stats_t *es)
+{
+    memset(es, 0, sizeof(*es));
+    shuffle(t, epoch);
+    for (long s = 0; s < t->steps_per_epoch && !steps_exhausted(t); s++) {
+        if (train_step(t, t->order + (size_t)s * (size_t)t->opts.batch, es) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Mean loss of the epoch over its steps and all ranks. */
+static int global_loss(trainer_t *t, const epoch_stats_t *es, double *loss)
+{
+    t->stats[0] = es->steps > 0 ? (float)(es->loss_sum / (double)es->steps) : 0.0f;
+    if (dist_allreduce(&t->dist, t->stats, 1, COLL_AVG) != 0) {
+        return -1;
+    }
+    *loss = t->stats[0];
+    return 0;
+}
+
+/* Test accuracy over the whole test set: each rank classifies a contiguous shard, a SUM
+ * allreduce adds up the counts (exact in float32 below 2^24). */
+static int evaluate(trainer_t *t, double *accuracy)
+{
+    size_t n = t->test.count, w = (size_t)t->dist.world_size, r = (size_t)t->dist.rank;
+    size_t begin = n * r / w, end = n * (r + 1) / w;
+    long correct = 0;
+
+    for (size_t i = begin; i < end; i += (size_t)t->shard) {
+        int m = end - i < (size_t)t->shard ? (int)(end - i) : t->shard;
+        mnist_gather(&t->test, NULL, i, (size_t)m, t->mean, t->std, t->x, t->y);
+        mlp_forward(t->mlp, t->x, m);
+        correct += mlp_count_correct(t->mlp, t->y, m);
+    }
+    t->stats[0] = (float)correct;
+    t->stats[1] = (float)(end - begin);
+    if (dist_allreduce(&t->dist, t->stats, 2, COLL_SUM) != 0) {
+        return -1;
+    }
+    *accuracy = t->stats[1] > 0.0f ? (double)t->stats[0] / (double)t->stats[1] : 0.0;
+    return 0;
+}
+
+static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es, double loss,
+                         double accuracy)
+{
+    double samples = (double)es->steps * (double)t->opts.batch;
+    double step_s = es->step_s > 0.0 ? es->step_s : 1e-9;
+
+    if (t->dist.rank != 0) {
+        return;
+    }
+    printf("epoch %d/%d loss=%.4f samples/s=%.0f allreduce=%.1f%%", epoch, t->opts.epochs, loss,
+           samples / step_s, 100.0 * es->allreduce_s / step_s);
+    if (accuracy >= 0.0) {
+        printf(" test_accuracy=%.4f", accuracy);
+    }
+    printf("\n");
+}
+
+/* Raw little-endian float32 in the parameter layout of mlp.h, whatever the host byte order. */
+static int dump_weights(const mlp_t *mlp, const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    unsigned char le[4];
+
+    if (f == NULL) {
+        fprintf(stderr, "coll-train: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < mlp->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &mlp->params[i], sizeof(bits));
+        for (int b = 0; b < 4; b++) {
+            le[b] = (unsigned char)(bits >> (8 * b));
+        }
+        fwrite(le, 1, sizeof(le), f);
+    }
+    if (ferror(f) != 0 || fclose(f) != 0) {
+        fprintf(stderr, "coll-train: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Epoch loop, final evaluation, summary line and weight dump. */
+static int train_run(trainer_t *t)
+{
+    double loss = 0.0, accuracy = -1.0;
+    int epochs_run = 0;
+    epoch_stats_t es;
+
+    for (int e = 1; e <= t->opts.epochs && !steps_exhausted(t); e++) {
+        int eval_now = t->opts.eval_every > 0 && e % t->opts.eval_every == 0;
+        accuracy = -1.0;
+        if (train_epoch(t, e, &es) != 0 || global_loss(t, &es, &loss) != 0 ||
+            (eval_now && evaluate(t, &accuracy) != 0)) {
+            return -1;
+        }
+        report_epoch(t, e, &es, loss, accuracy);
+        epochs_run = e;
+    }
+    if (accuracy < 0.0 && evaluate(t, &accuracy) != 0) {
+        return -1;
+    }
+    if (t->dist.rank != 0) {
+        return 0;
+    }
+    printf("final: nodes=%d ranks=%d epochs=%d test_accuracy=%.4f train_loss=%.4f\n",
+           t->dist.world_size / t->dist.local_size, t->dist.world_size, epochs_run, accuracy,
+           loss);
+    return t->opts.dump_path != NULL ? dump_weights(t->mlp, t->opts.dump_path) : 0;
+}
+
+static int trainer_load_data(trainer_t *t)
+{
+    const char *dir = t->opts.data_dir;
+
+    if (mnist_load(dir, "train", &t->train) != 0 || mnist_load(dir, "t10k", &t->test) != 0) {
+        return -1;
+    }
+    if (mnist_image_size(&t->test) != mnist_image_size(&t->train)) {
+        fprintf(stderr, "coll-train: %s: test images are %zux%zu but training images %zux%zu\n",
+                dir, t->test.rows, t->test.cols, t->train.rows, t->train.cols);
+        return -1;
+    }
+    if (t->train.count > UINT32_MAX) {
+        fprintf(stderr, "coll-train: %s: %zu training images, at most %u supported\n", dir,
+                t->train.count, UINT32_MAX);
+        return -1;
+    }
+    t->mean = t->opts.normalize ? MNIST_FASHION_MEAN : 0.0f;
+    t->std = t->opts.normalize ? MNIST_FASHION_STD : 1.0f;
+    return 0;
+}
+
+/* The global batch must split evenly over the ranks and fit the training set. */
+static int trainer_check_batch(trainer_t *t)
+{
+    int w = t->dist.world_size;
+
+    if (t->opts.batch % w != 0) {
+        fprintf(stderr,
+                "coll-train: --batch %d is not divisible by the world size %d (each rank "
+                "trains on batch/world images of every global batch)\n",
+                t->opts.batch, w);
+        return -1;
+    }
+    if ((size_t)t->opts.batch > t->train.count) {
+        fprintf(stderr, "coll-train: --batch %d is larger than the %zu training images\n",
+                t->opts.batch, t->train.count);
+        return -1;
+    }
+    t->shard = t->opts.batch / w;
+    t->steps_per_epoch = (long)(t->train.count / (size_t)t->opts.batch);
+    return 0;
+}
+
+static int trainer_build_model(trainer_t *t)
+{
+    int sizes[MLP_MAX_LAYERS + 1];
+    int n_layers = t->opts.n_hidden + 1;
+    size_t dim = mnist_image_size(&t->train);
+
+    sizes[0] = (int)dim;
+    memcpy(sizes + 1, t->opts.hidden, (size_t)t->opts.n_hidden * sizeof(int));
+    sizes[n_layers] = MNIST_CLASSES;
+    t->grads = dist_alloc(&t->dist, mlp_param_count(sizes, n_layers));
+    t->stats = dist_alloc(&t->dist, 16);
+    if (t->grads == NULL || t->stats == NULL ||
+        mlp_create(sizes, n_layers, t->shard, t->opts.seed, t->grads, &t->mlp) != 0) {
+        return -1;
+    }
+    t->x = malloc((size_t)t->shard * dim * sizeof(float));
+    t->y = malloc((size_t)t->shard);
+    t->order = malloc(t->train.count * sizeof(uint32_t));
+    if (t->x == NULL || t->y == NULL || t->order == NULL) {
+        fprintf(stderr, "coll-train: out of memory for the batch buffers\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void trainer_describe(const trainer_t *t)
+{
+    if (t->dist.rank != 0) {
+        return;
+    }
+    fprintf(stderr, "coll-train: %s, %d rank%s on %d node%s, global batch %d (%d per rank), "
+                    "%ld steps/epoch, %zu parameters, lr %g, momentum %g\n",
+            dist_standalone(&t->dist) ? "standalone" : "collective", t->dist.world_size,
+            t->dist.world_size > 1 ? "s" : "", t->dist.world_size / t->dist.local_size,
+            t->dist.world_size / t->dist.local_size > 1 ? "s" : "", t->opts.batch, t->shard,
+            t->steps_per_epoch, t->mlp->n_params, t->opts.lr, t->opts.momentum);
+}
+
+/* Returns the exit status: 0, 1 for a runtime error, 2 for a usage error. */
+static int trainer_init(trainer_t *t)
+{
+    if (trainer_load_data(t) != 0 || dist_init(&t->dist) != 0) {
+        return 1;
+    }
+    if (trainer_check_batch(t) != 0) {
+        return 2;
+    }
+    if (trainer_build_model(t) != 0) {
+        return 1;
+    }
+    trainer_describe(t);
+    return 0;
+}
+
+static void trainer_fini(trainer_t *t)
+{
+    mlp_destroy(t->mlp);
+    dist_free(&t->dist, t->grads);
+    dist_free(&t->dist, t->stats);
+    dist_fini(&t->dist);
+    mnist_free(&t->train);
+    mnist_free(&t->test);
+    free(t->x);
+    free(t->y);
+    free(t->order);
+}
+
+int main(int argc, char **argv)
+{
+    trainer_t t;
+    int rc;
+
+    memset(&t, 0, sizeof(t));
+    /* Progress lines reach a launcher's pipe as they are printed. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    rc = train_parse_args(argc, argv, &t.opts);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    openblas_set_num_threads(t.opts.threads);
+    rc = trainer_init(&t);
+    if (rc == 0 && train_run(&t) != 0) {
+        rc = 1;
+    }
+    trainer_fini(&t);
+    return rc;
+}

@@ -1,0 +1,280 @@
+/* Multilayer perceptron: forward, softmax cross-entropy, per-layer backward, SGD with momentum.
+ * Matrix products go through CBLAS; everything else is plain loops the compiler vectorises. */
+#include "mlp.h"
+
+#include "rng.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 64-byte aligned, zeroed floats. */
+static float *mlp_alloc(size_t n)
+{
+    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+    float *p = aligned_alloc(64, bytes != 0 ? bytes : 64);
+
+    if (p != NULL) {
+        memset(p, 0, bytes);
+    }
+    return p;
+}
+
+size_t mlp_param_count(const int *sizes, int n_layers)
+{
+    size_t n = 0;
+
+    if (n_layers < 1 || n_layers > MLP_MAX_LAYERS) {
+        return 0;
+    }
+    for (int l = 0; l <= n_layers; l++) {
+        if (sizes[l] < 1) {
+            return 0;
+        }
+    }
+    for (int l = 0; l < n_layers; l++) {
+        n += (size_t)sizes[l + 1] * ((size_t)sizes[l] + 1);
+    }
+    return n;
+}
+
+/* Points each layer at its slice of the parameter and gradient buffers and allocates its
+ * activation and delta buffers. */
+static int mlp_bind_layers(mlp_t *mlp, const int *sizes)
+{
+    size_t off = 0;
+
+    for (int l = 0; l < mlp->n_layers; l++) {
+        mlp_layer_t *layer = &mlp->layers[l];
+        size_t nw = (size_t)sizes[l + 1] * (size_t)sizes[l];
+
+        layer->in = sizes[l];
+        layer->out = sizes[l + 1];
+        layer->w = mlp->params + off;
+        layer->gw = mlp->grads + off;
+        layer->b = layer->w + nw;
+        layer->gb = layer->gw + nw;
+        off += nw + (size_t)layer->out;
+        layer->act = mlp_alloc((size_t)mlp->max_batch * (size_t)layer->out);
+        layer->delta = mlp_alloc((size_t)mlp->max_batch * (size_t)layer->out);
+        if (layer->act == NULL || layer->delta == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void mlp_init_params(mlp_t *mlp, uint64_t seed)
+{
+    rng_t rng = {seed};
+
+    for (int l = 0; l < mlp->n_layers; l++) {
+        mlp_layer_t *layer = &mlp->layers[l];
+        size_t nw = (size_t)layer->out * (size_t)layer->in;
+        int relu_follows = l < mlp->n_layers - 1;
+        float fan_in = (float)layer->in;
+        float bound = relu_follows ? sqrtf(6.0f / fan_in) : 1.0f / sqrtf(fan_in);
+
+        for (size_t i = 0; i < nw; i++) {
+            layer->w[i] = (2.0f * rng_uniform(&rng) - 1.0f) * bound;
+        }
+        memset(layer->b, 0, (size_t)layer->out * sizeof(float));
+    }
+}
+
+int mlp_create(const int *sizes, int n_layers, int max_batch, uint64_t seed, float *grads,
+               mlp_t **mlp_p)
+{
+    size_t n = mlp_param_count(sizes, n_layers);
+    mlp_t *mlp;
+
+    if (n == 0 || max_batch < 1 || grads == NULL) {
+        fprintf(stderr, "coll-train: invalid network: %d layers, max batch %d\n", n_layers,
+                max_batch);
+        return -1;
+    }
+    mlp = calloc(1, sizeof(*mlp));
+    if (mlp == NULL) {
+        goto err_nomem;
+    }
+    mlp->n_layers = n_layers;
+    mlp->max_batch = max_batch;
+    mlp->n_params = n;
+    mlp->grads = grads;
+    mlp->params = mlp_alloc(n);
+    mlp->velocity = mlp_alloc(n);
+    if (mlp->params == NULL || mlp->velocity == NULL || mlp_bind_layers(mlp, sizes) != 0) {
+        goto err_nomem;
+    }
+    mlp_init_params(mlp, seed);
+    *mlp_p = mlp;
+    return 0;
+
+err_nomem:
+    mlp_destroy(mlp);
+    fprintf(stderr, "coll-train: out of memory for a network of %zu parameters\n", n);
+    return -1;
+}
+
+void mlp_destroy(mlp_t *mlp)
+{
+    if (mlp == NULL) {
+        return;
+    }
+    for (int l = 0; l < mlp->n_layers; l++) {
+        free(mlp->layers[l].act);
+        free(mlp->layers[l].delta);
+    }
+    free(mlp->params);
+    free(mlp->velocity);
+    free(mlp);
+}
+
+/* a[r][o] += b[o] for each row, then max(a, 0) when relu is set. */
+static void mlp_bias_act(float *a, const float *b, int n, int out, int relu)
+{
+    for (int r = 0; r < n; r++) {
+        float *row = a + (size_t)r * (size_t)out;
+        for (int o = 0; o < out; o++) {
+            float v = row[o] + b[o];
+            row[o] = relu && v < 0.0f ? 0.0f : v;
+        }
+    }
+}
+
+void mlp_forward(mlp_t *mlp, const float *x, int n)
+{
+    const float *in = x;
+
+    mlp->input = x;
+    for (int l = 0; l < mlp->n_layers; l++) {
+        mlp_layer_t *layer = &mlp->layers[l];
+        /* act (n x out) = in (n x in) * W^T (in x out) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, layer->out, layer->in, 1.0f, in,
+                    layer->in, layer->w, layer->in, 0.0f, layer->act, layer->out);
+        mlp_bias_act(layer->act, layer->b, n, layer->out, l < mlp->n_layers - 1);
+        in = layer->act;
+    }
+}
+
+/* Softmax of one row in place; returns -log p[label]. */
+static double mlp_softmax_row(float *z, int classes, int label)
+{
+    float max = z[0];
+    double sum = 0.0;
+    double loss;
+
+    for (int c = 1; c < classes; c++) {
+        max = z[c] > max ? z[c] : max;
+    }
+    for (int c = 0; c < classes; c++) {
+        sum += exp((double)(z[c] - max));
+    }
+    loss = log(sum) - (double)(z[label] - max);
+    for (int c = 0; c < classes; c++) {
+        z[c] = (float)(exp((double)(z[c] - max)) / sum);
+    }
+    return loss;
+}
+
+float mlp_loss(mlp_t *mlp, const uint8_t *labels, int n)
+{
+    mlp_layer_t *last = &mlp->layers[mlp->n_layers - 1];
+    int classes = last->out;
+    float inv_n = 1.0f / (float)n;
+    double total = 0.0;
+
+    for (int r = 0; r < n; r++) {
+        float *p = last->act + (size_t)r * (size_t)classes;
+        float *d = last->delta + (size_t)r * (size_t)classes;
+
+        total += mlp_softmax_row(p, classes, labels[r]);
+        /* d(mean loss)/dz = (softmax - onehot) / n */
+        for (int c = 0; c < classes; c++) {
+            d[c] = (p[c] - (c == labels[r] ? 1.0f : 0.0f)) * inv_n;
+        }
+    }
+    return (float)(total / n);
+}
+
+/* gb[o] = sum over rows of delta[r][o]. */
+static void mlp_column_sums(const float *delta, int n, int out, float *gb)
+{
+    memset(gb, 0, (size_t)out * sizeof(float));
+    for (int r = 0; r < n; r++) {
+        const float *row = delta + (size_t)r * (size_t)out;
+        for (int o = 0; o < out; o++) {
+            gb[o] += row[o];
+        }
+    }
+}
+
+void mlp_backward_layer(mlp_t *mlp, int l, int n)
+{
+    mlp_layer_t *layer = &mlp->layers[l];
+    const float *in = l > 0 ? mlp->layers[l - 1].act : mlp->input;
+
+    /* gW (out x in) = delta^T (out x n) * in (n x in) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, layer->out, layer->in, n, 1.0f,
+                layer->delta, layer->out, in, layer->in, 0.0f, layer->gw, layer->in);
+    mlp_column_sums(layer->delta, n, layer->out, layer->gb);
+    if (l == 0) {
+        return;
+    }
+    mlp_layer_t *below = &mlp->layers[l - 1];
+    size_t m = (size_t)n * (size_t)below->out;
+    /* delta_below (n x in) = delta (n x out) * W (out x in), masked by the ReLU below */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, layer->in, layer->out, 1.0f,
+                layer->delta, layer->out, layer->w, layer->in, 0.0f, below->delta, layer->in);
+    for (size_t i = 0; i < m; i++) {
+        below->delta[i] = below->act[i] > 0.0f ? below->delta[i] : 0.0f;
+    }
+}
+
+void mlp_backward(mlp_t *mlp, int n, mlp_grad_ready_fn ready, void *arg)
+{
+    for (int l = mlp->n_layers - 1; l >= 0; l--) {
+        mlp_backward_layer(mlp, l, n);
+        if (ready != NULL) {
+            ready(arg, mlp, l);
+        }
+    }
+}
+
+void mlp_sgd_step(mlp_t *mlp, float lr, float momentum)
+{
+    float *restrict p = mlp->params;
+    float *restrict v = mlp->velocity;
+    const float *restrict g = mlp->grads;
+
+    for (size_t i = 0; i < mlp->n_params; i++) {
+        v[i] = momentum * v[i] + g[i];
+        p[i] -= lr * v[i];
+    }
+}
+
+int mlp_count_correct(const mlp_t *mlp, const uint8_t *labels, int n)
+{
+    const mlp_layer_t *last = &mlp->layers[mlp->n_layers - 1];
+    int correct = 0;
+
+    for (int r = 0; r < n; r++) {
+        const float *z = last->act + (size_t)r * (size_t)last->out;
+        int best = 0;
+        for (int c = 1; c < last->out; c++) {
+            best = z[c] > z[best] ? c : best;
+        }
+        correct += best == labels[r];
+    }
+    return correct;
+}
+
+void mlp_layer_range(const mlp_t *mlp, int layer, size_t *offset, size_t *count)
+{
+    const mlp_layer_t *l = &mlp->layers[layer];
+
+    *offset = (size_t)(l->w - mlp->params);
+    *count = (size_t)l->out * ((size_t)l->in + 1);
+}

@@ -1,0 +1,43 @@
+/**
+ * @file options.h
+ * @brief Command line of coll-train.
+ */
+#ifndef COLL_TRAIN_OPTIONS_H
+#define COLL_TRAIN_OPTIONS_H
+
+#include "mlp.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/** Default directory of the Fashion-MNIST files (Debian package dataset-fashion-mnist). */
+#define TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+/** Settings of one training run. */
+typedef struct train_opts {
+    const char *data_dir;         /**< directory of the IDX files; points into argv or static */
+    int epochs;                   /**< passes over the training set, >= 1 */
+    long max_steps;               /**< stop after this many optimizer steps; 0 = no limit */
+    int batch;                    /**< global batch (all ranks together), >= 1 */
+    int hidden[MLP_MAX_LAYERS];   /**< hidden layer widths */
+    int n_hidden;                 /**< number of hidden layers, 0 .. MLP_MAX_LAYERS-1 */
+    float lr;                     /**< learning rate, > 0 */
+    float momentum;               /**< SGD momentum, 0 <= momentum < 1 */
+    uint64_t seed;                /**< seed of the initial weights and of the shuffles */
+    int eval_every;               /**< test accuracy every this many epochs; 0 = at the end only */
+    int normalize;                /**< standardise pixels with the Fashion-MNIST mean and std */
+    int threads;                  /**< OpenBLAS threads, >= 1 */
+    const char *dump_path;        /**< where rank 0 writes the parameters; NULL = nowhere */
+} train_opts_t;
+
+/** @brief Print the help text to @p out. */
+void train_usage(FILE *out);
+
+/**
+ * @brief Parse the command line into @p opts (defaults first).
+ * @return 0 to train; 1 when --help was printed (exit 0); -1 after printing which option or
+ *         value was wrong to stderr (exit 2).
+ */
+int train_parse_args(int argc, char **argv, train_opts_t *opts);
+
+#endif /* COLL_TRAIN_OPTIONS_H */
