@@ -32,6 +32,8 @@ static const cfg_key_t keys[] = {
     KEY(pool_max, CFG_SIZE, "16G", "largest pool one job may ask for"),
     KEY(segment_size, CFG_SIZE, "256K", "ring pipeline segment in bytes"),
     KEY(pipeline_depth, CFG_UINT, "4", "segments in flight per operation (1..64)"),
+    KEY(ucx_error_mode, CFG_STRING, "none",
+        "UCX endpoint error handling: none (allows shared-memory transports) or peer"),
     KEY(log_level, CFG_LOGLEVEL, "info", "error, warn, info, debug or trace"),
     KEY(log_subsys, CFG_STRING, "all",
         "subsystems logged at debug/trace: core,session,job,rdv,ucx,engine,pool or all"),
@@ -58,6 +60,7 @@ int coll_config_parse_size(const char *text, uint64_t *bytes_p)
     case 'M': shift = 20; end++; break;
     case 'G': shift = 30; end++; break;
     case 'T': shift = 40; end++; break;
+    case 'B': break; /* a bare byte suffix, consumed below */
     default: return -1;
     }
     if (*end == 'B' || *end == 'b') {
@@ -192,6 +195,11 @@ static int check_values(const coll_config_t *cfg)
                 (unsigned long long)cfg->pool_size, (unsigned long long)cfg->pool_max);
         return -1;
     }
+    if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0) {
+        fprintf(stderr, "collectived: ucx_error_mode=%s: must be none or peer\n",
+                cfg->ucx_error_mode);
+        return -1;
+    }
     if (cfg->socket[0] == '\0' || strlen(cfg->socket) >= 108) {
         fprintf(stderr, "collectived: socket=%s: must be 1..107 bytes\n", cfg->socket);
         return -1;
@@ -217,7 +225,7 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
     opts[NKEYS] = (struct option){"print-config", no_argument, NULL, 'p'};
     opts[NKEYS + 1] = (struct option){"help", no_argument, NULL, 'h'};
     opts[NKEYS + 2] = (struct option){NULL, 0, NULL, 0};
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed cluster of short options */
     while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
         if (c == 'h') {
             usage(stdout);

@@ -21,6 +21,7 @@ typedef struct {
     uint64_t pool_max;       /**< largest pool a job may ask for, bytes */
     uint64_t segment_size;   /**< ring pipeline segment, bytes */
     uint64_t pipeline_depth; /**< segments in flight per operation */
+    char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
     char *log_level;         /**< error, warn, info, debug, trace */
     char *log_subsys;        /**< comma list of subsystems for debug/trace, or "all" */
 } coll_config_t;

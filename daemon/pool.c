@@ -196,6 +196,9 @@ int coll_pool_range_owned(const coll_pool_t *pool, uint64_t offset, uint64_t len
         return 0;
     }
     b = &pool->blocks[i];
+    if (len == 0 && b->offset == offset && b->owner != owner && i > 0) {
+        b = &pool->blocks[i - 1]; /* an empty range may sit at the end of the previous block */
+    }
     /* offset >= b->offset holds by construction; compare lengths without overflow. */
     return b->owner == owner && offset - b->offset <= b->len &&
            len <= b->len - (offset - b->offset);

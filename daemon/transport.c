@@ -16,8 +16,12 @@ coll_status_t coll_transport_init(coll_daemon_t *d)
 {
     ucp_config_t *config;
     ucp_params_t params = {0};
-    ucs_status_t st = ucp_config_read(NULL, NULL, &config);
+    ucs_status_t st;
 
+    /* The daemon reports failures itself; UCX's own warnings about torn-down peers only add
+     * noise. A UCX_LOG_LEVEL set by the operator wins. */
+    setenv("UCX_LOG_LEVEL", "error", 0);
+    st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         coll_error(COLL_SUB_UCX, "reading UCX configuration: %s", ucs_status_string(st));
         return COLL_ERR_TRANSPORT;
@@ -153,7 +157,10 @@ coll_status_t coll_transport_connect(coll_job_t *job, uint32_t node, ucp_ep_h *e
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = n->worker_address;
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    /* UCX 1.13 offers no shared-memory transport in peer error mode: "none" keeps the fast
+     * intra-host paths (posix/sysv + cma); failures are then found by our own checks. */
+    ep.err_mode = strcmp(job->d->cfg.ucx_error_mode, "peer") == 0 ? UCP_ERR_HANDLING_MODE_PEER
+                                                                  : UCP_ERR_HANDLING_MODE_NONE;
     ep.err_handler.cb = ep_err_cb;
     ep.err_handler.arg = n;
     st = ucp_ep_create(job->worker, &ep, ep_p);
