@@ -327,6 +327,8 @@ void coll_job_leave(coll_job_t *job, coll_session_t *s)
     coll_job_maybe_free(job);
 }
 
+/* Leave the daemon's job table at once (a new job may take the id), then close the transport;
+ * coll_job_release() frees the rest when it is done. */
 static void job_free_now(coll_job_t *job)
 {
     job->closing = 1;
@@ -335,7 +337,14 @@ static void job_free_now(coll_job_t *job)
         job->rdv_link->job = NULL;
         coll_rdv_link_close(job->rdv_link);
     }
+    uv_timer_stop(&job->join_timer);
+    uv_timer_stop(&job->retry_timer);
     coll_transport_job_close(job);
+}
+
+void coll_job_release(coll_job_t *job)
+{
+    coll_op_free_all(job);
     coll_staging_release_all(job);
     coll_pool_destroy(job->pool);
     for (uint32_t i = 0; i < job->nnodes; i++) {

@@ -45,6 +45,7 @@ typedef struct {
     void *worker_address;  /**< UCX worker address (owned) */
     size_t worker_address_len;
     ucp_ep_h ep;           /**< created on first use; NULL for this node */
+    void *close_req;       /**< UCX request of the endpoint's close, while closing */
     char host[64];
     coll_status_t gone;    /**< COLL_OK while reachable; why it left or was lost otherwise */
     int gone_seen;         /**< the engine has acted on @c gone */
@@ -89,6 +90,7 @@ typedef struct coll_job {
     size_t staging_bytes;         /**< size of one block */
     struct coll_peer_link *rdv_link;
     int handles;                  /**< uv handles not yet closed */
+    uint64_t close_deadline;      /**< loop time (ms) when closing stops waiting */
     int closing;
 } coll_job_t;
 
@@ -117,6 +119,9 @@ void coll_job_close_all(coll_daemon_t *d);
 
 /** @return The job's endpoint to @p node, creating it on first use; NULL on error (job failed). */
 ucp_ep_h coll_job_ep(coll_job_t *job, uint32_t node);
+
+/** @brief Free the job's memory and handles once its transport is closed (transport.c). */
+void coll_job_release(coll_job_t *job);
 
 /** @brief Close callback of the job's uv handles: the job is freed with the last one. */
 void coll_job_handle_closed(uv_handle_t *h);

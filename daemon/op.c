@@ -89,17 +89,21 @@ static coll_status_t check_buffers(coll_job_t *job, coll_session_t *s,
 
 static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_desc_t *mine)
 {
-    char a[128], b[128];
-    uint32_t other = 0;
+    char a[128], b[128], who[32] = "an earlier rank";
+    uint32_t l;
 
-    while (op->members[other].session == NULL) {
-        other++;
+    /* The operation's descriptor came from the first local rank that submitted it. */
+    for (l = 0; l < op->job->local_size; l++) {
+        if (op->members[l].session != NULL && op->members[l].session != s) {
+            snprintf(who, sizeof(who), "rank %u", op->job->ranks[l]);
+            break;
+        }
     }
     coll_desc_format(&op->desc, a, sizeof(a));
     coll_desc_format(mine, b, sizeof(b));
     coll_job_fail(op->job, COLL_ERR_MISMATCH, 1,
-                  "operation key %" PRIu64 ": rank %u submitted %s but rank %u submitted %s",
-                  mine->key, op->job->ranks[other], a, s->rank, b);
+                  "operation key %" PRIu64 ": %s submitted %s but rank %u submitted %s",
+                  mine->key, who, a, s->rank, b);
 }
 
 static void op_start(coll_op_t *op);
@@ -113,7 +117,7 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
 
     if (job->state == COLL_JOB_FAILED) {
         snprintf(err, sizeof(err), "job %s failed earlier: %.400s", job->id, job->errmsg);
-        coll_session_complete(s, sub->req_id, COLL_ERR_JOB, err, "");
+        coll_session_complete(s, sub->req_id, job->error, err, "");
         return;
     }
     if (job->state != COLL_JOB_READY) {
@@ -314,4 +318,15 @@ void coll_op_maybe_free(coll_op_t *op)
         op->algo->cleanup(op);
     }
     free(op);
+}
+
+void coll_op_free_all(coll_job_t *job)
+{
+    coll_op_t *op, *tmp;
+    coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link)
+    {
+        op->done = 1;
+        op->inflight = 0; /* the worker is gone: nothing will complete any more */
+        coll_op_maybe_free(op);
+    }
 }

@@ -96,6 +96,9 @@ void coll_op_on_xfer(coll_xfer_t *x);
 /** @brief Fail every operation of @p job after a job failure; cancel their receives. */
 void coll_op_fail_all(coll_job_t *job);
 
+/** @brief Free every operation of @p job (its worker is destroyed: nothing is in flight). */
+void coll_op_free_all(coll_job_t *job);
+
 /** @brief Free @p op if it is done and nothing is in flight. */
 void coll_op_maybe_free(coll_op_t *op);
 

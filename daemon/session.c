@@ -23,13 +23,22 @@ void coll_session_close(coll_session_t *s, const char *why)
         return;
     }
     s->closing = 1;
-    coll_info(COLL_SUB_SESSION, "session %llu (pid %d%s%s) closed: %s", (unsigned long long)s->id,
-              (int)s->cred.pid, s->job ? ", job " : "", s->job ? s->job->id : "", why);
+    COLL_LOG(s->protocol_error ? COLL_LOG_ERROR : COLL_LOG_INFO, COLL_SUB_SESSION,
+             "session %llu (pid %d%s%s) closed: %s", (unsigned long long)s->id, (int)s->cred.pid,
+             s->job ? ", job " : "", s->job ? s->job->id : "", why);
     if (s->job != NULL) {
         coll_job_leave(s->job, s);
     }
     coll_list_remove(&s->link);
     uv_close((uv_handle_t *)&s->pipe, session_close_cb);
+}
+
+/* A client that breaks the protocol is cut off with an error logged once (the daemon keeps
+ * serving everybody else). */
+static void session_reject(coll_session_t *s, const char *why)
+{
+    s->protocol_error = 1;
+    coll_session_close(s, why);
 }
 
 /* The first bytes of a frame carry the fd, so the client receives it with the reply. */
@@ -157,7 +166,7 @@ static void on_hello(coll_session_t *s, const Coll__Wire__Hello *h)
 static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
 {
     if (!s->hello && m->body_case != COLL__WIRE__CLIENT_MSG__BODY_HELLO) {
-        coll_session_close(s, "protocol error: first message is not Hello");
+        session_reject(s, "protocol error: first message is not Hello");
         return;
     }
     switch (m->body_case) {
@@ -166,7 +175,7 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_JOIN:
         if (s->job != NULL) {
-            coll_session_close(s, "protocol error: second JoinJob on one connection");
+            session_reject(s, "protocol error: second JoinJob on one connection");
         } else {
             coll_job_join(s->d, s, m->join);
         }
@@ -200,9 +209,7 @@ static void on_frame(coll_session_t *s, const uint8_t *p, size_t n)
 
     if (coll_wire_unpack_client(p, n, &m, err, sizeof(err)) != COLL_OK) {
         snprintf(why, sizeof(why), "malformed message: %s", err);
-        coll_error(COLL_SUB_SESSION, "session %llu (pid %d): %s", (unsigned long long)s->id,
-                   (int)s->cred.pid, why);
-        coll_session_close(s, why);
+        session_reject(s, why);
         return;
     }
     dispatch(s, m);
@@ -238,9 +245,9 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         on_frame(s, p, n);
     }
     if (!s->closing && st == COLL_ERR_PROTOCOL) {
-        coll_error(COLL_SUB_SESSION, "session %llu (pid %d): frame larger than %u bytes",
-                   (unsigned long long)s->id, (int)s->cred.pid, COLL_FRAME_MAX_CLIENT);
-        coll_session_close(s, "malformed frame (too large)");
+        char why[96];
+        snprintf(why, sizeof(why), "malformed frame: larger than %u bytes", COLL_FRAME_MAX_CLIENT);
+        session_reject(s, why);
     }
 }
 

@@ -24,6 +24,7 @@ typedef struct coll_session {
     struct ucred cred;       /**< peer pid, uid, gid (SO_PEERCRED) */
     int hello;               /**< Hello received */
     int closing;
+    int protocol_error;      /**< closed for breaking the protocol (logged as an error) */
     struct coll_job *job;    /**< joined job, or NULL */
     uint32_t local_rank;
     uint32_t rank;

@@ -18,9 +18,6 @@ coll_status_t coll_transport_init(coll_daemon_t *d)
     ucp_params_t params = {0};
     ucs_status_t st;
 
-    /* The daemon reports failures itself; UCX's own warnings about torn-down peers only add
-     * noise. A UCX_LOG_LEVEL set by the operator wins. */
-    setenv("UCX_LOG_LEVEL", "error", 0);
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         coll_error(COLL_SUB_UCX, "reading UCX configuration: %s", ucs_status_string(st));
@@ -379,58 +376,81 @@ void coll_transport_drive(coll_job_t *job)
         }
     }
     job->driving = 0;
-    coll_job_maybe_free(job);
+    if (!job->closing) {
+        coll_job_maybe_free(job);
+    }
 }
 
-/* Close every endpoint: flushing what was sent when the job ends cleanly (a neighbour may
- * still be receiving our last segments), at once when it failed. A flush that does not finish
- * within the bound is cut short. */
-static void close_endpoints(coll_job_t *job, int flush)
-{
-    ucp_request_param_t p = {0};
-    uint64_t deadline = uv_hrtime() + 2000000000ull;
+/* Closing a job's transport is asynchronous so a dead peer never stalls the loop: endpoints are
+ * closed in flush mode (a neighbour may still be receiving our last segments, or our abort
+ * message), the loop keeps progressing the worker, and the worker is destroyed once every close
+ * and transfer finished or the deadline passed. */
+#define COLL_CLOSE_DEADLINE_MS 2000
+#define COLL_CLOSE_POLL_MS 20
 
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+static int close_finished(coll_job_t *job)
+{
     for (uint32_t i = 0; i < job->nnodes; i++) {
-        ucs_status_ptr_t r;
-        if (job->nodes[i].ep == NULL) {
-            continue;
+        void *r = job->nodes[i].close_req;
+        if (r != NULL && ucp_request_check_status(r) == UCS_INPROGRESS) {
+            return 0;
         }
-        r = ucp_ep_close_nbx(job->nodes[i].ep, &p);
-        job->nodes[i].ep = NULL;
-        while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
-               uv_hrtime() < deadline) {
-            ucp_worker_progress(job->worker);
+    }
+    return job->inflight == 0;
+}
+
+static void close_worker(coll_job_t *job)
+{
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        if (job->nodes[i].close_req != NULL) {
+            ucp_request_free(job->nodes[i].close_req);
+            job->nodes[i].close_req = NULL;
         }
-        if (UCS_PTR_IS_PTR(r)) {
-            ucp_request_free(r);
-        }
+    }
+    if (job->inflight > 0) {
+        coll_warn(COLL_SUB_UCX, "job %s: %llu transfers did not finish within %d ms of closing",
+                  job->id, (unsigned long long)job->inflight, COLL_CLOSE_DEADLINE_MS);
+    }
+    uv_timer_stop(&job->gone_timer);
+    /* libuv must stop polling the fd before UCX closes it. */
+    uv_close((uv_handle_t *)&job->poll, coll_job_handle_closed);
+    ucp_worker_destroy(job->worker);
+    job->worker = NULL;
+    coll_job_release(job);
+}
+
+static void close_check_cb(uv_timer_t *t)
+{
+    coll_job_t *job = t->data;
+    ucp_worker_progress(job->worker);
+    run_events(job);
+    if (close_finished(job) || uv_now(job->d->loop) >= job->close_deadline) {
+        close_worker(job);
     }
 }
 
 void coll_transport_job_close(coll_job_t *job)
 {
+    ucp_request_param_t p = {0};
+
     if (job->worker == NULL) {
+        coll_job_release(job);
         return;
     }
-    int clean = job->state == COLL_JOB_READY;
-
-    if (clean) {
+    if (job->state == COLL_JOB_READY) {
         control_all(job, COLL_OK, "", 0); /* goodbye to the nodes we talked to */
     }
-    coll_op_fail_all(job);        /* cancels receives */
-    close_endpoints(job, clean);  /* fails sends that are left */
-    for (int k = 0; job->inflight > 0 && k < 100000; k++) {
-        ucp_worker_progress(job->worker);
-        run_events(job);
+    coll_op_fail_all(job); /* cancels receives */
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = 0; /* flush */
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        if (job->nodes[i].ep != NULL) {
+            ucs_status_ptr_t r = ucp_ep_close_nbx(job->nodes[i].ep, &p);
+            job->nodes[i].ep = NULL;
+            job->nodes[i].close_req = UCS_PTR_IS_PTR(r) ? r : NULL;
+        }
     }
-    if (job->inflight > 0) {
-        coll_warn(COLL_SUB_UCX, "job %s: %llu transfers still in flight at close", job->id,
-                  (unsigned long long)job->inflight);
-    }
-    /* libuv must stop polling the fd before UCX closes it. */
-    uv_close((uv_handle_t *)&job->poll, coll_job_handle_closed);
-    ucp_worker_destroy(job->worker);
-    job->worker = NULL;
+    job->close_deadline = uv_now(job->d->loop) + COLL_CLOSE_DEADLINE_MS;
+    uv_timer_stop(&job->gone_timer);
+    uv_timer_start(&job->gone_timer, close_check_cb, 0, COLL_CLOSE_POLL_MS);
 }

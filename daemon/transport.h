@@ -29,8 +29,9 @@ coll_status_t coll_transport_job_open(coll_job_t *job);
 
 /**
  * @brief Say goodbye to the other nodes (when the job ends cleanly), cancel what is posted,
- *        close the endpoints (flushing when clean) and destroy the worker once no transfer is
- *        in flight. Called when the job is being freed.
+ *        close the endpoints with a flush (an abort or our last segments still reach their
+ *        node) and, once the closes and transfers finished or a deadline passed, destroy the
+ *        worker and call coll_job_release(). Returns at once; the loop does the rest.
  */
 void coll_transport_job_close(coll_job_t *job);
 

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Install what collectived needs to build, test and run its demo on Debian 12, by package name.
+# Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
+set -eu
+
+PACKAGES="build-essential cmake pkg-config python3
+libuv1-dev libucx-dev ucx-utils libprotobuf-c-dev protobuf-c-compiler libcmocka-dev
+zlib1g-dev libopenblas-dev dataset-fashion-mnist"
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages:$missing; run as root (or sudo $0)" >&2
+    exit 1
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing

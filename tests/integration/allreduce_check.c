@@ -1,0 +1,683 @@
+/*
+ * allreduce_check: one rank of an integration test of coll_allreduce_async(), started as every
+ * rank of a local cluster by collective-launch (the COLL_* environment names the job).
+ *
+ * Correctness mode: for each count, every rank fills its input with integer-valued floats that
+ * depend on (rank, index, iteration), runs the allreduce and compares every element with the
+ * reduction computed here independently. Sums stay far below 2^24, so they are exact in float32
+ * whatever the order of additions; for AVG every input is a multiple of the world size, so the
+ * average is an integer and exact too (division, or multiplication by a rounded reciprocal for
+ * the world sizes tested). Guard bytes before and after each buffer must survive, and an
+ * out-of-place input must be unchanged. With --window W, W operations are in flight at once;
+ * with --keyed they carry explicit keys and every rank submits them in another order.
+ *
+ * Mismatch mode (--mismatch-rank R): rank R submits a different count for the same operation.
+ * Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS, with both counts in the
+ * message of coll_comm_last_error(), its output (and input) untouched, and a next operation
+ * must fail as well (the job is failed) instead of hanging.
+ *
+ * Exit status: 0 when everything checked out, 1 on a failed check (with a message naming rank,
+ * count, index, got and expected), 2 on a usage error.
+ */
+#include <collective.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_COUNTS 32
+#define MAX_WINDOW 16
+#define TOKEN_MAX 32
+/* Bytes checked on each side of a buffer; a multiple of 64 keeps buffers aligned. */
+#define GUARD_BYTES 256
+/* Out-of-place outputs are filled with this before each operation (a NaN pattern). */
+#define SENTINEL_BYTE 0xff
+#define MISMATCH_DEADLINE_MS 10000
+
+typedef enum { PLACE_OUT, PLACE_IN, PLACE_MIXED } place_t;
+
+typedef struct {
+    char tokens[MAX_COUNTS][TOKEN_MAX];
+    int ncounts;
+    coll_redop_t op;
+    int iters;
+    int window; /* operations in flight at once */
+    int keyed;  /* explicit keys, submitted in a rank-dependent order */
+    place_t place;
+    int mismatch_rank; /* -1: correctness mode */
+    int late_rank;     /* -1: none */
+    int late_ms;       /* how long late_rank waits before submitting in mismatch mode */
+    int timeout_ms;
+} opts_t;
+
+typedef struct {
+    coll_comm_t *comm;
+    int rank, world, local_size, nodes;
+} ctx_t;
+
+/* One rank's buffers for one count: allocations with guards on both sides. */
+typedef struct {
+    uint8_t *send_alloc, *recv_alloc; /* send_alloc is NULL in place */
+    float *send, *recv;               /* equal in place */
+    size_t count;
+    int inplace;
+} bufs_t;
+
+static int g_rank = -1;
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "allreduce_check: rank %d: FAIL: ", g_rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- data --------------------------------------------------------------------------------- */
+
+/* A bijective 32-bit mix (lowbias32), so that a misplaced block never looks like the right one. */
+static uint32_t mix(uint64_t i)
+{
+    uint32_t x = (uint32_t)(i ^ (i >> 32));
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Integer in -500..499 from (rank, element hash h in 1..97, iteration). */
+static int base_value(int rank, uint32_t h, int iter)
+{
+    return (int)(((uint32_t)(rank + 1) * h + 13u * (uint32_t)iter) % 1000u) - 500;
+}
+
+static uint32_t elem_hash(size_t i)
+{
+    return 1u + mix(i) % 97u;
+}
+
+/* Rank's input: for AVG scaled by the world size so that the average is an integer. */
+static float input_value(const ctx_t *c, coll_redop_t op, size_t i, int iter)
+{
+    int scale = op == COLL_AVG ? c->world : 1;
+    return (float)(scale * base_value(c->rank, elem_hash(i), iter));
+}
+
+static float expected_value(const ctx_t *c, size_t i, int iter)
+{
+    uint32_t h = elem_hash(i);
+    int sum = 0;
+    for (int r = 0; r < c->world; r++) {
+        sum += base_value(r, h, iter);
+    }
+    /* SUM: the sum itself; AVG: (world * sum) / world. */
+    return (float)sum;
+}
+
+static void fill_input(const ctx_t *c, coll_redop_t op, float *p, size_t count, int iter)
+{
+    for (size_t i = 0; i < count; i++) {
+        p[i] = input_value(c, op, i, iter);
+    }
+}
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+
+/* Guard byte @p k (0..2*GUARD_BYTES-1) of buffer @p which (0 output, 1 input) of this rank:
+ * different for every rank, buffer and position, so that bytes copied from another rank's
+ * buffer (or shifted within one) do not look intact. */
+static uint8_t guard_byte(size_t k, int which)
+{
+    return (uint8_t)(0xa5u + 29u * (unsigned)g_rank + 101u * (unsigned)which + 7u * (unsigned)k);
+}
+
+static uint8_t *alloc_guarded(const ctx_t *c, size_t bytes, int which)
+{
+    void *p = NULL;
+    uint8_t *tail;
+    coll_status_t st = coll_mem_alloc(c->comm, bytes + 2 * GUARD_BYTES, &p);
+    if (st != COLL_OK) {
+        die("coll_mem_alloc(%zu bytes): %s: %s", bytes + 2 * GUARD_BYTES, coll_err_name(st),
+            coll_comm_last_error(c->comm));
+    }
+    tail = (uint8_t *)p + GUARD_BYTES + bytes;
+    for (size_t k = 0; k < GUARD_BYTES; k++) {
+        ((uint8_t *)p)[k] = guard_byte(k, which);
+        tail[k] = guard_byte(GUARD_BYTES + k, which);
+    }
+    return p;
+}
+
+static void bufs_alloc(const ctx_t *c, size_t count, int inplace, bufs_t *b)
+{
+    memset(b, 0, sizeof(*b));
+    b->count = count;
+    b->inplace = inplace;
+    b->recv_alloc = alloc_guarded(c, count * sizeof(float), 0);
+    b->recv = (float *)(b->recv_alloc + GUARD_BYTES);
+    b->send = b->recv;
+    if (!inplace) {
+        b->send_alloc = alloc_guarded(c, count * sizeof(float), 1);
+        b->send = (float *)(b->send_alloc + GUARD_BYTES);
+    }
+}
+
+static void bufs_free(const ctx_t *c, bufs_t *b)
+{
+    coll_mem_free(c->comm, b->recv_alloc);
+    if (b->send_alloc != NULL) {
+        coll_mem_free(c->comm, b->send_alloc);
+    }
+}
+
+static void check_guards(const uint8_t *alloc, size_t bytes, int which, const char *name,
+                         size_t count, int iter)
+{
+    const uint8_t *tail = alloc + GUARD_BYTES + bytes;
+    for (size_t k = 0; k < GUARD_BYTES; k++) {
+        if (alloc[k] != guard_byte(k, which)) {
+            die("count %zu iter %d: %s buffer: guard byte %zu before the buffer is 0x%02x, "
+                "expected 0x%02x", count, iter, name, GUARD_BYTES - k, alloc[k],
+                guard_byte(k, which));
+        }
+        if (tail[k] != guard_byte(GUARD_BYTES + k, which)) {
+            die("count %zu iter %d: %s buffer: guard byte %zu after the buffer (element %zu) is "
+                "0x%02x, expected 0x%02x", count, iter, name, k, count + k / sizeof(float),
+                tail[k], guard_byte(GUARD_BYTES + k, which));
+        }
+    }
+}
+
+static void check_all_guards(const bufs_t *b, size_t bytes, int iter)
+{
+    check_guards(b->recv_alloc, bytes, 0, b->inplace ? "in-place" : "output", b->count, iter);
+    if (b->send_alloc != NULL) {
+        check_guards(b->send_alloc, bytes, 1, "input", b->count, iter);
+    }
+}
+
+/* ---- checks ------------------------------------------------------------------------------- */
+
+static void report_bad(const char *what, size_t count, int iter, size_t first, float got,
+                       float want, size_t nbad)
+{
+    uint32_t gbits, wbits;
+    memcpy(&gbits, &got, sizeof(gbits));
+    memcpy(&wbits, &want, sizeof(wbits));
+    die("count %zu iter %d: %s: first bad index %zu: got %.9g (0x%08x), expected %.9g "
+        "(0x%08x); %zu of %zu elements wrong", count, iter, what, first, got, gbits, want, wbits,
+        nbad, count);
+}
+
+static void check_result(const ctx_t *c, const bufs_t *b, int iter)
+{
+    size_t nbad = 0, first = 0;
+    float got = 0, want = 0;
+    for (size_t i = 0; i < b->count; i++) {
+        float e = expected_value(c, i, iter);
+        if (b->recv[i] != e && nbad++ == 0) { /* also catches NaN */
+            first = i;
+            got = b->recv[i];
+            want = e;
+        }
+    }
+    if (nbad > 0) {
+        report_bad("result", b->count, iter, first, got, want, nbad);
+    }
+}
+
+/* @p p must still hold this rank's input of @p iter (an out-of-place input, or any buffer of a
+ * failed operation). */
+static void check_input_kept(const ctx_t *c, coll_redop_t op, const float *p, size_t count,
+                             int iter, const char *what)
+{
+    size_t nbad = 0, first = 0;
+    float got = 0, want = 0;
+    for (size_t i = 0; i < count; i++) {
+        float e = input_value(c, op, i, iter);
+        if (memcmp(&p[i], &e, sizeof(e)) != 0 && nbad++ == 0) {
+            first = i;
+            got = p[i];
+            want = e;
+        }
+    }
+    if (nbad > 0) {
+        report_bad(what, count, iter, first, got, want, nbad);
+    }
+}
+
+static void check_sentinel_kept(const float *p, size_t count, int iter, const char *what)
+{
+    const uint8_t *q = (const uint8_t *)p;
+    for (size_t k = 0; k < count * sizeof(float); k++) {
+        if (q[k] != SENTINEL_BYTE) {
+            float got;
+            memcpy(&got, q + (k - k % sizeof(float)), sizeof(got));
+            die("count %zu iter %d: %s: index %zu was written (got %.9g, expected the sentinel "
+                "0x%02x bytes untouched)", count, iter, what, k / sizeof(float), got,
+                SENTINEL_BYTE);
+        }
+    }
+}
+
+/* ---- running one operation ---------------------------------------------------------------- */
+
+/* Start one allreduce, with an explicit key when @p key >= 0. Returns COLL_INPROGRESS with
+ * *req_p set, COLL_OK when it completed at once (*req_p NULL), or an error. */
+static coll_status_t submit_op(const ctx_t *c, const bufs_t *b, coll_redop_t op, int64_t key,
+                               coll_request_t **req_p)
+{
+    coll_op_params_t params = {.field_mask = COLL_OP_PARAM_KEY, .key = (uint64_t)key};
+    *req_p = NULL;
+    return coll_allreduce_async(c->comm, b->send, b->recv, b->count, COLL_FLOAT32, op,
+                                key >= 0 ? &params : NULL, req_p);
+}
+
+/* Wait for and free a request from submit_op(); COLL_ERR_TIMEDOUT when the wait timed out. */
+static coll_status_t wait_op(coll_request_t *req, int timeout_ms)
+{
+    coll_status_t st;
+    if (req == NULL) {
+        return COLL_OK;
+    }
+    st = coll_req_wait(req, timeout_ms);
+    coll_req_free(req); /* detaches it when timed out: we exit right after */
+    return st;
+}
+
+static coll_status_t run_allreduce(const ctx_t *c, const bufs_t *b, coll_redop_t op,
+                                   int timeout_ms)
+{
+    coll_request_t *req;
+    coll_status_t st = submit_op(c, b, op, -1, &req);
+    return st == COLL_INPROGRESS ? wait_op(req, timeout_ms) : st;
+}
+
+static void prepare_iter(const ctx_t *c, const bufs_t *b, coll_redop_t op, int iter)
+{
+    fill_input(c, op, b->send, b->count, iter);
+    if (!b->inplace) {
+        memset(b->recv, SENTINEL_BYTE, b->count * sizeof(float));
+    }
+}
+
+static int is_inplace(const opts_t *o, int rank)
+{
+    return o->place == PLACE_IN || (o->place == PLACE_MIXED && rank % 2 == 0);
+}
+
+static const char *place_name(place_t p)
+{
+    return p == PLACE_IN ? "inplace" : p == PLACE_OUT ? "outofplace" : "mixed";
+}
+
+static void check_done(const ctx_t *c, const opts_t *o, const bufs_t *b, coll_status_t st,
+                       const char *token, int iter)
+{
+    if (st != COLL_OK) {
+        die("count %zu (%s) iter %d: allreduce returned %s (%s): %s", b->count, token, iter,
+            coll_err_name(st), coll_strerror(st), coll_comm_last_error(c->comm));
+    }
+    check_result(c, b, iter);
+    if (!b->inplace) {
+        check_input_kept(c, o->op, b->send, b->count, iter, "input buffer changed");
+    }
+    check_all_guards(b, b->count * sizeof(float), iter);
+}
+
+/* One round: o->window operations in flight at once, operation w of round r has data of
+ * iteration r * window + w. Without keys every rank submits in the same order (operations are
+ * matched by call order); with --keyed each rank starts at another one, so the daemon must
+ * match by key. Waits go in reverse order. */
+static void run_round(const ctx_t *c, const opts_t *o, bufs_t *b, int round, int kidx,
+                      const char *token)
+{
+    coll_request_t *req[MAX_WINDOW];
+    coll_status_t st[MAX_WINDOW];
+    int W = o->window;
+
+    for (int w = 0; w < W; w++) {
+        prepare_iter(c, &b[w], o->op, round * W + w);
+    }
+    for (int k = 0; k < W; k++) {
+        int w = o->keyed ? (k + c->rank) % W : k;
+        int64_t key = o->keyed ? ((int64_t)kidx << 24) | (round * W + w) : -1;
+        st[w] = submit_op(c, &b[w], o->op, key, &req[w]);
+        if (st[w] != COLL_INPROGRESS && st[w] != COLL_OK) {
+            check_done(c, o, &b[w], st[w], token, round * W + w);
+        }
+    }
+    for (int w = W - 1; w >= 0; w--) {
+        st[w] = st[w] == COLL_INPROGRESS ? wait_op(req[w], o->timeout_ms) : st[w];
+    }
+    for (int w = 0; w < W; w++) {
+        check_done(c, o, &b[w], st[w], token, round * W + w);
+    }
+}
+
+static void check_count(const ctx_t *c, const opts_t *o, size_t count, int kidx)
+{
+    const char *token = o->tokens[kidx];
+    bufs_t b[MAX_WINDOW];
+    double t0, busy = 0;
+    int nops = o->iters * o->window;
+
+    for (int w = 0; w < o->window; w++) {
+        bufs_alloc(c, count, is_inplace(o, c->rank), &b[w]);
+    }
+    for (int r = 0; r < o->iters; r++) {
+        t0 = now_s();
+        run_round(c, o, b, r, kidx, token);
+        busy += now_s() - t0; /* includes checking the results */
+    }
+    for (int w = 0; w < o->window; w++) {
+        bufs_free(c, &b[w]);
+    }
+    if (c->rank == 0) {
+        printf("allreduce_check: count %zu (%s) op=%s %s ops=%d (window %d%s) world=%d nodes=%d: "
+               "ok, %.3f ms/op\n", count, token, coll_redop_name(o->op), place_name(o->place),
+               nops, o->window, o->keyed ? ", keyed" : "", c->world, c->nodes, 1e3 * busy / nops);
+        fflush(stdout);
+    }
+}
+
+/* ---- mismatch mode ------------------------------------------------------------------------ */
+
+/* Whether @p text contains @p n as a whole decimal number (not part of a longer one). */
+static int mentions_number(const char *text, size_t n)
+{
+    char want[32];
+    size_t len = (size_t)snprintf(want, sizeof(want), "%zu", n);
+    for (const char *p = strstr(text, want); p != NULL; p = strstr(p + 1, want)) {
+        int before = p > text && p[-1] >= '0' && p[-1] <= '9';
+        int after = p[len] >= '0' && p[len] <= '9';
+        if (!before && !after) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void check_failed_op_untouched(const ctx_t *c, const opts_t *o, const bufs_t *b)
+{
+    if (b->inplace) {
+        check_input_kept(c, o->op, b->recv, b->count, 0, "in-place buffer of the failed "
+                         "operation was written");
+    } else {
+        check_sentinel_kept(b->recv, b->count, 0, "output buffer of the failed operation");
+        check_input_kept(c, o->op, b->send, b->count, 0, "input buffer of the failed operation "
+                         "changed");
+    }
+    check_all_guards(b, b->count * sizeof(float), 0);
+}
+
+/* After the mismatch the job is failed: a next operation must fail too, not hang. */
+static void check_job_failed_after(const ctx_t *c, const opts_t *o, const bufs_t *b)
+{
+    coll_status_t st = run_allreduce(c, b, o->op, MISMATCH_DEADLINE_MS);
+    if (st != COLL_ERR_JOB && st != COLL_ERR_MISMATCH) {
+        die("after the mismatch, a next allreduce returned %s (%s), expected COLL_ERR_JOB: %s",
+            coll_err_name(st), coll_strerror(st), coll_comm_last_error(c->comm));
+    }
+}
+
+static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
+{
+    size_t other = count + 1 + count / 2;
+    size_t mine = c->rank == o->mismatch_rank ? other : count;
+    bufs_t b;
+    char msg[1024];
+
+    bufs_alloc(c, mine, is_inplace(o, c->rank), &b);
+    prepare_iter(c, &b, o->op, 0);
+    if (c->rank == o->late_rank) {
+        usleep((useconds_t)o->late_ms * 1000u);
+    }
+    double t0 = now_s();
+    coll_status_t st = run_allreduce(c, &b, o->op, MISMATCH_DEADLINE_MS);
+    double dt = now_s() - t0;
+    snprintf(msg, sizeof(msg), "%s", coll_comm_last_error(c->comm));
+    if (st != COLL_ERR_MISMATCH) {
+        die("rank %d submitted count %zu, the others %zu: expected COLL_ERR_MISMATCH within %d "
+            "ms, got %s (%s) after %.3f s; last error: '%s'", o->mismatch_rank, other, count,
+            MISMATCH_DEADLINE_MS, coll_err_name(st), coll_strerror(st), dt, msg);
+    }
+    if (!mentions_number(msg, count) || !mentions_number(msg, other)) {
+        die("mismatch message does not name both counts %zu and %zu: '%s'", count, other, msg);
+    }
+    check_failed_op_untouched(c, o, &b);
+    check_job_failed_after(c, o, &b);
+    printf("allreduce_check: rank %d (%s, count %zu): COLL_ERR_MISMATCH after %.3f s: %s\n",
+           c->rank, b.inplace ? "inplace" : "outofplace", mine, dt, msg);
+    fflush(stdout);
+    bufs_free(c, &b);
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: allreduce_check [--counts LIST] [--op sum|avg] [--iters K] [--window W]\n"
+            "                       [--keyed]\n"
+            "                       [--inplace|--outofplace|--mixed] [--mismatch-rank R]\n"
+            "                       [--late-rank K [--late-ms D]] [--timeout-ms T]\n"
+            "Run as every rank of a collective-launch job; checks coll_allreduce_async().\n"
+            "  --counts LIST   comma-separated element counts (default 0,1,N-1,N+1,1000003):\n"
+            "                  an integer with optional suffix Ki or Mi (2^10, 2^20), or N, N-k,\n"
+            "                  N+k where N is the number of nodes (world size / local size)\n"
+            "  --op OP         sum (default) or avg\n"
+            "  --iters K       rounds per count, each with other data (default 2)\n"
+            "  --window W      operations in flight per round, 1..16 (default 1)\n"
+            "  --keyed         give operations explicit keys and let each rank submit the\n"
+            "                  round's operations in another order\n"
+            "  --inplace       sendbuf == recvbuf; --outofplace (default) separate buffers;\n"
+            "                  --mixed: even ranks in place, odd ranks out of place\n"
+            "  --mismatch-rank R  rank R submits another count than the others for the first\n"
+            "                  count of LIST; every rank must get COLL_ERR_MISMATCH\n"
+            "  --late-rank K   in mismatch mode, rank K submits --late-ms later than the others\n"
+            "  --late-ms D     that delay in milliseconds (default 500)\n"
+            "  --timeout-ms T  bound on each wait (default 120000)\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int split_counts(opts_t *o, const char *list)
+{
+    char buf[MAX_COUNTS * TOKEN_MAX];
+    char *save = NULL;
+    snprintf(buf, sizeof(buf), "%s", list);
+    o->ncounts = 0;
+    for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        if (o->ncounts == MAX_COUNTS || strlen(t) >= TOKEN_MAX) {
+            return -1;
+        }
+        snprintf(o->tokens[o->ncounts++], TOKEN_MAX, "%s", t);
+    }
+    return o->ncounts > 0 ? 0 : -1;
+}
+
+/* A count token as documented in usage(); -1 when it is not one. */
+static long long resolve_count(const char *t, int nodes)
+{
+    char *end;
+    long long v;
+    if (t[0] == 'N') {
+        if (t[1] == '\0') {
+            return nodes;
+        }
+        v = strtoll(t + 2, &end, 10);
+        if ((t[1] != '+' && t[1] != '-') || end == t + 2 || *end != '\0') {
+            return -1;
+        }
+        v = t[1] == '+' ? nodes + v : nodes - v;
+        return v >= 0 ? v : -1;
+    }
+    errno = 0;
+    v = strtoll(t, &end, 10);
+    if (errno != 0 || end == t || v < 0) {
+        return -1;
+    }
+    if (strcmp(end, "Ki") == 0) {
+        return v << 10;
+    }
+    if (strcmp(end, "Mi") == 0) {
+        return v << 20;
+    }
+    return *end == '\0' ? v : -1;
+}
+
+static void parse_opts(int argc, char **argv, opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"counts", required_argument, NULL, 'c'},   {"op", required_argument, NULL, 'o'},
+        {"iters", required_argument, NULL, 'i'},    {"inplace", no_argument, NULL, 'I'},
+        {"outofplace", no_argument, NULL, 'O'},     {"mixed", no_argument, NULL, 'M'},
+        {"mismatch-rank", required_argument, NULL, 'm'},
+        {"window", required_argument, NULL, 'w'},   {"keyed", no_argument, NULL, 'k'},
+        {"late-rank", required_argument, NULL, 'l'}, {"late-ms", required_argument, NULL, 'L'},
+        {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    long v;
+    int ch, bad = 0;
+
+    *o = (opts_t){.op = COLL_SUM, .iters = 2, .place = PLACE_OUT, .mismatch_rank = -1, .window = 1,
+                  .late_rank = -1, .late_ms = 500, .timeout_ms = 120000};
+    split_counts(o, "0,1,N-1,N+1,1000003");
+    while (!bad && (ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': bad = split_counts(o, optarg) < 0; break;
+        case 'o':
+            bad = strcmp(optarg, "sum") != 0 && strcmp(optarg, "avg") != 0;
+            o->op = strcmp(optarg, "avg") == 0 ? COLL_AVG : COLL_SUM;
+            break;
+        case 'i': bad = parse_int(optarg, 1, 1000, &v) < 0; o->iters = (int)v; break;
+        case 'I': o->place = PLACE_IN; break;
+        case 'O': o->place = PLACE_OUT; break;
+        case 'M': o->place = PLACE_MIXED; break;
+        case 'm': bad = parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_rank = (int)v; break;
+        case 'w': bad = parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
+        case 'k': o->keyed = 1; break;
+        case 'l': bad = parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;
+        case 'L': bad = parse_int(optarg, 0, 60000, &v) < 0; o->late_ms = (int)v; break;
+        case 't': bad = parse_int(optarg, 1, 3600000, &v) < 0; o->timeout_ms = (int)v; break;
+        case 'h': usage(stdout); exit(0);
+        default: bad = 1;
+        }
+    }
+    if (bad || optind != argc) {
+        usage(stderr);
+        exit(2);
+    }
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+/* Pool per node: the largest count's buffers of every local rank, with guards and slack. */
+static uint64_t pool_bytes_for(size_t max_count, int local_size)
+{
+    uint64_t per_buf = (uint64_t)max_count * sizeof(float) + 2 * GUARD_BYTES + 4096;
+    uint64_t need = 2 * per_buf * (uint64_t)local_size + (16u << 20);
+    return need < (64u << 20) ? (64u << 20) : need;
+}
+
+static void resolve_all(const opts_t *o, int nodes, size_t *counts)
+{
+    for (int k = 0; k < o->ncounts; k++) {
+        long long v = resolve_count(o->tokens[k], nodes);
+        if (v < 0) {
+            fprintf(stderr, "allreduce_check: bad count '%s' (nodes=%d)\n", o->tokens[k], nodes);
+            usage(stderr);
+            exit(2);
+        }
+        counts[k] = (size_t)v;
+    }
+}
+
+/* The world and local sizes before joining, to size the pool from the counts. */
+static void env_sizes(int *world, int *local)
+{
+    const char *w = getenv("COLL_WORLD_SIZE"), *l = getenv("COLL_LOCAL_SIZE");
+    long v;
+    if (w == NULL || l == NULL || parse_int(w, 1, 1 << 20, &v) < 0) {
+        fprintf(stderr, "allreduce_check: run me under collective-launch (COLL_WORLD_SIZE and "
+                        "COLL_LOCAL_SIZE must be set)\n");
+        exit(2);
+    }
+    *world = (int)v;
+    if (parse_int(l, 1, *world, &v) < 0 || *world % v != 0) {
+        fprintf(stderr, "allreduce_check: COLL_LOCAL_SIZE=%s does not divide COLL_WORLD_SIZE=%s\n",
+                l, w);
+        exit(2);
+    }
+    *local = (int)v;
+}
+
+int main(int argc, char **argv)
+{
+    coll_comm_params_t params = {.field_mask = COLL_COMM_PARAM_POOL_SIZE};
+    opts_t o;
+    ctx_t c = {0};
+    size_t counts[MAX_COUNTS], max_count = 0;
+    coll_status_t st;
+
+    parse_opts(argc, argv, &o);
+    env_sizes(&c.world, &c.local_size);
+    c.nodes = c.world / c.local_size;
+    resolve_all(&o, c.nodes, counts);
+    for (int k = 0; k < o.ncounts; k++) {
+        max_count = counts[k] > max_count ? counts[k] : max_count;
+    }
+    if (o.mismatch_rank >= c.world) {
+        fprintf(stderr, "allreduce_check: --mismatch-rank %d >= world size %d\n",
+                o.mismatch_rank, c.world);
+        return 2;
+    }
+    params.pool_bytes = pool_bytes_for(max_count + max_count / 2 + 1, c.local_size) * o.window;
+    st = coll_comm_create(&params, &c.comm);
+    if (st != COLL_OK) {
+        die("coll_comm_create: %s (%s)", coll_err_name(st), coll_strerror(st));
+    }
+    c.rank = g_rank = coll_comm_rank(c.comm);
+    if (coll_comm_world_size(c.comm) != c.world || coll_comm_local_size(c.comm) != c.local_size) {
+        die("communicator has world %d local %d, environment said %d and %d",
+            coll_comm_world_size(c.comm), coll_comm_local_size(c.comm), c.world, c.local_size);
+    }
+    if (o.mismatch_rank >= 0) {
+        run_mismatch(&c, &o, counts[0]);
+    } else {
+        for (int k = 0; k < o.ncounts; k++) {
+            check_count(&c, &o, counts[k], k);
+        }
+    }
+    coll_comm_destroy(c.comm);
+    return 0;
+}

@@ -1,0 +1,8 @@
+#!/bin/sh
+# Configure and build collectived in build/ (or $BUILD_DIR). Used by run-demo.sh and
+# run-tests.sh; safe to run again (incremental).
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$top/build}
+cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} >/dev/null
+cmake --build "$build" -j "$(nproc)"
