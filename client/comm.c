@@ -94,8 +94,14 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     coll_comm_params_t p;
     char err[512];
     coll_comm_t *c;
+    const char *algo = getenv("COLL_ALGO");
     coll_status_t st = coll__params_resolve(params, &p, err, sizeof(err));
 
+    if (st == COLL_OK && algo != NULL && coll__algo_parse(algo) < 0) {
+        snprintf(err, sizeof(err), "COLL_ALGO=%s: use auto, ring, rd, chain or dissemination",
+                 algo);
+        st = COLL_ERR_INVALID;
+    }
     if (st != COLL_OK) {
         fprintf(stderr, "libcollective: %s\n", err);
         return st;
@@ -103,6 +109,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     if ((c = comm_new(&p)) == NULL) {
         return COLL_ERR_NOMEM;
     }
+    c->algo = algo != NULL ? (coll_algo_t)coll__algo_parse(algo) : COLL_ALGO_AUTO;
     c->fd = coll__connect(p.socket_path, err, sizeof(err));
     if (c->fd < 0) {
         fprintf(stderr, "libcollective: rank %d: %s\n", p.rank, err);
@@ -152,6 +159,8 @@ void coll_comm_destroy(coll_comm_t *c)
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c->allocs);
+    free(c->send_seq);
+    free(c->recv_seq);
     free(c);
 }
 

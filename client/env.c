@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "size.h"
 
 #define COLL_DEFAULT_SOCKET "/run/collectived/collectived.sock"
 #define COLL_DEFAULT_TIMEOUT_MS 60000
@@ -110,8 +111,9 @@ coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll_comm_param
     out->root = out->root != NULL ? out->root : "";
     if (in->field_mask & COLL_COMM_PARAM_POOL_SIZE) {
         out->pool_bytes = in->pool_bytes;
-    } else if ((v = getenv("COLL_POOL_SIZE")) != NULL) {
-        out->pool_bytes = strtoull(v, NULL, 10);
+    } else if ((v = getenv("COLL_POOL_SIZE")) != NULL && coll_parse_size(v, &out->pool_bytes) < 0) {
+        snprintf(err, errlen, "COLL_POOL_SIZE=%s is not a size; use bytes or K, M, G, T", v);
+        return COLL_ERR_INVALID;
     }
     if (resolve_ints(in, out, err, errlen) < 0 || check(out, err, errlen) < 0) {
         return COLL_ERR_INVALID;

@@ -24,6 +24,7 @@ struct coll_request {
     int detached;         /* freed by the user while pending: free on completion */
     coll_status_t status;
     uint64_t offset;      /* COLL_REQ_ALLOC: the allocation */
+    char algo[24];        /* COLL_REQ_COLLECTIVE: the algorithm that ran */
 };
 
 /** One allocation of this rank in the pool (client-side bookkeeping for coll_mem_free()). */
@@ -48,7 +49,10 @@ struct coll_comm {
     coll_alloc_t *allocs;
     size_t nallocs, cap_allocs;
     uint32_t next_id;
-    uint64_t next_seq;
+    uint64_t next_seq;        /* key of the next collective without one */
+    uint32_t *send_seq;       /* per peer: key of the next send without one (lazily allocated) */
+    uint32_t *recv_seq;       /* per peer: key of the next receive without one */
+    coll_algo_t algo;         /* COLL_ALGO */
     struct coll_request pending; /* list head: waiting for the daemon */
     struct coll_request done;    /* list head: finished, not yet freed by the user */
     /* answers to the set-up messages */
@@ -90,6 +94,9 @@ void coll__req_fail_all(coll_comm_t *c, coll_status_t status);
 
 /** @brief Free every request of @p c, pending or finished (communicator destroy). Lock held. */
 void coll__req_free_all(coll_comm_t *c);
+
+/** @brief Parse an algorithm name ("auto", "ring", "rd", ...); -1 when unknown. */
+int coll__algo_parse(const char *name);
 
 /** @brief Handle one decoded DaemonMsg. Lock held. */
 void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m);

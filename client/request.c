@@ -2,6 +2,7 @@
  * Requests: submitted collectives and allocations waiting for the daemon's answer, matched by
  * id. Completions are dispatched by whichever thread reads the socket.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,7 @@ static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
     if (m->status != COLL_OK) {
         coll__set_error(c, "%s", m->error);
     }
+    snprintf(r->algo, sizeof(r->algo), "%s", m->algo);
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 
@@ -142,80 +144,6 @@ void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m)
     }
 }
 
-/* Offset of [p, p + len) in the pool, or -1 when it is not inside. */
-static int64_t pool_offset(const coll_comm_t *c, const void *p, size_t len)
-{
-    const uint8_t *b = p;
-    if (c->pool == NULL || b < c->pool || (size_t)(b - c->pool) > c->pool_bytes ||
-        len > c->pool_bytes - (size_t)(b - c->pool)) {
-        return -1;
-    }
-    return b - c->pool;
-}
-
-static coll_status_t check_args(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-                                coll_dtype_t dtype, coll_redop_t op, int64_t *soff, int64_t *roff)
-{
-    size_t es = coll_dtype_size(dtype);
-    if (es == 0 || (unsigned)op >= COLL_REDOP_COUNT) {
-        coll__set_error(c, "unsupported dtype %d or op %d", (int)dtype, (int)op);
-        return COLL_ERR_INVALID;
-    }
-    if (count > SIZE_MAX / es) {
-        coll__set_error(c, "count %zu overflows", count);
-        return COLL_ERR_INVALID;
-    }
-    *soff = pool_offset(c, sendbuf, count * es);
-    *roff = pool_offset(c, recvbuf, count * es);
-    if (*soff < 0 || *roff < 0) {
-        coll__set_error(c, "rank %d: %s buffer is not inside the job's pool; allocate it with "
-                        "coll_mem_alloc()", c->rank, *soff < 0 ? "send" : "receive");
-        return COLL_ERR_NOT_IN_POOL;
-    }
-    return COLL_OK;
-}
-
-coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
-                                   size_t count, coll_dtype_t dtype, coll_redop_t op,
-                                   const coll_op_params_t *params, coll_request_t **req_p)
-{
-    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
-    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
-    int64_t soff, roff;
-    coll_request_t *r;
-    coll_status_t st;
-
-    pthread_mutex_lock(&c->lock);
-    st = check_args(c, sendbuf, recvbuf, count, dtype, op, &soff, &roff);
-    if (st == COLL_OK && (r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
-        st = COLL_ERR_NOMEM;
-    }
-    if (st == COLL_OK) {
-        /* Without a key, operations are numbered in call order in a space of their own. */
-        s.key = (params != NULL && (params->field_mask & COLL_OP_PARAM_KEY))
-                    ? params->key & ((1ull << 39) - 1)
-                    : (1ull << 39) | (c->next_seq++ & ((1ull << 39) - 1));
-        s.req_id = r->id;
-        s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
-        s.dtype = (uint32_t)dtype;
-        s.op = (uint32_t)op;
-        s.count = count;
-        s.send_offset = (uint64_t)soff;
-        s.recv_offset = (uint64_t)roff;
-        msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
-        msg.submit = &s;
-        st = coll__send(c, &msg);
-        if (st != COLL_OK) {
-            coll__req_release(r);
-        } else {
-            *req_p = r;
-            st = COLL_INPROGRESS;
-        }
-    }
-    pthread_mutex_unlock(&c->lock);
-    return st;
-}
-
 coll_status_t coll_req_test(coll_request_t *r)
 {
     coll_comm_t *c = r->comm;
@@ -260,14 +188,7 @@ void coll_req_free(coll_request_t *r)
     pthread_mutex_unlock(&c->lock);
 }
 
-coll_status_t coll_allreduce(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-                             coll_dtype_t dtype, coll_redop_t op)
+const char *coll_req_algo(const coll_request_t *r)
 {
-    coll_request_t *r;
-    coll_status_t st = coll_allreduce_async(c, sendbuf, recvbuf, count, dtype, op, NULL, &r);
-    if (st == COLL_INPROGRESS) {
-        st = coll_req_wait(r, -1);
-        coll_req_free(r);
-    }
-    return st;
+    return r->algo;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "size.h"
 
 typedef enum { CFG_STRING, CFG_SIZE, CFG_UINT, CFG_LOGLEVEL } cfg_type_t;
 
@@ -32,6 +33,10 @@ static const cfg_key_t keys[] = {
     KEY(pool_max, CFG_SIZE, "16G", "largest pool one job may ask for"),
     KEY(segment_size, CFG_SIZE, "256K", "ring pipeline segment in bytes"),
     KEY(pipeline_depth, CFG_UINT, "4", "segments in flight per operation (1..64)"),
+    KEY(rd_max_bytes, CFG_SIZE, "64K",
+        "allreduces up to this size use recursive doubling, larger ones the ring (0: always ring)"),
+    KEY(kernel_threads, CFG_UINT, "2",
+        "threads that split large single-node reductions (0: the loop thread does them)"),
     KEY(ucx_error_mode, CFG_STRING, "none",
         "UCX endpoint error handling: none (allows shared-memory transports) or peer"),
     KEY(log_level, CFG_LOGLEVEL, "info", "error, warn, info, debug or trace"),
@@ -41,37 +46,6 @@ static const cfg_key_t keys[] = {
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
 static const char *const source_names[] = {"default", "env", "flag"};
-
-int coll_config_parse_size(const char *text, uint64_t *bytes_p)
-{
-    char *end;
-    errno = 0;
-    if (!isdigit((unsigned char)text[0])) {
-        return -1;
-    }
-    unsigned long long v = strtoull(text, &end, 10);
-    unsigned shift = 0;
-    if (errno != 0) {
-        return -1;
-    }
-    switch (toupper((unsigned char)*end)) {
-    case '\0': break;
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    case 'B': break; /* a bare byte suffix, consumed below */
-    default: return -1;
-    }
-    if (*end == 'B' || *end == 'b') {
-        end++;
-    }
-    if (*end != '\0' || (shift > 0 && v > (UINT64_MAX >> shift))) {
-        return -1;
-    }
-    *bytes_p = (uint64_t)v << shift;
-    return 0;
-}
 
 /* Store @p text into the field of @p key; on error print key, value and reason. */
 static int set_value(coll_config_t *cfg, const cfg_key_t *key, const char *text, const char *from)
@@ -92,7 +66,7 @@ static int set_value(coll_config_t *cfg, const cfg_key_t *key, const char *text,
         *(char **)field = strdup(text);
         return *(char **)field == NULL ? -1 : 0;
     case CFG_SIZE:
-        if (coll_config_parse_size(text, &v) < 0) {
+        if (coll_parse_size(text, &v) < 0) {
             fprintf(stderr, "collectived: %s=%s (%s): not a size; use bytes or K, M, G, T\n",
                     key->name, text, from);
             return -1;
@@ -195,6 +169,11 @@ static int check_values(const coll_config_t *cfg)
                 (unsigned long long)cfg->pool_size, (unsigned long long)cfg->pool_max);
         return -1;
     }
+    if (cfg->kernel_threads > 64) {
+        fprintf(stderr, "collectived: kernel_threads=%llu: must be 0..64\n",
+                (unsigned long long)cfg->kernel_threads);
+        return -1;
+    }
     if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0) {
         fprintf(stderr, "collectived: ucx_error_mode=%s: must be none or peer\n",
                 cfg->ucx_error_mode);
@@ -226,7 +205,7 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
     opts[NKEYS + 1] = (struct option){"help", no_argument, NULL, 'h'};
     opts[NKEYS + 2] = (struct option){NULL, 0, NULL, 0};
     optind = 0; /* 0, not 1: glibc then also forgets a half-parsed cluster of short options */
-    while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, &idx)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return COLL_CONFIG_EXIT;
@@ -240,7 +219,8 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
             }
             src[c] = COLL_CFG_FLAG;
         } else {
-            fprintf(stderr, "collectived: unknown option; see collectived --help\n");
+            fprintf(stderr, "collectived: %s %s; see collectived --help\n",
+                    c == ':' ? "missing value for" : "unknown option", argv[optind - 1]);
             return COLL_CONFIG_ERROR;
         }
     }

@@ -21,6 +21,8 @@ typedef struct {
     uint64_t pool_max;       /**< largest pool a job may ask for, bytes */
     uint64_t segment_size;   /**< ring pipeline segment, bytes */
     uint64_t pipeline_depth; /**< segments in flight per operation */
+    uint64_t rd_max_bytes;   /**< allreduces up to this size use recursive doubling */
+    uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
     char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
     char *log_level;         /**< error, warn, info, debug, trace */
     char *log_subsys;        /**< comma list of subsystems for debug/trace, or "all" */
@@ -44,11 +46,5 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
 
 /** @brief Free the strings of @p cfg. */
 void coll_config_cleanup(coll_config_t *cfg);
-
-/**
- * @brief Parse a byte size such as "4096", "256K", "64M", "2G" (powers of 1024).
- * @return 0 on success, -1 when malformed or overflowing.
- */
-int coll_config_parse_size(const char *text, uint64_t *bytes_p);
 
 #endif

@@ -27,11 +27,13 @@ typedef struct coll_daemon {
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     ucp_context_h ucp;
+    struct coll_workers *workers; /**< kernel threads (workers.h), NULL when none */
     coll_list_t sessions;   /**< coll_session_t */
     coll_list_t jobs;       /**< coll_job_t */
     coll_list_t peer_links; /**< coll_peer_link_t, both directions */
     coll_list_t rdvs;       /**< coll_rdv_t: rendezvous this daemon serves as root */
     char hostname[64];
+    int listening;          /**< the client socket file is ours to remove */
     int stopping;
 } coll_daemon_t;
 

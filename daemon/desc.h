@@ -15,9 +15,27 @@
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "collectived's data path assumes a little-endian host"
+/**
+ * @brief Name an operation for messages: "allreduce #12" (the 13th collective a rank called
+ *        without a key, counting from 0) or "allreduce key 4097" (a key the user gave).
+ */
+void coll_desc_name(const coll_desc_t *d, char *buf, size_t len);
+
 #endif
 
 #define COLL_DESC_MAGIC 0x43534544u /* "DESC" */
+
+/** Kinds of operation, numbered as the wire's Collective enum. */
+typedef enum {
+    COLL_KIND_ALLREDUCE = 0,
+    COLL_KIND_REDUCE_SCATTER = 1,
+    COLL_KIND_ALLGATHER = 2,
+    COLL_KIND_BROADCAST = 3,
+    COLL_KIND_REDUCE = 4,
+    COLL_KIND_BARRIER = 5,
+    COLL_KIND_SEND = 6,
+    COLL_KIND_RECV = 7,
+} coll_kind_t;
 
 /** What every rank of an operation must agree on. */
 typedef struct {
@@ -32,7 +50,9 @@ typedef struct {
     uint32_t world_size; /**< ranks */
     uint32_t node;       /**< sender's node rank (not compared) */
     uint32_t first_rank; /**< sender's lowest global rank (not compared; for messages) */
-    uint8_t reserved[16];
+    uint32_t root;       /**< broadcast, reduce: root rank */
+    uint32_t algo;       /**< coll_algo_t that runs it (resolved, never AUTO) */
+    uint8_t reserved[8];
 } coll_desc_t;
 
 _Static_assert(sizeof(coll_desc_t) == 64, "descriptor is 64 bytes on the wire");
@@ -42,10 +62,17 @@ static inline int coll_desc_equal(const coll_desc_t *a, const coll_desc_t *b)
 {
     return a->magic == b->magic && a->version == b->version && a->coll == b->coll &&
            a->key == b->key && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
-           a->seg_bytes == b->seg_bytes && a->world_size == b->world_size;
+           a->seg_bytes == b->seg_bytes && a->world_size == b->world_size &&
+           a->root == b->root && a->algo == b->algo;
 }
 
-/** @brief Describe @p d in @p buf, e.g. "count=1000 dtype=float32 op=sum". */
+/** @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum ...". */
 void coll_desc_format(const coll_desc_t *d, char *buf, size_t len);
+
+/**
+ * @brief Name an operation for messages: "allreduce #12" (the 13th collective a rank called
+ *        without a key, counting from 0) or "allreduce key 4097" (a key the user gave).
+ */
+void coll_desc_name(const coll_desc_t *d, char *buf, size_t len);
 
 #endif

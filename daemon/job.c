@@ -52,9 +52,11 @@ static void join_timeout_cb(uv_timer_t *t)
                       job->id, job->njoined, job->local_size, job->timeout_ms);
     } else if (job->state == COLL_JOB_RENDEZVOUS) {
         coll_job_fail(job, COLL_ERR_TIMEDOUT, 0,
-                      "job %s: rendezvous at root %s did not complete within %u ms (are all "
-                      "%u ranks started, with the same COLL_ROOT?)",
-                      job->id, job->root, job->timeout_ms, job->world_size);
+                      "job %s: rendezvous at root %s did not complete within %u ms (%s%s; are "
+                      "all %u ranks started, with the same COLL_ROOT?)",
+                      job->id, job->root, job->timeout_ms,
+                      job->rdv_error[0] ? "last connection attempt: " : "registered at the root",
+                      job->rdv_error, job->world_size);
     }
 }
 
@@ -85,7 +87,6 @@ static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, c
     job->world_size = j->world_size;
     job->local_size = l;
     job->timeout_ms = j->timeout_ms ? j->timeout_ms : 60000;
-    job->staging_bytes = 2 * (size_t)d->cfg.segment_size;
     coll_list_init(&job->events);
     coll_list_init(&job->ops);
     coll_list_init(&job->staging);
@@ -119,7 +120,8 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     job->handles = 3;
     coll_list_push(&d->jobs, &job->link);
     if ((st = coll_pool_create(job->id, pool_bytes, &job->pool)) != COLL_OK ||
-        (st = coll_transport_job_open(job)) != COLL_OK) {
+        (st = coll_transport_job_open(job)) != COLL_OK ||
+        (st = coll_transport_register_pool(job)) != COLL_OK) {
         snprintf(err, errlen, "job %s: cannot create its %s on this node (see daemon log)",
                  job->id, job->pool == NULL ? "memory pool" : "UCX worker");
         job_free_now(job);
@@ -163,6 +165,8 @@ static const char *join_conflict(const coll_job_t *job, const coll_session_t *s,
     return buf;
 }
 
+static void job_ready_alone(coll_job_t *job);
+
 void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j)
 {
     char err[512];
@@ -191,8 +195,80 @@ void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJo
     s->rank = j->rank;
     if (job->njoined == job->local_size) {
         job->state = COLL_JOB_RENDEZVOUS;
-        coll_rdv_join(job);
+        if (job->local_size == job->world_size && job->root[0] == '\0') {
+            job_ready_alone(job);
+        } else {
+            coll_rdv_join(job);
+        }
     }
+}
+
+void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
+{
+    p->segment_bytes = cfg->segment_size;
+    p->pipeline_depth = (uint32_t)cfg->pipeline_depth;
+    /* Recursive doubling sends a descriptor and the whole buffer in one staging half. */
+    p->rd_max_bytes = cfg->rd_max_bytes < cfg->segment_size - sizeof(coll_desc_t)
+                          ? cfg->rd_max_bytes
+                          : cfg->segment_size - sizeof(coll_desc_t);
+}
+
+/* The rendezvous guarantees every rank appears on exactly one node. */
+static coll_status_t index_ranks(coll_job_t *job)
+{
+    job->rank_node = calloc(job->world_size, sizeof(uint32_t));
+    job->rank_local = calloc(job->world_size, sizeof(uint32_t));
+    job->node_ranks = calloc(job->nnodes, sizeof(*job->node_ranks));
+    job->node_nranks = calloc(job->nnodes, sizeof(uint32_t));
+    if (job->rank_node == NULL || job->rank_local == NULL || job->node_ranks == NULL ||
+        job->node_nranks == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    for (uint32_t n = 0; n < job->nnodes; n++) {
+        job->node_ranks[n] = job->nodes[n].ranks;
+        job->node_nranks[n] = job->nodes[n].nranks;
+        for (uint32_t l = 0; l < job->nodes[n].nranks; l++) {
+            job->rank_node[job->nodes[n].ranks[l]] = n;
+            job->rank_local[job->nodes[n].ranks[l]] = l;
+        }
+    }
+    return COLL_OK;
+}
+
+static void job_ready(coll_job_t *job, const coll_job_params_t *params)
+{
+    if (index_ranks(job) != COLL_OK) {
+        coll_job_fail(job, COLL_ERR_NOMEM, 0, "no memory for the rank table");
+        return;
+    }
+    job->params = *params;
+    job->staging_bytes = 2 * params->segment_bytes;
+    job->state = COLL_JOB_READY;
+    uv_timer_stop(&job->join_timer);
+    coll_info(COLL_SUB_JOB, "job %s: ready, node %u of %u", job->id, job->node_rank, job->nnodes);
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        reply_join(job->locals[l], COLL_OK, "", job);
+    }
+}
+
+/* Every rank on this node and no root given: no rendezvous, this node is the whole job. */
+static void job_ready_alone(coll_job_t *job)
+{
+    coll_job_params_t p;
+
+    job->nodes = calloc(1, sizeof(*job->nodes));
+    if (job->nodes == NULL ||
+        (job->nodes[0].ranks = malloc(job->local_size * sizeof(uint32_t))) == NULL) {
+        coll_job_fail(job, COLL_ERR_NOMEM, 0, "no memory for the node table");
+        return;
+    }
+    job->nnodes = 1;
+    job->nodes[0] = (coll_node_t){.job = job, .nranks = job->local_size,
+                                  .ranks = job->nodes[0].ranks};
+    memcpy(job->nodes[0].ranks, job->ranks, job->local_size * sizeof(uint32_t));
+    snprintf(job->nodes[0].host, sizeof(job->nodes[0].host), "%s", job->d->hostname);
+    coll_job_params_from_config(&job->d->cfg, &p);
+    job_ready(job, &p);
 }
 
 static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
@@ -223,6 +299,8 @@ static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply
 
 void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
 {
+    coll_job_params_t params;
+
     if (job->state != COLL_JOB_RENDEZVOUS) {
         return;
     }
@@ -237,12 +315,9 @@ void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *
         return;
     }
     job->node_rank = r->node_rank;
-    job->state = COLL_JOB_READY;
-    uv_timer_stop(&job->join_timer);
-    coll_info(COLL_SUB_JOB, "job %s: ready, node %u of %u", job->id, job->node_rank, job->nnodes);
-    for (uint32_t l = 0; l < job->local_size; l++) {
-        reply_join(job->locals[l], COLL_OK, "", job);
-    }
+    params = (coll_job_params_t){r->params->segment_bytes, r->params->pipeline_depth,
+                                 r->params->rd_max_bytes};
+    job_ready(job, &params);
 }
 
 ucp_ep_h coll_job_ep(coll_job_t *job, uint32_t node)
@@ -289,17 +364,23 @@ void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const 
     }
 }
 
-static uint32_t pending_ops(const coll_job_t *job)
+/* Operations that the rank of @p s is part of and that are not done: every collective, and
+ * its own point-to-point transfers. */
+static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
 {
     uint32_t n = 0;
     coll_op_t *op, *tmp;
-    coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link) { n += !op->done; }
+    coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link)
+    {
+        n += !op->done && (op->desc.coll < COLL_KIND_SEND ||
+                           op->members[s->local_rank].session == s);
+    }
     return n;
 }
 
 void coll_job_leave(coll_job_t *job, coll_session_t *s)
 {
-    uint32_t pending = pending_ops(job);
+    uint32_t pending = pending_ops(job, s);
     coll_op_t *op, *tmp;
 
     coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link)
@@ -346,12 +427,17 @@ void coll_job_release(coll_job_t *job)
 {
     coll_op_free_all(job);
     coll_staging_release_all(job);
+    coll_transport_unregister_pool(job);
     coll_pool_destroy(job->pool);
     for (uint32_t i = 0; i < job->nnodes; i++) {
         free(job->nodes[i].ranks);
         free(job->nodes[i].worker_address);
     }
     free(job->nodes);
+    free(job->rank_node);
+    free(job->rank_local);
+    free(job->node_ranks);
+    free(job->node_nranks);
     free(job->worker_address);
     free(job->locals);
     free(job->ranks);

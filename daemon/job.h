@@ -23,8 +23,9 @@
 #include "session.h"
 #include "wire.h"
 
-/** Most local ranks of one job on one node (GPUs or trainer processes per node). */
-#define COLL_MAX_LOCAL 64u
+/** Most local ranks of one job on one node (GPUs or trainer processes per node): with a
+ * partial result they fill the 64 sources of one kernel call. */
+#define COLL_MAX_LOCAL 63u
 
 struct coll_peer_link;
 struct coll_op;
@@ -53,6 +54,13 @@ typedef struct {
     char gone_why[160];
 } coll_node_t;
 
+/** What every node of a job must share; decided by the root daemon's configuration. */
+typedef struct {
+    size_t segment_bytes;    /**< pipeline segment */
+    uint32_t pipeline_depth; /**< columns in flight per operation */
+    size_t rd_max_bytes;     /**< allreduce up to this size: recursive doubling */
+} coll_job_params_t;
+
 typedef struct coll_job {
     coll_list_t link;             /**< in d->jobs */
     coll_daemon_t *d;
@@ -71,15 +79,22 @@ typedef struct coll_job {
     uv_timer_t retry_timer;       /**< reconnects to a root that is not up yet */
     uv_timer_t gone_timer;        /**< checks for receives stranded by a node that is gone */
     coll_pool_t *pool;
+    ucp_mem_h pool_memh;          /**< the pool's UCX registration */
     uint32_t node_rank;
     uint32_t nnodes;
     coll_node_t *nodes;
+    coll_job_params_t params;     /**< valid from READY on */
+    uint32_t *rank_node;          /**< node of every global rank (from READY on) */
+    uint32_t *rank_local;         /**< index of every global rank among its node's ranks */
+    const uint32_t **node_ranks;  /**< nodes[n].ranks, as an array for blocked plans */
+    uint32_t *node_nranks;        /**< nodes[n].nranks, likewise */
     /* transport */
     ucp_worker_h worker;
     uv_poll_t poll;               /**< on the worker's event fd */
     void *worker_address;
     size_t worker_address_len;
     uint64_t inflight;            /**< UCX requests not yet completed */
+    uint32_t tasks;               /**< kernel-thread tasks running on the job's memory */
     coll_list_t events;           /**< completed transfers waiting for the engine */
     int driving;                  /**< inside coll_transport_drive() */
     coll_status_t pending_status; /**< failure seen inside a UCX callback, acted on later */
@@ -89,6 +104,7 @@ typedef struct coll_job {
     coll_list_t staging;          /**< free staging blocks (coll_staging_t) */
     size_t staging_bytes;         /**< size of one block */
     struct coll_peer_link *rdv_link;
+    char rdv_error[96];           /**< why the last connection to the root failed */
     int handles;                  /**< uv handles not yet closed */
     uint64_t close_deadline;      /**< loop time (ms) when closing stops waiting */
     int closing;
@@ -99,6 +115,9 @@ typedef struct coll_job {
  * The reply (with the pool fd) goes out once the whole job has met; errors are replied at once.
  */
 void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *join);
+
+/** @brief The job parameters this daemon's configuration gives (as root, or alone). */
+void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *params);
 
 /** @brief The rendezvous ended: @p reply is the root's answer (success or error). */
 void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *reply);

@@ -10,40 +10,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo.h"
 #include "log.h"
 #include "op.h"
+#include "p2p.h"
+#include "submit.h"
 #include "tag.h"
 #include "transport.h"
+
+/* "allreduce #12" for messages, in a buffer of the caller's. */
+static const char *name(const coll_desc_t *d, char *buf, size_t len)
+{
+    coll_desc_name(d, buf, len);
+    return buf;
+}
 
 static coll_op_t *op_find(coll_job_t *job, uint64_t key)
 {
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link)
     {
-        if (!op->done && op->desc.key == key) {
+        if (!op->done && op->desc.key == key && op->desc.coll < COLL_KIND_SEND) {
             return op;
         }
     }
     return NULL;
 }
 
-static void desc_from_submit(coll_job_t *job, const Coll__Wire__Submit *sub, coll_desc_t *d)
-{
-    memset(d, 0, sizeof(*d));
-    d->magic = COLL_DESC_MAGIC;
-    d->version = COLL_WIRE_VERSION;
-    d->coll = (uint16_t)sub->coll;
-    d->key = sub->key;
-    d->count = sub->count;
-    d->dtype = sub->dtype;
-    d->op = sub->op;
-    d->seg_bytes = (uint32_t)job->d->cfg.segment_size;
-    d->world_size = job->world_size;
-    d->node = job->node_rank;
-    d->first_rank = job->ranks[0];
-}
-
-static coll_op_t *op_create(coll_job_t *job, const coll_desc_t *desc)
+coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc)
 {
     uint32_t l = job->local_size;
     coll_op_t *op = calloc(1, sizeof(*op) + l * (sizeof(coll_op_member_t) + 2 * sizeof(void *)));
@@ -59,41 +53,16 @@ static coll_op_t *op_create(coll_job_t *job, const coll_desc_t *desc)
     op->out = (void **)(op->in + l);
     coll_list_init(&op->posted);
     coll_list_init(&op->parked);
-    coll_plan_init(&op->plan, desc->count, job->nnodes, op->esize, job->d->cfg.segment_size);
     coll_list_push(&job->ops, &op->link);
     return op;
 }
 
-/* Check one submission's buffers: inside the session's own allocations, and either the same
- * buffer (in place) or disjoint. Returns an error for the request, with a message. */
-static coll_status_t check_buffers(coll_job_t *job, coll_session_t *s,
-                                   const Coll__Wire__Submit *sub, char *err, size_t len)
-{
-    uint64_t nbytes = sub->count * coll_dtype_size((coll_dtype_t)sub->dtype);
-
-    if (!coll_pool_range_owned(job->pool, sub->send_offset, nbytes, s) ||
-        !coll_pool_range_owned(job->pool, sub->recv_offset, nbytes, s)) {
-        snprintf(err, len,
-                 "rank %u: buffers [%" PRIu64 ", +%" PRIu64 ") / [%" PRIu64 ", +%" PRIu64
-                 ") are not inside this rank's allocations in the pool of job %s",
-                 s->rank, sub->send_offset, nbytes, sub->recv_offset, nbytes, job->id);
-        return COLL_ERR_NOT_IN_POOL;
-    }
-    if (sub->send_offset != sub->recv_offset && sub->send_offset < sub->recv_offset + nbytes &&
-        sub->recv_offset < sub->send_offset + nbytes) {
-        snprintf(err, len, "rank %u: send and receive buffers overlap partially", s->rank);
-        return COLL_ERR_INVALID;
-    }
-    return COLL_OK;
-}
-
 static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_desc_t *mine)
 {
-    char a[128], b[128], who[32] = "an earlier rank";
-    uint32_t l;
+    char a[160], b[160], nm[48], who[32] = "an earlier rank";
 
     /* The operation's descriptor came from the first local rank that submitted it. */
-    for (l = 0; l < op->job->local_size; l++) {
+    for (uint32_t l = 0; l < op->job->local_size; l++) {
         if (op->members[l].session != NULL && op->members[l].session != s) {
             snprintf(who, sizeof(who), "rank %u", op->job->ranks[l]);
             break;
@@ -101,55 +70,80 @@ static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_des
     }
     coll_desc_format(&op->desc, a, sizeof(a));
     coll_desc_format(mine, b, sizeof(b));
-    coll_job_fail(op->job, COLL_ERR_MISMATCH, 1,
-                  "operation key %" PRIu64 ": %s submitted %s but rank %u submitted %s",
-                  mine->key, who, a, s->rank, b);
+    coll_job_fail(op->job, COLL_ERR_MISMATCH, 1, "%s: %s submitted %s but rank %u submitted %s",
+                  name(mine, nm, sizeof(nm)), who, a, s->rank, b);
 }
 
 static void op_start(coll_op_t *op);
 
-void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub)
+/* Checks that refuse one request without touching the job. */
+static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub,
+                            char *err, size_t len)
 {
-    char err[640];
-    coll_desc_t desc;
-    coll_op_t *op;
-    coll_status_t st;
-
     if (job->state == COLL_JOB_FAILED) {
-        snprintf(err, sizeof(err), "job %s failed earlier: %.400s", job->id, job->errmsg);
-        coll_session_complete(s, sub->req_id, job->error, err, "");
-        return;
+        snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
+        return job->error;
     }
     if (job->state != COLL_JOB_READY) {
-        coll_session_complete(s, sub->req_id, COLL_ERR_PROTOCOL, "submit before the job is ready",
-                              "");
-        return;
+        snprintf(err, len, "submit before the job is ready");
+        return COLL_ERR_PROTOCOL;
     }
-    st = check_buffers(job, s, sub, err, sizeof(err));
-    if (st != COLL_OK) {
-        coll_session_complete(s, sub->req_id, st, err, "");
-        return;
+    if (job->njoined < job->local_size && (coll_kind_t)sub->coll < COLL_KIND_SEND) {
+        snprintf(err, len, "a local rank of job %s has left; the job cannot run collectives",
+                 job->id);
+        return COLL_ERR_JOB;
     }
-    desc_from_submit(job, sub, &desc);
-    op = op_find(job, sub->key);
-    if (op == NULL && (op = op_create(job, &desc)) == NULL) {
+    return coll_submit_check(job, s, sub, err, len);
+}
+
+static void add_member(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub,
+                       const coll_desc_t *desc)
+{
+    char err[256], nm[48];
+    coll_op_t *op = op_find(job, sub->key);
+
+    if (op == NULL && (op = coll_op_create(job, desc)) == NULL) {
         coll_session_complete(s, sub->req_id, COLL_ERR_NOMEM, "daemon out of memory", "");
         return;
     }
     if (op->members[s->local_rank].session != NULL) {
-        snprintf(err, sizeof(err), "rank %u submitted operation key %" PRIu64 " twice", s->rank,
-                 sub->key);
+        snprintf(err, sizeof(err), "rank %u submitted %s twice", s->rank,
+                 name(desc, nm, sizeof(nm)));
         coll_session_complete(s, sub->req_id, COLL_ERR_INVALID, err, "");
         return;
     }
-    op->members[s->local_rank] = (coll_op_member_t){s, sub->req_id, sub->send_offset,
-                                                    sub->recv_offset};
+    op->members[s->local_rank] =
+        (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset};
     op->nsubmitted++;
-    if (!coll_desc_equal(&op->desc, &desc)) {
-        fail_local_mismatch(op, s, &desc);
+    if (!coll_desc_equal(&op->desc, desc)) {
+        fail_local_mismatch(op, s, desc);
     } else if (op->nsubmitted == job->local_size) {
         op_start(op);
     }
+}
+
+void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub)
+{
+    char err[640], nm[48];
+    coll_desc_t desc;
+    coll_status_t st = refuse(job, s, sub, err, sizeof(err));
+
+    if (st != COLL_OK) {
+        coll_session_complete(s, sub->req_id, st, err, "");
+        return;
+    }
+    if ((coll_kind_t)sub->coll == COLL_KIND_SEND || (coll_kind_t)sub->coll == COLL_KIND_RECV) {
+        coll_p2p_submit(job, s, sub);
+        return;
+    }
+    if (coll_submit_desc(job, sub, &desc, err, sizeof(err)) != COLL_OK) {
+        /* A forced algorithm that cannot run leaves the other ranks waiting: fail them too. */
+        coll_job_fail(job, COLL_ERR_UNSUPPORTED, 1, "rank %u, %s: %s", s->rank,
+                      name(&desc, nm, sizeof(nm)), err);
+        coll_session_complete(s, sub->req_id, COLL_ERR_UNSUPPORTED, job->errmsg, "");
+        return;
+    }
+    add_member(job, s, sub, &desc);
 }
 
 static coll_status_t desc_exchange(coll_op_t *op)
@@ -162,38 +156,60 @@ static coll_status_t desc_exchange(coll_op_t *op)
 
     op->desc_recv = (coll_xfer_t){.op = op, .kind = COLL_TAG_DESC};
     op->desc_send = (coll_xfer_t){.op = op, .kind = COLL_TAG_DESC, .is_send = 1};
-    st = coll_transport_recv(job, prev, tag, &op->peer_desc, sizeof(op->peer_desc), &op->desc_recv);
+    st = coll_transport_recv(job, prev, tag, &op->peer_desc, sizeof(op->peer_desc),
+                             &op->desc_recv);
     if (st == COLL_OK) {
         st = coll_transport_send(job, next, tag, &op->desc, sizeof(op->desc), &op->desc_send);
     }
     return st;
 }
 
-static void op_start(coll_op_t *op)
+/* Daemon addresses of every local rank's buffers (NULL where its role uses none). */
+static void map_buffers(coll_op_t *op)
 {
     coll_job_t *job = op->job;
     uint8_t *base = coll_pool_base(job->pool);
-    coll_status_t st = COLL_OK;
 
     for (uint32_t l = 0; l < job->local_size; l++) {
-        op->in[l] = base + op->members[l].send_off;
-        op->out[l] = base + op->members[l].recv_off;
+        uint64_t se, re;
+        coll_submit_extent((coll_kind_t)op->desc.coll, op->desc.count, job->world_size,
+                           job->ranks[l], op->desc.root, &se, &re);
+        op->in[l] = se > 0 ? base + op->members[l].send_off : NULL;
+        op->out[l] = re > 0 ? base + op->members[l].recv_off : NULL;
     }
+}
+
+static void impl_start(coll_op_t *op)
+{
+    coll_status_t st = op->impl->start(op);
+    char nm[48];
+
+    if (st != COLL_OK) {
+        coll_job_fail(op->job, st, 1, "starting %s: %s", name(&op->desc, nm, sizeof(nm)),
+                      coll_strerror(st));
+    }
+}
+
+static void op_start(coll_op_t *op)
+{
+    coll_job_t *job = op->job;
+    coll_status_t st = COLL_OK;
+    char nm[48];
+
+    map_buffers(op);
+    op->impl = coll_algo_impl(job, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
+    coll_debug(COLL_SUB_JOB, "job %s: %s of %" PRIu64 " elements starts (%s)", job->id,
+               name(&op->desc, nm, sizeof(nm)), op->desc.count, op->impl->name);
     if (job->nnodes == 1) {
         op->desc_ok = 1;
-        op->algo = &coll_algo_local;
     } else {
-        op->algo = &coll_algo_ring;
         st = desc_exchange(op);
     }
-    coll_debug(COLL_SUB_JOB, "job %s: key %" PRIu64 " count %" PRIu64 " starts (%s)", job->id,
-               op->desc.key, op->desc.count, op->algo->name);
-    if (st == COLL_OK) {
-        st = op->algo->start(op);
-    }
     if (st != COLL_OK) {
-        coll_job_fail(job, st, 1, "starting operation key %" PRIu64 ": %s", op->desc.key,
-                      coll_strerror(st));
+        coll_job_fail(job, st, 1, "%s: posting the descriptor failed",
+                      name(&op->desc, nm, sizeof(nm)));
+    } else {
+        impl_start(op);
     }
     coll_transport_drive(job);
 }
@@ -208,7 +224,7 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
         coll_op_member_t *m = &op->members[l];
         if (m->session != NULL) {
             coll_session_complete(m->session, m->req_id, status, error,
-                                  op->algo != NULL ? op->algo->name : "");
+                                  op->impl != NULL ? op->impl->name : "");
             m->session = NULL;
         }
     }
@@ -223,25 +239,44 @@ void coll_op_algo_done(coll_op_t *op)
     }
 }
 
-static void desc_check(coll_op_t *op)
+int coll_op_check_desc(coll_op_t *op, const coll_desc_t *p, uint32_t from)
 {
     coll_job_t *job = op->job;
-    coll_desc_t *p = &op->peer_desc;
-    coll_list_t *e;
-    char a[128], b[128];
+    char a[160], b[160], nm[48];
 
-    if (op->desc_recv.length != sizeof(*p) || !coll_desc_equal(p, &op->desc)) {
-        coll_desc_format(p, a, sizeof(a));
-        coll_desc_format(&op->desc, b, sizeof(b));
-        coll_job_fail(job, COLL_ERR_MISMATCH, 1,
-                      "operation key %" PRIu64 ": node %u (ranks from %u) submitted %s but "
-                      "node %u (ranks from %u) submitted %s",
-                      op->desc.key, p->node, p->first_rank, a, job->node_rank, job->ranks[0], b);
+    if (coll_desc_equal(p, &op->desc)) {
+        return 1;
+    }
+    coll_desc_format(p, a, sizeof(a));
+    coll_desc_format(&op->desc, b, sizeof(b));
+    coll_job_fail(job, COLL_ERR_MISMATCH, 1,
+                  "%s: node %u (ranks from %u) submitted %s but node %u (ranks from %u) "
+                  "submitted %s",
+                  name(&op->desc, nm, sizeof(nm)), from, job->nodes[from].ranks[0], a, job->node_rank,
+                  job->ranks[0], b);
+    return 0;
+}
+
+static void desc_check(coll_op_t *op)
+{
+    coll_list_t *e;
+    char nm[48];
+
+    if (op->desc_recv.length != sizeof(op->peer_desc)) {
+        coll_job_fail(op->job, COLL_ERR_MISMATCH, 1,
+                      "%s: malformed descriptor from node %u", name(&op->desc, nm, sizeof(nm)),
+                      op->desc_recv.peer);
+        return;
+    }
+    if (!coll_op_check_desc(op, &op->peer_desc, op->desc_recv.peer)) {
         return;
     }
     op->desc_ok = 1;
+    if (op->impl->on_desc != NULL) {
+        op->impl->on_desc(op);
+    }
     while (!op->done && (e = coll_list_pop(&op->parked)) != NULL) {
-        op->algo->on_xfer(op, coll_container_of(e, coll_xfer_t, link));
+        op->impl->on_xfer(op, coll_container_of(e, coll_xfer_t, link));
     }
     if (!op->done && op->algo_done) {
         coll_op_complete(op, COLL_OK, "");
@@ -251,31 +286,33 @@ static void desc_check(coll_op_t *op)
 static void dispatch(coll_op_t *op, coll_xfer_t *x)
 {
     coll_job_t *job = op->job;
+    char nm[48];
 
     /* A node that said goodbye had received everything it needed: a send to it that fails
      * because its endpoint closed was delivered. */
     if (x->status != UCS_OK && x->is_send && job->nodes[x->peer].left) {
         x->status = UCS_OK;
     }
-    if (x->status != UCS_OK) {
-        coll_job_fail(job, COLL_ERR_TRANSPORT, 1, "%s of operation key %" PRIu64 " failed: %s",
-                      x->is_send ? "send" : "receive", op->desc.key,
-                      ucs_status_string(x->status));
+    if (op->impl->flags & COLL_IMPL_OWN_ERRORS) {
+        op->impl->on_xfer(op, x);
+    } else if (x->status != UCS_OK) {
+        coll_job_fail(job, COLL_ERR_TRANSPORT, 1, "%s: %s node %u failed: %s",
+                      name(&op->desc, nm, sizeof(nm)), x->is_send ? "send to" : "receive from",
+                      x->peer, ucs_status_string(x->status));
     } else if (x == &op->desc_recv) {
         desc_check(op);
     } else if (x == &op->desc_send) {
         return;
     } else if (x->is_send) {
-        op->algo->on_xfer(op, x);
+        op->impl->on_xfer(op, x);
     } else if (x->length != x->expect) {
         coll_job_fail(job, COLL_ERR_MISMATCH, 1,
-                      "operation key %" PRIu64 ": expected %zu bytes from the previous node, "
-                      "got %zu (ranks disagree on the count)",
-                      op->desc.key, x->expect, x->length);
-    } else if (!op->desc_ok) {
+                      "%s: expected %zu bytes from node %u, got %zu (ranks disagree on the count)",
+                      name(&op->desc, nm, sizeof(nm)), x->expect, x->peer, x->length);
+    } else if (!op->desc_ok && !(op->impl->flags & COLL_IMPL_SELF_CHECK)) {
         coll_list_push(&op->parked, &x->link);
     } else {
-        op->algo->on_xfer(op, x);
+        op->impl->on_xfer(op, x);
     }
 }
 
@@ -314,8 +351,8 @@ void coll_op_maybe_free(coll_op_t *op)
         return;
     }
     coll_list_remove(&op->link);
-    if (op->algo != NULL && op->algo->cleanup != NULL) {
-        op->algo->cleanup(op);
+    if (op->impl != NULL && op->impl->cleanup != NULL) {
+        op->impl->cleanup(op);
     }
     free(op);
 }

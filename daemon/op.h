@@ -17,16 +17,28 @@
 struct coll_op;
 struct coll_xfer;
 
-/** An algorithm: how an operation moves and reduces data once every local rank submitted. */
-typedef struct {
+/** The algorithm checks a descriptor carried in each of its own messages: its receives are
+ * used at once, not parked until the ring descriptor arrived. */
+#define COLL_IMPL_SELF_CHECK 2u
+/** Transfer errors and short receives go to the implementation instead of failing the job. */
+#define COLL_IMPL_OWN_ERRORS 4u
+
+/** An implementation of an algorithm: how an operation moves and reduces data once every
+ *  local rank submitted. */
+typedef struct coll_impl {
     const char *name;
+    unsigned flags;            /**< COLL_IMPL_* */
     /** Start moving data; returns an error to fail the job. */
     coll_status_t (*start)(struct coll_op *op);
+    /** The previous node's descriptor was checked after start() (NULL: nothing to do). An
+     *  algorithm that writes outputs from the first data it receives posts those receives
+     *  here, so nothing is written before the agreement. */
+    void (*on_desc)(struct coll_op *op);
     /** A transfer of the operation completed successfully (NULL: the algorithm sends nothing). */
     void (*on_xfer)(struct coll_op *op, struct coll_xfer *x);
     /** Free the algorithm state once the operation ended and nothing is in flight (or NULL). */
     void (*cleanup)(struct coll_op *op);
-} coll_algo_t;
+} coll_impl_t;
 
 /** One local rank's part in an operation. */
 typedef struct {
@@ -64,10 +76,12 @@ typedef struct coll_op {
     coll_op_member_t *members; /**< by local rank */
     const void **in;           /**< daemon addresses of the inputs, by local rank */
     void **out;                /**< daemon addresses of the outputs, by local rank */
-    const coll_algo_t *algo;
+    const struct coll_impl *impl;
     void *algo_state;
     uint64_t inflight;         /**< transfers posted and not completed */
     coll_list_t posted;        /**< transfers in flight (to cancel them) */
+    uint32_t self;             /**< point-to-point: the local rank that submitted it */
+    coll_xfer_t p2p_xfer;      /**< point-to-point: its one message */
     coll_list_t parked;        /**< receives completed before the descriptor check */
     int algo_done;             /**< the algorithm finished moving data */
     int done;                  /**< completed or failed; waits for inflight == 0 to be freed */
@@ -77,6 +91,9 @@ typedef struct coll_op {
     coll_xfer_t desc_recv;
     int desc_ok;
 } coll_op_t;
+
+/** @brief A new operation of @p job described by @p desc, linked into job->ops; NULL: no memory. */
+coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc);
 
 /**
  * @brief Handle a client's Submit: validate it, match it with the other local ranks' submissions
@@ -102,9 +119,25 @@ void coll_op_free_all(coll_job_t *job);
 /** @brief Free @p op if it is done and nothing is in flight. */
 void coll_op_maybe_free(coll_op_t *op);
 
-/** The pipelined ring (ring.c). */
-extern const coll_algo_t coll_algo_ring;
-/** Single node: reduce the local ranks' buffers (local.c). */
-extern const coll_algo_t coll_algo_local;
+/**
+ * @brief Check a descriptor carried in an algorithm's own message against the operation's;
+ *        on a difference fail the job with both descriptors in the message.
+ * @param [in] from Node that sent it.
+ * @return 1 when equal, 0 when the job failed.
+ */
+int coll_op_check_desc(coll_op_t *op, const coll_desc_t *peer, uint32_t from);
+
+/** The pipelined ring: allreduce, reduce-scatter, all-gather (ring.c). */
+extern const coll_impl_t coll_impl_ring;
+/** Recursive doubling allreduce (rd.c). */
+extern const coll_impl_t coll_impl_rd;
+/** Pipelined chain broadcast (chain.c). */
+extern const coll_impl_t coll_impl_chain_bcast;
+/** Pipelined chain reduce (chain.c). */
+extern const coll_impl_t coll_impl_chain_reduce;
+/** Dissemination barrier (barrier.c). */
+extern const coll_impl_t coll_impl_barrier;
+/** Single node: every collective from the local ranks' buffers (local.c). */
+extern const coll_impl_t coll_impl_local;
 
 #endif

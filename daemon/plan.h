@@ -28,7 +28,22 @@ typedef struct {
     uint64_t chunk_elems; /**< nominal chunk length, a multiple of the line */
     uint64_t seg_elems;   /**< nominal segment length, a multiple of the line */
     uint64_t nseg;        /**< segments per chunk (0 when count is 0) */
+    /* Blocked plans (reduce-scatter, all-gather): the buffer is world_size blocks of
+     * block_elems, block k belonging to rank k; chunk c is the blocks of node c's ranks. */
+    int blocked;
+    uint64_t block_elems;          /**< elements per rank */
+    uint64_t seg_per_block;        /**< segments per block */
+    const uint32_t *const *ranks;  /**< ranks of each node, by local rank (borrowed) */
+    const uint32_t *nranks;        /**< ranks per node (borrowed) */
 } coll_plan_t;
+
+/** A piece of a chunk: its element range, and in a blocked plan whose block it is in. */
+typedef struct {
+    uint64_t off;       /**< element offset in the buffer */
+    uint64_t len;       /**< elements; 0 for a column the chunk does not have */
+    uint32_t local;     /**< blocked: the owning rank's local index on the chunk's node */
+    uint64_t block_off; /**< blocked: element offset inside that rank's block */
+} coll_piece_t;
 
 /**
  * @brief Plan @p count elements of @p esize bytes over @p nnodes chunks with segments of at most
@@ -40,7 +55,20 @@ void coll_plan_init(coll_plan_t *plan, uint64_t count, uint32_t nnodes, size_t e
 /** @return Chunk @p c (0 <= c < nnodes); may be empty. */
 coll_range_t coll_plan_chunk(const coll_plan_t *plan, uint32_t c);
 
-/** @return Segment @p j (0 <= j < nseg) of chunk @p c; may be empty. */
+/** @return Segment @p j (0 <= j < nseg) of chunk @p c; may be empty. Even plans only. */
 coll_range_t coll_plan_segment(const coll_plan_t *plan, uint32_t c, uint64_t j);
+
+/**
+ * @brief Plan a buffer of @p nnodes' ranks' blocks of @p block_elems each: chunk c holds the
+ *        blocks of node c's @p nranks[c] ranks @p ranks[c] in local order, each block cut into
+ *        segments that never cross a block boundary. nseg covers the node with the most ranks;
+ *        nodes with fewer have empty trailing columns. The arrays are borrowed.
+ */
+void coll_plan_init_blocked(coll_plan_t *plan, uint64_t block_elems, uint32_t nnodes,
+                            size_t esize, size_t segment_bytes, const uint32_t *const *ranks,
+                            const uint32_t *nranks);
+
+/** @return Piece @p j (0 <= j < nseg) of chunk @p c, for even and blocked plans alike. */
+coll_piece_t coll_plan_piece(const coll_plan_t *plan, uint32_t c, uint64_t j);
 
 #endif

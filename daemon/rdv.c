@@ -10,6 +10,7 @@
 /* A rendezvous this daemon serves as root: the nodes of one job that registered so far. */
 typedef struct coll_rdv {
     coll_list_t link; /* in d->rdvs */
+    coll_daemon_t *d;
     char job[COLL_JOB_ID_MAX + 1];
     uint32_t world_size;
     uint32_t nranks;
@@ -160,6 +161,13 @@ static void rdv_complete(coll_rdv_t *rdv)
     for (k = 0; k < n; k++) {
         Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
         Coll__Wire__NodeJoinReply reply = COLL__WIRE__NODE_JOIN_REPLY__INIT;
+        Coll__Wire__JobParams params = COLL__WIRE__JOB_PARAMS__INIT;
+        coll_job_params_t p;
+        coll_job_params_from_config(&rdv->d->cfg, &p);
+        params.segment_bytes = p.segment_bytes;
+        params.pipeline_depth = p.pipeline_depth;
+        params.rd_max_bytes = p.rd_max_bytes;
+        reply.params = &params;
         reply.node_rank = (uint32_t)k;
         reply.n_nodes = n;
         reply.nodes = ptrs;
@@ -188,6 +196,7 @@ static coll_rdv_t *rdv_get(coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
     rdv = calloc(1, sizeof(*rdv));
     if (rdv != NULL) {
         snprintf(rdv->job, sizeof(rdv->job), "%s", j->job);
+        rdv->d = d;
         rdv->world_size = j->world_size;
         coll_list_init(&rdv->members);
         coll_list_push(&d->rdvs, &rdv->link);
@@ -196,13 +205,13 @@ static coll_rdv_t *rdv_get(coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
 }
 
 /* Returns a message when @p j conflicts with the nodes already registered, else NULL. */
-static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j, char *buf,
-                                size_t len)
+static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j,
+                                const char *from, char *buf, size_t len)
 {
     coll_peer_link_t *m, *tmp;
     if (j->world_size != rdv->world_size) {
-        snprintf(buf, len, "node %s says world size %u, earlier nodes say %u", j->host,
-                 j->world_size, rdv->world_size);
+        snprintf(buf, len, "node %s (%s) says world size %u, earlier nodes say %u", j->host,
+                 from, j->world_size, rdv->world_size);
         return buf;
     }
     coll_list_for_each_safe(m, tmp, &rdv->members, coll_peer_link_t, rdv_link)
@@ -210,8 +219,8 @@ static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j, 
         for (size_t a = 0; a < j->n_ranks; a++) {
             for (size_t b = 0; b < m->join->n_ranks; b++) {
                 if (j->ranks[a] == m->join->ranks[b]) {
-                    snprintf(buf, len, "rank %u is claimed by node %s and by node %s",
-                             j->ranks[a], m->join->host, j->host);
+                    snprintf(buf, len, "rank %u is claimed by node %s (%s) and by node %s (%s)",
+                             j->ranks[a], m->join->host, m->peer, j->host, from);
                     return buf;
                 }
             }
@@ -222,7 +231,7 @@ static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j, 
 
 static void root_on_node_join(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
 {
-    char msg[256];
+    char msg[1024];
     const char *conflict;
     coll_rdv_t *rdv;
 
@@ -238,7 +247,7 @@ static void root_on_node_join(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
         coll_rdv_link_close(l);
         return;
     }
-    conflict = rdv_conflict(rdv, j, msg, sizeof(msg));
+    conflict = rdv_conflict(rdv, j, l->peer, msg, sizeof(msg));
     l->rdv = rdv;
     coll_list_push(&rdv->members, &l->rdv_link);
     if (conflict != NULL) {
@@ -449,6 +458,7 @@ static void connect_cb(uv_connect_t *req, int status)
         coll_rdv_link_close(l);
         if (job != NULL && job->state == COLL_JOB_RENDEZVOUS) {
             /* The root may not be up yet (launch order): retry until the join timeout. */
+            snprintf(job->rdv_error, sizeof(job->rdv_error), "%s", uv_strerror(status));
             coll_debug(COLL_SUB_RDV, "job %s: root %s: %s; retrying", job->id, job->root,
                        uv_strerror(status));
             uv_timer_start(&job->retry_timer, retry_cb, RDV_RETRY_MS, 0);
@@ -532,7 +542,7 @@ void coll_rdv_close_all(coll_daemon_t *d)
 {
     coll_peer_link_t *l, *tmp;
     coll_list_for_each_safe(l, tmp, &d->peer_links, coll_peer_link_t, link) { coll_rdv_link_close(l); }
-    if (!uv_is_closing((uv_handle_t *)&d->control)) {
+    if (d->control.loop != NULL && !uv_is_closing((uv_handle_t *)&d->control)) {
         uv_close((uv_handle_t *)&d->control, NULL);
     }
 }

@@ -1,31 +1,34 @@
 /*
- * Pipelined ring allreduce among the nodes of a job, with the local ranks folded in.
+ * Pipelined ring among the nodes of a job, with the local ranks folded in: allreduce
+ * (reduce-scatter then all-gather), reduce-scatter alone, all-gather alone.
  *
- * Ring allreduce (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters
- * of workstations"): node r owns chunk r+1 after a reduce-scatter of N-1 steps, then an
- * all-gather of N-1 steps spreads the owned chunks. At reduce-scatter step s node r sends chunk
- * r-s and receives chunk r-s-1; at all-gather step s it sends chunk r+1-s and receives chunk r-s.
+ * Ring (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
+ * workstations"): at reduce-scatter step s node r sends chunk r-1-s and receives chunk r-2-s,
+ * adding its own contribution; after N-1 steps it holds the reduction of chunk r. At
+ * all-gather step s it sends chunk r-s and receives chunk r-1-s. For reduce-scatter and
+ * all-gather, chunk c is the blocks of node c's ranks (plan.h, blocked plans), so node r ends
+ * with exactly its ranks' results.
  *
- * Hierarchy without an extra pass: the L local ranks' buffers are never summed on their own.
- * Every reduction adds all L local inputs of the piece it touches (one pass over memory, a
- * multi-source kernel), so the node acts as one rank of the ring.
+ * Hierarchy without an extra pass: the L local ranks' inputs are never summed on their own.
+ * Every reduction adds all local inputs of the piece it touches in one multi-source pass, so
+ * the node acts as one rank of the ring.
  *
- * Pipelining: each chunk is cut into segments (plan.h); segment j of all chunks forms column j.
- * Columns are independent: up to W run at once, each with two staging buffers. Buffer b of a
- * column receives step s (s % 2 == b), is reduced in place and forwarded as step s+1, and is
- * posted for step s+2 once that send completed. Every node posts receive s+2 only after its
- * send s+1 completed, which needs the next node's receive s+1, and so on down to steps 0 and 1
- * that need nothing: no cycle of waits, whatever the timing, with 2 buffers per column.
+ * Pipelining: each chunk is cut into segments; segment j of all chunks forms column j. Columns
+ * are independent: up to W run at once, each with two staging buffers. Buffer b of a column
+ * receives step s (s % 2 == b), is reduced in place and forwarded as step s+1, and is posted
+ * for step s+2 once that send completed. Every node posts receive s+2 only after its send s+1
+ * completed, which needs the next node's receive s+1, and so on down to steps 0 and 1 that
+ * need nothing: no cycle of waits, whatever the timing, with 2 buffers per column.
  *
  * What is written where, and when (no output before agreement): reduce-scatter writes only
- * staging; the last reduce-scatter step writes the node's owned piece into the outputs, and it
- * can only run after every node checked its predecessor's descriptor (the data has passed
- * through all of them). All-gather receives land directly in local rank 0's output.
+ * staging; its last step writes the node's own chunk into the outputs, which can only happen
+ * after the data passed every node, each of which checked its predecessor's descriptor first.
+ * All-gather receives land directly in local rank 0's output (copied to the other local ranks).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/reduce.h"
+#include "combine.h"
 #include "log.h"
 #include "op.h"
 #include "staging.h"
@@ -34,18 +37,19 @@
 
 typedef struct {
     uint64_t j;               /* column index */
-    uint32_t events;          /* completed transfers, of 4(N-1) */
-    int active;
-    uint8_t *buf[2];          /* staging, seg bytes each */
+    uint32_t events;          /* completed transfers of this column */
+    uint8_t *buf[2];          /* staging, one segment each (reduce-scatter only) */
     coll_xfer_t rs_recv[2];   /* by buffer */
     coll_xfer_t rs_send[2];   /* forward of rs_recv[b] */
-    coll_xfer_t send0;        /* reduce-scatter step 0: this node's own piece */
+    coll_xfer_t send0;        /* reduce-scatter step 0: this node's own contribution */
     coll_xfer_t *ag_recv;     /* [N-1] by step */
     coll_xfer_t *ag_send;     /* [N-1] by step */
 } ring_col_t;
 
 typedef struct {
     uint32_t n, r, next, prev, nlocal;
+    int rs, ag;               /* phases this operation runs */
+    uint32_t col_events;      /* transfers per column */
     uint32_t ncols;           /* columns in flight at most */
     uint64_t next_col;        /* next column to start */
     uint64_t cols_done;
@@ -58,15 +62,19 @@ static uint32_t mod_n(const ring_t *g, int64_t v)
     return (uint32_t)(((v % n) + n) % n);
 }
 
-/* Chunk received at reduce-scatter step s, and at all-gather step s. */
+static uint32_t rs_send_chunk(const ring_t *g, uint32_t s)
+{
+    return mod_n(g, (int64_t)g->r - 1 - s);
+}
+
 static uint32_t rs_recv_chunk(const ring_t *g, uint32_t s)
 {
-    return mod_n(g, (int64_t)g->r - s - 1);
+    return mod_n(g, (int64_t)g->r - 2 - s);
 }
 
 static uint32_t ag_recv_chunk(const ring_t *g, uint32_t s)
 {
-    return mod_n(g, (int64_t)g->r - s);
+    return mod_n(g, (int64_t)g->r - 1 - s);
 }
 
 static size_t bytes(const coll_op_t *op, uint64_t elems)
@@ -74,36 +82,16 @@ static size_t bytes(const coll_op_t *op, uint64_t elems)
     return (size_t)(elems * op->esize);
 }
 
-/* Combine @p extra (or nothing) with every local rank's input over @p seg into @p dst. The
- * kernel reduces in place only through its first source, so the one @p dst equals goes first. */
-static void reduce_locals(coll_op_t *op, coll_range_t seg, void *dst, const void *extra,
-                          int finalize)
+static uint8_t *at(const void *base, const coll_op_t *op, uint64_t elems)
 {
-    const void *srcs[1 + COLL_MAX_LOCAL];
-    unsigned n = 0;
-    size_t off = bytes(op, seg.off);
-
-    if (extra != NULL) {
-        srcs[n++] = extra;
-    }
-    for (uint32_t l = 0; l < op->job->local_size; l++) {
-        srcs[n++] = (const uint8_t *)op->in[l] + off;
-    }
-    for (unsigned k = 1; k < n; k++) {
-        if (srcs[k] == dst) {
-            srcs[k] = srcs[0];
-            srcs[0] = dst;
-        }
-    }
-    coll_reduce(op->desc.dtype, op->desc.op, finalize, op->desc.world_size, dst, srcs, n,
-                seg.len);
+    return (uint8_t *)base + bytes(op, elems);
 }
 
-static void copy_to_other_locals(coll_op_t *op, coll_range_t seg)
+/* Local rank 0's output holds every all-gathered piece; the others get copies. */
+static void copy_to_other_locals(coll_op_t *op, coll_piece_t p)
 {
-    size_t off = bytes(op, seg.off);
     for (uint32_t l = 1; l < op->job->local_size; l++) {
-        memcpy((uint8_t *)op->out[l] + off, (const uint8_t *)op->out[0] + off, bytes(op, seg.len));
+        memcpy(at(op->out[l], op, p.off), at(op->out[0], op, p.off), bytes(op, p.len));
     }
 }
 
@@ -124,42 +112,69 @@ static coll_status_t post_send(coll_op_t *op, ring_t *g, coll_xfer_t *x, ring_co
     return coll_transport_send(op->job, g->next, tag, buf, bytes(op, elems), x);
 }
 
-static coll_status_t post_recv(coll_op_t *op, coll_xfer_t *x, ring_col_t *c, void *buf,
-                               uint64_t elems)
+static coll_status_t post_recv(coll_op_t *op, ring_t *g, coll_xfer_t *x, ring_col_t *c,
+                               void *buf, uint64_t elems)
 {
-    const ring_t *g = op->algo_state;
     uint64_t tag = coll_tag_make(op->desc.key, x->kind, x->step, c->j);
     return coll_transport_recv(op->job, g->prev, tag, buf, bytes(op, elems), x);
 }
 
 static coll_status_t post_rs_recv(coll_op_t *op, ring_t *g, ring_col_t *c, uint32_t s)
 {
-    coll_range_t seg = coll_plan_segment(&op->plan, rs_recv_chunk(g, s), c->j);
+    coll_piece_t p = coll_plan_piece(&op->plan, rs_recv_chunk(g, s), c->j);
     coll_xfer_t *x = &c->rs_recv[s % 2];
     xfer_init(x, op, COLL_TAG_RS, 0, (uint32_t)(c - g->cols), s);
-    return post_recv(op, x, c, c->buf[s % 2], seg.len);
+    return post_recv(op, g, x, c, c->buf[s % 2], p.len);
 }
 
 static coll_status_t post_ag_send(coll_op_t *op, ring_t *g, ring_col_t *c, uint32_t s,
-                                  coll_range_t seg)
+                                  const void *src, uint64_t elems)
 {
     coll_xfer_t *x = &c->ag_send[s];
     xfer_init(x, op, COLL_TAG_AG, 1, (uint32_t)(c - g->cols), s);
-    return post_send(op, g, x, c, (uint8_t *)op->out[0] + bytes(op, seg.off), seg.len);
+    return post_send(op, g, x, c, src, elems);
 }
 
-/* Reduce-scatter step 0: this node's own piece of chunk r, summed over the local ranks. */
+/* Reduce-scatter step 0: this node's contribution to chunk r-1, summed over the local ranks. */
 static coll_status_t post_send0(coll_op_t *op, ring_t *g, ring_col_t *c)
 {
-    coll_range_t seg = coll_plan_segment(&op->plan, g->r, c->j);
-    const void *src = (const uint8_t *)op->in[0] + bytes(op, seg.off);
+    coll_piece_t p = coll_plan_piece(&op->plan, rs_send_chunk(g, 0), c->j);
+    const void *src = at(op->in[0], op, p.off);
 
     if (g->nlocal > 1) {
-        reduce_locals(op, seg, c->buf[1], NULL, 0);
+        coll_combine_locals(op, p.off, p.len, c->buf[1], NULL, 0);
         src = c->buf[1];
     }
     xfer_init(&c->send0, op, COLL_TAG_RS, 1, (uint32_t)(c - g->cols), 0);
-    return post_send(op, g, &c->send0, c, src, seg.len);
+    return post_send(op, g, &c->send0, c, src, p.len);
+}
+
+/* All-gather alone, step 0: this node's ranks' own blocks, straight from their inputs, also
+ * copied into every local output. */
+static coll_status_t post_ag_own(coll_op_t *op, ring_t *g, ring_col_t *c)
+{
+    coll_piece_t p = coll_plan_piece(&op->plan, g->r, c->j);
+    const uint8_t *src = at(op->in[p.local], op, p.block_off);
+
+    for (uint32_t l = 0; l < g->nlocal; l++) {
+        uint8_t *dst = at(op->out[l], op, p.off);
+        if (dst != src) {
+            memcpy(dst, src, bytes(op, p.len));
+        }
+    }
+    return post_ag_send(op, g, c, 0, src, p.len);
+}
+
+static coll_status_t post_ag_recvs(coll_op_t *op, ring_t *g, ring_col_t *c)
+{
+    coll_status_t st = COLL_OK;
+    for (uint32_t s = 0; s + 1 < g->n && st == COLL_OK; s++) {
+        coll_piece_t p = coll_plan_piece(&op->plan, ag_recv_chunk(g, s), c->j);
+        coll_xfer_t *x = &c->ag_recv[s];
+        xfer_init(x, op, COLL_TAG_AG, 0, (uint32_t)(c - g->cols), s);
+        st = post_recv(op, g, x, c, at(op->out[0], op, p.off), p.len);
+    }
+    return st;
 }
 
 static coll_status_t col_start(coll_op_t *op, ring_t *g, ring_col_t *c, uint64_t j)
@@ -168,12 +183,11 @@ static coll_status_t col_start(coll_op_t *op, ring_t *g, ring_col_t *c, uint64_t
 
     c->j = j;
     c->events = 0;
-    c->active = 1;
-    for (uint32_t s = 0; s + 1 < g->n && st == COLL_OK; s++) {
-        coll_range_t seg = coll_plan_segment(&op->plan, ag_recv_chunk(g, s), j);
-        coll_xfer_t *x = &c->ag_recv[s];
-        xfer_init(x, op, COLL_TAG_AG, 0, (uint32_t)(c - g->cols), s);
-        st = post_recv(op, x, c, (uint8_t *)op->out[0] + bytes(op, seg.off), seg.len);
+    if (g->ag) {
+        st = post_ag_recvs(op, g, c);
+    }
+    if (!g->rs) {
+        return st == COLL_OK ? post_ag_own(op, g, c) : st;
     }
     if (st == COLL_OK) {
         st = post_rs_recv(op, g, c, 0);
@@ -188,29 +202,36 @@ static coll_status_t col_start(coll_op_t *op, ring_t *g, ring_col_t *c, uint64_t
     return st;
 }
 
-/* The last reduce-scatter step: the owned piece is final; all-gather starts from it. */
+/* The last reduce-scatter step: chunk r is final. Allreduce starts the all-gather from it;
+ * reduce-scatter hands each block to its rank. */
 static coll_status_t rs_final(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xfer_t *x)
 {
-    coll_range_t seg = coll_plan_segment(&op->plan, rs_recv_chunk(g, x->step), c->j);
-    void *dst = (uint8_t *)op->out[0] + bytes(op, seg.off);
+    coll_piece_t p = coll_plan_piece(&op->plan, g->r, c->j);
+    uint8_t *dst;
 
-    reduce_locals(op, seg, dst, c->buf[x->step % 2], 1);
-    copy_to_other_locals(op, seg);
-    return post_ag_send(op, g, c, 0, seg);
+    if (!g->ag) {
+        coll_combine_locals(op, p.off, p.len, at(op->out[p.local], op, p.block_off),
+                            c->buf[x->step % 2], 1);
+        return COLL_OK;
+    }
+    dst = at(op->out[0], op, p.off);
+    coll_combine_locals(op, p.off, p.len, dst, c->buf[x->step % 2], 1);
+    copy_to_other_locals(op, p);
+    return post_ag_send(op, g, c, 0, dst, p.len);
 }
 
 static coll_status_t on_rs_recv(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xfer_t *x)
 {
     uint32_t s = x->step, b = s % 2;
-    coll_range_t seg;
+    coll_piece_t p;
 
     if (s + 2 == g->n) {
         return rs_final(op, g, c, x);
     }
-    seg = coll_plan_segment(&op->plan, rs_recv_chunk(g, s), c->j);
-    reduce_locals(op, seg, c->buf[b], c->buf[b], 0);
+    p = coll_plan_piece(&op->plan, rs_recv_chunk(g, s), c->j);
+    coll_combine_locals(op, p.off, p.len, c->buf[b], c->buf[b], 0);
     xfer_init(&c->rs_send[b], op, COLL_TAG_RS, 1, (uint32_t)(c - g->cols), s + 1);
-    return post_send(op, g, &c->rs_send[b], c, c->buf[b], seg.len);
+    return post_send(op, g, &c->rs_send[b], c, c->buf[b], p.len);
 }
 
 /* A reduce-scatter send completed: its buffer takes the receive two steps later. */
@@ -225,27 +246,21 @@ static coll_status_t on_rs_send(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xf
 
 static coll_status_t on_ag_recv(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xfer_t *x)
 {
-    coll_range_t seg = coll_plan_segment(&op->plan, ag_recv_chunk(g, x->step), c->j);
-    copy_to_other_locals(op, seg);
-    return x->step + 2 < g->n ? post_ag_send(op, g, c, x->step + 1, seg) : COLL_OK;
+    coll_piece_t p = coll_plan_piece(&op->plan, ag_recv_chunk(g, x->step), c->j);
+    copy_to_other_locals(op, p);
+    return x->step + 2 < g->n ? post_ag_send(op, g, c, x->step + 1, at(op->out[0], op, p.off),
+                                             p.len)
+                              : COLL_OK;
 }
 
 static void col_done(coll_op_t *op, ring_t *g, ring_col_t *c)
 {
-    coll_status_t st;
-
-    c->active = 0;
     g->cols_done++;
     if (g->cols_done == op->plan.nseg) {
         coll_op_algo_done(op);
-        return;
-    }
-    if (g->next_col < op->plan.nseg) {
-        st = col_start(op, g, c, g->next_col++);
-        if (st != COLL_OK) {
-            coll_job_fail(op->job, st, 1, "ring: posting column %llu failed",
-                          (unsigned long long)c->j);
-        }
+    } else if (g->next_col < op->plan.nseg && col_start(op, g, c, g->next_col++) != COLL_OK) {
+        coll_job_fail(op->job, COLL_ERR_TRANSPORT, 1, "ring: posting column %llu failed",
+                      (unsigned long long)c->j);
     }
 }
 
@@ -261,11 +276,10 @@ static void ring_on_xfer(coll_op_t *op, coll_xfer_t *x)
         st = x->is_send ? COLL_OK : on_ag_recv(op, g, c, x);
     }
     if (st != COLL_OK) {
-        coll_job_fail(op->job, st, 1, "ring: posting a transfer failed (key %llu)",
-                      (unsigned long long)op->desc.key);
+        coll_job_fail(op->job, st, 1, "ring: posting a transfer failed");
         return;
     }
-    if (++c->events == 4 * (g->n - 1)) {
+    if (++c->events == g->col_events) {
         col_done(op, g, c);
     }
 }
@@ -274,38 +288,52 @@ static coll_status_t ring_alloc(coll_op_t *op, ring_t **g_p)
 {
     coll_job_t *job = op->job;
     uint32_t n = job->nnodes;
-    uint64_t ncols = op->plan.nseg < job->d->cfg.pipeline_depth ? op->plan.nseg
-                                                                 : job->d->cfg.pipeline_depth;
+    uint64_t depth = job->params.pipeline_depth;
+    uint64_t ncols = op->plan.nseg < depth ? op->plan.nseg : depth;
     size_t xfers = 2 * (size_t)(n - 1);
     ring_t *g = calloc(1, sizeof(*g) + ncols * (sizeof(ring_col_t) + xfers * sizeof(coll_xfer_t)));
 
     if (g == NULL) {
         return COLL_ERR_NOMEM;
     }
+    *g_p = g;
     g->cols = (ring_col_t *)(g + 1);
     for (uint64_t k = 0; k < ncols; k++) {
         coll_xfer_t *xs = (coll_xfer_t *)(g->cols + ncols) + k * xfers;
         g->cols[k].ag_recv = xs;
         g->cols[k].ag_send = xs + (n - 1);
-        g->cols[k].buf[0] = coll_staging_get(job);
-        if (g->cols[k].buf[0] == NULL) {
-            g->ncols = (uint32_t)k;
-            *g_p = g;
-            return COLL_ERR_NOMEM;
+        g->ncols = (uint32_t)k + 1;
+        if (op->desc.coll != COLL_KIND_ALLGATHER) {
+            if ((g->cols[k].buf[0] = coll_staging_get(job)) == NULL) {
+                g->ncols = (uint32_t)k;
+                return COLL_ERR_NOMEM;
+            }
+            g->cols[k].buf[1] = g->cols[k].buf[0] + job->staging_bytes / 2;
         }
-        g->cols[k].buf[1] = g->cols[k].buf[0] + job->staging_bytes / 2;
     }
-    g->ncols = (uint32_t)ncols;
-    *g_p = g;
     return COLL_OK;
+}
+
+static void ring_plan(coll_op_t *op)
+{
+    coll_job_t *job = op->job;
+    if (op->desc.coll == COLL_KIND_ALLREDUCE) {
+        coll_plan_init(&op->plan, op->desc.count, job->nnodes, op->esize,
+                       job->params.segment_bytes);
+    } else {
+        coll_plan_init_blocked(&op->plan, op->desc.count, job->nnodes, op->esize,
+                               job->params.segment_bytes, job->node_ranks, job->node_nranks);
+    }
 }
 
 static coll_status_t ring_start(coll_op_t *op)
 {
     coll_job_t *job = op->job;
     ring_t *g = NULL;
-    coll_status_t st = ring_alloc(op, &g);
+    coll_status_t st;
 
+    ring_plan(op);
+    st = ring_alloc(op, &g);
     op->algo_state = g;
     if (st != COLL_OK) {
         return st;
@@ -315,6 +343,9 @@ static coll_status_t ring_start(coll_op_t *op)
     g->next = (g->r + 1) % g->n;
     g->prev = (g->r + g->n - 1) % g->n;
     g->nlocal = job->local_size;
+    g->rs = op->desc.coll != COLL_KIND_ALLGATHER;
+    g->ag = op->desc.coll != COLL_KIND_REDUCE_SCATTER;
+    g->col_events = 2 * (g->n - 1) * (uint32_t)(g->rs + g->ag);
     if (op->plan.nseg == 0) {
         coll_op_algo_done(op);
         return COLL_OK;
@@ -338,7 +369,7 @@ static void ring_cleanup(coll_op_t *op)
     op->algo_state = NULL;
 }
 
-const coll_algo_t coll_algo_ring = {
+const coll_impl_t coll_impl_ring = {
     .name = "ring",
     .start = ring_start,
     .on_xfer = ring_on_xfer,

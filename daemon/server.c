@@ -13,6 +13,7 @@
 #include "rdv.h"
 #include "session.h"
 #include "transport.h"
+#include "workers.h"
 
 static void listener_cb(uv_stream_t *server, int status)
 {
@@ -46,12 +47,32 @@ static coll_status_t clear_stale_socket(const char *path)
     return COLL_OK;
 }
 
+/* The socket's directory (e.g. /run/collectived) is created when it is missing; systemd's
+ * tmpfiles does it for the service. */
+static coll_status_t make_socket_dir(const char *path)
+{
+    char dir[108];
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir) {
+        return COLL_OK;
+    }
+    *slash = '\0';
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        coll_error(COLL_SUB_CORE, "cannot create the socket directory %s: %m", dir);
+        return COLL_ERR_IO;
+    }
+    return COLL_OK;
+}
+
 static coll_status_t listen_clients(coll_daemon_t *d)
 {
     const char *path = d->cfg.socket;
     int rc;
 
-    if (clear_stale_socket(path) != COLL_OK) {
+    if (make_socket_dir(path) != COLL_OK || clear_stale_socket(path) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
     uv_pipe_init(d->loop, &d->listener, 0);
@@ -61,6 +82,7 @@ static coll_status_t listen_clients(coll_daemon_t *d)
         coll_error(COLL_SUB_CORE, "client socket %s: %s", path, uv_strerror(rc));
         return COLL_ERR_IO;
     }
+    d->listening = 1;
     /* Owner and group only: the group of trainers that may use this daemon. */
     chmod(path, 0660);
     coll_info(COLL_SUB_CORE, "clients connect on %s", path);
@@ -109,7 +131,9 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     d->sig_int.data = d->sig_term.data = d;
     uv_signal_start(&d->sig_int, signal_cb, SIGINT);
     uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
-    if ((st = coll_transport_init(d)) != COLL_OK || (st = listen_clients(d)) != COLL_OK ||
+    if ((st = coll_transport_init(d)) != COLL_OK ||
+        (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
+        (st = listen_clients(d)) != COLL_OK ||
         (st = coll_rdv_listen(d)) != COLL_OK || (st = write_addr_file(d)) != COLL_OK) {
         coll_daemon_stop(d);
         return st;
@@ -140,10 +164,11 @@ void coll_daemon_stop(coll_daemon_t *d)
         coll_session_close(s, "daemon shutting down");
     }
     coll_rdv_close_all(d);
+    coll_workers_stop(d);
     close_handle((uv_handle_t *)&d->listener);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_term);
-    if (d->listener.loop != NULL) {
+    if (d->listening) {
         unlink(d->cfg.socket);
     }
     if (d->cfg.addr_file[0] != '\0') {

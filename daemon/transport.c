@@ -189,6 +189,43 @@ static void recv_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_
     xfer_done(x, status);
 }
 
+/* Buffers in the pool travel with its registration, so protocols that need registered memory
+ * skip the per-message registration (pinning) step. */
+static void set_memh(coll_job_t *job, ucp_request_param_t *p, const void *buf, size_t len)
+{
+    const uint8_t *base = coll_pool_base(job->pool), *b = buf;
+    if (job->pool_memh != NULL && b >= base && (size_t)(b - base) + len <= coll_pool_size(job->pool)) {
+        p->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        p->memh = job->pool_memh;
+    }
+}
+
+coll_status_t coll_transport_register_pool(coll_job_t *job)
+{
+    ucp_mem_map_params_t mp = {0};
+    ucs_status_t st;
+
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = coll_pool_base(job->pool);
+    mp.length = coll_pool_size(job->pool);
+    st = ucp_mem_map(job->d->ucp, &mp, &job->pool_memh);
+    if (st != UCS_OK) {
+        coll_error(COLL_SUB_UCX, "job %s: registering its pool of %zu bytes: %s", job->id,
+                   coll_pool_size(job->pool), ucs_status_string(st));
+        job->pool_memh = NULL;
+        return COLL_ERR_TRANSPORT;
+    }
+    return COLL_OK;
+}
+
+void coll_transport_unregister_pool(coll_job_t *job)
+{
+    if (job->pool_memh != NULL) {
+        ucp_mem_unmap(job->d->ucp, job->pool_memh);
+        job->pool_memh = NULL;
+    }
+}
+
 static coll_status_t posted(coll_job_t *job, coll_xfer_t *x, ucs_status_ptr_t r, const char *what)
 {
     if (UCS_PTR_IS_ERR(r)) {
@@ -216,6 +253,7 @@ coll_status_t coll_transport_send(coll_job_t *job, uint32_t node, uint64_t tag, 
                      UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     p.cb.send = send_cb;
     p.user_data = x;
+    set_memh(job, &p, buf, len);
     x->completed = 0;
     x->peer = node;
     return posted(job, x, ucp_tag_send_nbx(ep, buf, len, tag, &p), "send");
@@ -230,6 +268,7 @@ coll_status_t coll_transport_recv(coll_job_t *job, uint32_t from, uint64_t tag, 
                      UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     p.cb.recv = recv_cb;
     p.user_data = x;
+    set_memh(job, &p, buf, len);
     x->completed = 0;
     x->suspect = 0;
     x->expect = len;
@@ -301,11 +340,11 @@ static void gone_check_cb(uv_timer_t *t)
                 continue;
             }
             if (x->suspect) {
+                char nm[48];
+                coll_desc_name(&op->desc, nm, sizeof(nm));
                 coll_job_fail(job, n->gone, 1,
-                              "node %u (%s, ranks from %u): %s, and operation key %llu still "
-                              "waits for its data",
-                              x->peer, n->host, n->ranks[0], n->gone_why,
-                              (unsigned long long)op->desc.key);
+                              "node %u (%s, ranks from %u): %s while %s still waited for its data",
+                              x->peer, n->host, n->ranks[0], n->gone_why, nm);
                 coll_transport_drive(job);
                 return;
             }
@@ -424,7 +463,9 @@ static void close_check_cb(uv_timer_t *t)
     coll_job_t *job = t->data;
     ucp_worker_progress(job->worker);
     run_events(job);
-    if (close_finished(job) || uv_now(job->d->loop) >= job->close_deadline) {
+    /* Kernel threads writing into the pool are always waited for: they end on their own. */
+    if (job->tasks == 0 &&
+        (close_finished(job) || uv_now(job->d->loop) >= job->close_deadline)) {
         close_worker(job);
     }
 }

@@ -35,6 +35,15 @@ coll_status_t coll_transport_job_open(coll_job_t *job);
  */
 void coll_transport_job_close(coll_job_t *job);
 
+/**
+ * @brief Register the job's pool with UCX once (ucp_mem_map); transfers from and to the pool
+ *        then pass the handle. @return COLL_OK or COLL_ERR_TRANSPORT (logged).
+ */
+coll_status_t coll_transport_register_pool(coll_job_t *job);
+
+/** @brief Undo coll_transport_register_pool(). Safe when it failed or never ran. */
+void coll_transport_unregister_pool(coll_job_t *job);
+
 /** @brief Create an endpoint to @p node of @p job. */
 coll_status_t coll_transport_connect(coll_job_t *job, uint32_t node, ucp_ep_h *ep_p);
 

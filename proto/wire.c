@@ -56,8 +56,11 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
 
 static coll_status_t check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen)
 {
-    CHECK_FIELD(s->coll == COLL__WIRE__COLLECTIVE__ALLREDUCE, "submit: unknown collective %d",
-                (int)s->coll);
+    CHECK_FIELD((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__RECV,
+                "submit: unknown collective %d", (int)s->coll);
+    CHECK_FIELD(s->algo < COLL_ALGO_COUNT, "submit: unknown algorithm %u", s->algo);
+    CHECK_FIELD(s->root < COLL_WORLD_MAX && s->peer < COLL_WORLD_MAX,
+                "submit: root %u or peer %u out of range", s->root, s->peer);
     CHECK_FIELD(s->dtype < COLL_DTYPE_COUNT, "submit: unknown dtype %u", s->dtype);
     CHECK_FIELD(s->op < COLL_REDOP_COUNT, "submit: unknown op %u", s->op);
     /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
@@ -168,6 +171,10 @@ static coll_status_t check_node_join_reply(const Coll__Wire__NodeJoinReply *r, c
         CHECK_FIELD(n->n_ranks >= 1 && n->n_ranks <= COLL_WORLD_MAX,
                     "join reply: node %zu has %zu ranks", i, n->n_ranks);
     }
+    CHECK_FIELD(r->params != NULL && r->params->segment_bytes >= 4096 &&
+                    r->params->segment_bytes <= (64u << 20) && r->params->pipeline_depth >= 1 &&
+                    r->params->pipeline_depth <= 64,
+                "join reply: job parameters missing or out of range");
     return COLL_OK;
 }
 

@@ -78,16 +78,38 @@ COLL_API const char *coll_strerror(coll_status_t status);
  */
 COLL_API const char *coll_err_name(coll_status_t status);
 
-/** Element datatypes. The numbering is part of the wire protocol. */
+/**
+ * Element datatypes. The numbering is part of the wire protocol.
+ * 16-bit floats are reduced in float32 inside every kernel pass and rounded once per pass.
+ */
 typedef enum {
-    COLL_FLOAT32 = 0, /**< IEEE 754 binary32 */
+    COLL_FLOAT32 = 0,  /**< IEEE 754 binary32 */
+    COLL_FLOAT64 = 1,  /**< IEEE 754 binary64 */
+    COLL_FLOAT16 = 2,  /**< IEEE 754 binary16 */
+    COLL_BFLOAT16 = 3, /**< bfloat16 (the upper half of a binary32) */
+    COLL_INT8 = 4,
+    COLL_UINT8 = 5,
+    COLL_INT32 = 6,
+    COLL_INT64 = 7,
     COLL_DTYPE_COUNT
 } coll_dtype_t;
 
-/** Reduction operations. The numbering is part of the wire protocol. */
+/**
+ * Reduction operations. The numbering is part of the wire protocol.
+ * - COLL_AVG: the sum divided by the world size. Float32 and float64 divide once at the end
+ *   (correctly rounded means). Float16 and bfloat16 scale every rank's input by 1/world size in
+ *   float32 before summing (as DDP's gradient pre-division), so an average whose true value is
+ *   representable never overflows on the way. Integers: the sum in the integer type (wrapping
+ *   modulo 2^bits on overflow, as NCCL), then divided by the world size rounding toward zero.
+ * - COLL_MIN, COLL_MAX: a NaN on any rank gives NaN.
+ * - Integer COLL_SUM and COLL_PROD wrap modulo 2^bits.
+ */
 typedef enum {
-    COLL_SUM = 0, /**< element-wise sum */
-    COLL_AVG = 1, /**< element-wise sum divided by the world size */
+    COLL_SUM = 0,
+    COLL_AVG = 1,
+    COLL_PROD = 2,
+    COLL_MIN = 3,
+    COLL_MAX = 4,
     COLL_REDOP_COUNT
 } coll_redop_t;
 
@@ -194,53 +216,145 @@ COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **pt
  */
 COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 
+/**
+ * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count (the
+ * thresholds come from the job's root daemon, so every node chooses alike). The environment
+ * variable COLL_ALGO (auto, ring, rd, chain, dissemination) forces one for a rank's collectives;
+ * ranks of a job must agree (a disagreement fails the operation with COLL_ERR_MISMATCH).
+ * A collective that an algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
+ */
+typedef enum {
+    COLL_ALGO_AUTO = 0,
+    /** Ring (Patarasuk & Yuan 2009): pipelined reduce-scatter and all-gather; bandwidth
+     *  optimal. Allreduce, reduce-scatter, all-gather. */
+    COLL_ALGO_RING = 1,
+    /** Recursive doubling (Thakur, Rabenseifner & Gropp 2005): log2(nodes) exchanges of the
+     *  whole buffer; latency optimal for small allreduces. */
+    COLL_ALGO_RD = 2,
+    /** Pipelined chain in ring order from or to the root: broadcast and reduce. */
+    COLL_ALGO_CHAIN = 3,
+    /** Dissemination (Hensgen, Finkel & Manber 1988): barrier in ceil(log2(nodes)) rounds. */
+    COLL_ALGO_DISSEMINATION = 4,
+    COLL_ALGO_COUNT
+} coll_algo_t;
+
 /** Fields of ::coll_op_params_t that are set. */
 enum {
-    COLL_OP_PARAM_KEY = 1u << 0, /**< key */
+    COLL_OP_PARAM_KEY = 1u << 0,  /**< key */
+    COLL_OP_PARAM_ALGO = 1u << 1, /**< algo */
 };
 
 /**
  * Optional per-operation parameters.
- * @c key identifies the operation across ranks. Without it the library numbers operations in
- * call order (every rank must then call collectives in the same order, as in MPI). With it, ranks
- * may submit in different orders: operations with the same key are matched, e.g. a DDP bucket
- * (bucket id, iteration). Keys must be unique among the operations in flight; only the low 39 bits
- * are significant.
+ * @c key identifies the operation across ranks. Without it the library numbers collectives in
+ * call order (every rank must then call collectives in the same order, as in MPI) and
+ * point-to-point messages per peer in call order. With it, ranks may submit collectives in
+ * different orders: operations with the same key are matched, e.g. a DDP bucket (bucket id,
+ * iteration). Keys must be unique among the operations in flight; only the low 39 bits of a
+ * collective's key and the low 22 bits of a point-to-point key are significant.
+ * @c algo overrides COLL_ALGO for this operation.
  */
 typedef struct {
     uint64_t field_mask;
     uint64_t key;
+    coll_algo_t algo;
 } coll_op_params_t;
 
-/**
- * @brief Start an allreduce of @p count elements: every rank's @p recvbuf receives the
- *        element-wise reduction over all ranks of their @p sendbuf.
- *
- * Algorithm: the daemon reduces the buffers of the local ranks and runs a pipelined ring
- * (reduce-scatter then all-gather; Patarasuk & Yuan 2009) among the nodes.
- *
- * @param [in]  comm     Communicator.
- * @param [in]  sendbuf  Input, inside the pool (coll_mem_alloc()); may equal @p recvbuf (in place).
- * @param [out] recvbuf  Output, inside the pool; must not partially overlap @p sendbuf.
- * @param [in]  count    Number of elements; 0 is allowed.
- * @param [in]  dtype    Element datatype.
- * @param [in]  op       Reduction; COLL_AVG divides the sum by the world size.
- * @param [in]  params   Optional parameters, may be NULL.
- * @param [out] req_p    Request to wait on and free; set only when COLL_INPROGRESS is returned.
- * @return COLL_INPROGRESS with a request; COLL_ERR_INVALID (bad dtype, op, overlap);
- *         COLL_ERR_NOT_IN_POOL (a buffer outside this rank's pool allocations);
- *         COLL_ERR_JOB (the job already failed; see coll_comm_last_error());
- *         COLL_ERR_CLOSED. The buffers belong to the library until the request completes.
+/*
+ * Collectives. Common to all of them:
+ * - Buffers live in the job's pool (coll_mem_alloc()); the daemon reads and writes them in
+ *   place. Send and receive buffers are either the same (in place) or do not overlap.
+ * - Counts are in elements of @p dtype; 0 is allowed.
+ * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
+ *   COLL_ERR_INVALID (bad dtype, op, root, peer; overlapping buffers), COLL_ERR_NOT_IN_POOL (a
+ *   buffer outside this rank's allocations), COLL_ERR_JOB (the job failed earlier; see
+ *   coll_comm_last_error()), COLL_ERR_CLOSED (the daemon is gone), COLL_ERR_NOMEM.
+ * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
+ *   dtype, op, root or algorithm; no output was written), COLL_ERR_UNSUPPORTED (forced algorithm
+ *   cannot run this collective), COLL_ERR_PEER, COLL_ERR_JOB, COLL_ERR_CLOSED.
+ * - The buffers belong to the library until the request completes.
+ * - Every collective is hierarchical: the daemon combines its local ranks' buffers in the same
+ *   pass that serves the inter-node algorithm.
  */
-COLL_API coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                   size_t count, coll_dtype_t dtype, coll_redop_t op,
-                                   const coll_op_params_t *params, coll_request_t **req_p);
+
+/**
+ * @brief Allreduce: every rank's @p recvbuf (count elements) receives the element-wise
+ *        reduction over all ranks of their @p sendbuf (count elements).
+ * Algorithms: COLL_ALGO_RD for small buffers, COLL_ALGO_RING otherwise.
+ */
+COLL_API coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf,
+                                            void *recvbuf, size_t count, coll_dtype_t dtype,
+                                            coll_redop_t op, const coll_op_params_t *params,
+                                            coll_request_t **req_p);
+
+/**
+ * @brief Reduce-scatter: @p sendbuf holds world_size blocks of @p recvcount elements; rank r's
+ *        @p recvbuf receives the reduction over all ranks of their block r.
+ * In place when @p recvbuf is block r of @p sendbuf. Algorithm: COLL_ALGO_RING.
+ */
+COLL_API coll_status_t coll_reduce_scatter_async(coll_comm_t *comm, const void *sendbuf,
+                                                 void *recvbuf, size_t recvcount,
+                                                 coll_dtype_t dtype, coll_redop_t op,
+                                                 const coll_op_params_t *params,
+                                                 coll_request_t **req_p);
+
+/**
+ * @brief All-gather: @p recvbuf (world_size blocks of @p sendcount elements) receives every
+ *        rank's @p sendbuf in rank order. In place when @p sendbuf is block r of @p recvbuf.
+ * Algorithm: COLL_ALGO_RING.
+ */
+COLL_API coll_status_t coll_allgather_async(coll_comm_t *comm, const void *sendbuf,
+                                            void *recvbuf, size_t sendcount, coll_dtype_t dtype,
+                                            const coll_op_params_t *params,
+                                            coll_request_t **req_p);
+
+/**
+ * @brief Broadcast: every rank's @p recvbuf receives @p count elements of rank @p root's
+ *        @p sendbuf. @p sendbuf is read at the root only (may be NULL elsewhere).
+ * Algorithm: COLL_ALGO_CHAIN.
+ */
+COLL_API coll_status_t coll_broadcast_async(coll_comm_t *comm, const void *sendbuf,
+                                            void *recvbuf, size_t count, coll_dtype_t dtype,
+                                            int root, const coll_op_params_t *params,
+                                            coll_request_t **req_p);
+
+/**
+ * @brief Reduce: rank @p root's @p recvbuf receives the element-wise reduction over all ranks
+ *        of their @p sendbuf. @p recvbuf is written at the root only (may be NULL elsewhere).
+ * Algorithm: COLL_ALGO_CHAIN.
+ */
+COLL_API coll_status_t coll_reduce_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, coll_dtype_t dtype, coll_redop_t op,
+                                         int root, const coll_op_params_t *params,
+                                         coll_request_t **req_p);
+
+/**
+ * @brief Barrier: completes on a rank only after every rank of the job has entered it.
+ * Algorithm: COLL_ALGO_DISSEMINATION.
+ */
+COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, const coll_op_params_t *params,
+                                          coll_request_t **req_p);
+
+/**
+ * @brief Send @p count elements of @p buf to rank @p peer. Matched with the peer's
+ *        coll_recv_async() for this rank by key (by default: the n-th send to a peer matches
+ *        its n-th receive from this rank). Completes once the data has left @p buf.
+ * @return As the collectives; COLL_ERR_INVALID when @p peer is this rank or out of range. The
+ *         request fails with COLL_ERR_MISMATCH when the receiver posted another size.
+ */
+COLL_API coll_status_t coll_send_async(coll_comm_t *comm, const void *buf, size_t count,
+                                       coll_dtype_t dtype, int peer,
+                                       const coll_op_params_t *params, coll_request_t **req_p);
+
+/** @brief Receive @p count elements from rank @p peer into @p buf; see coll_send_async(). */
+COLL_API coll_status_t coll_recv_async(coll_comm_t *comm, void *buf, size_t count,
+                                       coll_dtype_t dtype, int peer,
+                                       const coll_op_params_t *params, coll_request_t **req_p);
 
 /**
  * @brief Check a request without blocking.
  * @return COLL_INPROGRESS while pending; COLL_OK when it completed successfully; its error when
- *         it failed: COLL_ERR_MISMATCH (another rank submitted a different count, dtype or op; no
- *         output was written), COLL_ERR_PEER, COLL_ERR_JOB, COLL_ERR_CLOSED.
+ *         it failed (see the collectives above).
  */
 COLL_API coll_status_t coll_req_test(coll_request_t *req);
 
@@ -253,6 +367,12 @@ COLL_API coll_status_t coll_req_test(coll_request_t *req);
 COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
 
 /**
+ * @brief The algorithm that ran a completed request, e.g. "ring", "rd", "local" ("" while
+ *        pending or for requests without one). Valid until the request is freed.
+ */
+COLL_API const char *coll_req_algo(const coll_request_t *req);
+
+/**
  * @brief Free a request. A request still in progress is detached: its result is discarded and
  *        its buffers stay in use by the daemon until it ends. Safe with NULL.
  */
@@ -262,8 +382,11 @@ COLL_API void coll_req_free(coll_request_t *req);
  * @brief Blocking allreduce: coll_allreduce_async() then coll_req_wait() with no timeout.
  * @return As coll_allreduce_async() and coll_req_wait().
  */
-COLL_API coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                             coll_dtype_t dtype, coll_redop_t op);
+COLL_API coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t count, coll_dtype_t dtype, coll_redop_t op);
+
+/** @return The name of @p algo, e.g. "ring"; "unknown" when out of range. Thread-safe. */
+COLL_API const char *coll_algo_name(coll_algo_t algo);
 
 #ifdef __cplusplus
 }

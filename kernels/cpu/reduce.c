@@ -1,74 +1,154 @@
-#include "reduce.h"
-
+/*
+ * The reduction driver: picks the instruction set once, cuts a reduction into blocks and folds
+ * the sources into each block a few at a time (reduce_isa.h). With many sources, every source
+ * is streamed from memory once and the block being accumulated stays in L1; with few sources
+ * this is a single pass. The per-instruction-set kernels live in reduce_<isa>.c.
+ */
+#include <stdatomic.h>
 #include <string.h>
 
-/* Sources are combined in blocks that stay in L1 while all of them are added, so a kernel with
- * many sources still streams each input from memory once. */
-#define COLL_REDUCE_BLOCK 2048u
+#include "reduce.h"
+#include "reduce_isa.h"
 
-static void add2_f32(float *restrict d, const float *restrict a, const float *restrict b,
-                     size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        d[i] = a[i] + b[i];
-    }
-}
+/* Widest first: the first supported one is the default. CMake compiles the x86 kernels (and
+ * defines COLL_REDUCE_X86) on x86-64 only. */
+static const coll__reduce_isa_t *const reduce_isas[] = {
+#if defined(COLL_REDUCE_X86) && defined(__x86_64__)
+    &coll__reduce_avx512,
+    &coll__reduce_avx2,
+#endif
+    &coll__reduce_scalar,
+};
 
-static void acc_f32(float *restrict d, const float *restrict a, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        d[i] += a[i];
-    }
-}
+#define NISAS (sizeof(reduce_isas) / sizeof(reduce_isas[0]))
 
-/* Division rather than multiplication by 1/w: the mean is then correctly rounded. */
-static void div_f32(float *restrict d, float w, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        d[i] /= w;
-    }
-}
+/* The instruction set in use; NULL until the first call chooses one. Concurrent first calls
+ * choose the same one, so a relaxed race is harmless. */
+static _Atomic(const coll__reduce_isa_t *) reduce_isa_cur;
 
-static void sum_block_f32(float *d, const float *const *s, unsigned nsrc, size_t off, size_t n)
+static const coll__reduce_isa_t *reduce_isa_get(void)
 {
-    unsigned k = 1;
-    if (nsrc == 1) {
-        if (d != s[0]) {
-            memcpy(d + off, s[0] + off, n * sizeof(float));
+    const coll__reduce_isa_t *isa = atomic_load_explicit(&reduce_isa_cur, memory_order_relaxed);
+
+    if (isa == NULL) {
+        for (size_t i = 0; i < NISAS && isa == NULL; i++) {
+            if (reduce_isas[i]->supported()) {
+                isa = reduce_isas[i];
+            }
         }
+        atomic_store_explicit(&reduce_isa_cur, isa, memory_order_relaxed);
+    }
+    return isa;
+}
+
+/* A pointer @p off elements of @p esize bytes into @p p. */
+static const void *at(const void *p, size_t off, size_t esize)
+{
+    return (const char *)p + off * esize;
+}
+
+/*
+ * One block of float32, float64 or integers: the destination is the accumulator. The first pass
+ * combines up to FANIN + 1 sources into it (src[0] may be the destination itself), each later
+ * pass the accumulator and up to FANIN more sources; AVG then divides on the last combine.
+ */
+static void reduce_block(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a,
+                         size_t off, size_t n)
+{
+    const size_t es = coll__reduce_esize(a->dtype);
+    const void *in[COLL__REDUCE_FANIN + 1];
+    void *out = (char *)a->dst + off * es;
+    unsigned m = a->nsrc < COLL__REDUCE_FANIN + 1 ? a->nsrc : COLL__REDUCE_FANIN + 1;
+
+    for (unsigned j = 0; j < m; j++) {
+        in[j] = at(a->src[j], off, es);
+    }
+    if (m > 1) {
+        isa->combine(a->dtype, a->op, out, in, m, n);
+    } else if (out != in[0]) {
+        memcpy(out, in[0], n * es);
+    }
+    for (unsigned k = m; k < a->nsrc; k += m) {
+        m = a->nsrc - k < COLL__REDUCE_FANIN ? a->nsrc - k : COLL__REDUCE_FANIN;
+        in[0] = out;
+        for (unsigned j = 0; j < m; j++) {
+            in[1 + j] = at(a->src[k + j], off, es);
+        }
+        isa->combine(a->dtype, a->op, out, in, m + 1, n);
+    }
+    if (a->op == COLL_AVG && a->finalize && a->world_size > 1) {
+        isa->divide(a->dtype, out, a->world_size, n);
+    }
+}
+
+/* One block of float16 or bfloat16: fold every source into a float32 accumulator, FANIN at a
+ * time; the last pass rounds once into the destination instead of storing the accumulator. */
+static void reduce_block_half(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a,
+                              const float *scale, float *acc, size_t off, size_t n)
+{
+    const void *in[COLL__REDUCE_FANIN];
+
+    for (unsigned k = 0; k < a->nsrc; k += COLL__REDUCE_FANIN) {
+        unsigned m = a->nsrc - k < COLL__REDUCE_FANIN ? a->nsrc - k : COLL__REDUCE_FANIN;
+        void *out = k + m == a->nsrc ? (char *)a->dst + off * 2 : NULL;
+        for (unsigned j = 0; j < m; j++) {
+            in[j] = at(a->src[k + j], off, 2);
+        }
+        isa->combine_half(a->dtype, a->op, acc, k > 0, in, scale + k, m, n, out);
+    }
+}
+
+static void reduce_half(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a)
+{
+    _Alignas(64) float acc[COLL__REDUCE_BLOCK_BYTES / sizeof(float)];
+    float scale[COLL_REDUCE_MAX_SRCS];
+    const size_t blk = coll__reduce_block_elems(a->dtype);
+
+    /* AVG: every rank's raw input is scaled by 1/world_size, in float32, before the sum;
+     * partial results were scaled already. The kernels read the scales for AVG only. */
+    const float inv = 1.0f / (float)a->world_size;
+    for (unsigned k = 0; k < a->nsrc; k++) {
+        scale[k] = a->op == COLL_AVG && ((a->raw_mask >> k) & 1) ? inv : 1.0f;
+    }
+    for (size_t off = 0; off < a->count; off += blk) {
+        size_t n = a->count - off < blk ? a->count - off : blk;
+        reduce_block_half(isa, a, scale, acc, off, n);
+    }
+}
+
+void coll_reduce(const coll_reduce_args_t *args)
+{
+    const coll__reduce_isa_t *isa = reduce_isa_get();
+
+    if (args->count == 0) {
         return;
     }
-    if (d == s[0]) {
-        acc_f32(d + off, s[1] + off, n);
-    } else {
-        add2_f32(d + off, s[0] + off, s[1] + off, n);
+    if (coll__reduce_is_half(args->dtype)) {
+        reduce_half(isa, args);
+        return;
     }
-    for (k = 2; k < nsrc; k++) {
-        acc_f32(d + off, s[k] + off, n);
+    const size_t blk = coll__reduce_block_elems(args->dtype);
+    for (size_t off = 0; off < args->count; off += blk) {
+        size_t n = args->count - off < blk ? args->count - off : blk;
+        reduce_block(isa, args, off, n);
     }
 }
 
-static void reduce_f32(coll_redop_t op, int finalize, uint32_t world_size, float *d,
-                       const float *const *s, unsigned nsrc, size_t count)
+const char *coll_reduce_isa(void)
 {
-    int divide = finalize && op == COLL_AVG && world_size > 1;
-    for (size_t off = 0; off < count; off += COLL_REDUCE_BLOCK) {
-        size_t n = count - off < COLL_REDUCE_BLOCK ? count - off : COLL_REDUCE_BLOCK;
-        sum_block_f32(d, s, nsrc, off, n);
-        if (divide) {
-            div_f32(d + off, (float)world_size, n);
+    return reduce_isa_get()->name;
+}
+
+int coll_reduce_force_isa(const char *isa)
+{
+    for (size_t i = 0; i < NISAS; i++) {
+        if (strcmp(reduce_isas[i]->name, isa) == 0) {
+            if (!reduce_isas[i]->supported()) {
+                return -1;
+            }
+            atomic_store_explicit(&reduce_isa_cur, reduce_isas[i], memory_order_relaxed);
+            return 0;
         }
     }
-}
-
-void coll_reduce(coll_dtype_t dtype, coll_redop_t op, int finalize, uint32_t world_size, void *dst,
-                 const void *const *srcs, unsigned nsrc, size_t count)
-{
-    switch (dtype) {
-    case COLL_FLOAT32:
-        reduce_f32(op, finalize, world_size, dst, (const float *const *)srcs, nsrc, count);
-        break;
-    case COLL_DTYPE_COUNT:
-        break;
-    }
+    return -1;
 }

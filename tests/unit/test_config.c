@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "size.h"
 
 #define KiB (1ULL << 10)
 #define MiB (1ULL << 20)
@@ -116,12 +117,12 @@ static const char *load_error(int argc, char **argv)
     return cap.text;
 }
 
-/* ---- coll_config_parse_size ---- */
+/* ---- coll_parse_size ---- */
 
 static void expect_size(const char *text, uint64_t want)
 {
     uint64_t v = 12345;
-    if (coll_config_parse_size(text, &v) != 0) {
+    if (coll_parse_size(text, &v) != 0) {
         fail_msg("\"%s\" rejected", text);
     }
     if (v != want) {
@@ -133,7 +134,7 @@ static void expect_size(const char *text, uint64_t want)
 static void expect_bad_size(const char *text)
 {
     uint64_t v;
-    if (coll_config_parse_size(text, &v) != -1) {
+    if (coll_parse_size(text, &v) != -1) {
         fail_msg("\"%s\" accepted as %llu", text, (unsigned long long)v);
     }
 }

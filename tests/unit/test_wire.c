@@ -222,6 +222,7 @@ typedef struct {
     Coll__Wire__PeerMsg msg;
     Coll__Wire__NodeJoin join;
     Coll__Wire__NodeJoinReply reply;
+    Coll__Wire__JobParams params;
     Coll__Wire__NodeInfo info[NODES];
     Coll__Wire__NodeInfo *infop[NODES];
     uint32_t ranks[NODES][2];
@@ -234,8 +235,13 @@ static void peer_init(peer_t *p)
     static const Coll__Wire__NodeJoin join = COLL__WIRE__NODE_JOIN__INIT;
     static const Coll__Wire__NodeJoinReply reply = COLL__WIRE__NODE_JOIN_REPLY__INIT;
     static const Coll__Wire__NodeInfo info = COLL__WIRE__NODE_INFO__INIT;
+    static const Coll__Wire__JobParams params = COLL__WIRE__JOB_PARAMS__INIT;
 
     memset(p->addr, 0xa5, sizeof(p->addr));
+    p->params = params;
+    p->params.segment_bytes = 256 * 1024;
+    p->params.pipeline_depth = 4;
+    p->params.rd_max_bytes = 64 * 1024;
     p->msg = msg;
     p->msg.version = COLL_WIRE_VERSION;
     p->join = join;
@@ -250,6 +256,7 @@ static void peer_init(peer_t *p)
     p->reply.node_rank = 1;
     p->reply.n_nodes = NODES;
     p->reply.nodes = p->infop;
+    p->reply.params = &p->params;
     for (int i = 0; i < NODES; i++) {
         p->ranks[i][0] = (uint32_t)(2 * i);
         p->ranks[i][1] = (uint32_t)(2 * i + 1);
@@ -622,7 +629,7 @@ static void test_submit_unknown_collective_rejected(void **state)
 {
     client_t c;
     client_init(&c);
-    c.submit.coll = (Coll__Wire__Collective)1;
+    c.submit.coll = (Coll__Wire__Collective)(COLL__WIRE__COLLECTIVE__RECV + 1);
     expect_err(KIND_CLIENT, client_submit(&c), COLL_ERR_PROTOCOL, "collective");
     c.submit.coll = (Coll__Wire__Collective)-1;
     expect_err(KIND_CLIENT, client_submit(&c), COLL_ERR_PROTOCOL, "collective");

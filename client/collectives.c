@@ -1,0 +1,234 @@
+/*
+ * Submitting collectives and point-to-point transfers: check the arguments against the pool,
+ * give the operation its key, send one Submit and return a request.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* What one call asks for, before it becomes a Submit. */
+typedef struct {
+    Coll__Wire__Collective coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;       /* elements per rank */
+    size_t send_elems;  /* elements read from sendbuf (0: not read) */
+    size_t recv_elems;  /* elements written to recvbuf (0: not written) */
+    coll_dtype_t dtype;
+    coll_redop_t op;
+    int root;
+    int peer;
+} spec_t;
+
+/* Offset of [p, p + len) in the pool, or -1 when it is not inside. */
+static int64_t pool_offset(const coll_comm_t *c, const void *p, size_t len)
+{
+    const uint8_t *b = p;
+    if (c->pool == NULL || b < c->pool || (size_t)(b - c->pool) > c->pool_bytes ||
+        len > c->pool_bytes - (size_t)(b - c->pool)) {
+        return -1;
+    }
+    return b - c->pool;
+}
+
+static coll_status_t check_buffers(coll_comm_t *c, const spec_t *s, Coll__Wire__Submit *m)
+{
+    size_t es = coll_dtype_size(s->dtype);
+    int64_t so = 0, ro = 0;
+
+    if (s->send_elems > SIZE_MAX / es || s->recv_elems > SIZE_MAX / es) {
+        coll__set_error(c, "count %zu overflows", s->count);
+        return COLL_ERR_INVALID;
+    }
+    if (s->send_elems > 0 || s->sendbuf != NULL) {
+        so = pool_offset(c, s->sendbuf, s->send_elems * es);
+    }
+    if (s->recv_elems > 0 || s->recvbuf != NULL) {
+        ro = pool_offset(c, s->recvbuf, s->recv_elems * es);
+    }
+    if (so < 0 || ro < 0) {
+        coll__set_error(c, "rank %d: %s buffer is not inside the job's pool; allocate it with "
+                        "coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
+        return COLL_ERR_NOT_IN_POOL;
+    }
+    m->send_offset = (uint64_t)so;
+    m->recv_offset = (uint64_t)ro;
+    return COLL_OK;
+}
+
+static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
+{
+    int p2p = s->coll == COLL__WIRE__COLLECTIVE__SEND || s->coll == COLL__WIRE__COLLECTIVE__RECV;
+
+    if (coll_dtype_size(s->dtype) == 0 || (unsigned)s->op >= COLL_REDOP_COUNT) {
+        coll__set_error(c, "unsupported dtype %d or reduction %d", (int)s->dtype, (int)s->op);
+        return COLL_ERR_INVALID;
+    }
+    if (s->root < 0 || s->root >= c->world_size) {
+        coll__set_error(c, "root %d is not a rank of the job (world size %d)", s->root,
+                        c->world_size);
+        return COLL_ERR_INVALID;
+    }
+    if (p2p && (s->peer < 0 || s->peer >= c->world_size || s->peer == c->rank)) {
+        coll__set_error(c, "peer %d is not another rank of the job (rank %d, world size %d)",
+                        s->peer, c->rank, c->world_size);
+        return COLL_ERR_INVALID;
+    }
+    return COLL_OK;
+}
+
+/* Without a key: collectives by call order, point-to-point by call order per peer. */
+static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
+                                uint64_t *key_p)
+{
+    uint32_t **seq;
+
+    if (params != NULL && (params->field_mask & COLL_OP_PARAM_KEY)) {
+        *key_p = params->key;
+        return COLL_OK;
+    }
+    if (s->coll != COLL__WIRE__COLLECTIVE__SEND && s->coll != COLL__WIRE__COLLECTIVE__RECV) {
+        *key_p = (1ull << 39) | (c->next_seq++ & ((1ull << 39) - 1));
+        return COLL_OK;
+    }
+    seq = s->coll == COLL__WIRE__COLLECTIVE__SEND ? &c->send_seq : &c->recv_seq;
+    if (*seq == NULL && (*seq = calloc((size_t)c->world_size, sizeof(**seq))) == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    *key_p = (*seq)[s->peer]++;
+    return COLL_OK;
+}
+
+static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
+                            coll_request_t **req_p)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
+    coll_request_t *r = NULL;
+    coll_status_t st;
+
+    pthread_mutex_lock(&c->lock);
+    st = check_spec(c, s);
+    if (st == COLL_OK) {
+        st = check_buffers(c, s, &m);
+    }
+    if (st == COLL_OK) {
+        st = assign_key(c, s, params, &m.key);
+    }
+    if (st == COLL_OK && (r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
+        st = COLL_ERR_NOMEM;
+    }
+    if (st == COLL_OK) {
+        m.req_id = r->id;
+        m.coll = s->coll;
+        m.dtype = (uint32_t)s->dtype;
+        m.op = (uint32_t)s->op;
+        m.count = s->count;
+        m.root = (uint32_t)s->root;
+        m.peer = (uint32_t)(s->peer < 0 ? 0 : s->peer);
+        m.algo = (params != NULL && (params->field_mask & COLL_OP_PARAM_ALGO)) ? params->algo
+                                                                               : c->algo;
+        msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
+        msg.submit = &m;
+        st = coll__send(c, &msg);
+        if (st != COLL_OK) {
+            coll__req_release(r);
+        } else {
+            *req_p = r;
+            st = COLL_INPROGRESS;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                   size_t count, coll_dtype_t dtype, coll_redop_t op,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    spec_t s = {COLL__WIRE__COLLECTIVE__ALLREDUCE, sendbuf, recvbuf, count, count, count, dtype,
+                op, 0, -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_reduce_scatter_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                        size_t recvcount, coll_dtype_t dtype, coll_redop_t op,
+                                        const coll_op_params_t *params, coll_request_t **req_p)
+{
+    size_t all = recvcount * (size_t)c->world_size;
+    spec_t s = {COLL__WIRE__COLLECTIVE__REDUCE_SCATTER, sendbuf, recvbuf, recvcount, all,
+                recvcount, dtype, op, 0, -1};
+    if (c->world_size > 0 && all / (size_t)c->world_size != recvcount) {
+        return COLL_ERR_INVALID;
+    }
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_allgather_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                   size_t sendcount, coll_dtype_t dtype,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    size_t all = sendcount * (size_t)c->world_size;
+    spec_t s = {COLL__WIRE__COLLECTIVE__ALLGATHER, sendbuf, recvbuf, sendcount, sendcount, all,
+                dtype, COLL_SUM, 0, -1};
+    if (c->world_size > 0 && all / (size_t)c->world_size != sendcount) {
+        return COLL_ERR_INVALID;
+    }
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_broadcast_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                   size_t count, coll_dtype_t dtype, int root,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    int at_root = root == c->rank;
+    spec_t s = {COLL__WIRE__COLLECTIVE__BROADCAST, at_root ? sendbuf : NULL, recvbuf, count,
+                at_root ? count : 0, count, dtype, COLL_SUM, root, -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_reduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                                coll_dtype_t dtype, coll_redop_t op, int root,
+                                const coll_op_params_t *params, coll_request_t **req_p)
+{
+    int at_root = root == c->rank;
+    spec_t s = {COLL__WIRE__COLLECTIVE__REDUCE, sendbuf, at_root ? recvbuf : NULL, count, count,
+                at_root ? count : 0, dtype, op, root, -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_barrier_async(coll_comm_t *c, const coll_op_params_t *params,
+                                 coll_request_t **req_p)
+{
+    spec_t s = {COLL__WIRE__COLLECTIVE__BARRIER, NULL, NULL, 0, 0, 0, COLL_UINT8, COLL_SUM, 0, -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_send_async(coll_comm_t *c, const void *buf, size_t count, coll_dtype_t dtype,
+                              int peer, const coll_op_params_t *params, coll_request_t **req_p)
+{
+    spec_t s = {COLL__WIRE__COLLECTIVE__SEND, buf, NULL, count, count, 0, dtype, COLL_SUM, 0,
+                peer};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_recv_async(coll_comm_t *c, void *buf, size_t count, coll_dtype_t dtype,
+                              int peer, const coll_op_params_t *params, coll_request_t **req_p)
+{
+    spec_t s = {COLL__WIRE__COLLECTIVE__RECV, NULL, buf, count, 0, count, dtype, COLL_SUM, 0,
+                peer};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_allreduce(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                             coll_dtype_t dtype, coll_redop_t op)
+{
+    coll_request_t *r;
+    coll_status_t st = coll_allreduce_async(c, sendbuf, recvbuf, count, dtype, op, NULL, &r);
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(r, -1);
+        coll_req_free(r);
+    }
+    return st;
+}
