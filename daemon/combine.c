@@ -39,3 +39,9 @@ void coll_combine_pair(coll_op_t *op, void *dst, const void *a, const void *b, u
                             .nsrc = 2, .count = len};
     coll_reduce(&r);
 }
+
+int coll_combine_transforms_raw(const coll_op_t *op)
+{
+    return op->desc.op == COLL_AVG &&
+           (op->desc.dtype == COLL_FLOAT16 || op->desc.dtype == COLL_BFLOAT16);
+}

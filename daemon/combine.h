@@ -19,6 +19,12 @@
 void coll_combine_locals(coll_op_t *op, uint64_t off, uint64_t len, void *dst,
                          const void *partial, int finalize);
 
+/**
+ * @return 1 when a rank's raw input cannot be sent on as a partial result even alone: float16
+ *         and bfloat16 COLL_AVG scale raw inputs by 1/world size first.
+ */
+int coll_combine_transforms_raw(const coll_op_t *op);
+
 /** @brief dst = a combined with b (both partial results), @p len elements; dst may be a. */
 void coll_combine_pair(coll_op_t *op, void *dst, const void *a, const void *b, uint64_t len);
 

@@ -49,6 +49,7 @@ typedef struct {
 typedef struct {
     uint32_t n, r, next, prev, nlocal;
     int rs, ag;               /* phases this operation runs */
+    int send0_staged;         /* step 0 sends a combination of the inputs, from buffer 1 */
     uint32_t col_events;      /* transfers per column */
     uint32_t ncols;           /* columns in flight at most */
     uint64_t next_col;        /* next column to start */
@@ -141,7 +142,7 @@ static coll_status_t post_send0(coll_op_t *op, ring_t *g, ring_col_t *c)
     coll_piece_t p = coll_plan_piece(&op->plan, rs_send_chunk(g, 0), c->j);
     const void *src = at(op->in[0], op, p.off);
 
-    if (g->nlocal > 1) {
+    if (g->send0_staged) {
         coll_combine_locals(op, p.off, p.len, c->buf[1], NULL, 0);
         src = c->buf[1];
     }
@@ -196,7 +197,7 @@ static coll_status_t col_start(coll_op_t *op, ring_t *g, ring_col_t *c, uint64_t
         st = post_send0(op, g, c);
     }
     /* Buffer 1 is free at once unless it holds the local sum being sent at step 0. */
-    if (st == COLL_OK && g->n > 2 && g->nlocal == 1) {
+    if (st == COLL_OK && g->n > 2 && !g->send0_staged) {
         st = post_rs_recv(op, g, c, 1);
     }
     return st;
@@ -239,7 +240,7 @@ static coll_status_t on_rs_send(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xf
 {
     uint32_t s = x->step;
     if (s == 0) {
-        return (g->nlocal > 1 && g->n > 2) ? post_rs_recv(op, g, c, 1) : COLL_OK;
+        return (g->send0_staged && g->n > 2) ? post_rs_recv(op, g, c, 1) : COLL_OK;
     }
     return s + 1 <= g->n - 2 ? post_rs_recv(op, g, c, s + 1) : COLL_OK;
 }
@@ -343,6 +344,7 @@ static coll_status_t ring_start(coll_op_t *op)
     g->next = (g->r + 1) % g->n;
     g->prev = (g->r + g->n - 1) % g->n;
     g->nlocal = job->local_size;
+    g->send0_staged = g->nlocal > 1 || coll_combine_transforms_raw(op);
     g->rs = op->desc.coll != COLL_KIND_ALLGATHER;
     g->ag = op->desc.coll != COLL_KIND_REDUCE_SCATTER;
     g->col_events = 2 * (g->n - 1) * (uint32_t)(g->rs + g->ag);

@@ -339,8 +339,10 @@ COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, const coll_op_param
  * @brief Send @p count elements of @p buf to rank @p peer. Matched with the peer's
  *        coll_recv_async() for this rank by key (by default: the n-th send to a peer matches
  *        its n-th receive from this rank). Completes once the data has left @p buf.
- * @return As the collectives; COLL_ERR_INVALID when @p peer is this rank or out of range. The
- *         request fails with COLL_ERR_MISMATCH when the receiver posted another size.
+ * @return As the collectives; COLL_ERR_INVALID when @p peer is this rank or out of range. When
+ *         the receiver posted another size its request fails with COLL_ERR_MISMATCH (naming
+ *         both sizes); the sender's fails too only when both ranks are on one node (a remote
+ *         send completes once the data left).
  */
 COLL_API coll_status_t coll_send_async(coll_comm_t *comm, const void *buf, size_t count,
                                        coll_dtype_t dtype, int peer,
