@@ -6,10 +6,10 @@
  *
  * For each size (bytes per source) and instruction set: SUM of float32, float16, bfloat16 and
  * int32 over 2, 3 and 5 sources into a separate destination, plus float32 over 2 sources in
- * place (dst = src[0], the anchor's a[i] += b[i]). Reported: the median over the repetitions
+ * place (dst = src[0], the classic a[i] += b[i]). Reported: the median over the repetitions
  * of (bytes read + bytes written) / time, in GB/s (1e9 bytes), and that as a fraction of
  * memcpy's (bytes read + bytes written) / time at the same size. memcpy's payload rate
- * (size / time, the unit of the anchors in shared/anchors/README.md) is printed too.
+ * (size / time, the unit nccl-tests and memcpy benchmarks quote) is printed too.
  * Every buffer is written before timing, so no page fault is timed.
  */
 #include <stdint.h>
