@@ -3,6 +3,7 @@
  * give the operation its key, send one Submit and return a request.
  */
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "internal.h"
@@ -100,10 +101,32 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
     return COLL_OK;
 }
 
+/* Through the control block when it has room (no socket, and a system call only when the
+ * daemon sleeps), else as a socket message. Lock held. */
+static coll_status_t send_submit(coll_comm_t *c, Coll__Wire__Submit *m)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    int ring = 0;
+
+    if (c->ctl != NULL && c->broken == COLL_OK) {
+        coll_ctl_sub_t rec = {m->key, m->count, m->send_offset, m->recv_offset, m->req_id,
+                              (uint32_t)m->coll, m->dtype, m->op, m->root, m->peer, m->algo, 0};
+        if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
+            if (ring && c->doorbell_fd >= 0) {
+                uint64_t one = 1;
+                (void)!write(c->doorbell_fd, &one, sizeof(one));
+            }
+            return COLL_OK;
+        }
+    }
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
+    msg.submit = m;
+    return coll__send(c, &msg);
+}
+
 static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
                             coll_request_t **req_p)
 {
-    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
     coll_request_t *r = NULL;
     coll_status_t st;
@@ -129,9 +152,7 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
         m.peer = (uint32_t)(s->peer < 0 ? 0 : s->peer);
         m.algo = (params != NULL && (params->field_mask & COLL_OP_PARAM_ALGO)) ? params->algo
                                                                                : c->algo;
-        msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
-        msg.submit = &m;
-        st = coll__send(c, &msg);
+        st = send_submit(c, &m);
         if (st != COLL_OK) {
             coll__req_release(r);
         } else {

@@ -50,20 +50,36 @@ static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p)
     return st == COLL_OK ? c->join_status : st;
 }
 
+/* The pool's start holds the control blocks (proto/ctl.h) when the daemon says so. */
+static void find_ctl(coll_comm_t *c)
+{
+    if (c->ctl_bytes != COLL_CTL_BYTES || COLL_CTL_TOTAL(c->local_size) > c->pool_bytes) {
+        return; /* a daemon without them: completions come on the socket */
+    }
+    c->ctl_job = (coll_ctl_job_t *)(void *)c->pool;
+    c->ctl = coll_ctl_of(c->pool, (uint32_t)c->local_rank);
+    c->frames_seen = atomic_load(&c->ctl->frames);
+    if (c->npassed > 1) {
+        c->doorbell_fd = c->passed_fd[1];
+        c->passed_fd[1] = -1;
+    }
+}
+
 static coll_status_t map_pool(coll_comm_t *c)
 {
-    if (c->passed_fd < 0) {
+    if (c->npassed < 1) {
         coll__set_error(c, "collectived did not pass the pool's file descriptor");
         return COLL_ERR_PROTOCOL;
     }
-    c->pool = mmap(NULL, c->pool_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->passed_fd, 0);
-    close(c->passed_fd);
-    c->passed_fd = -1;
+    c->pool = mmap(NULL, c->pool_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->passed_fd[0], 0);
+    close(c->passed_fd[0]);
+    c->passed_fd[0] = -1;
     if (c->pool == MAP_FAILED) {
         c->pool = NULL;
         coll__set_error(c, "mapping the job's pool (%zu bytes) failed", c->pool_bytes);
         return COLL_ERR_NOMEM;
     }
+    find_ctl(c);
     return COLL_OK;
 }
 
@@ -77,7 +93,8 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     c->fd = -1;
-    c->passed_fd = -1;
+    c->passed_fd[0] = c->passed_fd[1] = -1;
+    c->doorbell_fd = -1;
     c->pending.next = c->pending.prev = &c->pending;
     c->done.next = c->done.prev = &c->done;
     snprintf(c->job, sizeof(c->job), "%s", p->job);
@@ -149,8 +166,13 @@ void coll_comm_destroy(coll_comm_t *c)
     if (c->fd >= 0) {
         close(c->fd);
     }
-    if (c->passed_fd >= 0) {
-        close(c->passed_fd);
+    for (int k = 0; k < 2; k++) {
+        if (c->passed_fd[k] >= 0) {
+            close(c->passed_fd[k]);
+        }
+    }
+    if (c->doorbell_fd >= 0) {
+        close(c->doorbell_fd);
     }
     if (c->pool != NULL) {
         munmap(c->pool, c->pool_bytes);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "collective.h"
+#include "ctl.h"
 #include "frame.h"
 #include "wire.h"
 
@@ -39,13 +40,19 @@ struct coll_comm {
     int reading;              /* a thread is reading the socket without the lock */
     int fd;
     coll_frame_reader_t reader;
-    int passed_fd;            /* fd received with SCM_RIGHTS, -1 when none */
+    int passed_fd[2];         /* fds received with SCM_RIGHTS (pool, doorbell) */
+    int npassed;
+    int doorbell_fd;          /* the job's doorbell, -1 when none */
+    coll_ctl_job_t *ctl_job;  /* the job header of the control area */
     coll_status_t broken;     /* COLL_OK while the daemon link works */
     char job[COLL_JOB_ID_MAX + 1];
     int rank, world_size, local_rank, local_size;
     uint32_t node_rank, node_count;
     uint8_t *pool;
     size_t pool_bytes;
+    coll_ctl_t *ctl;          /* this rank's control block in the pool, NULL when none */
+    uint32_t frames_seen;     /* ctl->frames when the socket was last read */
+    uint32_t ctl_bytes;       /* from the join reply */
     coll_alloc_t *allocs;
     size_t nallocs, cap_allocs;
     uint32_t next_id;
@@ -97,6 +104,12 @@ void coll__req_free_all(coll_comm_t *c);
 
 /** @brief Parse an algorithm name ("auto", "ring", "rd", ...); -1 when unknown. */
 int coll__algo_parse(const char *name);
+
+/**
+ * @brief Take the completions the daemon wrote into the control block's ring. Lock held.
+ * @return The number taken.
+ */
+int coll__ctl_drain(coll_comm_t *c);
 
 /** @brief Handle one decoded DaemonMsg. Lock held. */
 void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m);

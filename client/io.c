@@ -17,6 +17,9 @@
 
 #include "internal.h"
 
+/* Longest sleep on the control block before the socket is checked for a dead daemon. */
+#define COLL_CTL_POLL_MS 100
+
 void coll__set_error(coll_comm_t *c, const char *fmt, ...)
 {
     va_list ap;
@@ -76,15 +79,18 @@ coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg)
     return c->broken;
 }
 
-/* Keep an fd the daemon passed (the pool); close any unexpected extra. */
-static void take_fd(coll_comm_t *c, struct msghdr *mh)
+/* Keep the fds the daemon passed (the pool, its doorbell); close any unexpected extra. */
+static void take_fds(coll_comm_t *c, struct msghdr *mh)
 {
     for (struct cmsghdr *h = CMSG_FIRSTHDR(mh); h != NULL; h = CMSG_NXTHDR(mh, h)) {
-        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+        size_t n = h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS
+                       ? (h->cmsg_len - CMSG_LEN(0)) / sizeof(int)
+                       : 0;
+        for (size_t k = 0; k < n; k++) {
             int fd;
-            memcpy(&fd, CMSG_DATA(h), sizeof(fd));
-            if (c->passed_fd < 0) {
-                c->passed_fd = fd;
+            memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof(fd));
+            if (c->npassed < 2) {
+                c->passed_fd[c->npassed++] = fd;
             } else {
                 close(fd);
             }
@@ -98,14 +104,15 @@ static coll_status_t read_some(coll_comm_t *c, int timeout_ms)
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
     } ctl;
     struct iovec iov;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     uint8_t *p;
     size_t len;
     ssize_t n;
-    int rc = poll(&pfd, 1, timeout_ms);
+    /* Without a time limit a blocking receive does the wait: one system call, not two. */
+    int rc = timeout_ms < 0 ? 1 : poll(&pfd, 1, timeout_ms);
 
     if (rc <= 0) {
         return (rc == 0 || errno == EINTR) ? COLL_INPROGRESS : COLL_ERR_IO;
@@ -117,13 +124,13 @@ static coll_status_t read_some(coll_comm_t *c, int timeout_ms)
     mh.msg_control = ctl.buf;
     mh.msg_controllen = sizeof(ctl.buf);
     do {
-        n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        n = recvmsg(c->fd, &mh, (timeout_ms < 0 ? 0 : MSG_DONTWAIT) | MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     if (n == 0 || (n < 0 && errno != EAGAIN)) {
         return COLL_ERR_CLOSED;
     }
     if (n > 0) {
-        take_fd(c, &mh);
+        take_fds(c, &mh);
         coll_frame_reader_commit(&c->reader, (size_t)n);
     }
     return COLL_OK;
@@ -175,20 +182,15 @@ static void cond_wait_ms(coll_comm_t *c, int timeout_ms)
     pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 }
 
-/* One round: read as the reader, or wait for the thread that is. Lock held on entry and exit. */
-static void wait_round(coll_comm_t *c, int timeout_ms)
+/* Read the socket (waiting at most @p timeout_ms) and handle what came. Lock held on entry and
+ * exit; released while reading. */
+static void wait_socket(coll_comm_t *c, int timeout_ms)
 {
     coll_status_t st;
 
-    if (c->reading) {
-        cond_wait_ms(c, timeout_ms);
-        return;
-    }
-    c->reading = 1;
     pthread_mutex_unlock(&c->lock);
     st = read_some(c, timeout_ms);
     pthread_mutex_lock(&c->lock);
-    c->reading = 0;
     if (st == COLL_OK) {
         process_frames(c);
     } else if (st != COLL_INPROGRESS) {
@@ -197,6 +199,56 @@ static void wait_round(coll_comm_t *c, int timeout_ms)
         }
         c->broken = st == COLL_ERR_NOMEM ? st : COLL_ERR_CLOSED;
     }
+}
+
+/* The daemon said it wrote socket frames we have not read yet. */
+static int frames_pending(coll_comm_t *c)
+{
+    uint32_t f = atomic_load(&c->ctl->frames);
+    if (f == c->frames_seen) {
+        return 0;
+    }
+    c->frames_seen = f;
+    return 1;
+}
+
+/* With a control block: take completions from its ring, read the socket only when the daemon
+ * wrote to it, and sleep on the block's futex otherwise. The sleep is bounded so that a daemon
+ * that died (and can no longer wake us) is noticed on the socket. */
+static void wait_ctl(coll_comm_t *c, int timeout_ms)
+{
+    uint32_t seen = atomic_load(&c->ctl->events);
+    int slice = timeout_ms < 0 || timeout_ms > COLL_CTL_POLL_MS ? COLL_CTL_POLL_MS : timeout_ms;
+
+    if (coll__ctl_drain(c) > 0) {
+        return;
+    }
+    if (frames_pending(c)) {
+        wait_socket(c, 0);
+        return;
+    }
+    pthread_mutex_unlock(&c->lock);
+    coll_ctl_wait(c->ctl, seen, slice);
+    pthread_mutex_lock(&c->lock);
+    if (coll__ctl_drain(c) == 0 && (frames_pending(c) || atomic_load(&c->ctl->events) == seen)) {
+        wait_socket(c, 0);
+    }
+}
+
+/* One round: read as the reader, or wait for the thread that is. Lock held on entry and exit. */
+static void wait_round(coll_comm_t *c, int timeout_ms)
+{
+    if (c->reading) {
+        cond_wait_ms(c, timeout_ms);
+        return;
+    }
+    c->reading = 1;
+    if (c->ctl != NULL) {
+        wait_ctl(c, timeout_ms);
+    } else {
+        wait_socket(c, timeout_ms);
+    }
+    c->reading = 0;
     if (c->broken != COLL_OK) {
         coll__req_fail_all(c, c->broken);
     }

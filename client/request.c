@@ -94,6 +94,25 @@ static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 
+int coll__ctl_drain(coll_comm_t *c)
+{
+    coll_ctl_t *ctl = c->ctl;
+    uint32_t tail = atomic_load_explicit(&ctl->comp_tail, memory_order_relaxed);
+    uint32_t head = atomic_load_explicit(&ctl->comp_head, memory_order_acquire);
+    int n = 0;
+
+    for (; tail != head; tail++, n++) {
+        const coll_ctl_comp_t *rec = &ctl->comp[tail % COLL_CTL_SLOTS];
+        coll_request_t *r = find(c, rec->req_id);
+        if (r != NULL && r->kind == COLL_REQ_COLLECTIVE) {
+            snprintf(r->algo, sizeof(r->algo), "%.*s", (int)sizeof(rec->algo) - 1, rec->algo);
+            finish(r, COLL_OK);
+        }
+    }
+    atomic_store_explicit(&ctl->comp_tail, tail, memory_order_release);
+    return n;
+}
+
 static void on_alloc(coll_comm_t *c, const Coll__Wire__MemAllocReply *m)
 {
     coll_request_t *r = find(c, m->req_id);
@@ -120,6 +139,7 @@ static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
         return;
     }
     c->pool_bytes = m->pool_bytes;
+    c->ctl_bytes = m->ctl_bytes;
     c->node_rank = m->node_rank;
     c->node_count = m->node_count;
 }

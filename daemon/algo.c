@@ -37,23 +37,39 @@ static int can_run(const coll_job_t *job, coll_algo_t algo, coll_kind_t kind, ui
     }
 }
 
-coll_status_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t bytes,
-                                coll_algo_t requested, coll_algo_t *algo_p, char *err,
-                                size_t errlen)
+uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t bytes,
+                           coll_algo_t requested)
 {
     coll_algo_t algo = requested == COLL_ALGO_AUTO ? automatic(job, kind, bytes) : requested;
 
-    if (!can_run(job, algo, kind, bytes)) {
-        snprintf(err, errlen, "algorithm %s cannot run this operation (%llu bytes per rank)",
-                 coll_algo_name(algo), (unsigned long long)bytes);
-        return COLL_ERR_UNSUPPORTED;
+    if (kind >= COLL_KIND_SEND) {
+        return COLL_ALGO_AUTO;
     }
-    *algo_p = algo;
+    return can_run(job, algo, kind, bytes) ? (uint32_t)algo : COLL_ALGO_REFUSED + (uint32_t)algo;
+}
+
+/* A forced algorithm that cannot run the operation: it fails on every rank that forced it. */
+static coll_status_t refused_start(coll_op_t *op)
+{
+    char msg[160];
+    snprintf(msg, sizeof(msg), "algorithm %s cannot run this %s of %llu bytes per rank",
+             coll_algo_name((coll_algo_t)(op->desc.algo - COLL_ALGO_REFUSED)),
+             coll_kind_name((coll_kind_t)op->desc.coll),
+             (unsigned long long)(op->desc.count * op->esize));
+    coll_op_algo_failed(op, COLL_ERR_UNSUPPORTED, msg);
     return COLL_OK;
 }
 
-const coll_impl_t *coll_algo_impl(const coll_job_t *job, coll_kind_t kind, coll_algo_t algo)
+static const coll_impl_t coll_impl_refused = {
+    .name = "none",
+    .start = refused_start,
+};
+
+const coll_impl_t *coll_algo_impl(const coll_job_t *job, coll_kind_t kind, uint32_t algo)
 {
+    if (algo >= COLL_ALGO_REFUSED) {
+        return &coll_impl_refused;
+    }
     if (job->nnodes == 1) {
         return &coll_impl_local;
     }

@@ -12,16 +12,17 @@
 
 /**
  * @brief Resolve @p requested (COLL_ALGO_AUTO or a forced one) for a @p kind operation of
- *        @p bytes per rank.
- * @param [out] algo_p The algorithm (never AUTO).
- * @param [out] err    Why a forced algorithm cannot run it.
- * @return COLL_OK; COLL_ERR_UNSUPPORTED when the forced algorithm cannot run this operation.
+ *        @p bytes per rank (0 for point-to-point, which has no algorithm).
+ * @return The coll_algo_t to run (never AUTO), or COLL_ALGO_REFUSED + @p requested when the
+ *         forced algorithm cannot run this operation.
  */
-coll_status_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t bytes,
-                                coll_algo_t requested, coll_algo_t *algo_p, char *err,
-                                size_t errlen);
+uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t bytes,
+                           coll_algo_t requested);
 
-/** @return The implementation of @p algo for @p kind on @p job (the local one on one node). */
-const coll_impl_t *coll_algo_impl(const coll_job_t *job, coll_kind_t kind, coll_algo_t algo);
+/**
+ * @return The implementation of resolved algorithm @p algo for @p kind on @p job (the local one
+ *         on one node; one that fails the operation with COLL_ERR_UNSUPPORTED for a refusal).
+ */
+const coll_impl_t *coll_algo_impl(const coll_job_t *job, coll_kind_t kind, uint32_t algo);
 
 #endif

@@ -2,8 +2,12 @@
  * @file config.h
  * @brief The daemon's configuration: one table of keys (name, type, default, doc).
  *
- * Every key can be set, in increasing precedence, by its default, the environment variable
- * COLLD_<NAME> (upper case) and the flag --<name> (underscores become dashes).
+ * Every key can be set, in increasing precedence, by its default, the configuration file (INI,
+ * `key = value`, parsed with libinih; /etc/collectived/collectived.conf unless --config or
+ * COLLD_CONFIG names another, "none" for no file), the environment variable COLLD_<NAME> (upper
+ * case; log_level and log_subsys also read COLL_LOG_LEVEL and COLL_LOG_SUBSYS) and the flag
+ * --<name> (underscores become dashes). Unknown keys in the file are warned about; an invalid
+ * value fails with its key, value, origin (file:line, variable or flag) and the reason.
  * `collectived --print-config` prints the effective values and where each came from.
  */
 #ifndef COLL_CONFIG_H
@@ -11,6 +15,9 @@
 
 #include <stdint.h>
 #include <stdio.h>
+
+/** Room for the keys of the table in config.c (checked at compile time there). */
+#define COLL_CONFIG_MAX_KEYS 32
 
 /** Effective configuration. Strings are owned by the struct (coll_config_cleanup()). */
 typedef struct {
@@ -26,10 +33,19 @@ typedef struct {
     char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
     char *log_level;         /**< error, warn, info, debug, trace */
     char *log_subsys;        /**< comma list of subsystems for debug/trace, or "all" */
+    char *status_socket;     /**< Unix socket of the status server ("" when off) */
+    char *status_listen;     /**< host:port of the TCP status server ("" when off) */
+    char *socket_group;      /**< group given the client and status sockets ("" keeps ours) */
+    uint64_t busbw_min_bytes; /**< operations this large or larger set the busbw gauges */
+    char *config_file;       /**< the file that was read, "" when none */
+    unsigned char source[COLL_CONFIG_MAX_KEYS]; /**< coll_config_source_t of each key */
 } coll_config_t;
 
 /** Where a value came from. */
-typedef enum { COLL_CFG_DEFAULT, COLL_CFG_ENV, COLL_CFG_FLAG } coll_config_source_t;
+typedef enum { COLL_CFG_DEFAULT, COLL_CFG_FILE, COLL_CFG_ENV, COLL_CFG_FLAG } coll_config_source_t;
+
+/** The configuration file read when neither --config nor COLLD_CONFIG names one. */
+#define COLL_CONFIG_DEFAULT_FILE "/etc/collectived/collectived.conf"
 
 /** Outcome of coll_config_load(). */
 typedef enum {
@@ -39,10 +55,27 @@ typedef enum {
 } coll_config_result_t;
 
 /**
- * @brief Build the configuration from defaults, environment and command line.
- * @param [out] cfg Filled on COLL_CONFIG_RUN and COLL_CONFIG_EXIT.
+ * @brief Build the configuration from defaults, the configuration file, environment and
+ *        command line.
+ * @param [out] cfg Filled on COLL_CONFIG_RUN and COLL_CONFIG_EXIT; free with
+ *                  coll_config_cleanup() whatever the result.
+ * @return COLL_CONFIG_RUN, COLL_CONFIG_EXIT or COLL_CONFIG_ERROR (a message was printed).
  */
 coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg);
+
+/**
+ * @brief Resolve a socket_group value: a group name, or a numeric gid (containers often have
+ *        the group only as a number).
+ * @param [out] gid_p The group id.
+ * @return 0, or -1 when no such group exists.
+ */
+int coll_config_group(const char *name, unsigned *gid_p);
+
+/**
+ * @brief Where the value of key @p name came from.
+ * @return Its source; COLL_CFG_DEFAULT for a name that is not a key.
+ */
+coll_config_source_t coll_config_source(const coll_config_t *cfg, const char *name);
 
 /** @brief Free the strings of @p cfg. */
 void coll_config_cleanup(coll_config_t *cfg);

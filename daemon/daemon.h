@@ -24,10 +24,13 @@ typedef struct coll_daemon {
     uv_pipe_t listener;     /**< client socket */
     uv_tcp_t control;       /**< control listener for peer daemons */
     char control_addr[80];  /**< bound control address, host:port */
+    uv_prepare_t prepare;   /**< before the loop blocks: drain control blocks (doorbell.c) */
+    uv_check_t check;       /**< after it woke */
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     ucp_context_h ucp;
     struct coll_workers *workers; /**< kernel threads (workers.h), NULL when none */
+    struct coll_service *service; /**< counters, status server, systemd (service.h); or NULL */
     coll_list_t sessions;   /**< coll_session_t */
     coll_list_t jobs;       /**< coll_job_t */
     coll_list_t peer_links; /**< coll_peer_link_t, both directions */

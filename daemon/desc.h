@@ -15,6 +15,9 @@
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "collectived's data path assumes a little-endian host"
+/** @return The name of @p kind, e.g. "reduce-scatter"; "operation" when out of range. */
+const char *coll_kind_name(coll_kind_t kind);
+
 /**
  * @brief Name an operation for messages: "allreduce #12" (the 13th collective a rank called
  *        without a key, counting from 0) or "allreduce key 4097" (a key the user gave).
@@ -36,6 +39,10 @@ typedef enum {
     COLL_KIND_SEND = 6,
     COLL_KIND_RECV = 7,
 } coll_kind_t;
+
+/** A descriptor's algorithm at or above this is a forced one that cannot run the operation:
+ *  COLL_ALGO_REFUSED + the forced coll_algo_t. */
+#define COLL_ALGO_REFUSED 100u
 
 /** What every rank of an operation must agree on. */
 typedef struct {
@@ -68,6 +75,9 @@ static inline int coll_desc_equal(const coll_desc_t *a, const coll_desc_t *b)
 
 /** @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum ...". */
 void coll_desc_format(const coll_desc_t *d, char *buf, size_t len);
+
+/** @return The name of @p kind, e.g. "reduce-scatter"; "operation" when out of range. */
+const char *coll_kind_name(coll_kind_t kind);
 
 /**
  * @brief Name an operation for messages: "allreduce #12" (the 13th collective a rank called

@@ -1,13 +1,18 @@
 #include "job.h"
 
+#include "ctl.h"
+#include "doorbell.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "op.h"
 #include "rdv.h"
 #include "staging.h"
+#include "stats.h"
 #include "tag.h"
 #include "transport.h"
 
@@ -28,7 +33,8 @@ static void reply_join(coll_session_t *s, coll_status_t status, const char *erro
 {
     coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
     Coll__Wire__JoinReply r = COLL__WIRE__JOIN_REPLY__INIT;
-    int fd = -1;
+    int fds[2];
+    unsigned nfds = 0;
 
     r.status = status;
     r.error = (char *)error;
@@ -36,11 +42,13 @@ static void reply_join(coll_session_t *s, coll_status_t status, const char *erro
         r.pool_bytes = coll_pool_size(job->pool);
         r.node_rank = job->node_rank;
         r.node_count = job->nnodes;
-        fd = coll_pool_fd(job->pool);
+        r.ctl_bytes = COLL_CTL_BYTES;
+        fds[nfds++] = coll_pool_fd(job->pool);
+        fds[nfds++] = job->doorbell_fd;
     }
     msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_JOIN;
     msg.join = &r;
-    coll_session_send(s, &msg, fd);
+    coll_session_send_fds(s, &msg, fds, nfds);
 }
 
 static void join_timeout_cb(uv_timer_t *t)
@@ -90,6 +98,7 @@ static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, c
     coll_list_init(&job->events);
     coll_list_init(&job->ops);
     coll_list_init(&job->staging);
+    job->doorbell_fd = -1;
     *job_p = job;
     return COLL_OK;
 }
@@ -119,7 +128,11 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     job->join_timer.data = job->retry_timer.data = job->gone_timer.data = job;
     job->handles = 3;
     coll_list_push(&d->jobs, &job->link);
-    if ((st = coll_pool_create(job->id, pool_bytes, &job->pool)) != COLL_OK ||
+    /* The control blocks come first; the pool the job asked for follows. */
+    if ((st = coll_pool_create(job->id, pool_bytes + COLL_CTL_TOTAL(job->local_size),
+                               &job->pool)) != COLL_OK ||
+        (st = coll_pool_reserve(job->pool, COLL_CTL_TOTAL(job->local_size))) != COLL_OK ||
+        (st = coll_doorbell_open(job)) != COLL_OK ||
         (st = coll_transport_job_open(job)) != COLL_OK ||
         (st = coll_transport_register_pool(job)) != COLL_OK) {
         snprintf(err, errlen, "job %s: cannot create its %s on this node (see daemon log)",
@@ -128,6 +141,7 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
         return st;
     }
     uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
+    coll_stats_job_created(job);
     coll_info(COLL_SUB_JOB, "job %s: created (world size %u, %u local ranks, pool %llu bytes)",
               job->id, job->world_size, job->local_size, (unsigned long long)pool_bytes);
     *job_p = job;
@@ -191,6 +205,7 @@ void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJo
     job->ranks[j->local_rank] = j->rank;
     job->njoined++;
     s->job = job;
+    s->ctl = coll_ctl_of(coll_pool_base(job->pool), j->local_rank);
     s->local_rank = j->local_rank;
     s->rank = j->rank;
     if (job->njoined == job->local_size) {
@@ -343,6 +358,7 @@ void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const 
     va_end(ap);
     job->state = COLL_JOB_FAILED;
     job->error = status;
+    coll_stats_job_failed(job, status);
     coll_error(COLL_SUB_JOB, "job %s failed: %s", job->id, job->errmsg);
     uv_timer_stop(&job->join_timer);
     uv_timer_stop(&job->retry_timer);
@@ -395,6 +411,7 @@ void coll_job_leave(coll_job_t *job, coll_session_t *s)
     job->locals[s->local_rank] = NULL;
     job->njoined--;
     s->job = NULL;
+    s->ctl = NULL;
     /* A rank that leaves between operations ends its part cleanly; one that leaves with work
      * pending (or before the job met) strands the others, who must hear about it now. */
     if (job->state == COLL_JOB_READY && pending > 0) {
@@ -420,6 +437,7 @@ static void job_free_now(coll_job_t *job)
     }
     uv_timer_stop(&job->join_timer);
     uv_timer_stop(&job->retry_timer);
+    coll_doorbell_close(job);
     coll_transport_job_close(job);
 }
 
@@ -429,6 +447,9 @@ void coll_job_release(coll_job_t *job)
     coll_staging_release_all(job);
     coll_transport_unregister_pool(job);
     coll_pool_destroy(job->pool);
+    if (job->doorbell_fd >= 0) {
+        close(job->doorbell_fd);
+    }
     for (uint32_t i = 0; i < job->nnodes; i++) {
         free(job->nodes[i].ranks);
         free(job->nodes[i].worker_address);

@@ -91,6 +91,8 @@ typedef struct coll_job {
     /* transport */
     ucp_worker_h worker;
     uv_poll_t poll;               /**< on the worker's event fd */
+    int doorbell_fd;              /**< eventfd the ranks ring (doorbell.c), -1 when none */
+    uv_poll_t doorbell;
     void *worker_address;
     size_t worker_address_len;
     uint64_t inflight;            /**< UCX requests not yet completed */

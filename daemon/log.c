@@ -20,7 +20,7 @@ static const struct {
 } subsys_names[] = {
     {"core", COLL_SUB_CORE}, {"session", COLL_SUB_SESSION}, {"job", COLL_SUB_JOB},
     {"rdv", COLL_SUB_RDV},   {"ucx", COLL_SUB_UCX},         {"engine", COLL_SUB_ENGINE},
-    {"pool", COLL_SUB_POOL}, {"all", COLL_SUB_ALL},
+    {"pool", COLL_SUB_POOL}, {"status", COLL_SUB_STATUS}, {"all", COLL_SUB_ALL},
 };
 
 int coll_log_level_parse(const char *name)
@@ -33,7 +33,7 @@ int coll_log_level_parse(const char *name)
     return -1;
 }
 
-static int subsys_parse(const char *list, uint32_t *mask_p)
+int coll_log_subsys_parse(const char *list, uint32_t *mask_p)
 {
     char buf[256];
     uint32_t mask = 0;
@@ -64,7 +64,7 @@ int coll_log_configure(const char *level, const char *subsys)
     int lvl = coll_log_level_parse(level);
     uint32_t mask = COLL_SUB_ALL;
 
-    if (lvl < 0 || (subsys != NULL && subsys[0] != '\0' && subsys_parse(subsys, &mask) < 0)) {
+    if (lvl < 0 || (subsys != NULL && subsys[0] != '\0' && coll_log_subsys_parse(subsys, &mask) < 0)) {
         return -1;
     }
     coll__log_level = (coll_log_level_t)lvl;

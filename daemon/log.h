@@ -29,6 +29,7 @@ typedef enum {
     COLL_SUB_UCX = 1u << 4,     /**< transport */
     COLL_SUB_ENGINE = 1u << 5,  /**< collective algorithms */
     COLL_SUB_POOL = 1u << 6,    /**< memory pools */
+    COLL_SUB_STATUS = 1u << 7,  /**< status server, metrics, systemd notifications */
     COLL_SUB_ALL = 0xffffffffu,
 } coll_log_subsys_t;
 
@@ -41,6 +42,12 @@ extern uint32_t coll__log_subsys;
  * @return 0 on success, -1 when a name is unknown (nothing is changed).
  */
 int coll_log_configure(const char *level, const char *subsys);
+
+/**
+ * @brief Parse a comma list of subsystem names ("job,engine", "all") into a mask.
+ * @return 0, or -1 when a name is unknown (nothing is stored then).
+ */
+int coll_log_subsys_parse(const char *list, uint32_t *mask_p);
 
 /** @brief Parse a level name ("error", "warn", "info", "debug", "trace"); -1 when unknown. */
 int coll_log_level_parse(const char *name);

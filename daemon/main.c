@@ -29,7 +29,7 @@ int main(int argc, char **argv)
     }
     if (coll_log_configure(d.cfg.log_level, d.cfg.log_subsys) < 0) {
         fprintf(stderr, "collectived: log_subsys=%s: unknown subsystem; use core, session, job, "
-                        "rdv, ucx, engine, pool or all\n", d.cfg.log_subsys);
+                        "rdv, ucx, engine, pool, status or all\n", d.cfg.log_subsys);
         coll_config_cleanup(&d.cfg);
         return 2;
     }

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "op.h"
 #include "p2p.h"
+#include "stats.h"
 #include "submit.h"
 #include "tag.h"
 #include "transport.h"
@@ -53,6 +54,7 @@ coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc)
     op->out = (void **)(op->in + l);
     coll_list_init(&op->posted);
     coll_list_init(&op->parked);
+    coll_stats_op_created(op);
     coll_list_push(&job->ops, &op->link);
     return op;
 }
@@ -124,7 +126,7 @@ static void add_member(coll_job_t *job, coll_session_t *s, const Coll__Wire__Sub
 
 void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub)
 {
-    char err[640], nm[48];
+    char err[640];
     coll_desc_t desc;
     coll_status_t st = refuse(job, s, sub, err, sizeof(err));
 
@@ -136,13 +138,10 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
         coll_p2p_submit(job, s, sub);
         return;
     }
-    if (coll_submit_desc(job, sub, &desc, err, sizeof(err)) != COLL_OK) {
-        /* A forced algorithm that cannot run leaves the other ranks waiting: fail them too. */
-        coll_job_fail(job, COLL_ERR_UNSUPPORTED, 1, "rank %u, %s: %s", s->rank,
-                      name(&desc, nm, sizeof(nm)), err);
-        coll_session_complete(s, sub->req_id, COLL_ERR_UNSUPPORTED, job->errmsg, "");
-        return;
-    }
+    /* A forced algorithm that cannot run still gets an operation (its descriptor names the
+     * refused algorithm): ranks that all forced it fail together with COLL_ERR_UNSUPPORTED
+     * after agreeing; a rank that did not force it disagrees, and the job fails. */
+    coll_submit_desc(job, sub, &desc);
     add_member(job, s, sub, &desc);
 }
 
@@ -196,6 +195,7 @@ static void op_start(coll_op_t *op)
     coll_status_t st = COLL_OK;
     char nm[48];
 
+    coll_stats_op_started(op);
     map_buffers(op);
     op->impl = coll_algo_impl(job, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
     coll_debug(COLL_SUB_JOB, "job %s: %s of %" PRIu64 " elements starts (%s)", job->id,
@@ -211,7 +211,9 @@ static void op_start(coll_op_t *op)
     } else {
         impl_start(op);
     }
-    coll_transport_drive(job);
+    if (job->nnodes > 1) {
+        coll_transport_drive(job);
+    }
 }
 
 void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
@@ -220,6 +222,7 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
         return;
     }
     op->done = 1;
+    coll_stats_op_done(op, status);
     for (uint32_t l = 0; l < op->job->local_size; l++) {
         coll_op_member_t *m = &op->members[l];
         if (m->session != NULL) {
@@ -235,8 +238,15 @@ void coll_op_algo_done(coll_op_t *op)
 {
     op->algo_done = 1;
     if (op->desc_ok) {
-        coll_op_complete(op, COLL_OK, "");
+        coll_op_complete(op, op->algo_status, op->algo_error);
     }
+}
+
+void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
+{
+    op->algo_status = status;
+    snprintf(op->algo_error, sizeof(op->algo_error), "%s", error);
+    coll_op_algo_done(op);
 }
 
 int coll_op_check_desc(coll_op_t *op, const coll_desc_t *p, uint32_t from)
@@ -279,7 +289,7 @@ static void desc_check(coll_op_t *op)
         op->impl->on_xfer(op, coll_container_of(e, coll_xfer_t, link));
     }
     if (!op->done && op->algo_done) {
-        coll_op_complete(op, COLL_OK, "");
+        coll_op_complete(op, op->algo_status, op->algo_error);
     }
 }
 

@@ -84,12 +84,16 @@ typedef struct coll_op {
     coll_xfer_t p2p_xfer;      /**< point-to-point: its one message */
     coll_list_t parked;        /**< receives completed before the descriptor check */
     int algo_done;             /**< the algorithm finished moving data */
+    coll_status_t algo_status; /**< how it finished (COLL_OK unless coll_op_algo_failed()) */
+    char algo_error[160];
     int done;                  /**< completed or failed; waits for inflight == 0 to be freed */
     /* Descriptor check with the previous node of the ring. */
     coll_desc_t peer_desc;
     coll_xfer_t desc_send;
     coll_xfer_t desc_recv;
     int desc_ok;
+    uint64_t t_submit_ns;      /**< first local submission (coll_stats_now_ns()) */
+    uint64_t t_start_ns;       /**< every local rank submitted; 0 before (stats.h) */
 } coll_op_t;
 
 /** @brief A new operation of @p job described by @p desc, linked into job->ops; NULL: no memory. */
@@ -103,6 +107,12 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
 
 /** @brief The algorithm finished; the operation completes once the descriptor check passed. */
 void coll_op_algo_done(coll_op_t *op);
+
+/**
+ * @brief The algorithm ends the operation with @p status and @p error on every local rank,
+ *        once the descriptor check passed (so disagreeing ranks still see the mismatch).
+ */
+void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error);
 
 /** @brief Complete the operation on every local rank with @p status (COLL_OK or an error). */
 void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error);

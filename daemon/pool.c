@@ -124,6 +124,14 @@ static void remove_block(coll_pool_t *pool, size_t at)
     pool->nblocks--;
 }
 
+coll_status_t coll_pool_reserve(coll_pool_t *pool, size_t bytes)
+{
+    if (bytes > pool->size || pool->nblocks > 0) {
+        return COLL_ERR_POOL_FULL;
+    }
+    return bytes == 0 ? COLL_OK : insert_block(pool, 0, (pool_block_t){0, bytes, pool});
+}
+
 coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner,
                               size_t *offset_p)
 {

@@ -28,6 +28,12 @@ typedef struct coll_pool coll_pool_t;
  */
 coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **pool_p);
 
+/**
+ * @brief Keep the first @p bytes of a fresh pool out of the allocator (the ranks' control
+ *        blocks, proto/ctl.h). @return COLL_OK; COLL_ERR_POOL_FULL when the pool is smaller.
+ */
+coll_status_t coll_pool_reserve(coll_pool_t *pool, size_t bytes);
+
 /** @brief Unmap and close the pool. Safe with NULL. */
 void coll_pool_destroy(coll_pool_t *pool);
 

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "doorbell.h"
 #include "job.h"
 #include "log.h"
 #include "rdv.h"
+#include "service.h"
 #include "session.h"
 #include "transport.h"
 #include "workers.h"
@@ -131,10 +133,12 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     d->sig_int.data = d->sig_term.data = d;
     uv_signal_start(&d->sig_int, signal_cb, SIGINT);
     uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
+    coll_doorbell_start(d);
     if ((st = coll_transport_init(d)) != COLL_OK ||
         (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
         (st = listen_clients(d)) != COLL_OK ||
-        (st = coll_rdv_listen(d)) != COLL_OK || (st = write_addr_file(d)) != COLL_OK) {
+        (st = coll_rdv_listen(d)) != COLL_OK || (st = coll_service_start(d)) != COLL_OK ||
+        (st = write_addr_file(d)) != COLL_OK) {
         coll_daemon_stop(d);
         return st;
     }
@@ -165,6 +169,7 @@ void coll_daemon_stop(coll_daemon_t *d)
     }
     coll_rdv_close_all(d);
     coll_workers_stop(d);
+    coll_doorbell_stop(d);
     close_handle((uv_handle_t *)&d->listener);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_term);
@@ -174,9 +179,11 @@ void coll_daemon_stop(coll_daemon_t *d)
     if (d->cfg.addr_file[0] != '\0') {
         unlink(d->cfg.addr_file);
     }
+    coll_service_stop(d);
 }
 
 void coll_daemon_cleanup(coll_daemon_t *d)
 {
     coll_transport_cleanup(d);
+    coll_service_cleanup(d);
 }

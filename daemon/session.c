@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 #include "job.h"
 #include "log.h"
 #include "op.h"
+#include "stats.h"
 #include "stream.h"
 
 static void session_close_cb(uv_handle_t *h)
@@ -33,32 +35,31 @@ void coll_session_close(coll_session_t *s, const char *why)
     uv_close((uv_handle_t *)&s->pipe, session_close_cb);
 }
 
-/* A client that breaks the protocol is cut off with an error logged once (the daemon keeps
- * serving everybody else). */
-static void session_reject(coll_session_t *s, const char *why)
+void coll_session_reject(coll_session_t *s, const char *why)
 {
     s->protocol_error = 1;
     coll_session_close(s, why);
 }
 
-/* The first bytes of a frame carry the fd, so the client receives it with the reply. */
-static coll_status_t send_with_fd(coll_session_t *s, const uint8_t *frame, size_t len, int fd)
+/* The first bytes of a frame carry the fds, so the client receives them with the reply. */
+static coll_status_t send_with_fds(coll_session_t *s, const uint8_t *frame, size_t len,
+                                   const int *fds, unsigned nfds)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
     } ctl;
     struct iovec iov = {(void *)frame, len};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                        .msg_controllen = sizeof(ctl.buf)};
+                        .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     uv_os_fd_t sock;
     ssize_t n;
 
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
     if (uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) != 0 ||
         uv_fileno((uv_handle_t *)&s->pipe, &sock) != 0) {
         return COLL_ERR_IO;
@@ -67,7 +68,7 @@ static coll_status_t send_with_fd(coll_session_t *s, const uint8_t *frame, size_
         n = sendmsg(sock, &mh, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     if (n <= 0) {
-        coll_warn(COLL_SUB_SESSION, "session %llu: sending the pool fd: %m",
+        coll_warn(COLL_SUB_SESSION, "session %llu: sending the pool's fds: %m",
                   (unsigned long long)s->id);
         return COLL_ERR_IO;
     }
@@ -75,7 +76,13 @@ static coll_status_t send_with_fd(coll_session_t *s, const uint8_t *frame, size_
                             : coll_stream_write((uv_stream_t *)&s->pipe, frame + n, len - (size_t)n);
 }
 
-coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg, int fd)
+coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg)
+{
+    return coll_session_send_fds(s, msg, NULL, 0);
+}
+
+coll_status_t coll_session_send_fds(coll_session_t *s, coll_daemon_msg_t *msg, const int *fds,
+                                    unsigned nfds)
 {
     uint8_t *frame;
     size_t len;
@@ -87,8 +94,8 @@ coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg, int f
     msg->version = COLL_WIRE_VERSION;
     st = coll_frame_pack(&msg->base, &frame, &len);
     if (st == COLL_OK) {
-        st = fd >= 0 ? send_with_fd(s, frame, len, fd)
-                     : coll_stream_write((uv_stream_t *)&s->pipe, frame, len);
+        st = nfds > 0 ? send_with_fds(s, frame, len, fds, nfds)
+                      : coll_stream_write((uv_stream_t *)&s->pipe, frame, len);
         free(frame);
     }
     /* Not closed here: the caller may be walking job state. A client that is gone is seen by
@@ -96,8 +103,35 @@ coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg, int f
     if (st != COLL_OK) {
         coll_debug(COLL_SUB_SESSION, "session %llu: write failed: %s", (unsigned long long)s->id,
                    coll_strerror(st));
+    } else if (s->ctl != NULL) {
+        /* The client may sleep on its control block rather than on the socket. */
+        atomic_fetch_add(&s->ctl->frames, 1);
+        coll_ctl_notify(s->ctl);
     }
     return st;
+}
+
+/* A success goes into the control block's ring when there is room: no socket message. */
+static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo)
+{
+    coll_ctl_t *ctl = s->ctl;
+    uint32_t head;
+    coll_ctl_comp_t *slot;
+
+    if (ctl == NULL || s->closing) {
+        return 0;
+    }
+    head = atomic_load_explicit(&ctl->comp_head, memory_order_relaxed);
+    if (head - atomic_load_explicit(&ctl->comp_tail, memory_order_acquire) >= COLL_CTL_SLOTS) {
+        return 0;
+    }
+    slot = &ctl->comp[head % COLL_CTL_SLOTS];
+    slot->req_id = req_id;
+    slot->status = COLL_OK;
+    snprintf(slot->algo, sizeof(slot->algo), "%s", algo);
+    atomic_store_explicit(&ctl->comp_head, head + 1, memory_order_release);
+    coll_ctl_notify(ctl);
+    return 1;
 }
 
 void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t status,
@@ -106,13 +140,17 @@ void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t sta
     coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
     Coll__Wire__Complete c = COLL__WIRE__COMPLETE__INIT;
 
+    coll_stats_request_done(s, status);
+    if (status == COLL_OK && complete_in_ctl(s, req_id, algo)) {
+        return;
+    }
     c.req_id = req_id;
     c.status = status;
     c.error = (char *)error;
     c.algo = (char *)algo;
     msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_COMPLETE;
     msg.complete = &c;
-    coll_session_send(s, &msg, -1);
+    coll_session_send(s, &msg);
 }
 
 static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
@@ -143,7 +181,7 @@ static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
     r.bytes = a->bytes;
     msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_ALLOC;
     msg.alloc = &r;
-    coll_session_send(s, &msg, -1);
+    coll_session_send(s, &msg);
 }
 
 static void on_hello(coll_session_t *s, const Coll__Wire__Hello *h)
@@ -160,13 +198,13 @@ static void on_hello(coll_session_t *s, const Coll__Wire__Hello *h)
     r.daemon = name;
     msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_HELLO;
     msg.hello = &r;
-    coll_session_send(s, &msg, -1);
+    coll_session_send(s, &msg);
 }
 
 static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
 {
     if (!s->hello && m->body_case != COLL__WIRE__CLIENT_MSG__BODY_HELLO) {
-        session_reject(s, "protocol error: first message is not Hello");
+        coll_session_reject(s, "protocol error: first message is not Hello");
         return;
     }
     switch (m->body_case) {
@@ -175,7 +213,7 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_JOIN:
         if (s->job != NULL) {
-            session_reject(s, "protocol error: second JoinJob on one connection");
+            coll_session_reject(s, "protocol error: second JoinJob on one connection");
         } else {
             coll_job_join(s->d, s, m->join);
         }
@@ -209,7 +247,7 @@ static void on_frame(coll_session_t *s, const uint8_t *p, size_t n)
 
     if (coll_wire_unpack_client(p, n, &m, err, sizeof(err)) != COLL_OK) {
         snprintf(why, sizeof(why), "malformed message: %s", err);
-        session_reject(s, why);
+        coll_session_reject(s, why);
         return;
     }
     dispatch(s, m);
@@ -247,7 +285,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     if (!s->closing && st == COLL_ERR_PROTOCOL) {
         char why[96];
         snprintf(why, sizeof(why), "malformed frame: larger than %u bytes", COLL_FRAME_MAX_CLIENT);
-        session_reject(s, why);
+        coll_session_reject(s, why);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "collective.h"
+#include "ctl.h"
 #include "daemon.h"
 #include "frame.h"
 #include "wire.h"
@@ -26,6 +27,7 @@ typedef struct coll_session {
     int closing;
     int protocol_error;      /**< closed for breaking the protocol (logged as an error) */
     struct coll_job *job;    /**< joined job, or NULL */
+    coll_ctl_t *ctl;         /**< the rank's control block in the job's pool, or NULL */
     uint32_t local_rank;
     uint32_t rank;
 } coll_session_t;
@@ -38,14 +40,23 @@ void coll_session_accept(coll_daemon_t *d, uv_stream_t *listener);
 
 /**
  * @brief Send a DaemonMsg envelope with @p body set by the caller (version filled in).
- * @param [in] fd  File descriptor to pass with SCM_RIGHTS, or -1.
  * @return COLL_OK; COLL_ERR_CLOSED when the session is closing; COLL_ERR_NOMEM; COLL_ERR_IO.
  */
-coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg, int fd);
+coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg);
+
+/** @brief As coll_session_send(), passing @p nfds (1 or 2) descriptors with SCM_RIGHTS. */
+coll_status_t coll_session_send_fds(coll_session_t *s, coll_daemon_msg_t *msg, const int *fds,
+                                    unsigned nfds);
 
 /** @brief Send a Complete for @p req_id. Errors closing the session are logged. */
 void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t status,
                            const char *error, const char *algo);
+
+/**
+ * @brief Cut off a client that broke the protocol: an error logged once with @p why, then
+ *        coll_session_close(). The daemon keeps serving everybody else.
+ */
+void coll_session_reject(coll_session_t *s, const char *why);
 
 /** @brief Close a session (idempotent); its job learns that the rank left. */
 void coll_session_close(coll_session_t *s, const char *why);

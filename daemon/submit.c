@@ -75,17 +75,11 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
     return COLL_OK;
 }
 
-coll_status_t coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub,
-                               coll_desc_t *d, char *err, size_t errlen)
+void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll_desc_t *d)
 {
-    coll_algo_t algo = COLL_ALGO_AUTO;
     uint64_t bytes = sub->count * coll_dtype_size((coll_dtype_t)sub->dtype);
-    coll_status_t st = COLL_OK;
+    uint32_t algo = coll_algo_resolve(job, (coll_kind_t)sub->coll, bytes, (coll_algo_t)sub->algo);
 
-    if ((coll_kind_t)sub->coll < COLL_KIND_SEND) {
-        st = coll_algo_resolve(job, (coll_kind_t)sub->coll, bytes, (coll_algo_t)sub->algo, &algo,
-                               err, errlen);
-    }
     memset(d, 0, sizeof(*d));
     d->magic = COLL_DESC_MAGIC;
     d->version = COLL_WIRE_VERSION;
@@ -101,6 +95,5 @@ coll_status_t coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *
     d->root = (coll_kind_t)sub->coll == COLL_KIND_BROADCAST || (coll_kind_t)sub->coll == COLL_KIND_REDUCE
                   ? sub->root
                   : 0;
-    d->algo = (uint32_t)algo;
-    return st;
+    d->algo = algo;
 }

@@ -25,10 +25,9 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
                                 const Coll__Wire__Submit *sub, char *err, size_t errlen);
 
 /**
- * @brief Build the descriptor of @p sub, resolving its algorithm.
- * @return COLL_OK; COLL_ERR_UNSUPPORTED (forced algorithm) with a message in @p err.
+ * @brief Build the descriptor of @p sub, resolving its algorithm (coll_algo_resolve(); a forced
+ *        algorithm that cannot run it gives the refusal marker).
  */
-coll_status_t coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub,
-                               coll_desc_t *desc, char *err, size_t errlen);
+void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll_desc_t *desc);
 
 #endif

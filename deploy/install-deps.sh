@@ -1,11 +1,16 @@
 #!/bin/sh
 # Install what collectived needs to build, test and run its demo on Debian 12, by package name.
+# Operations (issue 5): libinih (configuration file), libhttp-parser and libjansson (status
+# server), libsystemd (sd_notify); for the tests prometheus (promtool check metrics), systemd
+# (systemd-analyze verify, systemd-tmpfiles, systemd-sysusers) and python3-yaml (k8s example).
 # Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
 set -eu
 
 PACKAGES="build-essential cmake pkg-config python3
 libuv1-dev libucx-dev ucx-utils libprotobuf-c-dev protobuf-c-compiler libcmocka-dev
-zlib1g-dev libopenblas-dev dataset-fashion-mnist"
+zlib1g-dev libopenblas-dev dataset-fashion-mnist
+libinih-dev libhttp-parser-dev libjansson-dev libsystemd-dev
+prometheus systemd python3-yaml"
 
 missing=""
 for p in $PACKAGES; do

@@ -54,7 +54,7 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
     return COLL_OK;
 }
 
-static coll_status_t check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen)
+coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen)
 {
     CHECK_FIELD((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__RECV,
                 "submit: unknown collective %d", (int)s->coll);
@@ -95,7 +95,7 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
         case COLL__WIRE__CLIENT_MSG__BODY_FREE:
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
-            st = check_submit(m->submit, err, errlen);
+            st = coll_wire_check_submit(m->submit, err, errlen);
             break;
         default:
             st = fail(err, errlen, COLL_ERR_PROTOCOL, "client message without a known body");

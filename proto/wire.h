@@ -44,6 +44,13 @@ coll_status_t coll_wire_unpack_peer(const uint8_t *buf, size_t len, coll_peer_ms
                                     char *err, size_t errlen);
 
 /**
+ * @brief Validate the fields of a Submit on their own (collective, dtype, op, algorithm,
+ *        ranges); also used for submissions that arrive through a control block.
+ * @return COLL_OK or COLL_ERR_PROTOCOL with the reason in @p err.
+ */
+coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen);
+
+/**
  * @brief Check that a job id is 1..COLL_JOB_ID_MAX bytes of [A-Za-z0-9._:-].
  * @return 1 when valid, 0 otherwise.
  */

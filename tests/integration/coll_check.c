@@ -646,8 +646,7 @@ static void usage(FILE *f)
         "  --shuffle      run the cases in a shuffled order (the same on every rank)\n"
         "  --timeout-ms T bound on each wait (default 60000)\n"
         "  --expect-error NAME  every operation must fail with this status (e.g.\n"
-        "                 COLL_ERR_UNSUPPORTED) and leave its buffers untouched; a failed\n"
-        "                 operation fails the job, so give one case only\n",
+        "                 COLL_ERR_UNSUPPORTED) and leave its buffers untouched\n",
         RD_FORCE_MAX_BYTES, MAX_WINDOW);
 }
 

@@ -92,6 +92,11 @@ static void clear_env(void)
 static int setup(void **state)
 {
     clear_env();
+    /* No configuration file of the machine running the tests (test_config_file.c tests the
+     * file layer), and none of the log aliases. */
+    setenv("COLLD_CONFIG", "none", 1);
+    unsetenv("COLL_LOG_LEVEL");
+    unsetenv("COLL_LOG_SUBSYS");
     memset(&cfg, 0, sizeof(cfg));
     return 0;
 }

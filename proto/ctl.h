@@ -1,0 +1,121 @@
+/**
+ * @file ctl.h
+ * @brief The control blocks a job's local ranks share with their daemon at the start of the
+ *        job's pool: the fast path for submissions and completions.
+ *
+ * Layout: a job header (COLL_CTL_JOB_BYTES) then one block per local rank (COLL_CTL_BYTES).
+ *
+ * Submissions: a rank writes a fixed record into its submission ring; it rings the job's
+ * doorbell (an eventfd the daemon polls) only when the header says the daemon is asleep. The
+ * daemon announces sleep before its loop blocks and drains every ring right after, so a record
+ * is never missed (both sides store their own flag, then read the other's, sequentially
+ * consistent). A full ring falls back to the socket.
+ *
+ * Completions: a success is a 32-byte record in a ring the daemon writes and the client reads;
+ * no socket message, no protobuf. Every notification to the client, ring record or socket frame
+ * (errors, allocation replies), increments @c events; a client with nothing to do sleeps on that
+ * word with futex(2) after announcing it in @c waiting, and the daemon only makes the wake-up
+ * system call when someone sleeps (Dekker-style: each side stores its flag, then reads the
+ * other's, both sequentially consistent, so at least one of them sees the other).
+ *
+ * Layout is part of the wire protocol (COLL_WIRE_VERSION); both sides are on one host.
+ */
+#ifndef COLL_CTL_H
+#define COLL_CTL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Bytes of the job header at pool offset 0. */
+#define COLL_CTL_JOB_BYTES 4096u
+/** Bytes of one rank's control block; rank l's is at COLL_CTL_JOB_BYTES + l * COLL_CTL_BYTES. */
+#define COLL_CTL_BYTES 8192u
+/** Completion records in a ring. */
+#define COLL_CTL_SLOTS 64u
+/** Submission records in a ring. */
+#define COLL_CTL_SUB_SLOTS 64u
+
+/** The job header. */
+typedef struct {
+    _Alignas(64) _Atomic uint32_t daemon_asleep; /**< the daemon's loop may block: ring the bell */
+} coll_ctl_job_t;
+
+/** One submission, the fields of the wire's Submit (proto/collective.proto). */
+typedef struct {
+    uint64_t key;
+    uint64_t count;
+    uint64_t send_offset;
+    uint64_t recv_offset;
+    uint32_t req_id;
+    uint32_t coll;
+    uint32_t dtype;
+    uint32_t op;
+    uint32_t root;
+    uint32_t peer;
+    uint32_t algo;
+    uint32_t reserved;
+} coll_ctl_sub_t;
+
+/** One successful completion. */
+typedef struct {
+    uint32_t req_id;
+    int32_t status;  /**< always COLL_OK: failures travel on the socket with their message */
+    char algo[24];   /**< algorithm that ran, NUL-terminated */
+} coll_ctl_comp_t;
+
+/** A rank's control block. Only the daemon writes comp[] and comp_head; only the client
+ *  writes comp_tail and waiting. */
+typedef struct {
+    _Alignas(64) _Atomic uint32_t events;    /**< notifications so far; the futex word */
+    _Atomic uint32_t waiting;                /**< the client sleeps on @c events */
+    _Atomic uint32_t frames;                 /**< socket frames sent (the client reads the
+                                                  socket only when this moved) */
+    _Alignas(64) _Atomic uint32_t comp_head; /**< records written */
+    _Alignas(64) _Atomic uint32_t comp_tail; /**< records consumed */
+    _Alignas(64) _Atomic uint32_t sub_head;  /**< submissions written (client) */
+    _Alignas(64) _Atomic uint32_t sub_tail;  /**< submissions taken (daemon) */
+    _Alignas(64) coll_ctl_comp_t comp[COLL_CTL_SLOTS];
+    coll_ctl_sub_t sub[COLL_CTL_SUB_SLOTS];
+} coll_ctl_t;
+
+_Static_assert(sizeof(coll_ctl_t) <= COLL_CTL_BYTES, "control block fits its slot");
+_Static_assert(sizeof(coll_ctl_job_t) <= COLL_CTL_JOB_BYTES, "job header fits its slot");
+
+/** Bytes of the control area of a job with @p nlocal local ranks. */
+#define COLL_CTL_TOTAL(nlocal) (COLL_CTL_JOB_BYTES + (size_t)(nlocal) * COLL_CTL_BYTES)
+
+/** @return Local rank @p l's control block in a pool mapped at @p base. */
+static inline coll_ctl_t *coll_ctl_of(void *base, uint32_t l)
+{
+    return (coll_ctl_t *)(void *)((char *)base + COLL_CTL_JOB_BYTES + (size_t)l * COLL_CTL_BYTES);
+}
+
+/**
+ * @brief Client side: queue one submission. Thread-safe for one writer per block.
+ * @return 1 when queued (and @p *ring_p is 1 when the daemon must be woken through the
+ *         doorbell), 0 when the ring is full (use the socket).
+ */
+int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_ctl_sub_t *rec, int *ring_p);
+
+/**
+ * @brief Daemon side: take the next submission into @p rec (copied before it is checked, so
+ *        the client cannot change it meanwhile).
+ * @return 1 when one was taken, 0 when the ring is empty, -1 when the ring's counters are
+ *         impossible (a misbehaving client).
+ */
+int coll_ctl_take(coll_ctl_t *ctl, coll_ctl_sub_t *rec);
+
+/**
+ * @brief Daemon side: count one notification and wake the client if it sleeps.
+ *        Thread-safe; one futex system call only when the client is asleep.
+ */
+void coll_ctl_notify(coll_ctl_t *ctl);
+
+/**
+ * @brief Client side: sleep until @c events differs from @p seen or @p timeout_ms passes
+ *        (-1: no limit). Returns at once when a notification came in meanwhile.
+ */
+void coll_ctl_wait(coll_ctl_t *ctl, uint32_t seen, int timeout_ms);
+
+#endif
