@@ -144,6 +144,7 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
     }
     if (st == COLL_OK) {
         m.req_id = r->id;
+        r->timing.submit_ns = coll__now_ns();
         m.coll = s->coll;
         m.dtype = (uint32_t)s->dtype;
         m.op = (uint32_t)s->op;

@@ -26,7 +26,11 @@ struct coll_request {
     coll_status_t status;
     uint64_t offset;      /* COLL_REQ_ALLOC: the allocation */
     char algo[24];        /* COLL_REQ_COLLECTIVE: the algorithm that ran */
+    coll_req_timing_t timing;
 };
+
+/** @return CLOCK_MONOTONIC now, in nanoseconds. */
+uint64_t coll__now_ns(void);
 
 /** One allocation of this rank in the pool (client-side bookkeeping for coll_mem_free()). */
 typedef struct {

@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "internal.h"
@@ -46,6 +47,7 @@ void coll__req_release(coll_request_t *r)
 /* A finished request waits on comm->done until the user frees it (or the communicator goes). */
 static void finish(coll_request_t *r, coll_status_t status)
 {
+    r->timing.complete_ns = coll__now_ns();
     unlink_req(r);
     r->status = status;
     r->done = 1;
@@ -91,6 +93,10 @@ static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
         coll__set_error(c, "%s", m->error);
     }
     snprintf(r->algo, sizeof(r->algo), "%s", m->algo);
+    r->timing.ready_ns = m->ready_ns;
+    r->timing.peers_ns = m->peers_ns;
+    r->timing.reduced_ns = m->reduced_ns;
+    r->timing.done_ns = m->done_ns;
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 
@@ -106,6 +112,10 @@ int coll__ctl_drain(coll_comm_t *c)
         coll_request_t *r = find(c, rec->req_id);
         if (r != NULL && r->kind == COLL_REQ_COLLECTIVE) {
             snprintf(r->algo, sizeof(r->algo), "%.*s", (int)sizeof(rec->algo) - 1, rec->algo);
+            r->timing.ready_ns = rec->t.ready_ns;
+            r->timing.peers_ns = rec->t.peers_ns;
+            r->timing.reduced_ns = rec->t.reduced_ns;
+            r->timing.done_ns = rec->t.done_ns;
             finish(r, COLL_OK);
         }
     }
@@ -211,4 +221,25 @@ void coll_req_free(coll_request_t *r)
 const char *coll_req_algo(const coll_request_t *r)
 {
     return r->algo;
+}
+
+uint64_t coll__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+coll_status_t coll_req_timing(const coll_request_t *r, coll_req_timing_t *timing)
+{
+    coll_comm_t *c = r->comm;
+    coll_status_t st = COLL_INPROGRESS;
+
+    pthread_mutex_lock(&c->lock);
+    if (r->done) {
+        *timing = r->timing;
+        st = COLL_OK;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
 }

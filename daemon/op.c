@@ -202,6 +202,7 @@ static void op_start(coll_op_t *op)
                name(&op->desc, nm, sizeof(nm)), op->desc.count, op->impl->name);
     if (job->nnodes == 1) {
         op->desc_ok = 1;
+        op->t_peers_ns = op->t_start_ns;
     } else {
         st = desc_exchange(op);
     }
@@ -218,24 +219,38 @@ static void op_start(coll_op_t *op)
 
 void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
 {
+    coll_ctl_times_t t;
+
     if (op->done) {
         return;
     }
+    t.ready_ns = op->t_start_ns;
+    t.peers_ns = op->t_peers_ns;
+    t.reduced_ns = op->t_reduced_ns;
+    t.done_ns = uv_hrtime();
     op->done = 1;
     coll_stats_op_done(op, status);
     for (uint32_t l = 0; l < op->job->local_size; l++) {
         coll_op_member_t *m = &op->members[l];
         if (m->session != NULL) {
-            coll_session_complete(m->session, m->req_id, status, error,
-                                  op->impl != NULL ? op->impl->name : "");
+            coll_session_complete_op(m->session, m->req_id, status, error,
+                                     op->impl != NULL ? op->impl->name : "", &t);
             m->session = NULL;
         }
     }
     coll_op_maybe_free(op);
 }
 
+void coll_op_mark_reduced(coll_op_t *op)
+{
+    if (op->t_reduced_ns == 0) {
+        op->t_reduced_ns = uv_hrtime();
+    }
+}
+
 void coll_op_algo_done(coll_op_t *op)
 {
+    coll_op_mark_reduced(op);
     op->algo_done = 1;
     if (op->desc_ok) {
         coll_op_complete(op, op->algo_status, op->algo_error);
@@ -282,6 +297,7 @@ static void desc_check(coll_op_t *op)
         return;
     }
     op->desc_ok = 1;
+    op->t_peers_ns = uv_hrtime();
     if (op->impl->on_desc != NULL) {
         op->impl->on_desc(op);
     }

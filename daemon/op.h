@@ -94,6 +94,8 @@ typedef struct coll_op {
     int desc_ok;
     uint64_t t_submit_ns;      /**< first local submission (coll_stats_now_ns()) */
     uint64_t t_start_ns;       /**< every local rank submitted; 0 before (stats.h) */
+    uint64_t t_peers_ns;       /**< the previous node's descriptor was checked */
+    uint64_t t_reduced_ns;     /**< the reduction finished (coll_op_mark_reduced()) */
 } coll_op_t;
 
 /** @brief A new operation of @p job described by @p desc, linked into job->ops; NULL: no memory. */
@@ -104,6 +106,9 @@ coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc);
  *        of the same key and start the operation when all are in. Errors complete the request.
  */
 void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub);
+
+/** @brief Record that the operation's reduction finished (the phase before distribution). */
+void coll_op_mark_reduced(coll_op_t *op);
 
 /** @brief The algorithm finished; the operation completes once the descriptor check passed. */
 void coll_op_algo_done(coll_op_t *op);

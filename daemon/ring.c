@@ -53,6 +53,7 @@ typedef struct {
     uint32_t col_events;      /* transfers per column */
     uint32_t ncols;           /* columns in flight at most */
     uint64_t next_col;        /* next column to start */
+    uint64_t cols_reduced;    /* columns whose reduce-scatter finished */
     uint64_t cols_done;
     ring_col_t *cols;
 } ring_t;
@@ -210,6 +211,9 @@ static coll_status_t rs_final(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xfer
     coll_piece_t p = coll_plan_piece(&op->plan, g->r, c->j);
     uint8_t *dst;
 
+    if (++g->cols_reduced == op->plan.nseg) {
+        coll_op_mark_reduced(op);
+    }
     if (!g->ag) {
         coll_combine_locals(op, p.off, p.len, at(op->out[p.local], op, p.block_off),
                             c->buf[x->step % 2], 1);

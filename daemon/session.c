@@ -112,7 +112,8 @@ coll_status_t coll_session_send_fds(coll_session_t *s, coll_daemon_msg_t *msg, c
 }
 
 /* A success goes into the control block's ring when there is room: no socket message. */
-static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo)
+static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo,
+                           const coll_ctl_times_t *t)
 {
     coll_ctl_t *ctl = s->ctl;
     uint32_t head;
@@ -129,6 +130,7 @@ static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo)
     slot->req_id = req_id;
     slot->status = COLL_OK;
     snprintf(slot->algo, sizeof(slot->algo), "%s", algo);
+    slot->t = *t;
     atomic_store_explicit(&ctl->comp_head, head + 1, memory_order_release);
     coll_ctl_notify(ctl);
     return 1;
@@ -137,13 +139,24 @@ static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo)
 void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t status,
                            const char *error, const char *algo)
 {
+    static const coll_ctl_times_t none;
+    coll_session_complete_op(s, req_id, status, error, algo, &none);
+}
+
+void coll_session_complete_op(coll_session_t *s, uint32_t req_id, coll_status_t status,
+                              const char *error, const char *algo, const coll_ctl_times_t *t)
+{
     coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
     Coll__Wire__Complete c = COLL__WIRE__COMPLETE__INIT;
 
     coll_stats_request_done(s, status);
-    if (status == COLL_OK && complete_in_ctl(s, req_id, algo)) {
+    if (status == COLL_OK && complete_in_ctl(s, req_id, algo, t)) {
         return;
     }
+    c.ready_ns = t->ready_ns;
+    c.peers_ns = t->peers_ns;
+    c.reduced_ns = t->reduced_ns;
+    c.done_ns = t->done_ns;
     c.req_id = req_id;
     c.status = status;
     c.error = (char *)error;

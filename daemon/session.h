@@ -48,9 +48,16 @@ coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg);
 coll_status_t coll_session_send_fds(coll_session_t *s, coll_daemon_msg_t *msg, const int *fds,
                                     unsigned nfds);
 
-/** @brief Send a Complete for @p req_id. Errors closing the session are logged. */
+/** @brief Send a Complete for @p req_id, with no phase times. */
 void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t status,
                            const char *error, const char *algo);
+
+/**
+ * @brief Send a Complete for @p req_id with the operation's phase times: through the control
+ *        block's ring for a success when it has room, else as a socket message.
+ */
+void coll_session_complete_op(coll_session_t *s, uint32_t req_id, coll_status_t status,
+                              const char *error, const char *algo, const coll_ctl_times_t *t);
 
 /**
  * @brief Cut off a client that broke the protocol: an error logged once with @p why, then

@@ -30,7 +30,7 @@
 /** Bytes of the job header at pool offset 0. */
 #define COLL_CTL_JOB_BYTES 4096u
 /** Bytes of one rank's control block; rank l's is at COLL_CTL_JOB_BYTES + l * COLL_CTL_BYTES. */
-#define COLL_CTL_BYTES 8192u
+#define COLL_CTL_BYTES 16384u
 /** Completion records in a ring. */
 #define COLL_CTL_SLOTS 64u
 /** Submission records in a ring. */
@@ -57,11 +57,21 @@ typedef struct {
     uint32_t reserved;
 } coll_ctl_sub_t;
 
+/** When the daemon reached each phase of an operation: CLOCK_MONOTONIC nanoseconds, which
+ *  processes of one host share; 0 for a phase the operation did not have. */
+typedef struct {
+    uint64_t ready_ns;   /**< every local rank had submitted */
+    uint64_t peers_ns;   /**< the previous node's descriptor was checked (the peers are in) */
+    uint64_t reduced_ns; /**< the reduction finished (the ring's reduce-scatter) */
+    uint64_t done_ns;    /**< the operation completed */
+} coll_ctl_times_t;
+
 /** One successful completion. */
 typedef struct {
     uint32_t req_id;
     int32_t status;  /**< always COLL_OK: failures travel on the socket with their message */
     char algo[24];   /**< algorithm that ran, NUL-terminated */
+    coll_ctl_times_t t;
 } coll_ctl_comp_t;
 
 /** A rank's control block. Only the daemon writes comp[] and comp_head; only the client

@@ -375,6 +375,27 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 
 /**
+ * When a request went through its phases: CLOCK_MONOTONIC nanoseconds (clock_gettime), which
+ * the processes of one host share. A phase the operation did not have is 0.
+ */
+typedef struct {
+    uint64_t submit_ns;   /**< the library sent the submission */
+    uint64_t ready_ns;    /**< the daemon had every local rank's submission (wait for peers
+                               on this node before) */
+    uint64_t peers_ns;    /**< the daemon heard from the other nodes (their descriptor checked) */
+    uint64_t reduced_ns;  /**< the reduction finished (reduce-scatter; distribution after) */
+    uint64_t done_ns;     /**< the daemon finished */
+    uint64_t complete_ns; /**< the library saw the completion */
+} coll_req_timing_t;
+
+/**
+ * @brief The phase times of a completed request (for timelines and overlap measurements).
+ * @param [out] timing Filled on COLL_OK.
+ * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written).
+ */
+COLL_API coll_status_t coll_req_timing(const coll_request_t *req, coll_req_timing_t *timing);
+
+/**
  * @brief Free a request. A request still in progress is detached: its result is discarded and
  *        its buffers stay in use by the daemon until it ends. Safe with NULL.
  */
