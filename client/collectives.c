@@ -109,8 +109,10 @@ static coll_status_t send_submit(coll_comm_t *c, Coll__Wire__Submit *m)
     int ring = 0;
 
     if (c->ctl != NULL && c->broken == COLL_OK) {
-        coll_ctl_sub_t rec = {m->key, m->count, m->send_offset, m->recv_offset, m->req_id,
-                              (uint32_t)m->coll, m->dtype, m->op, m->root, m->peer, m->algo, 0};
+        coll_ctl_sub_t rec = {m->key,    m->count,          m->send_offset, m->recv_offset,
+                              m->layout, m->req_id,         (uint32_t)m->coll,
+                              m->dtype,  m->op,             m->root,        m->peer,
+                              m->algo,   0};
         if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
             if (ring && c->doorbell_fd >= 0) {
                 uint64_t one = 1;
@@ -144,6 +146,12 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
     }
     if (st == COLL_OK) {
         m.req_id = r->id;
+        r->coll = (uint32_t)s->coll;
+        r->dtype = (uint32_t)s->dtype;
+        r->op = (uint32_t)s->op;
+        r->key = m.key;
+        r->count = s->count;
+        r->bucket = -1;
         r->timing.submit_ns = coll__now_ns();
         m.coll = s->coll;
         m.dtype = (uint32_t)s->dtype;
@@ -153,6 +161,8 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
         m.peer = (uint32_t)(s->peer < 0 ? 0 : s->peer);
         m.algo = (params != NULL && (params->field_mask & COLL_OP_PARAM_ALGO)) ? params->algo
                                                                                : c->algo;
+        m.layout = (params != NULL && (params->field_mask & COLL_OP_PARAM_LAYOUT)) ? params->layout
+                                                                                   : 0;
         st = send_submit(c, &m);
         if (st != COLL_OK) {
             coll__req_release(r);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "timeline.h"
 
 static coll_status_t hello(coll_comm_t *c, int timeout_ms)
 {
@@ -26,6 +27,13 @@ static coll_status_t hello(coll_comm_t *c, int timeout_ms)
     return st == COLL_OK ? coll__wait_flag(c, &c->hello_done, timeout_ms) : st;
 }
 
+/* The daemon bounds the rendezvous by the job's timeout and answers; the library waits that
+ * long (its default when none was asked for) plus some slack, in case the daemon is hung. */
+static int join_wait_ms(const coll_comm_params_t *p)
+{
+    return (p->timeout_ms > 0 ? p->timeout_ms : COLL_DEFAULT_JOIN_MS) + COLL_DAEMON_SLACK_MS;
+}
+
 static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p)
 {
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
@@ -40,12 +48,13 @@ static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p)
     j.root = (char *)p->root;
     j.pool_bytes = p->pool_bytes;
     j.timeout_ms = (uint32_t)p->timeout_ms;
+    j.token = (char *)p->job_token;
     msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_JOIN;
     msg.join = &j;
     st = coll__send(c, &msg);
     /* The daemon enforces the timeout and answers; a little slack covers the round trip. */
     if (st == COLL_OK) {
-        st = coll__wait_flag(c, &c->join_done, p->timeout_ms + 5000);
+        st = coll__wait_flag(c, &c->join_done, join_wait_ms(p));
     }
     return st == COLL_OK ? c->join_status : st;
 }
@@ -136,7 +145,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         return st;
     }
     pthread_mutex_lock(&c->lock);
-    st = hello(c, p.timeout_ms);
+    st = hello(c, join_wait_ms(&p));
     if (st == COLL_OK) {
         st = join(c, &p);
     }
@@ -150,6 +159,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         coll_comm_destroy(c);
         return st;
     }
+    c->timeline = coll__timeline_open(c->rank, c->world_size);
     *comm_p = c;
     return COLL_OK;
 }
@@ -161,6 +171,8 @@ void coll_comm_destroy(coll_comm_t *c)
     }
     pthread_mutex_lock(&c->lock);
     coll__req_free_all(c);
+    coll__timeline_close(c->timeline);
+    c->timeline = NULL;
     pthread_mutex_unlock(&c->lock);
     /* Closing the socket is the goodbye: the daemon releases this rank's allocations. */
     if (c->fd >= 0) {

@@ -11,7 +11,6 @@
 #include "size.h"
 
 #define COLL_DEFAULT_SOCKET "/run/collectived/collectived.sock"
-#define COLL_DEFAULT_TIMEOUT_MS 60000
 
 static const char *env2(const char *a, const char *b)
 {
@@ -57,7 +56,7 @@ static int resolve_ints(const coll_comm_params_t *in, coll_comm_params_t *out, c
                    0) {
         return -1;
     }
-    out->timeout_ms = COLL_DEFAULT_TIMEOUT_MS;
+    out->timeout_ms = 0; /* the daemon's */
     if (in->field_mask & COLL_COMM_PARAM_TIMEOUT) {
         out->timeout_ms = in->timeout_ms;
     } else if (getenv("COLL_TIMEOUT_MS") != NULL &&
@@ -109,6 +108,9 @@ coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll_comm_param
         return COLL_ERR_INVALID;
     }
     out->root = out->root != NULL ? out->root : "";
+    out->job_token = (in->field_mask & COLL_COMM_PARAM_TOKEN) ? in->job_token
+                                                               : env2("COLL_JOB_TOKEN", NULL);
+    out->job_token = out->job_token != NULL ? out->job_token : "";
     if (in->field_mask & COLL_COMM_PARAM_POOL_SIZE) {
         out->pool_bytes = in->pool_bytes;
     } else if ((v = getenv("COLL_POOL_SIZE")) != NULL && coll_parse_size(v, &out->pool_bytes) < 0) {

@@ -13,6 +13,14 @@
 #include "frame.h"
 #include "wire.h"
 
+/** The library's bound of the join wait when the job asks for no timeout (the daemon's default). */
+#define COLL_DEFAULT_JOIN_MS 60000
+/** Slack over the job's timeout before the library gives up on a daemon that does not answer:
+ *  the daemon itself fails an operation within the timeout (+ two health ticks, at most 2 s);
+ *  1 s keeps the library's own verdict, counted from the submit, within timeout + 2 s of a
+ *  daemon stopping just before it. */
+#define COLL_DAEMON_SLACK_MS 1000
+
 /** Kinds of requests the daemon answers. */
 typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC } coll_req_kind_t;
 
@@ -27,6 +35,15 @@ struct coll_request {
     uint64_t offset;      /* COLL_REQ_ALLOC: the allocation */
     char algo[24];        /* COLL_REQ_COLLECTIVE: the algorithm that ran */
     coll_req_timing_t timing;
+    /* What the timeline (timeline.c) says about a collective: set at submission, and by
+     * coll__req_label() for a bucketer's bucket. */
+    uint32_t coll;        /* Coll__Wire__Collective */
+    uint32_t dtype, op;
+    uint64_t key, count;
+    char track[32];       /* "" unless labelled */
+    char name[48];
+    uint64_t iteration;
+    long bucket;          /* -1 unless labelled */
 };
 
 /** @return CLOCK_MONOTONIC now, in nanoseconds. */
@@ -52,6 +69,8 @@ struct coll_comm {
     char job[COLL_JOB_ID_MAX + 1];
     int rank, world_size, local_rank, local_size;
     uint32_t node_rank, node_count;
+    uint64_t job_timeout_ms;  /* from the join reply: the daemon ends every wait by then */
+    uint64_t epoch;
     uint8_t *pool;
     size_t pool_bytes;
     coll_ctl_t *ctl;          /* this rank's control block in the pool, NULL when none */
@@ -66,6 +85,7 @@ struct coll_comm {
     coll_algo_t algo;         /* COLL_ALGO */
     struct coll_request pending; /* list head: waiting for the daemon */
     struct coll_request done;    /* list head: finished, not yet freed by the user */
+    struct coll_timeline *timeline; /* COLL_TIMELINE, NULL when off (timeline.c) */
     /* answers to the set-up messages */
     int hello_done;
     int join_done;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "timeline.h"
 
 static void unlink_req(coll_request_t *r)
 {
@@ -40,6 +41,9 @@ coll_request_t *coll__req_new(coll_comm_t *c, coll_req_kind_t kind)
 
 void coll__req_release(coll_request_t *r)
 {
+    if (r->done) {
+        coll__timeline_request(r->comm->timeline, r);
+    }
     unlink_req(r);
     free(r);
 }
@@ -52,6 +56,7 @@ static void finish(coll_request_t *r, coll_status_t status)
     r->status = status;
     r->done = 1;
     if (r->detached) {
+        coll__timeline_request(r->comm->timeline, r);
         free(r);
     } else {
         link_req(&r->comm->done, r);
@@ -150,6 +155,8 @@ static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
     }
     c->pool_bytes = m->pool_bytes;
     c->ctl_bytes = m->ctl_bytes;
+    c->job_timeout_ms = m->timeout_ms;
+    c->epoch = m->epoch;
     c->node_rank = m->node_rank;
     c->node_count = m->node_count;
 }
@@ -188,15 +195,37 @@ coll_status_t coll_req_test(coll_request_t *r)
     return st;
 }
 
+/* The daemon completes or fails every operation within the job's timeout; a request still
+ * pending well after that means the daemon itself is stuck (e.g. stopped). Milliseconds left
+ * until then, or -1 when the job has no timeout. */
+static int64_t daemon_deadline_ms(const coll_request_t *r)
+{
+    const coll_comm_t *c = r->comm;
+    int64_t end_ns, left;
+
+    if (c->job_timeout_ms == 0 || r->timing.submit_ns == 0) {
+        return -1;
+    }
+    end_ns = (int64_t)(r->timing.submit_ns + (c->job_timeout_ms + COLL_DAEMON_SLACK_MS) * 1000000);
+    left = (end_ns - (int64_t)coll__now_ns()) / 1000000;
+    return left > 0 ? left : 0;
+}
+
 coll_status_t coll_req_wait(coll_request_t *r, int timeout_ms)
 {
     coll_comm_t *c = r->comm;
+    int64_t bound = daemon_deadline_ms(r);
+    int by_daemon = bound >= 0 && (timeout_ms < 0 || bound < timeout_ms);
     coll_status_t st;
 
     pthread_mutex_lock(&c->lock);
-    st = coll__wait_flag(c, &r->done, timeout_ms);
+    st = coll__wait_flag(c, &r->done, by_daemon ? (int)bound : timeout_ms);
     if (r->done) {
         st = r->status;
+    } else if (st == COLL_ERR_TIMEDOUT && by_daemon) {
+        coll__set_error(c, "collectived answered neither success nor failure within the job's "
+                        "timeout of %llu ms (is the daemon stopped?)",
+                        (unsigned long long)c->job_timeout_ms);
     }
     pthread_mutex_unlock(&c->lock);
     return st;

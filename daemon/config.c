@@ -40,6 +40,10 @@ static const cfg_key_t keys[] = {
     KEY(pool_max, CFG_SIZE, "16G", "largest pool one job may ask for"),
     KEY(segment_size, CFG_SIZE, "256K", "ring pipeline segment in bytes"),
     KEY(pipeline_depth, CFG_UINT, "4", "segments in flight per operation (1..64)"),
+    KEY(timeout_ms, CFG_UINT, "60000",
+        "bound of every wait of a job in ms: rendezvous, each operation; a node whose heartbeats "
+        "stop for half of it is declared lost (a job's ranks may ask for another with "
+        "COLL_TIMEOUT_MS)"),
     KEY(rd_max_bytes, CFG_SIZE, "64K",
         "allreduces up to this size use recursive doubling, larger ones the ring (0: always ring)"),
     KEY(kernel_threads, CFG_UINT, "2",
@@ -61,6 +65,15 @@ static const cfg_key_t keys[] = {
         "the daemon's; the default is skipped when no such group exists"),
     KEY(busbw_min_bytes, CFG_SIZE, "1M",
         "operations of at least this many bytes update the last-large-operation busbw metric"),
+    KEY(pool_budget, CFG_SIZE, "0",
+        "bytes all jobs' pools on this node may use together; a job that would exceed it is "
+        "refused (0: half of the machine's memory)"),
+    KEY(peer_secret_file, CFG_STRING, "",
+        "file (mode 0600, >= 16 bytes) with the secret every daemon of the cluster shares; "
+        "daemons then authenticate each other before a rendezvous (\"\": off)"),
+    KEY(require_job_token, CFG_UINT, "0",
+        "1: a rank must present a job token (COLL_JOB_TOKEN) to join; 0: tokens are optional "
+        "(a job that has one still refuses ranks without it)"),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 _Static_assert(NKEYS <= COLL_CONFIG_MAX_KEYS, "raise COLL_CONFIG_MAX_KEYS");
@@ -434,6 +447,11 @@ static int check_values(const coll_config_t *cfg)
                 cfg->log_subsys);
         return -1;
     }
+    if (cfg->timeout_ms < 100 || cfg->timeout_ms > 86400000) {
+        fprintf(stderr, "collectived: timeout_ms=%llu: must be 100..86400000 (a day)\n",
+                (unsigned long long)cfg->timeout_ms);
+        return -1;
+    }
     if (cfg->pipeline_depth < 1 || cfg->pipeline_depth > 64) {
         fprintf(stderr, "collectived: pipeline_depth=%llu: must be 1..64\n",
                 (unsigned long long)cfg->pipeline_depth);
@@ -447,6 +465,11 @@ static int check_values(const coll_config_t *cfg)
     if (cfg->pool_size == 0 || cfg->pool_size > cfg->pool_max) {
         fprintf(stderr, "collectived: pool_size=%llu: must be 1..pool_max (%llu)\n",
                 (unsigned long long)cfg->pool_size, (unsigned long long)cfg->pool_max);
+        return -1;
+    }
+    if (cfg->require_job_token > 1) {
+        fprintf(stderr, "collectived: require_job_token=%llu: must be 0 or 1\n",
+                (unsigned long long)cfg->require_job_token);
         return -1;
     }
     if (cfg->kernel_threads > 64) {

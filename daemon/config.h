@@ -28,8 +28,12 @@ typedef struct {
     uint64_t pool_max;       /**< largest pool a job may ask for, bytes */
     uint64_t segment_size;   /**< ring pipeline segment, bytes */
     uint64_t pipeline_depth; /**< segments in flight per operation */
+    uint64_t timeout_ms;     /**< bound of every wait of a job (health.h) */
     uint64_t rd_max_bytes;   /**< allreduces up to this size use recursive doubling */
     uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
+    uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */
+    char *peer_secret_file;  /**< shared secret for peer authentication ("" = off) */
+    uint64_t require_job_token; /**< 1: joining needs a job token */
     char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
     char *log_level;         /**< error, warn, info, debug, trace */
     char *log_subsys;        /**< comma list of subsystems for debug/trace, or "all" */

@@ -14,6 +14,7 @@
 #include <uv.h>
 #include <ucp/api/ucp.h>
 
+#include "auth.h"
 #include "collective.h"
 #include "config.h"
 #include "list.h"
@@ -29,6 +30,9 @@ typedef struct coll_daemon {
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     ucp_context_h ucp;
+    coll_auth_t auth;       /**< peer authentication key (auth.h) */
+    uint64_t pool_bytes;    /**< bytes of every job's pool together (pool_budget) */
+    uint64_t pool_budget;   /**< effective pool_budget */
     struct coll_workers *workers; /**< kernel threads (workers.h), NULL when none */
     struct coll_service *service; /**< counters, status server, systemd (service.h); or NULL */
     coll_list_t sessions;   /**< coll_session_t */

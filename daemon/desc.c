@@ -13,12 +13,15 @@ const char *coll_kind_name(coll_kind_t kind)
 void coll_desc_format(const coll_desc_t *d, char *buf, size_t len)
 {
     int refused = d->algo >= COLL_ALGO_REFUSED;
-    snprintf(buf, len, "%s count=%llu dtype=%s op=%s root=%u algo=%s%s segment=%u world=%u",
-             coll_kind_name((coll_kind_t)d->coll), (unsigned long long)d->count,
-             coll_dtype_name((coll_dtype_t)d->dtype), coll_redop_name((coll_redop_t)d->op),
-             d->root, refused ? "refused " : "",
-             coll_algo_name((coll_algo_t)(refused ? d->algo - COLL_ALGO_REFUSED : d->algo)),
-             d->seg_bytes, d->world_size);
+    int n = snprintf(buf, len, "%s count=%llu dtype=%s op=%s root=%u algo=%s%s segment=%u "
+                     "world=%u", coll_kind_name((coll_kind_t)d->coll),
+                     (unsigned long long)d->count, coll_dtype_name((coll_dtype_t)d->dtype),
+                     coll_redop_name((coll_redop_t)d->op), d->root, refused ? "refused " : "",
+                     coll_algo_name((coll_algo_t)(refused ? d->algo - COLL_ALGO_REFUSED : d->algo)),
+                     d->seg_bytes, d->world_size);
+    if (d->layout != 0 && n > 0 && (size_t)n < len) {
+        snprintf(buf + n, len - (size_t)n, " layout=%016llx", (unsigned long long)d->layout);
+    }
 }
 
 void coll_desc_name(const coll_desc_t *d, char *buf, size_t len)

@@ -3,7 +3,7 @@
  * @brief Descriptor of one operation, exchanged between neighbouring daemons before its data
  *        is used, so that ranks that disagree fail instead of reducing garbage.
  *
- * Fixed 64-byte little-endian layout (the daemons of one cluster share a byte order; the
+ * Fixed 128-byte little-endian layout (the daemons of one cluster share a byte order; the
  * build refuses big-endian hosts). Every node sends its descriptor to the next node of the ring
  * and checks the one of the previous node: equal neighbours all the way round means all equal.
  */
@@ -59,10 +59,13 @@ typedef struct {
     uint32_t first_rank; /**< sender's lowest global rank (not compared; for messages) */
     uint32_t root;       /**< broadcast, reduce: root rank */
     uint32_t algo;       /**< coll_algo_t that runs it (resolved, never AUTO) */
-    uint8_t reserved[8];
+    uint64_t epoch;      /**< the job's incarnation: stale operations never match */
+    uint64_t layout;     /**< the buffer's tensor layout fingerprint (0 = none) */
+    uint8_t zero[56];    /**< zero: room for later fields (the descriptor heads small
+                              messages, so it stays a whole number of cache lines) */
 } coll_desc_t;
 
-_Static_assert(sizeof(coll_desc_t) == 64, "descriptor is 64 bytes on the wire");
+_Static_assert(sizeof(coll_desc_t) == 128, "descriptor is 128 bytes on the wire");
 
 /** @return 1 when @p a and @p b describe the same operation, 0 otherwise. */
 static inline int coll_desc_equal(const coll_desc_t *a, const coll_desc_t *b)
@@ -70,7 +73,8 @@ static inline int coll_desc_equal(const coll_desc_t *a, const coll_desc_t *b)
     return a->magic == b->magic && a->version == b->version && a->coll == b->coll &&
            a->key == b->key && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
            a->seg_bytes == b->seg_bytes && a->world_size == b->world_size &&
-           a->root == b->root && a->algo == b->algo;
+           a->root == b->root && a->algo == b->algo && a->epoch == b->epoch &&
+           a->layout == b->layout;
 }
 
 /** @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum ...". */

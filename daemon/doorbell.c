@@ -20,20 +20,10 @@ static coll_ctl_job_t *job_header(coll_job_t *job)
 
 static void submit_record(coll_job_t *job, coll_session_t *s, const coll_ctl_sub_t *r)
 {
-    Coll__Wire__Submit sub = COLL__WIRE__SUBMIT__INIT;
+    Coll__Wire__Submit sub;
     char err[256];
 
-    sub.req_id = r->req_id;
-    sub.key = r->key;
-    sub.coll = (Coll__Wire__Collective)r->coll;
-    sub.dtype = r->dtype;
-    sub.op = r->op;
-    sub.count = r->count;
-    sub.send_offset = r->send_offset;
-    sub.recv_offset = r->recv_offset;
-    sub.root = r->root;
-    sub.peer = r->peer;
-    sub.algo = r->algo;
+    coll_wire_submit_from_ctl(r, &sub);
     if (coll_wire_check_submit(&sub, err, sizeof(err)) != COLL_OK) {
         char why[300];
         snprintf(why, sizeof(why), "malformed submission in its control block: %s", err);

@@ -1,8 +1,12 @@
 #include "job.h"
 
 #include "ctl.h"
+#include "control.h"
 #include "doorbell.h"
+#include "health.h"
 
+#include <malloc.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +47,8 @@ static void reply_join(coll_session_t *s, coll_status_t status, const char *erro
         r.node_rank = job->node_rank;
         r.node_count = job->nnodes;
         r.ctl_bytes = COLL_CTL_BYTES;
+        r.timeout_ms = job->params.timeout_ms;
+        r.epoch = job->epoch;
         fds[nfds++] = coll_pool_fd(job->pool);
         fds[nfds++] = job->doorbell_fd;
     }
@@ -94,7 +100,8 @@ static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, c
     snprintf(job->root, sizeof(job->root), "%s", j->root);
     job->world_size = j->world_size;
     job->local_size = l;
-    job->timeout_ms = j->timeout_ms ? j->timeout_ms : 60000;
+    job->requested_timeout_ms = j->timeout_ms;
+    job->timeout_ms = j->timeout_ms ? j->timeout_ms : (uint32_t)d->cfg.timeout_ms;
     coll_list_init(&job->events);
     coll_list_init(&job->ops);
     coll_list_init(&job->staging);
@@ -105,18 +112,35 @@ static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, c
 
 static void job_free_now(coll_job_t *job);
 
+/* A job's pool must fit the per-job limit and what is left of the daemon's budget. */
+static coll_status_t check_budget(coll_daemon_t *d, const char *id, uint64_t bytes, char *err,
+                                  size_t errlen)
+{
+    if (bytes > d->cfg.pool_max) {
+        snprintf(err, errlen, "job %s asks for a pool of %llu bytes; this daemon allows at most "
+                 "%llu per job (pool_max)", id, (unsigned long long)bytes,
+                 (unsigned long long)d->cfg.pool_max);
+        return COLL_ERR_POOL_FULL;
+    }
+    if (bytes > d->pool_budget - d->pool_bytes) {
+        snprintf(err, errlen, "job %s asks for a pool of %llu bytes; this daemon's budget is "
+                 "%llu (pool_budget), of which jobs use %llu", id, (unsigned long long)bytes,
+                 (unsigned long long)d->pool_budget, (unsigned long long)d->pool_bytes);
+        return COLL_ERR_NOMEM;
+    }
+    return COLL_OK;
+}
+
 static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, char *err,
                                 size_t errlen, coll_job_t **job_p)
 {
-    uint64_t pool_bytes = j->pool_bytes ? j->pool_bytes : d->cfg.pool_size;
+    uint64_t pool_bytes = (j->pool_bytes ? j->pool_bytes : d->cfg.pool_size);
     coll_job_t *job;
-    coll_status_t st;
+    coll_status_t st = check_budget(d, j->job, pool_bytes + COLL_CTL_TOTAL(j->local_size), err,
+                                    errlen);
 
-    if (pool_bytes > d->cfg.pool_max) {
-        snprintf(err, errlen, "job %s asks for a pool of %llu bytes; this daemon allows at most "
-                 "%llu (pool_max)", j->job, (unsigned long long)pool_bytes,
-                 (unsigned long long)d->cfg.pool_max);
-        return COLL_ERR_POOL_FULL;
+    if (st != COLL_OK) {
+        return st;
     }
     if ((st = job_alloc(d, j, &job)) != COLL_OK) {
         snprintf(err, errlen, "daemon out of memory");
@@ -124,8 +148,8 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     }
     uv_timer_init(d->loop, &job->join_timer);
     uv_timer_init(d->loop, &job->retry_timer);
-    uv_timer_init(d->loop, &job->gone_timer);
-    job->join_timer.data = job->retry_timer.data = job->gone_timer.data = job;
+    uv_timer_init(d->loop, &job->health_timer);
+    job->join_timer.data = job->retry_timer.data = job->health_timer.data = job;
     job->handles = 3;
     coll_list_push(&d->jobs, &job->link);
     /* The control blocks come first; the pool the job asked for follows. */
@@ -141,6 +165,9 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
         return st;
     }
     uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
+    d->pool_bytes += coll_pool_size(job->pool);
+    job->pool_accounted = 1;
+    coll_auth_token_digest(job->id, j->token, job->token_digest);
     coll_stats_job_created(job);
     coll_info(COLL_SUB_JOB, "job %s: created (world size %u, %u local ranks, pool %llu bytes)",
               job->id, job->world_size, job->local_size, (unsigned long long)pool_bytes);
@@ -181,12 +208,40 @@ static const char *join_conflict(const coll_job_t *job, const coll_session_t *s,
 
 static void job_ready_alone(coll_job_t *job);
 
+/* Only ranks with the job's token may join it (and see its pool). Returns a message when this
+ * one may not. */
+static const char *token_refusal(coll_daemon_t *d, const coll_job_t *job,
+                                 const Coll__Wire__JoinJob *j, char *buf, size_t len)
+{
+    uint8_t digest[COLL_AUTH_BYTES];
+
+    if (d->cfg.require_job_token && j->token[0] == '\0') {
+        snprintf(buf, len, "this daemon requires a job token (set COLL_JOB_TOKEN)");
+        return buf;
+    }
+    if (job == NULL) {
+        return NULL;
+    }
+    coll_auth_token_digest(job->id, j->token, digest);
+    if (sodium_memcmp(digest, job->token_digest, sizeof(digest)) != 0) {
+        snprintf(buf, len, "wrong job token for job %s", job->id);
+        return buf;
+    }
+    return NULL;
+}
+
 void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j)
 {
     char err[512];
     coll_job_t *job = job_find(d, j->job);
     coll_status_t st;
 
+    if (token_refusal(d, job, j, err, sizeof(err)) != NULL) {
+        coll_warn(COLL_SUB_JOB, "refused rank %u (pid %d, uid %d) of job %s: %s", j->rank,
+                  (int)s->cred.pid, (int)s->cred.uid, j->job, err);
+        reply_join(s, COLL_ERR_DENIED, err, NULL);
+        return;
+    }
     if (j->local_size > COLL_MAX_LOCAL) {
         snprintf(err, sizeof(err), "local size %u above the limit of %u", j->local_size,
                  COLL_MAX_LOCAL);
@@ -220,6 +275,7 @@ void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJo
 
 void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
 {
+    p->timeout_ms = cfg->timeout_ms;
     p->segment_bytes = cfg->segment_size;
     p->pipeline_depth = (uint32_t)cfg->pipeline_depth;
     /* Recursive doubling sends a descriptor and the whole buffer in one staging half. */
@@ -260,6 +316,7 @@ static void job_ready(coll_job_t *job, const coll_job_params_t *params)
     job->staging_bytes = 2 * params->segment_bytes;
     job->state = COLL_JOB_READY;
     uv_timer_stop(&job->join_timer);
+    coll_health_start(job);
     coll_info(COLL_SUB_JOB, "job %s: ready, node %u of %u", job->id, job->node_rank, job->nnodes);
     for (uint32_t l = 0; l < job->local_size; l++) {
         reply_join(job->locals[l], COLL_OK, "", job);
@@ -283,6 +340,8 @@ static void job_ready_alone(coll_job_t *job)
     memcpy(job->nodes[0].ranks, job->ranks, job->local_size * sizeof(uint32_t));
     snprintf(job->nodes[0].host, sizeof(job->nodes[0].host), "%s", job->d->hostname);
     coll_job_params_from_config(&job->d->cfg, &p);
+    p.timeout_ms = job->timeout_ms;
+    job->epoch = uv_hrtime();
     job_ready(job, &p);
 }
 
@@ -330,8 +389,9 @@ void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *
         return;
     }
     job->node_rank = r->node_rank;
-    params = (coll_job_params_t){r->params->segment_bytes, r->params->pipeline_depth,
-                                 r->params->rd_max_bytes};
+    job->epoch = r->epoch;
+    params = (coll_job_params_t){r->params->timeout_ms, r->params->segment_bytes,
+                                 r->params->pipeline_depth, r->params->rd_max_bytes};
     job_ready(job, &params);
 }
 
@@ -343,6 +403,19 @@ ucp_ep_h coll_job_ep(coll_job_t *job, uint32_t node)
         return NULL;
     }
     return n->ep;
+}
+
+void coll_node_lost(coll_node_t *node, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (node->gone != COLL_OK || node->left) {
+        return;
+    }
+    node->gone = COLL_ERR_PEER;
+    va_start(ap, fmt);
+    vsnprintf(node->gone_why, sizeof(node->gone_why), fmt, ap);
+    va_end(ap);
 }
 
 void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
@@ -362,13 +435,13 @@ void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const 
     coll_error(COLL_SUB_JOB, "job %s failed: %s", job->id, job->errmsg);
     uv_timer_stop(&job->join_timer);
     uv_timer_stop(&job->retry_timer);
-    uv_timer_stop(&job->gone_timer);
+    uv_timer_stop(&job->health_timer);
     if (job->rdv_link != NULL) {
         coll_rdv_link_close(job->rdv_link);
     }
     if (was == COLL_JOB_READY) {
         if (tell_peers && job->nnodes > 1) {
-            coll_transport_abort_peers(job, status, job->errmsg);
+            coll_control_abort(job, status, job->errmsg);
         }
         coll_op_fail_all(job);
         return;
@@ -446,6 +519,9 @@ void coll_job_release(coll_job_t *job)
     coll_op_free_all(job);
     coll_staging_release_all(job);
     coll_transport_unregister_pool(job);
+    if (job->pool_accounted) {
+        job->d->pool_bytes -= coll_pool_size(job->pool);
+    }
     coll_pool_destroy(job->pool);
     if (job->doorbell_fd >= 0) {
         close(job->doorbell_fd);
@@ -463,10 +539,13 @@ void coll_job_release(coll_job_t *job)
     free(job->locals);
     free(job->ranks);
     coll_info(COLL_SUB_JOB, "job %s: closed on this node", job->id);
+    /* Give the freed worker pools and op state back to the system: without this glibc keeps
+     * them, and an idle daemon's RSS stays at the peak of its busiest job. */
+    malloc_trim(0);
     /* The job struct goes with its last handle. */
     uv_close((uv_handle_t *)&job->join_timer, coll_job_handle_closed);
     uv_close((uv_handle_t *)&job->retry_timer, coll_job_handle_closed);
-    uv_close((uv_handle_t *)&job->gone_timer, coll_job_handle_closed);
+    uv_close((uv_handle_t *)&job->health_timer, coll_job_handle_closed);
 }
 
 void coll_job_maybe_free(coll_job_t *job)

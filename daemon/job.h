@@ -52,10 +52,12 @@ typedef struct {
     int gone_seen;         /**< the engine has acted on @c gone */
     int left;              /**< it said goodbye: it completed every operation it took part in */
     char gone_why[160];
+    uint64_t last_seen_ns; /**< its last heartbeat (uv_hrtime) */
 } coll_node_t;
 
 /** What every node of a job must share; decided by the root daemon's configuration. */
 typedef struct {
+    uint64_t timeout_ms;     /**< bound of every wait (health.h) */
     size_t segment_bytes;    /**< pipeline segment */
     uint32_t pipeline_depth; /**< columns in flight per operation */
     size_t rd_max_bytes;     /**< allreduce up to this size: recursive doubling */
@@ -74,11 +76,14 @@ typedef struct coll_job {
     char root[256];
     coll_session_t **locals;      /**< by local rank; NULL when not (or no longer) joined */
     uint32_t *ranks;              /**< global rank by local rank */
-    uint32_t timeout_ms;
+    uint32_t timeout_ms;          /**< bound of the rendezvous (and the job, when alone) */
+    uint32_t requested_timeout_ms; /**< what the ranks asked for with COLL_TIMEOUT_MS (0: none) */
+    uint8_t token_digest[32];     /**< of the job token its first rank here gave (auth.h) */
     uv_timer_t join_timer;        /**< fails the join when the job has not met in time */
     uv_timer_t retry_timer;       /**< reconnects to a root that is not up yet */
-    uv_timer_t gone_timer;        /**< checks for receives stranded by a node that is gone */
+    uv_timer_t health_timer;      /**< heartbeats, stalls, timeouts (health.c); closing polls */
     coll_pool_t *pool;
+    int pool_accounted;           /**< its size counts against the daemon's pool budget */
     ucp_mem_h pool_memh;          /**< the pool's UCX registration */
     uint32_t node_rank;
     uint32_t nnodes;
@@ -101,14 +106,17 @@ typedef struct coll_job {
     int driving;                  /**< inside coll_transport_drive() */
     coll_status_t pending_status; /**< failure seen inside a UCX callback, acted on later */
     char pending_msg[512];
-    char control_msg[520];        /**< payload of the abort or goodbye this node sent */
+    char control_msg[540];        /**< payload of the abort or goodbye this node sent */
+    char heartbeat_msg[32];       /**< payload of its heartbeats */
+    uint64_t epoch;               /**< this incarnation of the job, from the root */
     coll_list_t ops;              /**< coll_op_t in flight */
     coll_list_t staging;          /**< free staging blocks (coll_staging_t) */
     size_t staging_bytes;         /**< size of one block */
     struct coll_peer_link *rdv_link;
-    char rdv_error[96];           /**< why the last connection to the root failed */
+    char rdv_error[320];          /**< why the last connection to the root failed */
     int handles;                  /**< uv handles not yet closed */
     uint64_t close_deadline;      /**< loop time (ms) when closing stops waiting */
+    int close_flushing;           /**< a failed job flushes its endpoints before closing them */
     int closing;
 } coll_job_t;
 
@@ -126,6 +134,13 @@ void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *
 
 /** @brief The session of local rank @p s->local_rank left the job. */
 void coll_job_leave(coll_job_t *job, coll_session_t *s);
+
+/**
+ * @brief Mark @p node lost (COLL_ERR_PEER, shown as "lost" among the job's peers in /status)
+ *        with a reason (printf format); no-op when it already left or was lost.
+ */
+void coll_node_lost(coll_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /**
  * @brief Fail the job: every pending operation completes with @p status on every local rank,

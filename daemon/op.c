@@ -61,7 +61,7 @@ coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc)
 
 static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_desc_t *mine)
 {
-    char a[160], b[160], nm[48], who[32] = "an earlier rank";
+    char a[200], b[200], nm[48], who[32] = "an earlier rank";
 
     /* The operation's descriptor came from the first local rank that submitted it. */
     for (uint32_t l = 0; l < op->job->local_size; l++) {
@@ -267,7 +267,7 @@ void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
 int coll_op_check_desc(coll_op_t *op, const coll_desc_t *p, uint32_t from)
 {
     coll_job_t *job = op->job;
-    char a[160], b[160], nm[48];
+    char a[200], b[200], nm[48];
 
     if (coll_desc_equal(p, &op->desc)) {
         return 1;
@@ -322,9 +322,13 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
     if (op->impl->flags & COLL_IMPL_OWN_ERRORS) {
         op->impl->on_xfer(op, x);
     } else if (x->status != UCS_OK) {
-        coll_job_fail(job, COLL_ERR_TRANSPORT, 1, "%s: %s node %u failed: %s",
+        coll_node_lost(&job->nodes[x->peer], "%s failed: %s", x->is_send ? "a send to it" :
+                       "a receive from it", ucs_status_string(x->status));
+        coll_job_fail(job, COLL_ERR_PEER, 1,
+                      "%s: %s node %u (%s, ranks from %u) failed: %s (is its daemon alive?)",
                       name(&op->desc, nm, sizeof(nm)), x->is_send ? "send to" : "receive from",
-                      x->peer, ucs_status_string(x->status));
+                      x->peer, job->nodes[x->peer].host, job->nodes[x->peer].ranks[0],
+                      ucs_status_string(x->status));
     } else if (x == &op->desc_recv) {
         desc_check(op);
     } else if (x == &op->desc_send) {

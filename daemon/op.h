@@ -84,6 +84,7 @@ typedef struct coll_op {
     coll_xfer_t p2p_xfer;      /**< point-to-point: its one message */
     coll_list_t parked;        /**< receives completed before the descriptor check */
     int algo_done;             /**< the algorithm finished moving data */
+    int stall_warned;          /**< the stall warning was logged (health.c) */
     coll_status_t algo_status; /**< how it finished (COLL_OK unless coll_op_algo_failed()) */
     char algo_error[160];
     int done;                  /**< completed or failed; waits for inflight == 0 to be freed */

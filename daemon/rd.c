@@ -84,7 +84,8 @@ static void finish(coll_op_t *op, rd_t *d)
                             .dst = op->out[0], .src = &src, .nsrc = 1, .count = op->desc.count};
 
     coll_reduce(&a);
-    for (uint32_t l = 1; l < op->job->local_size; l++) {
+    /* An empty operation has no buffers (NULL), which memcpy must not be given even for 0. */
+    for (uint32_t l = 1; l < op->job->local_size && d->bytes > 0; l++) {
         memcpy(op->out[l], op->out[0], d->bytes);
     }
     coll_op_algo_done(op);

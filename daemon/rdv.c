@@ -2,7 +2,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "auth.h"
 #include "log.h"
 #include "stream.h"
 #include "wire.h"
@@ -133,10 +135,20 @@ static int by_min_rank(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The epoch of a new incarnation of a job: the root's wall clock, which a restarted root does
+ * not repeat either. */
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Every rank is present: answer each node with the table in ring order. */
 static void rdv_complete(coll_rdv_t *rdv)
 {
     size_t n = 0, k = 0;
+    uint64_t timeout_ms = 0, epoch = realtime_ns();
     coll_peer_link_t *m, *tmp, **sorted;
     Coll__Wire__NodeInfo *infos, **ptrs;
 
@@ -148,7 +160,12 @@ static void rdv_complete(coll_rdv_t *rdv)
         rdv_reply_error(rdv, "root daemon out of memory");
         goto out;
     }
-    coll_list_for_each_safe(m, tmp, &rdv->members, coll_peer_link_t, rdv_link) { sorted[k++] = m; }
+    coll_list_for_each_safe(m, tmp, &rdv->members, coll_peer_link_t, rdv_link)
+    {
+        sorted[k++] = m;
+        /* The most patient node's ranks set the job's timeout. */
+        timeout_ms = m->join->timeout_ms > timeout_ms ? m->join->timeout_ms : timeout_ms;
+    }
     qsort(sorted, n, sizeof(*sorted), by_min_rank);
     for (k = 0; k < n; k++) {
         coll__wire__node_info__init(&infos[k]);
@@ -164,10 +181,12 @@ static void rdv_complete(coll_rdv_t *rdv)
         Coll__Wire__JobParams params = COLL__WIRE__JOB_PARAMS__INIT;
         coll_job_params_t p;
         coll_job_params_from_config(&rdv->d->cfg, &p);
+        params.timeout_ms = timeout_ms ? timeout_ms : p.timeout_ms;
         params.segment_bytes = p.segment_bytes;
         params.pipeline_depth = p.pipeline_depth;
         params.rd_max_bytes = p.rd_max_bytes;
         reply.params = &params;
+        reply.epoch = epoch;
         reply.node_rank = (uint32_t)k;
         reply.n_nodes = n;
         reply.nodes = ptrs;
@@ -216,6 +235,12 @@ static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j,
     }
     coll_list_for_each_safe(m, tmp, &rdv->members, coll_peer_link_t, rdv_link)
     {
+        if (m->join->token_digest.len != j->token_digest.len ||
+            memcmp(m->join->token_digest.data, j->token_digest.data, j->token_digest.len) != 0) {
+            snprintf(buf, len, "nodes %s (%s) and %s (%s) disagree on the job token",
+                     m->join->host, m->peer, j->host, from);
+            return buf;
+        }
         for (size_t a = 0; a < j->n_ranks; a++) {
             for (size_t b = 0; b < m->join->n_ranks; b++) {
                 if (j->ranks[a] == m->join->ranks[b]) {
@@ -262,7 +287,130 @@ static void root_on_node_join(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
     }
 }
 
+/* ---- peer authentication (auth.h) ------------------------------------------------------- */
+
+enum { LINK_AUTH_DONE = 0, LINK_AWAIT_AUTH, LINK_AWAIT_CHALLENGE, LINK_AWAIT_OK };
+
+/* Refuse a peer that failed or skipped authentication, saying why in the log. */
+static void reject_peer(coll_peer_link_t *l, const char *why)
+{
+    coll_warn(COLL_SUB_RDV, "rejected peer %s: %s", l->peer, why);
+    coll_rdv_link_close(l);
+}
+
+
+static void send_challenge(coll_peer_link_t *l)
+{
+    Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
+    Coll__Wire__Challenge c = COLL__WIRE__CHALLENGE__INIT;
+
+    coll_auth_nonce(l->nonce);
+    c.nonce = (ProtobufCBinaryData){sizeof(l->nonce), l->nonce};
+    out.body_case = COLL__WIRE__PEER_MSG__BODY_CHALLENGE;
+    out.challenge = &c;
+    l->auth_state = LINK_AWAIT_AUTH;
+    send_peer(l, &out);
+}
+
+static void root_on_auth(coll_peer_link_t *l, const Coll__Wire__Auth *a)
+{
+    Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
+    Coll__Wire__AuthOk ok = COLL__WIRE__AUTH_OK__INIT;
+    uint8_t mac[COLL_AUTH_BYTES];
+
+    if (!coll_auth_check(&l->d->auth, "node", l->nonce, a->mac.data, a->mac.len)) {
+        reject_peer(l, "authentication failed (another secret?)");
+        return;
+    }
+    coll_auth_mac(&l->d->auth, "root", a->nonce.data, mac);
+    ok.mac = (ProtobufCBinaryData){sizeof(mac), mac};
+    out.body_case = COLL__WIRE__PEER_MSG__BODY_AUTH_OK;
+    out.auth_ok = &ok;
+    l->auth_state = LINK_AUTH_DONE;
+    coll_debug(COLL_SUB_RDV, "control link %s: peer authenticated", l->peer);
+    send_peer(l, &out);
+}
+
+static void node_send_join(coll_peer_link_t *l);
+
+static void node_on_challenge(coll_peer_link_t *l, const Coll__Wire__Challenge *c)
+{
+    Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
+    Coll__Wire__Auth a = COLL__WIRE__AUTH__INIT;
+    uint8_t mac[COLL_AUTH_BYTES];
+    coll_job_t *job = l->job;
+
+    if (l->auth_state != LINK_AWAIT_CHALLENGE) {
+        coll_rdv_link_close(l);
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "root %s requires peer authentication; set "
+                      "peer_secret_file on this daemon too", l->peer);
+        return;
+    }
+    coll_auth_mac(&l->d->auth, "node", c->nonce.data, mac);
+    coll_auth_nonce(l->nonce);
+    a.mac = (ProtobufCBinaryData){sizeof(mac), mac};
+    a.nonce = (ProtobufCBinaryData){sizeof(l->nonce), l->nonce};
+    out.body_case = COLL__WIRE__PEER_MSG__BODY_AUTH;
+    out.auth = &a;
+    l->auth_state = LINK_AWAIT_OK;
+    send_peer(l, &out);
+}
+
+static void node_on_auth_ok(coll_peer_link_t *l, const Coll__Wire__AuthOk *ok)
+{
+    coll_job_t *job = l->job;
+
+    if (!coll_auth_check(&l->d->auth, "root", l->nonce, ok->mac.data, ok->mac.len)) {
+        coll_warn(COLL_SUB_RDV, "rejected root %s: authentication failed", l->peer);
+        coll_rdv_link_close(l);
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "root %s failed peer authentication "
+                      "(another secret?)", l->peer);
+        return;
+    }
+    l->auth_state = LINK_AUTH_DONE;
+    l->job->rdv_error[0] = '\0';
+    node_send_join(l);
+}
+
 /* ---- both sides: frames ------------------------------------------------------------------- */
+
+/* Root side. */
+static void root_dispatch(coll_peer_link_t *l, coll_peer_msg_t *m)
+{
+    if (m->body_case == COLL__WIRE__PEER_MSG__BODY_AUTH && l->auth_state == LINK_AWAIT_AUTH) {
+        root_on_auth(l, m->auth);
+    } else if (m->body_case != COLL__WIRE__PEER_MSG__BODY_NODE_JOIN) {
+        reject_peer(l, "unexpected message");
+    } else if (l->auth_state == LINK_AWAIT_AUTH) {
+        reject_peer(l, "it did not authenticate (set peer_secret_file on its daemon)");
+    } else {
+        Coll__Wire__NodeJoin *j = m->node_join;
+        m->node_join = NULL; /* kept by the link */
+        m->body_case = COLL__WIRE__PEER_MSG__BODY__NOT_SET;
+        root_on_node_join(l, j);
+    }
+}
+
+/* Node side. */
+static void node_dispatch(coll_peer_link_t *l, coll_peer_msg_t *m)
+{
+    coll_job_t *job = l->job;
+
+    if (m->body_case == COLL__WIRE__PEER_MSG__BODY_CHALLENGE) {
+        node_on_challenge(l, m->challenge);
+    } else if (m->body_case == COLL__WIRE__PEER_MSG__BODY_AUTH_OK &&
+               l->auth_state == LINK_AWAIT_OK) {
+        node_on_auth_ok(l, m->auth_ok);
+    } else if (m->body_case == COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY &&
+               l->auth_state == LINK_AUTH_DONE) {
+        coll_rdv_link_close(l);
+        coll_job_rendezvous_done(job, m->node_join_reply);
+    } else {
+        coll_rdv_link_close(l);
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "root %s sent an unexpected message",
+                      l->peer);
+    }
+}
 
 static void link_on_frame(coll_peer_link_t *l, const uint8_t *p, size_t n)
 {
@@ -279,18 +427,10 @@ static void link_on_frame(coll_peer_link_t *l, const uint8_t *p, size_t n)
         coll_rdv_link_close(l);
         return;
     }
-    if (m->body_case == COLL__WIRE__PEER_MSG__BODY_NODE_JOIN && l->job == NULL) {
-        Coll__Wire__NodeJoin *j = m->node_join;
-        m->node_join = NULL; /* kept by the link */
-        m->body_case = COLL__WIRE__PEER_MSG__BODY__NOT_SET;
-        root_on_node_join(l, j);
-    } else if (m->body_case == COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY && l->job != NULL) {
-        coll_job_t *job = l->job;
-        coll_rdv_link_close(l);
-        coll_job_rendezvous_done(job, m->node_join_reply);
+    if (l->job == NULL) {
+        root_dispatch(l, m);
     } else {
-        coll_warn(COLL_SUB_RDV, "control link %s: unexpected message; closing", l->peer);
-        coll_rdv_link_close(l);
+        node_dispatch(l, m);
     }
     coll__wire__peer_msg__free_unpacked(m, NULL);
 }
@@ -371,6 +511,9 @@ static void control_accept_cb(uv_stream_t *server, int status)
     format_peer(&l->tcp, l->peer, sizeof(l->peer));
     coll_debug(COLL_SUB_RDV, "control link from %s", l->peer);
     uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
+    if (d->auth.enabled) {
+        send_challenge(l);
+    }
 }
 
 static int resolve_numeric(const char *host, int port, struct sockaddr_storage *ss)
@@ -425,6 +568,7 @@ coll_status_t coll_rdv_listen(coll_daemon_t *d)
 
 static void node_send_join(coll_peer_link_t *l)
 {
+    uint8_t digest[COLL_AUTH_BYTES];
     coll_job_t *job = l->job;
     Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
     Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
@@ -436,6 +580,9 @@ static void node_send_join(coll_peer_link_t *l)
     j.worker_address.data = job->worker_address;
     j.worker_address.len = job->worker_address_len;
     j.host = l->d->hostname;
+    j.timeout_ms = job->requested_timeout_ms;
+    memcpy(digest, job->token_digest, sizeof(digest));
+    j.token_digest = (ProtobufCBinaryData){sizeof(digest), digest};
     out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
     out.node_join = &j;
     send_peer(l, &out);
@@ -467,6 +614,13 @@ static void connect_cb(uv_connect_t *req, int status)
     }
     uv_tcp_nodelay(&l->tcp, 1);
     uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
+    if (l->d->auth.enabled) {
+        /* Nothing about the job leaves before the root proved it holds the secret. */
+        l->auth_state = LINK_AWAIT_CHALLENGE;
+        snprintf(job->rdv_error, sizeof(job->rdv_error),
+                 "waiting for root %.200s to authenticate (is peer_secret_file set there?)", l->peer);
+        return;
+    }
     node_send_join(l);
 }
 

@@ -24,6 +24,8 @@ typedef struct coll_peer_link {
     char peer[256];               /**< remote address, for messages */
     int closing;
     int closed;                   /**< the handle's close callback ran */
+    int auth_state;               /**< where the peer authentication stands (rdv.c) */
+    uint8_t nonce[32];            /**< the challenge this side sent */
     int resolving;                /**< a name lookup for this link is pending */
     /* node side */
     coll_job_t *job;              /**< the job waiting for its rendezvous */

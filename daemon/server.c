@@ -110,6 +110,12 @@ static coll_status_t write_addr_file(coll_daemon_t *d)
     return COLL_OK;
 }
 
+static uint64_t half_of_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 2 : UINT64_MAX;
+}
+
 static void signal_cb(uv_signal_t *h, int signum)
 {
     coll_info(COLL_SUB_CORE, "signal %d: shutting down", signum);
@@ -134,7 +140,9 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     uv_signal_start(&d->sig_int, signal_cb, SIGINT);
     uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
     coll_doorbell_start(d);
-    if ((st = coll_transport_init(d)) != COLL_OK ||
+    d->pool_budget = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
+    if ((st = coll_auth_load(&d->auth, d->cfg.peer_secret_file)) != COLL_OK ||
+        (st = coll_transport_init(d)) != COLL_OK ||
         (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
         (st = listen_clients(d)) != COLL_OK ||
         (st = coll_rdv_listen(d)) != COLL_OK || (st = coll_service_start(d)) != COLL_OK ||

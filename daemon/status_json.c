@@ -4,6 +4,7 @@
  * ranks that have not submitted it yet, and for one that runs, the nodes it still waits on.
  */
 #include <jansson.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -244,16 +245,17 @@ static json_t *pool_json(const coll_job_t *job)
                      (json_int_t)(size - avail), "free_bytes", (json_int_t)avail);
 }
 
-/* "epoch" is 0 until jobs have epochs (restarts under the same id): the field is there so that
- * tools can rely on it. */
+/* "epoch" tells incarnations of a job id apart (0 before the rendezvous completed);
+ * "timeout_ms" is the job's effective timeout (0 before it is known). */
 static json_t *job_json(const coll_job_t *job, uint64_t now)
 {
-    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:I}", "id", job->id,
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I}", "id", job->id,
                           "state", coll_report_job_state(job->state), "world_size",
                           (json_int_t)job->world_size, "local_size", (json_int_t)job->local_size,
                           "joined", (json_int_t)job->njoined, "node_rank",
                           (json_int_t)job->node_rank, "nodes", (json_int_t)job->nnodes, "root",
-                          job->root, "epoch", (json_int_t)0);
+                          job->root, "epoch", (json_int_t)job->epoch, "timeout_ms",
+                          (json_int_t)job->params.timeout_ms);
 
     if (job->state == COLL_JOB_FAILED) {
         json_object_set_new(o, "error", json_pack("{s:s, s:s}", "status",
@@ -284,6 +286,10 @@ static json_t *node_json(const coll_daemon_t *d)
     json_object_set_new(o, "status_listen",
                         json_string(svc != NULL ? coll_service_tcp_addr(svc) : ""));
     json_object_set_new(o, "config_file", json_string(d->cfg.config_file));
+    /* Bytes malloc has handed out and not taken back (glibc; 0 under sanitizers, whose
+     * allocators keep their own books): what a leak makes grow, unlike RSS, which also counts
+     * pool pages first touched and memory the allocator keeps for reuse. */
+    json_object_set_new(o, "heap_bytes", json_integer((json_int_t)mallinfo2().uordblks));
     return o;
 }
 

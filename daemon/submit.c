@@ -96,4 +96,6 @@ void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll
                   ? sub->root
                   : 0;
     d->algo = algo;
+    d->epoch = job->epoch;
+    d->layout = sub->layout;
 }

@@ -3,14 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control.h"
 #include "log.h"
 #include "tag.h"
 
-/* Active-message id of job control messages (abort, goodbye). */
-#define COLL_AM_CONTROL 1u
-
-/* Period of the check for receives stranded by a node that left or was lost. */
-#define COLL_GONE_CHECK_MS 200
 
 coll_status_t coll_transport_init(coll_daemon_t *d)
 {
@@ -43,46 +39,6 @@ void coll_transport_cleanup(coll_daemon_t *d)
     }
 }
 
-/* Payload of the job-control active messages. */
-typedef struct {
-    int32_t status; /* abort: the failure; bye: COLL_OK */
-    uint32_t node;  /* sender's node rank */
-    char text[];    /* abort: the failure message */
-} am_msg_t;
-
-/* Abort or goodbye from a peer: recorded here, acted on by coll_transport_drive() outside
- * UCX's call stack. */
-static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data,
-                          size_t length, const ucp_am_recv_param_t *param)
-{
-    coll_job_t *job = arg;
-    am_msg_t m;
-    size_t n;
-
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length < sizeof(m)) {
-        coll_warn(COLL_SUB_UCX, "job %s: ignoring malformed control message (%zu bytes)", job->id,
-                  length);
-        return UCS_OK;
-    }
-    memcpy(&m, data, sizeof(m));
-    if (m.status == COLL_OK && m.node < job->nnodes) {
-        coll_node_t *node = &job->nodes[m.node];
-        node->left = 1;
-        if (node->gone == COLL_OK) {
-            node->gone = COLL_ERR_JOB;
-            snprintf(node->gone_why, sizeof(node->gone_why), "it left the job");
-        }
-    } else if (m.status != COLL_OK && job->pending_status == COLL_OK) {
-        n = length - sizeof(m) < sizeof(job->pending_msg) - 1 ? length - sizeof(m)
-                                                               : sizeof(job->pending_msg) - 1;
-        job->pending_status = m.status < 0 && m.status > -2000 ? (coll_status_t)m.status
-                                                                : COLL_ERR_JOB;
-        memcpy(job->pending_msg, (const char *)data + sizeof(m), n);
-        job->pending_msg[n] = '\0';
-    }
-    return UCS_OK;
-}
-
 static void poll_cb(uv_poll_t *handle, int status, int events)
 {
     coll_transport_drive(handle->data);
@@ -91,7 +47,6 @@ static void poll_cb(uv_poll_t *handle, int status, int events)
 coll_status_t coll_transport_job_open(coll_job_t *job)
 {
     ucp_worker_params_t wp = {0};
-    ucp_am_handler_param_t am = {0};
     ucp_address_t *addr;
     size_t len;
     int fd;
@@ -104,13 +59,10 @@ coll_status_t coll_transport_job_open(coll_job_t *job)
         coll_error(COLL_SUB_UCX, "job %s: ucp_worker_create: %s", job->id, ucs_status_string(st));
         return COLL_ERR_TRANSPORT;
     }
-    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    am.id = COLL_AM_CONTROL;
-    am.cb = am_cb;
-    am.arg = job;
-    if ((st = ucp_worker_set_am_recv_handler(job->worker, &am)) != UCS_OK ||
-        (st = ucp_worker_get_address(job->worker, &addr, &len)) != UCS_OK ||
+    if (coll_control_init(job) != COLL_OK) {
+        goto err_worker;
+    }
+    if ((st = ucp_worker_get_address(job->worker, &addr, &len)) != UCS_OK ||
         (st = ucp_worker_get_efd(job->worker, &fd)) != UCS_OK) {
         coll_error(COLL_SUB_UCX, "job %s: worker set-up: %s", job->id, ucs_status_string(st));
         goto err_worker;
@@ -137,12 +89,7 @@ err_worker:
 
 static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    coll_node_t *node = arg;
-    if (node->gone == COLL_OK) {
-        node->gone = COLL_ERR_PEER;
-        snprintf(node->gone_why, sizeof(node->gone_why), "lost connection (%s)",
-                 ucs_status_string(status));
-    }
+    coll_node_lost(arg, "lost connection (%s)", ucs_status_string(status));
 }
 
 coll_status_t coll_transport_connect(coll_job_t *job, uint32_t node, ucp_ep_h *ep_p)
@@ -284,90 +231,6 @@ void coll_transport_cancel(coll_job_t *job, coll_xfer_t *x)
     }
 }
 
-/* Send one control message to every other node (@p connect: also those this node never talked
- * to). Fire and forget: each request is released at once and completes on its own; the
- * endpoint close that follows a goodbye flushes it. */
-static void control_all(coll_job_t *job, coll_status_t status, const char *text, int connect)
-{
-    /* UCX may send after this returns (an endpoint still connecting), so the payload lives in
-     * the job. A job sends one control message at most: an abort, or a goodbye when clean. */
-    char *buf = job->control_msg;
-    am_msg_t m = {.status = (int32_t)status, .node = job->node_rank};
-    size_t n = strlen(text) < sizeof(job->control_msg) - sizeof(m)
-                   ? strlen(text)
-                   : sizeof(job->control_msg) - sizeof(m);
-    ucp_request_param_t p = {0};
-
-    memcpy(buf, &m, sizeof(m));
-    memcpy(buf + sizeof(m), text, n);
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_AM_SEND_FLAG_EAGER;
-    for (uint32_t i = 0; i < job->nnodes; i++) {
-        ucp_ep_h ep;
-        ucs_status_ptr_t r;
-        if (i == job->node_rank || job->nodes[i].gone != COLL_OK ||
-            (!connect && job->nodes[i].ep == NULL) || (ep = coll_job_ep(job, i)) == NULL) {
-            continue;
-        }
-        r = ucp_am_send_nbx(ep, COLL_AM_CONTROL, NULL, 0, buf, sizeof(m) + n, &p);
-        if (UCS_PTR_IS_PTR(r)) {
-            ucp_request_free(r);
-        }
-    }
-}
-
-void coll_transport_abort_peers(coll_job_t *job, coll_status_t status, const char *msg)
-{
-    control_all(job, status, msg, 1);
-}
-
-/* The loss of a node only fails the job when this node still waits on it. A node that left
- * cleanly finished every operation it took part in, and everything it sent was flushed to us
- * first: a receive from it still pending one check period later (messages already delivered
- * match within a progress round) waits for data that will never come. */
-static void gone_check_cb(uv_timer_t *t)
-{
-    coll_job_t *job = t->data;
-    coll_op_t *op, *tmp;
-
-    coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link)
-    {
-        coll_xfer_t *x, *xtmp;
-        coll_list_for_each_safe(x, xtmp, &op->posted, coll_xfer_t, posted)
-        {
-            coll_node_t *n = &job->nodes[x->peer];
-            if (op->done || x->completed || x->is_send || n->gone == COLL_OK) {
-                continue;
-            }
-            if (x->suspect) {
-                char nm[48];
-                coll_desc_name(&op->desc, nm, sizeof(nm));
-                coll_job_fail(job, n->gone, 1,
-                              "node %u (%s, ranks from %u): %s while %s still waited for its data",
-                              x->peer, n->host, n->ranks[0], n->gone_why, nm);
-                coll_transport_drive(job);
-                return;
-            }
-            x->suspect = 1;
-        }
-    }
-}
-
-static void handle_gone_nodes(coll_job_t *job)
-{
-    for (uint32_t i = 0; i < job->nnodes && job->state == COLL_JOB_READY; i++) {
-        coll_node_t *n = &job->nodes[i];
-        if (n->gone != COLL_OK && !n->gone_seen) {
-            n->gone_seen = 1;
-            coll_info(COLL_SUB_UCX, "job %s: node %u (%s): %s", job->id, i, n->host, n->gone_why);
-            if (!uv_is_active((uv_handle_t *)&job->gone_timer)) {
-                uv_timer_start(&job->gone_timer, gone_check_cb, COLL_GONE_CHECK_MS,
-                               COLL_GONE_CHECK_MS);
-            }
-        }
-    }
-}
-
 /* Hand every completed transfer to the engine. */
 static void run_events(coll_job_t *job)
 {
@@ -401,9 +264,10 @@ void coll_transport_drive(coll_job_t *job)
         ucs_status_t st;
         while (ucp_worker_progress(job->worker) != 0) {
         }
-        handle_pending_failure(job);
+        /* Transfers that arrived with a peer's abort first: an operation they complete
+         * succeeded on every node, and must not be failed by the abort that followed. */
         run_events(job);
-        handle_gone_nodes(job);
+        handle_pending_failure(job);
         st = ucp_worker_arm(job->worker);
         if (st == UCS_OK) {
             break;
@@ -420,14 +284,18 @@ void coll_transport_drive(coll_job_t *job)
     }
 }
 
-/* Closing a job's transport is asynchronous so a dead peer never stalls the loop: endpoints are
- * closed in flush mode (a neighbour may still be receiving our last segments, or our abort
- * message), the loop keeps progressing the worker, and the worker is destroyed once every close
- * and transfer finished or the deadline passed. */
+/* Closing a job's transport is asynchronous so a dead peer never stalls the loop: the loop keeps
+ * progressing the worker while the endpoints close, and the worker is destroyed once every
+ * close and transfer finished or the deadline passed. A failed job first flushes its endpoints
+ * to the nodes still up, for at most COLL_ABORT_FLUSH_MS: the abort it just sent them may still
+ * wait for the endpoint's wire-up, and a forced close would drop it, leaving those nodes to
+ * find a vaguer error (a refused connection) instead of the real one. */
 #define COLL_CLOSE_DEADLINE_MS 2000
+#define COLL_ABORT_FLUSH_MS 300
 #define COLL_CLOSE_POLL_MS 20
 
-static int close_finished(coll_job_t *job)
+/* Whether every endpoint's flush or close request finished. */
+static int requests_finished(const coll_job_t *job)
 {
     for (uint32_t i = 0; i < job->nnodes; i++) {
         void *r = job->nodes[i].close_req;
@@ -435,22 +303,29 @@ static int close_finished(coll_job_t *job)
             return 0;
         }
     }
-    return job->inflight == 0;
+    return 1;
+}
+
+static void free_requests(coll_job_t *job)
+{
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        if (job->nodes[i].close_req != NULL) {
+            ucp_request_free(job->nodes[i].close_req); /* released when it completes */
+            job->nodes[i].close_req = NULL;
+        }
+    }
 }
 
 static void close_worker(coll_job_t *job)
 {
-    for (uint32_t i = 0; i < job->nnodes; i++) {
-        if (job->nodes[i].close_req != NULL) {
-            ucp_request_free(job->nodes[i].close_req);
-            job->nodes[i].close_req = NULL;
-        }
-    }
+    free_requests(job);
     if (job->inflight > 0) {
-        coll_warn(COLL_SUB_UCX, "job %s: %llu transfers did not finish within %d ms of closing",
-                  job->id, (unsigned long long)job->inflight, COLL_CLOSE_DEADLINE_MS);
+        /* Expected after a failure (sends to a dead peer); surprising after a clean end. */
+        COLL_LOG(job->state == COLL_JOB_FAILED ? COLL_LOG_INFO : COLL_LOG_WARN, COLL_SUB_UCX,
+                 "job %s: %llu transfers did not finish within %d ms of closing", job->id,
+                 (unsigned long long)job->inflight, COLL_CLOSE_DEADLINE_MS);
     }
-    uv_timer_stop(&job->gone_timer);
+    uv_timer_stop(&job->health_timer);
     /* libuv must stop polling the fd before UCX closes it. */
     uv_close((uv_handle_t *)&job->poll, coll_job_handle_closed);
     ucp_worker_destroy(job->worker);
@@ -458,32 +333,15 @@ static void close_worker(coll_job_t *job)
     coll_job_release(job);
 }
 
-static void close_check_cb(uv_timer_t *t)
-{
-    coll_job_t *job = t->data;
-    ucp_worker_progress(job->worker);
-    run_events(job);
-    /* Kernel threads writing into the pool are always waited for: they end on their own. */
-    if (job->tasks == 0 &&
-        (close_finished(job) || uv_now(job->d->loop) >= job->close_deadline)) {
-        close_worker(job);
-    }
-}
-
-void coll_transport_job_close(coll_job_t *job)
+/* Close every endpoint: a clean end flushes (our last segments and the goodbye reach their
+ * nodes); a failed job forces (its sends to a dead or stopped peer would never finish, and a
+ * forced close completes them, cancelled, instead of leaving them to the worker's end). */
+static void close_endpoints(coll_job_t *job)
 {
     ucp_request_param_t p = {0};
 
-    if (job->worker == NULL) {
-        coll_job_release(job);
-        return;
-    }
-    if (job->state == COLL_JOB_READY) {
-        control_all(job, COLL_OK, "", 0); /* goodbye to the nodes we talked to */
-    }
-    coll_op_fail_all(job); /* cancels receives */
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = 0; /* flush */
+    p.flags = job->state == COLL_JOB_FAILED ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     for (uint32_t i = 0; i < job->nnodes; i++) {
         if (job->nodes[i].ep != NULL) {
             ucs_status_ptr_t r = ucp_ep_close_nbx(job->nodes[i].ep, &p);
@@ -492,6 +350,61 @@ void coll_transport_job_close(coll_job_t *job)
         }
     }
     job->close_deadline = uv_now(job->d->loop) + COLL_CLOSE_DEADLINE_MS;
-    uv_timer_stop(&job->gone_timer);
-    uv_timer_start(&job->gone_timer, close_check_cb, 0, COLL_CLOSE_POLL_MS);
+}
+
+/* A failed job's first step: flush the endpoints to nodes still up (the abort). */
+static void flush_endpoints(coll_job_t *job)
+{
+    ucp_request_param_t p = {0};
+
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        if (job->nodes[i].ep != NULL && job->nodes[i].gone == COLL_OK) {
+            ucs_status_ptr_t r = ucp_ep_flush_nbx(job->nodes[i].ep, &p);
+            job->nodes[i].close_req = UCS_PTR_IS_PTR(r) ? r : NULL;
+        }
+    }
+    job->close_flushing = 1;
+    job->close_deadline = uv_now(job->d->loop) + COLL_ABORT_FLUSH_MS;
+}
+
+static void close_check_cb(uv_timer_t *t)
+{
+    coll_job_t *job = t->data;
+    int finished, expired;
+
+    ucp_worker_progress(job->worker);
+    run_events(job);
+    finished = requests_finished(job);
+    expired = uv_now(job->d->loop) >= job->close_deadline;
+    if (job->close_flushing) {
+        if (finished || expired) {
+            free_requests(job);
+            job->close_flushing = 0;
+            close_endpoints(job);
+        }
+        return;
+    }
+    /* Kernel threads writing into the pool are always waited for: they end on their own. */
+    if (job->tasks == 0 && ((finished && job->inflight == 0) || expired)) {
+        close_worker(job);
+    }
+}
+
+void coll_transport_job_close(coll_job_t *job)
+{
+    if (job->worker == NULL) {
+        coll_job_release(job);
+        return;
+    }
+    if (job->state == COLL_JOB_READY) {
+        coll_control_goodbye(job);
+    }
+    coll_op_fail_all(job); /* cancels receives */
+    if (job->state == COLL_JOB_FAILED) {
+        flush_endpoints(job);
+    } else {
+        close_endpoints(job);
+    }
+    uv_timer_stop(&job->health_timer);
+    uv_timer_start(&job->health_timer, close_check_cb, 0, COLL_CLOSE_POLL_MS);
 }

@@ -66,11 +66,6 @@ coll_status_t coll_transport_recv(coll_job_t *job, uint32_t from, uint64_t tag, 
 void coll_transport_cancel(coll_job_t *job, coll_xfer_t *x);
 
 /**
- * @brief Send the job-abort message (status and text) to every other node. Best effort.
- */
-void coll_transport_abort_peers(coll_job_t *job, coll_status_t status, const char *msg);
-
-/**
  * @brief Progress the worker and run the engine on completed transfers until nothing is left,
  *        then arm the worker's event fd. Call after posting work from outside a poll callback.
  */

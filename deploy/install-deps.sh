@@ -3,6 +3,10 @@
 # Operations (issue 5): libinih (configuration file), libhttp-parser and libjansson (status
 # server), libsystemd (sd_notify); for the tests prometheus (promtool check metrics), systemd
 # (systemd-analyze verify, systemd-tmpfiles, systemd-sysusers) and python3-yaml (k8s example).
+# Python package (issue 4): python3-numpy and python3-torch (CPU) for its tests and the DDP hook.
+# Reliability (issue 6): clang and its runtimes (libclang-rt-14-dev: libFuzzer, ASan, UBSan) for
+# the fuzz harnesses (tests/fuzz) and the sanitizer build (tools/check-sanitizers.sh).
+# Bucketing (issue 4): python3-matplotlib for tools/coll-timeline (timeline PNGs) and its test.
 # Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
 set -eu
 
@@ -10,7 +14,10 @@ PACKAGES="build-essential cmake pkg-config python3
 libuv1-dev libucx-dev ucx-utils libprotobuf-c-dev protobuf-c-compiler libcmocka-dev
 zlib1g-dev libopenblas-dev dataset-fashion-mnist
 libinih-dev libhttp-parser-dev libjansson-dev libsystemd-dev
-prometheus systemd python3-yaml"
+prometheus systemd python3-yaml
+python3-numpy python3-torch
+clang libclang-rt-14-dev
+python3-matplotlib"
 
 missing=""
 for p in $PACKAGES; do

@@ -47,6 +47,7 @@ typedef struct {
     uint64_t count;
     uint64_t send_offset;
     uint64_t recv_offset;
+    uint64_t layout;
     uint32_t req_id;
     uint32_t coll;
     uint32_t dtype;

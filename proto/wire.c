@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static coll_status_t fail(char *err, size_t errlen, coll_status_t st, const char *fmt, ...)
@@ -51,6 +52,8 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
     CHECK_FIELD(j->local_rank < j->local_size, "join: local rank %u >= local size %u",
                 j->local_rank, j->local_size);
     CHECK_FIELD(strlen(j->root) < 256, "join: root address too long");
+    CHECK_FIELD(strlen(j->token) <= COLL_JOB_TOKEN_MAX, "join: job token longer than %u bytes",
+                COLL_JOB_TOKEN_MAX);
     return COLL_OK;
 }
 
@@ -67,6 +70,23 @@ coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, siz
     CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
                 (unsigned long long)s->count);
     return COLL_OK;
+}
+
+void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *sub)
+{
+    coll__wire__submit__init(sub);
+    sub->req_id = rec->req_id;
+    sub->key = rec->key;
+    sub->coll = (Coll__Wire__Collective)rec->coll;
+    sub->dtype = rec->dtype;
+    sub->op = rec->op;
+    sub->count = rec->count;
+    sub->send_offset = rec->send_offset;
+    sub->recv_offset = rec->recv_offset;
+    sub->root = rec->root;
+    sub->peer = rec->peer;
+    sub->algo = rec->algo;
+    sub->layout = rec->layout;
 }
 
 coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_client_msg_t **msg_p,
@@ -132,14 +152,57 @@ coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemo
     return COLL_OK;
 }
 
+/* Ranks index the daemons' rank tables: each must be below @p world and appear once in all the
+ * lists of a message (@p seen: a bitmap of @p world bits shared by those lists). */
+static coll_status_t check_rank_list(const uint32_t *ranks, size_t n, uint32_t world,
+                                     uint8_t *seen, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = ranks[i];
+        CHECK_FIELD(r < world, "rank %u >= world size %u", r, world);
+        CHECK_FIELD(!(seen[r / 8] & (1u << r % 8)), "rank %u listed twice", r);
+        seen[r / 8] |= (uint8_t)(1u << r % 8);
+    }
+    return COLL_OK;
+}
+
+static uint8_t *rank_bitmap(uint32_t world)
+{
+    return calloc(world / 8 + 1, 1);
+}
+
 static coll_status_t check_ranks(const uint32_t *ranks, size_t n, uint32_t world_size,
                                  char *err, size_t errlen)
 {
+    uint8_t *seen;
+    coll_status_t st;
+
     CHECK_FIELD(n >= 1 && n <= world_size, "node lists %zu ranks, world size %u", n, world_size);
-    for (size_t i = 0; i < n; i++) {
-        CHECK_FIELD(ranks[i] < world_size, "rank %u >= world size %u", ranks[i], world_size);
+    if ((seen = rank_bitmap(world_size)) == NULL) {
+        return fail(err, errlen, COLL_ERR_NOMEM, "out of memory checking %zu ranks", n);
     }
-    return COLL_OK;
+    st = check_rank_list(ranks, n, world_size, seen, err, errlen);
+    free(seen);
+    return st;
+}
+
+/* The nodes of a reply together list the ranks 0..total-1, each once. */
+static coll_status_t check_reply_ranks(const Coll__Wire__NodeJoinReply *r, size_t total,
+                                       char *err, size_t errlen)
+{
+    uint8_t *seen;
+    coll_status_t st = COLL_OK;
+
+    CHECK_FIELD(total <= COLL_WORLD_MAX, "join reply lists %zu ranks", total);
+    if ((seen = rank_bitmap((uint32_t)total)) == NULL) {
+        return fail(err, errlen, COLL_ERR_NOMEM, "out of memory checking %zu ranks", total);
+    }
+    for (size_t i = 0; i < r->n_nodes && st == COLL_OK; i++) {
+        st = check_rank_list(r->nodes[i]->ranks, r->nodes[i]->n_ranks, (uint32_t)total, seen, err,
+                             errlen);
+    }
+    free(seen);
+    return st;
 }
 
 static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, size_t errlen)
@@ -150,12 +213,16 @@ static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, s
     CHECK_FIELD(j->worker_address.len > 0 && j->worker_address.len <= COLL_WORKER_ADDR_MAX,
                 "node join: worker address of %zu bytes", j->worker_address.len);
     CHECK_FIELD(strlen(j->host) < 256, "node join: host name too long");
+    CHECK_FIELD(j->token_digest.len == 0 || j->token_digest.len == COLL_WIRE_AUTH_BYTES,
+                "node join: token digest of %zu bytes", j->token_digest.len);
     return check_ranks(j->ranks, j->n_ranks, j->world_size, err, errlen);
 }
 
 static coll_status_t check_node_join_reply(const Coll__Wire__NodeJoinReply *r, char *err,
                                            size_t errlen)
 {
+    size_t total = 0;
+
     if (r->status != COLL_OK) {
         return COLL_OK; /* an error reply carries only status and text */
     }
@@ -170,11 +237,26 @@ static coll_status_t check_node_join_reply(const Coll__Wire__NodeJoinReply *r, c
                     n->worker_address.len);
         CHECK_FIELD(n->n_ranks >= 1 && n->n_ranks <= COLL_WORLD_MAX,
                     "join reply: node %zu has %zu ranks", i, n->n_ranks);
+        total += n->n_ranks;
     }
     CHECK_FIELD(r->params != NULL && r->params->segment_bytes >= 4096 &&
                     r->params->segment_bytes <= (64u << 20) && r->params->pipeline_depth >= 1 &&
                     r->params->pipeline_depth <= 64,
                 "join reply: job parameters missing or out of range");
+    return check_reply_ranks(r, total, err, errlen);
+}
+
+static coll_status_t check_auth(const coll_peer_msg_t *m, char *err, size_t errlen)
+{
+    const ProtobufCBinaryData *a = NULL, *b = NULL;
+
+    switch (m->body_case) {
+    case COLL__WIRE__PEER_MSG__BODY_CHALLENGE: a = &m->challenge->nonce; break;
+    case COLL__WIRE__PEER_MSG__BODY_AUTH: a = &m->auth->mac; b = &m->auth->nonce; break;
+    default: a = &m->auth_ok->mac; break;
+    }
+    CHECK_FIELD(a->len == COLL_WIRE_AUTH_BYTES && (b == NULL || b->len == COLL_WIRE_AUTH_BYTES),
+                "authentication message with a field of the wrong size");
     return COLL_OK;
 }
 
@@ -194,6 +276,10 @@ coll_status_t coll_wire_unpack_peer(const uint8_t *buf, size_t len, coll_peer_ms
         st = check_node_join(m->node_join, err, errlen);
     } else if (m->body_case == COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY) {
         st = check_node_join_reply(m->node_join_reply, err, errlen);
+    } else if (m->body_case == COLL__WIRE__PEER_MSG__BODY_CHALLENGE ||
+               m->body_case == COLL__WIRE__PEER_MSG__BODY_AUTH ||
+               m->body_case == COLL__WIRE__PEER_MSG__BODY_AUTH_OK) {
+        st = check_auth(m, err, errlen);
     } else {
         st = fail(err, errlen, COLL_ERR_PROTOCOL, "peer message without a known body");
     }

@@ -14,11 +14,16 @@
 
 #include "collective.h"
 #include "collective.pb-c.h"
+#include "ctl.h"
 
 /** Longest job id in bytes. */
 #define COLL_JOB_ID_MAX 128u
 /** Largest world size the protocol accepts. */
 #define COLL_WORLD_MAX (1u << 20)
+/** Longest job token in bytes. */
+#define COLL_JOB_TOKEN_MAX 256u
+/** Bytes of a challenge, a MAC and a token digest on the wire. */
+#define COLL_WIRE_AUTH_BYTES 32u
 /** Largest UCX worker address accepted from a peer. */
 #define COLL_WORKER_ADDR_MAX (64u * 1024u)
 
@@ -30,7 +35,8 @@ typedef Coll__Wire__PeerMsg coll_peer_msg_t;
  * @brief Decode and validate a client envelope.
  * @param [out] msg_p Message; free with coll__wire__client_msg__free_unpacked(msg, NULL).
  * @param [out] err   Reason on failure (NUL-terminated, at most @p errlen bytes).
- * @return COLL_OK; COLL_ERR_PROTOCOL (undecodable or invalid field); COLL_ERR_VERSION.
+ * @return COLL_OK; COLL_ERR_PROTOCOL (undecodable or invalid field); COLL_ERR_VERSION;
+ *         COLL_ERR_NOMEM (no memory to check a rank list: peer envelopes only).
  */
 coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_client_msg_t **msg_p,
                                       char *err, size_t errlen);
@@ -39,7 +45,11 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
 coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemon_msg_t **msg_p,
                                       char *err, size_t errlen);
 
-/** @brief As coll_wire_unpack_client() for daemon-to-daemon envelopes. */
+/**
+ * @brief As coll_wire_unpack_client() for daemon-to-daemon envelopes. The ranks of a NodeJoin
+ *        are distinct and below its world size; those of a successful NodeJoinReply are, over
+ *        all its nodes, exactly 0..n-1 (the receiver still checks n against its world size).
+ */
 coll_status_t coll_wire_unpack_peer(const uint8_t *buf, size_t len, coll_peer_msg_t **msg_p,
                                     char *err, size_t errlen);
 
@@ -49,6 +59,12 @@ coll_status_t coll_wire_unpack_peer(const uint8_t *buf, size_t len, coll_peer_ms
  * @return COLL_OK or COLL_ERR_PROTOCOL with the reason in @p err.
  */
 coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen);
+
+/**
+ * @brief Fill @p sub from a control-block submission record, field by field and unchecked:
+ *        coll_wire_check_submit() comes next, as for a Submit from the socket.
+ */
+void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *sub);
 
 /**
  * @brief Check that a job id is 1..COLL_JOB_ID_MAX bytes of [A-Za-z0-9._:-].

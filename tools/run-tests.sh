@@ -1,9 +1,51 @@
 #!/bin/sh
-# Install dependencies, build, and run the whole test suite (unit and integration tests with
-# real daemons). Extra arguments go to ctest, e.g. -L foundation.
+# Install dependencies, build, and run what CI runs (.ci/run), in three steps:
+#   1. the whole test suite, unit and integration tests with real daemons, in build/;
+#   2. the same suite under AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/
+#      (tools/check-sanitizers.sh): a failed test or any sanitizer report fails it;
+#   3. every fuzz harness for $COLL_FUZZ_SECONDS seconds each (default 60) in build-fuzz/
+#      (tests/fuzz/run-fuzz.sh): any finding fails it.
+# Both suites run as many tests at once as there are CPUs; the tests that measure detection
+# times run alone (RUN_SERIAL). Extra arguments go to both ctest runs, e.g. -L foundation. For quicker local runs,
+# COLL_CHECK_SANITIZERS=0 leaves out step 2 and COLL_FUZZ_SECONDS=0 step 3. Every step runs
+# even when an earlier one failed; a summary with each step's result and time ends the output.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/deploy/install-deps.sh"
-"$top/tools/build.sh"
-cd "${BUILD_DIR:-$top/build}"
-exec ctest --output-on-failure --timeout 900 "$@"
+
+summary=""
+failed=0
+
+# step NAME COMMAND...: run one step, and record its result and duration.
+step() {
+    name=$1
+    shift
+    echo "==== run-tests: $name"
+    t0=$(date +%s)
+    if "$@"; then
+        result=passed
+    else
+        result=FAILED
+        failed=1
+    fi
+    summary="$summary$(printf '  %-46s %-7s %5s s' "$name" "$result" $(($(date +%s) - t0)))
+"
+    echo "==== run-tests: $name: $result"
+}
+
+suite() (
+    "$top/tools/build.sh" && cd "${BUILD_DIR:-$top/build}" &&
+        ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+)
+
+start=$(date +%s)
+step "1. test suite (build/)" suite "$@"
+if [ "${COLL_CHECK_SANITIZERS:-1}" != 0 ]; then
+    step "2. test suite under ASan+UBSan (build-asan/)" "$top/tools/check-sanitizers.sh" "$@"
+fi
+if [ "${COLL_FUZZ_SECONDS:-60}" != 0 ]; then
+    step "3. fuzz harnesses, ${COLL_FUZZ_SECONDS:-60} s each (build-fuzz/)" \
+        "$top/tests/fuzz/run-fuzz.sh" "${COLL_FUZZ_SECONDS:-60}"
+fi
+printf '==== run-tests: summary (%s s in all)\n%s' $(($(date +%s) - start)) "$summary"
+exit "$failed"

@@ -11,9 +11,10 @@
  * out-of-place input must be unchanged. With --window W, W operations are in flight at once;
  * with --keyed they carry explicit keys and every rank submits them in another order.
  *
- * Mismatch mode (--mismatch-rank R): rank R submits a different count for the same operation.
- * Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS, with both counts in the
- * message of coll_comm_last_error(), its output (and input) untouched, and a next operation
+ * Mismatch mode (--mismatch-rank R): rank R submits a different count for the same operation
+ * (with --mismatch-layout: the same count but another tensor layout fingerprint,
+ * coll_op_params_t.layout). Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS,
+ * with both counts (both layouts) in the message of coll_comm_last_error(), its output (and input) untouched, and a next operation
  * must fail as well (the job is failed) instead of hanging.
  *
  * Exit status: 0 when everything checked out, 1 on a failed check (with a message naming rank,
@@ -51,6 +52,7 @@ typedef struct {
     int keyed;  /* explicit keys, submitted in a rank-dependent order */
     place_t place;
     int mismatch_rank; /* -1: correctness mode */
+    int mismatch_layout; /* mismatch mode: the layout differs, not the count */
     int late_rank;     /* -1: none */
     int late_ms;       /* how long late_rank waits before submitting in mismatch mode */
     int timeout_ms;
@@ -67,6 +69,7 @@ typedef struct {
     float *send, *recv;               /* equal in place */
     size_t count;
     int inplace;
+    uint64_t layout; /* coll_op_params_t.layout; 0: none */
 } bufs_t;
 
 static int g_rank = -1;
@@ -285,10 +288,12 @@ static void check_sentinel_kept(const float *p, size_t count, int iter, const ch
 static coll_status_t submit_op(const ctx_t *c, const bufs_t *b, coll_redop_t op, int64_t key,
                                coll_request_t **req_p)
 {
-    coll_op_params_t params = {.field_mask = COLL_OP_PARAM_KEY, .key = (uint64_t)key};
+    coll_op_params_t params = {.field_mask = (key >= 0 ? COLL_OP_PARAM_KEY : 0) |
+                                             (b->layout != 0 ? COLL_OP_PARAM_LAYOUT : 0),
+                               .key = (uint64_t)key, .layout = b->layout};
     *req_p = NULL;
     return coll_allreduce_async(c->comm, b->send, b->recv, b->count, COLL_FLOAT32, op,
-                                key >= 0 ? &params : NULL, req_p);
+                                params.field_mask != 0 ? &params : NULL, req_p);
 }
 
 /* Wait for and free a request from submit_op(); COLL_ERR_TIMEDOUT when the wait timed out. */
@@ -439,14 +444,50 @@ static void check_job_failed_after(const ctx_t *c, const opts_t *o, const bufs_t
     }
 }
 
+static void barrier(const ctx_t *c)
+{
+    coll_request_t *req = NULL;
+    coll_status_t st = coll_barrier_async(c->comm, NULL, &req);
+
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(req, MISMATCH_DEADLINE_MS);
+        coll_req_free(req);
+    }
+    if (st != COLL_OK) {
+        die("barrier before the mismatch: %s: %s", coll_err_name(st),
+            coll_comm_last_error(c->comm));
+    }
+}
+
+/* Layouts of the mismatch mode: the odd rank's, everyone else's. */
+#define LAYOUT_ODD 0xbadc0ffee0ddf00dull
+#define LAYOUT_REST 0x0123456789abcdefull
+
+/* Both layouts, as the daemon prints them, in @p msg. */
+static void check_layouts_named(const char *msg)
+{
+    char a[32], b[32];
+    snprintf(a, sizeof(a), "layout=%016llx", LAYOUT_ODD);
+    snprintf(b, sizeof(b), "layout=%016llx", LAYOUT_REST);
+    if (strstr(msg, a) == NULL || strstr(msg, b) == NULL) {
+        die("mismatch message does not name both layouts %s and %s: '%s'", a, b, msg);
+    }
+}
+
 static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
 {
-    size_t other = count + 1 + count / 2;
+    size_t other = o->mismatch_layout ? count : count + 1 + count / 2;
     size_t mine = c->rank == o->mismatch_rank ? other : count;
     bufs_t b;
     char msg[1024];
 
     bufs_alloc(c, mine, is_inplace(o, c->rank), &b);
+    if (o->mismatch_layout) {
+        b.layout = c->rank == o->mismatch_rank ? LAYOUT_ODD : LAYOUT_REST;
+    }
+    /* Every rank holds its buffers before anyone submits: a mismatch among the local ranks of
+     * one node fails the job at once, after which the others could not allocate. */
+    barrier(c);
     prepare_iter(c, &b, o->op, 0);
     if (c->rank == o->late_rank) {
         usleep((useconds_t)o->late_ms * 1000u);
@@ -460,7 +501,9 @@ static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
             "ms, got %s (%s) after %.3f s; last error: '%s'", o->mismatch_rank, other, count,
             MISMATCH_DEADLINE_MS, coll_err_name(st), coll_strerror(st), dt, msg);
     }
-    if (!mentions_number(msg, count) || !mentions_number(msg, other)) {
+    if (o->mismatch_layout) {
+        check_layouts_named(msg);
+    } else if (!mentions_number(msg, count) || !mentions_number(msg, other)) {
         die("mismatch message does not name both counts %zu and %zu: '%s'", count, other, msg);
     }
     check_failed_op_untouched(c, o, &b);
@@ -478,7 +521,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: allreduce_check [--counts LIST] [--op sum|avg] [--iters K] [--window W]\n"
             "                       [--keyed]\n"
-            "                       [--inplace|--outofplace|--mixed] [--mismatch-rank R]\n"
+            "                       [--inplace|--outofplace|--mixed] [--mismatch-rank R\n"
+            "                       [--mismatch-layout]]\n"
             "                       [--late-rank K [--late-ms D]] [--timeout-ms T]\n"
             "Run as every rank of a collective-launch job; checks coll_allreduce_async().\n"
             "  --counts LIST   comma-separated element counts (default 0,1,N-1,N+1,1000003):\n"
@@ -493,6 +537,8 @@ static void usage(FILE *f)
             "                  --mixed: even ranks in place, odd ranks out of place\n"
             "  --mismatch-rank R  rank R submits another count than the others for the first\n"
             "                  count of LIST; every rank must get COLL_ERR_MISMATCH\n"
+            "  --mismatch-layout  rank R submits the same count but another tensor layout\n"
+            "                  fingerprint (coll_op_params_t.layout) than the others\n"
             "  --late-rank K   in mismatch mode, rank K submits --late-ms later than the others\n"
             "  --late-ms D     that delay in milliseconds (default 500)\n"
             "  --timeout-ms T  bound on each wait (default 120000)\n");
@@ -562,6 +608,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         {"iters", required_argument, NULL, 'i'},    {"inplace", no_argument, NULL, 'I'},
         {"outofplace", no_argument, NULL, 'O'},     {"mixed", no_argument, NULL, 'M'},
         {"mismatch-rank", required_argument, NULL, 'm'},
+        {"mismatch-layout", no_argument, NULL, 'Y'},
         {"window", required_argument, NULL, 'w'},   {"keyed", no_argument, NULL, 'k'},
         {"late-rank", required_argument, NULL, 'l'}, {"late-ms", required_argument, NULL, 'L'},
         {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
@@ -584,6 +631,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'O': o->place = PLACE_OUT; break;
         case 'M': o->place = PLACE_MIXED; break;
         case 'm': bad = parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_rank = (int)v; break;
+        case 'Y': o->mismatch_layout = 1; break;
         case 'w': bad = parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
         case 'k': o->keyed = 1; break;
         case 'l': bad = parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;

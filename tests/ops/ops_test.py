@@ -142,7 +142,8 @@ def check_running_job(doc, cluster, k, per_node):
     expect(job["state"] == "ready", "job state %s" % job["state"])
     expect((job["world_size"], job["local_size"], job["joined"], job["nodes"], job["node_rank"])
            == (4, per_node, per_node, 2, k), "job shape: %s" % job)
-    expect(job["epoch"] == 0, "epoch %r (0 until epochs exist)" % job["epoch"])
+    expect(job["epoch"] > 0, "epoch %r (the root sets it at the rendezvous)" % job["epoch"])
+    expect(job["timeout_ms"] > 0, "timeout_ms %r" % job["timeout_ms"])
     mine = [r for r in cluster.ranks if r.node == k]
     for m, r in zip(job["members"], mine):
         expect((m["rank"], m["local_rank"], m["pid"], m["uid"]) == (r.rank, r.local, r.pid,

@@ -1,0 +1,336 @@
+/*
+ * fault_rank: one trainer rank of the fault-injection tests (fault_test.py), joined to its job
+ * through the COLL_* environment. It allreduces float32 sums of --count elements in a loop, with
+ * --window operations in flight, and checks every element of every result, until --iters have
+ * completed or one fails. It tells the test what happens on stdout, one line per event:
+ *
+ *   JOINED rank=R world=W nodes=N t_mono=S
+ *   JOINFAIL status=NAME t_mono=S              (the library printed the reason on stderr)
+ *   PROGRESS seq=K                             (every --progress completions)
+ *   STALL seq=K t_mono=S t_real=S              (--stall-rank: stops submitting at seq K)
+ *   FAILED seq=K status=NAME t_mono=S msg=TEXT (the first failed operation)
+ *   ALSO seq=K status=NAME                     (each other operation that was in flight)
+ *   DONE ops=K                                 (every operation succeeded)
+ *
+ * t_mono is CLOCK_MONOTONIC in seconds, the clock of Python's time.monotonic(), so the test
+ * measures detection times without the delay of its pipes. After a failure (or a stall) the rank
+ * keeps its communicator until its standard input closes (at most --hold-ms): the test reads the
+ * daemons' /status while the failed job still exists, then closes the pipe.
+ *
+ * An operation in flight at a failure must fail too, or complete with the right data: a result
+ * reported as success with partial data fails the test.
+ *
+ * Exit status: 0 DONE, 3 FAILED (the test decides whether that was expected), 4 JOINFAIL,
+ * 1 a wrong result or another broken promise, 2 a usage error.
+ */
+#include <collective.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WINDOW 16
+#define EXIT_FAILED 3
+#define EXIT_JOINFAIL 4
+
+typedef struct {
+    size_t count;
+    int window;
+    long iters;
+    int progress;
+    int stall_rank;
+    long stall_after;
+    int hold_ms;
+} opts_t;
+
+/* One operation slot: its buffers stay allocated for the whole run. */
+typedef struct {
+    float *send, *recv;
+    coll_request_t *req;
+    long seq;     /* the operation it runs, -1 when idle */
+    coll_status_t st; /* the submission's status when it did not return COLL_INPROGRESS */
+} slot_t;
+
+typedef struct {
+    coll_comm_t *comm;
+    int rank, world, nodes;
+    const opts_t *o;
+    slot_t slots[MAX_WINDOW];
+} run_t;
+
+static int g_rank = -1;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "fault_rank: rank %d: FAIL: ", g_rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+/* ---- data: small integers, so that float32 sums are exact in any order -------------------- */
+
+static int input_value(int rank, size_t i, long seq)
+{
+    uint32_t h = (uint32_t)i * 2654435761u ^ (uint32_t)seq * 40503u;
+    return (int)(((uint32_t)(rank + 1) * (1u + h % 97u)) % 512u) - 256;
+}
+
+static void fill(const run_t *r, slot_t *s)
+{
+    for (size_t i = 0; i < r->o->count; i++) {
+        s->send[i] = (float)input_value(r->rank, i, s->seq);
+        s->recv[i] = -1e30f;
+    }
+}
+
+static void check(const run_t *r, const slot_t *s)
+{
+    for (size_t i = 0; i < r->o->count; i++) {
+        int want = 0;
+        for (int q = 0; q < r->world; q++) {
+            want += input_value(q, i, s->seq);
+        }
+        if (s->recv[i] != (float)want) {
+            die("operation %ld completed with COLL_OK but element %zu of %zu is %.9g, expected "
+                "%d", s->seq, i, r->o->count, s->recv[i], want);
+        }
+    }
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+/* Keep the communicator (and the failed job) until the test closes our standard input. */
+static void hold(int ms)
+{
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    char buf[256];
+    double end = clock_s(CLOCK_MONOTONIC) + ms / 1e3;
+
+    for (;;) {
+        int left = (int)((end - clock_s(CLOCK_MONOTONIC)) * 1e3);
+        if (left <= 0 || poll(&p, 1, left) < 0 || read(STDIN_FILENO, buf, sizeof(buf)) <= 0) {
+            return;
+        }
+    }
+}
+
+static void submit(run_t *r, slot_t *s, long seq)
+{
+    s->seq = seq;
+    s->req = NULL;
+    fill(r, s);
+    s->st = coll_allreduce_async(r->comm, s->send, s->recv, r->o->count, COLL_FLOAT32, COLL_SUM,
+                                 NULL, &s->req);
+}
+
+static coll_status_t finish(slot_t *s)
+{
+    coll_status_t st = s->st;
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(s->req, -1); /* the library bounds it by the job's timeout + 2 s */
+        coll_req_free(s->req);
+        s->req = NULL;
+    }
+    s->st = COLL_OK;
+    return st;
+}
+
+/* The first failure: report it, then settle every other operation in flight. */
+static int report_failure(run_t *r, long first, coll_status_t st)
+{
+    double t = clock_s(CLOCK_MONOTONIC);
+    const int W = r->o->window;
+
+    say("FAILED seq=%ld status=%s t_mono=%.6f msg=%s", first, coll_err_name(st), t,
+        coll_comm_last_error(r->comm));
+    for (long k = first + 1; k < first + W; k++) {
+        slot_t *s = &r->slots[k % W];
+        if (s->seq != k) {
+            continue;
+        }
+        coll_status_t other = finish(s);
+        say("ALSO seq=%ld status=%s", k, coll_err_name(other));
+        if (other == COLL_OK) {
+            check(r, s);
+        }
+        s->seq = -1;
+    }
+    hold(r->o->hold_ms);
+    return EXIT_FAILED;
+}
+
+static int stall(const run_t *r, long seq)
+{
+    say("STALL seq=%ld t_mono=%.6f t_real=%.6f", seq, clock_s(CLOCK_MONOTONIC),
+        clock_s(CLOCK_REALTIME));
+    hold(r->o->hold_ms);
+    return 0;
+}
+
+static int run_loop(run_t *r)
+{
+    const opts_t *o = r->o;
+    const int W = o->window;
+    long next = 0;
+
+    for (; next < W && next < o->iters; next++) {
+        submit(r, &r->slots[next % W], next);
+    }
+    for (long done = 0; done < o->iters; done++) {
+        slot_t *s = &r->slots[done % W];
+        coll_status_t st = finish(s);
+        if (st != COLL_OK) {
+            return report_failure(r, done, st);
+        }
+        check(r, s);
+        s->seq = -1;
+        if (o->progress > 0 && (done + 1) % o->progress == 0) {
+            say("PROGRESS seq=%ld", done);
+        }
+        if (next < o->iters) {
+            if (r->rank == o->stall_rank && next == o->stall_after) {
+                return stall(r, next);
+            }
+            submit(r, s, next++);
+        }
+    }
+    say("DONE ops=%ld", o->iters);
+    return 0;
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fault_rank [--count N] [--window W] [--iters K] [--progress P]\n"
+            "                  [--stall-rank R --stall-after K] [--hold-ms T]\n"
+            "One rank of a fault-injection test (COLL_* environment): float32 sum allreduces of\n"
+            "N elements (default 262144), W in flight (default 2), K of them (default: until\n"
+            "one fails), every result checked. Prints JOINED, PROGRESS (every P completions,\n"
+            "default 1), STALL, FAILED, ALSO and DONE lines; after a failure or stall it keeps\n"
+            "the job until stdin closes, at most T ms (default 60000).\n"
+            "  --stall-rank R --stall-after K  rank R stops submitting before operation K\n"
+            "exit: 0 done, 3 an operation failed, 4 the join failed, 1 a wrong result, 2 usage\n");
+}
+
+static long parse_long(const char *s, long lo, long hi)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        usage(stderr);
+        exit(2);
+    }
+    return v;
+}
+
+static void parse_opts(int argc, char **argv, opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"count", required_argument, NULL, 'c'},       {"window", required_argument, NULL, 'w'},
+        {"iters", required_argument, NULL, 'i'},       {"progress", required_argument, NULL, 'p'},
+        {"stall-rank", required_argument, NULL, 'r'},  {"stall-after", required_argument, NULL, 'a'},
+        {"hold-ms", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int ch;
+
+    *o = (opts_t){.count = 262144, .window = 2, .iters = 1L << 40, .progress = 1,
+                  .stall_rank = -1, .stall_after = -1, .hold_ms = 60000};
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': o->count = (size_t)parse_long(optarg, 0, 1L << 28); break;
+        case 'w': o->window = (int)parse_long(optarg, 1, MAX_WINDOW); break;
+        case 'i': o->iters = parse_long(optarg, 1, 1L << 40); break;
+        case 'p': o->progress = (int)parse_long(optarg, 0, 1 << 20); break;
+        case 'r': o->stall_rank = (int)parse_long(optarg, 0, 1 << 20); break;
+        case 'a': o->stall_after = parse_long(optarg, 0, 1L << 40); break;
+        case 't': o->hold_ms = (int)parse_long(optarg, 0, 3600000); break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        exit(2);
+    }
+}
+
+static void alloc_slots(run_t *r)
+{
+    size_t bytes = r->o->count * sizeof(float) + 64;
+    for (int w = 0; w < r->o->window; w++) {
+        slot_t *s = &r->slots[w];
+        coll_status_t st = coll_mem_alloc(r->comm, bytes, (void **)&s->send);
+        if (st == COLL_OK) {
+            st = coll_mem_alloc(r->comm, bytes, (void **)&s->recv);
+        }
+        if (st != COLL_OK) {
+            die("coll_mem_alloc(%zu bytes): %s: %s", bytes, coll_err_name(st),
+                coll_comm_last_error(r->comm));
+        }
+        s->seq = -1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    coll_comm_params_t params = {.field_mask = COLL_COMM_PARAM_POOL_SIZE};
+    opts_t o;
+    run_t r = {.o = &o};
+    coll_status_t st;
+    int rc;
+
+    parse_opts(argc, argv, &o);
+    /* Unless COLL_POOL_SIZE asks otherwise: both buffers of every slot, with room to spare. */
+    params.field_mask = getenv("COLL_POOL_SIZE") != NULL ? 0 : COLL_COMM_PARAM_POOL_SIZE;
+    params.pool_bytes = 2 * (uint64_t)o.window * (o.count * sizeof(float) + 4096) * 4 + (8u << 20);
+    st = coll_comm_create(&params, &r.comm);
+    if (st != COLL_OK) {
+        say("JOINFAIL status=%s t_mono=%.6f", coll_err_name(st), clock_s(CLOCK_MONOTONIC));
+        return EXIT_JOINFAIL;
+    }
+    r.rank = g_rank = coll_comm_rank(r.comm);
+    r.world = coll_comm_world_size(r.comm);
+    r.nodes = r.world / coll_comm_local_size(r.comm);
+    say("JOINED rank=%d world=%d nodes=%d t_mono=%.6f", r.rank, r.world, r.nodes,
+        clock_s(CLOCK_MONOTONIC));
+    alloc_slots(&r);
+    rc = run_loop(&r);
+    coll_comm_destroy(r.comm);
+    return rc;
+}
