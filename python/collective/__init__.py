@@ -1,0 +1,31 @@
+"""collective: Python bindings of libcollective, the client library of collectived.
+
+Pure Python over ctypes (no compiled extension). A rank joins its job, allocates numpy arrays
+or torch tensors in the job's shared pool (zero copy: the daemon reduces them in place) and
+submits collectives that return futures::
+
+    import collective
+    with collective.Communicator() as comm:          # rank, world size, job from COLL_*
+        grads = comm.zeros(1 << 20, "float32")      # a numpy array in the pool
+        grads[:] = 1.0
+        fut = comm.allreduce(grads, op="avg")        # returns at once
+        fut.result(timeout=60)                       # grads now holds the average
+
+Modules: :mod:`collective.comm` (Communicator), :mod:`collective.progress` (futures),
+:mod:`collective.pool` (pool memory), :mod:`collective.types`, :mod:`collective.errors`,
+:mod:`collective.ddp` (PyTorch DDP communication hook; imports torch).
+
+libcollective is found through $COLLECTIVE_LIB, next to the package in the build tree, or the
+system loader (see :mod:`collective._lib`).
+"""
+
+from ._lib import LibraryNotFoundError
+from .comm import Communicator
+from .errors import CollectiveError, CollectiveTimeoutError
+from .progress import Future, Timing
+from .types import Algo, DType, Op
+
+__version__ = "0.1.0"
+
+__all__ = ["Algo", "CollectiveError", "CollectiveTimeoutError", "Communicator", "DType",
+           "Future", "LibraryNotFoundError", "Op", "Timing"]

@@ -1,0 +1,306 @@
+"""The communicator: one rank's membership in a collectived job."""
+
+import ctypes
+import os
+import weakref
+
+from . import _lib
+from .errors import make_error
+from .pool import Native, numpy_array, torch_tensor
+from .progress import Future, Progress
+from .types import address, buffer_info, is_tensor, parse_algo, parse_op
+
+def _params(socket, job, rank, world_size, local_rank, local_size, root, timeout, pool_size,
+            job_token):
+    """A coll_comm_params_t with the fields that were given; the rest come from COLL_*."""
+    p = _lib.CommParams()
+    if socket is not None:
+        p.field_mask |= _lib.PARAM_SOCKET
+        p.socket_path = os.fsencode(socket)
+    if job is not None:
+        p.field_mask |= _lib.PARAM_JOB
+        p.job = job.encode()
+    if (rank is None) != (world_size is None):
+        raise ValueError("give rank and world_size together (or neither, for COLL_RANK and "
+                         "COLL_WORLD_SIZE)")
+    if rank is not None:
+        p.field_mask |= _lib.PARAM_RANK
+        p.rank, p.world_size = rank, world_size
+    if (local_rank is None) != (local_size is None):
+        raise ValueError("give local_rank and local_size together (or neither)")
+    if local_rank is not None:
+        p.field_mask |= _lib.PARAM_LOCAL_RANK
+        p.local_rank, p.local_size = local_rank, local_size
+    if root is not None:
+        p.field_mask |= _lib.PARAM_ROOT
+        p.root = root.encode()
+    if timeout is not None:
+        p.field_mask |= _lib.PARAM_TIMEOUT
+        p.timeout_ms = max(1, int(timeout * 1000))
+    if pool_size is not None:
+        p.field_mask |= _lib.PARAM_POOL_SIZE
+        p.pool_bytes = int(pool_size)
+    if job_token is not None:
+        p.field_mask |= _lib.PARAM_TOKEN
+        p.job_token = job_token.encode() if isinstance(job_token, str) else bytes(job_token)
+    return p
+
+
+class Communicator:
+    """One rank of a collectived job: pool memory and asynchronous collectives.
+
+    ``Communicator()`` connects to the node's daemon and joins the job described by the COLL_*
+    environment variables (as ``collective-launch``, Slurm's ``coll-env.sh`` or torchrun set
+    them); keyword arguments override single fields. Construction blocks until every rank of
+    the job has joined (the rendezvous), at most the job's timeout, and raises
+    :class:`~collective.CollectiveError` on failure (e.g. COLL_ERR_CONNREFUSED when no daemon
+    listens, COLL_ERR_DENIED for a wrong job token).
+
+    Args:
+        socket (str): the daemon's socket (COLL_SOCKET).
+        job (str): job id, the same on every rank (COLL_JOB).
+        rank, world_size (int): global rank and number of ranks, given together.
+        local_rank, local_size (int): rank and number of ranks on this node, together.
+        root (str): ``host:port`` of node 0's daemon (COLL_ROOT).
+        timeout (float): the job's timeout in seconds (COLL_TIMEOUT_MS): the longest the
+            rendezvous, and the daemon's side of each operation, may take.
+        pool_size (int): bytes of the job's shared pool per node (COLL_POOL_SIZE).
+        job_token (str | bytes): the secret shared by the job's ranks (COLL_JOB_TOKEN).
+        op_timeout (float | None): this process's bound, in seconds, on every operation; one
+            that takes longer fails with COLL_ERR_TIMEDOUT. None (default): no bound of its own
+            (the daemon still fails operations after the job's timeout).
+
+    Buffers: every collective works in place on pool memory. Allocate it with :meth:`empty`,
+    :meth:`zeros` (numpy) or :meth:`empty_tensor`, :meth:`zeros_tensor` (torch); all arrays
+    must be C-contiguous. Passing other memory raises COLL_ERR_NOT_IN_POOL.
+
+    Operations: each returns a :class:`~collective.Future` at once; its result is the output
+    array (or None). Errors found at submission (a buffer outside the pool, a bad root, a
+    failed job) are raised by the call itself, errors of the operation by the future. The arrays belong to the daemon until the future is done: do not write
+    them (or read outputs) before. Ranks must call collectives in the same order, unless they
+    pass ``key=`` (an int < 2**39, unique among operations in flight): operations with the
+    same key are matched whatever the order. ``algo=`` forces an algorithm
+    (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``; default COLL_ALGO or auto),
+    ``timeout=`` overrides ``op_timeout`` for one operation.
+
+    Thread-safety: all methods may be called from any thread. Futures complete on the
+    communicator's progress thread (see :mod:`collective.progress`).
+
+    Lifetime: :meth:`close` (or leaving a ``with`` block, or exit) fails pending operations with
+    COLL_ERR_CLOSED and leaves the job as soon as no array from the pool is left alive; pool
+    arrays stay valid until they are garbage-collected.
+    """
+
+    def __init__(self, *, socket=None, job=None, rank=None, world_size=None, local_rank=None,
+                 local_size=None, root=None, timeout=None, pool_size=None, job_token=None,
+                 op_timeout=None):
+        lib = _lib.load()
+        params = _params(socket, job, rank, world_size, local_rank, local_size, root, timeout,
+                         pool_size, job_token)
+        ptr = ctypes.c_void_p()
+        st = lib.coll_comm_create(ctypes.byref(params), ctypes.byref(ptr))
+        if st != _lib.COLL_OK:
+            raise make_error(st, "see the libcollective message on stderr", "coll_comm_create")
+        self._native = Native(lib, ptr.value)
+        self._lib = lib
+        self.rank = lib.coll_comm_rank(ptr)
+        self.world_size = lib.coll_comm_world_size(ptr)
+        self.local_rank = lib.coll_comm_local_rank(ptr)
+        self.local_size = lib.coll_comm_local_size(ptr)
+        self.op_timeout = op_timeout
+        self._progress = Progress(self._native, "collective-progress-r%d" % self.rank)
+        # Runs on close(), when the communicator is collected, or at exit.
+        self._finalizer = weakref.finalize(self, self._progress.stop, self._native.close)
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return "<collective.Communicator rank %d/%d local %d/%d %s>" % (
+            self.rank, self.world_size, self.local_rank, self.local_size, state)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def closed(self):
+        """True after :meth:`close`."""
+        return self._native.closed or not self._finalizer.alive
+
+    def close(self):
+        """Fail pending operations (COLL_ERR_CLOSED) and leave the job once no pool array is
+        alive. Idempotent; safe from any thread, including a done-callback."""
+        self._finalizer()
+
+    @property
+    def last_error(self):
+        """``coll_comm_last_error``: the detailed message of the last failure, or ""."""
+        return self._native.last_error()
+
+    # ---- pool memory ----------------------------------------------------------------------
+    def empty(self, shape, dtype="float32"):
+        """A numpy array of @shape (int or tuple) in the pool, uninitialized. @dtype: a numpy
+        dtype or a name (``"bfloat16"`` gives uint16 storage: pass ``dtype="bfloat16"`` to the
+        collectives). Raises CollectiveError COLL_ERR_POOL_FULL when the pool has no room."""
+        return numpy_array(self._native, shape, dtype)
+
+    def zeros(self, shape, dtype="float32"):
+        """As :meth:`empty`, filled with zeros."""
+        a = self.empty(shape, dtype)
+        a.fill(0)
+        return a
+
+    def empty_tensor(self, shape, dtype=None):
+        """A CPU torch tensor of @shape in the pool, uninitialized; @dtype a torch dtype or a
+        name, default torch.float32."""
+        return torch_tensor(self._native, shape, "float32" if dtype is None else dtype)
+
+    def zeros_tensor(self, shape, dtype=None):
+        """As :meth:`empty_tensor`, filled with zeros."""
+        return self.empty_tensor(shape, dtype).zero_()
+
+    def free(self, x):
+        """Return the pool allocation @x lies in to the pool now instead of at garbage
+        collection. @x and every view of that allocation must not be used afterwards (their
+        memory may be handed out again). Raises ValueError when @x is not in a live
+        allocation of this communicator."""
+        self._native.free(address(x))
+
+    # ---- operations -----------------------------------------------------------------------
+    def _op_params(self, key, algo, layout=None):
+        if key is None and algo is None and layout is None:
+            return None
+        p = _lib.OpParams()
+        if key is not None:
+            if not 0 <= key < (1 << 39):
+                raise ValueError("key %r is not in [0, 2**39)" % (key,))
+            p.field_mask |= _lib.OP_PARAM_KEY
+            p.key = key
+        if algo is not None:
+            p.field_mask |= _lib.OP_PARAM_ALGO
+            p.algo = parse_algo(algo)
+        if layout is not None:
+            if not 0 < layout < (1 << 64):
+                raise ValueError("layout %r is not in (0, 2**64)" % (layout,))
+            p.field_mask |= _lib.OP_PARAM_LAYOUT
+            p.layout = layout
+        return ctypes.byref(p)
+
+    def _submit(self, name, fn, args, result, keep, key, algo, timeout, layout=None):
+        """Call the C function @fn(comm, *args, params, &req) and return the future."""
+        req = ctypes.c_void_p()
+        future = Future(name)
+        params = self._op_params(key, algo, layout)
+        st = self._native.call(fn, name, *args, params, ctypes.byref(req))
+        if st == _lib.COLL_OK:  # done at once
+            future.set_result(result)
+            return future
+        self._progress.add(req.value, future, result, keep,
+                           self.op_timeout if timeout is None else timeout)
+        return future
+
+    def allreduce(self, x, out=None, op="sum", *, dtype=None, key=None, algo=None,
+                  timeout=None, layout=None):
+        """Every rank's @out receives the element-wise reduction @op (``"sum"``, ``"avg"``,
+        ``"prod"``, ``"min"``, ``"max"``) over all ranks' @x. In place when @out is None.
+        @x, @out: pool arrays of the same number of elements and dtype. @layout: a nonzero
+        64-bit fingerprint of the tensors @x is made of, compared across ranks like the count
+        (coll_op_params_t.layout). Returns a Future of @out (x when in place)."""
+        out = x if out is None else out
+        s, r = self._pair(x, out, dtype, 1)
+        return self._submit("allreduce", self._lib.coll_allreduce_async,
+                            (s.addr, r.addr, s.count, s.dtype, parse_op(op)), out, (x, out),
+                            key, algo, timeout, layout)
+
+    def reduce_scatter(self, x, out=None, op="sum", *, dtype=None, key=None, algo=None,
+                       timeout=None):
+        """@x holds world_size blocks of n elements; rank r's @out (n elements) receives the
+        reduction over all ranks of block r. Default @out: block r of @x, in place (a view
+        of @x). Returns a Future of @out."""
+        if out is None:
+            out = x.reshape(-1)[self.rank * self._block(x): (self.rank + 1) * self._block(x)]
+        r, s = self._pair(out, x, dtype, self.world_size)
+        return self._submit("reduce_scatter", self._lib.coll_reduce_scatter_async,
+                            (s.addr, r.addr, r.count, s.dtype, parse_op(op)), out, (x, out),
+                            key, algo, timeout)
+
+    def allgather(self, x, out=None, *, dtype=None, key=None, algo=None, timeout=None):
+        """@out (world_size blocks of x's n elements) receives every rank's @x in rank order.
+        Default @out: a new 1-D pool array (or tensor) of world_size * n elements. In place
+        when @x is block r of @out. Returns a Future of @out."""
+        if out is None:
+            out = self._like(x, self.world_size * _count(x))
+        s, r = self._pair(x, out, dtype, self.world_size)
+        return self._submit("allgather", self._lib.coll_allgather_async,
+                            (s.addr, r.addr, s.count, s.dtype), out, (x, out), key, algo,
+                            timeout)
+
+    def broadcast(self, x, root=0, out=None, *, dtype=None, key=None, algo=None,
+                  timeout=None):
+        """Every rank's @out receives rank @root's @x; in place when @out is None. Returns a
+        Future of @out."""
+        out = x if out is None else out
+        s, r = self._pair(x, out, dtype, 1)
+        return self._submit("broadcast", self._lib.coll_broadcast_async,
+                            (s.addr, r.addr, s.count, s.dtype, root), out, (x, out), key, algo,
+                            timeout)
+
+    def reduce(self, x, out=None, op="sum", root=0, *, dtype=None, key=None, algo=None,
+               timeout=None):
+        """Rank @root's @out receives the reduction @op over all ranks' @x; in place when
+        @out is None. @out is written at the root only. Returns a Future of @out."""
+        out = x if out is None else out
+        s, r = self._pair(x, out, dtype, 1)
+        return self._submit("reduce", self._lib.coll_reduce_async,
+                            (s.addr, r.addr, s.count, s.dtype, parse_op(op), root), out,
+                            (x, out), key, algo, timeout)
+
+    def barrier(self, *, key=None, algo=None, timeout=None):
+        """Completes once every rank entered the barrier. Returns a Future of None."""
+        return self._submit("barrier", self._lib.coll_barrier_async, (), None, None, key, algo,
+                            timeout)
+
+    def send(self, x, peer, *, dtype=None, key=None, timeout=None):
+        """Send @x to rank @peer, matched with its :meth:`recv` from this rank (the n-th send
+        to a peer with its n-th receive, or by @key). Returns a Future of None that completes
+        once the data left @x."""
+        s = buffer_info(x, dtype)
+        return self._submit("send", self._lib.coll_send_async, (s.addr, s.count, s.dtype, peer),
+                            None, x, key, None, timeout)
+
+    def recv(self, x, peer, *, dtype=None, key=None, timeout=None):
+        """Receive from rank @peer into @x (its size must match the send). Returns a Future
+        of @x."""
+        s = buffer_info(x, dtype)
+        return self._submit("recv", self._lib.coll_recv_async, (s.addr, s.count, s.dtype, peer),
+                            x, x, key, None, timeout)
+
+    # ---- helpers --------------------------------------------------------------------------
+    @staticmethod
+    def _pair(small, big, dtype, factor):
+        """Buffer infos of @small and @big, checked: same dtype, big = factor x small."""
+        s, b = buffer_info(small, dtype), buffer_info(big, dtype)
+        if s.dtype != b.dtype:
+            raise TypeError("buffers have different dtypes: %s and %s"
+                            % (s.dtype.name.lower(), b.dtype.name.lower()))
+        if b.count != factor * s.count:
+            raise ValueError("buffer sizes do not fit: %d elements vs %d (expected %d x)"
+                             % (b.count, s.count, factor))
+        return s, b
+
+    def _block(self, x):
+        n = _count(x)
+        if n % self.world_size:
+            raise ValueError("%d elements do not split into %d blocks" % (n, self.world_size))
+        return n // self.world_size
+
+    def _like(self, x, count):
+        if is_tensor(x):
+            return self.empty_tensor(count, x.dtype)
+        return self.empty(count, x.dtype)
+
+
+def _count(x):
+    return x.numel() if is_tensor(x) else x.size
+

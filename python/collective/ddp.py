@@ -1,0 +1,191 @@
+"""PyTorch DistributedDataParallel integration: gradient buckets reduced by collectived.
+
+A DDP script keeps its model, loop and optimizer; it creates a communicator, lets it set up
+the process group, and registers the hook::
+
+    comm = collective.Communicator()
+    collective.ddp.init_process_group(comm)          # gloo, for DDP's parameter broadcast
+    model = DDP(net)
+    model.register_comm_hook(collective.ddp.AllreduceState(comm), collective.ddp.allreduce_hook)
+
+DDP still needs a process group (it broadcasts the initial parameters and buffers with it and
+checks the model is the same on every rank); :func:`init_process_group` creates a gloo one
+without torchrun's MASTER_ADDR/MASTER_PORT. With the hook registered, every gradient bucket
+goes through collectived instead of that process group.
+
+Importing this module imports torch.
+"""
+
+import collections
+import datetime
+import hashlib
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+
+# Bucket keys follow the layout of libcollective's bucketer (collective.h): key space in bits
+# 36-38, iteration (mod 2**20) in bits 16-35, bucket index in bits 0-15. The hook uses key
+# space 7; a C bucketer or explicit keys on the same communicator must stay out of it.
+KEY_SPACE = 7
+MAX_BUCKETS = 1 << 16
+_ITER_MASK = (1 << 20) - 1
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class AllreduceState:
+    """The state of :func:`allreduce_hook`: the communicator and one pool buffer per bucket.
+
+    Args:
+        comm (collective.Communicator): the rank's communicator.
+        timeout (float | None): seconds a bucket's allreduce may take before the hook's future
+            fails with COLL_ERR_TIMEDOUT (so a hung job raises in DDP instead of hanging);
+            None waits forever.
+
+    Pool buffers are cached by bucket index and reused every iteration; a bucket whose size or
+    dtype changes (DDP rebuilds its buckets after the first iteration) gets a new one and the
+    old one is freed. Statistics: ``iterations`` (backward passes whose last bucket was
+    submitted), ``buckets`` (buckets in the latest one), ``calls`` (buckets reduced), ``bytes``
+    (their total size), ``algos`` (a Counter of the algorithms that ran them), ``comm_ns``
+    (summed submit-to-completion time of the buckets, in nanoseconds).
+
+    Thread-safety: the hook runs on DDP's autograd thread, completions on the communicator's
+    progress thread; the statistics are updated under a lock.
+    """
+
+    def __init__(self, comm, timeout=300.0):
+        self.comm = comm
+        self.timeout = timeout
+        self.calls = 0
+        self.bytes = 0
+        self.comm_ns = 0
+        self.algos = collections.Counter()
+        self.iterations = 0
+        self.buckets = 0
+        self._buffers = {}
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        raise TypeError("AllreduceState holds a communicator and cannot be pickled")
+
+    def pool_buffer(self, index, like):
+        """The pool tensor of bucket @index, shaped and typed as @like (1-D); allocated on
+        first use and when @like's size or dtype changed."""
+        buf = self._buffers.get(index)
+        if buf is None or buf.numel() != like.numel() or buf.dtype != like.dtype:
+            if buf is not None:
+                self.comm.free(buf)
+            buf = self.comm.empty_tensor(like.numel(), like.dtype)
+            self._buffers[index] = buf
+        return buf
+
+    def next_key(self, bucket):
+        """The operation key of @bucket in the current iteration (the same on every rank)."""
+        index = bucket.index()
+        if index >= MAX_BUCKETS:
+            raise ValueError("bucket index %d >= %d: use a larger bucket_cap_mb"
+                             % (index, MAX_BUCKETS))
+        key = KEY_SPACE << 36 | (self.iterations & _ITER_MASK) << 16 | index
+        if bucket.is_last():
+            self.iterations += 1
+            self.buckets = index + 1
+        return key
+
+    def _record(self, future, nbytes):
+        with self._lock:
+            self.calls += 1
+            self.bytes += nbytes
+            self.algos[future.algo] += 1
+            if future.timing is not None:
+                self.comm_ns += future.timing.complete_ns - future.timing.submit_ns
+
+
+def bucket_layout(bucket):
+    """A 64-bit fingerprint of @bucket's parameters (shapes and dtypes in order, BLAKE2b), which
+    the daemons compare across ranks: ranks whose DDP buckets hold different parameters fail
+    with a mismatch instead of averaging unrelated gradients."""
+    h = hashlib.blake2b(digest_size=8)
+    for p in bucket.parameters():
+        h.update(("%s %s;" % (tuple(p.shape), p.dtype)).encode())
+    return int.from_bytes(h.digest(), "little") or 1
+
+
+def allreduce_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: average @bucket over all ranks through collectived.
+
+    Register with ``ddp_model.register_comm_hook(AllreduceState(comm), allreduce_hook)``.
+    The bucket (a flat CPU tensor) is copied into the bucket's pool buffer and reduced there
+    with COLL_AVG asynchronously; the returned future completes, on the communicator's
+    progress thread, once the average is copied back into the bucket tensor, and its value is
+    that tensor. The autograd thread does not wait: DDP waits on the future before the
+    optimizer step. Failures (a mismatch, a lost peer, the timeout) complete the future with
+    a :class:`collective.CollectiveError`, which DDP raises from ``backward()``.
+    """
+    grads = bucket.buffer()
+    pool = state.pool_buffer(bucket.index(), grads)
+    pool.copy_(grads)
+    fut = state.comm.allreduce(pool, op="avg", key=state.next_key(bucket),
+                               timeout=state.timeout, layout=bucket_layout(bucket))
+
+    def copy_back(result):
+        grads.copy_(result)
+        state._record(fut, grads.numel() * grads.element_size())
+        return grads
+
+    return fut.as_torch_future(copy_back)
+
+
+def register(ddp_model, comm, timeout=300.0):
+    """Register :func:`allreduce_hook` on @ddp_model with a new :class:`AllreduceState` of
+    @comm, and return the state."""
+    state = AllreduceState(comm, timeout)
+    ddp_model.register_comm_hook(state, allreduce_hook)
+    return state
+
+
+def _root_host():
+    """The host part of COLL_ROOT (node 0's daemon), or None."""
+    root = os.environ.get("COLL_ROOT", "")
+    host, sep, _ = root.rpartition(":")
+    if not sep or not host:
+        return None
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def _store_via_collective(comm, host, timeout):
+    """A TCPStore that rank 0 opens on a free port, which it broadcasts through @comm."""
+    port = comm.zeros(1, "int64")
+    if comm.rank == 0:
+        store = dist.TCPStore(host, 0, comm.world_size, True, timeout, wait_for_workers=False)
+        port[0] = store.port
+    comm.broadcast(port, root=0).result(timeout.total_seconds())
+    if comm.rank != 0:
+        store = dist.TCPStore(host, int(port[0]), comm.world_size, False, timeout)
+    comm.free(port)
+    return store
+
+
+def init_process_group(comm, backend="gloo", timeout=300.0):
+    """Initialize ``torch.distributed`` with @comm's rank and world size (the default
+    process group DDP needs for its parameter broadcast).
+
+    The rendezvous store: MASTER_ADDR:MASTER_PORT when MASTER_PORT is set (torchrun's
+    convention); otherwise rank 0 opens a TCPStore on a free port of MASTER_ADDR, else of
+    COLL_ROOT's host (node 0), else 127.0.0.1, and sends the port to the other ranks with a
+    collectived broadcast. When that host is a loopback address, GLOO_SOCKET_IFNAME defaults
+    to ``lo``. @timeout: seconds for the store and the process group. Blocks until every rank
+    has joined; raises RuntimeError (torch) or CollectiveError on failure.
+    """
+    host = os.environ.get("MASTER_ADDR") or _root_host() or "127.0.0.1"
+    if host in LOOPBACK_HOSTS and backend == "gloo":
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    td = datetime.timedelta(seconds=timeout)
+    if os.environ.get("MASTER_PORT"):
+        store = dist.TCPStore(host, int(os.environ["MASTER_PORT"]), comm.world_size,
+                              comm.rank == 0, td)
+    else:
+        store = _store_via_collective(comm, host, td)
+    dist.init_process_group(backend, store=store, rank=comm.rank, world_size=comm.world_size,
+                            timeout=td)
