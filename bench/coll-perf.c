@@ -747,6 +747,14 @@ static row_t *alloc_rows(int nrows, int world)
     return rows;
 }
 
+static void free_rows(row_t *rows, int nrows)
+{
+    for (int i = 0; i < nrows; i++) {
+        free(rows[i].rank_us);
+    }
+    free(rows);
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -782,6 +790,7 @@ int main(int argc, char **argv)
     }
     barrier(&c);
     perf_data_free(&data);
+    free_rows(rows, max_rows);
     coll_comm_destroy(c.comm);
     return wrong > 0 ? 1 : 0;
 }

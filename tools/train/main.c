@@ -2,8 +2,10 @@
  *
  * Every rank loads the whole data set, builds the same network from the same seed and walks the
  * same shuffled order; of each global batch it trains on its own contiguous shard, then the
- * gradients are averaged with one allreduce, so every rank applies the same update and the
- * weights stay identical. Standalone (no communicator) it is the single-process reference. */
+ * gradients are averaged, so every rank applies the same update and the weights stay
+ * identical. The gradients live in the buckets of a libcollective bucketer: backward reports
+ * each layer as it finishes and a full bucket is reduced while backward goes on (--comm).
+ * Standalone (no communicator) it is the single-process reference. */
 #include "dist.h"
 #include "mlp.h"
 #include "mnist.h"
@@ -24,7 +26,7 @@ typedef struct trainer {
     mnist_set_t train;
     mnist_set_t test;
     mlp_t *mlp;
-    float *grads;          /* all gradients, contiguous, in the job's pool */
+    dist_grads_t grads;    /* the gradients (bucket views in the job's pool) and their exchange */
     float *stats;          /* small buffer for the loss and accuracy reductions, in the pool */
     float *x;              /* input rows: shard x image size */
     uint8_t *y;            /* labels of x */
@@ -41,16 +43,15 @@ typedef struct epoch_stats {
     double loss_sum;    /* sum over steps of the mean loss of this rank's shard */
     long steps;
     double step_s;      /* seconds in steps, from gathering the batch to the update */
-    double allreduce_s; /* seconds in the gradient allreduce (submit and wait) */
+    /* Over the measured steps (all but the first step of the run, which lays out and rebuilds
+     * the buckets): */
+    long measured;
+    double mstep_s;     /* the whole step */
+    double compute_s;   /* forward and backward */
+    double comm_s;      /* union over buckets of [submit, done] */
+    double exposed_s;   /* waited after backward */
+    double overlap_sum; /* sum of 1 - exposed / comm */
 } epoch_stats_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int steps_exhausted(const trainer_t *t)
 {
@@ -74,25 +75,55 @@ static void shuffle(trainer_t *t, int epoch)
     }
 }
 
-/* One optimizer step on the global batch starting at batch[0]; this rank takes its shard. */
+/* ts: start, forward, backward, backward end, wait end, update end (CLOCK_MONOTONIC ns). */
+static void account_step(trainer_t *t, epoch_stats_t *es, const uint64_t ts[6],
+                         const dist_step_stats_t *ds)
+{
+    double step_s = (double)(ts[5] - ts[0]) * 1e-9, compute_s = (double)(ts[3] - ts[1]) * 1e-9;
+
+    es->step_s += step_s;
+    es->steps++;
+    if (t->steps_done > 0) {
+        es->measured++;
+        es->mstep_s += step_s;
+        es->compute_s += compute_s;
+        es->comm_s += ds->comm_s;
+        es->exposed_s += ds->exposed_s;
+        es->overlap_sum += ds->overlap;
+    }
+    if (t->opts.report_steps && t->dist.rank == 0) {
+        printf("step %ld step_ms=%.2f compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f overlap=%.3f "
+               "buckets=%zu\n", t->steps_done + 1, step_s * 1e3, compute_s * 1e3,
+               ds->comm_s * 1e3, ds->exposed_s * 1e3, ds->overlap, ds->buckets);
+    }
+}
+
+/* One optimizer step on the global batch starting at batch[0]; this rank takes its shard.
+ * Backward reports each layer to the bucketer, which reduces full buckets meanwhile. */
 static int train_step(trainer_t *t, const uint32_t *batch, epoch_stats_t *es)
 {
     const uint32_t *mine = batch + (size_t)t->dist.rank * (size_t)t->shard;
-    double start = now_s();
-    double reduce_start;
+    uint64_t ts[6]; /* start, forward, backward, backward end, wait end, update end */
+    dist_step_stats_t ds;
 
+    ts[0] = dist_now_ns();
     mnist_gather(&t->train, mine, 0, (size_t)t->shard, t->mean, t->std, t->x, t->y);
+    ts[1] = dist_now_ns();
     mlp_forward(t->mlp, t->x, t->shard);
     es->loss_sum += mlp_loss(t->mlp, t->y, t->shard);
-    mlp_backward(t->mlp, t->shard, NULL, NULL);
-    reduce_start = now_s();
-    if (dist_allreduce(&t->dist, t->grads, t->mlp->n_params, COLL_AVG) != 0) {
+    ts[2] = dist_now_ns();
+    mlp_backward(t->mlp, t->shard, dist_grad_ready, &t->grads);
+    ts[3] = dist_now_ns();
+    if (dist_grads_wait(&t->grads, &ds) != 0) {
         return -1;
     }
-    es->allreduce_s += now_s() - reduce_start;
+    ts[4] = dist_now_ns();
     mlp_sgd_step(t->mlp, t->opts.lr, t->opts.momentum);
-    es->step_s += now_s() - start;
-    es->steps++;
+    ts[5] = dist_now_ns();
+    dist_span(&t->dist, "forward", ts[1], ts[2]);
+    dist_span(&t->dist, "backward", ts[2], ts[3]);
+    dist_span(&t->dist, "optimizer", ts[4], ts[5]);
+    account_step(t, es, ts, &ds);
     t->steps_done++;
     return 0;
 }
@@ -149,11 +180,15 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
     double samples = (double)es->steps * (double)t->opts.batch;
     double step_s = es->step_s > 0.0 ? es->step_s : 1e-9;
 
+    double m = es->measured > 0 ? (double)es->measured : 1.0;
+
     if (t->dist.rank != 0) {
         return;
     }
-    printf("epoch %d/%d loss=%.4f samples/s=%.0f allreduce=%.1f%%", epoch, t->opts.epochs, loss,
-           samples / step_s, 100.0 * es->allreduce_s / step_s);
+    printf("epoch %d/%d loss=%.4f samples/s=%.0f step_ms=%.2f compute_ms=%.2f comm_ms=%.2f "
+           "exposed_ms=%.2f overlap=%.3f", epoch, t->opts.epochs, loss, samples / step_s,
+           1e3 * es->mstep_s / m, 1e3 * es->compute_s / m, 1e3 * es->comm_s / m,
+           1e3 * es->exposed_s / m, es->overlap_sum / m);
     if (accuracy >= 0.0) {
         printf(" test_accuracy=%.4f", accuracy);
     }
@@ -263,14 +298,16 @@ static int trainer_build_model(trainer_t *t)
     int sizes[MLP_MAX_LAYERS + 1];
     int n_layers = t->opts.n_hidden + 1;
     size_t dim = mnist_image_size(&t->train);
+    dist_grads_opts_t go = {t->opts.comm, t->opts.bucket_cap_bytes,
+                            t->opts.first_bucket_cap_bytes, 0, "grads"};
 
     sizes[0] = (int)dim;
     memcpy(sizes + 1, t->opts.hidden, (size_t)t->opts.n_hidden * sizeof(int));
     sizes[n_layers] = MNIST_CLASSES;
-    t->grads = dist_alloc(&t->dist, mlp_param_count(sizes, n_layers));
     t->stats = dist_alloc(&t->dist, 16);
-    if (t->grads == NULL || t->stats == NULL ||
-        mlp_create(sizes, n_layers, t->shard, t->opts.seed, t->grads, &t->mlp) != 0) {
+    if (t->stats == NULL ||
+        mlp_create(sizes, n_layers, t->shard, t->opts.seed, NULL, &t->mlp) != 0 ||
+        dist_grads_init(&t->grads, &t->dist, t->mlp, &go) != 0) {
         return -1;
     }
     t->x = malloc((size_t)t->shard * dim * sizeof(float));
@@ -302,6 +339,7 @@ static int trainer_init(trainer_t *t)
     if (trainer_load_data(t) != 0 || dist_init(&t->dist) != 0) {
         return 1;
     }
+    t->dist.timeout_ms = t->opts.timeout_ms;
     if (trainer_check_batch(t) != 0) {
         return 2;
     }
@@ -314,8 +352,8 @@ static int trainer_init(trainer_t *t)
 
 static void trainer_fini(trainer_t *t)
 {
+    dist_grads_fini(&t->grads);
     mlp_destroy(t->mlp);
-    dist_free(&t->dist, t->grads);
     dist_free(&t->dist, t->stats);
     dist_fini(&t->dist);
     mnist_free(&t->train);

@@ -53,9 +53,11 @@ static int mlp_bind_layers(mlp_t *mlp, const int *sizes)
         layer->in = sizes[l];
         layer->out = sizes[l + 1];
         layer->w = mlp->params + off;
-        layer->gw = mlp->grads + off;
         layer->b = layer->w + nw;
-        layer->gb = layer->gw + nw;
+        if (mlp->grads != NULL) {
+            layer->gw = mlp->grads + off;
+            layer->gb = layer->gw + nw;
+        }
         off += nw + (size_t)layer->out;
         layer->act = mlp_alloc((size_t)mlp->max_batch * (size_t)layer->out);
         layer->delta = mlp_alloc((size_t)mlp->max_batch * (size_t)layer->out);
@@ -90,7 +92,7 @@ int mlp_create(const int *sizes, int n_layers, int max_batch, uint64_t seed, flo
     size_t n = mlp_param_count(sizes, n_layers);
     mlp_t *mlp;
 
-    if (n == 0 || max_batch < 1 || grads == NULL) {
+    if (n == 0 || max_batch < 1) {
         fprintf(stderr, "coll-train: invalid network: %d layers, max batch %d\n", n_layers,
                 max_batch);
         return -1;
@@ -116,6 +118,12 @@ err_nomem:
     mlp_destroy(mlp);
     fprintf(stderr, "coll-train: out of memory for a network of %zu parameters\n", n);
     return -1;
+}
+
+void mlp_bind_grads(mlp_t *mlp, int layer, float *gw, float *gb)
+{
+    mlp->layers[layer].gw = gw;
+    mlp->layers[layer].gb = gb;
 }
 
 void mlp_destroy(mlp_t *mlp)
@@ -243,15 +251,26 @@ void mlp_backward(mlp_t *mlp, int n, mlp_grad_ready_fn ready, void *arg)
     }
 }
 
-void mlp_sgd_step(mlp_t *mlp, float lr, float momentum)
+/* v = momentum * v + g; p = p - lr * v over n floats. */
+static void mlp_sgd_span(float *restrict p, float *restrict v, const float *restrict g, size_t n,
+                         float lr, float momentum)
 {
-    float *restrict p = mlp->params;
-    float *restrict v = mlp->velocity;
-    const float *restrict g = mlp->grads;
-
-    for (size_t i = 0; i < mlp->n_params; i++) {
+    for (size_t i = 0; i < n; i++) {
         v[i] = momentum * v[i] + g[i];
         p[i] -= lr * v[i];
+    }
+}
+
+void mlp_sgd_step(mlp_t *mlp, float lr, float momentum)
+{
+    for (int l = 0; l < mlp->n_layers; l++) {
+        mlp_layer_t *layer = &mlp->layers[l];
+        size_t off = (size_t)(layer->w - mlp->params);
+        size_t nw = (size_t)layer->out * (size_t)layer->in;
+
+        mlp_sgd_span(layer->w, mlp->velocity + off, layer->gw, nw, lr, momentum);
+        mlp_sgd_span(layer->b, mlp->velocity + off + nw, layer->gb, (size_t)layer->out, lr,
+                     momentum);
     }
 }
 

@@ -3,10 +3,12 @@
  * @brief A multilayer perceptron (fully connected layers, ReLU between them, softmax
  *        cross-entropy loss) trained with SGD with momentum; matrix products through CBLAS.
  *
- * Parameter layout, shared by the parameters, the gradients and the momentum buffers and used by
+ * Parameter layout, shared by the parameters and the momentum buffers and used by
  * `coll-train --dump-weights`: for each layer l = 0 .. n_layers-1 in order, its weights W_l as a
  * row-major out_l x in_l matrix (W_l[o][i] connects input i to output o), then its bias b_l
- * (out_l floats). A layer computes z = x W_l^T + b_l for a batch x of rows.
+ * (out_l floats). A layer computes z = x W_l^T + b_l for a batch x of rows. The gradients are
+ * either one caller buffer in the same layout, or per-layer views that the caller binds with
+ * mlp_bind_grads() (e.g. slices of a bucketer's buckets, which need not be contiguous).
  *
  * Backward runs layer by layer from the output layer down, and can report each layer whose
  * gradient is final, so that a caller can start reducing it while the layers below are computed.
@@ -20,7 +22,7 @@
 #include <stdint.h>
 
 /** Most layers an mlp_t supports. */
-#define MLP_MAX_LAYERS 8
+#define MLP_MAX_LAYERS 16
 
 /** One fully connected layer; all pointers point into buffers of its mlp_t or of the caller. */
 typedef struct mlp_layer {
@@ -28,8 +30,8 @@ typedef struct mlp_layer {
     int out;      /**< output features */
     float *w;     /**< weights, out x in, row-major (inside the parameter buffer) */
     float *b;     /**< bias, out (follows w) */
-    float *gw;    /**< gradient of the loss wrt w, same shape (in the caller's gradient buffer) */
-    float *gb;    /**< gradient of the loss wrt b (follows gw) */
+    float *gw;    /**< gradient of the loss wrt w, same shape (owned by the caller) */
+    float *gb;    /**< gradient of the loss wrt b (owned by the caller; need not follow gw) */
     float *act;   /**< output of the last forward: max_batch x out, after ReLU except last layer */
     float *delta; /**< gradient of the loss wrt the pre-activation: max_batch x out */
 } mlp_layer_t;
@@ -40,7 +42,8 @@ typedef struct mlp {
     int max_batch;                       /**< most rows one forward may take */
     size_t n_params;                     /**< floats in the parameter and gradient buffers */
     float *params;                       /**< all parameters in the layout above; owned */
-    float *grads;                        /**< gradients, same layout; owned by the caller */
+    float *grads;                        /**< gradients in the same layout, owned by the caller;
+                                              NULL when bound per layer (mlp_bind_grads()) */
     float *velocity;                     /**< momentum buffer, same layout; owned */
     const float *input;                  /**< batch of the last forward; owned by the caller */
     mlp_layer_t layers[MLP_MAX_LAYERS];  /**< layer 0 takes the input, the last gives logits */
@@ -70,14 +73,22 @@ size_t mlp_param_count(const int *sizes, int n_layers);
  * @param [in]  max_batch  Most rows of one forward, >= 1 (sizes the activation buffers).
  * @param [in]  seed       Seed of the initialisation.
  * @param [in]  grads      mlp_param_count() floats for the gradients, e.g. in a communication
- *                         pool; owned by the caller and must outlive the network.
+ *                         pool; owned by the caller and must outlive the network. NULL: the
+ *                         caller binds every layer's gradients with mlp_bind_grads() before
+ *                         the first backward.
  * @param [out] mlp_p      The network, set only on success.
  * @return 0 on success; -1 for invalid sizes or out of memory (printed to stderr).
  */
 int mlp_create(const int *sizes, int n_layers, int max_batch, uint64_t seed, float *grads,
                mlp_t **mlp_p);
 
-/** @brief Free a network (not the caller's gradient buffer). Safe with NULL. */
+/**
+ * @brief Point layer @p layer's gradients at caller buffers: @p gw (out x in floats) and @p gb
+ *        (out floats). Backward writes them, mlp_sgd_step() reads them.
+ */
+void mlp_bind_grads(mlp_t *mlp, int layer, float *gw, float *gb);
+
+/** @brief Free a network (not the caller's gradient buffers). Safe with NULL. */
 void mlp_destroy(mlp_t *mlp);
 
 /**
@@ -113,7 +124,7 @@ void mlp_backward(mlp_t *mlp, int n, mlp_grad_ready_fn ready, void *arg);
 
 /**
  * @brief SGD with momentum (the PyTorch form): v = momentum * v + g; w = w - lr * v,
- *        with g the gradient buffer.
+ *        with g each layer's gradients (gw, gb).
  * @param [in] lr        Learning rate, > 0.
  * @param [in] momentum  0 <= momentum < 1; 0 gives plain SGD.
  */

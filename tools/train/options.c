@@ -21,6 +21,11 @@ enum {
     OPT_NO_NORMALIZE,
     OPT_THREADS,
     OPT_DUMP,
+    OPT_COMM,
+    OPT_BUCKET_CAP,
+    OPT_FIRST_BUCKET_CAP,
+    OPT_REPORT_STEPS,
+    OPT_TIMEOUT,
 };
 
 static const struct option train_long_opts[] = {
@@ -36,6 +41,11 @@ static const struct option train_long_opts[] = {
     {"no-normalize", no_argument, NULL, OPT_NO_NORMALIZE},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"dump-weights", required_argument, NULL, OPT_DUMP},
+    {"comm", required_argument, NULL, OPT_COMM},
+    {"bucket-cap-mb", required_argument, NULL, OPT_BUCKET_CAP},
+    {"first-bucket-cap-mb", required_argument, NULL, OPT_FIRST_BUCKET_CAP},
+    {"report-steps", no_argument, NULL, OPT_REPORT_STEPS},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -49,7 +59,10 @@ void train_usage(FILE *out)
         "momentum) on Fashion-MNIST. Every rank holds the whole model and the same shuffled order\n"
         "of the training set; it takes its contiguous shard [rank*B/W, (rank+1)*B/W) of each\n"
         "global batch of B images, computes the mean loss over its shard, averages all gradients\n"
-        "with one allreduce (COLL_AVG) through collectived, and applies the same update.\n"
+        "(COLL_AVG) through collectived, and applies the same update. Gradients live in buckets\n"
+        "of a libcollective bucketer (coll_bucketer_*, as PyTorch DDP): backward runs layer by\n"
+        "layer and reports each layer's gradients, and a bucket is reduced as soon as it is\n"
+        "full, while backward continues on the layers below.\n"
         "\n"
         "options:\n"
         "  --data DIR          IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
@@ -58,7 +71,8 @@ void train_usage(FILE *out)
         "  --steps N           stop after N optimizer steps in total (default: no limit)\n"
         "  --batch B           global batch, divisible by the world size (default 256); the\n"
         "                      last incomplete batch of an epoch is dropped\n"
-        "  --hidden H[,H...]   hidden layer widths (default 256)\n"
+        "  --hidden H[,H...]   hidden layer widths (default 256); WxN is N layers of width W,\n"
+        "                      e.g. 2048x4 (at most 15 hidden layers)\n"
         "  --lr LR             learning rate (default 0.05)\n"
         "  --momentum M        SGD momentum, 0 <= M < 1 (default 0.9)\n"
         "  --seed S            seed of the initial weights and the shuffles, the same on every\n"
@@ -66,6 +80,16 @@ void train_usage(FILE *out)
         "  --eval-every E      also report test accuracy every E epochs (default: only at end)\n"
         "  --no-normalize      feed pixels scaled to [0,1] instead of standardised ones\n"
         "  --threads T         OpenBLAS threads per rank (default 1)\n"
+        "  --comm MODE         how gradients travel: bucket (default: buckets reduced during\n"
+        "                      backward as they fill), after (one allreduce of all gradients\n"
+        "                      when backward ends), tensor (one allreduce per tensor, each\n"
+        "                      as soon as it is ready)\n"
+        "  --bucket-cap-mb M   bucket cap in MiB for --comm bucket (default: COLL_BUCKET_CAP_MB,\n"
+        "                      else 25)\n"
+        "  --first-bucket-cap-mb M  cap of the first bucket (default: COLL_FIRST_BUCKET_CAP_MB,\n"
+        "                      else 1)\n"
+        "  --report-steps      rank 0 prints one line per step (see output)\n"
+        "  --timeout S         bound in seconds of every wait on a collective (default 300)\n"
         "  --dump-weights FILE after training, rank 0 writes all parameters to FILE as raw\n"
         "                      little-endian float32: for each layer in order (784->H first),\n"
         "                      its weights as an out x in row-major matrix, then its out biases\n"
@@ -76,9 +100,15 @@ void train_usage(FILE *out)
         "and no COLL_SOCKET) it trains standalone: one process, no daemon, no communication.\n"
         "\n"
         "output (rank 0, stdout): per epoch\n"
-        "  epoch 1/2 loss=0.5123 samples/s=12345 allreduce=12.3%\n"
-        "(loss: mean over the epoch's steps and ranks; samples/s: global images per second;\n"
-        "allreduce: share of the step time spent in the gradient allreduce), then\n"
+        "  epoch 1/2 loss=0.5123 samples/s=12345 step_ms=20.1 compute_ms=15.2 comm_ms=8.3\n"
+        "        exposed_ms=2.1 overlap=0.75\n"
+        "(one line; loss: mean over the epoch's steps and ranks; samples/s: global images per\n"
+        "second; then rank 0's means per step, the first step of the run left out: step_ms the\n"
+        "whole step; compute_ms forward and backward; comm_ms the union over buckets of [submit,\n"
+        "done]; exposed_ms the wait after backward for communication it did not hide; overlap\n"
+        "1 - exposed/comm), with --report-steps the same per step:\n"
+        "  step 12 step_ms=... compute_ms=... comm_ms=... exposed_ms=... overlap=... buckets=B\n"
+        "and at the end\n"
         "  final: nodes=N ranks=R epochs=E test_accuracy=0.xxxx train_loss=x.xxxx\n"
         "\n"
         "examples:\n"
@@ -159,14 +189,24 @@ static int parse_hidden(const char *s, train_opts_t *opts)
     }
     strcpy(buf, s);
     for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        if (n == MLP_MAX_LAYERS - 1) {
-            fprintf(stderr, "coll-train: --hidden: at most %d layers\n", MLP_MAX_LAYERS - 1);
+        char *times = strchr(tok, 'x');
+        int width, reps = 1;
+        if (times != NULL) {
+            *times = '\0';
+            if (parse_int("hidden", times + 1, 1, &reps) != 0) {
+                return -1;
+            }
+        }
+        if (parse_int("hidden", tok, 1, &width) != 0) {
             return -1;
         }
-        if (parse_int("hidden", tok, 1, &opts->hidden[n]) != 0) {
-            return -1;
+        for (int r = 0; r < reps; r++) {
+            if (n == MLP_MAX_LAYERS - 1) {
+                fprintf(stderr, "coll-train: --hidden: at most %d layers\n", MLP_MAX_LAYERS - 1);
+                return -1;
+            }
+            opts->hidden[n++] = width;
         }
-        n++;
     }
     opts->n_hidden = n;
     return 0;
@@ -185,6 +225,45 @@ static void train_defaults(train_opts_t *opts)
     opts->seed = 1;
     opts->normalize = 1;
     opts->threads = 1;
+    opts->comm = DIST_COMM_BUCKET;
+    opts->timeout_ms = DIST_DEFAULT_TIMEOUT_MS;
+}
+
+static int parse_comm(const char *s, train_opts_t *opts)
+{
+    static const char *const names[] = {"bucket", "after", "tensor"};
+
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            opts->comm = (dist_comm_t)i;
+            return 0;
+        }
+    }
+    fprintf(stderr, "coll-train: --comm: '%s' is not bucket, after or tensor\n", s);
+    return -1;
+}
+
+/* A cap in MiB (fractions allowed) as bytes, at least 1. */
+static int parse_cap(const char *opt, const char *s, size_t *out)
+{
+    float mb;
+
+    if (parse_float(opt, s, 1e-6, 1048576.0, &mb) != 0) {
+        return -1;
+    }
+    *out = (double)mb * 1048576.0 < 1.0 ? 1 : (size_t)((double)mb * 1048576.0);
+    return 0;
+}
+
+static int parse_timeout(const char *s, train_opts_t *opts)
+{
+    long v;
+
+    if (parse_long("timeout", s, 1, INT_MAX / 1000, &v) != 0) {
+        return -1;
+    }
+    opts->timeout_ms = (int)(v * 1000);
+    return 0;
 }
 
 /* Applies one option; returns 0, 1 for --help, -1 for a bad value. */
@@ -203,6 +282,12 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     case OPT_NO_NORMALIZE: opts->normalize = 0; return 0;
     case OPT_THREADS: return parse_int("threads", arg, 1, &opts->threads);
     case OPT_DUMP: opts->dump_path = arg; return 0;
+    case OPT_COMM: return parse_comm(arg, opts);
+    case OPT_BUCKET_CAP: return parse_cap("bucket-cap-mb", arg, &opts->bucket_cap_bytes);
+    case OPT_FIRST_BUCKET_CAP:
+        return parse_cap("first-bucket-cap-mb", arg, &opts->first_bucket_cap_bytes);
+    case OPT_REPORT_STEPS: opts->report_steps = 1; return 0;
+    case OPT_TIMEOUT: return parse_timeout(arg, opts);
     case 'h': train_usage(stdout); return 1;
     default: fprintf(stderr, "coll-train: try --help\n"); return -1;
     }

@@ -5,6 +5,7 @@
 #ifndef COLL_TRAIN_OPTIONS_H
 #define COLL_TRAIN_OPTIONS_H
 
+#include "dist.h"
 #include "mlp.h"
 
 #include <stdint.h>
@@ -28,6 +29,11 @@ typedef struct train_opts {
     int normalize;                /**< standardise pixels with the Fashion-MNIST mean and std */
     int threads;                  /**< OpenBLAS threads, >= 1 */
     const char *dump_path;        /**< where rank 0 writes the parameters; NULL = nowhere */
+    dist_comm_t comm;             /**< how gradients travel (--comm) */
+    size_t bucket_cap_bytes;      /**< --bucket-cap-mb in bytes; 0 = the library's default */
+    size_t first_bucket_cap_bytes; /**< --first-bucket-cap-mb in bytes; 0 = default */
+    int report_steps;             /**< print one line per step (rank 0) */
+    int timeout_ms;               /**< bound of every wait on a collective */
 } train_opts_t;
 
 /** @brief Print the help text to @p out. */
