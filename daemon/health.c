@@ -12,7 +12,7 @@
 uint64_t coll_health_tick_ms(const coll_job_t *job)
 {
     uint64_t t = job->params.timeout_ms / 8;
-    return t < 50 ? 50 : t > 1000 ? 1000 : t;
+    return t < 50 ? 50 : t > COLL_HEALTH_TICK_MAX_MS ? COLL_HEALTH_TICK_MAX_MS : t;
 }
 
 static uint64_t half_timeout_ns(const coll_job_t *job)
@@ -89,9 +89,10 @@ static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
 /* When an operation waits only for other nodes, the node it waits for (or one further up the
  * ring) usually times out too, at about the same moment, and knows more: which of its ranks did
  * not submit. Waiting two more ticks (at most COLL_BLAME_GRACE_MS) lets that node's abort, which
- * names the rank, arrive first; the error still comes well within the library's own bound
- * (timeout + COLL_DAEMON_SLACK_MS, 1 s). */
-#define COLL_BLAME_GRACE_MS 750u
+ * names the rank, arrive first. Grace plus one tick (when the check runs) stays below the
+ * library's own bound (timeout + COLL_DAEMON_SLACK_MS, 1 s), so the daemon's error, which
+ * says what was missing, is the one every rank gets. */
+#define COLL_BLAME_GRACE_MS 500u
 
 static uint64_t op_timeout_ns(const coll_job_t *job, uint32_t missing_local)
 {

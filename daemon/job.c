@@ -469,7 +469,9 @@ static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
 
 void coll_job_leave(coll_job_t *job, coll_session_t *s)
 {
-    uint32_t pending = pending_ops(job, s);
+    /* Its operations, and its submissions still queued in its control block (a rank killed
+     * right after submitting: the others wait for them). */
+    uint32_t pending = pending_ops(job, s) + (s->ctl != NULL ? coll_ctl_queued(s->ctl) : 0);
     coll_op_t *op, *tmp;
 
     coll_list_for_each_safe(op, tmp, &job->ops, coll_op_t, link)

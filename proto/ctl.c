@@ -44,6 +44,13 @@ int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_ctl_sub_t *
     return 1;
 }
 
+uint32_t coll_ctl_queued(coll_ctl_t *ctl)
+{
+    uint32_t n = atomic_load(&ctl->sub_head) -
+                 atomic_load_explicit(&ctl->sub_tail, memory_order_relaxed);
+    return n < COLL_CTL_SUB_SLOTS ? n : COLL_CTL_SUB_SLOTS;
+}
+
 int coll_ctl_take(coll_ctl_t *ctl, coll_ctl_sub_t *rec)
 {
     uint32_t tail = atomic_load_explicit(&ctl->sub_tail, memory_order_relaxed);

@@ -118,6 +118,12 @@ int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_ctl_sub_t *
 int coll_ctl_take(coll_ctl_t *ctl, coll_ctl_sub_t *rec);
 
 /**
+ * @brief Daemon side: submissions queued and not taken yet (a rank that dies right after
+ *        submitting leaves them behind), at most COLL_CTL_SUB_SLOTS whatever the client wrote.
+ */
+uint32_t coll_ctl_queued(coll_ctl_t *ctl);
+
+/**
  * @brief Daemon side: count one notification and wake the client if it sleeps.
  *        Thread-safe; one futex system call only when the client is asleep.
  */

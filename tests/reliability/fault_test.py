@@ -299,7 +299,7 @@ def case_stall(ctx):
                     lower=ctx.t_s - 0.5)
     warn = stall_warning(ctx, c.daemons[1], float(ev["t_real"]))
     check(warn is not None, "node 1 logged no stall warning naming rank 3")
-    tick = min(max(ctx.t_ms / 8, 50), 1000) / 1000.0
+    tick = min(max(ctx.t_ms / 8, 50), 250) / 1000.0
     lo, hi = 0.4 * ctx.t_s, 0.5 * ctx.t_s + tick + 0.5
     log("node 1 warned %.3f s after the stall (expected %.2f..%.2f s): %s" % (warn[0], lo, hi,
                                                                            warn[1]))

@@ -24,7 +24,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,11 @@ SKIP = 77  # ctest SKIP_RETURN_CODE
 PR_SET_PDEATHSIG = 1
 SUN_PATH_MAX = 107
 T0 = time.monotonic()
+
+# Shared with the operations tests: failures and skips (main() turns them into exit codes),
+# bounded polling, HTTP on a Unix socket.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ops"))
+from opslib import Skip, TestFailure, http_unix, wait_until  # noqa: E402
 
 # "<HH:MM:SS.us> collectived[pid] <level> <subsystem>: <text>"
 LOG_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) collectived\[(\d+)\] (\w+) (\w+): (.*)$")
@@ -47,14 +51,6 @@ CRASH = re.compile(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|
 # bounds themselves are what the normal build checks.
 SANITIZE = os.environ.get("COLL_SANITIZE", "")
 SANITIZER_SLACK_S = 0.5 if SANITIZE else 0.0
-
-
-class TestFailure(Exception):
-    """A failed check; main() prints it, the logs, and exits 1."""
-
-
-class Skip(Exception):
-    """The test cannot run here (says why); exit status SKIP."""
 
 
 def log(msg):
@@ -74,37 +70,14 @@ def _child_setup():
     _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
-def wait_until(pred, timeout, what, poll=0.05):
-    """Poll @pred until it returns a true value (returned) or @timeout seconds pass."""
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= end:
-            raise TestFailure("timed out after %.1f s waiting for %s" % (timeout, what))
-        time.sleep(poll)
-
-
 def http_get(sock_path, path, timeout):
-    """GET @path on a Unix socket; returns (status code, body bytes)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
+    """GET @path on a Unix socket; returns (status code, body text), code 0 when the answer is
+    not HTTP (e.g. the connection closed first)."""
     try:
-        s.connect(sock_path)
-        s.sendall(("GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % path)
-                  .encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        s.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    first = head.split(b"\r\n", 1)[0].split()
-    return (int(first[1]) if len(first) > 1 else 0), body
+        code, _, body = http_unix(sock_path, path, timeout=timeout)
+    except (IndexError, ValueError):
+        return 0, ""
+    return code, body
 
 
 # ---- network namespaces -------------------------------------------------------------------------
