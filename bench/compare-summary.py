@@ -93,9 +93,10 @@ def write_raw(data, resdir):
 
 
 def coll_shapes(data, ranks):
-    """collectived shapes measured at this rank count: nodes x 1 first, one node last."""
+    """collectived shapes measured at this rank count: one node (the shape of the other
+    libraries' processes on one host) first, one rank per node last."""
     shapes = {s for (lib, n, s, sh) in data if lib == "coll" and n == ranks and not sh}
-    return sorted(shapes, key=lambda s: (-int(s.split("x")[0]), s))
+    return sorted(shapes, key=lambda s: (int(s.split("x")[0]), s))
 
 
 def loopback_table(data):
@@ -108,12 +109,11 @@ def loopback_table(data):
         gloo = data.get(("gloo", ranks, "np%d" % ranks, False), {})
         for shape in coll_shapes(data, ranks):
             coll = data[("coll", ranks, shape, False)]
-            label = shape + (" (info)" if shape.startswith("1x") and ranks > 2 else "")
             for size in sorted(set(coll) | set(mpi) | set(gloo)):
                 c, m, g = coll.get(size, []), mpi.get(size, []), gloo.get(size, [])
                 algos = "/".join(sorted({r[3] for r in c})) or "-"
                 out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    ranks, label, fmt_size(size), fmt_bw(med(c, 0)), fmt_us(med(c, 1)),
+                    ranks, shape, fmt_size(size), fmt_bw(med(c, 0)), fmt_us(med(c, 1)),
                     fmt_bw(med(m, 0)), fmt_us(med(m, 1)), fmt_bw(med(g, 0)), fmt_us(med(g, 1)),
                     ratio(med(c, 0), med(m, 0)), ratio(med(c, 0), med(g, 0)), algos))
     return out

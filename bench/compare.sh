@@ -7,7 +7,8 @@
 #
 # Loopback mode (default): float32 SUM allreduce from 4 KiB to 256 MiB in x4 steps at 2 and 4
 # ranks: collectived (coll-perf through collective-launch) as 2x1 and 1x2 (nodes x ranks per
-# node) for 2 ranks, 4x1, 2x2 and 1x4 (informative) for 4 ranks; Open MPI MPI_Allreduce
+# node) for 2 ranks, 1x4, 2x2 and 4x1 for 4 ranks (1x4, one daemon with four ranks, is the
+# shape of Open MPI's four processes on one host); Open MPI MPI_Allreduce
 # (bench/mpi-allreduce.c, default shared-memory transport) and torch gloo (bench/torch-gloo.py,
 # TCP on lo) with 2 and 4 processes. One repetition runs every configuration once, the libraries
 # alternating, the order rotated by one per repetition; -R repetitions (default 3); the table
