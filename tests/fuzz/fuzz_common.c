@@ -1,6 +1,7 @@
 /* Shared by every harness: failure reports and the re-validation of accepted envelopes. */
 #include "fuzz.h"
 #include "fuzz_wire.h"
+#include "frame.h"
 
 static FILE *report;
 
@@ -81,6 +82,20 @@ void fuzz_check_roundtrip(ProtobufCMessage *m, fuzz_decode_t decode)
     protobuf_c_message_free_unpacked(again, NULL);
     free(buf2);
     free(buf);
+}
+
+int fuzz_check_verdict(coll_status_t st, const char *err, size_t errlen, int have_msg,
+                       uint32_t version)
+{
+    if (st != COLL_OK) {
+        FUZZ_CHECK(st == COLL_ERR_PROTOCOL || st == COLL_ERR_VERSION || st == COLL_ERR_NOMEM,
+                   "refused with %s", coll_err_name(st));
+        FUZZ_CHECK(err[0] != '\0' && memchr(err, '\0', errlen) != NULL,
+                   "refused without a reason");
+        return 0;
+    }
+    FUZZ_CHECK(have_msg && version == COLL_WIRE_VERSION, "accepted version %u", version);
+    return 1;
 }
 
 int fuzz_cstr_len_below(const char *s, size_t limit)

@@ -9,7 +9,6 @@
 #include "fuzz.h"
 #include "fuzz_wire.h"
 
-#include "frame.h"
 
 static coll_status_t decode(const uint8_t *buf, size_t len, ProtobufCMessage **m_p, char *err,
                             size_t errlen)
@@ -23,14 +22,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[256] = "";
     coll_status_t st = coll_wire_unpack_daemon(data, size, &m, err, sizeof(err));
 
-    if (st != COLL_OK) {
-        FUZZ_CHECK(st == COLL_ERR_PROTOCOL || st == COLL_ERR_VERSION || st == COLL_ERR_NOMEM,
-                   "refused with %s", coll_err_name(st));
-        FUZZ_CHECK(err[0] != '\0', "refused without a reason");
+    if (!fuzz_check_verdict(st, err, sizeof(err), m != NULL, m != NULL ? m->version : 0)) {
         return 0;
     }
-    FUZZ_CHECK(m != NULL && m->version == COLL_WIRE_VERSION, "accepted version %u",
-               m != NULL ? m->version : 0);
     switch (m->body_case) {
     case COLL__WIRE__DAEMON_MSG__BODY_HELLO:
         FUZZ_CHECK(m->hello != NULL && m->hello->daemon != NULL, "hello reply");

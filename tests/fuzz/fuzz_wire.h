@@ -20,6 +20,16 @@ typedef coll_status_t (*fuzz_decode_t)(const uint8_t *buf, size_t len, ProtobufC
  */
 void fuzz_check_roundtrip(ProtobufCMessage *m, fuzz_decode_t decode);
 
+/**
+ * @brief The verdict every envelope decoder owes: a refusal (@p st not COLL_OK) is
+ *        COLL_ERR_PROTOCOL, COLL_ERR_VERSION or COLL_ERR_NOMEM with a terminated reason in
+ *        @p err (@p errlen bytes); an accepted message (@p version of it, @p have_msg nonzero)
+ *        has the current wire version.
+ * @return 1 when the message was accepted (the harness checks its body next), 0 when refused.
+ */
+int fuzz_check_verdict(coll_status_t st, const char *err, size_t errlen, int have_msg,
+                       uint32_t version);
+
 /** @return 1 when @p s is a string shorter than @p limit bytes. */
 int fuzz_cstr_len_below(const char *s, size_t limit);
 
