@@ -545,7 +545,11 @@ static coll_status_t wait_buckets(coll_bucketer_t *b, uint64_t deadline_ns, int 
             continue;
         }
         st = coll_req_wait(bk->req, ms_left(deadline_ns));
-        if (st == COLL_ERR_TIMEDOUT) {
+        /* Our own bound ran out only when the request still runs and the deadline passed; a
+         * COLL_ERR_TIMEDOUT before that is the daemon's verdict (or the library's on a silent
+         * daemon), whose message names what was missing: report it as the bucket's error. */
+        if (st == COLL_ERR_TIMEDOUT && coll_req_test(bk->req) == COLL_INPROGRESS &&
+            ms_left(deadline_ns) == 0) {
             n = count_pending(b, &first);
             return fail(b, st, "%s: iteration %llu: bucket %zu (%zu bytes) and %zu more of %zu "
                         "not complete after %d ms (did every rank reach wait_all?)", b->name,

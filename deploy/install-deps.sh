@@ -13,7 +13,7 @@ set -eu
 PACKAGES="build-essential cmake pkg-config python3
 libuv1-dev libucx-dev ucx-utils libprotobuf-c-dev protobuf-c-compiler libcmocka-dev
 zlib1g-dev libopenblas-dev dataset-fashion-mnist
-libinih-dev libhttp-parser-dev libjansson-dev libsystemd-dev
+libinih-dev libhttp-parser-dev libjansson-dev libsystemd-dev libsodium-dev
 prometheus systemd python3-yaml
 python3-numpy python3-torch
 clang libclang-rt-14-dev

@@ -17,6 +17,9 @@
  *            and are submitted in different orders on different ranks: results stay exact.
  *   timeout  the last rank reaches wait_all 1.5 s late: the others' wait_all(300 ms) returns
  *            COLL_ERR_TIMEDOUT within the bound, saying what is pending; waiting again succeeds.
+ *   stall    (job timeout COLL_TIMEOUT_MS = 2000) the last rank never reports its gradients:
+ *            the others' wait_all with no bound of its own ends with the daemon's
+ *            COLL_ERR_TIMEDOUT within the job's timeout + 1 s, and its message names that rank.
  *
  * Expected values are computed here, independently of the library: rank r's gradient element i
  * of parameter p in iteration t is the small integer grad_value(r, p, i, t), so every sum is
@@ -428,6 +431,38 @@ static int test_timeout(coll_comm_t *comm)
     return 0;
 }
 
+/* ---- stall ------------------------------------------------------------------------------------ */
+
+static int test_stall(coll_comm_t *comm)
+{
+    static const model_t m = {3, {1000, 10, 3000}};
+    coll_bucketer_t *b;
+    size_t order[3];
+    char who[32];
+    uint64_t t0 = now_ms();
+    coll_status_t st;
+
+    CHECK_ST(make_bucketer(comm, &m, 1024, 8192, 1, &b));
+    reverse(order, m.n);
+    if (g_rank == g_world - 1) {
+        usleep(4000 * 1000); /* past the job's timeout: the job has failed by then */
+        coll_bucketer_destroy(b);
+        return 0;
+    }
+    if (backward(b, &m, order, m.n, 0) != 0) {
+        return -1;
+    }
+    st = coll_bucketer_wait_all(b, -1);
+    snprintf(who, sizeof(who), "rank %d", g_world - 1);
+    CHECK(st == COLL_ERR_TIMEDOUT && strstr(coll_bucketer_last_error(b), who) != NULL,
+          "wait_all with rank %d stalled: %s (%s), expected COLL_ERR_TIMEDOUT naming it",
+          g_world - 1, coll_err_name(st), coll_bucketer_last_error(b));
+    CHECK(now_ms() - t0 < 3000 + 500, "wait_all returned after %llu ms (job timeout 2000 ms)",
+          (unsigned long long)(now_ms() - t0));
+    coll_bucketer_destroy(b);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------------- */
 
 static const struct {
@@ -435,7 +470,7 @@ static const struct {
     int (*fn)(coll_comm_t *);
 } tests[] = {
     {"layout", test_layout}, {"rebuild", test_rebuild}, {"unused", test_unused},
-    {"order", test_order},   {"timeout", test_timeout},
+    {"order", test_order},   {"timeout", test_timeout}, {"stall", test_stall},
 };
 
 int main(int argc, char **argv)
@@ -457,7 +492,7 @@ int main(int argc, char **argv)
         }
     }
     if (rc == -1 && g_failures == 0) {
-        fprintf(stderr, "usage: bucketer_check --test layout|rebuild|unused|order|timeout\n");
+        fprintf(stderr, "usage: bucketer_check --test layout|rebuild|unused|order|timeout|stall\n");
         return 2;
     }
     if (rc == 0 && g_failures == 0 && g_rank == 0) {
