@@ -257,7 +257,9 @@ static coll_status_t prepare_socket_path(const char *path)
         close(fd);
     }
     if (live) {
-        coll_error(COLL_SUB_STATUS, "another collectived is listening on %s", path);
+        coll_error(COLL_SUB_STATUS, "another collectived is listening on %s (the status socket "
+                   "sits beside the client socket: give each daemon its own directory, or set "
+                   "status_socket / --status-socket)", path);
         return COLL_ERR_INVALID;
     }
     if (unlink(path) < 0 && errno != ENOENT) {
