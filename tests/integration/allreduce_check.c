@@ -22,6 +22,8 @@
  */
 #include <collective.h>
 
+#include "check_common.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -544,18 +546,6 @@ static void usage(FILE *f)
             "  --timeout-ms T  bound on each wait (default 120000)\n");
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int split_counts(opts_t *o, const char *list)
 {
     char buf[MAX_COUNTS * TOKEN_MAX];
@@ -569,36 +559,6 @@ static int split_counts(opts_t *o, const char *list)
         snprintf(o->tokens[o->ncounts++], TOKEN_MAX, "%s", t);
     }
     return o->ncounts > 0 ? 0 : -1;
-}
-
-/* A count token as documented in usage(); -1 when it is not one. */
-static long long resolve_count(const char *t, int nodes)
-{
-    char *end;
-    long long v;
-    if (t[0] == 'N') {
-        if (t[1] == '\0') {
-            return nodes;
-        }
-        v = strtoll(t + 2, &end, 10);
-        if ((t[1] != '+' && t[1] != '-') || end == t + 2 || *end != '\0') {
-            return -1;
-        }
-        v = t[1] == '+' ? nodes + v : nodes - v;
-        return v >= 0 ? v : -1;
-    }
-    errno = 0;
-    v = strtoll(t, &end, 10);
-    if (errno != 0 || end == t || v < 0) {
-        return -1;
-    }
-    if (strcmp(end, "Ki") == 0) {
-        return v << 10;
-    }
-    if (strcmp(end, "Mi") == 0) {
-        return v << 20;
-    }
-    return *end == '\0' ? v : -1;
 }
 
 static void parse_opts(int argc, char **argv, opts_t *o)
@@ -626,17 +586,17 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             bad = strcmp(optarg, "sum") != 0 && strcmp(optarg, "avg") != 0;
             o->op = strcmp(optarg, "avg") == 0 ? COLL_AVG : COLL_SUM;
             break;
-        case 'i': bad = parse_int(optarg, 1, 1000, &v) < 0; o->iters = (int)v; break;
+        case 'i': bad = check_parse_int(optarg, 1, 1000, &v) < 0; o->iters = (int)v; break;
         case 'I': o->place = PLACE_IN; break;
         case 'O': o->place = PLACE_OUT; break;
         case 'M': o->place = PLACE_MIXED; break;
-        case 'm': bad = parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_rank = (int)v; break;
+        case 'm': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_rank = (int)v; break;
         case 'Y': o->mismatch_layout = 1; break;
-        case 'w': bad = parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
+        case 'w': bad = check_parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
         case 'k': o->keyed = 1; break;
-        case 'l': bad = parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;
-        case 'L': bad = parse_int(optarg, 0, 60000, &v) < 0; o->late_ms = (int)v; break;
-        case 't': bad = parse_int(optarg, 1, 3600000, &v) < 0; o->timeout_ms = (int)v; break;
+        case 'l': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;
+        case 'L': bad = check_parse_int(optarg, 0, 60000, &v) < 0; o->late_ms = (int)v; break;
+        case 't': bad = check_parse_int(optarg, 1, 3600000, &v) < 0; o->timeout_ms = (int)v; break;
         case 'h': usage(stdout); exit(0);
         default: bad = 1;
         }
@@ -660,7 +620,7 @@ static uint64_t pool_bytes_for(size_t max_count, int local_size)
 static void resolve_all(const opts_t *o, int nodes, size_t *counts)
 {
     for (int k = 0; k < o->ncounts; k++) {
-        long long v = resolve_count(o->tokens[k], nodes);
+        long long v = check_parse_count(o->tokens[k], nodes);
         if (v < 0) {
             fprintf(stderr, "allreduce_check: bad count '%s' (nodes=%d)\n", o->tokens[k], nodes);
             usage(stderr);
@@ -675,13 +635,13 @@ static void env_sizes(int *world, int *local)
 {
     const char *w = getenv("COLL_WORLD_SIZE"), *l = getenv("COLL_LOCAL_SIZE");
     long v;
-    if (w == NULL || l == NULL || parse_int(w, 1, 1 << 20, &v) < 0) {
+    if (w == NULL || l == NULL || check_parse_int(w, 1, 1 << 20, &v) < 0) {
         fprintf(stderr, "allreduce_check: run me under collective-launch (COLL_WORLD_SIZE and "
                         "COLL_LOCAL_SIZE must be set)\n");
         exit(2);
     }
     *world = (int)v;
-    if (parse_int(l, 1, *world, &v) < 0 || *world % v != 0) {
+    if (check_parse_int(l, 1, *world, &v) < 0 || *world % v != 0) {
         fprintf(stderr, "allreduce_check: COLL_LOCAL_SIZE=%s does not divide COLL_WORLD_SIZE=%s\n",
                 l, w);
         exit(2);
