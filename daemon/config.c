@@ -377,11 +377,20 @@ static int resolve_status_socket(coll_config_t *cfg)
     return 0;
 }
 
-static int check_addresses(const coll_config_t *cfg)
+/* Whether @p text is a numeric host:port (IPv4, or IPv6 in brackets): no name resolution. */
+static int numeric_hostport(const char *text)
 {
     char host[64];
     int port;
     struct sockaddr_in6 sa;
+
+    return coll_parse_hostport(text, host, sizeof(host), &port) == 0 &&
+           (uv_ip4_addr(host, port, (struct sockaddr_in *)&sa) == 0 ||
+            uv_ip6_addr(host, port, &sa) == 0);
+}
+
+static int check_addresses(const coll_config_t *cfg)
+{
 
     if (cfg->socket[0] == '\0' || strlen(cfg->socket) >= 108) {
         fprintf(stderr, "collectived: socket=%s: must be 1..107 bytes\n", cfg->socket);
@@ -392,10 +401,12 @@ static int check_addresses(const coll_config_t *cfg)
                         "from socket\n", cfg->status_socket);
         return -1;
     }
-    if (cfg->status_listen[0] != '\0' &&
-        (coll_parse_hostport(cfg->status_listen, host, sizeof(host), &port) < 0 ||
-         (uv_ip4_addr(host, port, (struct sockaddr_in *)&sa) != 0 &&
-          uv_ip6_addr(host, port, &sa) != 0))) {
+    if (!numeric_hostport(cfg->listen)) {
+        fprintf(stderr, "collectived: listen=%s: not a numeric host:port (e.g. 0.0.0.0:29510 or "
+                        "[::]:29510)\n", cfg->listen);
+        return -1;
+    }
+    if (cfg->status_listen[0] != '\0' && !numeric_hostport(cfg->status_listen)) {
         fprintf(stderr, "collectived: status_listen=%s: not a numeric host:port "
                         "(e.g. 127.0.0.1:9464 or [::]:9464)\n", cfg->status_listen);
         return -1;

@@ -356,6 +356,18 @@ static void test_status_listen_checked(void **state)
     assert_contains(cap.text, "status_listen=host-without-port");
 }
 
+/* The control listener must be numeric too, refused at start-up, not when it is opened. */
+static void test_listen_checked(void **state)
+{
+    char *good[] = {"collectived", "--config", "none", "--listen", "[::]:29510", NULL};
+    char *bad[] = {"collectived", "--config", "none", "--listen", "localhost:29510", NULL};
+
+    assert_int_equal(load(ARGC(good), good), COLL_CONFIG_RUN);
+    coll_config_cleanup(&cfg);
+    assert_int_equal(load(ARGC(bad), bad), COLL_CONFIG_ERROR);
+    assert_contains(cap.text, "listen=localhost:29510: not a numeric host:port");
+}
+
 static void test_socket_group(void **state)
 {
     char *numeric[] = {"collectived", "--config", "none", "--socket-group", "4242", NULL};
@@ -393,6 +405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_socket_relative_to_client_socket, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_status_listen_checked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_listen_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_socket_group, setup, teardown),
     };
     return cmocka_run_group_tests_name("config_file", tests, NULL, NULL);
