@@ -345,27 +345,28 @@ static void test_status_socket_relative_to_client_socket(void **state)
     assert_string_equal(cfg.status_socket, "/tmp/s.sock");
 }
 
-static void test_status_listen_checked(void **state)
+/* Both listen addresses must be numeric host:port, refused at start-up, not when opened. */
+static void test_listen_addresses_checked(void **state)
 {
-    char *good[] = {"collectived", "--config", "none", "--status-listen", "[::1]:9464", NULL};
-    char *bad[] = {"collectived", "--config", "none", "--status-listen", "host-without-port", NULL};
+    static const struct {
+        const char *flag, *good, *bad, *message;
+    } cases[] = {
+        {"--status-listen", "[::1]:9464", "host-without-port", "status_listen=host-without-port"},
+        {"--listen", "[::]:29510", "localhost:29510",
+         "listen=localhost:29510: not a numeric host:port"},
+    };
 
-    assert_int_equal(load(ARGC(good), good), COLL_CONFIG_RUN);
-    coll_config_cleanup(&cfg);
-    assert_int_equal(load(ARGC(bad), bad), COLL_CONFIG_ERROR);
-    assert_contains(cap.text, "status_listen=host-without-port");
-}
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *good[] = {"collectived", "--config", "none", (char *)cases[i].flag,
+                        (char *)cases[i].good, NULL};
+        char *bad[] = {"collectived", "--config", "none", (char *)cases[i].flag,
+                       (char *)cases[i].bad, NULL};
 
-/* The control listener must be numeric too, refused at start-up, not when it is opened. */
-static void test_listen_checked(void **state)
-{
-    char *good[] = {"collectived", "--config", "none", "--listen", "[::]:29510", NULL};
-    char *bad[] = {"collectived", "--config", "none", "--listen", "localhost:29510", NULL};
-
-    assert_int_equal(load(ARGC(good), good), COLL_CONFIG_RUN);
-    coll_config_cleanup(&cfg);
-    assert_int_equal(load(ARGC(bad), bad), COLL_CONFIG_ERROR);
-    assert_contains(cap.text, "listen=localhost:29510: not a numeric host:port");
+        assert_int_equal(load(ARGC(good), good), COLL_CONFIG_RUN);
+        coll_config_cleanup(&cfg);
+        assert_int_equal(load(ARGC(bad), bad), COLL_CONFIG_ERROR);
+        assert_contains(cap.text, cases[i].message);
+    }
 }
 
 static void test_socket_group(void **state)
@@ -404,8 +405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_line_too_long_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_socket_relative_to_client_socket, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_status_listen_checked, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_listen_checked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_listen_addresses_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_socket_group, setup, teardown),
     };
     return cmocka_run_group_tests_name("config_file", tests, NULL, NULL);
