@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "capture.h"
 #include "config.h"
 #include "size.h"
 
@@ -20,53 +21,6 @@
 #define TiB (1ULL << 40)
 
 extern char **environ;
-
-/* ---- capture of stdout or stderr into a string ---- */
-
-static struct {
-    int fd;    /* captured descriptor, -1 when none */
-    int saved; /* its original */
-    FILE *tmp;
-    char text[16384];
-} cap = {-1, -1, NULL, ""};
-
-static void capture_start(int fd)
-{
-    fflush(stdout);
-    fflush(stderr);
-    cap.tmp = tmpfile();
-    assert_non_null(cap.tmp);
-    cap.saved = dup(fd);
-    assert_true(cap.saved >= 0);
-    assert_true(dup2(fileno(cap.tmp), fd) >= 0);
-    cap.fd = fd;
-}
-
-/* Restore the descriptor; safe when nothing is captured (teardown after a failed assert). */
-static const char *capture_end(void)
-{
-    size_t n;
-    if (cap.fd < 0) {
-        return cap.text;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    dup2(cap.saved, cap.fd);
-    close(cap.saved);
-    cap.fd = -1;
-    rewind(cap.tmp);
-    n = fread(cap.text, 1, sizeof(cap.text) - 1, cap.tmp);
-    cap.text[n] = '\0';
-    fclose(cap.tmp);
-    return cap.text;
-}
-
-static void assert_contains(const char *text, const char *part)
-{
-    if (strstr(text, part) == NULL) {
-        fail_msg("\"%s\" not found in output:\n%s", part, text);
-    }
-}
 
 static coll_config_t cfg;
 
@@ -118,8 +72,8 @@ static const char *load_error(int argc, char **argv)
     res = coll_config_load(argc, argv, &cfg);
     capture_end();
     assert_int_equal(res, COLL_CONFIG_ERROR);
-    assert_true(cap.text[0] != '\0');
-    return cap.text;
+    assert_true(capture_text()[0] != '\0');
+    return capture_text();
 }
 
 /* ---- coll_parse_size ---- */

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "capture.h"
 #include "config.h"
 
 #define MiB (1ULL << 20)
@@ -22,50 +23,6 @@ extern char **environ;
 static coll_config_t cfg;
 static char dir[64];
 static char path[128];
-
-/* ---- capture of stdout or stderr ---- */
-
-static struct {
-    int fd, saved;
-    FILE *tmp;
-    char text[16384];
-} cap = {-1, -1, NULL, ""};
-
-static void capture_start(int fd)
-{
-    fflush(stdout);
-    fflush(stderr);
-    cap.tmp = tmpfile();
-    assert_non_null(cap.tmp);
-    cap.saved = dup(fd);
-    assert_true(dup2(fileno(cap.tmp), fd) >= 0);
-    cap.fd = fd;
-}
-
-static const char *capture_end(void)
-{
-    size_t n;
-    if (cap.fd < 0) {
-        return cap.text;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    dup2(cap.saved, cap.fd);
-    close(cap.saved);
-    cap.fd = -1;
-    rewind(cap.tmp);
-    n = fread(cap.text, 1, sizeof(cap.text) - 1, cap.tmp);
-    cap.text[n] = '\0';
-    fclose(cap.tmp);
-    return cap.text;
-}
-
-static void assert_contains(const char *text, const char *part)
-{
-    if (strstr(text, part) == NULL) {
-        fail_msg("\"%s\" not found in output:\n%s", part, text);
-    }
-}
 
 /* ---- fixtures ---- */
 
@@ -257,7 +214,7 @@ static void test_missing_named_file_is_an_error(void **state)
     char *argv[] = {"collectived", "--config", "/nonexistent/collectived.conf", NULL};
 
     assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_ERROR);
-    assert_contains(cap.text, "/nonexistent/collectived.conf: No such file or directory");
+    assert_contains(capture_text(), "/nonexistent/collectived.conf: No such file or directory");
 }
 
 /* ---- syntax ---- */
@@ -272,7 +229,7 @@ static void test_sections_comments_and_inline_comments(void **state)
     assert_int_equal(cfg.pool_size, 2 * MiB);
     assert_string_equal(cfg.listen, "127.0.0.1:1234");
     assert_int_equal(cfg.segment_size, 8192);
-    assert_string_equal(cap.text, "");
+    assert_string_equal(capture_text(), "");
 }
 
 static void test_unknown_key_and_section_warn(void **state)
@@ -283,10 +240,10 @@ static void test_unknown_key_and_section_warn(void **state)
     write_file("pool_size = 2M\nfancy = yes\n[other]\npool_max = 1G\n");
     assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_RUN);
     snprintf(want, sizeof(want), "%s:2: unknown key 'fancy' ignored", path);
-    assert_contains(cap.text, want);
+    assert_contains(capture_text(), want);
     snprintf(want, sizeof(want), "%s:4: unknown section [other]", path);
-    assert_contains(cap.text, want);
-    assert_contains(cap.text, "warn core:");
+    assert_contains(capture_text(), want);
+    assert_contains(capture_text(), "warn core:");
     /* The key under the unknown section was not applied. */
     assert_int_equal(cfg.pool_max, 16ULL << 30);
 }
@@ -308,7 +265,7 @@ static void test_invalid_values_name_key_value_file_line(void **state)
         write_file(cases[i].text);
         assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_ERROR);
         snprintf(want, sizeof(want), cases[i].want, path);
-        assert_contains(cap.text, want);
+        assert_contains(capture_text(), want);
         coll_config_cleanup(&cfg);
     }
 }
@@ -324,7 +281,7 @@ static void test_line_too_long_refused(void **state)
     text[sizeof(text) - 1] = '\0';
     write_file(text);
     assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_ERROR);
-    assert_contains(cap.text, "line too long");
+    assert_contains(capture_text(), "line too long");
 }
 
 /* ---- keys of the operations issue ---- */
@@ -365,7 +322,7 @@ static void test_listen_addresses_checked(void **state)
         assert_int_equal(load(ARGC(good), good), COLL_CONFIG_RUN);
         coll_config_cleanup(&cfg);
         assert_int_equal(load(ARGC(bad), bad), COLL_CONFIG_ERROR);
-        assert_contains(cap.text, cases[i].message);
+        assert_contains(capture_text(), cases[i].message);
     }
 }
 
@@ -384,7 +341,7 @@ static void test_socket_group(void **state)
     /* A group named on purpose must exist. */
     write_file("socket_group = no-such-group-anywhere\n");
     assert_int_equal(load(ARGC(missing), missing), COLL_CONFIG_ERROR);
-    assert_contains(cap.text, "socket_group=no-such-group-anywhere: no such group");
+    assert_contains(capture_text(), "socket_group=no-such-group-anywhere: no such group");
 }
 
 int main(void)
