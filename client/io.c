@@ -159,13 +159,6 @@ static void process_frames(coll_comm_t *c)
     }
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void cond_wait_ms(coll_comm_t *c, int timeout_ms)
 {
     struct timespec ts;
@@ -257,20 +250,27 @@ static void wait_round(coll_comm_t *c, int timeout_ms)
 
 coll_status_t coll__wait_flag(coll_comm_t *c, const int *flag, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+    /* In nanoseconds: a deadline in truncated milliseconds would time out up to 1 ms early,
+     * and callers with a deadline of their own take an early timeout for someone else's. */
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
+                                       : coll__now_ns() + (uint64_t)timeout_ms * 1000000;
 
     if (timeout_ms == 0 && !*flag && c->broken == COLL_OK) {
         wait_round(c, 0); /* a poll: take what already arrived */
     }
     while (!*flag) {
-        int64_t left = deadline == INT64_MAX ? -1 : deadline - now_ms();
+        uint64_t now = coll__now_ns();
+        int64_t left_ms = -1;
         if (c->broken != COLL_OK) {
             return c->broken;
         }
-        if (deadline != INT64_MAX && left <= 0) {
-            return COLL_ERR_TIMEDOUT;
+        if (deadline != UINT64_MAX) {
+            if (now >= deadline) {
+                return COLL_ERR_TIMEDOUT;
+            }
+            left_ms = (int64_t)((deadline - now + 999999) / 1000000); /* rounded up */
         }
-        wait_round(c, (int)(left > INT32_MAX ? INT32_MAX : left));
+        wait_round(c, (int)(left_ms > INT32_MAX ? INT32_MAX : left_ms));
     }
     return COLL_OK;
 }

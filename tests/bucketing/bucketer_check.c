@@ -16,7 +16,8 @@
  *   order    every rank reports in its own random order, new every iteration, so buckets fill
  *            and are submitted in different orders on different ranks: results stay exact.
  *   timeout  the last rank reaches wait_all 1.5 s late: the others' wait_all(300 ms) returns
- *            COLL_ERR_TIMEDOUT within the bound, saying what is pending; waiting again succeeds.
+ *            COLL_ERR_TIMEDOUT within the bound, saying what is pending, and so do 100
+ *            wait_all(2 ms), none before its 2 ms; waiting again succeeds.
  *   stall    (job timeout COLL_TIMEOUT_MS = 2000) the last rank never reports its gradients:
  *            the others' wait_all with no bound of its own ends with the daemon's
  *            COLL_ERR_TIMEDOUT within the job's timeout + 1 s, and its message names that rank.
@@ -38,6 +39,7 @@
 
 #define MAX_PARAMS 16
 #define WAIT_MS 30000
+#define SHORT_WAITS 100 /* wait_all(2 ms) calls while the last rank is late */
 
 static int g_rank, g_world, g_failures;
 
@@ -89,11 +91,16 @@ static float expected(size_t p, size_t i, int iter, contributes_fn who)
     return (float)sum / (float)g_world;
 }
 
-static uint64_t now_ms(void)
+static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ms(void)
+{
+    return now_ns() / 1000000;
 }
 
 static coll_status_t make_bucketer(coll_comm_t *comm, const model_t *m, size_t first_cap,
@@ -423,6 +430,15 @@ static int test_timeout(coll_comm_t *comm)
               coll_bucketer_last_error(b));
         CHECK(now_ms() - t0 < 1000, "wait_all(300) took %llu ms",
               (unsigned long long)(now_ms() - t0));
+        /* Short bounds, many times: a wait that timed out even a little early took its own
+         * bound for a failed bucket, and the successful wait below returned that error. */
+        for (int i = 0; i < SHORT_WAITS; i++) {
+            t0 = now_ns();
+            st = coll_bucketer_wait_all(b, 2);
+            CHECK(st == COLL_ERR_TIMEDOUT && now_ns() - t0 >= 2000000,
+                  "wait_all(2) #%d: %s after %llu us", i, coll_err_name(st),
+                  (unsigned long long)(now_ns() - t0) / 1000);
+        }
     }
     if (wait_all(b, WAIT_MS) != 0 || check_values(b, &m, 0, everyone) != 0) {
         return -1;
