@@ -78,6 +78,7 @@ static void write_file(const char *text)
 static coll_config_result_t load(int argc, char **argv)
 {
     coll_config_result_t res;
+    coll_config_cleanup(&cfg); /* what an earlier load filled, whatever its result */
     capture_start(STDERR_FILENO);
     res = coll_config_load(argc, argv, &cfg);
     capture_end();
@@ -159,7 +160,6 @@ static void test_log_aliases(void **state)
     assert_string_equal(cfg.log_level, "debug");
     assert_string_equal(cfg.log_subsys, "job,engine");
     assert_int_equal(coll_config_source(&cfg, "log_level"), COLL_CFG_ENV);
-    coll_config_cleanup(&cfg);
     /* The daemon's own variable wins over the alias. */
     setenv("COLLD_LOG_LEVEL", "error", 1);
     assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_RUN);
@@ -197,12 +197,10 @@ static void test_config_from_env_and_flag_forms(void **state)
     setenv("COLLD_CONFIG", path, 1);
     assert_int_equal(load(ARGC(plain), plain), COLL_CONFIG_RUN);
     assert_int_equal(cfg.pool_size, 4 * MiB);
-    coll_config_cleanup(&cfg);
     /* --config wins over COLLD_CONFIG; "none" reads no file. */
     assert_int_equal(load(ARGC(none), none), COLL_CONFIG_RUN);
     assert_int_equal(cfg.pool_size, 256 * MiB);
     assert_string_equal(cfg.config_file, "");
-    coll_config_cleanup(&cfg);
     unsetenv("COLLD_CONFIG");
     snprintf(flag, sizeof(flag), "--config=%s", path);
     assert_int_equal(load(ARGC(by_eq), by_eq), COLL_CONFIG_RUN);
@@ -266,7 +264,6 @@ static void test_invalid_values_name_key_value_file_line(void **state)
         assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_ERROR);
         snprintf(want, sizeof(want), cases[i].want, path);
         assert_contains(capture_text(), want);
-        coll_config_cleanup(&cfg);
     }
 }
 
@@ -294,10 +291,8 @@ static void test_status_socket_relative_to_client_socket(void **state)
 
     assert_int_equal(load(ARGC(rel), rel), COLL_CONFIG_RUN);
     assert_string_equal(cfg.status_socket, "/tmp/a/status.sock");
-    coll_config_cleanup(&cfg);
     assert_int_equal(load(ARGC(off), off), COLL_CONFIG_RUN);
     assert_string_equal(cfg.status_socket, "");
-    coll_config_cleanup(&cfg);
     assert_int_equal(load(ARGC(abs), abs), COLL_CONFIG_RUN);
     assert_string_equal(cfg.status_socket, "/tmp/s.sock");
 }
@@ -320,7 +315,6 @@ static void test_listen_addresses_checked(void **state)
                        (char *)cases[i].bad, NULL};
 
         assert_int_equal(load(ARGC(good), good), COLL_CONFIG_RUN);
-        coll_config_cleanup(&cfg);
         assert_int_equal(load(ARGC(bad), bad), COLL_CONFIG_ERROR);
         assert_contains(capture_text(), cases[i].message);
     }
@@ -335,7 +329,6 @@ static void test_socket_group(void **state)
     assert_int_equal(load(ARGC(numeric), numeric), COLL_CONFIG_RUN);
     assert_int_equal(coll_config_group(cfg.socket_group, &gid), 0);
     assert_int_equal(gid, 4242);
-    coll_config_cleanup(&cfg);
     assert_int_equal(coll_config_group("root", &gid), 0);
     assert_int_equal(gid, 0);
     /* A group named on purpose must exist. */
