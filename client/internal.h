@@ -35,6 +35,8 @@ struct coll_request {
     uint64_t offset;      /* COLL_REQ_ALLOC: the allocation */
     char algo[24];        /* COLL_REQ_COLLECTIVE: the algorithm that ran */
     coll_req_timing_t timing;
+    uint32_t nsteps;      /* COLL_REQ_COLLECTIVE: the algorithm's steps (coll_req_steps()) */
+    uint64_t steps[COLL_CTL_MAX_STEPS]; /* packed, proto/ctl.h */
     /* What the timeline (timeline.c) says about a collective: set at submission, and by
      * coll__req_label() for a bucketer's bucket. */
     uint32_t coll;        /* Coll__Wire__Collective */
@@ -45,6 +47,10 @@ struct coll_request {
     uint64_t iteration;
     long bucket;          /* -1 unless labelled */
 };
+
+/** @brief coll_req_steps() with the communicator's lock held: fills @p steps (room for
+ *         COLL_MAX_STEPS) from a done request. @return The number of records. */
+uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps);
 
 /** @return CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t coll__now_ns(void);

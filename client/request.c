@@ -88,6 +88,18 @@ static coll_request_t *find(coll_comm_t *c, uint32_t id)
     return NULL;
 }
 
+/* The daemon's phase times and @p n (<= COLL_CTL_MAX_STEPS) step records of a completion. */
+static void set_times(coll_request_t *r, const coll_ctl_times_t *t, const uint64_t *steps,
+                      size_t n)
+{
+    r->timing.ready_ns = t->ready_ns;
+    r->timing.peers_ns = t->peers_ns;
+    r->timing.reduced_ns = t->reduced_ns;
+    r->timing.done_ns = t->done_ns;
+    r->nsteps = (uint32_t)n;
+    memcpy(r->steps, steps, n * sizeof(steps[0]));
+}
+
 static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
 {
     coll_request_t *r = find(c, m->req_id);
@@ -98,10 +110,9 @@ static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
         coll__set_error(c, "%s", m->error);
     }
     snprintf(r->algo, sizeof(r->algo), "%s", m->algo);
-    r->timing.ready_ns = m->ready_ns;
-    r->timing.peers_ns = m->peers_ns;
-    r->timing.reduced_ns = m->reduced_ns;
-    r->timing.done_ns = m->done_ns;
+    set_times(r, &(coll_ctl_times_t){.ready_ns = m->ready_ns, .peers_ns = m->peers_ns,
+                                     .reduced_ns = m->reduced_ns, .done_ns = m->done_ns},
+              m->steps, m->n_steps); /* steps checked by coll_wire_unpack_daemon() */
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 
@@ -116,11 +127,15 @@ int coll__ctl_drain(coll_comm_t *c)
         const coll_ctl_comp_t *rec = &ctl->comp[tail % COLL_CTL_SLOTS];
         coll_request_t *r = find(c, rec->req_id);
         if (r != NULL && r->kind == COLL_REQ_COLLECTIVE) {
+            uint32_t n = rec->t.nsteps;
             snprintf(r->algo, sizeof(r->algo), "%.*s", (int)sizeof(rec->algo) - 1, rec->algo);
-            r->timing.ready_ns = rec->t.ready_ns;
-            r->timing.peers_ns = rec->t.peers_ns;
-            r->timing.reduced_ns = rec->t.reduced_ns;
-            r->timing.done_ns = rec->t.done_ns;
+            if (!coll_ctl_steps_valid(rec->t.steps, n)) {
+                coll__set_error(c, "collectived completed request %u with %u malformed step "
+                                "records", rec->req_id, n);
+                finish(r, COLL_ERR_PROTOCOL);
+                continue;
+            }
+            set_times(r, &rec->t, rec->t.steps, n);
             finish(r, COLL_OK);
         }
     }
@@ -250,6 +265,36 @@ void coll_req_free(coll_request_t *r)
 const char *coll_req_algo(const coll_request_t *r)
 {
     return r->algo;
+}
+
+uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)
+{
+    uint32_t phase = 0, next = 0;
+
+    for (uint32_t i = 0; i < r->nsteps; i++) {
+        uint64_t rec = r->steps[i];
+        steps[i].phase = coll_ctl_step_phase(rec);
+        steps[i].first = steps[i].phase == phase ? next : 0;
+        steps[i].last = coll_ctl_step_last(rec);
+        steps[i].end_ns = r->timing.ready_ns + (uint64_t)coll_ctl_step_end_us(rec) * 1000;
+        phase = steps[i].phase;
+        next = steps[i].last + 1;
+    }
+    return r->nsteps;
+}
+
+coll_status_t coll_req_steps(const coll_request_t *r, coll_req_step_t *steps, uint32_t *nsteps)
+{
+    coll_comm_t *c = r->comm;
+    coll_status_t st = COLL_INPROGRESS;
+
+    pthread_mutex_lock(&c->lock);
+    if (r->done) {
+        *nsteps = coll__req_decode_steps(r, steps);
+        st = COLL_OK;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
 }
 
 uint64_t coll__now_ns(void)

@@ -380,6 +380,50 @@ static void request_phases(coll_timeline_t *tl, int tid, const uint64_t s[6])
     }
 }
 
+/* "reduce-scatter step 2/7", "all-gather steps 3-4/20", "round 1/3", "fold": a record's name,
+ * with @p total the steps of its phase. */
+static void step_name(const coll_req_step_t *st, uint32_t total, char *out, size_t len)
+{
+    static const char *const names[] = {"", "reduce-scatter", "all-gather", "fold", "round",
+                                        "unfold"};
+    const char *ring = st->phase <= COLL_STEP_ALLGATHER ? " step" : "";
+
+    if (st->phase == COLL_STEP_RD_FOLD || st->phase == COLL_STEP_RD_UNFOLD) {
+        snprintf(out, len, "%s", names[st->phase]);
+    } else if (st->first == st->last) {
+        snprintf(out, len, "%s%s %u/%u", names[st->phase], ring, st->first + 1, total);
+    } else {
+        snprintf(out, len, "%s%ss %u-%u/%u", names[st->phase], ring, st->first + 1,
+                 st->last + 1, total);
+    }
+}
+
+/* The algorithm's steps, each inside its phase: reduce-scatter within "reduce" (s[2]..s[3]),
+ * all-gather within "distribute" (s[3]..s[4]), recursive doubling within both (s[2]..s[4]). */
+static void request_steps(coll_timeline_t *tl, int tid, const coll_request_t *r,
+                          const uint64_t s[6])
+{
+    coll_req_step_t st[COLL_MAX_STEPS];
+    uint32_t n = coll__req_decode_steps(r, st), total[COLL_STEP_RD_UNFOLD + 1] = {0};
+    uint64_t end = s[2];
+    char name[64];
+
+    for (uint32_t i = 0; i < n; i++) {
+        total[st[i].phase] = st[i].last + 1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t lo = st[i].phase == COLL_STEP_ALLGATHER ? s[3] : s[2];
+        uint64_t hi = st[i].phase == COLL_STEP_REDUCE_SCATTER ? s[3] : s[4];
+        uint64_t begin = end < lo ? lo : (end > hi ? hi : end);
+
+        end = st[i].end_ns < begin ? begin : (st[i].end_ns > hi ? hi : st[i].end_ns);
+        step_name(&st[i], total[st[i].phase], name, sizeof(name));
+        appendf(tl, "{\"name\":\"%s\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+                    "\"ts\":" TS_FMT ",\"dur\":" TS_FMT "}", name, tl->rank, tid,
+                TS_ARG(begin), TS_ARG(end - begin));
+    }
+}
+
 void coll__timeline_request(coll_timeline_t *tl, const coll_request_t *r)
 {
     char e1[96], e2[64];
@@ -405,8 +449,9 @@ void coll__timeline_request(coll_timeline_t *tl, const coll_request_t *r)
             (unsigned long long)r->key, esc(r->algo, e2, sizeof(e2)));
     appendf(tl, "{\"name\":\"submit\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,"
                 "\"ts\":" TS_FMT "}", tl->rank, tid, TS_ARG(s[0]));
-    if (r->timing.done_ns != 0) {
-        request_phases(tl, tid, s); /* without the daemon's times: the request alone */
+    if (r->timing.done_ns != 0) { /* without the daemon's times: the request alone */
+        request_phases(tl, tid, s);
+        request_steps(tl, tid, r, s);
     }
 }
 

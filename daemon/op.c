@@ -228,6 +228,8 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     t.peers_ns = op->t_peers_ns;
     t.reduced_ns = op->t_reduced_ns;
     t.done_ns = uv_hrtime();
+    t.nsteps = status == COLL_OK ? op->nsteps : 0;
+    memcpy(t.steps, op->steps, t.nsteps * sizeof(t.steps[0]));
     op->done = 1;
     coll_stats_op_done(op, status);
     for (uint32_t l = 0; l < op->job->local_size; l++) {
@@ -239,6 +241,18 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
         }
     }
     coll_op_maybe_free(op);
+}
+
+void coll_op_mark_step(coll_op_t *op, uint32_t phase, uint32_t step, uint32_t nsteps,
+                       uint32_t budget)
+{
+    uint64_t now = uv_hrtime();
+
+    if (op->nsteps == COLL_CTL_MAX_STEPS || !coll_ctl_step_ends_record(step, nsteps, budget)) {
+        return;
+    }
+    op->steps[op->nsteps++] = coll_ctl_step_pack(
+        phase, step, now > op->t_start_ns ? (now - op->t_start_ns) / 1000 : 0);
 }
 
 void coll_op_mark_reduced(coll_op_t *op)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <ucp/api/ucp.h>
 
+#include "ctl.h"
 #include "desc.h"
 #include "job.h"
 #include "list.h"
@@ -97,6 +98,8 @@ typedef struct coll_op {
     uint64_t t_start_ns;       /**< every local rank submitted; 0 before (stats.h) */
     uint64_t t_peers_ns;       /**< the previous node's descriptor was checked */
     uint64_t t_reduced_ns;     /**< the reduction finished (coll_op_mark_reduced()) */
+    uint32_t nsteps;           /**< records in @c steps (coll_op_mark_step()) */
+    uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
 } coll_op_t;
 
 /** @brief A new operation of @p job described by @p desc, linked into job->ops; NULL: no memory. */
@@ -110,6 +113,15 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
 
 /** @brief Record that the operation's reduction finished (the phase before distribution). */
 void coll_op_mark_reduced(coll_op_t *op);
+
+/**
+ * @brief Record that step @p step (0-based) of @p phase (coll_step_phase_t), one of @p nsteps
+ *        steps of that phase, and every step before it are done on this node. Steps beyond a
+ *        phase's @p budget records merge with their neighbours (coll_ctl_step_ends_record());
+ *        records beyond COLL_CTL_MAX_STEPS are dropped. Call in step order.
+ */
+void coll_op_mark_step(coll_op_t *op, uint32_t phase, uint32_t step, uint32_t nsteps,
+                       uint32_t budget);
 
 /** @brief The algorithm finished; the operation completes once the descriptor check passed. */
 void coll_op_algo_done(coll_op_t *op);

@@ -108,6 +108,16 @@ static coll_status_t next_round(coll_op_t *op, rd_t *d)
 /* The current exchange completed: combine and go on. */
 static coll_status_t step_done(coll_op_t *op, rd_t *d)
 {
+    static const uint32_t phase_step[] = {
+        [PH_FOLD] = COLL_STEP_RD_FOLD, [PH_ROUND] = COLL_STEP_RD_ROUND,
+        [PH_UNFOLD] = COLL_STEP_RD_UNFOLD};
+    uint32_t rounds = (uint32_t)__builtin_ctz(d->p);
+
+    if (d->phase == PH_ROUND) {
+        coll_op_mark_step(op, COLL_STEP_RD_ROUND, d->round, rounds, COLL_CTL_MAX_STEPS);
+    } else {
+        coll_op_mark_step(op, phase_step[d->phase], 0, 1, 1);
+    }
     switch (d->phase) {
     case PH_FOLD:
         if (d->vrank < 0) { /* sat out: wait for the result */

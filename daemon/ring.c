@@ -55,6 +55,9 @@ typedef struct {
     uint64_t next_col;        /* next column to start */
     uint64_t cols_reduced;    /* columns whose reduce-scatter finished */
     uint64_t cols_done;
+    uint32_t nsteps;          /* receive steps of the operation: N-1 per phase */
+    uint32_t steps_done;      /* steps received by every column (coll_op_mark_step()) */
+    uint64_t *step_cols;      /* [nsteps] columns that received each step */
     ring_col_t *cols;
 } ring_t;
 
@@ -269,6 +272,21 @@ static void col_done(coll_op_t *op, ring_t *g, ring_col_t *c)
     }
 }
 
+/* A column received step @p k (reduce-scatter steps first): record the steps that every
+ * column has received, in order, for the timeline (coll_req_steps()). */
+static void step_received(coll_op_t *op, ring_t *g, uint32_t k)
+{
+    uint32_t per_phase = g->n - 1;
+
+    g->step_cols[k]++;
+    while (g->steps_done < g->nsteps && g->step_cols[g->steps_done] == op->plan.nseg) {
+        uint32_t s = g->steps_done++;
+        int ag = !g->rs || s >= per_phase;
+        coll_op_mark_step(op, ag ? COLL_STEP_ALLGATHER : COLL_STEP_REDUCE_SCATTER,
+                          s % per_phase, per_phase, COLL_CTL_RING_PHASE_STEPS);
+    }
+}
+
 static void ring_on_xfer(coll_op_t *op, coll_xfer_t *x)
 {
     ring_t *g = op->algo_state;
@@ -284,6 +302,9 @@ static void ring_on_xfer(coll_op_t *op, coll_xfer_t *x)
         coll_job_fail(op->job, st, 1, "ring: posting a transfer failed");
         return;
     }
+    if (!x->is_send) {
+        step_received(op, g, x->step + (x->kind == COLL_TAG_AG && g->rs ? g->n - 1 : 0));
+    }
     if (++c->events == g->col_events) {
         col_done(op, g, c);
     }
@@ -296,13 +317,15 @@ static coll_status_t ring_alloc(coll_op_t *op, ring_t **g_p)
     uint64_t depth = job->params.pipeline_depth;
     uint64_t ncols = op->plan.nseg < depth ? op->plan.nseg : depth;
     size_t xfers = 2 * (size_t)(n - 1);
-    ring_t *g = calloc(1, sizeof(*g) + ncols * (sizeof(ring_col_t) + xfers * sizeof(coll_xfer_t)));
+    ring_t *g = calloc(1, sizeof(*g) + xfers * sizeof(uint64_t) +
+                              ncols * (sizeof(ring_col_t) + xfers * sizeof(coll_xfer_t)));
 
     if (g == NULL) {
         return COLL_ERR_NOMEM;
     }
     *g_p = g;
-    g->cols = (ring_col_t *)(g + 1);
+    g->step_cols = (uint64_t *)(g + 1);
+    g->cols = (ring_col_t *)(g->step_cols + xfers);
     for (uint64_t k = 0; k < ncols; k++) {
         coll_xfer_t *xs = (coll_xfer_t *)(g->cols + ncols) + k * xfers;
         g->cols[k].ag_recv = xs;
@@ -352,6 +375,7 @@ static coll_status_t ring_start(coll_op_t *op)
     g->rs = op->desc.coll != COLL_KIND_ALLGATHER;
     g->ag = op->desc.coll != COLL_KIND_REDUCE_SCATTER;
     g->col_events = 2 * (g->n - 1) * (uint32_t)(g->rs + g->ag);
+    g->nsteps = (g->n - 1) * (uint32_t)(g->rs + g->ag);
     if (op->plan.nseg == 0) {
         coll_op_algo_done(op);
         return COLL_OK;

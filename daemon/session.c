@@ -130,7 +130,12 @@ static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo,
     slot->req_id = req_id;
     slot->status = COLL_OK;
     snprintf(slot->algo, sizeof(slot->algo), "%s", algo);
-    slot->t = *t;
+    slot->t.ready_ns = t->ready_ns;
+    slot->t.peers_ns = t->peers_ns;
+    slot->t.reduced_ns = t->reduced_ns;
+    slot->t.done_ns = t->done_ns;
+    slot->t.nsteps = t->nsteps;
+    memcpy(slot->t.steps, t->steps, t->nsteps * sizeof(t->steps[0]));
     atomic_store_explicit(&ctl->comp_head, head + 1, memory_order_release);
     coll_ctl_notify(ctl);
     return 1;
@@ -157,6 +162,8 @@ void coll_session_complete_op(coll_session_t *s, uint32_t req_id, coll_status_t 
     c.peers_ns = t->peers_ns;
     c.reduced_ns = t->reduced_ns;
     c.done_ns = t->done_ns;
+    c.n_steps = t->nsteps;
+    c.steps = (uint64_t *)t->steps;
     c.req_id = req_id;
     c.status = status;
     c.error = (char *)error;

@@ -1,5 +1,7 @@
 #include "ctl.h"
 
+#include "collective.h"
+
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -64,5 +66,26 @@ int coll_ctl_take(coll_ctl_t *ctl, coll_ctl_sub_t *rec)
     }
     *rec = ctl->sub[tail % COLL_CTL_SUB_SLOTS];
     atomic_store_explicit(&ctl->sub_tail, tail + 1, memory_order_release);
+    return 1;
+}
+
+int coll_ctl_steps_valid(const uint64_t *steps, size_t n)
+{
+    uint32_t phase = 0, last = 0, end = 0;
+
+    if (n > COLL_CTL_MAX_STEPS) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t p = coll_ctl_step_phase(steps[i]), l = coll_ctl_step_last(steps[i]);
+        uint32_t e = coll_ctl_step_end_us(steps[i]);
+        if (p < COLL_STEP_REDUCE_SCATTER || p > COLL_STEP_RD_UNFOLD || p < phase ||
+            (p == phase && l <= last) || e < end) {
+            return 0;
+        }
+        phase = p;
+        last = l;
+        end = e;
+    }
     return 1;
 }

@@ -11,12 +11,13 @@
  * is never missed (both sides store their own flag, then read the other's, sequentially
  * consistent). A full ring falls back to the socket.
  *
- * Completions: a success is a 32-byte record in a ring the daemon writes and the client reads;
- * no socket message, no protobuf. Every notification to the client, ring record or socket frame
- * (errors, allocation replies), increments @c events; a client with nothing to do sleeps on that
- * word with futex(2) after announcing it in @c waiting, and the daemon only makes the wake-up
- * system call when someone sleeps (Dekker-style: each side stores its flag, then reads the
- * other's, both sequentially consistent, so at least one of them sees the other).
+ * Completions: a success is a fixed record (phase times, algorithm steps) in a ring the daemon
+ * writes and the client reads; no socket message, no protobuf. Every notification to the
+ * client, ring record or socket frame (errors, allocation replies), increments @c events; a
+ * client with nothing to do sleeps on that word with futex(2) after announcing it in
+ * @c waiting, and the daemon only makes the wake-up system call when someone sleeps
+ * (Dekker-style: each side stores its flag, then reads the other's, both sequentially
+ * consistent, so at least one of them sees the other).
  *
  * Layout is part of the wire protocol (COLL_WIRE_VERSION); both sides are on one host.
  */
@@ -30,7 +31,7 @@
 /** Bytes of the job header at pool offset 0. */
 #define COLL_CTL_JOB_BYTES 4096u
 /** Bytes of one rank's control block; rank l's is at COLL_CTL_JOB_BYTES + l * COLL_CTL_BYTES. */
-#define COLL_CTL_BYTES 16384u
+#define COLL_CTL_BYTES 32768u
 /** Completion records in a ring. */
 #define COLL_CTL_SLOTS 64u
 /** Submission records in a ring. */
@@ -58,6 +59,11 @@ typedef struct {
     uint32_t reserved;
 } coll_ctl_sub_t;
 
+/** Most step records of one operation (collective.h COLL_MAX_STEPS). */
+#define COLL_CTL_MAX_STEPS 32u
+/** Most records of one ring phase: more steps than this are merged (collective.h). */
+#define COLL_CTL_RING_PHASE_STEPS (COLL_CTL_MAX_STEPS / 2)
+
 /** When the daemon reached each phase of an operation: CLOCK_MONOTONIC nanoseconds, which
  *  processes of one host share; 0 for a phase the operation did not have. */
 typedef struct {
@@ -65,7 +71,57 @@ typedef struct {
     uint64_t peers_ns;   /**< the previous node's descriptor was checked (the peers are in) */
     uint64_t reduced_ns; /**< the reduction finished (the ring's reduce-scatter) */
     uint64_t done_ns;    /**< the operation completed */
+    uint32_t nsteps;     /**< records in @c steps */
+    uint32_t reserved;
+    uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
 } coll_ctl_times_t;
+
+/**
+ * @brief One step record, as the control block and the wire's Complete.steps carry it:
+ *        bits 0-31 microseconds from ready_ns to the end of the step, bits 32-55 the last step
+ *        of its phase that the record covers, bits 56-63 the phase (coll_step_phase_t).
+ */
+static inline uint64_t coll_ctl_step_pack(uint32_t phase, uint32_t last, uint64_t end_us)
+{
+    return (uint64_t)(uint8_t)phase << 56 | (uint64_t)(last & 0xffffffu) << 32 |
+           (end_us > UINT32_MAX ? UINT32_MAX : end_us);
+}
+
+/** @brief The phase of a packed step record. */
+static inline uint32_t coll_ctl_step_phase(uint64_t rec)
+{
+    return (uint32_t)(rec >> 56);
+}
+
+/** @brief The last step a packed step record covers. */
+static inline uint32_t coll_ctl_step_last(uint64_t rec)
+{
+    return (uint32_t)(rec >> 32) & 0xffffffu;
+}
+
+/** @brief Microseconds from ready_ns to the end of a packed step record. */
+static inline uint32_t coll_ctl_step_end_us(uint64_t rec)
+{
+    return (uint32_t)rec;
+}
+
+/**
+ * @brief Whether step @p step (0-based) of a phase of @p nsteps steps ends a record when the
+ *        phase may have at most @p budget records: with nsteps <= budget every step does,
+ *        beyond that consecutive steps are merged into @p budget records of nearly equal size.
+ */
+static inline int coll_ctl_step_ends_record(uint32_t step, uint32_t nsteps, uint32_t budget)
+{
+    return step + 1 >= nsteps ||
+           (uint64_t)step * budget / nsteps != (uint64_t)(step + 1) * budget / nsteps;
+}
+
+/**
+ * @brief Check step records from the daemon: at most COLL_CTL_MAX_STEPS, known phases in the
+ *        order the algorithms run them, steps rising within a phase, end times not falling.
+ * @return 1 when valid, 0 otherwise.
+ */
+int coll_ctl_steps_valid(const uint64_t *steps, size_t n);
 
 /** One successful completion. */
 typedef struct {

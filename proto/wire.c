@@ -1,6 +1,7 @@
 #include "wire.h"
 
 #include "frame.h"
+#include "ctl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -143,6 +144,10 @@ coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemo
                   m->version, COLL_WIRE_VERSION);
     } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY__NOT_SET) {
         st = fail(err, errlen, COLL_ERR_PROTOCOL, "daemon message without a known body");
+    } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY_COMPLETE &&
+               !coll_ctl_steps_valid(m->complete->steps, m->complete->n_steps)) {
+        st = fail(err, errlen, COLL_ERR_PROTOCOL, "completion with %zu malformed step records",
+                  m->complete->n_steps);
     }
     if (st != COLL_OK) {
         coll__wire__daemon_msg__free_unpacked(m, NULL);

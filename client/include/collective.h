@@ -412,6 +412,44 @@ typedef struct {
  */
 COLL_API coll_status_t coll_req_timing(const coll_request_t *req, coll_req_timing_t *timing);
 
+/** Phases of an inter-node algorithm whose steps coll_req_steps() reports. */
+typedef enum {
+    COLL_STEP_REDUCE_SCATTER = 1, /**< ring reduce-scatter, N-1 steps for N nodes */
+    COLL_STEP_ALLGATHER = 2,      /**< ring all-gather, N-1 steps */
+    COLL_STEP_RD_FOLD = 3,        /**< recursive doubling: the nodes above a power of two p fold
+                                       into their partners (one step, only on those nodes) */
+    COLL_STEP_RD_ROUND = 4,       /**< recursive doubling: exchange rounds, log2(p) steps */
+    COLL_STEP_RD_UNFOLD = 5,      /**< recursive doubling: the result goes back (one step) */
+} coll_step_phase_t;
+
+/** Most step records coll_req_steps() gives for one request. */
+#define COLL_MAX_STEPS 32
+
+/**
+ * One step, or several consecutive steps of one phase, of the inter-node algorithm as this
+ * node saw it. A record begins where the previous one ended (the first at peers_ns, the first
+ * all-gather record at reduced_ns of ::coll_req_timing_t).
+ */
+typedef struct {
+    uint64_t end_ns;    /**< CLOCK_MONOTONIC ns (1 us resolution) when this step and every
+                             earlier one were done on this node */
+    uint32_t phase;     /**< ::coll_step_phase_t */
+    uint32_t first;     /**< first step of the phase covered, 0-based */
+    uint32_t last;      /**< last step covered; > first only when a ring of more than 17 nodes
+                             had its N-1 steps per phase merged into 16 records */
+} coll_req_step_t;
+
+/**
+ * @brief The steps of the inter-node algorithm of a completed request (ring and recursive
+ *        doubling; none for single-node jobs, broadcast, reduce, barrier and point-to-point),
+ *        in order: where a slow peer or link shows in a timeline.
+ * @param [out] steps  Room for ::COLL_MAX_STEPS records; the first @p *nsteps are filled.
+ * @param [out] nsteps Number of records, 0 .. ::COLL_MAX_STEPS.
+ * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written). Thread-safe.
+ */
+COLL_API coll_status_t coll_req_steps(const coll_request_t *req, coll_req_step_t *steps,
+                                      uint32_t *nsteps);
+
 /**
  * @brief Free a request. A request still in progress is detached: its result is discarded and
  *        its buffers stay in use by the daemon until it ends. Safe with NULL.
@@ -709,8 +747,10 @@ COLL_API void coll_bucketer_destroy(coll_bucketer_t *bucketer);
  * completion, with its phases nested inside (from ::coll_req_timing_t): "wait local ranks"
  * (submit to ready), "wait other nodes" (ready to peers), "reduce" (to reduced: the ring's
  * reduce-scatter, or the whole reduction of other algorithms), "distribute" (to done: the
- * all-gather), "complete" (done until the library saw the completion); and an instant event
- * "submit". Args: collective, bytes, key, algorithm, bucket and iteration. coll_timeline_span()
+ * all-gather), "complete" (done until the library saw the completion); inside "reduce" and
+ * "distribute" the algorithm's steps (coll_req_steps()), one event each: "reduce-scatter step
+ * 2/3", "all-gather step 1/3" on the ring, "fold", "round 1/2", "unfold" with recursive
+ * doubling; and an instant event "submit". Args: collective, bytes, key, algorithm, bucket and iteration. coll_timeline_span()
  * adds spans of the caller's own (e.g. forward and backward); bucketers add their "exposed
  * wait". Timestamps are CLOCK_MONOTONIC microseconds (comparable between the ranks of a host).
  *

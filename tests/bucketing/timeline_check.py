@@ -7,7 +7,8 @@ Checks, on the files of a real run (784-300-200-100-10, three buckets, 8 steps):
     allreduce event on the rank's track "grads bucket <b>" (8 x 3), with the bucket, iteration,
     bytes and algorithm in its args; phase events ("wait local ranks", "reduce", "complete", and
     "wait other nodes" / "distribute" on the ring) each inside the [ts, ts + dur] of an
-    allreduce on the same track; the spans forward, backward, optimizer and "grads wait_all"
+    allreduce on the same track; inside each allreduce exactly its algorithm's steps on 2 nodes
+    ("reduce-scatter step 1/1", "all-gather step 1/1"; "round 1/1"), one after the other; the spans forward, backward, optimizer and "grads wait_all"
     on the track "step"; metadata naming the process "rank <r>";
   - a run stopped by SIGTERM in the middle (no coll_comm_destroy) leaves files that still parse
     and hold the events written until then;
@@ -102,6 +103,34 @@ def check_phases(path, events, colls):
                               % (path, p["name"], t0, t1))
 
 
+# The algorithm's steps on 2 nodes (coll_req_steps()): the ring's one reduce-scatter and one
+# all-gather step, recursive doubling's one round.
+STEP_NAMES = {"ring": ["reduce-scatter step 1/1", "all-gather step 1/1"], "rd": ["round 1/1"]}
+
+
+def check_steps(path, events, colls):
+    """Every bucket allreduce holds exactly its algorithm's step events, in order, each inside
+    it and each beginning no earlier than the previous one ended."""
+    steps = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "step":
+            steps.setdefault(e["tid"], []).append(e)
+    for c in colls:
+        t0, t1 = float(c["ts"]), float(c["ts"]) + float(c["dur"])
+        inside = sorted((e for e in steps.get(c["tid"], []) if
+                         t0 - 0.002 <= float(e["ts"]) and
+                         float(e["ts"]) + float(e["dur"]) <= t1 + 0.002),
+                        key=lambda e: float(e["ts"]))
+        names = [e["name"] for e in inside]
+        if names != STEP_NAMES[c["args"]["algo"]]:
+            raise TestFailure("%s: allreduce %s (%s) holds steps %s, expected %s"
+                              % (path, c["name"], c["args"]["algo"], names,
+                                 STEP_NAMES[c["args"]["algo"]]))
+        for a, b in zip(inside, inside[1:]):
+            if float(b["ts"]) + 0.002 < float(a["ts"]) + float(a["dur"]):
+                raise TestFailure("%s: step %s begins before %s ended" % (path, b, a))
+
+
 def check_spans(path, events, tracks, steps):
     for name, want in (("forward", steps), ("backward", steps), ("optimizer", steps),
                        ("grads wait_all", steps)):
@@ -126,6 +155,7 @@ def check_files(tmp, steps):
         tracks = track_names(events)
         colls = check_allreduces(path, events, tracks, steps)
         check_phases(path, events, colls)
+        check_steps(path, events, colls)
         check_spans(path, events, tracks, steps)
         harness.log("%s: %d events, %d bucket allreduces, tracks %s"
                     % (os.path.basename(path), len(events), len(colls),

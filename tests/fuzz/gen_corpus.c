@@ -86,7 +86,7 @@ static void client_seeds(void)
     m.body_case = COLL__WIRE__CLIENT_MSG__BODY_HELLO;
     m.hello = &hello;
     client_msg("hello", &m, COLL_WIRE_VERSION);
-    client_msg("hello-version-2", &m, 2);
+    client_msg("hello-next-version", &m, COLL_WIRE_VERSION + 1);
 
     join.job = "job-1.a:b_c";
     join.rank = 3;
@@ -190,6 +190,12 @@ static void daemon_seeds(void)
     m.body_case = COLL__WIRE__DAEMON_MSG__BODY_COMPLETE;
     m.complete = &comp;
     write_msg("daemon_msg", "complete", &m.base);
+    uint64_t steps[] = {coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, 0, 1500),
+                        coll_ctl_step_pack(COLL_STEP_ALLGATHER, 0, 2500)};
+    comp.steps = steps;
+    comp.n_steps = 2;
+    write_msg("daemon_msg", "complete-steps", &m.base);
+    comp.n_steps = 0;
     comp.status = COLL_ERR_MISMATCH;
     comp.error = "allreduce #3: rank 1 submitted 7 elements, rank 0 submitted 5";
     write_msg("daemon_msg", "complete-error", &m.base);

@@ -298,14 +298,82 @@ static coll_status_t submit_op(const ctx_t *c, const bufs_t *b, coll_redop_t op,
                                 params.field_mask != 0 ? &params : NULL, req_p);
 }
 
-/* Wait for and free a request from submit_op(); COLL_ERR_TIMEDOUT when the wait timed out. */
-static coll_status_t wait_op(coll_request_t *req, int timeout_ms)
+/* Records of phase @p phase from *i on, which must be steps 0, 1, ... in order; returns how
+ * many there were. */
+static uint32_t phase_records(const coll_req_step_t *st, uint32_t n, uint32_t *i,
+                              uint32_t phase)
+{
+    uint32_t k = 0;
+    for (; *i < n && st[*i].phase == phase; (*i)++, k++) {
+        if (st[*i].first != k || st[*i].last != k) {
+            die("step record %u (phase %u) covers steps %u-%u, expected %u", *i, phase,
+                st[*i].first, st[*i].last, k);
+        }
+    }
+    return k;
+}
+
+/* The algorithm's steps of a completed allreduce (coll_req_steps()): the ring's N-1
+ * reduce-scatter then N-1 all-gather steps; recursive doubling's log2(p) rounds, preceded by a
+ * fold and followed by an unfold on the nodes beyond the power of two p and their partners;
+ * none on one node. End times rise and lie between ready and done. */
+static void check_steps(const ctx_t *c, coll_request_t *req, size_t count)
+{
+    coll_req_step_t st[COLL_MAX_STEPS];
+    coll_req_timing_t t;
+    uint32_t n = 0, i = 0, p = 1, rounds = 0, want_rs = 0, folds, unfolds;
+    const char *algo = coll_req_algo(req);
+
+    if (coll_req_steps(req, st, &n) != COLL_OK || coll_req_timing(req, &t) != COLL_OK) {
+        die("count %zu: no steps or timing for a completed request", count);
+    }
+    for (; p * 2 <= (uint32_t)c->nodes; p *= 2, rounds++) {
+    }
+    if (strcmp(algo, "ring") == 0 && count > 0) {
+        want_rs = (uint32_t)c->nodes - 1;
+        if (phase_records(st, n, &i, COLL_STEP_REDUCE_SCATTER) != want_rs ||
+            phase_records(st, n, &i, COLL_STEP_ALLGATHER) != want_rs) {
+            die("count %zu: ring on %d nodes: %u step records, expected %u reduce-scatter then "
+                "%u all-gather", count, c->nodes, n, want_rs, want_rs);
+        }
+    } else if (strcmp(algo, "rd") == 0) {
+        folds = phase_records(st, n, &i, COLL_STEP_RD_FOLD);
+        want_rs = phase_records(st, n, &i, COLL_STEP_RD_ROUND);
+        unfolds = phase_records(st, n, &i, COLL_STEP_RD_UNFOLD);
+        int plain = folds == 0 && unfolds == 0 && want_rs == rounds;
+        int folded = folds == 1 && unfolds == 1 && (want_rs == rounds || want_rs == 0) &&
+                     p < (uint32_t)c->nodes;
+        if (!plain && !folded) {
+            die("count %zu: recursive doubling on %d nodes: %u fold, %u rounds, %u unfold "
+                "(expected %u rounds, with a fold and an unfold only beyond %u nodes)", count,
+                c->nodes, folds, want_rs, unfolds, rounds, p);
+        }
+    }
+    if (i != n) {
+        die("count %zu: algorithm %s: %u step records, %u of them as expected", count, algo, n, i);
+    }
+    for (i = 0; i < n; i++) {
+        if (st[i].end_ns + 1000 < t.ready_ns || st[i].end_ns > t.done_ns + 1000 ||
+            (i > 0 && st[i].end_ns < st[i - 1].end_ns)) {
+            die("count %zu: step record %u ends at %llu, outside ready %llu .. done %llu or "
+                "before the previous one", count, i, (unsigned long long)st[i].end_ns,
+                (unsigned long long)t.ready_ns, (unsigned long long)t.done_ns);
+        }
+    }
+}
+
+/* Wait for and free a request from submit_op(), checking its steps when it succeeded;
+ * COLL_ERR_TIMEDOUT when the wait timed out. */
+static coll_status_t wait_op(const ctx_t *c, coll_request_t *req, size_t count, int timeout_ms)
 {
     coll_status_t st;
     if (req == NULL) {
         return COLL_OK;
     }
     st = coll_req_wait(req, timeout_ms);
+    if (st == COLL_OK) {
+        check_steps(c, req, count);
+    }
     coll_req_free(req); /* detaches it when timed out: we exit right after */
     return st;
 }
@@ -315,7 +383,7 @@ static coll_status_t run_allreduce(const ctx_t *c, const bufs_t *b, coll_redop_t
 {
     coll_request_t *req;
     coll_status_t st = submit_op(c, b, op, -1, &req);
-    return st == COLL_INPROGRESS ? wait_op(req, timeout_ms) : st;
+    return st == COLL_INPROGRESS ? wait_op(c, req, b->count, timeout_ms) : st;
 }
 
 static void prepare_iter(const ctx_t *c, const bufs_t *b, coll_redop_t op, int iter)
@@ -373,7 +441,8 @@ static void run_round(const ctx_t *c, const opts_t *o, bufs_t *b, int round, int
         }
     }
     for (int w = W - 1; w >= 0; w--) {
-        st[w] = st[w] == COLL_INPROGRESS ? wait_op(req[w], o->timeout_ms) : st[w];
+        st[w] = st[w] == COLL_INPROGRESS ? wait_op(c, req[w], b[w].count, o->timeout_ms)
+                                         : st[w];
     }
     for (int w = 0; w < W; w++) {
         check_done(c, o, &b[w], st[w], token, round * W + w);

@@ -294,7 +294,7 @@ static void attack_garbage(const char *path)
 static void attack_bad_version(const char *path)
 {
     int fd = raw_connect(path);
-    send_hello(fd, COLL_WIRE_VERSION + 76); /* "version 77" in the daemon's log */
+    send_hello(fd, 77); /* "version 77" in the daemon's log */
     expect_closed(fd, "bad-version");
 }
 

@@ -179,6 +179,68 @@ static void test_request_events(void **state)
     json_decref(root);
 }
 
+/* The event named @p name: its ts and dur (microseconds). */
+static void assert_span(json_t *ev, const char *name, double ts, double dur)
+{
+    json_t *e = find_event(ev, name);
+    assert_string_equal(json_string_value(json_object_get(e, "cat")), "step");
+    if (json_real_value(json_object_get(e, "ts")) != ts ||
+        json_real_value(json_object_get(e, "dur")) != dur) {
+        fail_msg("%s: ts %.3f dur %.3f, expected %.3f %.3f", name,
+                 json_real_value(json_object_get(e, "ts")),
+                 json_real_value(json_object_get(e, "dur")), ts, dur);
+    }
+}
+
+/* Algorithm steps (ready at 1001000 us, peers 1002000, reduced 1003000, done 1004000): ring
+ * steps nest in "reduce" and "distribute", each beginning where the previous ended; merged
+ * records are named by their range; recursive doubling's steps span reduce to done, and an
+ * end past done is cut there. */
+static void test_step_events(void **state)
+{
+    coll_timeline_t *tl = open_with("steps.json", 0, 1);
+    coll_request_t ring = fake_request(1000000000, 0), merged = fake_request(2000000000, 1);
+    coll_request_t rd = fake_request(3000000000, 2);
+    const uint64_t ring_steps[] = {coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, 0, 1500),
+                                   coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, 1, 2000),
+                                   coll_ctl_step_pack(COLL_STEP_ALLGATHER, 0, 2400),
+                                   coll_ctl_step_pack(COLL_STEP_ALLGATHER, 1, 3000)};
+    const uint64_t merged_steps[] = {coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, 2, 1500),
+                                     coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, 5, 2000),
+                                     coll_ctl_step_pack(COLL_STEP_ALLGATHER, 5, 3000)};
+    const uint64_t rd_steps[] = {coll_ctl_step_pack(COLL_STEP_RD_FOLD, 0, 1200),
+                                 coll_ctl_step_pack(COLL_STEP_RD_ROUND, 0, 1600),
+                                 coll_ctl_step_pack(COLL_STEP_RD_ROUND, 1, 2000),
+                                 coll_ctl_step_pack(COLL_STEP_RD_UNFOLD, 0, 3500)};
+    json_t *root, *ev;
+
+    ring.nsteps = 4;
+    memcpy(ring.steps, ring_steps, sizeof(ring_steps));
+    merged.nsteps = 3;
+    memcpy(merged.steps, merged_steps, sizeof(merged_steps));
+    rd.nsteps = 4;
+    memcpy(rd.steps, rd_steps, sizeof(rd_steps));
+    rd.timing.reduced_ns = 0;
+    snprintf(rd.algo, sizeof(rd.algo), "rd");
+    coll__timeline_request(tl, &ring);
+    coll__timeline_request(tl, &merged);
+    coll__timeline_request(tl, &rd);
+    coll__timeline_close(tl);
+    ev = load_events("steps.json", &root);
+    assert_span(ev, "reduce-scatter step 1/2", 1002000.0, 500.0);
+    assert_span(ev, "reduce-scatter step 2/2", 1002500.0, 500.0);
+    assert_span(ev, "all-gather step 1/2", 1003000.0, 400.0);
+    assert_span(ev, "all-gather step 2/2", 1003400.0, 600.0);
+    assert_span(ev, "reduce-scatter steps 1-3/6", 2002000.0, 500.0);
+    assert_span(ev, "reduce-scatter steps 4-6/6", 2002500.0, 500.0);
+    assert_span(ev, "all-gather steps 1-6/6", 2003000.0, 1000.0);
+    assert_span(ev, "fold", 3002000.0, 200.0);
+    assert_span(ev, "round 1/2", 3002200.0, 400.0);
+    assert_span(ev, "round 2/2", 3002600.0, 400.0);
+    assert_span(ev, "unfold", 3003000.0, 1000.0);
+    json_decref(root);
+}
+
 /* Without "reduced" (an algorithm other than the ring) the reduction lasts until done; without
  * daemon times only the request itself is drawn. Failed requests and allocations are left
  * out. Spans go to their own track. */
@@ -246,6 +308,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_names),
         cmocka_unit_test(test_request_events),
+        cmocka_unit_test(test_step_events),
         cmocka_unit_test(test_partial_and_skipped),
         cmocka_unit_test(test_incremental),
     };

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "ctl.h"
 #include "frame.h"
 #include "wire.h"
 
@@ -645,6 +646,49 @@ static void test_submit_count_limit(void **state)
     expect_err(KIND_CLIENT, client_submit(&c), COLL_ERR_PROTOCOL, "count");
 }
 
+/* ---- Complete fields ---- */
+
+/* The steps of a ring on 3 nodes pass; too many records, an unknown phase, a step that does
+ * not rise within its phase, a phase out of order and time running backwards do not. */
+static void test_complete_steps_checked(void **state)
+{
+    static const struct {
+        uint64_t steps[3];
+        size_t n;
+        const char *what;
+    } bad[] = {
+        {{0}, COLL_CTL_MAX_STEPS + 1, "too many"},
+        {{((uint64_t)9 << 56) | 5}, 1, "unknown phase"},
+        {{((uint64_t)COLL_STEP_REDUCE_SCATTER << 56) | ((uint64_t)1 << 32) | 5,
+          ((uint64_t)COLL_STEP_REDUCE_SCATTER << 56) | ((uint64_t)1 << 32) | 6}, 2, "step twice"},
+        {{((uint64_t)COLL_STEP_ALLGATHER << 56) | 5,
+          ((uint64_t)COLL_STEP_REDUCE_SCATTER << 56) | 6}, 2, "phases out of order"},
+        {{((uint64_t)COLL_STEP_REDUCE_SCATTER << 56) | 6,
+          ((uint64_t)COLL_STEP_REDUCE_SCATTER << 56) | ((uint64_t)1 << 32) | 5}, 2, "time back"},
+    };
+    uint64_t ring[4] = {coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, 0, 10),
+                        coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, 1, 20),
+                        coll_ctl_step_pack(COLL_STEP_ALLGATHER, 0, 20),
+                        coll_ctl_step_pack(COLL_STEP_ALLGATHER, 1, 31)};
+    uint64_t many[COLL_CTL_MAX_STEPS + 1];
+    daemon_t d;
+
+    for (uint32_t i = 0; i <= COLL_CTL_MAX_STEPS; i++) { /* valid but for their number */
+        many[i] = coll_ctl_step_pack(COLL_STEP_REDUCE_SCATTER, i, i);
+    }
+    daemon_init(&d);
+    d.complete.steps = ring;
+    d.complete.n_steps = 4;
+    expect_ok(KIND_DAEMON, daemon_body(&d, COLL__WIRE__DAEMON_MSG__BODY_COMPLETE));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        print_message("%s\n", bad[i].what);
+        d.complete.steps = bad[i].n > 3 ? many : (uint64_t *)bad[i].steps;
+        d.complete.n_steps = bad[i].n;
+        expect_err(KIND_DAEMON, daemon_body(&d, COLL__WIRE__DAEMON_MSG__BODY_COMPLETE),
+                   COLL_ERR_PROTOCOL, "malformed step records");
+    }
+}
+
 /* ---- NodeJoin fields ---- */
 
 static void test_node_join_rank_at_world_size_rejected(void **state)
@@ -1016,6 +1060,7 @@ int main(void)
         cmocka_unit_test(test_submit_every_known_op_accepted),
         cmocka_unit_test(test_submit_unknown_collective_rejected),
         cmocka_unit_test(test_submit_count_limit),
+        cmocka_unit_test(test_complete_steps_checked),
         cmocka_unit_test(test_node_join_rank_at_world_size_rejected),
         cmocka_unit_test(test_node_join_without_ranks_rejected),
         cmocka_unit_test(test_node_join_more_ranks_than_world_rejected),
