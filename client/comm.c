@@ -136,7 +136,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         return COLL_ERR_NOMEM;
     }
     c->algo = algo != NULL ? (coll_algo_t)coll__algo_parse(algo) : COLL_ALGO_AUTO;
-    c->fd = coll__connect(p.socket_path, err, sizeof(err));
+    c->fd = coll__connect(p.socket_path, join_wait_ms(&p), p.rank, err, sizeof(err));
     if (c->fd < 0) {
         fprintf(stderr, "libcollective: rank %d: %s\n", p.rank, err);
         st = (coll_status_t)c->fd;

@@ -20,6 +20,10 @@
  *  1 s keeps the library's own verdict, counted from the submit, within timeout + 2 s of a
  *  daemon stopping just before it. */
 #define COLL_DAEMON_SLACK_MS 1000
+/** Longest pause between two attempts to connect to a daemon that is not there yet. */
+#define COLL_CONNECT_RETRY_MS 200
+/** Waiting this long for a daemon is said on stderr (a wrong path should not look like a hang). */
+#define COLL_CONNECT_NOTE_MS 1000
 
 /** Kinds of requests the daemon answers. */
 typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC } coll_req_kind_t;
@@ -103,8 +107,15 @@ struct coll_comm {
 coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll_comm_params_t *out,
                                    char *err, size_t errlen);
 
-/** @brief Connect a Unix stream socket to @p path; returns the fd or a negative status. */
-int coll__connect(const char *path, char *err, size_t errlen);
+/**
+ * @brief Connect a Unix stream socket to @p path, trying again while there is no daemon there
+ *        yet (no socket, or nobody accepting) for up to @p wait_ms; after COLL_CONNECT_NOTE_MS
+ *        a line on stderr says that rank @p rank waits.
+ * @return The fd; COLL_ERR_CONNREFUSED (no daemon within the time, or another connect error),
+ *         COLL_ERR_DENIED (no permission on the socket), COLL_ERR_INVALID (path too long),
+ *         with a message in @p err.
+ */
+int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t errlen);
 
 /** @brief Send one ClientMsg (version filled in). Called with the lock held. */
 coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg);

@@ -28,25 +28,51 @@ void coll__set_error(coll_comm_t *c, const char *fmt, ...)
     va_end(ap);
 }
 
-int coll__connect(const char *path, char *err, size_t errlen)
+/* One attempt: the connected fd, or -errno. */
+static int connect_once(const struct sockaddr_un *sa)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), e;
+
+    if (fd < 0 || connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0) {
+        return fd < 0 ? -errno : fd;
+    }
+    e = errno;
+    close(fd);
+    return -e;
+}
+
+int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
+    uint64_t start = coll__now_ns(), waited_ms;
+    long delay_ms = 10;
+    int noted = 0, fd;
 
     if (strlen(path) >= sizeof(sa.sun_path)) {
         snprintf(err, errlen, "socket path %s is too long", path);
         return COLL_ERR_INVALID;
     }
     strcpy(sa.sun_path, path);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        return COLL_ERR_IO;
+    /* A daemon that is starting (or restarting) has no socket yet, or does not accept yet. */
+    while ((fd = connect_once(&sa)) == -ENOENT || fd == -ECONNREFUSED) {
+        waited_ms = (coll__now_ns() - start) / 1000000;
+        if (waited_ms >= (uint64_t)wait_ms) {
+            snprintf(err, errlen, "cannot connect to collectived at %s within %d ms: %s", path,
+                     wait_ms, strerror(-fd));
+            return COLL_ERR_CONNREFUSED;
+        }
+        if (!noted && waited_ms >= COLL_CONNECT_NOTE_MS) {
+            fprintf(stderr, "libcollective: rank %d: no collectived at %s yet (%s); waiting up "
+                    "to %d ms\n", rank, path, strerror(-fd), wait_ms);
+            noted = 1;
+        }
+        delay_ms = delay_ms > wait_ms - (long)waited_ms ? wait_ms - (long)waited_ms : delay_ms;
+        nanosleep(&(struct timespec){delay_ms / 1000, delay_ms % 1000 * 1000000}, NULL);
+        delay_ms = delay_ms * 2 > COLL_CONNECT_RETRY_MS ? COLL_CONNECT_RETRY_MS : delay_ms * 2;
     }
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        snprintf(err, errlen, "cannot connect to collectived at %s: %s", path, strerror(errno));
-        close(fd);
-        return COLL_ERR_CONNREFUSED;
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot connect to collectived at %s: %s", path, strerror(-fd));
+        return -fd == EACCES ? COLL_ERR_DENIED : COLL_ERR_CONNREFUSED;
     }
     return fd;
 }

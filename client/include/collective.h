@@ -173,11 +173,14 @@ typedef struct {
  * @param [out] comm_p  The new communicator; the caller frees it with coll_comm_destroy().
  * @return COLL_OK on success;
  *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field);
- *         COLL_ERR_CONNREFUSED when no daemon listens on the socket;
+ *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the job's timeout
+ *         (+ 1 s; 61 s without one): the library tries again meanwhile, as a daemon may be
+ *         starting, and says on stderr after 1 s that it waits;
  *         COLL_ERR_VERSION when the daemon speaks another protocol version;
  *         COLL_ERR_RENDEZVOUS when the job's ranks disagree (world size, duplicate rank) or the
  *         root daemon cannot be reached; COLL_ERR_TIMEDOUT when not all ranks joined in time;
- *         COLL_ERR_DENIED when the job's token differs (or the daemon requires one);
+ *         COLL_ERR_DENIED when the job's token differs (or the daemon requires one), or the
+ *         socket's permissions keep this user out (not in the daemon's socket group);
  *         COLL_ERR_NOMEM. On failure a message is printed to stderr naming what was wrong.
  */
 COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p);

@@ -107,7 +107,7 @@ class Errors(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(CollectiveError) as cm:
                 collective.Communicator(socket=os.path.join(tmp, "none.sock"), job="j", rank=0,
-                                        world_size=1, local_rank=0, local_size=1, timeout=5)
+                                        world_size=1, local_rank=0, local_size=1, timeout=1)
         e = cm.exception
         self.assertEqual((e.status, e.name), (-111, "COLL_ERR_CONNREFUSED"))
         self.assertEqual(e.strerror, "connection refused (is collectived running?)")

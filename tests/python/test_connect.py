@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Connecting to a daemon that is not there yet (libcollective's coll__connect()): a rank
+started before its node's collectived waits for it and then runs an allreduce correctly; a
+socket where no daemon ever comes fails with COLL_ERR_CONNREFUSED once the job's timeout (+ 1 s)
+has passed, not before, saying how long it waited.
+
+Usage: test_connect.py --daemon build/daemon/collectived
+Exit status: 0 all passed, 1 a failure, 77 (skip) when numpy is missing.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+np = common.require("numpy")
+import collective  # noqa: E402
+from collective import CollectiveError  # noqa: E402
+
+DAEMON = None  # --daemon
+LATE_S = 1.5   # the daemon starts this long after the rank (past the 1 s note)
+
+
+def one_rank(sock, timeout):
+    return collective.Communicator(socket=sock, job="late", rank=0, world_size=1, local_rank=0,
+                                   local_size=1, timeout=timeout)
+
+
+class Connect(unittest.TestCase):
+    def test_daemon_starts_late(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sock = os.path.join(tmp, "c.sock")
+            result = {}
+
+            def rank():
+                try:
+                    with one_rank(sock, 20) as comm:
+                        x = comm.empty(1000)
+                        x[:] = np.arange(1000, dtype=np.float32)
+                        comm.allreduce(x, op="max").result()
+                        result["values"] = x.copy()
+                except CollectiveError as e:
+                    result["error"] = e
+
+            t = threading.Thread(target=rank)
+            t.start()
+            time.sleep(LATE_S)
+            d = subprocess.Popen([DAEMON, "--config", "none", "--socket", sock, "--listen",
+                                  "127.0.0.1:0"],
+                                 stdin=subprocess.DEVNULL)
+            try:
+                t.join(60)
+            finally:
+                d.terminate()
+                d.wait(30)
+            self.assertFalse(t.is_alive(), "the rank still waits 60 s after the daemon started")
+            self.assertNotIn("error", result)
+            np.testing.assert_array_equal(result["values"], np.arange(1000, dtype=np.float32))
+
+    def test_no_daemon_fails_after_the_timeout(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.monotonic()
+            with self.assertRaises(CollectiveError) as cm:
+                one_rank(os.path.join(tmp, "none.sock"), 1)
+            waited = time.monotonic() - t0
+        e = cm.exception
+        self.assertEqual(e.name, "COLL_ERR_CONNREFUSED")
+        # The job's timeout (1 s) + the library's slack (1 s); a generous upper bound only
+        # guards against a wait with no bound at all.
+        self.assertGreaterEqual(waited, 2.0)
+        self.assertLess(waited, 30.0)
+
+
+def main():
+    global DAEMON
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--daemon", required=True, help="collectived of the build")
+    DAEMON = os.path.abspath(p.parse_args().daemon)
+    return common.run_tests(__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
