@@ -3,6 +3,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <grp.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -389,27 +391,47 @@ static int numeric_hostport(const char *text)
             uv_ip6_addr(host, port, &sa) == 0);
 }
 
-static int check_addresses(const coll_config_t *cfg)
-{
+/* A value that failed a check: "collectived: KEY=VALUE (ORIGIN): REASON" on stderr. */
+static int refuse(const coll_config_t *cfg, const origin_t origin, const char *name,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+static int refuse(const coll_config_t *cfg, const origin_t origin, const char *name,
+                  const char *fmt, ...)
+{
+    const cfg_key_t *key = key_find(name);
+    const void *field = (const char *)cfg + key->offset;
+    va_list ap;
+
+    if (key->type == CFG_SIZE || key->type == CFG_UINT) {
+        fprintf(stderr, "collectived: %s=%llu (%s): ", name,
+                (unsigned long long)*(const uint64_t *)field, origin[key - keys]);
+    } else {
+        fprintf(stderr, "collectived: %s=%s (%s): ", name, *(char *const *)field,
+                origin[key - keys]);
+    }
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return -1;
+}
+
+static int check_addresses(const coll_config_t *cfg, const origin_t origin)
+{
     if (cfg->socket[0] == '\0' || strlen(cfg->socket) >= 108) {
-        fprintf(stderr, "collectived: socket=%s: must be 1..107 bytes\n", cfg->socket);
-        return -1;
+        return refuse(cfg, origin, "socket", "must be 1..107 bytes");
     }
     if (strlen(cfg->status_socket) >= 108 || strcmp(cfg->status_socket, cfg->socket) == 0) {
-        fprintf(stderr, "collectived: status_socket=%s: must be at most 107 bytes and differ "
-                        "from socket\n", cfg->status_socket);
-        return -1;
+        return refuse(cfg, origin, "status_socket", "must be at most 107 bytes and differ from "
+                      "socket");
     }
     if (!numeric_hostport(cfg->listen)) {
-        fprintf(stderr, "collectived: listen=%s: not a numeric host:port (e.g. 0.0.0.0:29510 or "
-                        "[::]:29510)\n", cfg->listen);
-        return -1;
+        return refuse(cfg, origin, "listen", "not a numeric host:port (e.g. 0.0.0.0:29510 or "
+                      "[::]:29510)");
     }
     if (cfg->status_listen[0] != '\0' && !numeric_hostport(cfg->status_listen)) {
-        fprintf(stderr, "collectived: status_listen=%s: not a numeric host:port "
-                        "(e.g. 127.0.0.1:9464 or [::]:9464)\n", cfg->status_listen);
-        return -1;
+        return refuse(cfg, origin, "status_listen", "not a numeric host:port (e.g. "
+                      "127.0.0.1:9464 or [::]:9464)");
     }
     return 0;
 }
@@ -434,7 +456,7 @@ int coll_config_group(const char *name, unsigned *gid_p)
 }
 
 /* A group named on purpose must exist; the default one may be absent (a workstation). */
-static int check_group(const coll_config_t *cfg)
+static int check_group(const coll_config_t *cfg, const origin_t origin)
 {
     unsigned gid;
 
@@ -442,58 +464,41 @@ static int check_group(const coll_config_t *cfg)
         coll_config_source(cfg, "socket_group") == COLL_CFG_DEFAULT) {
         return 0;
     }
-    fprintf(stderr, "collectived: socket_group=%s: no such group (create it, e.g. with "
-                    "systemd-sysusers, or set \"\" to keep the daemon's group)\n",
-            cfg->socket_group);
-    return -1;
+    return refuse(cfg, origin, "socket_group", "no such group (create it, e.g. with "
+                  "systemd-sysusers, or set \"\" to keep the daemon's group)");
 }
 
-static int check_values(const coll_config_t *cfg)
+static int check_values(const coll_config_t *cfg, const origin_t origin)
 {
     uint32_t mask;
 
     if (cfg->log_subsys[0] != '\0' && coll_log_subsys_parse(cfg->log_subsys, &mask) < 0) {
-        fprintf(stderr, "collectived: log_subsys=%s: unknown subsystem; use core, session, job, "
-                        "rdv, ucx, engine, pool, status or all, separated by commas\n",
-                cfg->log_subsys);
-        return -1;
+        return refuse(cfg, origin, "log_subsys", "unknown subsystem; use core, session, job, "
+                      "rdv, ucx, engine, pool, status or all, separated by commas");
     }
     if (cfg->timeout_ms < 100 || cfg->timeout_ms > 86400000) {
-        fprintf(stderr, "collectived: timeout_ms=%llu: must be 100..86400000 (a day)\n",
-                (unsigned long long)cfg->timeout_ms);
-        return -1;
+        return refuse(cfg, origin, "timeout_ms", "must be 100..86400000 (a day)");
     }
     if (cfg->pipeline_depth < 1 || cfg->pipeline_depth > 64) {
-        fprintf(stderr, "collectived: pipeline_depth=%llu: must be 1..64\n",
-                (unsigned long long)cfg->pipeline_depth);
-        return -1;
+        return refuse(cfg, origin, "pipeline_depth", "must be 1..64");
     }
     if (cfg->segment_size < 4096 || cfg->segment_size > (64u << 20)) {
-        fprintf(stderr, "collectived: segment_size=%llu: must be 4K..64M\n",
-                (unsigned long long)cfg->segment_size);
-        return -1;
+        return refuse(cfg, origin, "segment_size", "must be 4K..64M");
     }
     if (cfg->pool_size == 0 || cfg->pool_size > cfg->pool_max) {
-        fprintf(stderr, "collectived: pool_size=%llu: must be 1..pool_max (%llu)\n",
-                (unsigned long long)cfg->pool_size, (unsigned long long)cfg->pool_max);
-        return -1;
+        return refuse(cfg, origin, "pool_size", "must be 1..pool_max (%llu, %s)",
+                      (unsigned long long)cfg->pool_max, origin[key_find("pool_max") - keys]);
     }
     if (cfg->require_job_token > 1) {
-        fprintf(stderr, "collectived: require_job_token=%llu: must be 0 or 1\n",
-                (unsigned long long)cfg->require_job_token);
-        return -1;
+        return refuse(cfg, origin, "require_job_token", "must be 0 or 1");
     }
     if (cfg->kernel_threads > 64) {
-        fprintf(stderr, "collectived: kernel_threads=%llu: must be 0..64\n",
-                (unsigned long long)cfg->kernel_threads);
-        return -1;
+        return refuse(cfg, origin, "kernel_threads", "must be 0..64");
     }
     if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0) {
-        fprintf(stderr, "collectived: ucx_error_mode=%s: must be none or peer\n",
-                cfg->ucx_error_mode);
-        return -1;
+        return refuse(cfg, origin, "ucx_error_mode", "must be none or peer");
     }
-    return check_addresses(cfg) < 0 || check_group(cfg) < 0 ? -1 : 0;
+    return check_addresses(cfg, origin) < 0 || check_group(cfg, origin) < 0 ? -1 : 0;
 }
 
 /* ---- flags ---- */
@@ -561,7 +566,7 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
     } else if (flags == 2) {
         return COLL_CONFIG_EXIT;
     }
-    if (resolve_status_socket(cfg) < 0 || check_values(cfg) < 0) {
+    if (resolve_status_socket(cfg) < 0 || check_values(cfg, origin) < 0) {
         return COLL_CONFIG_ERROR;
     }
     if (flags == 1) {

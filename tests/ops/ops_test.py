@@ -98,9 +98,11 @@ def check_config_errors(args, work):
         ("pipeline_depth = 4\nthis line is wrong\n", "%s:2: syntax error"),
         ("log_level = loud\n", "log_level=loud (%s:1): unknown log level"),
         ("pipeline_depth = -3\n", "pipeline_depth=-3 (%s:1): not a non-negative integer"),
-        ("socket_group = no-such-group-here\n", "socket_group=no-such-group-here: no such group"),
-        ("status_listen = somewhere\n", "status_listen=somewhere: not a numeric host:port"),
-        ("log_subsys = job,nothing\n", "log_subsys=job,nothing: unknown subsystem"),
+        ("socket_group = no-such-group-here\n",
+         "socket_group=no-such-group-here (file %s:1): no such group"),
+        ("status_listen = somewhere\n", "status_listen=somewhere (file %s:1): not a numeric"),
+        ("log_subsys = job,nothing\n", "log_subsys=job,nothing (file %s:1): unknown subsystem"),
+        ("\ntimeout_ms = 5\n", "timeout_ms=5 (file %s:2): must be 100..86400000"),
     ]
     for i, (text, want) in enumerate(cases):
         path = write(os.path.join(work, "bad%d.conf" % i), text)

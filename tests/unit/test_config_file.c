@@ -297,6 +297,31 @@ static void test_status_socket_relative_to_client_socket(void **state)
     assert_string_equal(cfg.status_socket, "/tmp/s.sock");
 }
 
+/* A value refused by a range or cross-key check names where it came from: the file and line,
+ * the environment, a flag; pool_size against pool_max names pool_max's origin too. */
+static void test_checked_values_name_their_origin(void **state)
+{
+    char *file[] = {"collectived", "--config", path, NULL};
+    char *flag[] = {"collectived", "--config", path, "--pool-size", "64M", NULL};
+    char want[512];
+
+    write_file("pipeline_depth = 4\ntimeout_ms = 20\n");
+    assert_int_equal(load(ARGC(file), file), COLL_CONFIG_ERROR);
+    snprintf(want, sizeof(want), "timeout_ms=20 (file %s:2): must be 100..86400000", path);
+    assert_contains(capture_text(), want);
+
+    write_file("pool_max = 32M\npool_size = 16M\n");
+    setenv("COLLD_KERNEL_THREADS", "65", 1);
+    assert_int_equal(load(ARGC(file), file), COLL_CONFIG_ERROR);
+    assert_contains(capture_text(), "kernel_threads=65 (env): must be 0..64");
+    unsetenv("COLLD_KERNEL_THREADS");
+
+    assert_int_equal(load(ARGC(flag), flag), COLL_CONFIG_ERROR);
+    snprintf(want, sizeof(want), "pool_size=67108864 (flag): must be 1..pool_max (33554432, "
+             "file %s:1)", path);
+    assert_contains(capture_text(), want);
+}
+
 /* Both listen addresses must be numeric host:port, refused at start-up, not when opened. */
 static void test_listen_addresses_checked(void **state)
 {
@@ -305,7 +330,7 @@ static void test_listen_addresses_checked(void **state)
     } cases[] = {
         {"--status-listen", "[::1]:9464", "host-without-port", "status_listen=host-without-port"},
         {"--listen", "[::]:29510", "localhost:29510",
-         "listen=localhost:29510: not a numeric host:port"},
+         "listen=localhost:29510 (flag): not a numeric host:port"},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -325,6 +350,7 @@ static void test_socket_group(void **state)
     char *numeric[] = {"collectived", "--config", "none", "--socket-group", "4242", NULL};
     char *missing[] = {"collectived", "--config", path, NULL};
     unsigned gid = 0;
+    char want[512];
 
     assert_int_equal(load(ARGC(numeric), numeric), COLL_CONFIG_RUN);
     assert_int_equal(coll_config_group(cfg.socket_group, &gid), 0);
@@ -334,7 +360,9 @@ static void test_socket_group(void **state)
     /* A group named on purpose must exist. */
     write_file("socket_group = no-such-group-anywhere\n");
     assert_int_equal(load(ARGC(missing), missing), COLL_CONFIG_ERROR);
-    assert_contains(capture_text(), "socket_group=no-such-group-anywhere: no such group");
+    snprintf(want, sizeof(want), "socket_group=no-such-group-anywhere (file %s:1): no such group",
+             path);
+    assert_contains(capture_text(), want);
 }
 
 int main(void)
@@ -355,6 +383,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_line_too_long_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_socket_relative_to_client_socket, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_checked_values_name_their_origin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listen_addresses_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_socket_group, setup, teardown),
     };
