@@ -108,7 +108,11 @@ static int g_rank = -1;
 static void die(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "coll-perf: rank %d: ", g_rank);
+    if (g_rank >= 0) {
+        fprintf(stderr, "coll-perf: rank %d: ", g_rank);
+    } else { /* before joining (the library printed why it could not) */
+        fprintf(stderr, "coll-perf: ");
+    }
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
