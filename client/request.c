@@ -283,20 +283,6 @@ uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)
     return r->nsteps;
 }
 
-coll_status_t coll_req_steps(const coll_request_t *r, coll_req_step_t *steps, uint32_t *nsteps)
-{
-    coll_comm_t *c = r->comm;
-    coll_status_t st = COLL_INPROGRESS;
-
-    pthread_mutex_lock(&c->lock);
-    if (r->done) {
-        *nsteps = coll__req_decode_steps(r, steps);
-        st = COLL_OK;
-    }
-    pthread_mutex_unlock(&c->lock);
-    return st;
-}
-
 uint64_t coll__now_ns(void)
 {
     struct timespec ts;
@@ -304,16 +290,33 @@ uint64_t coll__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-coll_status_t coll_req_timing(const coll_request_t *r, coll_req_timing_t *timing)
+/* What the daemon reported for a done request: its phase times and/or its steps. */
+static coll_status_t read_done(const coll_request_t *r, coll_req_timing_t *timing,
+                               coll_req_step_t *steps, uint32_t *nsteps)
 {
     coll_comm_t *c = r->comm;
     coll_status_t st = COLL_INPROGRESS;
 
     pthread_mutex_lock(&c->lock);
     if (r->done) {
-        *timing = r->timing;
+        if (timing != NULL) {
+            *timing = r->timing;
+        }
+        if (steps != NULL) {
+            *nsteps = coll__req_decode_steps(r, steps);
+        }
         st = COLL_OK;
     }
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+coll_status_t coll_req_timing(const coll_request_t *r, coll_req_timing_t *timing)
+{
+    return read_done(r, timing, NULL, NULL);
+}
+
+coll_status_t coll_req_steps(const coll_request_t *r, coll_req_step_t *steps, uint32_t *nsteps)
+{
+    return read_done(r, NULL, steps, nsteps);
 }
