@@ -485,6 +485,9 @@ void coll_job_leave(coll_job_t *job, coll_session_t *s)
     }
     job->locals[s->local_rank] = NULL;
     job->njoined--;
+    if (job->left[0] == '\0') {
+        snprintf(job->left, sizeof(job->left), "rank %u (pid %d)", s->rank, (int)s->cred.pid);
+    }
     s->job = NULL;
     s->ctl = NULL;
     /* A rank that leaves between operations ends its part cleanly; one that leaves with work

@@ -73,6 +73,7 @@ typedef struct coll_job {
     uint32_t world_size;
     uint32_t local_size;
     uint32_t njoined;
+    char left[96];                /**< "rank R (pid P)": the first rank that left while ready */
     char root[256];
     coll_session_t **locals;      /**< by local rank; NULL when not (or no longer) joined */
     uint32_t *ranks;              /**< global rank by local rank */

@@ -91,9 +91,13 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
         return COLL_ERR_PROTOCOL;
     }
     if (job->njoined < job->local_size && (coll_kind_t)sub->coll < COLL_KIND_SEND) {
-        snprintf(err, len, "a local rank of job %s has left; the job cannot run collectives",
-                 job->id);
-        return COLL_ERR_JOB;
+        /* It left between operations, so nothing failed yet; this collective can never run:
+         * fail the job everywhere now, or the other nodes wait for it until the timeout. */
+        coll_job_fail(job, COLL_ERR_JOB, 1, "%s left job %s; its collectives cannot run "
+                      "without it (rank %u submitted the next one)", job->left, job->id,
+                      s->rank);
+        snprintf(err, len, "%.500s", job->errmsg);
+        return job->error;
     }
     return coll_submit_check(job, s, sub, err, len);
 }

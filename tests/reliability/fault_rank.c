@@ -8,6 +8,7 @@
  *   JOINFAIL status=NAME t_mono=S              (the library printed the reason on stderr)
  *   PROGRESS seq=K                             (every --progress completions)
  *   STALL seq=K t_mono=S t_real=S              (--stall-rank: stops submitting at seq K)
+ *   LEFT seq=K t_mono=S                        (--leave: the stall rank leaves instead)
  *   FAILED seq=K status=NAME t_mono=S msg=TEXT (the first failed operation)
  *   ALSO seq=K status=NAME                     (each other operation that was in flight)
  *   DONE ops=K                                 (every operation succeeded)
@@ -39,6 +40,7 @@
 #define MAX_WINDOW 16
 #define EXIT_FAILED 3
 #define EXIT_JOINFAIL 4
+#define LEAVE_WAIT_MS 500 /* --leave: the others wait this long before operation K */
 
 typedef struct {
     size_t count;
@@ -47,6 +49,7 @@ typedef struct {
     int progress;
     int stall_rank;
     long stall_after;
+    int leave; /* the stall rank leaves (coll_comm_destroy) instead of holding */
     int hold_ms;
 } opts_t;
 
@@ -199,6 +202,14 @@ static int stall(const run_t *r, long seq)
     return 0;
 }
 
+/* --leave: the stall rank ends its part between operations, nothing pending; main() destroys
+ * its communicator right after this line. */
+static int leave(long seq)
+{
+    say("LEFT seq=%ld t_mono=%.6f", seq, clock_s(CLOCK_MONOTONIC));
+    return 0;
+}
+
 static int run_loop(run_t *r)
 {
     const opts_t *o = r->o;
@@ -221,7 +232,10 @@ static int run_loop(run_t *r)
         }
         if (next < o->iters) {
             if (r->rank == o->stall_rank && next == o->stall_after) {
-                return stall(r, next);
+                return o->leave ? leave(next) : stall(r, next);
+            }
+            if (o->leave && next == o->stall_after) {
+                usleep(LEAVE_WAIT_MS * 1000); /* its daemon has seen it leave by then */
             }
             submit(r, s, next++);
         }
@@ -236,13 +250,15 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: fault_rank [--count N] [--window W] [--iters K] [--progress P]\n"
-            "                  [--stall-rank R --stall-after K] [--hold-ms T]\n"
+            "                  [--stall-rank R --stall-after K [--leave]] [--hold-ms T]\n"
             "One rank of a fault-injection test (COLL_* environment): float32 sum allreduces of\n"
             "N elements (default 262144), W in flight (default 2), K of them (default: until\n"
             "one fails), every result checked. Prints JOINED, PROGRESS (every P completions,\n"
             "default 1), STALL, FAILED, ALSO and DONE lines; after a failure or stall it keeps\n"
             "the job until stdin closes, at most T ms (default 60000).\n"
             "  --stall-rank R --stall-after K  rank R stops submitting before operation K\n"
+            "  --leave  rank R then leaves the job (LEFT, exit 0) instead of holding it; the\n"
+            "           others wait 500 ms before operation K (needs --window 1)\n"
             "exit: 0 done, 3 an operation failed, 4 the join failed, 1 a wrong result, 2 usage\n");
 }
 
@@ -266,6 +282,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         {"iters", required_argument, NULL, 'i'},       {"progress", required_argument, NULL, 'p'},
         {"stall-rank", required_argument, NULL, 'r'},  {"stall-after", required_argument, NULL, 'a'},
         {"hold-ms", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
+        {"leave", no_argument, NULL, 'l'},
         {NULL, 0, NULL, 0}};
     int ch;
 
@@ -280,11 +297,12 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'r': o->stall_rank = (int)parse_long(optarg, 0, 1 << 20); break;
         case 'a': o->stall_after = parse_long(optarg, 0, 1L << 40); break;
         case 't': o->hold_ms = (int)parse_long(optarg, 0, 3600000); break;
+        case 'l': o->leave = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
     }
-    if (optind != argc) {
+    if (optind != argc || (o->leave && (o->window != 1 || o->stall_rank < 0))) {
         usage(stderr);
         exit(2);
     }

@@ -26,6 +26,10 @@ The errors each case expects (the contract these tests pin down):
                 joins a fresh job with the survivors.
   trainer_kill  2 x 2; SIGKILL rank 3 with 4 allreduces in flight on every rank. Ranks 0-2:
                 COLL_ERR_JOB naming "rank 3" (its daemon sees it leave with work pending).
+  trainer_leave 2 x 2, then 2 x 1; rank 3 (then 1) destroys its communicator between
+                operations, the others submit the next one 0.5 s later. The survivors:
+                COLL_ERR_JOB naming "rank 3" (then "node 1": its daemon said goodbye) before
+                the timeout; the leaving rank exits 0.
   daemon_stop   3 x 1; SIGSTOP node 1's daemon. Ranks 0 and 2: COLL_ERR_PEER naming "node 1".
                 Rank 1: COLL_ERR_TIMEDOUT from the library's own bound (its daemon answers
                 nothing). Node 1's /status does not answer while it is stopped; after SIGCONT
@@ -215,6 +219,39 @@ def case_trainer_kill(ctx):
     del job.ranks[3]
     end_job(job)
     fresh_job(ctx, "kill-trainer-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_trainer_leave(ctx):
+    """A rank that leaves between operations (communicator destroyed, nothing pending) strands
+    the next collective: with 2 ranks per node, its node fails the job as soon as the other
+    local rank submits, naming the rank; alone on its node, its daemon says goodbye and the
+    other node fails naming that node. Either way, every survivor's error comes well within the
+    timeout, not at it."""
+    c = ctx.c
+    c.start_daemons(2)
+    for job_id, rpn, victim, pattern, failed_nodes in (
+            ("leave-2x2", 2, 3, r"\brank 3\b", [0, 1]), ("leave-2x1", 1, 1, r"\bnode 1\b", [0])):
+        job = c.start_job(job_id, [0, 1], rpn,
+                          ctx.loop_argv("--count", "65536", "--window", "1", "--stall-rank",
+                                        str(victim), "--stall-after", "5", "--leave",
+                                        "--progress", "0"), timeout_ms=ctx.t_ms)
+        job.wait_event("LEFT", ranks=[victim], timeout=60)
+        t = float(job.rank(victim).event("LEFT")["t_mono"])
+        log("rank %d left job %s between operations" % (victim, job_id))
+        expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, pattern)
+                                      for r in range(2 * rpn) if r != victim})
+        # The timeout's verdict would come at the earliest a timeout after the next submit
+        # (LEAVE_WAIT_MS = 0.5 s after LEFT): an error before the timeout is not that one.
+        check(max(ctx.times.values()) < ctx.t_s,
+              "job %s: errors %.3f s after the rank left: the timeout's verdict (%.1f s), not "
+              "the leave's" % (job_id, max(ctx.times.values()), ctx.t_s))
+        expect_status_failed(ctx, failed_nodes, job.id, pattern)
+        check(job.rank(victim).popen.wait(10) == 0, "the leaving rank did not exit 0")
+        del job.ranks[victim]
+        end_job(job)
+        ctx.times.clear()
+    fresh_job(ctx, "leave-fresh", [0, 1], 2)
     finish(ctx, [0, 1])
 
 
@@ -430,6 +467,7 @@ def case_pool_budget(ctx):
 
 CASES = {
     "daemon_kill": case_daemon_kill, "trainer_kill": case_trainer_kill,
+    "trainer_leave": case_trainer_leave,
     "daemon_stop": case_daemon_stop, "link_down": case_link_down, "stall": case_stall,
     "job_token": case_job_token, "peer_secret": case_peer_secret,
     "pool_budget": case_pool_budget,
