@@ -97,7 +97,9 @@ static void set_times(coll_request_t *r, const coll_ctl_times_t *t, const uint64
     r->timing.reduced_ns = t->reduced_ns;
     r->timing.done_ns = t->done_ns;
     r->nsteps = (uint32_t)n;
-    memcpy(r->steps, steps, n * sizeof(steps[0]));
+    if (n > 0) { /* a Complete without steps has none at all (NULL) */
+        memcpy(r->steps, steps, n * sizeof(steps[0]));
+    }
 }
 
 static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
