@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +42,14 @@ static int connect_once(const struct sockaddr_un *sa)
     return -e;
 }
 
+/* Refused by a socket means its daemon is not accepting yet; refused by anything else (a file, a
+ * directory) will not change. */
+static int is_socket(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -48,13 +57,14 @@ int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t err
     long delay_ms = 10;
     int noted = 0, fd;
 
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        snprintf(err, errlen, "socket path %s is too long", path);
+    if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path)) {
+        snprintf(err, errlen, "socket path '%s' is %s (COLL_SOCKET)", path,
+                 path[0] == '\0' ? "empty" : "too long");
         return COLL_ERR_INVALID;
     }
     strcpy(sa.sun_path, path);
     /* A daemon that is starting (or restarting) has no socket yet, or does not accept yet. */
-    while ((fd = connect_once(&sa)) == -ENOENT || fd == -ECONNREFUSED) {
+    while ((fd = connect_once(&sa)) == -ENOENT || (fd == -ECONNREFUSED && is_socket(path))) {
         waited_ms = (coll__now_ns() - start) / 1000000;
         if (waited_ms >= (uint64_t)wait_ms) {
             snprintf(err, errlen, "cannot connect to collectived at %s within %d ms: %s", path,
@@ -71,7 +81,8 @@ int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t err
         delay_ms = delay_ms * 2 > COLL_CONNECT_RETRY_MS ? COLL_CONNECT_RETRY_MS : delay_ms * 2;
     }
     if (fd < 0) {
-        snprintf(err, errlen, "cannot connect to collectived at %s: %s", path, strerror(-fd));
+        snprintf(err, errlen, "cannot connect to collectived at %s: %s", path,
+                 fd == -ECONNREFUSED ? "not a socket (COLL_SOCKET)" : strerror(-fd));
         return -fd == EACCES ? COLL_ERR_DENIED : COLL_ERR_CONNREFUSED;
     }
     return fd;
@@ -180,7 +191,9 @@ static void process_frames(coll_comm_t *c)
         coll__wire__daemon_msg__free_unpacked(m, NULL);
     }
     if (st == COLL_ERR_PROTOCOL) {
-        coll__set_error(c, "collectived sent a frame above %u bytes", COLL_FRAME_MAX_CLIENT);
+        coll__set_error(c, "collectived sent a frame above %u bytes%s", COLL_FRAME_MAX_CLIENT,
+                        c->hello_done ? "" : " as its first answer: is COLL_SOCKET the daemon's "
+                                             "status socket instead of its client socket?");
         c->broken = COLL_ERR_PROTOCOL;
     }
 }

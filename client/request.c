@@ -198,20 +198,6 @@ void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m)
     }
 }
 
-coll_status_t coll_req_test(coll_request_t *r)
-{
-    coll_comm_t *c = r->comm;
-    coll_status_t st;
-
-    pthread_mutex_lock(&c->lock);
-    if (!r->done && c->broken == COLL_OK) {
-        coll__wait_flag(c, &r->done, 0);
-    }
-    st = r->done ? r->status : (c->broken != COLL_OK ? c->broken : COLL_INPROGRESS);
-    pthread_mutex_unlock(&c->lock);
-    return st;
-}
-
 /* The daemon completes or fails every operation within the job's timeout; a request still
  * pending well after that means the daemon itself is stuck (e.g. stopped). Milliseconds left
  * until then, or -1 when the job has no timeout. */
@@ -228,6 +214,33 @@ static int64_t daemon_deadline_ms(const coll_request_t *r)
     return left > 0 ? left : 0;
 }
 
+/* The library's verdict on a daemon that answered nothing within the job's timeout (+ slack):
+ * COLL_ERR_TIMEDOUT with the reason. Lock held. */
+static coll_status_t daemon_silent(coll_comm_t *c)
+{
+    coll__set_error(c, "collectived answered neither success nor failure within the job's "
+                    "timeout of %llu ms (is the daemon stopped?)",
+                    (unsigned long long)c->job_timeout_ms);
+    return COLL_ERR_TIMEDOUT;
+}
+
+coll_status_t coll_req_test(coll_request_t *r)
+{
+    coll_comm_t *c = r->comm;
+    coll_status_t st;
+
+    pthread_mutex_lock(&c->lock);
+    if (!r->done && c->broken == COLL_OK) {
+        coll__wait_flag(c, &r->done, 0);
+    }
+    st = r->done ? r->status : (c->broken != COLL_OK ? c->broken : COLL_INPROGRESS);
+    if (st == COLL_INPROGRESS && daemon_deadline_ms(r) == 0) {
+        st = daemon_silent(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
 coll_status_t coll_req_wait(coll_request_t *r, int timeout_ms)
 {
     coll_comm_t *c = r->comm;
@@ -240,9 +253,7 @@ coll_status_t coll_req_wait(coll_request_t *r, int timeout_ms)
     if (r->done) {
         st = r->status;
     } else if (st == COLL_ERR_TIMEDOUT && by_daemon) {
-        coll__set_error(c, "collectived answered neither success nor failure within the job's "
-                        "timeout of %llu ms (is the daemon stopped?)",
-                        (unsigned long long)c->job_timeout_ms);
+        st = daemon_silent(c);
     }
     pthread_mutex_unlock(&c->lock);
     return st;

@@ -169,14 +169,17 @@ class Progress:
         """Test @p. While it runs: None. When it ended or timed out: (True, result) or
         (False, exception), with the future's algo and timing set and the request freed."""
         st = self._lib.coll_req_test(p.req)
-        if st == _lib.COLL_INPROGRESS:
-            if p.deadline is None or time.monotonic() < p.deadline:
-                return None
+        if st == _lib.COLL_INPROGRESS and (p.deadline is None or time.monotonic() < p.deadline):
+            return None
+        if st in (_lib.COLL_INPROGRESS, _lib.COLL_ERR_TIMEDOUT):
+            # Not completed (our operation timeout, or the library's verdict on a daemon that
+            # answers nothing): the daemon may still write into its buffers later.
+            detail = ("not completed within the operation timeout" if st == _lib.COLL_INPROGRESS
+                      else self._native.last_error())
             self._lib.coll_req_free(p.req)  # detached; its buffers stay referenced here
             with self._cond:
                 self._zombies.append(p.keep)
-            return False, make_error(_lib.COLL_ERR_TIMEDOUT, "not completed within the "
-                                     "operation timeout", p.future.operation)
+            return False, make_error(_lib.COLL_ERR_TIMEDOUT, detail, p.future.operation)
         detail = self._native.last_error() if st < 0 else ""
         timing = _lib.ReqTiming()
         if st == _lib.COLL_OK and self._lib.coll_req_timing(p.req, ctypes.byref(timing)) == 0:

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Connecting to a daemon that is not there yet (libcollective's coll__connect()): a rank
-started before its node's collectived waits for it and then runs an allreduce correctly; a
-socket where no daemon ever comes fails with COLL_ERR_CONNREFUSED once the job's timeout (+ 1 s)
-has passed, not before, saying how long it waited.
+"""A daemon that is not there yet, never comes, or stops answering, seen from the Python
+package: a rank started before its node's collectived waits for it and then runs an allreduce
+correctly; a socket where no daemon ever comes fails with COLL_ERR_CONNREFUSED once the job's
+timeout (+ 1 s) has passed, not before, saying how long it waited; a path that is no socket (a
+directory, an empty path) fails at once; an allreduce submitted to a daemon that was then
+stopped (SIGSTOP) fails with COLL_ERR_TIMEDOUT at the job's timeout + 1 s, not when the daemon
+resumes.
 
-Usage: test_connect.py --daemon build/daemon/collectived
+Usage: test_no_daemon.py --daemon build/daemon/collectived
 Exit status: 0 all passed, 1 a failure, 77 (skip) when numpy is missing.
 """
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,6 +81,42 @@ class Connect(unittest.TestCase):
         # guards against a wait with no bound at all.
         self.assertGreaterEqual(waited, 2.0)
         self.assertLess(waited, 30.0)
+
+    def test_not_a_socket_fails_at_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for path, name in ((tmp, "COLL_ERR_CONNREFUSED"), ("", "COLL_ERR_INVALID")):
+                t0 = time.monotonic()
+                with self.assertRaises(CollectiveError) as cm:
+                    one_rank(path, 20)
+                self.assertLess(time.monotonic() - t0, 10.0, path)  # not the 21 s bound
+                self.assertEqual(cm.exception.name, name, path)
+
+    def test_stopped_daemon_times_out(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sock = os.path.join(tmp, "c.sock")
+            d = subprocess.Popen([DAEMON, "--config", "none", "--socket", sock, "--listen",
+                                  "127.0.0.1:0"], stdin=subprocess.DEVNULL)
+            try:
+                with one_rank(sock, 1) as comm:
+                    x = comm.empty(100)
+                    x[:] = 1.0
+                    comm.allreduce(x).result()
+                    d.send_signal(signal.SIGSTOP)
+                    t0 = time.monotonic()
+                    fut = comm.allreduce(x)
+                    with self.assertRaises(collective.CollectiveTimeoutError) as cm:
+                        fut.result()
+                    waited = time.monotonic() - t0
+                    d.send_signal(signal.SIGCONT)
+                self.assertIn("is the daemon stopped?", str(cm.exception))
+                # The job's timeout (1 s) + the library's slack (1 s); resuming the daemon is
+                # what an unbounded wait would need.
+                self.assertGreaterEqual(waited, 1.9)
+                self.assertLess(waited, 10.0)
+            finally:
+                d.send_signal(signal.SIGCONT)
+                d.terminate()
+                d.wait(30)
 
 
 def main():
