@@ -14,13 +14,14 @@ Checks, on the files of a real run (784-300-200-100-10, three buckets, 8 steps):
     and hold the events written until then;
   - coll-timeline -o out.png draws them: a PNG (signature, IHDR of a sensible size, more than
     20 KB); --merge gives one JSON file with the events of all ranks; --summary prints a line
-    per rank.
+    per rank counting each collective once (not its phases or steps) and the steps by kind.
 Skips (77, saying why) when Fashion-MNIST or matplotlib is missing.
 """
 
 import glob
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -230,8 +231,17 @@ def render(args, tmp, files):
     if pids != {0, 1, 2, 3}:
         raise TestFailure("coll-timeline --merge: exit %d, pids %s" % (rc, sorted(pids)))
     rc, lines = harness.run([args.render, "--summary"] + files, args.timeout)
-    if rc != 0 or len([l for l in lines if l.startswith("rank ")]) != 4:
+    ranks = [l for l in lines if l.startswith("rank ")]
+    if rc != 0 or len(ranks) != 4:
         raise TestFailure("coll-timeline --summary: exit %d, %d rank lines" % (rc, len(lines)))
+    # Every collective counted once: steps and phases are not collectives.
+    for rank, (path, line) in enumerate(zip(files, sorted(ranks))):
+        want = sum(1 for e in load(path)["traceEvents"] if e.get("ph") == "X" and
+                   e.get("cat") not in ("phase", "span", "step"))
+        m = re.search(r"\bcollective (\d+) x", line)
+        if m is None or int(m.group(1)) != want or "reduce-scatter step" not in line:
+            raise TestFailure("coll-timeline --summary for rank %d: '%s', expected %d "
+                              "collectives and the reduce-scatter steps" % (rank, line, want))
 
 
 def main():
