@@ -177,15 +177,20 @@ static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
 {
     coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
     Coll__Wire__MemAllocReply r = COLL__WIRE__MEM_ALLOC_REPLY__INIT;
-    char err[256] = "";
+    char err[768] = "";
     size_t off = 0;
     coll_job_t *job = s->job;
 
     r.req_id = a->req_id;
-    if (job == NULL || job->state != COLL_JOB_READY) {
-        r.status = job == NULL ? COLL_ERR_PROTOCOL : COLL_ERR_JOB;
-        snprintf(err, sizeof(err), "%s", job == NULL ? "allocation before joining a job"
-                                                     : "the job is not running");
+    if (job == NULL) {
+        r.status = COLL_ERR_PROTOCOL;
+        snprintf(err, sizeof(err), "allocation before joining a job");
+    } else if (job->state == COLL_JOB_FAILED) { /* why, as its submissions are told */
+        r.status = job->error;
+        snprintf(err, sizeof(err), "job %s failed earlier: %.500s", job->id, job->errmsg);
+    } else if (job->state != COLL_JOB_READY) {
+        r.status = COLL_ERR_JOB;
+        snprintf(err, sizeof(err), "job %s is not running yet", job->id);
     } else {
         r.status = coll_pool_alloc(job->pool, a->bytes, s, &off);
         if (r.status == COLL_ERR_POOL_FULL) {

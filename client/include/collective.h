@@ -373,7 +373,9 @@ COLL_API coll_status_t coll_recv_async(coll_comm_t *comm, void *buf, size_t coun
 /**
  * @brief Check a request without blocking.
  * @return COLL_INPROGRESS while pending; COLL_OK when it completed successfully; its error when
- *         it failed (see the collectives above).
+ *         it failed (see the collectives above); COLL_ERR_TIMEDOUT, as coll_req_wait(), for a
+ *         collective the daemon has answered nothing about for the job's timeout + 1 s since
+ *         its submit (a stopped or hung daemon), the request staying valid.
  */
 COLL_API coll_status_t coll_req_test(coll_request_t *req);
 
@@ -430,8 +432,10 @@ typedef enum {
 
 /**
  * One step, or several consecutive steps of one phase, of the inter-node algorithm as this
- * node saw it. A record begins where the previous one ended (the first at peers_ns, the first
- * all-gather record at reduced_ns of ::coll_req_timing_t).
+ * node saw it: a step ends when its data arrived from the previous node. A record begins where
+ * the previous one ended (the first at peers_ns, the first all-gather record at reduced_ns of
+ * ::coll_req_timing_t); done_ns comes after the last step once this node's own last sends
+ * completed too.
  */
 typedef struct {
     uint64_t end_ns;    /**< CLOCK_MONOTONIC ns (1 us resolution) when this step and every

@@ -505,13 +505,21 @@ static void check_failed_op_untouched(const ctx_t *c, const opts_t *o, const buf
     check_all_guards(b, b->count * sizeof(float), 0);
 }
 
-/* After the mismatch the job is failed: a next operation must fail too, not hang. */
+/* After the mismatch the job is failed: a next operation must fail too, not hang, and so must
+ * an allocation, saying why (the mismatch itself, with both descriptions). */
 static void check_job_failed_after(const ctx_t *c, const opts_t *o, const bufs_t *b)
 {
     coll_status_t st = run_allreduce(c, b, o->op, MISMATCH_DEADLINE_MS);
+    void *p = NULL;
+
     if (st != COLL_ERR_JOB && st != COLL_ERR_MISMATCH) {
         die("after the mismatch, a next allreduce returned %s (%s), expected COLL_ERR_JOB: %s",
             coll_err_name(st), coll_strerror(st), coll_comm_last_error(c->comm));
+    }
+    st = coll_mem_alloc(c->comm, 4096, &p);
+    if (st != COLL_ERR_MISMATCH || strstr(coll_comm_last_error(c->comm), "failed earlier") == NULL) {
+        die("after the mismatch, coll_mem_alloc returned %s (%s), expected COLL_ERR_MISMATCH "
+            "saying the job failed earlier", coll_err_name(st), coll_comm_last_error(c->comm));
     }
 }
 
