@@ -2,6 +2,7 @@
  * Communicator life: connect to the daemon, say hello, join the job (the daemon answers once
  * every rank of the job on every node has joined, passing the pool's memfd), map the pool.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,24 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     return c;
 }
 
+/* Why the calling thread's last coll_comm_create() failed: coll_comm_last_error(NULL). */
+static _Thread_local char create_error[512];
+
+/* A failed create: say why on stderr and keep it for coll_comm_last_error(NULL). */
+static coll_status_t create_failed(coll_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static coll_status_t create_failed(coll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(create_error, sizeof(create_error), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "libcollective: %s\n", create_error);
+    return st;
+}
+
 coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p)
 {
     coll_comm_params_t p;
@@ -129,20 +148,18 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         st = COLL_ERR_INVALID;
     }
     if (st != COLL_OK) {
-        fprintf(stderr, "libcollective: %s\n", err);
-        return st;
+        return create_failed(st, "%s", err);
     }
     if ((c = comm_new(&p)) == NULL) {
-        return COLL_ERR_NOMEM;
+        return create_failed(COLL_ERR_NOMEM, "rank %d: out of memory", p.rank);
     }
     c->algo = algo != NULL ? (coll_algo_t)coll__algo_parse(algo) : COLL_ALGO_AUTO;
     c->fd = coll__connect(p.socket_path, join_wait_ms(&p), p.rank, err, sizeof(err));
     if (c->fd < 0) {
-        fprintf(stderr, "libcollective: rank %d: %s\n", p.rank, err);
         st = (coll_status_t)c->fd;
         c->fd = -1;
         coll_comm_destroy(c);
-        return st;
+        return create_failed(st, "rank %d: %s", p.rank, err);
     }
     pthread_mutex_lock(&c->lock);
     st = hello(c, join_wait_ms(&p));
@@ -154,10 +171,10 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     }
     pthread_mutex_unlock(&c->lock);
     if (st != COLL_OK) {
-        fprintf(stderr, "libcollective: rank %d of job %s: %s%s%s\n", p.rank, p.job,
-                coll_strerror(st), c->last_error[0] ? ": " : "", c->last_error);
+        snprintf(err, sizeof(err), "%s", c->last_error);
         coll_comm_destroy(c);
-        return st;
+        return create_failed(st, "rank %d of job %s: %s%s%s", p.rank, p.job, coll_strerror(st),
+                             err[0] ? ": " : "", err);
     }
     c->timeline = coll__timeline_open(c->rank, c->world_size);
     *comm_p = c;
@@ -220,5 +237,5 @@ int coll_comm_local_size(const coll_comm_t *c)
 
 const char *coll_comm_last_error(const coll_comm_t *c)
 {
-    return c->last_error;
+    return c != NULL ? c->last_error : create_error;
 }

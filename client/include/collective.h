@@ -181,7 +181,8 @@ typedef struct {
  *         root daemon cannot be reached; COLL_ERR_TIMEDOUT when not all ranks joined in time;
  *         COLL_ERR_DENIED when the job's token differs (or the daemon requires one), or the
  *         socket's permissions keep this user out (not in the daemon's socket group);
- *         COLL_ERR_NOMEM. On failure a message is printed to stderr naming what was wrong.
+ *         COLL_ERR_NOMEM. On failure a message naming what was wrong is printed to stderr and
+ *         kept for coll_comm_last_error(NULL).
  */
 COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p);
 
@@ -202,8 +203,10 @@ COLL_API int coll_comm_local_rank(const coll_comm_t *comm);
 COLL_API int coll_comm_local_size(const coll_comm_t *comm);
 
 /**
- * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch).
- * @return A string owned by @p comm, valid until the next call on it; "" when there was none.
+ * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch);
+ *        with @p comm NULL, why the calling thread's last coll_comm_create() failed.
+ * @return A string owned by @p comm (with NULL: by the library, per thread), valid until the
+ *         next call on it (the next coll_comm_create() of the thread); "" when there was none.
  */
 COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
 

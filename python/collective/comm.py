@@ -101,7 +101,8 @@ class Communicator:
         ptr = ctypes.c_void_p()
         st = lib.coll_comm_create(ctypes.byref(params), ctypes.byref(ptr))
         if st != _lib.COLL_OK:
-            raise make_error(st, "see the libcollective message on stderr", "coll_comm_create")
+            why = lib.coll_comm_last_error(None) or b""  # this thread's failed create
+            raise make_error(st, why.decode(errors="replace"), "coll_comm_create")
         self._native = Native(lib, ptr.value)
         self._lib = lib
         self.rank = lib.coll_comm_rank(ptr)

@@ -112,6 +112,8 @@ class Errors(unittest.TestCase):
         self.assertEqual((e.status, e.name), (-111, "COLL_ERR_CONNREFUSED"))
         self.assertEqual(e.strerror, "connection refused (is collectived running?)")
         self.assertIn("coll_comm_create: COLL_ERR_CONNREFUSED", str(e))
+        self.assertIn("cannot connect to collectived at %s" % os.path.join(tmp, "none.sock"),
+                      e.detail)  # the library's own message, not only on stderr
 
     def test_missing_environment(self):
         rc, out = python("import collective\n"

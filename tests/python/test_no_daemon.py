@@ -84,12 +84,14 @@ class Connect(unittest.TestCase):
 
     def test_not_a_socket_fails_at_once(self):
         with tempfile.TemporaryDirectory() as tmp:
-            for path, name in ((tmp, "COLL_ERR_CONNREFUSED"), ("", "COLL_ERR_INVALID")):
+            for path, name, why in ((tmp, "COLL_ERR_CONNREFUSED", "not a socket"),
+                                    ("", "COLL_ERR_INVALID", "is empty")):
                 t0 = time.monotonic()
                 with self.assertRaises(CollectiveError) as cm:
                     one_rank(path, 20)
                 self.assertLess(time.monotonic() - t0, 10.0, path)  # not the 21 s bound
                 self.assertEqual(cm.exception.name, name, path)
+                self.assertIn(why, cm.exception.detail)
 
     def test_stopped_daemon_times_out(self):
         with tempfile.TemporaryDirectory() as tmp:
