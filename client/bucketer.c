@@ -436,15 +436,22 @@ static coll_status_t submit_bucket(coll_bucketer_t *b, size_t i)
     return st;
 }
 
-/* @p p is reported (ready, or marked unused) for this iteration. */
+/* Seal, then check that @p param is registered. Lock held. */
+static coll_status_t sealed_param(coll_bucketer_t *b, size_t param)
+{
+    coll_status_t st = seal(b);
+    if (st == COLL_OK && param >= b->nparams) {
+        st = fail(b, COLL_ERR_INVALID, "%s: parameter %zu is not registered (%zu parameters)",
+                  b->name, param, b->nparams);
+    }
+    return st;
+}
+
+/* @p p (registered) is reported (ready, or marked unused) for this iteration. */
 static coll_status_t take(coll_bucketer_t *b, size_t p, int state)
 {
     bbucket_t *bk;
 
-    if (p >= b->nparams) {
-        return fail(b, COLL_ERR_INVALID, "%s: parameter %zu is not registered (%zu parameters)",
-                    b->name, p, b->nparams);
-    }
     if (b->params[p].state != P_PENDING) {
         return fail(b, COLL_ERR_INVALID, "%s: parameter %zu (%s) was already reported in "
                     "iteration %llu", b->name, p, b->params[p].name,
@@ -466,9 +473,8 @@ static coll_status_t report(coll_bucketer_t *b, size_t param, int state)
     coll_status_t st;
 
     pthread_mutex_lock(&b->lock);
-    st = seal(b);
-    if (st == COLL_OK && state == P_MARKED && param < b->nparams &&
-        b->params[param].state == P_PENDING) {
+    st = sealed_param(b, param);
+    if (st == COLL_OK && state == P_MARKED && b->params[param].state == P_PENDING) {
         memset(view_of(b, &b->plan, b->buckets, param), 0,
                b->params[param].count * coll_dtype_size(b->params[param].dtype));
         b->marked++;
@@ -805,12 +811,7 @@ coll_status_t coll_bucketer_param_grad(coll_bucketer_t *b, size_t param, void **
     coll_status_t st;
 
     pthread_mutex_lock(&b->lock);
-    st = seal(b);
-    if (st == COLL_OK && param >= b->nparams) {
-        st = fail(b, COLL_ERR_INVALID, "%s: parameter %zu is not registered (%zu parameters)",
-                  b->name, param, b->nparams);
-    }
-    if (st == COLL_OK) {
+    if ((st = sealed_param(b, param)) == COLL_OK) {
         *grad_p = view_of(b, &b->plan, b->buckets, param);
     }
     pthread_mutex_unlock(&b->lock);
@@ -823,12 +824,7 @@ coll_status_t coll_bucketer_param_info(coll_bucketer_t *b, size_t param,
     coll_status_t st;
 
     pthread_mutex_lock(&b->lock);
-    st = seal(b);
-    if (st == COLL_OK && param >= b->nparams) {
-        st = fail(b, COLL_ERR_INVALID, "%s: parameter %zu is not registered (%zu parameters)",
-                  b->name, param, b->nparams);
-    }
-    if (st == COLL_OK) {
+    if ((st = sealed_param(b, param)) == COLL_OK) {
         const bparam_t *p = &b->params[param];
         *info = (coll_bucketer_param_info_t){b->plan.bucket_of[param], b->plan.offset_of[param],
                                              p->count, p->dtype, p->name};
