@@ -11,8 +11,9 @@
 #include "op.h"
 
 /**
- * @brief Resolve @p requested (COLL_ALGO_AUTO or a forced one) for a @p kind operation of
- *        @p bytes per rank (0 for point-to-point, which has no algorithm).
+ * @brief Resolve @p requested (COLL_ALGO_AUTO or a forced one) for a @p kind operation whose
+ *        partial result per rank has @p bytes (count x coll_partial_esize(); 0 for
+ *        point-to-point, which has no algorithm).
  * @return The coll_algo_t to run (never AUTO), or COLL_ALGO_REFUSED + @p requested when the
  *         forced algorithm cannot run this operation.
  */

@@ -35,6 +35,7 @@ typedef struct {
     uint32_t next, prev;
     uint32_t root_local; /* local index of the root rank on its node */
     int bcast;
+    size_t wire_esize;   /* bytes of an element on the wire: reduce sends partial results */
     int waiting_desc;    /* broadcast: receives wait for the descriptor check */
     int col_events;      /* transfers per segment on this node */
     uint32_t ncols;
@@ -60,8 +61,10 @@ static coll_status_t post(coll_op_t *op, chain_t *ch, chain_col_t *c, int send, 
 
     *x = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .is_send = (uint8_t)send,
                        .slot = (uint16_t)(c - ch->cols)};
-    return send ? coll_transport_send(op->job, ch->next, tag, buf, bytes(op, elems), x)
-                : coll_transport_recv(op->job, ch->prev, tag, buf, bytes(op, elems), x);
+    size_t len = (size_t)(elems * ch->wire_esize);
+
+    return send ? coll_transport_send(op->job, ch->next, tag, buf, len, x)
+                : coll_transport_recv(op->job, ch->prev, tag, buf, len, x);
 }
 
 static void copy_bcast(coll_op_t *op, const uint8_t *src, coll_range_t seg)
@@ -180,6 +183,8 @@ static chain_t *chain_alloc(coll_op_t *op)
     }
     ch->cols = (chain_col_t *)(ch + 1);
     ch->bcast = op->desc.coll == COLL_KIND_BROADCAST;
+    /* A staging block (two segments) holds a float32 partial of one 16-bit segment. */
+    ch->wire_esize = ch->bcast ? op->esize : coll_combine_partial_esize(op);
     for (uint64_t k = 0; k < ncols; k++, ch->ncols++) {
         if (!ch->bcast && (ch->cols[k].buf = coll_staging_get(job)) == NULL) {
             break;

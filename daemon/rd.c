@@ -13,14 +13,13 @@
  * half; the receiver checks the descriptor before combining, so partners check each other
  * directly (a spanning tree of checks covers every node whose data reaches a result). Pairwise
  * combination is commutative in IEEE arithmetic, so every node ends with bitwise the same
- * result. The partial starts as the sum of the local ranks' inputs (raw), and the result is
- * written to the outputs only at the end.
+ * result. The partial starts as the sum of the local ranks' inputs (raw), in float32 for 16-bit
+ * floats (combine.h), and the result is written to the outputs only at the end.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "combine.h"
-#include "kernels/cpu/reduce.h"
 #include "op.h"
 #include "staging.h"
 #include "tag.h"
@@ -41,7 +40,7 @@ typedef struct {
     uint8_t *theirs;      /* descriptor + partner's partial */
     coll_xfer_t send, recv;
     int sent, received;   /* completions of the current exchange */
-    size_t bytes;         /* payload bytes */
+    size_t bytes;         /* payload bytes: the partial result (coll_combine_partial_esize) */
 } rd_t;
 
 static uint32_t node_of_vrank(const rd_t *d, uint32_t v)
@@ -78,15 +77,12 @@ static coll_status_t exchange(coll_op_t *op, rd_t *d, uint32_t peer, uint32_t st
 /* The result is in mine: write every local rank's output. */
 static void finish(coll_op_t *op, rd_t *d)
 {
-    const void *src = d->mine + sizeof(coll_desc_t);
-    coll_reduce_args_t a = {.dtype = op->desc.dtype, .op = op->desc.op,
-                            .world_size = op->desc.world_size, .finalize = 1,
-                            .dst = op->out[0], .src = &src, .nsrc = 1, .count = op->desc.count};
+    size_t out_bytes = (size_t)(op->desc.count * op->esize);
 
-    coll_reduce(&a);
+    coll_combine_finish(op, op->out[0], d->mine + sizeof(coll_desc_t), op->desc.count);
     /* An empty operation has no buffers (NULL), which memcpy must not be given even for 0. */
-    for (uint32_t l = 1; l < op->job->local_size && d->bytes > 0; l++) {
-        memcpy(op->out[l], op->out[0], d->bytes);
+    for (uint32_t l = 1; l < op->job->local_size && out_bytes > 0; l++) {
+        memcpy(op->out[l], op->out[0], out_bytes);
     }
     coll_op_algo_done(op);
 }
@@ -174,7 +170,7 @@ static coll_status_t rd_start(coll_op_t *op)
     for (d->p = 1; d->p * 2 <= d->n; d->p *= 2) {
     }
     d->rem = d->n - d->p;
-    d->bytes = (size_t)(op->desc.count * op->esize);
+    d->bytes = (size_t)(op->desc.count * coll_combine_partial_esize(op));
     d->vrank = d->r < 2 * d->rem ? (d->r % 2 ? (int32_t)(d->r / 2) : -1)
                                  : (int32_t)(d->r - d->rem);
     memcpy(d->mine, &op->desc, sizeof(coll_desc_t));

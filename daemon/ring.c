@@ -48,6 +48,7 @@ typedef struct {
 
 typedef struct {
     uint32_t n, r, next, prev, nlocal;
+    size_t partial_esize;     /* bytes of one element of a reduce-scatter message */
     int rs, ag;               /* phases this operation runs */
     int send0_staged;         /* step 0 sends a combination of the inputs, from buffer 1 */
     uint32_t col_events;      /* transfers per column */
@@ -87,6 +88,12 @@ static size_t bytes(const coll_op_t *op, uint64_t elems)
     return (size_t)(elems * op->esize);
 }
 
+/* Reduce-scatter carries partial results: float32 for 16-bit sums (combine.h). */
+static size_t partial_bytes(const coll_op_t *op, const ring_t *g, uint64_t elems)
+{
+    return (size_t)(elems * g->partial_esize);
+}
+
 static uint8_t *at(const void *base, const coll_op_t *op, uint64_t elems)
 {
     return (uint8_t *)base + bytes(op, elems);
@@ -110,18 +117,24 @@ static void xfer_init(coll_xfer_t *x, coll_op_t *op, unsigned kind, int is_send,
     x->step = step;
 }
 
+static size_t xfer_bytes(const coll_op_t *op, const ring_t *g, const coll_xfer_t *x,
+                         uint64_t elems)
+{
+    return x->kind == COLL_TAG_RS ? partial_bytes(op, g, elems) : bytes(op, elems);
+}
+
 static coll_status_t post_send(coll_op_t *op, ring_t *g, coll_xfer_t *x, ring_col_t *c,
                                const void *buf, uint64_t elems)
 {
     uint64_t tag = coll_tag_make(op->desc.key, x->kind, x->step, c->j);
-    return coll_transport_send(op->job, g->next, tag, buf, bytes(op, elems), x);
+    return coll_transport_send(op->job, g->next, tag, buf, xfer_bytes(op, g, x, elems), x);
 }
 
 static coll_status_t post_recv(coll_op_t *op, ring_t *g, coll_xfer_t *x, ring_col_t *c,
                                void *buf, uint64_t elems)
 {
     uint64_t tag = coll_tag_make(op->desc.key, x->kind, x->step, c->j);
-    return coll_transport_recv(op->job, g->prev, tag, buf, bytes(op, elems), x);
+    return coll_transport_recv(op->job, g->prev, tag, buf, xfer_bytes(op, g, x, elems), x);
 }
 
 static coll_status_t post_rs_recv(coll_op_t *op, ring_t *g, ring_col_t *c, uint32_t s)
@@ -342,14 +355,16 @@ static coll_status_t ring_alloc(coll_op_t *op, ring_t **g_p)
     return COLL_OK;
 }
 
+/* Segments are cut by the size of a partial result, so a float32 partial of 16-bit data
+ * fills one staging segment. */
 static void ring_plan(coll_op_t *op)
 {
     coll_job_t *job = op->job;
+    size_t es = coll_combine_partial_esize(op);
     if (op->desc.coll == COLL_KIND_ALLREDUCE) {
-        coll_plan_init(&op->plan, op->desc.count, job->nnodes, op->esize,
-                       job->params.segment_bytes);
+        coll_plan_init(&op->plan, op->desc.count, job->nnodes, es, job->params.segment_bytes);
     } else {
-        coll_plan_init_blocked(&op->plan, op->desc.count, job->nnodes, op->esize,
+        coll_plan_init_blocked(&op->plan, op->desc.count, job->nnodes, es,
                                job->params.segment_bytes, job->node_ranks, job->node_nranks);
     }
 }
@@ -371,7 +386,11 @@ static coll_status_t ring_start(coll_op_t *op)
     g->next = (g->r + 1) % g->n;
     g->prev = (g->r + g->n - 1) % g->n;
     g->nlocal = job->local_size;
-    g->send0_staged = g->nlocal > 1 || coll_combine_transforms_raw(op);
+    g->partial_esize = coll_combine_partial_esize(op);
+    /* Step 0 sends a partial result: a combination of the inputs unless one raw input already
+     * is one (a single local rank, no scaling, the input's own size). */
+    g->send0_staged = g->nlocal > 1 || coll_combine_transforms_raw(op) ||
+                      g->partial_esize != op->esize;
     g->rs = op->desc.coll != COLL_KIND_ALLGATHER;
     g->ag = op->desc.coll != COLL_KIND_REDUCE_SCATTER;
     g->col_events = 2 * (g->n - 1) * (uint32_t)(g->rs + g->ag);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "algo.h"
+#include "combine.h"
 
 void coll_submit_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
                         uint32_t root, uint64_t *send_p, uint64_t *recv_p)
@@ -77,7 +78,9 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
 
 void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll_desc_t *d)
 {
-    uint64_t bytes = sub->count * coll_dtype_size((coll_dtype_t)sub->dtype);
+    /* Recursive doubling must fit a partial result (float32 for 16-bit sums) in a segment. */
+    uint64_t bytes = sub->count * coll_partial_esize((coll_dtype_t)sub->dtype,
+                                                     (coll_redop_t)sub->op);
     uint32_t algo = coll_algo_resolve(job, (coll_kind_t)sub->coll, bytes, (coll_algo_t)sub->algo);
 
     memset(d, 0, sizeof(*d));

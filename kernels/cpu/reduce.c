@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "half.h"
 #include "reduce.h"
 #include "reduce_isa.h"
 
@@ -81,21 +82,72 @@ static void reduce_block(const coll__reduce_isa_t *isa, const coll_reduce_args_t
     }
 }
 
-/* One block of float16 or bfloat16: fold every source into a float32 accumulator, FANIN at a
- * time; the last pass rounds once into the destination instead of storing the accumulator. */
+/* acc = op(acc, src) over @p n float32 values (a partial result kept in float32), or a copy
+ * of src when nothing was accumulated yet. */
+static void fold_f32(const coll__reduce_isa_t *isa, coll_redop_t op, float *acc, int has_acc,
+                     const float *src, size_t n)
+{
+    const void *in[2] = {acc, src};
+
+    if (!has_acc) {
+        memcpy(acc, src, n * sizeof(float));
+    } else {
+        isa->combine(COLL_FLOAT32, op, acc, in, 2, n);
+    }
+}
+
+/* The accumulator itself is the result: rounded once to the 16-bit dtype (half.h rounds as
+ * the vector kernels do), or kept in float32 for a partial destination. */
+static void store_acc(const coll_reduce_args_t *a, const float *acc, size_t off, size_t n)
+{
+    uint16_t *out = (uint16_t *)a->dst + off;
+
+    if (a->dst_f32) {
+        memcpy((float *)a->dst + off, acc, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i] = a->dtype == COLL_FLOAT16 ? coll__f32_to_f16(acc[i]) : coll__f32_to_bf16(acc[i]);
+    }
+}
+
+/* Consecutive 16-bit sources from @p k on, at most FANIN. */
+static unsigned run_of_half(const coll_reduce_args_t *a, unsigned k)
+{
+    unsigned m = 0;
+    while (k + m < a->nsrc && m < COLL__REDUCE_FANIN && !((a->f32_mask >> (k + m)) & 1)) {
+        m++;
+    }
+    return m;
+}
+
+/* One block of float16 or bfloat16: fold every source into a float32 accumulator, left to
+ * right, 16-bit sources FANIN at a time; a last pass of 16-bit sources rounds once into the
+ * destination instead of storing the accumulator. */
 static void reduce_block_half(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a,
                               const float *scale, float *acc, size_t off, size_t n)
 {
     const void *in[COLL__REDUCE_FANIN];
+    unsigned k = 0;
 
-    for (unsigned k = 0; k < a->nsrc; k += COLL__REDUCE_FANIN) {
-        unsigned m = a->nsrc - k < COLL__REDUCE_FANIN ? a->nsrc - k : COLL__REDUCE_FANIN;
-        void *out = k + m == a->nsrc ? (char *)a->dst + off * 2 : NULL;
+    while (k < a->nsrc) {
+        unsigned m = run_of_half(a, k);
+        if (m == 0) {
+            fold_f32(isa, a->op, acc, k > 0, (const float *)a->src[k] + off, n);
+            k++;
+            continue;
+        }
+        void *out = k + m == a->nsrc && !a->dst_f32 ? (char *)a->dst + off * 2 : NULL;
         for (unsigned j = 0; j < m; j++) {
             in[j] = at(a->src[k + j], off, 2);
         }
         isa->combine_half(a->dtype, a->op, acc, k > 0, in, scale + k, m, n, out);
+        if (out != NULL) {
+            return;
+        }
+        k += m;
     }
+    store_acc(a, acc, off, n);
 }
 
 static void reduce_half(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a)

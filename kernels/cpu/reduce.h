@@ -42,6 +42,15 @@ typedef struct {
      * partial sums stay within range; partial results were scaled already.
      */
     uint64_t raw_mask;
+    /**
+     * float16 and bfloat16 only. Bit k set: src[k] holds float32 values, a partial result kept
+     * in float32 so that a sum over many nodes rounds to 16 bits once, at the end (never a raw
+     * input). 0 for every other dtype.
+     */
+    uint64_t f32_mask;
+    /** float16 and bfloat16 only: non-zero when dst receives the float32 accumulator (a
+     *  partial result to send on) instead of the rounded 16-bit result. */
+    int dst_f32;
     size_t count;            /**< elements, not bytes */
 } coll_reduce_args_t;
 

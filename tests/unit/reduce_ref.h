@@ -259,7 +259,7 @@ static uint64_t ref_int_elem(const coll_reduce_args_t *a, const void *const *src
 }
 
 /* want[i] for every i: the reduction @p a describes, of the inputs @p src. */
-static void ref_reduce(const coll_reduce_args_t *a, const void *const *src, void *want)
+__attribute__((unused)) static void ref_reduce(const coll_reduce_args_t *a, const void *const *src, void *want)
 {
     for (size_t i = 0; i < a->count; i++) {
         if (ref_is_float(a->dtype)) {
@@ -271,7 +271,7 @@ static void ref_reduce(const coll_reduce_args_t *a, const void *const *src, void
 }
 
 /* @return 1 when element i of @p got and @p want are the same bits, or are both NaN. */
-static int ref_elem_equal(coll_dtype_t dt, const void *got, const void *want, size_t i)
+__attribute__((unused)) static int ref_elem_equal(coll_dtype_t dt, const void *got, const void *want, size_t i)
 {
     size_t es = ref_esize(dt);
     if (memcmp((const uint8_t *)got + i * es, (const uint8_t *)want + i * es, es) == 0) {
