@@ -79,7 +79,9 @@ static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
     return COLL_OK;
 }
 
-/* Without a key: collectives by call order, point-to-point by call order per peer. */
+/* Without a key: collectives by call order, point-to-point by call order per peer, of the
+ * thread that created the communicator. Another thread's order is unknown to the other ranks,
+ * which would pair its operations with whatever came at the same place in theirs. */
 static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
                                 uint64_t *key_p)
 {
@@ -88,6 +90,12 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
     if (params != NULL && (params->field_mask & COLL_OP_PARAM_KEY)) {
         *key_p = params->key;
         return COLL_OK;
+    }
+    if (!pthread_equal(pthread_self(), c->owner)) {
+        coll__set_error(c, "rank %d: an operation without a key from a thread other than the one "
+                        "that created the communicator; give each concurrent operation a key "
+                        "(coll_op_params_t.key), or submit from that thread", c->rank);
+        return COLL_ERR_INVALID;
     }
     if (s->coll != COLL__WIRE__COLLECTIVE__SEND && s->coll != COLL__WIRE__COLLECTIVE__RECV) {
         *key_p = (1ull << 39) | (c->next_seq++ & ((1ull << 39) - 1));
@@ -170,6 +178,9 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
             *req_p = r;
             st = COLL_INPROGRESS;
         }
+    } else {
+        /* The other ranks would wait for this operation: end the job for them too. */
+        coll__abort(c, st, c->last_error);
     }
     pthread_mutex_unlock(&c->lock);
     return st;

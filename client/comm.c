@@ -113,6 +113,7 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     c->local_rank = p->local_rank;
     c->local_size = p->local_size;
     c->next_id = 1;
+    c->owner = pthread_self();
     return c;
 }
 
@@ -235,7 +236,49 @@ int coll_comm_local_size(const coll_comm_t *c)
     return c->local_size;
 }
 
+void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__Abort a = COLL__WIRE__ABORT__INIT;
+    char text[1024];
+
+    if (c->broken != COLL_OK) {
+        return;
+    }
+    snprintf(text, sizeof(text), "%s", reason);
+    a.status = status;
+    a.reason = text;
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_ABORT;
+    msg.abort = &a;
+    (void)coll__send(c, &msg);
+}
+
+coll_status_t coll_comm_abort(coll_comm_t *c, const char *reason)
+{
+    coll_status_t st;
+
+    if (c == NULL || reason == NULL) {
+        return COLL_ERR_INVALID;
+    }
+    pthread_mutex_lock(&c->lock);
+    coll__abort(c, COLL_ERR_JOB, reason);
+    st = c->broken;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
 const char *coll_comm_last_error(const coll_comm_t *c)
 {
-    return c != NULL ? c->last_error : create_error;
+    /* Other threads write the communicator's message under its lock: the caller gets a copy of
+     * its own, stable until its next call. */
+    static _Thread_local char copy[sizeof(c->last_error)];
+    coll_comm_t *m = (coll_comm_t *)c;
+
+    if (c == NULL) {
+        return create_error;
+    }
+    pthread_mutex_lock(&m->lock);
+    snprintf(copy, sizeof(copy), "%s", c->last_error);
+    pthread_mutex_unlock(&m->lock);
+    return copy;
 }

@@ -90,6 +90,8 @@ struct coll_comm {
     size_t nallocs, cap_allocs;
     uint32_t next_id;
     uint64_t next_seq;        /* key of the next collective without one */
+    pthread_t owner;          /* the thread that created it: the only one whose operations may
+                                 go without a key (their order is its call order) */
     uint32_t *send_seq;       /* per peer: key of the next send without one (lazily allocated) */
     uint32_t *recv_seq;       /* per peer: key of the next receive without one */
     coll_algo_t algo;         /* COLL_ALGO */
@@ -116,6 +118,12 @@ coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll_comm_param
  *         with a message in @p err.
  */
 int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t errlen);
+
+/**
+ * @brief Fail the job on every rank with @p status and @p reason (an Abort to the daemon).
+ *        Lock held. Does nothing when the link to the daemon is broken (the job fails anyway).
+ */
+void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason);
 
 /** @brief Send one ClientMsg (version filled in). Called with the lock held. */
 coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg);

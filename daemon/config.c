@@ -50,8 +50,12 @@ static const cfg_key_t keys[] = {
         "allreduces up to this size use recursive doubling, larger ones the ring (0: always ring)"),
     KEY(kernel_threads, CFG_UINT, "2",
         "threads that split large single-node reductions (0: the loop thread does them)"),
-    KEY(ucx_error_mode, CFG_STRING, "none",
-        "UCX endpoint error handling: none (allows shared-memory transports) or peer"),
+    KEY(loop_stall_ms, CFG_UINT, "1000",
+        "a callback that holds the event loop longer than this (ms) is logged with what it was "
+        "doing and counted (collectived_loop_stalls_total); 10..60000"),
+    KEY(ucx_error_mode, CFG_STRING, "auto",
+        "UCX endpoint error handling: none (allows shared-memory transports), peer, or auto "
+        "(peer to daemons on other hosts, none on this one)"),
     KEY_ALIAS(log_level, CFG_LOGLEVEL, "info", "error, warn, info, debug or trace",
               "COLL_LOG_LEVEL"),
     KEY_ALIAS(log_subsys, CFG_STRING, "all",
@@ -492,11 +496,15 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     if (cfg->require_job_token > 1) {
         return refuse(cfg, origin, "require_job_token", "must be 0 or 1");
     }
+    if (cfg->loop_stall_ms < 10 || cfg->loop_stall_ms > 60000) {
+        return refuse(cfg, origin, "loop_stall_ms", "must be 10..60000");
+    }
     if (cfg->kernel_threads > 64) {
         return refuse(cfg, origin, "kernel_threads", "must be 0..64");
     }
-    if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0) {
-        return refuse(cfg, origin, "ucx_error_mode", "must be none or peer");
+    if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0 &&
+        strcmp(cfg->ucx_error_mode, "auto") != 0) {
+        return refuse(cfg, origin, "ucx_error_mode", "must be none, peer or auto");
     }
     return check_addresses(cfg, origin) < 0 || check_group(cfg, origin) < 0 ? -1 : 0;
 }

@@ -31,6 +31,7 @@ typedef struct {
     uint64_t timeout_ms;     /**< bound of every wait of a job (health.h) */
     uint64_t rd_max_bytes;   /**< allreduces up to this size use recursive doubling */
     uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
+    uint64_t loop_stall_ms;  /**< a loop callback longer than this is a stall (loopwatch.h) */
     uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */
     char *peer_secret_file;  /**< shared secret for peer authentication ("" = off) */
     uint64_t require_job_token; /**< 1: joining needs a job token */

@@ -25,6 +25,7 @@ typedef struct coll_daemon {
     uv_pipe_t listener;     /**< client socket */
     uv_tcp_t control;       /**< control listener for peer daemons */
     char control_addr[80];  /**< bound control address, host:port */
+    const struct coll_link_ops *control_ops; /**< what accepted control links call (link.h) */
     uv_prepare_t prepare;   /**< before the loop blocks: drain control blocks (doorbell.c) */
     uv_check_t check;       /**< after it woke */
     uv_signal_t sig_int;
@@ -37,9 +38,10 @@ typedef struct coll_daemon {
     struct coll_service *service; /**< counters, status server, systemd (service.h); or NULL */
     coll_list_t sessions;   /**< coll_session_t */
     coll_list_t jobs;       /**< coll_job_t */
-    coll_list_t peer_links; /**< coll_peer_link_t, both directions */
+    coll_list_t peer_links; /**< coll_peer_link_t, both directions (link.h) */
     coll_list_t rdvs;       /**< coll_rdv_t: rendezvous this daemon serves as root */
     char hostname[64];
+    uint8_t kernel_id[24];  /**< boot id and pid namespace (COLL_WIRE_KERNEL_ID_BYTES) */
     int listening;          /**< the client socket file is ours to remove */
     int stopping;
 } coll_daemon_t;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "blame.h"
 #include "control.h"
 #include "log.h"
 #include "op.h"
@@ -55,35 +56,37 @@ static size_t add_node(const coll_job_t *job, uint32_t node, uint32_t *listed, u
                                 node, job->nodes[node].host, job->nodes[node].ranks[0]);
 }
 
-/* What @p op waits for, for messages: local ranks that did not submit, or nodes whose data it
- * has not received. Returns the number of local ranks that did not submit. */
+/* What @p op waits for, for messages: ranks that did not submit it, here or (as other nodes
+ * answered, blame.h) elsewhere; failing that, the nodes whose data it has not received.
+ * Returns the number of ranks named (an answer from another node counts as one). */
 static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
 {
-    uint32_t missing = 0;
     const coll_job_t *job = op->job;
-    uint32_t listed[8], nlisted = 0;
-    size_t n = 0;
+    const char *remote = coll_blame_remote(job, op->desc.key);
+    uint32_t listed[8], nlisted = 0, named = 0;
+    size_t n;
     coll_xfer_t *x, *tmp;
 
-    buf[0] = '\0';
-    for (uint32_t l = 0; l < job->local_size && n < len; l++) {
-        const coll_session_t *s = job->locals[l];
-        if (op->members[l].session == NULL && op->desc.coll < COLL_KIND_SEND) {
-            missing++;
-            n += (size_t)snprintf(buf + n, len - n, "%srank %u (pid %d, not submitted)",
-                                  n ? ", " : "", job->ranks[l], s ? (int)s->cred.pid : -1);
-        }
+    if (op->desc.coll < COLL_KIND_SEND) {
+        named = coll_blame_local(job, op->desc.key, buf, len);
+    } else {
+        buf[0] = '\0';
+    }
+    n = strlen(buf);
+    if (remote != NULL && n < len) {
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", remote);
+        named++;
     }
     coll_list_for_each_safe(x, tmp, &((coll_op_t *)op)->posted, coll_xfer_t, posted)
     {
-        if (!x->completed && !x->is_send && n < len) {
+        if (named == 0 && !x->completed && !x->is_send && n < len) {
             n = add_node(job, x->peer, listed, &nlisted, buf, n, len);
         }
     }
     if (buf[0] == '\0') {
         snprintf(buf, len, "its sends to complete");
     }
-    return missing;
+    return named;
 }
 
 /* When an operation waits only for other nodes, the node it waits for (or one further up the
@@ -126,6 +129,7 @@ static int check_ops(coll_job_t *job, uint64_t now)
         }
         if (!op->stall_warned) {
             op->stall_warned = 1;
+            coll_blame_ask(op);
             coll_warn(COLL_SUB_JOB, "job %s: %s stalled for %" PRIu64 " ms, waiting for %s",
                       job->id, nm, age / 1000000, wait);
         }
@@ -189,6 +193,9 @@ static void tick_cb(uv_timer_t *t)
     }
     if (job->state == COLL_JOB_READY && !check_ops(job, now)) {
         check_stranded(job);
+    }
+    if (job->state == COLL_JOB_READY) {
+        coll_blame_answer(job);
     }
     coll_transport_drive(job);
 }

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "op.h"
+#include "peerwatch.h"
 #include "rdv.h"
 #include "staging.h"
 #include "stats.h"
@@ -131,6 +132,12 @@ static coll_status_t check_budget(coll_daemon_t *d, const char *id, uint64_t byt
     return COLL_OK;
 }
 
+/* Every rank on this node: the job never talks to another daemon, whatever root it names. */
+static int job_alone(const coll_job_t *job)
+{
+    return job->local_size == job->world_size;
+}
+
 static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, char *err,
                                 size_t errlen, coll_job_t **job_p)
 {
@@ -152,13 +159,14 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     job->join_timer.data = job->retry_timer.data = job->health_timer.data = job;
     job->handles = 3;
     coll_list_push(&d->jobs, &job->link);
-    /* The control blocks come first; the pool the job asked for follows. */
+    /* The control blocks come first; the pool the job asked for follows. A job with no other
+     * node needs no UCX worker, endpoints or registration (job_alone()). */
     if ((st = coll_pool_create(job->id, pool_bytes + COLL_CTL_TOTAL(job->local_size),
                                &job->pool)) != COLL_OK ||
         (st = coll_pool_reserve(job->pool, COLL_CTL_TOTAL(job->local_size))) != COLL_OK ||
         (st = coll_doorbell_open(job)) != COLL_OK ||
-        (st = coll_transport_job_open(job)) != COLL_OK ||
-        (st = coll_transport_register_pool(job)) != COLL_OK) {
+        (!job_alone(job) && (st = coll_transport_job_open(job)) != COLL_OK) ||
+        (!job_alone(job) && (st = coll_transport_register_pool(job)) != COLL_OK)) {
         snprintf(err, errlen, "job %s: cannot create its %s on this node (see daemon log)",
                  job->id, job->pool == NULL ? "memory pool" : "UCX worker");
         job_free_now(job);
@@ -230,6 +238,20 @@ static const char *token_refusal(coll_daemon_t *d, const coll_job_t *job,
     return NULL;
 }
 
+/* This node cannot hold the job (its pool budget, no memory for the pool): the rank hears why,
+ * and so does the job's root, which fails the rendezvous on every node at once. */
+static void refuse_job(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j,
+                       coll_status_t st, const char *why)
+{
+    coll_error(COLL_SUB_JOB, "refused job %s for rank %u (pid %d): %s", j->job, j->rank,
+               (int)s->cred.pid, why);
+    coll_stats_job_refused(d, st);
+    reply_join(s, st, why, NULL);
+    if (j->root[0] != '\0') {
+        coll_rdv_refuse(d, j, st, why);
+    }
+}
+
 void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j)
 {
     char err[512];
@@ -253,7 +275,7 @@ void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJo
         return;
     }
     if (job == NULL && (st = job_create(d, j, err, sizeof(err), &job)) != COLL_OK) {
-        reply_join(s, st, err, NULL);
+        refuse_job(d, s, j, st, err);
         return;
     }
     job->locals[j->local_rank] = s;
@@ -265,7 +287,7 @@ void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJo
     s->rank = j->rank;
     if (job->njoined == job->local_size) {
         job->state = COLL_JOB_RENDEZVOUS;
-        if (job->local_size == job->world_size && job->root[0] == '\0') {
+        if (job_alone(job)) {
             job_ready_alone(job);
         } else {
             coll_rdv_join(job);
@@ -317,13 +339,14 @@ static void job_ready(coll_job_t *job, const coll_job_params_t *params)
     job->state = COLL_JOB_READY;
     uv_timer_stop(&job->join_timer);
     coll_health_start(job);
+    coll_peerwatch_start(job);
     coll_info(COLL_SUB_JOB, "job %s: ready, node %u of %u", job->id, job->node_rank, job->nnodes);
     for (uint32_t l = 0; l < job->local_size; l++) {
         reply_join(job->locals[l], COLL_OK, "", job);
     }
 }
 
-/* Every rank on this node and no root given: no rendezvous, this node is the whole job. */
+/* Every rank on this node: no rendezvous, this node is the whole job. */
 static void job_ready_alone(coll_job_t *job)
 {
     coll_job_params_t p;
@@ -367,6 +390,10 @@ static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply
         memcpy(n->worker_address, info->worker_address.data, info->worker_address.len);
         n->worker_address_len = info->worker_address.len;
         snprintf(n->host, sizeof(n->host), "%s", info->host);
+        n->pid = info->pid;
+        n->same_kernel = info->kernel_id.len == sizeof(job->d->kernel_id) &&
+                         memcmp(info->kernel_id.data, job->d->kernel_id,
+                                sizeof(job->d->kernel_id)) == 0;
     }
     return COLL_OK;
 }
@@ -379,7 +406,11 @@ void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *
         return;
     }
     if (r->status != COLL_OK) {
-        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: %s", job->id, r->error);
+        /* A node's refusal keeps its status (e.g. COLL_ERR_NOMEM for a budget); anything not
+         * one of ours is a rendezvous error. */
+        coll_job_fail(job, r->status < 0 && r->status > -2000 ? (coll_status_t)r->status
+                                                              : COLL_ERR_RENDEZVOUS,
+                      0, "job %s: %s", job->id, r->error);
         return;
     }
     if (r->n_nodes > COLL_TAG_MAX_NODES || copy_nodes(job, r) != COLL_OK ||
@@ -436,9 +467,7 @@ void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const 
     uv_timer_stop(&job->join_timer);
     uv_timer_stop(&job->retry_timer);
     uv_timer_stop(&job->health_timer);
-    if (job->rdv_link != NULL) {
-        coll_rdv_link_close(job->rdv_link);
-    }
+    coll_rdv_cancel(job);
     if (was == COLL_JOB_READY) {
         if (tell_peers && job->nnodes > 1) {
             coll_control_abort(job, status, job->errmsg);
@@ -451,6 +480,12 @@ void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const 
             reply_join(job->locals[l], status, job->errmsg, NULL);
         }
     }
+}
+
+void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, const char *reason)
+{
+    coll_job_fail(job, status, 1, "rank %u (pid %d) ended job %s: %s", s->rank, (int)s->cred.pid,
+                  job->id, reason);
 }
 
 /* Operations that the rank of @p s is part of and that are not done: every collective, and
@@ -509,10 +544,7 @@ static void job_free_now(coll_job_t *job)
 {
     job->closing = 1;
     coll_list_remove(&job->link);
-    if (job->rdv_link != NULL) {
-        job->rdv_link->job = NULL;
-        coll_rdv_link_close(job->rdv_link);
-    }
+    coll_rdv_cancel(job);
     uv_timer_stop(&job->join_timer);
     uv_timer_stop(&job->retry_timer);
     coll_doorbell_close(job);
@@ -521,6 +553,7 @@ static void job_free_now(coll_job_t *job)
 
 void coll_job_release(coll_job_t *job)
 {
+    coll_peerwatch_stop(job);
     coll_op_free_all(job);
     coll_staging_release_all(job);
     coll_transport_unregister_pool(job);

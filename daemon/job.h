@@ -53,7 +53,26 @@ typedef struct {
     int left;              /**< it said goodbye: it completed every operation it took part in */
     char gone_why[160];
     uint64_t last_seen_ns; /**< its last heartbeat (uv_hrtime) */
+    uint32_t pid;          /**< its daemon's process id (0: not told) */
+    int same_kernel;       /**< it runs on this node's kernel, in its pid namespace */
+    struct coll_peerwatch *watch; /**< on its daemon's process (peerwatch.h), or NULL */
 } coll_node_t;
+
+/** A node asked which of this node's ranks have not submitted operation @c key (blame.h). */
+typedef struct {
+    uint32_t node;
+    uint64_t key;
+} coll_blame_query_t;
+
+/** What another node answered: its ranks that have not submitted operation @c key. */
+typedef struct {
+    uint64_t key;
+    char text[240];
+} coll_blame_t;
+
+/** Queries kept until the next health tick answers them; answers kept per job. */
+#define COLL_BLAME_QUERIES 16
+#define COLL_BLAMES 8
 
 /** What every node of a job must share; decided by the root daemon's configuration. */
 typedef struct {
@@ -105,10 +124,16 @@ typedef struct coll_job {
     uint32_t tasks;               /**< kernel-thread tasks running on the job's memory */
     coll_list_t events;           /**< completed transfers waiting for the engine */
     int driving;                  /**< inside coll_transport_drive() */
+    uv_timer_t drive_timer;       /**< drives a worker that was left busy (transport.c) */
+    uint32_t busy_streak;         /**< re-drives in a row that found nothing to do */
     coll_status_t pending_status; /**< failure seen inside a UCX callback, acted on later */
     char pending_msg[512];
     char control_msg[540];        /**< payload of the abort or goodbye this node sent */
     char heartbeat_msg[32];       /**< payload of its heartbeats */
+    coll_blame_query_t blame_queries[COLL_BLAME_QUERIES]; /**< to answer (blame.h) */
+    uint32_t nblame_queries;
+    coll_blame_t blames[COLL_BLAMES]; /**< answers received, the newest replacing the oldest */
+    uint32_t nblames;             /**< answers received in all (the next slot: % COLL_BLAMES) */
     uint64_t epoch;               /**< this incarnation of the job, from the root */
     coll_list_t ops;              /**< coll_op_t in flight */
     coll_list_t staging;          /**< free staging blocks (coll_staging_t) */
@@ -132,6 +157,12 @@ void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *pa
 
 /** @brief The rendezvous ended: @p reply is the root's answer (success or error). */
 void coll_job_rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *reply);
+
+/**
+ * @brief Local rank @p s ended the job (coll_comm_abort(), or a submission its library
+ *        refused): fail it on every node with @p status and the rank's @p reason.
+ */
+void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, const char *reason);
 
 /** @brief The session of local rank @p s->local_rank left the job. */
 void coll_job_leave(coll_job_t *job, coll_session_t *s);

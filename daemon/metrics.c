@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loopwatch.h"
 #include "op.h"
 #include "report.h"
 #include "service.h"
@@ -63,6 +64,13 @@ static void daemon_info(FILE *f, coll_daemon_t *d)
     fprintf(f, "collectived_uptime_seconds %.3f\n", coll_report_uptime(d));
     family(f, "collectived_sessions", "gauge", "Connected trainer processes.");
     fprintf(f, "collectived_sessions %zu\n", sessions);
+    family(f, "collectived_loop_stalls_total", "counter",
+           "Times one callback held the event loop longer than loop_stall_ms.");
+    fprintf(f, "collectived_loop_stalls_total %llu\n",
+            (unsigned long long)coll_loopwatch_stalls());
+    family(f, "collectived_loop_stall_max_seconds", "gauge",
+           "Longest time one callback held the event loop since start.");
+    fprintf(f, "collectived_loop_stall_max_seconds %.3f\n", coll_loopwatch_longest_s());
 }
 
 static void jobs_by_state(FILE *f, coll_daemon_t *d)
@@ -259,6 +267,8 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
            st->request_errors);
     errors(f, "collectived_job_failures_total", "Jobs that failed on this node, by kind.",
            st->job_failures);
+    errors(f, "collectived_job_refusals_total",
+           "Jobs this node refused to create (pool budget, pool), by kind.", st->job_refusals);
     pools_and_pending(f, d);
     peers(f, d);
     if (fclose(f) != 0) {

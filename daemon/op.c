@@ -78,7 +78,19 @@ static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_des
 
 static void op_start(coll_op_t *op);
 
-/* Checks that refuse one request without touching the job. */
+/* A submission this node refuses (bad buffers, root or peer, overlap, a repeated key, no
+ * memory) can never complete on the other ranks either: it fails the job on every node, with
+ * the reason, rather than leaving them to the timeout. The refused request gets the reason. */
+static void refuse_everywhere(coll_job_t *job, coll_session_t *s, uint32_t req_id,
+                              coll_status_t st, const char *why)
+{
+    coll_job_fail(job, st, 1, "job %s: rank %u's submission was refused on node %u: %s", job->id,
+                  s->rank, job->node_rank, why);
+    coll_session_complete(s, req_id, job->error, job->errmsg, "");
+}
+
+/* Checks before a submission joins an operation; returns COLL_OK, or an error with its text
+ * in @p err (the caller refuses the request, or the job with refuse_everywhere()). */
 static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub,
                             char *err, size_t len)
 {
@@ -109,13 +121,13 @@ static void add_member(coll_job_t *job, coll_session_t *s, const Coll__Wire__Sub
     coll_op_t *op = op_find(job, sub->key);
 
     if (op == NULL && (op = coll_op_create(job, desc)) == NULL) {
-        coll_session_complete(s, sub->req_id, COLL_ERR_NOMEM, "daemon out of memory", "");
+        refuse_everywhere(job, s, sub->req_id, COLL_ERR_NOMEM, "daemon out of memory");
         return;
     }
     if (op->members[s->local_rank].session != NULL) {
         snprintf(err, sizeof(err), "rank %u submitted %s twice", s->rank,
                  name(desc, nm, sizeof(nm)));
-        coll_session_complete(s, sub->req_id, COLL_ERR_INVALID, err, "");
+        refuse_everywhere(job, s, sub->req_id, COLL_ERR_INVALID, err);
         return;
     }
     op->members[s->local_rank] =
@@ -134,6 +146,10 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
     coll_desc_t desc;
     coll_status_t st = refuse(job, s, sub, err, sizeof(err));
 
+    if (st != COLL_OK && job->state == COLL_JOB_READY) {
+        refuse_everywhere(job, s, sub->req_id, st, err);
+        return;
+    }
     if (st != COLL_OK) {
         coll_session_complete(s, sub->req_id, st, err, "");
         return;

@@ -1,40 +1,24 @@
 /**
  * @file rdv.h
- * @brief Job rendezvous over TCP control links (as torchrun's MASTER_ADDR store).
+ * @brief Job rendezvous over control links (link.h), as torchrun's MASTER_ADDR store.
  *
  * Node side: once all local ranks of a job joined, the daemon connects to the job's root daemon
  * and sends NodeJoin (its ranks and its job worker's UCX address). Root side: the root collects
  * NodeJoins per job until the ranks 0..world_size-1 are all present, orders the nodes by lowest
  * rank (the ring order) and answers every node with the whole table. Disagreements (world size,
- * a rank claimed twice) fail the rendezvous on every node with a message naming them.
+ * a rank claimed twice, the token) fail the rendezvous on every node with a message naming them.
+ *
+ * Refusals: a node that refuses a job (its pool budget, no memory for the pool) tells the root
+ * (coll_rdv_refuse()), which fails the rendezvous on every node at once with that node's
+ * reason, and answers the job's later NodeJoins with it too, for as long as the job's timeout
+ * (a NodeJoin with another job token starts afresh).
  */
 #ifndef COLL_RDV_H
 #define COLL_RDV_H
 
 #include "daemon.h"
-#include "frame.h"
 #include "job.h"
-
-/** A TCP control link, either direction. */
-typedef struct coll_peer_link {
-    uv_tcp_t tcp;                 /**< first member */
-    coll_daemon_t *d;
-    coll_list_t link;             /**< in d->peer_links */
-    coll_frame_reader_t reader;
-    char peer[256];               /**< remote address, for messages */
-    int closing;
-    int closed;                   /**< the handle's close callback ran */
-    int auth_state;               /**< where the peer authentication stands (rdv.c) */
-    uint8_t nonce[32];            /**< the challenge this side sent */
-    int resolving;                /**< a name lookup for this link is pending */
-    /* node side */
-    coll_job_t *job;              /**< the job waiting for its rendezvous */
-    uv_connect_t connect;
-    /* root side */
-    struct coll_rdv *rdv;
-    Coll__Wire__NodeJoin *join;   /**< the node's request, kept until the rendezvous ends */
-    coll_list_t rdv_link;         /**< in rdv->members */
-} coll_peer_link_t;
+#include "wire.h"
 
 /** @brief Start the control listener at d->cfg.listen; fills d->control_addr. */
 coll_status_t coll_rdv_listen(coll_daemon_t *d);
@@ -42,10 +26,18 @@ coll_status_t coll_rdv_listen(coll_daemon_t *d);
 /** @brief Node side: register @p job at its root (retrying while the root is not up yet). */
 void coll_rdv_join(coll_job_t *job);
 
-/** @brief Close a control link (idempotent). */
-void coll_rdv_link_close(coll_peer_link_t *l);
+/** @brief Node side: stop @p job's rendezvous (no callback into the job follows). */
+void coll_rdv_cancel(coll_job_t *job);
 
-/** @brief Close the listener and every control link (shutdown). */
+/**
+ * @brief Node side: tell the root of the job that rank @p j->rank's JoinJob asked for that this
+ *        node refuses it with @p status and @p why (fire and forget: a root that cannot be
+ *        reached is logged, and the other nodes then find out at the timeout).
+ */
+void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, coll_status_t status,
+                     const char *why);
+
+/** @brief Close the listener, every control link and every rendezvous (shutdown). */
 void coll_rdv_close_all(coll_daemon_t *d);
 
 #endif

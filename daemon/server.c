@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "doorbell.h"
 #include "job.h"
 #include "log.h"
+#include "loopwatch.h"
 #include "rdv.h"
 #include "service.h"
 #include "session.h"
@@ -116,6 +118,37 @@ static uint64_t half_of_memory(void)
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 2 : UINT64_MAX;
 }
 
+static int hex_value(int c)
+{
+    return isdigit(c) ? c - '0' : isxdigit(c) ? tolower(c) - 'a' + 10 : -1;
+}
+
+/* Boot id and pid namespace: daemons that share both share a kernel and process ids, so each
+ * can watch the other's process (peerwatch.h). All zero when /proc does not tell. */
+static void read_kernel_id(coll_daemon_t *d)
+{
+    char text[64] = "";
+    struct stat st;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    uint64_t ns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    unsigned k = 0;
+
+    memset(d->kernel_id, 0, sizeof(d->kernel_id));
+    if (f != NULL) {
+        (void)!fgets(text, sizeof(text), f);
+        fclose(f);
+    }
+    /* The boot id is a UUID: 32 hex digits and dashes. */
+    for (const char *p = text; *p != '\0' && k < 32; p++) {
+        int v = hex_value((unsigned char)*p);
+        if (v >= 0) {
+            d->kernel_id[k / 2] |= (uint8_t)(k % 2 ? v : v << 4);
+            k++;
+        }
+    }
+    memcpy(d->kernel_id + 16, &ns, sizeof(ns));
+}
+
 static void signal_cb(uv_signal_t *h, int signum)
 {
     coll_info(COLL_SUB_CORE, "signal %d: shutting down", signum);
@@ -134,6 +167,7 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     if (gethostname(d->hostname, sizeof(d->hostname) - 1) < 0) {
         snprintf(d->hostname, sizeof(d->hostname), "localhost");
     }
+    read_kernel_id(d);
     uv_signal_init(loop, &d->sig_int);
     uv_signal_init(loop, &d->sig_term);
     d->sig_int.data = d->sig_term.data = d;
@@ -141,7 +175,8 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
     coll_doorbell_start(d);
     d->pool_budget = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
-    if ((st = coll_auth_load(&d->auth, d->cfg.peer_secret_file)) != COLL_OK ||
+    if ((st = coll_loopwatch_start(loop, d->cfg.loop_stall_ms)) != COLL_OK ||
+        (st = coll_auth_load(&d->auth, d->cfg.peer_secret_file)) != COLL_OK ||
         (st = coll_transport_init(d)) != COLL_OK ||
         (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
         (st = listen_clients(d)) != COLL_OK ||
@@ -188,6 +223,7 @@ void coll_daemon_stop(coll_daemon_t *d)
         unlink(d->cfg.addr_file);
     }
     coll_service_stop(d);
+    coll_loopwatch_stop();
 }
 
 void coll_daemon_cleanup(coll_daemon_t *d)

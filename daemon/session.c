@@ -260,6 +260,11 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
             coll_op_submit(s->job, s, m->submit);
         }
         break;
+    case COLL__WIRE__CLIENT_MSG__BODY_ABORT:
+        if (s->job != NULL) {
+            coll_job_abort(s->job, s, (coll_status_t)m->abort->status, m->abort->reason);
+        }
+        break;
     default:
         break; /* the decoder admits no other body */
     }

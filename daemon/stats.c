@@ -181,6 +181,15 @@ void coll_stats_job_created(coll_job_t *job)
     }
 }
 
+void coll_stats_job_refused(coll_daemon_t *d, coll_status_t status)
+{
+    coll_stats_t *st = stats_of(d);
+
+    if (st != NULL) {
+        st->job_refusals[coll_stats_error_index(status)]++;
+    }
+}
+
 void coll_stats_job_failed(coll_job_t *job, coll_status_t status)
 {
     coll_stats_t *st = stats_of(job->d);

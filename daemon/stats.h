@@ -18,6 +18,7 @@
 struct coll_op;
 struct coll_job;
 struct coll_session;
+struct coll_daemon;
 
 /** Kinds of operation counted (coll_kind_t: allreduce .. recv). */
 #define COLL_STATS_KINDS 8
@@ -62,6 +63,7 @@ typedef struct coll_stats {
     coll_histogram_t wait[COLL_STATS_KINDS];     /**< first local submission to start */
     uint64_t request_errors[COLL_STATS_ERRORS];  /**< requests completed with each error */
     uint64_t job_failures[COLL_STATS_ERRORS];    /**< jobs failed with each error */
+    uint64_t job_refusals[COLL_STATS_ERRORS];    /**< jobs this node refused, by error */
     uint64_t jobs_created;
     coll_stats_last_t last_large;
 } coll_stats_t;
@@ -113,6 +115,9 @@ void coll_stats_request_done(struct coll_session *s, coll_status_t status);
 
 /** @brief Hook: job @p job was created on this node. */
 void coll_stats_job_created(struct coll_job *job);
+
+/** @brief Hook: this node refused to create a job (budget, pool) with @p status. */
+void coll_stats_job_refused(struct coll_daemon *d, coll_status_t status);
 
 /** @brief Hook: job @p job failed with @p status. */
 void coll_stats_job_failed(struct coll_job *job, coll_status_t status);

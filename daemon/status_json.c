@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blame.h"
 #include "op.h"
 #include "report.h"
 #include "service.h"
@@ -180,6 +181,11 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
                   "state", running ? "running" : "queued", "age_ms",
                   (double)(now - op->t_submit_ns) / 1e6, "submitted_ranks", submitted,
                   "missing_ranks", missing);
+    if (coll_blame_remote(op->job, op->desc.key) != NULL) {
+        /* Other nodes' ranks that have not submitted it, as those nodes said (blame.h). */
+        json_object_set_new(o, "missing_elsewhere",
+                            json_string(coll_blame_remote(op->job, op->desc.key)));
+    }
     json_object_set_new(o, "algo", json_string(running ? op->impl->name
                                                        : coll_algo_name((coll_algo_t)op->desc.algo)));
     if (running) {

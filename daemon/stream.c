@@ -79,6 +79,10 @@ int coll_parse_hostport(const char *text, char *host, size_t hostlen, int *port_
             return -1;
         }
         n = (size_t)(colon - text);
+        /* "fd00::1:2" could be [fd00::1]:2 or the address fd00::1:2 without a port. */
+        if (memchr(text, ':', n) != NULL) {
+            return -2;
+        }
     }
     if (n == 0 || n >= hostlen) {
         return -1;

@@ -26,7 +26,8 @@ coll_status_t coll_stream_send(uv_stream_t *stream, const ProtobufCMessage *msg)
 
 /**
  * @brief Parse "host:port" or "[v6addr]:port".
- * @return 0 on success, -1 when malformed (no port, port out of range, host too long).
+ * @return 0 on success, -1 when malformed (no port, port out of range, host too long), -2 for
+ *         an IPv6 address with a port but without brackets ("fd00::1:2": write [fd00::1]:2).
  */
 int coll_parse_hostport(const char *text, char *host, size_t hostlen, int *port_p);
 

@@ -5,6 +5,7 @@
 
 #include "control.h"
 #include "log.h"
+#include "loopwatch.h"
 #include "tag.h"
 
 
@@ -77,7 +78,9 @@ coll_status_t coll_transport_job_open(coll_job_t *job)
     ucp_worker_release_address(job->worker, addr);
     uv_poll_init(job->d->loop, &job->poll, fd);
     job->poll.data = job;
-    job->handles++;
+    uv_timer_init(job->d->loop, &job->drive_timer);
+    job->drive_timer.data = job;
+    job->handles += 2;
     uv_poll_start(&job->poll, UV_READABLE, poll_cb);
     return COLL_OK;
 
@@ -92,6 +95,20 @@ static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     coll_node_lost(arg, "lost connection (%s)", ucs_status_string(status));
 }
 
+/* UCX 1.13 offers no shared-memory transport in peer error mode: "none" keeps the fast
+ * intra-host paths (posix/sysv + cma) to a daemon on this kernel, whose death the peer watch
+ * and the heartbeats find. To another host there is no shared memory to lose, and peer mode
+ * lets UCX report a broken connection at once ("auto", the default). */
+static ucp_err_handling_mode_t error_mode(const coll_daemon_t *d, const coll_node_t *n)
+{
+    const char *mode = d->cfg.ucx_error_mode;
+
+    if (strcmp(mode, "peer") == 0 || (strcmp(mode, "auto") == 0 && !n->same_kernel)) {
+        return UCP_ERR_HANDLING_MODE_PEER;
+    }
+    return UCP_ERR_HANDLING_MODE_NONE;
+}
+
 coll_status_t coll_transport_connect(coll_job_t *job, uint32_t node, ucp_ep_h *ep_p)
 {
     ucp_ep_params_t ep = {0};
@@ -101,10 +118,7 @@ coll_status_t coll_transport_connect(coll_job_t *job, uint32_t node, ucp_ep_h *e
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = n->worker_address;
-    /* UCX 1.13 offers no shared-memory transport in peer error mode: "none" keeps the fast
-     * intra-host paths (posix/sysv + cma); failures are then found by our own checks. */
-    ep.err_mode = strcmp(job->d->cfg.ucx_error_mode, "peer") == 0 ? UCP_ERR_HANDLING_MODE_PEER
-                                                                  : UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_mode = error_mode(job->d, n);
     ep.err_handler.cb = ep_err_cb;
     ep.err_handler.arg = n;
     st = ucp_ep_create(job->worker, &ep, ep_p);
@@ -254,31 +268,89 @@ static void handle_pending_failure(coll_job_t *job)
     }
 }
 
+/* Bounds of one drive, so that no callback holds the loop: a worker that keeps reporting work
+ * (or whose arm keeps answering BUSY, as after a peer's sudden death with error mode "none")
+ * is driven again from the next turn of the loop, where timers, sockets and signals run
+ * first. A round is up to COLL_DRIVE_PROGRESS calls of ucp_worker_progress, the engine on
+ * what completed, then ucp_worker_arm. */
+#define COLL_DRIVE_ROUNDS 8
+#define COLL_DRIVE_PROGRESS 256
+/* Re-drives in a row that found nothing to do before they back off, doubling from 1 ms up to
+ * COLL_REDRIVE_BACKOFF_MS: a worker stuck in BUSY (a peer killed while writing into our
+ * shared-memory FIFO leaves it so for good) then costs little CPU while the health timer or
+ * the peer watch finds out what happened to the peer. */
+#define COLL_REDRIVE_EAGER 16
+#define COLL_REDRIVE_BACKOFF_MS 16
+
+/* One round; returns 1 when the worker is armed (the loop may sleep on its fd), 0 when it is
+ * busy, and sets *worked when progress or the engine did anything. */
+static int drive_round(coll_job_t *job, int *worked)
+{
+    ucs_status_t st;
+    unsigned n = 0;
+
+    while (n < COLL_DRIVE_PROGRESS && ucp_worker_progress(job->worker) != 0) {
+        n++;
+    }
+    /* Transfers that arrived with a peer's abort first: an operation they complete succeeded
+     * on every node, and must not be failed by the abort that followed. */
+    *worked |= n > 0 || !coll_list_empty(&job->events);
+    run_events(job);
+    handle_pending_failure(job);
+    if (job->worker == NULL || n == COLL_DRIVE_PROGRESS) {
+        return job->worker == NULL;
+    }
+    st = ucp_worker_arm(job->worker);
+    if (st == UCS_OK) {
+        return 1;
+    }
+    if (st != UCS_ERR_BUSY) {
+        coll_job_fail(job, COLL_ERR_TRANSPORT, 1, "ucp_worker_arm: %s", ucs_status_string(st));
+        return 1;
+    }
+    return 0;
+}
+
+static void redrive_cb(uv_timer_t *t)
+{
+    coll_transport_drive(t->data);
+}
+
+/* The worker is not armed: drive it again from the loop, soon, and less eagerly while it
+ * keeps having nothing to do. */
+static void schedule_redrive(coll_job_t *job, int worked)
+{
+    uint64_t delay = 0;
+
+    job->busy_streak = worked ? 0 : job->busy_streak + 1;
+    if (job->busy_streak > COLL_REDRIVE_EAGER) {
+        uint32_t doublings = job->busy_streak - COLL_REDRIVE_EAGER - 1;
+        delay = doublings >= 4 ? COLL_REDRIVE_BACKOFF_MS : 1u << doublings;
+    }
+    if (!uv_is_active((uv_handle_t *)&job->drive_timer)) {
+        uv_timer_start(&job->drive_timer, redrive_cb, delay, 0);
+    }
+}
+
 void coll_transport_drive(coll_job_t *job)
 {
+    int armed = 0, worked = 0;
+
     if (job->worker == NULL || job->driving) {
         return;
     }
     job->driving = 1;
-    for (;;) {
-        ucs_status_t st;
-        while (ucp_worker_progress(job->worker) != 0) {
-        }
-        /* Transfers that arrived with a peer's abort first: an operation they complete
-         * succeeded on every node, and must not be failed by the abort that followed. */
-        run_events(job);
-        handle_pending_failure(job);
-        st = ucp_worker_arm(job->worker);
-        if (st == UCS_OK) {
-            break;
-        }
-        if (st != UCS_ERR_BUSY) {
-            coll_job_fail(job, COLL_ERR_TRANSPORT, 1, "ucp_worker_arm: %s",
-                          ucs_status_string(st));
-            break;
-        }
+    coll_loopwatch_enter("driving UCX of job", job->id);
+    for (int round = 0; round < COLL_DRIVE_ROUNDS && !armed; round++) {
+        armed = drive_round(job, &worked);
     }
+    coll_loopwatch_leave();
     job->driving = 0;
+    if (!armed && job->worker != NULL) {
+        schedule_redrive(job, worked);
+    } else {
+        job->busy_streak = 0;
+    }
     if (!job->closing) {
         coll_job_maybe_free(job);
     }
@@ -328,6 +400,7 @@ static void close_worker(coll_job_t *job)
     uv_timer_stop(&job->health_timer);
     /* libuv must stop polling the fd before UCX closes it. */
     uv_close((uv_handle_t *)&job->poll, coll_job_handle_closed);
+    uv_close((uv_handle_t *)&job->drive_timer, coll_job_handle_closed);
     ucp_worker_destroy(job->worker);
     job->worker = NULL;
     coll_job_release(job);
@@ -341,7 +414,7 @@ static void close_endpoints(coll_job_t *job)
     ucp_request_param_t p = {0};
 
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = job->state == COLL_JOB_FAILED ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    p.flags = job->state == COLL_JOB_FAILED || job->d->stopping ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     for (uint32_t i = 0; i < job->nnodes; i++) {
         if (job->nodes[i].ep != NULL) {
             ucs_status_ptr_t r = ucp_ep_close_nbx(job->nodes[i].ep, &p);
@@ -375,7 +448,8 @@ static void close_check_cb(uv_timer_t *t)
     ucp_worker_progress(job->worker);
     run_events(job);
     finished = requests_finished(job);
-    expired = uv_now(job->d->loop) >= job->close_deadline;
+    /* A daemon that is stopping does not wait for flushes: SIGTERM ends it within a tick. */
+    expired = uv_now(job->d->loop) >= job->close_deadline || job->d->stopping;
     if (job->close_flushing) {
         if (finished || expired) {
             free_requests(job);

@@ -118,6 +118,13 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
         case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
             st = coll_wire_check_submit(m->submit, err, errlen);
             break;
+        case COLL__WIRE__CLIENT_MSG__BODY_ABORT:
+            st = m->abort->status < 0 && m->abort->status > -2000 &&
+                         strlen(m->abort->reason) < 1024
+                     ? COLL_OK
+                     : fail(err, errlen, COLL_ERR_PROTOCOL, "abort: status %d or reason out of "
+                            "range", (int)m->abort->status);
+            break;
         default:
             st = fail(err, errlen, COLL_ERR_PROTOCOL, "client message without a known body");
         }
@@ -215,11 +222,18 @@ static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, s
     CHECK_FIELD(coll_wire_job_id_valid(j->job), "node join: invalid job id");
     CHECK_FIELD(j->world_size >= 1 && j->world_size <= COLL_WORLD_MAX,
                 "node join: world size %u out of range", j->world_size);
-    CHECK_FIELD(j->worker_address.len > 0 && j->worker_address.len <= COLL_WORKER_ADDR_MAX,
-                "node join: worker address of %zu bytes", j->worker_address.len);
     CHECK_FIELD(strlen(j->host) < 256, "node join: host name too long");
     CHECK_FIELD(j->token_digest.len == 0 || j->token_digest.len == COLL_WIRE_AUTH_BYTES,
                 "node join: token digest of %zu bytes", j->token_digest.len);
+    CHECK_FIELD(j->refusal <= 0 && j->refusal > -2000 && strlen(j->refusal_error) < 1024,
+                "node join: refusal %d or its text out of range", (int)j->refusal);
+    if (j->refusal != 0) {
+        return COLL_OK; /* a refusal carries only the job, its host, token and the reason */
+    }
+    CHECK_FIELD(j->worker_address.len > 0 && j->worker_address.len <= COLL_WORKER_ADDR_MAX,
+                "node join: worker address of %zu bytes", j->worker_address.len);
+    CHECK_FIELD(j->kernel_id.len == 0 || j->kernel_id.len == COLL_WIRE_KERNEL_ID_BYTES,
+                "node join: kernel id of %zu bytes", j->kernel_id.len);
     return check_ranks(j->ranks, j->n_ranks, j->world_size, err, errlen);
 }
 
@@ -242,6 +256,8 @@ static coll_status_t check_node_join_reply(const Coll__Wire__NodeJoinReply *r, c
                     n->worker_address.len);
         CHECK_FIELD(n->n_ranks >= 1 && n->n_ranks <= COLL_WORLD_MAX,
                     "join reply: node %zu has %zu ranks", i, n->n_ranks);
+        CHECK_FIELD(n->kernel_id.len == 0 || n->kernel_id.len == COLL_WIRE_KERNEL_ID_BYTES,
+                    "join reply: node %zu has a kernel id of %zu bytes", i, n->kernel_id.len);
         total += n->n_ranks;
     }
     CHECK_FIELD(r->params != NULL && r->params->segment_bytes >= 4096 &&

@@ -26,6 +26,9 @@
 #define COLL_WIRE_AUTH_BYTES 32u
 /** Largest UCX worker address accepted from a peer. */
 #define COLL_WORKER_ADDR_MAX (64u * 1024u)
+/** Bytes of a daemon's kernel identity (NodeJoin.kernel_id): boot id (16) and the inode of its
+ *  pid namespace (8); two daemons with the same one share a kernel and process ids. */
+#define COLL_WIRE_KERNEL_ID_BYTES 24u
 
 typedef Coll__Wire__ClientMsg coll_client_msg_t;
 typedef Coll__Wire__DaemonMsg coll_daemon_msg_t;

@@ -1,7 +1,8 @@
 #!/bin/sh
-# The whole test suite under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer
-# (issue 6): builds build-asan/ (or $ASAN_BUILD_DIR) with -DCOLL_SANITIZE=address,undefined (or
-# $COLL_SANITIZE), runs ctest there, and fails on a failed test or on any sanitizer report.
+# The whole test suite under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer:
+# builds build-asan/ (or $ASAN_BUILD_DIR) with -DCOLL_SANITIZE=address,undefined (or
+# $COLL_SANITIZE, e.g. thread for ThreadSanitizer, in build-tsan/), runs ctest there, and fails
+# on a failed test or on any sanitizer report.
 # Every instrumented process writes its ASan and LSan reports to
 # build-asan/sanitizer-logs/report.<program>.<pid> (cmake/sanitizer-env.cmake.in says why files),
 # so a report counts even when the test that started the process kept its stderr; each one is
@@ -29,7 +30,7 @@ for f in "$logs"/*; do
     cat "$f"
 done
 # Reports on stderr, in passing tests too (UBSan's; any sanitizer's where log_path was not set).
-if grep -nE 'runtime error:|ERROR: (Address|Leak|UndefinedBehavior)Sanitizer' \
+if grep -nE 'runtime error:|ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|WARNING: ThreadSanitizer' \
     Testing/Temporary/LastTest.log >"$build/sanitizer-stderr.txt" 2>/dev/null; then
     echo "==== check-sanitizers: sanitizer reports in the tests' output (Testing/Temporary/LastTest.log):"
     cat "$build/sanitizer-stderr.txt"

@@ -2,7 +2,8 @@
 # Install dependencies, build, and run what CI runs (.ci/run), in three steps:
 #   1. the whole test suite, unit and integration tests with real daemons, in build/;
 #   2. the same suite under AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/
-#      (tools/check-sanitizers.sh): a failed test or any sanitizer report fails it;
+#      (tools/check-sanitizers.sh): a failed test or any sanitizer report fails it; then the
+#      concurrency and fault tests ($TSAN_TESTS) under ThreadSanitizer in build-tsan/;
 #   3. every fuzz harness for $COLL_FUZZ_SECONDS seconds each (default 60) in build-fuzz/
 #      (tests/fuzz/run-fuzz.sh): any finding fails it.
 # Both suites run as many tests at once as there are CPUs; the tests that measure detection
@@ -33,6 +34,11 @@ step() {
     echo "==== run-tests: $name: $result"
 }
 
+# What runs under ThreadSanitizer: the tests where threads share state (several threads on one
+# communicator, concurrent operations, the bucketer's hooks, the kernel threads of large
+# reductions) and the fault tests (the daemon's loop, the loop watch's thread, failures).
+TSAN_TESTS='integration\.(threads_|window_|engine_concurrent|engine_allreduce_large|bucketing_(order|stall|timeout))|reliability\.(fault_|blame_)'
+
 suite() (
     "$top/tools/build.sh" && cd "${BUILD_DIR:-$top/build}" &&
         ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
@@ -42,6 +48,8 @@ start=$(date +%s)
 step "1. test suite (build/)" suite "$@"
 if [ "${COLL_CHECK_SANITIZERS:-1}" != 0 ]; then
     step "2. test suite under ASan+UBSan (build-asan/)" "$top/tools/check-sanitizers.sh" "$@"
+    step "2b. concurrency and fault tests under TSan (build-tsan/)" env COLL_SANITIZE=thread \
+        ASAN_BUILD_DIR="$top/build-tsan" "$top/tools/check-sanitizers.sh" -R "$TSAN_TESTS" "$@"
 fi
 if [ "${COLL_FUZZ_SECONDS:-60}" != 0 ]; then
     step "3. fuzz harnesses, ${COLL_FUZZ_SECONDS:-60} s each (build-fuzz/)" \

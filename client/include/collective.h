@@ -15,6 +15,13 @@
  * - Counts are in elements of the datatype, sizes in bytes, times in milliseconds.
  * - Output parameters come last and are written only on success.
  * - A communicator may be used from several threads: each call takes the communicator's lock.
+ *   Operations are matched across ranks by key (coll_op_params_t.key); without one, by call
+ *   order, which only the thread that created the communicator has: an operation without a key
+ *   from any other thread is refused (COLL_ERR_INVALID), so that no two threads' operations are
+ *   ever paired by timing. Give concurrent operations keys.
+ * - A submission refused here or by the daemon (a buffer outside the pool, a bad root, peer,
+ *   datatype or key, an operation without a key from another thread) fails the whole job on
+ *   every rank with the reason, since the other ranks could never complete that operation.
  */
 #ifndef COLLECTIVE_H
 #define COLLECTIVE_H
@@ -203,10 +210,23 @@ COLL_API int coll_comm_local_rank(const coll_comm_t *comm);
 COLL_API int coll_comm_local_size(const coll_comm_t *comm);
 
 /**
- * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch);
- *        with @p comm NULL, why the calling thread's last coll_comm_create() failed.
- * @return A string owned by @p comm (with NULL: by the library, per thread), valid until the
- *         next call on it (the next coll_comm_create() of the thread); "" when there was none.
+ * @brief End the job on every rank: each pending and later operation of every rank fails with
+ *        COLL_ERR_JOB and a message naming this rank and @p reason (as ncclCommAbort or
+ *        MPI_Abort, but the communicator stays to be destroyed). For a trainer that found
+ *        something fatal (a NaN loss, a failed checkpoint) and must not leave the others
+ *        waiting. Thread-safe.
+ * @param [in] reason Text for every rank (cut at 1023 bytes); copied.
+ * @return COLL_OK once the daemon was told; COLL_ERR_CLOSED when the link to the daemon is
+ *         gone (the job fails anyway then); COLL_ERR_INVALID for NULL arguments.
+ */
+COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason);
+
+/**
+ * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
+ *        whichever thread met it; with @p comm NULL, why the calling thread's last
+ *        coll_comm_create() failed. Thread-safe.
+ * @return A copy owned by the library, per calling thread, valid until the thread's next call
+ *         of this function (or its next coll_comm_create()); "" when there was none.
  */
 COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
 

@@ -107,6 +107,7 @@ _PROTOTYPES = {
     "coll_comm_local_rank": (ctypes.c_int, [_comm]),
     "coll_comm_local_size": (ctypes.c_int, [_comm]),
     "coll_comm_last_error": (ctypes.c_char_p, [_comm]),
+    "coll_comm_abort": (_status, [_comm, ctypes.c_char_p]),
     "coll_mem_alloc": (_status, [_comm, _size, ctypes.POINTER(ctypes.c_void_p)]),
     "coll_mem_free": (_status, [_comm, _buf]),
     "coll_allreduce_async": (_status, [_comm, _buf, _buf, _size, ctypes.c_int, ctypes.c_int,

@@ -135,6 +135,13 @@ class Communicator:
         alive. Idempotent; safe from any thread, including a done-callback."""
         self._finalizer()
 
+    def abort(self, reason):
+        """End the job on every rank (``coll_comm_abort``): every rank's pending and later
+        operations fail with COLL_ERR_JOB and a message naming this rank and @reason (str).
+        For a rank that found something fatal (a NaN loss) and must not leave the others
+        waiting. The communicator stays to be closed."""
+        self._native.abort(str(reason))
+
     @property
     def last_error(self):
         """``coll_comm_last_error``: the detailed message of the last failure, or ""."""

@@ -40,6 +40,13 @@ class Native:
                 return ""
             return self.lib.coll_comm_last_error(self.ptr).decode(errors="replace")
 
+    def abort(self, reason):
+        """``coll_comm_abort``: end the job on every rank with @reason."""
+        with self._lock:
+            if self.ptr is None:
+                return
+            self.check(self.lib.coll_comm_abort(self.ptr, reason.encode()), "abort")
+
     def check(self, status, context=""):
         """Raise the exception of @status when it is negative; return it otherwise."""
         if status < 0:

@@ -78,7 +78,10 @@ static void check_values(const coll_config_t *c)
                (unsigned long long)c->require_job_token);
     FUZZ_CHECK(c->kernel_threads <= 64, "kernel_threads %llu",
                (unsigned long long)c->kernel_threads);
-    FUZZ_CHECK(strcmp(c->ucx_error_mode, "none") == 0 || strcmp(c->ucx_error_mode, "peer") == 0,
+    FUZZ_CHECK(c->loop_stall_ms >= 10 && c->loop_stall_ms <= 60000, "loop_stall_ms %llu",
+               (unsigned long long)c->loop_stall_ms);
+    FUZZ_CHECK(strcmp(c->ucx_error_mode, "none") == 0 || strcmp(c->ucx_error_mode, "peer") == 0 ||
+                   strcmp(c->ucx_error_mode, "auto") == 0,
                "ucx_error_mode '%s'", c->ucx_error_mode);
     FUZZ_CHECK(coll_log_level_parse(c->log_level) >= 0, "log_level '%s'", c->log_level);
     FUZZ_CHECK(strlen(c->socket) >= 1 && strlen(c->socket) <= 107, "socket '%s'", c->socket);

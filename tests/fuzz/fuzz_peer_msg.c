@@ -3,8 +3,10 @@
  * payload of one frame from another daemon's control link (rendezvous).
  *
  * Invariants: a refusal is COLL_ERR_PROTOCOL or COLL_ERR_VERSION with a reason; an accepted
- * NodeJoin names a valid job, a world size in range, a worker address within its limit,
- * 1..world_size distinct ranks below the world size and no token digest or a 32-byte one; an
+ * NodeJoin names a valid job, a world size in range and no token digest or a 32-byte one, and
+ * either refuses the job (a coll_status_t error and a reason below 1024 bytes) or has a worker
+ * address within its limit, no kernel id or a 24-byte one and 1..world_size distinct ranks
+ * below the world size; an
  * accepted successful NodeJoinReply has 1..COLL_WORLD_MAX nodes, a node rank among them, nodes
  * whose ranks together are exactly 0..n-1 (the daemon builds rank -> node tables from them) and
  * parameters in range; an accepted Challenge, Auth or AuthOk has nonces and MACs of exactly
@@ -40,11 +42,18 @@ static void check_node_join(const Coll__Wire__NodeJoin *j)
     FUZZ_CHECK(coll_wire_job_id_valid(j->job), "node join: job id '%s'", j->job);
     FUZZ_CHECK(j->world_size >= 1 && j->world_size <= COLL_WORLD_MAX, "node join: world %u",
                j->world_size);
-    FUZZ_CHECK(j->worker_address.len >= 1 && j->worker_address.len <= COLL_WORKER_ADDR_MAX,
-               "node join: %zu-byte worker address", j->worker_address.len);
     FUZZ_CHECK(fuzz_cstr_len_below(j->host, 256), "node join: host name");
     FUZZ_CHECK(j->token_digest.len == 0 || j->token_digest.len == COLL_WIRE_AUTH_BYTES,
                "node join: %zu-byte token digest", j->token_digest.len);
+    FUZZ_CHECK(j->refusal <= 0 && j->refusal > -2000 && fuzz_cstr_len_below(j->refusal_error, 1024),
+               "node join: refusal %d", (int)j->refusal);
+    if (j->refusal != 0) {
+        return; /* a refusal: nothing else is read */
+    }
+    FUZZ_CHECK(j->worker_address.len >= 1 && j->worker_address.len <= COLL_WORKER_ADDR_MAX,
+               "node join: %zu-byte worker address", j->worker_address.len);
+    FUZZ_CHECK(j->kernel_id.len == 0 || j->kernel_id.len == COLL_WIRE_KERNEL_ID_BYTES,
+               "node join: %zu-byte kernel id", j->kernel_id.len);
     FUZZ_CHECK(j->n_ranks >= 1 && j->n_ranks <= j->world_size, "node join: %zu ranks of %u",
                j->n_ranks, j->world_size);
     check_distinct(j->ranks, j->n_ranks, j->world_size, "node join");

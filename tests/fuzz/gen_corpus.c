@@ -74,6 +74,7 @@ static void client_msg(const char *name, Coll__Wire__ClientMsg *m, uint32_t vers
 
 static void client_seeds(void)
 {
+    Coll__Wire__Abort abort_msg = COLL__WIRE__ABORT__INIT;
     Coll__Wire__ClientMsg m = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__Hello hello = COLL__WIRE__HELLO__INIT;
     Coll__Wire__JoinJob join = COLL__WIRE__JOIN_JOB__INIT;
@@ -143,6 +144,13 @@ static void client_seeds(void)
     sub.count = UINT64_MAX / 16;
     sub.dtype = COLL_DTYPE_COUNT - 1;
     client_msg("submit-count-limit", &m, COLL_WIRE_VERSION);
+    abort_msg.status = COLL_ERR_JOB;
+    abort_msg.reason = "loss is NaN at step 7";
+    m.body_case = COLL__WIRE__CLIENT_MSG__BODY_ABORT;
+    m.abort = &abort_msg;
+    client_msg("abort", &m, COLL_WIRE_VERSION);
+    abort_msg.status = 3;
+    client_msg("abort-positive-status", &m, COLL_WIRE_VERSION);
     m.body_case = COLL__WIRE__CLIENT_MSG__BODY__NOT_SET;
     client_msg("no-body", &m, COLL_WIRE_VERSION);
 }
@@ -215,6 +223,7 @@ static void peer_seeds(void)
     Coll__Wire__JobParams params = COLL__WIRE__JOB_PARAMS__INIT;
     uint32_t ranks0[] = {0, 1}, ranks1[] = {2, 3}, dup[] = {2, 2}, overlap[] = {1, 2};
     uint8_t addr[] = {0x55, 0x43, 0x58, 0x01, 0x02, 0x03, 0x04, 0x05};
+    uint8_t kernel_id[COLL_WIRE_KERNEL_ID_BYTES] = {0x9c, 0x41, 0x07};
 
     m.version = COLL_WIRE_VERSION;
     j.job = "job-1";
@@ -232,6 +241,23 @@ static void peer_seeds(void)
     j.world_size = 1;
     j.ranks = ranks0;
     write_msg("peer_msg", "node-join-world-1", &m.base);
+    j.pid = 4242;
+    j.kernel_id = (ProtobufCBinaryData){COLL_WIRE_KERNEL_ID_BYTES, kernel_id};
+    write_msg("peer_msg", "node-join-pid", &m.base);
+    j.kernel_id.len = COLL_WIRE_KERNEL_ID_BYTES - 1;
+    write_msg("peer_msg", "node-join-short-kernel-id", &m.base);
+    j.kernel_id.len = 0;
+    j.n_ranks = 0;
+    j.worker_address.len = 0;
+    j.refusal = COLL_ERR_NOMEM;
+    j.refusal_error = "job job-1 asks for a pool of 134254592 bytes; this daemon's budget is "
+                      "67108864 (pool_budget), of which jobs use 0";
+    write_msg("peer_msg", "node-join-refusal", &m.base);
+    j.refusal = 7;
+    write_msg("peer_msg", "node-join-refusal-positive", &m.base);
+    j.refusal = 0;
+    j.n_ranks = 1;
+    j.worker_address.len = sizeof(addr);
 
     n0.n_ranks = 2;
     n0.ranks = ranks0;
@@ -314,11 +340,17 @@ static void control_seed(const char *name, uint8_t text_max, uint32_t type, int3
 {
     uint8_t buf[256];
     coll_control_msg_t m = {type, status, node, lost, epoch};
-    size_t n = 1 + sizeof(m) + strlen(text);
+    uint64_t key = 0x8000000005ull;
+    size_t head = 1 + sizeof(m), n;
 
     buf[0] = text_max;
     memcpy(buf + 1, &m, sizeof(m));
-    memcpy(buf + 1 + sizeof(m), text, strlen(text));
+    if (type == COLL_CTL_BLAME_QUERY || type == COLL_CTL_BLAME) {
+        memcpy(buf + head, &key, sizeof(key));
+        head += sizeof(key);
+    }
+    memcpy(buf + head, text, strlen(text));
+    n = head + strlen(text);
     write_seed("control_msg", name, buf, n - cut);
 }
 
@@ -332,6 +364,12 @@ static void control_seeds(void)
                  "allreduce #5 timed out after 3000 ms waiting for rank 3", 0);
     control_seed("goodbye", 0, COLL_CTL_GOODBYE, 0, 3, COLL_CTL_NO_NODE, e, "", 0);
     control_seed("heartbeat", 0, COLL_CTL_HEARTBEAT, 0, 1, COLL_CTL_NO_NODE, e, "", 0);
+    control_seed("goodbye-named", 64, COLL_CTL_GOODBYE, 0, 3, COLL_CTL_NO_NODE, e,
+                 "rank 7 (pid 4242)", 0);
+    control_seed("blame-query", 0, COLL_CTL_BLAME_QUERY, 0, 2, COLL_CTL_NO_NODE, e, "", 0);
+    control_seed("blame", 200, COLL_CTL_BLAME, 0, 1, COLL_CTL_NO_NODE, e,
+                 "rank 2 (pid 4242, node 1, not submitted)", 0);
+    control_seed("blame-short-key", 200, COLL_CTL_BLAME, 0, 1, COLL_CTL_NO_NODE, e, "", 5);
     control_seed("other-epoch", 64, COLL_CTL_ABORT, COLL_ERR_PEER, 1, 2, 7, "stale", 0);
     control_seed("short", 8, COLL_CTL_ABORT, COLL_ERR_PEER, 1, 2, e, "", 4);
 }
