@@ -130,7 +130,7 @@ def alternative(best, ranked, rejected, dim):
                    best["links"][worst]["link"] != "inter")
         return layout_name(r), "%s, %s (its %s%s: %s against %s)" % (
             layout_name(r), slower_words(r, best), COMPONENTS[worst],
-            ", which cross servers," if crosses else "", fmt_time(r["time"][worst]),
+            " across servers" if crosses else "", fmt_time(r["time"][worst]),
             fmt_time(best["time"][worst]))
     misfits = [r for r in rejected if r[dim] != best[dim] and r["status"] == "no-fit"]
     if misfits:
