@@ -1,0 +1,39 @@
+/*
+ * Partial sums of squares (the per-shard half of every layer norm) and the finiteness check.
+ * Lanes and their combination: optim_isa.h and coll__optim_lanes_total().
+ */
+#include "optim.h"
+#include "optim_isa.h"
+
+/* Elements of each array per round of coll_optim_sumsq2(): a multiple of the lane count, so
+ * element i still lands in lane i mod LANES, and small enough that the pair streams together. */
+#define SUMSQ2_BLOCK 4096
+
+double coll_optim_sumsq(const float *x, size_t n)
+{
+    double acc[COLL__OPTIM_LANES] = {0};
+
+    if (n > 0) {
+        coll__optim_isa_get()->sumsq(acc, x, n);
+    }
+    return coll__optim_lanes_total(acc);
+}
+
+void coll_optim_sumsq2(const float *a, const float *b, size_t n, double out[2])
+{
+    const coll__optim_isa_t *isa = coll__optim_isa_get();
+    double acc_a[COLL__OPTIM_LANES] = {0}, acc_b[COLL__OPTIM_LANES] = {0};
+
+    for (size_t off = 0; off < n; off += SUMSQ2_BLOCK) {
+        size_t len = n - off < SUMSQ2_BLOCK ? n - off : SUMSQ2_BLOCK;
+        isa->sumsq(acc_a, a + off, len);
+        isa->sumsq(acc_b, b + off, len);
+    }
+    out[0] = coll__optim_lanes_total(acc_a);
+    out[1] = coll__optim_lanes_total(acc_b);
+}
+
+int coll_optim_all_finite(const float *x, size_t n)
+{
+    return n == 0 || !coll__optim_isa_get()->any_nonfinite(x, n);
+}
