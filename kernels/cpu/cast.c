@@ -11,6 +11,18 @@ static int format_ok(coll_cast_format_t fmt)
     return fmt == COLL_CAST_FP16 || fmt == COLL_CAST_BF16;
 }
 
+/*
+ * The smallest magnitude key the encoder rejects. At the top binade of float32 the span is scaled
+ * by 2^-113 and a 16-bit value that rounds up to 2^15 decodes to 2^128, which is infinity in
+ * float32: for magnitudes from 2^128 - 2^116 (float16: half an ulp below 2^128 at 11 significant
+ * bits) or 2^128 - 2^119 (bfloat16, 8 bits). Everything below decodes to at most 2^127 * (2 -
+ * ulp). Infinities and NaNs lie above both limits.
+ */
+static uint32_t reject_key(coll_cast_format_t fmt)
+{
+    return fmt == COLL_CAST_FP16 ? 0x7f7ff000u : 0x7f7f8000u;
+}
+
 /* 2^p for p in [-126, 127], built from its exponent bits (exact). */
 static float pow2f(int p)
 {
@@ -51,7 +63,7 @@ coll_status_t coll_cast_encode(coll_cast_format_t fmt, const float *grad, float 
         return COLL_OK;
     }
     uint32_t maxkey = isa->cast_maxkey(grad, residual, count);
-    if (maxkey >= 0x7f800000u) { /* an infinity or a NaN */
+    if (maxkey >= reject_key(fmt)) {
         return COLL_ERR_INVALID;
     }
     int32_t p = scale_exp_for(maxkey);

@@ -8,12 +8,15 @@
  * power of two so that no bit of the significand changes) chosen per span from max|x| instead of
  * from the loss. Rounding is to nearest, ties to even, as half.h (which these kernels reuse).
  *
- * Overflow: for finite input a float16 value can never be infinity. The encoder picks the scale
- * exponent p so that the largest magnitude times 2^p lies in [2^14, 2^15), a binade below float16's
- * largest (65504), and sends p with the span (compress_wire.h). bfloat16, which has float32's
- * range, gets the same rule: it costs nothing in precision (a power of two changes no significand
- * bit) and keeps values near FLT_MAX from rounding up to infinity. Non-finite input is reported
- * (COLL_ERR_INVALID), never encoded: the encoder scans the span before it writes anything.
+ * Overflow: a 16-bit value on the wire is never infinity. The encoder picks the scale exponent p
+ * so that the largest magnitude times 2^p lies in [2^14, 2^15), a binade below float16's largest
+ * (65504), and sends p with the span (compress_wire.h). bfloat16, which has float32's range, gets
+ * the same rule: it costs nothing in precision (a power of two changes no significand bit) and
+ * keeps values near FLT_MAX from rounding up to infinity. What is reported instead of encoded
+ * (COLL_ERR_INVALID, before anything is written: the encoder scans the span first): non-finite
+ * x, and the finite magnitudes so close to FLT_MAX that their 16-bit rounding decodes to 2^128,
+ * infinity in float32: |x| >= 2^128 - 2^116 (about 3.4012e38) for float16, |x| >= 2^128 - 2^119
+ * (about 3.3961e38) for bfloat16.
  *
  * Precision: decode(encode(x)) = round16(x * 2^p) * 2^-p. Relative error at most 2^-8 for
  * bfloat16 (down to 2^-140 times the span's largest magnitude, where bfloat16 subnormals start)
@@ -68,8 +71,9 @@ typedef enum {
  *                           COLL_CAST_EXP_MAX]; 0 for a span of zeros.
  * @return COLL_OK;
  *         COLL_ERR_INVALID for an unknown @p fmt, a NULL pointer (other than @p residual) with
- *         count > 0, or a non-finite x (grad[i] + residual[i] may overflow to infinity too):
- *         then nothing was written, the residual included.
+ *         count > 0, or an x that is non-finite (grad[i] + residual[i] may overflow to infinity
+ *         too) or too close to FLT_MAX (see "Overflow"): then nothing was written, the residual
+ *         included.
  * Thread-safe (no shared state). No allocation.
  */
 coll_status_t coll_cast_encode(coll_cast_format_t fmt, const float *grad, float *residual,
