@@ -1,13 +1,59 @@
 /*
  * Inner loops of the 1-bit compressor (onebit.c), compiled once per instruction set by
- * compress_<isa>.c; see compress_isa.h for the contract of each. Plain C that gcc vectorizes:
- * the sum keeps COLL__LANES partial sums in double (lane l takes elements l, l + 16, ...; the
- * tail goes to lanes 0, 1, ...), combined pairwise in a fixed order.
+ * compress_<isa>.c; see compress_isa.h for the contract of each. The sum is plain C that gcc
+ * vectorizes: COLL__LANES partial sums in double (lane l takes elements l, l + 16, ...; the tail
+ * goes to lanes 0, 1, ...), combined pairwise in a fixed order. Packing and unpacking bits is
+ * where gcc's vectorizer does badly (it transposes the stride-8 accesses with permutes, slower
+ * than scalar code), so where AVX2 is available whole bytes go through a compare and movemask
+ * (pack) or a broadcast, AND and compare (unpack), 8 lanes per byte, and the plain C loops below
+ * finish the tail; both compute the same comparisons and float operations.
  */
 #ifndef COLL_KERNELS_ONEBIT_LOOPS_H
 #define COLL_KERNELS_ONEBIT_LOOPS_H
 
 #include "compress_isa.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+
+/* Bytes 0 .. nbytes-1 of the signs (8 elements each). */
+static void onebit_pack_bytes_avx2(const float *g, float *e, size_t nbytes, float scale,
+                                   uint8_t *bits)
+{
+    const __m256 vs = _mm256_set1_ps(scale), vns = _mm256_set1_ps(-scale);
+    const __m256 zero = _mm256_setzero_ps();
+
+    for (size_t b = 0; b < nbytes; b++) {
+        __m256 x = _mm256_loadu_ps(g + 8 * b);
+        if (e != NULL) {
+            x = _mm256_add_ps(x, _mm256_loadu_ps(e + 8 * b));
+        }
+        __m256 neg = _mm256_cmp_ps(x, zero, _CMP_LT_OQ); /* false for NaN, as x < 0 */
+        bits[b] = (uint8_t)_mm256_movemask_ps(neg);      /* lane j -> bit j */
+        if (e != NULL) {
+            _mm256_storeu_ps(e + 8 * b, _mm256_sub_ps(x, _mm256_blendv_ps(vs, vns, neg)));
+        }
+    }
+}
+
+/* Elements of bytes 0 .. nbytes-1. */
+static void onebit_unpack_bytes_avx2(const uint8_t *bits, size_t nbytes, float ws,
+                                     int accumulate, float *out)
+{
+    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256 vws = _mm256_set1_ps(ws), vnws = _mm256_set1_ps(-ws);
+
+    for (size_t b = 0; b < nbytes; b++) {
+        __m256i m = _mm256_and_si256(_mm256_set1_epi32(bits[b]), lane);
+        __m256 set = _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, lane));
+        __m256 v = _mm256_blendv_ps(vws, vnws, set);
+        if (accumulate) {
+            v = _mm256_add_ps(_mm256_loadu_ps(out + 8 * b), v);
+        }
+        _mm256_storeu_ps(out + 8 * b, v);
+    }
+}
+#endif
 
 /* The term of one element: x^2, exact in double (24 + 24 significand bits), or |x|. */
 static inline double onebit_term(float x, int l1)
@@ -68,6 +114,10 @@ static inline void onebit_pack_impl(const float *g, float *e, size_t n, float sc
 {
     size_t b = 0;
 
+#if defined(__AVX2__)
+    b = n / 8;
+    onebit_pack_bytes_avx2(g, has_e ? e : NULL, b, scale, bits);
+#endif
     for (; 8 * b + 8 <= n; b++) {
         bits[b] = onebit_pack_byte(g + 8 * b, has_e ? e + 8 * b : NULL, 8, scale, has_e);
     }
@@ -92,6 +142,10 @@ static inline void onebit_unpack_impl(const uint8_t *bits, size_t n, float ws, i
     const float nws = -ws;
     size_t b = 0;
 
+#if defined(__AVX2__)
+    b = n / 8;
+    onebit_unpack_bytes_avx2(bits, b, ws, accumulate, out);
+#endif
     for (; 8 * b + 8 <= n; b++) {
         unsigned v = bits[b];
         for (unsigned j = 0; j < 8; j++) {
