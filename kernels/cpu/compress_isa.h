@@ -67,8 +67,8 @@ typedef struct {
 
     /** e[i] = g[i] + e[i] (also the error-feedback addition of lowrank.c). */
     void (*ef_add)(const float *g, float *e, size_t n);
-    /** @return The first i with coll__mag_key(bits of v[i]) >= t, or n when there is none. */
-    size_t (*topk_find)(const float *v, size_t n, uint32_t t);
+    /** @return Bit l set for each l < len (len <= 64) with coll__mag_key(bits of v[l]) >= t. */
+    uint64_t (*topk_mask)(const float *v, size_t len, uint32_t t);
 
     /* ---- lowrank_loops.h: factors are column-major, column c at + c * stride ---- */
 
@@ -97,7 +97,7 @@ typedef struct {
     {                                                                                          \
         .name = isa_name, .cast_maxkey = cast_maxkey, .cast_encode = cast_encode,              \
         .cast_decode = cast_decode, .onebit_sum = onebit_sum, .onebit_pack = onebit_pack,      \
-        .onebit_unpack = onebit_unpack, .ef_add = ef_add, .topk_find = topk_find,          \
+        .onebit_unpack = onebit_unpack, .ef_add = ef_add, .topk_mask = topk_mask,          \
         .lr_dots = lr_dots, .lr_axpy = lr_axpy, .lr_recon = lr_recon, .lr_dot = lr_dot,        \
         .lr_sub_scaled = lr_sub_scaled, .lr_div = lr_div,                                      \
     }

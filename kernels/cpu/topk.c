@@ -111,6 +111,26 @@ static void hist_level(const void *src, size_t n, unsigned lvl, uint32_t prefix,
     }
 }
 
+/*
+ * The level-0 histogram of all keys of v[0..n) into two interleaved copies (hist[0..2048) for
+ * even, hist[2048..4096) for odd elements): neighbouring elements often fall into the same bin,
+ * and two counters halve the chains of increments that wait on each other (measured 1.5x faster
+ * than one on a Zen 3 guest; four were no better).
+ */
+static void hist_top(const float *v, size_t n, uint32_t *hist)
+{
+    const unsigned shift = levels[0].shift;
+    size_t i = 0;
+
+    for (; i + 2 <= n; i += 2) {
+        hist[key_at(v, i) >> shift]++;
+        hist[MAX_BINS + (key_at(v, i + 1) >> shift)]++;
+    }
+    if (i < n) {
+        hist[key_at(v, i) >> shift]++;
+    }
+}
+
 /* Walks a level's histogram from the top bin down to the bin of the need-th largest key. */
 static void cut_level(const uint32_t *hist, unsigned lvl, cut_t *c)
 {
@@ -139,21 +159,25 @@ static void select_levels(const void *src, size_t n, unsigned first, cut_t *c)
 
 /* ---- Gathering candidates and writing the output ---- */
 
+/* The threshold test runs on blocks of this many elements, one bit mask each. */
+#define MASK_BLOCK 64
+
 /* Appends (index, bits) of the elements of v[0..n) with key >= t to the candidates, as long as
  * there is room; returns how many there are now, counting those without room. */
 static size_t gather(run_t *r, const float *v, size_t n, size_t base, uint32_t t, size_t have)
 {
-    for (size_t i = 0;; i++) {
-        i += r->isa->topk_find(v + i, n - i, t);
-        if (i >= n) {
-            return have;
+    for (size_t off = 0; off < n; off += MASK_BLOCK) {
+        size_t len = n - off < MASK_BLOCK ? n - off : MASK_BLOCK;
+        for (uint64_t m = r->isa->topk_mask(v + off, len, t); m != 0; m &= m - 1) {
+            size_t i = off + (size_t)__builtin_ctzll(m);
+            if (have < r->cap) {
+                r->cidx[have] = (uint32_t)(base + i);
+                r->cbits[have] = coll__f32_bits(v[i]);
+            }
+            have++;
         }
-        if (have < r->cap) {
-            r->cidx[have] = (uint32_t)(base + i);
-            r->cbits[have] = coll__f32_bits(v[i]);
-        }
-        have++;
     }
+    return have;
 }
 
 /* Takes element @p i (value bits @p bits) as output number @p j. */
@@ -194,17 +218,18 @@ static void emit_candidates(run_t *r, size_t nc, cut_t c)
 /* Output from a pass over all elements. */
 static void emit_all(run_t *r, cut_t c)
 {
-    const size_t n = r->a->count;
+    const size_t n = r->a->count, k = r->a->k;
     size_t out = 0, ties = c.need;
 
-    for (size_t i = 0; out < r->a->k; i++) {
-        i += r->isa->topk_find(r->v + i, n - i, c.prefix);
-        if (i >= n) {
-            break;
-        }
-        uint32_t bits = coll__f32_bits(r->v[i]);
-        if (wanted(coll__mag_key(bits), &c, &ties)) {
-            take(r, out++, i, bits);
+    for (size_t off = 0; off < n && out < k; off += MASK_BLOCK) {
+        size_t len = n - off < MASK_BLOCK ? n - off : MASK_BLOCK;
+        uint64_t m = r->isa->topk_mask(r->v + off, len, c.prefix);
+        for (; m != 0 && out < k; m &= m - 1) {
+            size_t i = off + (size_t)__builtin_ctzll(m);
+            uint32_t bits = coll__f32_bits(r->v[i]);
+            if (wanted(coll__mag_key(bits), &c, &ties)) {
+                take(r, out++, i, bits);
+            }
         }
     }
     r->info.passes++;
@@ -222,17 +247,22 @@ static void finish_candidates(run_t *r, size_t nc)
 
 /* ---- RADIX ---- */
 
-/* Pass 1 of RADIX with a residual: e += g, and the level-0 histogram, block by block. */
-static void first_pass_hist(run_t *r, uint32_t *hist0)
+/* A pass that builds the level-0 histogram of r->v, block by block, after e += g in the same
+ * block when @p add (pass 1 of RADIX with a residual). */
+static void pass_hist(run_t *r, int add, uint32_t *hist0)
 {
     const coll_topk_args_t *a = r->a;
+    uint32_t hist2[2 * MAX_BINS] = {0};
 
     for (size_t off = 0; off < a->count; off += BLOCK) {
         size_t len = a->count - off < BLOCK ? a->count - off : BLOCK;
-        if (a->residual != NULL) {
+        if (add) {
             r->isa->ef_add(a->grad + off, a->residual + off, len);
         }
-        hist_level(r->v + off, len, 0, 0, hist0);
+        hist_top(r->v + off, len, hist2);
+    }
+    for (size_t b = 0; b < MAX_BINS; b++) {
+        hist0[b] = hist2[b] + hist2[MAX_BINS + b];
     }
     r->info.passes++;
 }
@@ -259,9 +289,9 @@ static void radix_rest(run_t *r, const uint32_t *hist0)
 
 static void run_radix(run_t *r)
 {
-    uint32_t hist0[MAX_BINS] = {0};
+    uint32_t hist0[MAX_BINS];
 
-    first_pass_hist(r, hist0);
+    pass_hist(r, r->a->residual != NULL, hist0);
     radix_rest(r, hist0);
 }
 
@@ -321,7 +351,7 @@ static size_t first_pass_gather(run_t *r, uint32_t t)
 
 static void run_sampled(run_t *r, size_t s)
 {
-    uint32_t hist0[MAX_BINS] = {0};
+    uint32_t hist0[MAX_BINS];
 
     r->info.method = COLL_TOPK_SELECT_SAMPLED;
     size_t nc = first_pass_gather(r, sample_threshold(r->a, r->cidx, s));
@@ -330,8 +360,7 @@ static void run_sampled(run_t *r, size_t s)
         return;
     }
     /* The sample missed: select over r->v, which the first pass completed. */
-    hist_level(r->v, r->a->count, 0, 0, hist0);
-    r->info.passes++;
+    pass_hist(r, 0, hist0);
     radix_rest(r, hist0);
 }
 
@@ -372,6 +401,7 @@ static void run_select(run_t *r)
     size_t s = sample_size(a->count, a->k);
     int sampled = a->select == COLL_TOPK_SELECT_SAMPLED ||
                   (a->select == COLL_TOPK_SELECT_AUTO && a->k >= COLL_TOPK_SAMPLED_MIN_K &&
+                   a->k <= a->count / COLL_TOPK_SAMPLED_MAX_DIV &&
                    r->scratch_bytes >= coll_topk_scratch_bytes(a->count, a->k));
 
     /* The sample needs s keys of scratch (reused for the candidates once t is known). */

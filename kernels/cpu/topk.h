@@ -51,8 +51,11 @@ size_t coll_topk_k(size_t count, double ratio);
  */
 typedef enum {
     /**
-     * SAMPLED when it should pay (k >= COLL_TOPK_SAMPLED_MIN_K and scratch of at least
-     * coll_topk_scratch_bytes(count, k)), else RADIX. topk.c has the measurements behind it.
+     * SAMPLED when it pays: COLL_TOPK_SAMPLED_MIN_K <= k <= count / COLL_TOPK_SAMPLED_MAX_DIV
+     * and scratch of at least coll_topk_scratch_bytes(count, k); else RADIX. Measured with
+     * bench/compress-bw.c and 8K to 16M elements (topk.c has the numbers): SAMPLED is 1.1x to 2x
+     * faster in that range, as fast or slower below it (the sample is a large part of small
+     * spans) and above it (it gathers about 2k candidates where RADIX gathers about k).
      */
     COLL_TOPK_SELECT_AUTO = 0,
     /**
@@ -75,13 +78,16 @@ typedef enum {
     COLL_TOPK_SELECT_SAMPLED = 2,
 } coll_topk_select_t;
 
-/** Below this k, AUTO does not sample (the sample would be a large part of the data). */
-#define COLL_TOPK_SAMPLED_MIN_K 128
+/** Below this k, AUTO does not sample (the sample, about 16 * count / k, is 1/16 of the data). */
+#define COLL_TOPK_SAMPLED_MIN_K 256
+/** Above k = count / COLL_TOPK_SAMPLED_MAX_DIV, AUTO does not sample either. */
+#define COLL_TOPK_SAMPLED_MAX_DIV 16
 
 /**
  * @return Bytes of scratch that let either method run its fast path for (count, k): room for
- *         min(count, 4k + 64) candidates (8 bytes each) and for SAMPLED's sample (4 bytes per
- *         sampled element, about 16 * count / k of them); never more than 8 * count. Pure.
+ *         min(count, 4k + 64) candidates (8 bytes each) and, for k >= COLL_TOPK_SAMPLED_MIN_K,
+ *         SAMPLED's sample (4 bytes per sampled element, about 16 * count / k of them); never
+ *         more than 8 * count. 0 when there is nothing to select (k 0 or count). Pure.
  */
 size_t coll_topk_scratch_bytes(size_t count, size_t k);
 
@@ -114,7 +120,7 @@ typedef struct {
  * @brief Select the k largest |g + e|, write them out, update the residual (topk.h's step).
  *
  * Memory traffic per element, with a residual: SAMPLED's fast path reads g and e and writes e
- * once (plus the sample); RADIX reads e once more. Stack: about 12 KiB of histograms.
+ * once (plus the sample); RADIX reads e once more. Stack: about 32 KiB of histograms.
  * k == count sends every element (residual becomes 0); k == 0 sends nothing (residual becomes v).
  *
  * @param [in] args The compression; args->info, when set, is filled on success.
