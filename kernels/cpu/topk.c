@@ -428,7 +428,9 @@ coll_status_t coll_topk_compress(const coll_topk_args_t *args)
     r.cap = r.scratch_bytes / (2 * sizeof(uint32_t));
     r.cbits = r.cidx != NULL ? r.cidx + r.cap : NULL;
 
-    if (args->k == args->count) {
+    if (args->count == 0) {
+        r.info.passes = 0; /* nothing to read, and no pointer to pass to memcpy */
+    } else if (args->k == args->count) {
         take_all(&r);
     } else if (args->k == 0) {
         if (args->residual != NULL) {

@@ -101,7 +101,7 @@ static coll_topk_info_t check_case(const float *g, const float *e0, size_t n, si
                      e[i], v[i]);
         }
     }
-    assert_true(info.passes >= 1 && info.passes <= 5);
+    assert_true((n == 0 || info.passes >= 1) && info.passes <= 5);
     free(v), free(e), free(val), free(idx), free(want), free(scratch);
     return info;
 }
