@@ -10,19 +10,18 @@
  *
  * Overflow: a 16-bit value on the wire is never infinity. The encoder picks the scale exponent p
  * so that the largest magnitude times 2^p lies in [2^14, 2^15), a binade below float16's largest
- * (65504), and sends p with the span (compress_wire.h). bfloat16, which has float32's range, gets
- * the same rule: it costs nothing in precision (a power of two changes no significand bit) and
- * keeps values near FLT_MAX from rounding up to infinity. What is reported instead of encoded
+ * (65504), and sends p with the span (compress_wire.h). bfloat16 has float32's range and needs no
+ * scale; it gets the same rule so that both formats share one layout and one code path (a power
+ * of two changes no significand bit, so it costs no precision). Reported instead of encoded
  * (COLL_ERR_INVALID, before anything is written: the encoder scans the span first): non-finite
- * x, and the finite magnitudes so close to FLT_MAX that their 16-bit rounding decodes to 2^128,
- * infinity in float32: |x| >= 2^128 - 2^116 (about 3.4012e38) for float16, |x| >= 2^128 - 2^119
- * (about 3.3961e38) for bfloat16.
+ * x, and finite magnitudes so close to FLT_MAX that their 16-bit rounding is 2^128, infinity in
+ * float32, whatever the scale: |x| >= 2^128 - 2^116 (about 3.4020e38) for float16,
+ * |x| >= 2^128 - 2^119 (about 3.3961e38) for bfloat16.
  *
  * Precision: decode(encode(x)) = round16(x * 2^p) * 2^-p. Relative error at most 2^-8 for
- * bfloat16 (down to 2^-140 times the span's largest magnitude, where bfloat16 subnormals start)
- * and 2^-11 for float16 down to 2^-28 times the largest;
- * below that float16 subnormals keep fewer bits, and magnitudes below 2^-39 times the largest
- * become 0. The residual keeps what was lost.
+ * bfloat16, down to 2^-140 times the span's largest magnitude (where bfloat16 subnormals start),
+ * and 2^-11 for float16 down to 2^-28 times the largest; below that float16 subnormals keep fewer
+ * bits, and magnitudes below 2^-39 times the largest become 0. The residual keeps what was lost.
  *
  * Error feedback (compress.h): x = g + e in float32; the span sent is round16(x * 2^p); the
  * residual becomes e' = x - decode(sent), one float32 subtraction per element. Without a
