@@ -6,6 +6,9 @@
  */
 #include <stdatomic.h>
 #include <string.h>
+#if defined(COLL_COMPRESS_X86)
+#include <cpuid.h>
+#endif
 
 #include "compress.h"
 #include "compress_isa.h"
@@ -21,11 +24,17 @@ static int scalar_supported(void)
 }
 
 #if defined(COLL_COMPRESS_X86)
-/* __builtin_cpu_supports() also checks that the OS saves the YMM (and ZMM, mask) state. */
+/* __builtin_cpu_supports() also checks that the OS saves the YMM (and ZMM, mask) state. F16C
+ * comes from CPUID: clang's __builtin_cpu_supports() does not know "f16c". */
 static int avx2_supported(void)
 {
+    unsigned eax, ebx, ecx, edx;
+
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+        return 0;
+    }
+    return (ecx & bit_F16C) != 0;
 }
 
 static int avx512_supported(void)
