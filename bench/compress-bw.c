@@ -2,14 +2,16 @@
  * compress-bw: single-core throughput of the gradient compression kernels (kernels/cpu/compress.h)
  * on every instruction set this CPU has, next to a memcpy measured in the same run.
  *
- *   compress-bw [-s MiB,MiB,...] [-r reps] [-i isa] [-p]
+ *   compress-bw [-s MiB,MiB,...] [-r reps] [-i isa] [-p] [-t]
  *
  * Per size (MiB of float32 gradient): the 16-bit casts with error feedback and their float32
  * accumulate, 1-bit encode with error feedback and accumulate, TopK with error feedback at ratios
  * 0.01 and 0.001 by radix select, by sampled threshold and as AUTO chooses (with the passes over
  * the data each took), and TopK's sparse accumulate. Then PowerSGD rank 2 on 1024 x 1024 and
  * 4096 x 1024 matrices: each product, the orthonormalization and a whole step, ours next to
- * OpenBLAS cblas_sgemm on one thread (when built with it). -p runs only PowerSGD.
+ * OpenBLAS cblas_sgemm on one thread (when built with it). -p runs only PowerSGD. -t runs only
+ * the TopK crossover behind COLL_TOPK_SELECT_AUTO: radix against sampled from 2K to 1M elements
+ * at ratios 0.1 to 0.001 (best of many runs from the same residual, microseconds).
  *
  * Reported: GB/s of input = count * 4 bytes of float32 gradient / median time (1 GB = 1e9 B),
  * whatever the kernel reads and writes besides; memcpy's payload rate (size / time) for scale.
@@ -246,6 +248,55 @@ static void bench_size(size_t mib, int reps_arg, const char *only_isa)
     free(b.scratch);
 }
 
+/* ---- TopK crossover (-t) ---- */
+
+/* Best time in seconds of @p reps compressions of b (n elements) with @p sel, each from the
+ * same residual (b->acc, copied into b->e untimed), so that both methods see the same input. */
+static double topk_best(bufs_t *b, size_t k, coll_topk_select_t sel, int reps)
+{
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        memcpy(b->e, b->acc, b->n * 4);
+        coll_topk_args_t a = {.grad = b->g, .residual = b->e, .count = b->n, .k = k,
+                              .select = sel, .scratch = b->scratch,
+                              .scratch_bytes = b->scratch_bytes, .indices = b->idx,
+                              .values = b->val, .info = &b->info};
+        double t0 = now();
+        coll_topk_compress(&a);
+        double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static void bench_topk_crossover(int reps_arg)
+{
+    static const size_t counts[] = {2048, 8192, 16384, 65536, 262144, 1048576};
+    static const double ratios[] = {0.1, 0.03, 0.01, 0.001};
+    const size_t nmax = counts[LEN(counts) - 1];
+    bufs_t b = {.g = xalloc(nmax * 4), .e = xalloc(nmax * 4), .acc = xalloc(nmax * 4),
+                .val = xalloc(nmax * 4), .idx = xalloc(nmax * 4), .scratch = xalloc(8 * nmax)};
+
+    printf("| count   | ratio |      k | radix us | sampled us | radix/sampled | auto    |\n");
+    printf("|---------|-------|--------|----------|------------|---------------|---------|\n");
+    for (size_t c = 0; c < LEN(counts); c++) {
+        for (size_t r = 0; r < LEN(ratios); r++) {
+            b.n = counts[c];
+            const size_t k = coll_topk_k(b.n, ratios[r]);
+            const int reps = reps_arg > 0 ? reps_arg : (int)(3e7 / (double)b.n) + 5;
+            b.scratch_bytes = coll_topk_scratch_bytes(b.n, k);
+            fill(b.g, b.n, 1e-3, c * 10 + r);
+            fill(b.acc, b.n, 1e-4, c * 10 + r + 5);
+            double tr = topk_best(&b, k, COLL_TOPK_SELECT_RADIX, reps);
+            double ts = topk_best(&b, k, COLL_TOPK_SELECT_SAMPLED, reps);
+            topk_best(&b, k, COLL_TOPK_SELECT_AUTO, 1);
+            printf("| %7zu | %5.3f | %6zu | %8.1f | %10.1f | %13.2f | %-7s |\n", b.n, ratios[r], k,
+                   tr * 1e6, ts * 1e6, tr / ts, select_names[b.info.method]);
+        }
+    }
+    free(b.g), free(b.e), free(b.acc), free(b.val), free(b.idx), free(b.scratch);
+}
+
 /* ---- PowerSGD ---- */
 
 typedef struct {
@@ -369,10 +420,10 @@ static void bench_lowrank_all(int reps_arg, const char *only_isa)
 int main(int argc, char **argv)
 {
     size_t sizes[MAX_SIZES] = {1, 16, 64};
-    int nsizes = 3, reps = 0, opt, only_lowrank = 0;
+    int nsizes = 3, reps = 0, opt, only_lowrank = 0, only_topk = 0;
     const char *only_isa = NULL;
 
-    while ((opt = getopt(argc, argv, "s:r:i:ph")) != -1) {
+    while ((opt = getopt(argc, argv, "s:r:i:pth")) != -1) {
         if (opt == 's') {
             nsizes = 0;
             for (char *t = strtok(optarg, ","); t && nsizes < MAX_SIZES; t = strtok(NULL, ",")) {
@@ -384,14 +435,24 @@ int main(int argc, char **argv)
             only_isa = optarg;
         } else if (opt == 'p') {
             only_lowrank = 1;
+        } else if (opt == 't') {
+            only_topk = 1;
         } else {
-            fprintf(stderr, "usage: %s [-s MiB,MiB,...] [-r reps] [-i avx512|avx2|scalar] [-p]\n",
+            fprintf(stderr, "usage: %s [-s MiB,...] [-r reps] [-i avx512|avx2|scalar] [-p] [-t]\n",
                     argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
-    printf("compress-bw: default isa %s; GB/s = float32 input bytes / median time, 1 GB = 1e9 B\n\n",
+    if (only_isa != NULL && coll_compress_force_isa(only_isa) != 0) {
+        fprintf(stderr, "compress-bw: instruction set %s not available\n", only_isa);
+        return 2;
+    }
+    printf("compress-bw: isa %s; GB/s = float32 input bytes / median time, 1 GB = 1e9 B\n\n",
            coll_compress_isa());
+    if (only_topk) {
+        bench_topk_crossover(reps);
+        return 0;
+    }
     if (!only_lowrank) {
         printf("| kernel                   | isa    |  MiB |    GB/s |       ms | note\n");
         printf("|--------------------------|--------|------|---------|----------|-----\n");

@@ -39,7 +39,7 @@
 
 /**
  * @return k = max(1, ceil(ratio * count)), at most count; 0 for count 0. The product is taken in
- *         double less a relative 2^-40, so that a ratio like 0.07 (0.070000000000000007 in binary)
+ *         double less a relative 2^-40, so that a ratio like 0.07 (0.0700000000000000067 as a double)
  *         gives 7 of 100 rather than 8; ratio <= 0 or NaN gives 1 (for count > 0), ratio >= 1
  *         gives count. Pure: every rank computes the same k.
  */
@@ -53,15 +53,15 @@ typedef enum {
     /**
      * SAMPLED when it pays: COLL_TOPK_SAMPLED_MIN_K <= k <= count / COLL_TOPK_SAMPLED_MAX_DIV
      * and scratch of at least coll_topk_scratch_bytes(count, k); else RADIX. Measured with
-     * bench/compress-bw.c and 8K to 16M elements (topk.c has the numbers): SAMPLED is 1.1x to 2x
-     * faster in that range, as fast or slower below it (the sample is a large part of small
-     * spans) and above it (it gathers about 2k candidates where RADIX gathers about k).
+     * bench/compress-bw.c (-t) from 2K to 16M elements (topk.c has the numbers): SAMPLED is
+     * 1.1x to 2x faster in that range, as fast or slower below it (the sample is a large part
+     * of small spans) and above it (it gathers about 2k candidates where RADIX gathers about k).
      */
     COLL_TOPK_SELECT_AUTO = 0,
     /**
      * Radix select on the bits of |v|, 11 + 10 + 10 bits. Pass 1 adds the residual and builds the
      * histogram of the top 11 bits; pass 2 gathers the elements at or above the bin that holds
-     * the k-th largest into the scratch, where the last two levels and the output run. When they
+     * the k-th largest into the scratch, where the select and the output run on them. When they
      * do not fit (many equal magnitudes), passes 2 and 3 build the other two histograms over all
      * elements and pass 4 writes the output: never more than 4 passes.
      */
