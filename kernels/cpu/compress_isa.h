@@ -7,9 +7,12 @@
  * lowrank_loops.h. compress_scalar.c, compress_avx2.c and compress_avx512.c each include them and
  * are compiled with their own flags (kernels/CMakeLists.txt): the scalar file with the
  * vectorizer off, the others with -mavx2 -mf16c or -mavx512{f,bw,vl,dq}, so that gcc vectorizes
- * the same source for each. Only the float16 conversions use intrinsics (F16C), which round like
- * half.h. Nothing in the per-set files runs before compress.c has checked the CPU: they hold the
- * loops and a constant table, and the CPU checks live in compress.c (compiled for the baseline).
+ * the same source for each. Intrinsics only where gcc's vectorizer fails or cannot know the
+ * instruction: float16 conversions (F16C, which round like half.h), packing and unpacking sign
+ * bits and building TopK's threshold masks (AVX2 compare + movemask); each has the plain C loop
+ * next to it as the scalar reference and for tails. Nothing in the per-set files runs before
+ * compress.c has checked the CPU: they hold the loops and a constant table, and the CPU checks
+ * live in compress.c (compiled for the baseline).
  *
  * Identical results on every set follow from the source: no -ffast-math, no contraction into
  * fused multiply-adds (-ffp-contract=off), and every sum over many elements is written with
