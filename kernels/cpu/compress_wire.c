@@ -1,0 +1,110 @@
+/*
+ * Message layout of the compressors (compress_wire.h): sizes, header encoding and the
+ * receiver's checks. Sizes of received messages are checked by division, never by computing
+ * 16 + size * count, which could wrap for a hostile count.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cast.h"
+#include "compress_wire.h"
+#include "half.h"
+#include "lowrank.h"
+#include "onebit.h"
+#include "topk.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "compress_wire.h: the kernels write host order, which must be little-endian");
+
+size_t coll_cast_wire_bytes(size_t count)
+{
+    return COLL_WIRE_HDR_BYTES + 2 * count;
+}
+
+size_t coll_topk_wire_bytes(size_t k)
+{
+    return COLL_WIRE_HDR_BYTES + 8 * k;
+}
+
+size_t coll_topk_wire_values_offset(size_t k)
+{
+    return COLL_WIRE_HDR_BYTES + 4 * k;
+}
+
+size_t coll_onebit_wire_bytes(size_t count)
+{
+    return COLL_WIRE_HDR_BYTES + coll_onebit_sign_bytes(count);
+}
+
+size_t coll_lowrank_wire_bytes(size_t len, unsigned rank)
+{
+    return COLL_WIRE_HDR_BYTES + sizeof(float) * len * rank;
+}
+
+void coll_wire_hdr_write(void *buf, const coll_wire_hdr_t *hdr)
+{
+    uint8_t *b = buf;
+    uint16_t flags = 0;
+
+    b[0] = (uint8_t)hdr->method;
+    b[1] = COLL_WIRE_VERSION;
+    memcpy(b + 2, &flags, sizeof(flags));
+    memcpy(b + 4, &hdr->param, sizeof(hdr->param));
+    memcpy(b + 8, &hdr->count, sizeof(hdr->count));
+}
+
+/* Whether @p payload bytes are exactly @p n elements of @p esize bytes (no overflow). */
+static int payload_is(uint64_t payload, uint64_t n, uint64_t esize)
+{
+    return payload % esize == 0 && payload / esize == n;
+}
+
+/* The method-specific checks of a header whose payload has @p payload bytes. */
+static int method_ok(const coll_wire_hdr_t *h, uint64_t payload)
+{
+    int32_t exp;
+
+    switch (h->method) {
+    case COLL_WIRE_FP16:
+    case COLL_WIRE_BF16:
+        memcpy(&exp, &h->param, sizeof(exp));
+        return exp >= COLL_CAST_EXP_MIN && exp <= COLL_CAST_EXP_MAX &&
+               payload_is(payload, h->count, 2);
+    case COLL_WIRE_TOPK:
+        return h->count <= COLL_TOPK_MAX_COUNT && h->param <= h->count &&
+               payload_is(payload, h->param, 8);
+    case COLL_WIRE_ONEBIT: {
+        float scale = coll__f32_from_bits(h->param);
+        return isfinite(scale) && !signbit(scale) &&
+               payload == h->count / 8 + (h->count % 8 != 0);
+    }
+    case COLL_WIRE_LOWRANK_P:
+    case COLL_WIRE_LOWRANK_Q:
+        return h->param >= 1 && h->param <= COLL_LOWRANK_MAX_RANK &&
+               payload_is(payload, h->count, 4 * (uint64_t)h->param);
+    default: return 0;
+    }
+}
+
+coll_status_t coll_wire_hdr_read(const void *buf, size_t bytes, coll_wire_hdr_t *hdr)
+{
+    const uint8_t *b = buf;
+    coll_wire_hdr_t h;
+    uint16_t flags;
+
+    if (bytes < COLL_WIRE_HDR_BYTES) {
+        return COLL_ERR_PROTOCOL;
+    }
+    if (b[1] != COLL_WIRE_VERSION) {
+        return COLL_ERR_VERSION;
+    }
+    memcpy(&flags, b + 2, sizeof(flags));
+    h.method = (coll_wire_method_t)b[0];
+    memcpy(&h.param, b + 4, sizeof(h.param));
+    memcpy(&h.count, b + 8, sizeof(h.count));
+    if (flags != 0 || !method_ok(&h, (uint64_t)(bytes - COLL_WIRE_HDR_BYTES))) {
+        return COLL_ERR_PROTOCOL;
+    }
+    *hdr = h;
+    return COLL_OK;
+}

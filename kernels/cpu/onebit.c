@@ -1,0 +1,63 @@
+/*
+ * 1-bit compression (onebit.h): the scale rule and argument checks; the loops are in
+ * onebit_loops.h, per instruction set.
+ */
+#include <math.h>
+
+#include "compress_isa.h"
+#include "onebit.h"
+
+size_t coll_onebit_sign_bytes(size_t count)
+{
+    return count / 8 + (count % 8 != 0);
+}
+
+coll_status_t coll_onebit_encode(coll_onebit_scale_t rule, const float *grad, float *residual,
+                                 size_t count, uint8_t *signs, float *scale)
+{
+    const coll__compress_isa_t *isa = coll__compress_loops();
+    const int l1 = rule == COLL_ONEBIT_SCALE_L1;
+
+    if ((rule != COLL_ONEBIT_SCALE_L2 && !l1) || scale == NULL ||
+        (count > 0 && (grad == NULL || signs == NULL))) {
+        return COLL_ERR_INVALID;
+    }
+    if (count == 0) {
+        *scale = 0.0f;
+        return COLL_OK;
+    }
+    /* Squares of float32 values cannot overflow a double sum (n * 2^256 << 2^1024), so the sum
+     * is non-finite exactly when some x is. */
+    double sum = isa->onebit_sum(grad, residual, count, l1);
+    if (!isfinite(sum)) {
+        return COLL_ERR_INVALID;
+    }
+    float s = (float)(l1 ? sum / (double)count : sqrt(sum / (double)count));
+    isa->onebit_pack(grad, residual, count, s, signs);
+    *scale = s;
+    return COLL_OK;
+}
+
+coll_status_t coll_onebit_decode(const uint8_t *signs, size_t count, float scale, float weight,
+                                 float *out)
+{
+    if (count > 0 && (signs == NULL || out == NULL)) {
+        return COLL_ERR_INVALID;
+    }
+    if (count > 0) {
+        coll__compress_loops()->onebit_unpack(signs, count, scale * weight, 0, out);
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll_onebit_accumulate(const uint8_t *signs, size_t count, float scale,
+                                     float weight, float *acc)
+{
+    if (count > 0 && (signs == NULL || acc == NULL)) {
+        return COLL_ERR_INVALID;
+    }
+    if (count > 0) {
+        coll__compress_loops()->onebit_unpack(signs, count, scale * weight, 1, acc);
+    }
+    return COLL_OK;
+}
