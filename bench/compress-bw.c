@@ -26,11 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cast.h"
-#include "compress.h"
-#include "lowrank.h"
-#include "onebit.h"
-#include "topk.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/compress.h"
+#include "kernels/cpu/lowrank.h"
+#include "kernels/cpu/onebit.h"
+#include "kernels/cpu/topk.h"
 
 #if defined(COLL_BENCH_CBLAS)
 #include <cblas.h>

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "optim.h"
+#include "kernels/cpu/optim.h"
 
 #define MAX_SIZES 16
 

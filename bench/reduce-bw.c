@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "reduce.h"
+#include "kernels/cpu/reduce.h"
 
 #define MAX_SIZES 16
 #define MAX_NSRC 5

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bucket_plan.h"
+#include "client/bucket_plan.h"
 
 /* The open bucket of one datatype during the walk. */
 typedef struct {

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /** What the layout needs of a parameter. */
 typedef struct {

@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 /* What one call asks for, before it becomes a Submit. */
 typedef struct {

@@ -9,8 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "timeline.h"
+#include "client/internal.h"
+#include "client/timeline.h"
 
 static coll_status_t hello(coll_comm_t *c, int timeout_ms)
 {
@@ -114,6 +114,7 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     c->local_size = p->local_size;
     c->next_id = 1;
     c->owner = pthread_self();
+    c->link = &coll__request_link_ops;
     return c;
 }
 

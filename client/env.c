@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "size.h"
+#include "client/internal.h"
+#include "common/size.h"
 
 #define COLL_DEFAULT_SOCKET "/run/collectived/collectived.sock"
 

@@ -8,10 +8,10 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "collective.h"
-#include "ctl.h"
-#include "frame.h"
-#include "wire.h"
+#include <collective.h>
+#include "proto/ctl.h"
+#include "proto/frame.h"
+#include "proto/wire.h"
 
 /** The library's bound of the join wait when the job asks for no timeout (the daemon's default). */
 #define COLL_DEFAULT_JOIN_MS 60000
@@ -59,6 +59,20 @@ uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)
 /** @return CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t coll__now_ns(void);
 
+/** What the daemon link (io.c) hands up to the requests (request.c), which register it: the
+ *  link never calls the request layer by name. Every entry is called with the lock held. */
+typedef struct {
+    /** Handle one decoded DaemonMsg. */
+    void (*dispatch)(coll_comm_t *c, const coll_daemon_msg_t *m);
+    /** Take the completions the daemon wrote into the control block's ring; how many. */
+    int (*drain)(coll_comm_t *c);
+    /** Fail every pending request with @p status (the link broke). */
+    void (*fail_all)(coll_comm_t *c, coll_status_t status);
+} coll__link_ops_t;
+
+/** The request layer's entries for the link (request.c). */
+extern const coll__link_ops_t coll__request_link_ops;
+
 /** One allocation of this rank in the pool (client-side bookkeeping for coll_mem_free()). */
 typedef struct {
     uint64_t offset;
@@ -67,6 +81,7 @@ typedef struct {
 
 struct coll_comm {
     pthread_mutex_t lock;
+    const coll__link_ops_t *link; /* coll__request_link_ops */
     pthread_cond_t cond;      /* a reader finished a round */
     int reading;              /* a thread is reading the socket without the lock */
     int fd;

@@ -16,18 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 /* Longest sleep on the control block before the socket is checked for a dead daemon. */
 #define COLL_CTL_POLL_MS 100
-
-void coll__set_error(coll_comm_t *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
-    va_end(ap);
-}
 
 /* One attempt: the connected fd, or -errno. */
 static int connect_once(const struct sockaddr_un *sa)
@@ -187,7 +179,7 @@ static void process_frames(coll_comm_t *c)
             c->broken = st;
             return;
         }
-        coll__dispatch(c, m);
+        c->link->dispatch(c, m);
         coll__wire__daemon_msg__free_unpacked(m, NULL);
     }
     if (st == COLL_ERR_PROTOCOL) {
@@ -252,7 +244,7 @@ static void wait_ctl(coll_comm_t *c, int timeout_ms)
     uint32_t seen = atomic_load(&c->ctl->events);
     int slice = timeout_ms < 0 || timeout_ms > COLL_CTL_POLL_MS ? COLL_CTL_POLL_MS : timeout_ms;
 
-    if (coll__ctl_drain(c) > 0) {
+    if (c->link->drain(c) > 0) {
         return;
     }
     if (frames_pending(c)) {
@@ -262,7 +254,7 @@ static void wait_ctl(coll_comm_t *c, int timeout_ms)
     pthread_mutex_unlock(&c->lock);
     coll_ctl_wait(c->ctl, seen, slice);
     pthread_mutex_lock(&c->lock);
-    if (coll__ctl_drain(c) == 0 && (frames_pending(c) || atomic_load(&c->ctl->events) == seen)) {
+    if (c->link->drain(c) == 0 && (frames_pending(c) || atomic_load(&c->ctl->events) == seen)) {
         wait_socket(c, 0);
     }
 }
@@ -282,7 +274,7 @@ static void wait_round(coll_comm_t *c, int timeout_ms)
     }
     c->reading = 0;
     if (c->broken != COLL_OK) {
-        coll__req_fail_all(c, c->broken);
+        c->link->fail_all(c, c->broken);
     }
     pthread_cond_broadcast(&c->cond);
 }

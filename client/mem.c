@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "client/internal.h"
 
 /* An allocation answer is local work for the daemon; this only bounds a daemon that hangs. */
 #define COLL_ALLOC_TIMEOUT_MS 30000

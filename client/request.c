@@ -7,8 +7,8 @@
 #include <time.h>
 #include <string.h>
 
-#include "internal.h"
-#include "timeline.h"
+#include "client/internal.h"
+#include "client/timeline.h"
 
 static void unlink_req(coll_request_t *r)
 {
@@ -280,29 +280,6 @@ const char *coll_req_algo(const coll_request_t *r)
     return r->algo;
 }
 
-uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)
-{
-    uint32_t phase = 0, next = 0;
-
-    for (uint32_t i = 0; i < r->nsteps; i++) {
-        uint64_t rec = r->steps[i];
-        steps[i].phase = coll_ctl_step_phase(rec);
-        steps[i].first = steps[i].phase == phase ? next : 0;
-        steps[i].last = coll_ctl_step_last(rec);
-        steps[i].end_ns = r->timing.ready_ns + (uint64_t)coll_ctl_step_end_us(rec) * 1000;
-        phase = steps[i].phase;
-        next = steps[i].last + 1;
-    }
-    return r->nsteps;
-}
-
-uint64_t coll__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* What the daemon reported for a done request: its phase times and/or its steps. */
 static coll_status_t read_done(const coll_request_t *r, coll_req_timing_t *timing,
                                coll_req_step_t *steps, uint32_t *nsteps)
@@ -333,3 +310,9 @@ coll_status_t coll_req_steps(const coll_request_t *r, coll_req_step_t *steps, ui
 {
     return read_done(r, NULL, steps, nsteps);
 }
+
+const coll__link_ops_t coll__request_link_ops = {
+    .dispatch = coll__dispatch,
+    .drain = coll__ctl_drain,
+    .fail_all = coll__req_fail_all,
+};

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "timeline.h"
+#include "client/internal.h"
+#include "client/timeline.h"
 
 #define TL_BUF_BYTES (64 * 1024)       /* bound of the buffered events */
 #define TL_EVENT_MAX 1024              /* bound of one formatted event */

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 typedef struct coll_timeline coll_timeline_t;
 

@@ -32,7 +32,7 @@
 
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /** Most milestones of a STEP decay. */
 #define COLL_SCHEDULE_MAX_MILESTONES 16

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "daemon.h"
-#include "log.h"
 
 int main(int argc, char **argv)
 {

@@ -1,6 +1,6 @@
-#include "ctl.h"
+#include "proto/ctl.h"
 
-#include "collective.h"
+#include <collective.h>
 
 #include <limits.h>
 #include <linux/futex.h>

@@ -1,4 +1,4 @@
-#include "frame.h"
+#include "proto/frame.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 #include <protobuf-c/protobuf-c.h>
 
 /** Wire protocol version carried in every envelope (2: completions carry algorithm steps;

@@ -1,7 +1,7 @@
-#include "wire.h"
+#include "proto/wire.h"
 
-#include "frame.h"
-#include "ctl.h"
+#include "proto/frame.h"
+#include "proto/ctl.h"
 
 #include <stdarg.h>
 #include <stdio.h>

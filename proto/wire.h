@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
-#include "collective.pb-c.h"
-#include "ctl.h"
+#include <collective.h>
+#include "proto/collective.pb-c.h"
+#include "proto/ctl.h"
 
 /** Longest job id in bytes. */
 #define COLL_JOB_ID_MAX 128u

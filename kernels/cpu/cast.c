@@ -2,9 +2,9 @@
  * The 16-bit wire cast (cast.h): the choice of the span's exponent and argument checks; the
  * loops are in cast_loops.h, per instruction set.
  */
-#include "cast.h"
-#include "compress_isa.h"
-#include "half.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/half.h"
 
 static int format_ok(coll_cast_format_t fmt)
 {

@@ -8,8 +8,8 @@
 #ifndef COLL_KERNELS_CAST_LOOPS_H
 #define COLL_KERNELS_CAST_LOOPS_H
 
-#include "compress_isa.h"
-#include "half.h"
+#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/half.h"
 
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>

@@ -10,8 +10,8 @@
 #include <cpuid.h>
 #endif
 
-#include "compress.h"
-#include "compress_isa.h"
+#include "kernels/cpu/compress.h"
+#include "kernels/cpu/compress_isa.h"
 
 typedef struct {
     const coll__compress_isa_t *loops;

@@ -6,12 +6,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "cast.h"
-#include "compress_wire.h"
-#include "half.h"
-#include "lowrank.h"
-#include "onebit.h"
-#include "topk.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/compress_wire.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/lowrank.h"
+#include "kernels/cpu/onebit.h"
+#include "kernels/cpu/topk.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "compress_wire.h: the kernels write host order, which must be little-endian");

@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /** Bytes of every header; the payload starts here. */
 #define COLL_WIRE_HDR_BYTES 16

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "compress_isa.h"
-#include "lowrank.h"
+#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/lowrank.h"
 
 /* Q = M^T P updates the tile of Q for a range of columns with every row of M; tiles of at most
  * this many bytes of Q (all r columns) stay in L2 while M streams through. */

@@ -52,7 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /** Largest rank the kernels accept (PowerSGD uses 1 to 32 in practice). */
 #define COLL_LOWRANK_MAX_RANK 64

@@ -8,7 +8,7 @@
 #ifndef COLL_KERNELS_LOWRANK_LOOPS_H
 #define COLL_KERNELS_LOWRANK_LOOPS_H
 
-#include "compress_isa.h"
+#include "kernels/cpu/compress_isa.h"
 
 /* Columns of approximation lr_recon computes at a time without an output row (on the stack). */
 #define LR_RECON_BLOCK 256

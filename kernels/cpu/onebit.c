@@ -4,8 +4,8 @@
  */
 #include <math.h>
 
-#include "compress_isa.h"
-#include "onebit.h"
+#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/onebit.h"
 
 size_t coll_onebit_sign_bytes(size_t count)
 {

@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /** How the scale of a span is computed. */
 typedef enum {

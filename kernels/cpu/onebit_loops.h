@@ -11,7 +11,7 @@
 #ifndef COLL_KERNELS_ONEBIT_LOOPS_H
 #define COLL_KERNELS_ONEBIT_LOOPS_H
 
-#include "compress_isa.h"
+#include "kernels/cpu/compress_isa.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /* ---- Per-step and per-layer inputs ------------------------------------------------------ */
 

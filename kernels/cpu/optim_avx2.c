@@ -22,7 +22,7 @@ static int avx2_supported(void)
 #define OPTIM_ISA_NAME "avx2"
 #define OPTIM_ISA_SUPPORTED avx2_supported
 #define OPTIM_ISA_VBYTES 32 /* vectors of the sums of squares */
-#include "optim_body.h"
+#include "kernels/cpu/optim_body.h"
 
 #if defined(__clang__)
 #pragma clang attribute pop

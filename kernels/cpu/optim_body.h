@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "optim_isa.h"
+#include "kernels/cpu/optim_isa.h"
 
 #define OB_INLINE static inline __attribute__((always_inline))
 

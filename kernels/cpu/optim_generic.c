@@ -12,4 +12,4 @@ static int generic_supported(void)
 #define OPTIM_ISA_NAME "generic"
 #define OPTIM_ISA_SUPPORTED generic_supported
 #define OPTIM_ISA_VBYTES 16 /* vectors of the sums of squares */
-#include "optim_body.h"
+#include "kernels/cpu/optim_body.h"

@@ -5,8 +5,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "optim.h"
-#include "optim_isa.h"
+#include "kernels/cpu/optim.h"
+#include "kernels/cpu/optim_isa.h"
 
 /* Widest first: the first supported one is the default. AVX2 is compiled on x86-64 only. */
 static const coll__optim_isa_t *const optim_isas[] = {

@@ -5,8 +5,8 @@
  */
 #include <math.h>
 
-#include "optim.h"
-#include "optim_isa.h"
+#include "kernels/cpu/optim.h"
+#include "kernels/cpu/optim_isa.h"
 
 void coll_optim_lamb_params_init(coll_optim_lamb_params_t *p)
 {

@@ -4,8 +4,8 @@
  */
 #include <math.h>
 
-#include "optim.h"
-#include "optim_isa.h"
+#include "kernels/cpu/optim.h"
+#include "kernels/cpu/optim_isa.h"
 
 void coll_optim_lars_params_init(coll_optim_lars_params_t *p)
 {

@@ -2,8 +2,8 @@
  * Partial sums of squares (the per-shard half of every layer norm) and the finiteness check.
  * Lanes and their combination: optim_isa.h and coll__optim_lanes_total().
  */
-#include "optim.h"
-#include "optim_isa.h"
+#include "kernels/cpu/optim.h"
+#include "kernels/cpu/optim_isa.h"
 
 /* Elements of each array per round of coll_optim_sumsq2(): a multiple of the lane count, so
  * element i still lands in lane i mod LANES, and small enough that the pair streams together. */

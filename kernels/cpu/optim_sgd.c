@@ -4,8 +4,8 @@
  */
 #include <math.h>
 
-#include "optim.h"
-#include "optim_isa.h"
+#include "kernels/cpu/optim.h"
+#include "kernels/cpu/optim_isa.h"
 
 coll_status_t coll_optim_sgd_params_check(const coll_optim_sgd_params_t *p)
 {

@@ -7,9 +7,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "half.h"
-#include "reduce.h"
-#include "reduce_isa.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/reduce_isa.h"
 
 /* Widest first: the first supported one is the default. CMake compiles the x86 kernels (and
  * defines COLL_REDUCE_X86) on x86-64 only. */

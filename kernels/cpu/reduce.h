@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /** Most sources one call combines. */
 #define COLL_REDUCE_MAX_SRCS 64

@@ -13,7 +13,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-#include "reduce_isa.h"
+#include "kernels/cpu/reduce_isa.h"
 
 /* Helpers are inlined into their callers, which all carry the same target. */
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,f16c")))

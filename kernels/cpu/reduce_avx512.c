@@ -13,7 +13,7 @@
 
 #include <immintrin.h>
 
-#include "reduce_isa.h"
+#include "kernels/cpu/reduce_isa.h"
 
 #define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw")))
 #define AVX512_FN static __attribute__((noinline, target("avx512f,avx512bw")))

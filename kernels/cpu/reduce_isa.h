@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /**
  * Bytes of accumulator per block: the destination itself for float32, float64 and integers, a

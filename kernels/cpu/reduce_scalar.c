@@ -11,8 +11,8 @@
  */
 #include <string.h>
 
-#include "half.h"
-#include "reduce_isa.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/reduce_isa.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define NOINLINE __attribute__((noinline))

@@ -26,9 +26,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "compress_isa.h"
-#include "half.h"
-#include "topk.h"
+#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/topk.h"
 
 #define NLEVELS 3
 static const struct {

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 /** Most elements one call selects from: indices are uint32. */
 #define COLL_TOPK_MAX_COUNT UINT32_MAX

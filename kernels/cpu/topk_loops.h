@@ -8,8 +8,8 @@
 #ifndef COLL_KERNELS_TOPK_LOOPS_H
 #define COLL_KERNELS_TOPK_LOOPS_H
 
-#include "compress_isa.h"
-#include "half.h"
+#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/half.h"
 
 static void ef_add(const float *g, float *e, size_t n)
 {

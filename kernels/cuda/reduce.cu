@@ -1,4 +1,4 @@
-#include "reduce_cuda.h"
+#include "kernels/cuda/reduce_cuda.h"
 
 #include <cuda_runtime.h>
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collective.h"
+#include <collective.h>
 
 #ifdef __cplusplus
 extern "C" {

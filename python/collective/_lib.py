@@ -95,7 +95,7 @@ _buf = ctypes.c_void_p
 _size = ctypes.c_size_t
 _op_params = ctypes.POINTER(OpParams)
 
-# name: (restype, argtypes). The signatures of client/include/collective.h.
+# name: (restype, argtypes). The signatures of include/collective.h.
 _PROTOTYPES = {
     "coll_strerror": (ctypes.c_char_p, [_status]),
     "coll_err_name": (ctypes.c_char_p, [_status]),

@@ -1,7 +1,7 @@
 /* Shared by every harness: failure reports and the re-validation of accepted envelopes. */
 #include "fuzz.h"
 #include "fuzz_wire.h"
-#include "frame.h"
+#include "proto/frame.h"
 
 static FILE *report;
 

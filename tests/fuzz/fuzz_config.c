@@ -19,8 +19,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 /* From the sanitizers' runtime; absent in the plain replay build (standalone.c). */
 extern void __sanitizer_set_report_fd(void *fd) __attribute__((weak));

@@ -18,11 +18,11 @@
  */
 #include "fuzz.h"
 
-#include "ctl.h"
-#include "job.h"
-#include "pool.h"
-#include "submit.h"
-#include "wire.h"
+#include "proto/ctl.h"
+#include "core/job.h"
+#include "core/pool.h"
+#include "engine/submit.h"
+#include "proto/wire.h"
 
 #define POOL_BYTES (1u << 20)
 #define NALLOCS 4

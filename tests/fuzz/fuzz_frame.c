@@ -14,7 +14,7 @@
  */
 #include "fuzz.h"
 
-#include "frame.h"
+#include "proto/frame.h"
 
 static uint32_t le32(const uint8_t *p)
 {

@@ -14,7 +14,7 @@
  */
 #include "fuzz.h"
 
-#include "http.h"
+#include "base/http.h"
 
 static void check_path(const coll_http_request_t *r)
 {

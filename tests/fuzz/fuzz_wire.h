@@ -6,8 +6,8 @@
 #ifndef COLL_FUZZ_WIRE_H
 #define COLL_FUZZ_WIRE_H
 
-#include "collective.h"
-#include "wire.h"
+#include <collective.h>
+#include "proto/wire.h"
 
 /** A decoder under test, with its message type erased. */
 typedef coll_status_t (*fuzz_decode_t)(const uint8_t *buf, size_t len, ProtobufCMessage **msg_p,

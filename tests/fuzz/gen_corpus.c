@@ -13,11 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "control.h"
-#include "ctl.h"
-#include "frame.h"
-#include "pool.h"
-#include "wire.h"
+#include "proto/jobmsg.h"
+#include "proto/ctl.h"
+#include "proto/frame.h"
+#include "core/pool.h"
+#include "proto/wire.h"
 
 /* Longer than the status server's COLL_HTTP_URL_MAX (1024). */
 #define LONG_URL 1100
@@ -339,13 +339,13 @@ static void control_seed(const char *name, uint8_t text_max, uint32_t type, int3
                          size_t cut)
 {
     uint8_t buf[256];
-    coll_control_msg_t m = {type, status, node, lost, epoch};
+    coll_jobmsg_t m = {type, status, node, lost, epoch};
     uint64_t key = 0x8000000005ull;
     size_t head = 1 + sizeof(m), n;
 
     buf[0] = text_max;
     memcpy(buf + 1, &m, sizeof(m));
-    if (type == COLL_CTL_BLAME_QUERY || type == COLL_CTL_BLAME) {
+    if (type == COLL_JOBMSG_BLAME_QUERY || type == COLL_JOBMSG_BLAME) {
         memcpy(buf + head, &key, sizeof(key));
         head += sizeof(key);
     }
@@ -358,20 +358,20 @@ static void control_seeds(void)
 {
     const uint64_t e = 0x1122334455667788ull;
 
-    control_seed("abort-peer", 200, COLL_CTL_ABORT, COLL_ERR_PEER, 2, 1, e,
+    control_seed("abort-peer", 200, COLL_JOBMSG_ABORT, COLL_ERR_PEER, 2, 1, e,
                  "node 1 (host, ranks from 1): no heartbeat for 1501 ms", 0);
-    control_seed("abort-nolost", 16, COLL_CTL_ABORT, COLL_ERR_TIMEDOUT, 0, COLL_CTL_NO_NODE, e,
+    control_seed("abort-nolost", 16, COLL_JOBMSG_ABORT, COLL_ERR_TIMEDOUT, 0, COLL_JOBMSG_NO_NODE, e,
                  "allreduce #5 timed out after 3000 ms waiting for rank 3", 0);
-    control_seed("goodbye", 0, COLL_CTL_GOODBYE, 0, 3, COLL_CTL_NO_NODE, e, "", 0);
-    control_seed("heartbeat", 0, COLL_CTL_HEARTBEAT, 0, 1, COLL_CTL_NO_NODE, e, "", 0);
-    control_seed("goodbye-named", 64, COLL_CTL_GOODBYE, 0, 3, COLL_CTL_NO_NODE, e,
+    control_seed("goodbye", 0, COLL_JOBMSG_GOODBYE, 0, 3, COLL_JOBMSG_NO_NODE, e, "", 0);
+    control_seed("heartbeat", 0, COLL_JOBMSG_HEARTBEAT, 0, 1, COLL_JOBMSG_NO_NODE, e, "", 0);
+    control_seed("goodbye-named", 64, COLL_JOBMSG_GOODBYE, 0, 3, COLL_JOBMSG_NO_NODE, e,
                  "rank 7 (pid 4242)", 0);
-    control_seed("blame-query", 0, COLL_CTL_BLAME_QUERY, 0, 2, COLL_CTL_NO_NODE, e, "", 0);
-    control_seed("blame", 200, COLL_CTL_BLAME, 0, 1, COLL_CTL_NO_NODE, e,
+    control_seed("blame-query", 0, COLL_JOBMSG_BLAME_QUERY, 0, 2, COLL_JOBMSG_NO_NODE, e, "", 0);
+    control_seed("blame", 200, COLL_JOBMSG_BLAME, 0, 1, COLL_JOBMSG_NO_NODE, e,
                  "rank 2 (pid 4242, node 1, not submitted)", 0);
-    control_seed("blame-short-key", 200, COLL_CTL_BLAME, 0, 1, COLL_CTL_NO_NODE, e, "", 5);
-    control_seed("other-epoch", 64, COLL_CTL_ABORT, COLL_ERR_PEER, 1, 2, 7, "stale", 0);
-    control_seed("short", 8, COLL_CTL_ABORT, COLL_ERR_PEER, 1, 2, e, "", 4);
+    control_seed("blame-short-key", 200, COLL_JOBMSG_BLAME, 0, 1, COLL_JOBMSG_NO_NODE, e, "", 5);
+    control_seed("other-epoch", 64, COLL_JOBMSG_ABORT, COLL_ERR_PEER, 1, 2, 7, "stale", 0);
+    control_seed("short", 8, COLL_JOBMSG_ABORT, COLL_ERR_PEER, 1, 2, e, "", 4);
 }
 
 static size_t put_frame(uint8_t *at, const uint8_t *payload, uint32_t len)

@@ -14,14 +14,15 @@
  * Mismatch mode (--mismatch-rank R): rank R submits a different count for the same operation
  * (with --mismatch-layout: the same count but another tensor layout fingerprint,
  * coll_op_params_t.layout). Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS,
- * with both counts (both layouts) in the message of coll_comm_last_error(), its output (and input) untouched, and a next operation
- * must fail as well (the job is failed) instead of hanging.
+ * with both counts (both layouts) in the message of coll_comm_last_error(), its output (and
+ * input) untouched, and a next operation must fail as well (the job is failed) instead of hanging.
  *
  * Exit status: 0 when everything checked out, 1 on a failed check (with a message naming rank,
  * count, index, got and expected), 2 on a usage error.
  */
 #include <collective.h>
 
+#include "allreduce_check.h"
 #include "check_common.h"
 
 #include <errno.h>
@@ -33,32 +34,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define MAX_COUNTS 32
-#define MAX_WINDOW 16
-#define TOKEN_MAX 32
-/* Bytes checked on each side of a buffer; a multiple of 64 keeps buffers aligned. */
-#define GUARD_BYTES 256
-/* Out-of-place outputs are filled with this before each operation (a NaN pattern). */
-#define SENTINEL_BYTE 0xff
-#define MISMATCH_DEADLINE_MS 10000
-
-typedef enum { PLACE_OUT, PLACE_IN, PLACE_MIXED } place_t;
-
-typedef struct {
-    char tokens[MAX_COUNTS][TOKEN_MAX];
-    int ncounts;
-    coll_redop_t op;
-    int iters;
-    int window; /* operations in flight at once */
-    int keyed;  /* explicit keys, submitted in a rank-dependent order */
-    place_t place;
-    int mismatch_rank; /* -1: correctness mode */
-    int mismatch_layout; /* mismatch mode: the layout differs, not the count */
-    int late_rank;     /* -1: none */
-    int late_ms;       /* how long late_rank waits before submitting in mismatch mode */
-    int timeout_ms;
-} opts_t;
 
 typedef struct {
     coll_comm_t *comm;
@@ -593,97 +568,6 @@ static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
     bufs_free(c, &b);
 }
 
-/* ---- options ------------------------------------------------------------------------------ */
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: allreduce_check [--counts LIST] [--op sum|avg] [--iters K] [--window W]\n"
-            "                       [--keyed]\n"
-            "                       [--inplace|--outofplace|--mixed] [--mismatch-rank R\n"
-            "                       [--mismatch-layout]]\n"
-            "                       [--late-rank K [--late-ms D]] [--timeout-ms T]\n"
-            "Run as every rank of a collective-launch job; checks coll_allreduce_async().\n"
-            "  --counts LIST   comma-separated element counts (default 0,1,N-1,N+1,1000003):\n"
-            "                  an integer with optional suffix Ki or Mi (2^10, 2^20), or N, N-k,\n"
-            "                  N+k where N is the number of nodes (world size / local size)\n"
-            "  --op OP         sum (default) or avg\n"
-            "  --iters K       rounds per count, each with other data (default 2)\n"
-            "  --window W      operations in flight per round, 1..16 (default 1)\n"
-            "  --keyed         give operations explicit keys and let each rank submit the\n"
-            "                  round's operations in another order\n"
-            "  --inplace       sendbuf == recvbuf; --outofplace (default) separate buffers;\n"
-            "                  --mixed: even ranks in place, odd ranks out of place\n"
-            "  --mismatch-rank R  rank R submits another count than the others for the first\n"
-            "                  count of LIST; every rank must get COLL_ERR_MISMATCH\n"
-            "  --mismatch-layout  rank R submits the same count but another tensor layout\n"
-            "                  fingerprint (coll_op_params_t.layout) than the others\n"
-            "  --late-rank K   in mismatch mode, rank K submits --late-ms later than the others\n"
-            "  --late-ms D     that delay in milliseconds (default 500)\n"
-            "  --timeout-ms T  bound on each wait (default 120000)\n");
-}
-
-static int split_counts(opts_t *o, const char *list)
-{
-    char buf[MAX_COUNTS * TOKEN_MAX];
-    char *save = NULL;
-    snprintf(buf, sizeof(buf), "%s", list);
-    o->ncounts = 0;
-    for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-        if (o->ncounts == MAX_COUNTS || strlen(t) >= TOKEN_MAX) {
-            return -1;
-        }
-        snprintf(o->tokens[o->ncounts++], TOKEN_MAX, "%s", t);
-    }
-    return o->ncounts > 0 ? 0 : -1;
-}
-
-static void parse_opts(int argc, char **argv, opts_t *o)
-{
-    static const struct option longopts[] = {
-        {"counts", required_argument, NULL, 'c'},   {"op", required_argument, NULL, 'o'},
-        {"iters", required_argument, NULL, 'i'},    {"inplace", no_argument, NULL, 'I'},
-        {"outofplace", no_argument, NULL, 'O'},     {"mixed", no_argument, NULL, 'M'},
-        {"mismatch-rank", required_argument, NULL, 'm'},
-        {"mismatch-layout", no_argument, NULL, 'Y'},
-        {"window", required_argument, NULL, 'w'},   {"keyed", no_argument, NULL, 'k'},
-        {"late-rank", required_argument, NULL, 'l'}, {"late-ms", required_argument, NULL, 'L'},
-        {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    long v;
-    int ch, bad = 0;
-
-    *o = (opts_t){.op = COLL_SUM, .iters = 2, .place = PLACE_OUT, .mismatch_rank = -1, .window = 1,
-                  .late_rank = -1, .late_ms = 500, .timeout_ms = 120000};
-    split_counts(o, "0,1,N-1,N+1,1000003");
-    while (!bad && (ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (ch) {
-        case 'c': bad = split_counts(o, optarg) < 0; break;
-        case 'o':
-            bad = strcmp(optarg, "sum") != 0 && strcmp(optarg, "avg") != 0;
-            o->op = strcmp(optarg, "avg") == 0 ? COLL_AVG : COLL_SUM;
-            break;
-        case 'i': bad = check_parse_int(optarg, 1, 1000, &v) < 0; o->iters = (int)v; break;
-        case 'I': o->place = PLACE_IN; break;
-        case 'O': o->place = PLACE_OUT; break;
-        case 'M': o->place = PLACE_MIXED; break;
-        case 'm': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_rank = (int)v; break;
-        case 'Y': o->mismatch_layout = 1; break;
-        case 'w': bad = check_parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
-        case 'k': o->keyed = 1; break;
-        case 'l': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;
-        case 'L': bad = check_parse_int(optarg, 0, 60000, &v) < 0; o->late_ms = (int)v; break;
-        case 't': bad = check_parse_int(optarg, 1, 3600000, &v) < 0; o->timeout_ms = (int)v; break;
-        case 'h': usage(stdout); exit(0);
-        default: bad = 1;
-        }
-    }
-    if (bad || optind != argc) {
-        usage(stderr);
-        exit(2);
-    }
-}
-
 /* ---- main --------------------------------------------------------------------------------- */
 
 /* Pool per node: the largest count's buffers of every local rank, with guards and slack. */
@@ -700,7 +584,7 @@ static void resolve_all(const opts_t *o, int nodes, size_t *counts)
         long long v = check_parse_count(o->tokens[k], nodes);
         if (v < 0) {
             fprintf(stderr, "allreduce_check: bad count '%s' (nodes=%d)\n", o->tokens[k], nodes);
-            usage(stderr);
+            allreduce_check_usage(stderr);
             exit(2);
         }
         counts[k] = (size_t)v;
@@ -734,7 +618,7 @@ int main(int argc, char **argv)
     size_t counts[MAX_COUNTS], max_count = 0;
     coll_status_t st;
 
-    parse_opts(argc, argv, &o);
+    allreduce_check_parse_opts(argc, argv, &o);
     env_sizes(&c.world, &c.local_size);
     c.nodes = c.world / c.local_size;
     resolve_all(&o, c.nodes, counts);

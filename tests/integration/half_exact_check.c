@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
+#include "kernels/cpu/half.h"
 
 static uint64_t mix(uint64_t x)
 {

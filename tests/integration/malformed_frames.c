@@ -18,8 +18,8 @@
  */
 #include <collective.h>
 
-#include "collective.pb-c.h"
-#include "frame.h"
+#include "proto/collective.pb-c.h"
+#include "proto/frame.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -4,7 +4,7 @@ clear error), errors as exceptions (connection refused, bad parameters), datatyp
 checks, and the DDP hook's signature as DDP checks it.
 
 Also: the ctypes declarations (structs, parameter counts) match collective.h.
-Usage: test_local.py --lib build/client/libcollective.so --header client/include/collective.h
+Usage: test_local.py --lib build/client/libcollective.so --header include/collective.h
 Exit status: 0 all passed, 1 a failure, 77 (skip) when numpy is missing.
 """
 
@@ -84,7 +84,7 @@ def c_declarations(path):
 
 
 class Declarations(unittest.TestCase):
-    """The ctypes declarations of collective._lib match client/include/collective.h."""
+    """The ctypes declarations of collective._lib match include/collective.h."""
 
     def test_structs(self):
         from collective import _lib
@@ -203,7 +203,7 @@ def main():
     global LIB, HEADER
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lib", required=True, help="libcollective.so of the build")
-    p.add_argument("--header", required=True, help="client/include/collective.h")
+    p.add_argument("--header", required=True, help="include/collective.h")
     args = p.parse_args()
     LIB, HEADER = os.path.abspath(args.lib), args.header
     return common.run_tests(__name__)

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "compress.h"
+#include "kernels/cpu/compress.h"
 
 /* ---- PRNG (xorshift64*), reseeded per test for reproducible cases ---- */
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
+#include "kernels/cpu/optim.h"
 
 static const char *const ref_optim_isas[] = {"avx2", "generic"};
 #define REF_OPTIM_NISAS 2

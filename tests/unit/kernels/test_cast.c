@@ -8,8 +8,8 @@
  */
 #include "compress_ref.h"
 
-#include "cast.h"
-#include "half.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/half.h"
 
 static const coll_cast_format_t formats[] = {COLL_CAST_FP16, COLL_CAST_BF16};
 static const size_t counts[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000, 4099};

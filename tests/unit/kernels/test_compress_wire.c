@@ -7,11 +7,11 @@
  */
 #include "compress_ref.h"
 
-#include "cast.h"
-#include "compress_wire.h"
-#include "lowrank.h"
-#include "onebit.h"
-#include "topk.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/compress_wire.h"
+#include "kernels/cpu/lowrank.h"
+#include "kernels/cpu/onebit.h"
+#include "kernels/cpu/topk.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 

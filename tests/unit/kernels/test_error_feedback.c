@@ -9,10 +9,10 @@
  */
 #include "compress_ref.h"
 
-#include "cast.h"
-#include "lowrank.h"
-#include "onebit.h"
-#include "topk.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/lowrank.h"
+#include "kernels/cpu/onebit.h"
+#include "kernels/cpu/topk.h"
 
 #define STEPS 1000
 #define COUNT 1003 /* not a multiple of 8 or 16 */

@@ -9,7 +9,7 @@
  */
 #include "compress_ref.h"
 
-#include "lowrank.h"
+#include "kernels/cpu/lowrank.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define U32 0x1p-24 /* float32 unit roundoff */

@@ -7,7 +7,7 @@
  */
 #include "compress_ref.h"
 
-#include "onebit.h"
+#include "kernels/cpu/onebit.h"
 
 static const size_t counts[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 1000, 1003, 4097};
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -9,7 +9,7 @@
  */
 #include "compress_ref.h"
 
-#include "topk.h"
+#include "kernels/cpu/topk.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -1,0 +1,603 @@
+#include "base/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/log.h"
+#include "base/stream.h"
+#include "common/size.h"
+
+typedef enum { CFG_STRING, CFG_SIZE, CFG_UINT, CFG_LOGLEVEL } cfg_type_t;
+
+typedef struct {
+    const char *name;
+    cfg_type_t type;
+    const char *def;
+    size_t offset;
+    const char *doc;
+    const char *alias_env; /**< a second variable read after COLLD_<NAME>, or NULL */
+} cfg_key_t;
+
+#define KEY(n, t, d, doc) {#n, t, d, offsetof(coll_config_t, n), doc, NULL}
+#define KEY_ALIAS(n, t, d, doc, alias) {#n, t, d, offsetof(coll_config_t, n), doc, alias}
+
+static const cfg_key_t keys[] = {
+    KEY(socket, CFG_STRING, "/run/collectived/collectived.sock",
+        "Unix socket where trainers connect"),
+    KEY(listen, CFG_STRING, "0.0.0.0:29510",
+        "host:port of the control listener for peer daemons (port 0: any free port)"),
+    KEY(addr_file, CFG_STRING, "",
+        "file to write the bound control address to once ready (for launchers and tests)"),
+    KEY(pool_size, CFG_SIZE, "256M", "shared pool of a job on this node when the job asks for none"),
+    KEY(pool_max, CFG_SIZE, "16G", "largest pool one job may ask for"),
+    KEY(segment_size, CFG_SIZE, "256K", "ring pipeline segment in bytes"),
+    KEY(pipeline_depth, CFG_UINT, "4", "segments in flight per operation (1..64)"),
+    KEY(timeout_ms, CFG_UINT, "60000",
+        "bound of every wait of a job in ms: rendezvous, each operation; a node whose heartbeats "
+        "stop for half of it is declared lost (a job's ranks may ask for another with "
+        "COLL_TIMEOUT_MS)"),
+    KEY(rd_max_bytes, CFG_SIZE, "64K",
+        "allreduces up to this size use recursive doubling, larger ones the ring (0: always ring)"),
+    KEY(kernel_threads, CFG_UINT, "2",
+        "threads that split large single-node reductions (0: the loop thread does them)"),
+    KEY(loop_stall_ms, CFG_UINT, "1000",
+        "a callback that holds the event loop longer than this (ms) is logged with what it was "
+        "doing and counted (collectived_loop_stalls_total); 10..60000"),
+    KEY(ucx_error_mode, CFG_STRING, "auto",
+        "UCX endpoint error handling: none (allows shared-memory transports), peer, or auto "
+        "(peer to daemons on other hosts, none on this one)"),
+    KEY_ALIAS(log_level, CFG_LOGLEVEL, "info", "error, warn, info, debug or trace",
+              "COLL_LOG_LEVEL"),
+    KEY_ALIAS(log_subsys, CFG_STRING, "all",
+              "subsystems logged at debug/trace: core,session,job,rdv,ucx,engine,pool,status or all",
+              "COLL_LOG_SUBSYS"),
+    KEY(status_socket, CFG_STRING, "status.sock",
+        "Unix socket of the status server (GET /status, /metrics); a relative path is taken "
+        "from the client socket's directory; none: off"),
+    KEY(status_listen, CFG_STRING, "",
+        "host:port where the status server also listens on TCP, e.g. for Prometheus (\"\": off)"),
+    KEY(socket_group, CFG_STRING, "collective",
+        "group (name or gid) that owns the client and status sockets (mode 0660); \"\" keeps "
+        "the daemon's; the default is skipped when no such group exists"),
+    KEY(busbw_min_bytes, CFG_SIZE, "1M",
+        "operations of at least this many bytes update the last-large-operation busbw metric"),
+    KEY(pool_budget, CFG_SIZE, "0",
+        "bytes all jobs' pools on this node may use together; a job that would exceed it is "
+        "refused (0: half of the machine's memory)"),
+    KEY(peer_secret_file, CFG_STRING, "",
+        "file (mode 0600, >= 16 bytes) with the secret every daemon of the cluster shares; "
+        "daemons then authenticate each other before a rendezvous (\"\": off)"),
+    KEY(require_job_token, CFG_UINT, "0",
+        "1: a rank must present a job token (COLL_JOB_TOKEN) to join; 0: tokens are optional "
+        "(a job that has one still refuses ranks without it)"),
+};
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+_Static_assert(NKEYS <= COLL_CONFIG_MAX_KEYS, "raise COLL_CONFIG_MAX_KEYS");
+
+static const char *const source_names[] = {"default", "file", "env", "flag"};
+
+/** Where each value came from, in words, for --print-config and messages. */
+typedef char origin_t[NKEYS][320];
+
+/* Store @p text into the field of @p key; on error print key, value, origin and reason. */
+static int set_value(coll_config_t *cfg, const cfg_key_t *key, const char *text, const char *from)
+{
+    void *field = (char *)cfg + key->offset;
+    uint64_t v;
+    char *end;
+
+    switch (key->type) {
+    case CFG_STRING:
+    case CFG_LOGLEVEL:
+        if (key->type == CFG_LOGLEVEL && coll_log_level_parse(text) < 0) {
+            fprintf(stderr, "collectived: %s=%s (%s): unknown log level; use error, warn, info, "
+                            "debug or trace\n", key->name, text, from);
+            return -1;
+        }
+        free(*(char **)field);
+        *(char **)field = strdup(text);
+        return *(char **)field == NULL ? -1 : 0;
+    case CFG_SIZE:
+        if (coll_parse_size(text, &v) < 0) {
+            fprintf(stderr, "collectived: %s=%s (%s): not a size; use bytes or K, M, G, T\n",
+                    key->name, text, from);
+            return -1;
+        }
+        *(uint64_t *)field = v;
+        return 0;
+    case CFG_UINT:
+        errno = 0;
+        v = strtoull(text, &end, 10);
+        if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
+            fprintf(stderr, "collectived: %s=%s (%s): not a non-negative integer\n", key->name,
+                    text, from);
+            return -1;
+        }
+        *(uint64_t *)field = v;
+        return 0;
+    }
+    return -1;
+}
+
+static const cfg_key_t *key_find(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strcmp(keys[i].name, name) == 0) {
+            return &keys[i];
+        }
+    }
+    return NULL;
+}
+
+static void env_name(const cfg_key_t *key, char *buf, size_t len)
+{
+    snprintf(buf, len, "COLLD_%s", key->name);
+    for (char *p = buf; *p; p++) {
+        *p = (char)toupper((unsigned char)*p);
+    }
+}
+
+static void flag_name(const cfg_key_t *key, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", key->name);
+    for (char *p = buf; *p; p++) {
+        *p = *p == '_' ? '-' : *p;
+    }
+}
+
+static void usage(FILE *out)
+{
+    char flag[64], env[64];
+    fprintf(out,
+            "usage: collectived [options]\n"
+            "Collective-communication daemon: one per node. Trainers connect on a Unix socket;\n"
+            "daemons of a job find each other through the job's root daemon and run\n"
+            "Ring-AllReduce over UCX.\n\n"
+            "Each option is also a key of the configuration file (key = value) and an\n"
+            "environment variable COLLD_<NAME>; precedence: flag > environment > file > default.\n"
+            "\noptions:\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        flag_name(&keys[i], flag, sizeof(flag));
+        env_name(&keys[i], env, sizeof(env));
+        fprintf(out, "  --%-16s %s\n  %-18s [default \"%s\", env %s%s%s]\n", flag, keys[i].doc,
+                "", keys[i].def, env, keys[i].alias_env ? " or " : "",
+                keys[i].alias_env ? keys[i].alias_env : "");
+    }
+    fprintf(out, "  --config PATH      configuration file (env COLLD_CONFIG; default %s;\n"
+                 "                     none: no file)\n"
+                 "  --print-config     print the effective configuration and exit\n"
+                 "  --help             this text\n\n"
+                 "example: collectived --socket /tmp/n0.sock --listen 127.0.0.1:0 "
+                 "--addr-file /tmp/n0.addr\n", COLL_CONFIG_DEFAULT_FILE);
+}
+
+static void print_config(const coll_config_t *cfg, origin_t origin)
+{
+    printf("# configuration file: %s\n", cfg->config_file[0] ? cfg->config_file : "none");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const void *field = (const char *)cfg + keys[i].offset;
+        if (keys[i].type == CFG_SIZE || keys[i].type == CFG_UINT) {
+            printf("%s = %llu  # %s\n", keys[i].name,
+                   (unsigned long long)*(const uint64_t *)field, origin[i]);
+        } else {
+            printf("%s = %s  # %s\n", keys[i].name, *(char *const *)field, origin[i]);
+        }
+    }
+}
+
+static int load_defaults(coll_config_t *cfg, origin_t origin)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        cfg->source[i] = COLL_CFG_DEFAULT;
+        snprintf(origin[i], sizeof(origin[i]), "%s", source_names[COLL_CFG_DEFAULT]);
+        if (set_value(cfg, &keys[i], keys[i].def, "default") < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* COLLD_<NAME> first, then the key's alias (COLL_LOG_LEVEL, COLL_LOG_SUBSYS). */
+static int load_env(coll_config_t *cfg, origin_t origin)
+{
+    char env[64];
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *name = env, *v;
+        env_name(&keys[i], env, sizeof(env));
+        v = getenv(env);
+        if (v == NULL && keys[i].alias_env != NULL) {
+            name = keys[i].alias_env;
+            v = getenv(name);
+        }
+        if (v == NULL) {
+            continue;
+        }
+        if (set_value(cfg, &keys[i], v, name) < 0) {
+            return -1;
+        }
+        cfg->source[i] = COLL_CFG_ENV;
+        snprintf(origin[i], sizeof(origin[i]), "%s%s%s", source_names[COLL_CFG_ENV],
+                 name == env ? "" : " ", name == env ? "" : name);
+    }
+    return 0;
+}
+
+/* ---- the configuration file ---- */
+
+typedef struct {
+    coll_config_t *cfg;
+    char (*origin)[320];
+    const char *path;
+    FILE *f;
+    int line;          /* number of the line being parsed */
+    int at_line_start; /* the next chunk read starts a new line */
+    int too_long;      /* a line did not fit inih's buffer */
+    int failed;        /* an error was printed */
+} file_ctx_t;
+
+/* fgets for inih that counts lines, so messages can name them. */
+static char *file_reader(char *str, int num, void *stream)
+{
+    file_ctx_t *c = stream;
+    size_t n;
+
+    if (fgets(str, num, c->f) == NULL) {
+        return NULL;
+    }
+    c->line += c->at_line_start;
+    n = strlen(str);
+    c->at_line_start = n > 0 && str[n - 1] == '\n';
+    if (!c->at_line_start && n + 1 == (size_t)num && !feof(c->f)) {
+        c->too_long = 1;
+        return NULL;
+    }
+    return str;
+}
+
+static int file_handler(void *user, const char *section, const char *name, const char *value)
+{
+    file_ctx_t *c = user;
+    const cfg_key_t *key = key_find(name);
+    char from[300];
+
+    snprintf(from, sizeof(from), "%s:%d", c->path, c->line);
+    if (section[0] != '\0' && strcmp(section, "collectived") != 0) {
+        coll_warn(COLL_SUB_CORE, "%s: unknown section [%s] (key %s ignored); keys go at the top "
+                  "or under [collectived]", from, section, name);
+        return 1;
+    }
+    if (key == NULL) {
+        coll_warn(COLL_SUB_CORE, "%s: unknown key '%s' ignored (see collectived --help)", from,
+                  name);
+        return 1;
+    }
+    if (set_value(c->cfg, key, value, from) < 0) {
+        c->failed = 1;
+        return 0;
+    }
+    c->cfg->source[key - keys] = COLL_CFG_FILE;
+    snprintf(c->origin[key - keys], sizeof(c->origin[0]), "%s %s", source_names[COLL_CFG_FILE],
+             from);
+    return 1;
+}
+
+/* Read @p path; a missing file is an error only when it was asked for (@p required). */
+static int load_file(coll_config_t *cfg, origin_t origin, const char *path, int required)
+{
+    file_ctx_t c = {cfg, origin, path, NULL, 0, 1, 0, 0};
+    int rc;
+
+    c.f = fopen(path, "r");
+    if (c.f == NULL) {
+        if (errno == ENOENT && !required) {
+            return 0;
+        }
+        fprintf(stderr, "collectived: configuration file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    rc = ini_parse_stream(file_reader, &c, file_handler, &c);
+    fclose(c.f);
+    if (c.too_long) {
+        fprintf(stderr, "collectived: %s:%d: line too long\n", path, c.line);
+        return -1;
+    }
+    if (rc != 0 && !c.failed) {
+        fprintf(stderr, "collectived: %s:%d: syntax error; expected 'key = value', "
+                        "'[collectived]' or a comment (# or ;)\n", path, rc);
+    }
+    if (rc != 0 || c.failed) {
+        return -1;
+    }
+    free(cfg->config_file);
+    cfg->config_file = strdup(path);
+    return cfg->config_file != NULL ? 0 : -1;
+}
+
+/* --config PATH or --config=PATH, found before the other flags are parsed: the file is a lower
+ * layer than every flag. The last one given counts. */
+static const char *config_flag(int argc, char **argv)
+{
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            break;
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            path = argv[++i];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            path = argv[i] + 9;
+        }
+    }
+    return path;
+}
+
+static int load_config_file(coll_config_t *cfg, origin_t origin, int argc, char **argv)
+{
+    const char *path = config_flag(argc, argv);
+    int required = 1;
+
+    if (path == NULL) {
+        path = getenv("COLLD_CONFIG");
+    }
+    if (path == NULL) {
+        path = COLL_CONFIG_DEFAULT_FILE;
+        required = 0;
+    }
+    if (path[0] == '\0' || strcmp(path, "none") == 0) {
+        return 0;
+    }
+    return load_file(cfg, origin, path, required);
+}
+
+/* ---- checks after every layer ---- */
+
+/* A relative status socket lives beside the client socket (several daemons on one host then
+ * get one each without further configuration). */
+static int resolve_status_socket(coll_config_t *cfg)
+{
+    const char *slash = strrchr(cfg->socket, '/');
+    char *path;
+
+    if (strcmp(cfg->status_socket, "none") == 0) {
+        cfg->status_socket[0] = '\0';
+        return 0;
+    }
+    if (cfg->status_socket[0] == '\0' || cfg->status_socket[0] == '/' || slash == NULL) {
+        return 0;
+    }
+    if (asprintf(&path, "%.*s/%s", (int)(slash - cfg->socket), cfg->socket,
+                 cfg->status_socket) < 0) {
+        return -1;
+    }
+    free(cfg->status_socket);
+    cfg->status_socket = path;
+    return 0;
+}
+
+/* Whether @p text is a numeric host:port (IPv4, or IPv6 in brackets): no name resolution. */
+static int numeric_hostport(const char *text)
+{
+    char host[64];
+    int port;
+    struct sockaddr_in6 sa;
+
+    return coll_parse_hostport(text, host, sizeof(host), &port) == 0 &&
+           (uv_ip4_addr(host, port, (struct sockaddr_in *)&sa) == 0 ||
+            uv_ip6_addr(host, port, &sa) == 0);
+}
+
+/* A value that failed a check: "collectived: KEY=VALUE (ORIGIN): REASON" on stderr. */
+static int refuse(const coll_config_t *cfg, const origin_t origin, const char *name,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int refuse(const coll_config_t *cfg, const origin_t origin, const char *name,
+                  const char *fmt, ...)
+{
+    const cfg_key_t *key = key_find(name);
+    const void *field = (const char *)cfg + key->offset;
+    va_list ap;
+
+    if (key->type == CFG_SIZE || key->type == CFG_UINT) {
+        fprintf(stderr, "collectived: %s=%llu (%s): ", name,
+                (unsigned long long)*(const uint64_t *)field, origin[key - keys]);
+    } else {
+        fprintf(stderr, "collectived: %s=%s (%s): ", name, *(char *const *)field,
+                origin[key - keys]);
+    }
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return -1;
+}
+
+static int check_addresses(const coll_config_t *cfg, const origin_t origin)
+{
+    if (cfg->socket[0] == '\0' || strlen(cfg->socket) >= 108) {
+        return refuse(cfg, origin, "socket", "must be 1..107 bytes");
+    }
+    if (strlen(cfg->status_socket) >= 108 || strcmp(cfg->status_socket, cfg->socket) == 0) {
+        return refuse(cfg, origin, "status_socket", "must be at most 107 bytes and differ from "
+                      "socket");
+    }
+    if (!numeric_hostport(cfg->listen)) {
+        return refuse(cfg, origin, "listen", "not a numeric host:port (e.g. 0.0.0.0:29510 or "
+                      "[::]:29510)");
+    }
+    if (cfg->status_listen[0] != '\0' && !numeric_hostport(cfg->status_listen)) {
+        return refuse(cfg, origin, "status_listen", "not a numeric host:port (e.g. "
+                      "127.0.0.1:9464 or [::]:9464)");
+    }
+    return 0;
+}
+
+int coll_config_group(const char *name, unsigned *gid_p)
+{
+    struct group *g = getgrnam(name);
+    char *end;
+    unsigned long v;
+
+    if (g != NULL) {
+        *gid_p = (unsigned)g->gr_gid;
+        return 0;
+    }
+    errno = 0;
+    v = strtoul(name, &end, 10);
+    if (name[0] < '0' || name[0] > '9' || *end != '\0' || errno != 0 || v >= 0xffffffffUL) {
+        return -1;
+    }
+    *gid_p = (unsigned)v;
+    return 0;
+}
+
+/* A group named on purpose must exist; the default one may be absent (a workstation). */
+static int check_group(const coll_config_t *cfg, const origin_t origin)
+{
+    unsigned gid;
+
+    if (cfg->socket_group[0] == '\0' || coll_config_group(cfg->socket_group, &gid) == 0 ||
+        coll_config_source(cfg, "socket_group") == COLL_CFG_DEFAULT) {
+        return 0;
+    }
+    return refuse(cfg, origin, "socket_group", "no such group (create it, e.g. with "
+                  "systemd-sysusers, or set \"\" to keep the daemon's group)");
+}
+
+static int check_values(const coll_config_t *cfg, const origin_t origin)
+{
+    uint32_t mask;
+
+    if (cfg->log_subsys[0] != '\0' && coll_log_subsys_parse(cfg->log_subsys, &mask) < 0) {
+        return refuse(cfg, origin, "log_subsys", "unknown subsystem; use core, session, job, "
+                      "rdv, ucx, engine, pool, status or all, separated by commas");
+    }
+    if (cfg->timeout_ms < 100 || cfg->timeout_ms > 86400000) {
+        return refuse(cfg, origin, "timeout_ms", "must be 100..86400000 (a day)");
+    }
+    if (cfg->pipeline_depth < 1 || cfg->pipeline_depth > 64) {
+        return refuse(cfg, origin, "pipeline_depth", "must be 1..64");
+    }
+    if (cfg->segment_size < 4096 || cfg->segment_size > (64u << 20)) {
+        return refuse(cfg, origin, "segment_size", "must be 4K..64M");
+    }
+    if (cfg->pool_size == 0 || cfg->pool_size > cfg->pool_max) {
+        return refuse(cfg, origin, "pool_size", "must be 1..pool_max (%llu, %s)",
+                      (unsigned long long)cfg->pool_max, origin[key_find("pool_max") - keys]);
+    }
+    if (cfg->require_job_token > 1) {
+        return refuse(cfg, origin, "require_job_token", "must be 0 or 1");
+    }
+    if (cfg->loop_stall_ms < 10 || cfg->loop_stall_ms > 60000) {
+        return refuse(cfg, origin, "loop_stall_ms", "must be 10..60000");
+    }
+    if (cfg->kernel_threads > 64) {
+        return refuse(cfg, origin, "kernel_threads", "must be 0..64");
+    }
+    if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0 &&
+        strcmp(cfg->ucx_error_mode, "auto") != 0) {
+        return refuse(cfg, origin, "ucx_error_mode", "must be none, peer or auto");
+    }
+    return check_addresses(cfg, origin) < 0 || check_group(cfg, origin) < 0 ? -1 : 0;
+}
+
+/* ---- flags ---- */
+
+/* Returns 1 for --print-config, 0 to run, -1 after an error, 2 after --help. */
+static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv)
+{
+    struct option opts[NKEYS + 4];
+    char names[NKEYS][64];
+    int print = 0, c, idx;
+
+    for (size_t i = 0; i < NKEYS; i++) {
+        flag_name(&keys[i], names[i], sizeof(names[i]));
+        opts[i] = (struct option){names[i], required_argument, NULL, (int)i};
+    }
+    opts[NKEYS] = (struct option){"print-config", no_argument, NULL, 'p'};
+    opts[NKEYS + 1] = (struct option){"help", no_argument, NULL, 'h'};
+    opts[NKEYS + 2] = (struct option){"config", required_argument, NULL, 'c'};
+    opts[NKEYS + 3] = (struct option){NULL, 0, NULL, 0};
+    optind = 0; /* 0, not 1: glibc then also forgets a half-parsed cluster of short options */
+    while ((c = getopt_long(argc, argv, ":h", opts, &idx)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 2;
+        } else if (c == 'p') {
+            print = 1;
+        } else if (c == 'c') {
+            continue; /* read before every other layer */
+        } else if (c >= 0 && c < (int)NKEYS) {
+            char from[80];
+            snprintf(from, sizeof(from), "flag --%s", names[c]);
+            if (set_value(cfg, &keys[c], optarg, from) < 0) {
+                return -1;
+            }
+            cfg->source[c] = COLL_CFG_FLAG;
+            snprintf(origin[c], sizeof(origin[c]), "%s", source_names[COLL_CFG_FLAG]);
+        } else {
+            fprintf(stderr, "collectived: %s %s; see collectived --help\n",
+                    c == ':' ? "missing value for" : "unknown option", argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "collectived: unexpected argument '%s'; see collectived --help\n",
+                argv[optind]);
+        return -1;
+    }
+    return print;
+}
+
+coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
+{
+    static origin_t origin;
+    int flags;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->config_file = strdup("");
+    if (cfg->config_file == NULL || load_defaults(cfg, origin) < 0 ||
+        load_config_file(cfg, origin, argc, argv) < 0 || load_env(cfg, origin) < 0) {
+        return COLL_CONFIG_ERROR;
+    }
+    flags = load_flags(cfg, origin, argc, argv);
+    if (flags < 0) {
+        return COLL_CONFIG_ERROR;
+    } else if (flags == 2) {
+        return COLL_CONFIG_EXIT;
+    }
+    if (resolve_status_socket(cfg) < 0 || check_values(cfg, origin) < 0) {
+        return COLL_CONFIG_ERROR;
+    }
+    if (flags == 1) {
+        print_config(cfg, origin);
+        return COLL_CONFIG_EXIT;
+    }
+    return COLL_CONFIG_RUN;
+}
+
+coll_config_source_t coll_config_source(const coll_config_t *cfg, const char *name)
+{
+    const cfg_key_t *key = key_find(name);
+    return key != NULL ? (coll_config_source_t)cfg->source[key - keys] : COLL_CFG_DEFAULT;
+}
+
+void coll_config_cleanup(coll_config_t *cfg)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (keys[i].type == CFG_STRING || keys[i].type == CFG_LOGLEVEL) {
+            char **field = (char **)((char *)cfg + keys[i].offset);
+            free(*field);
+            *field = NULL;
+        }
+    }
+    free(cfg->config_file);
+    cfg->config_file = NULL;
+}

@@ -1,0 +1,169 @@
+#include "base/loopwatch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+
+static struct {
+    uv_timer_t pulse;
+    int timer_open;
+    pthread_t thread;
+    int thread_running;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int stop;                          /* under lock */
+    uint64_t stall_ns, period_ns;
+    _Atomic uint64_t pulse_ns;         /* last run of the pulse timer */
+    pthread_mutex_t doing_lock;        /* what the loop does: coll_loopwatch_enter() */
+    char doing[128];                   /* "" when nothing was named */
+    _Atomic uint64_t stalls;
+    _Atomic uint64_t longest_ns;
+} w = {.lock = PTHREAD_MUTEX_INITIALIZER, .doing_lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pulse_cb(uv_timer_t *t)
+{
+    uint64_t now = now_ns(), last = atomic_load_explicit(&w.pulse_ns, memory_order_relaxed);
+    uint64_t held = now - last > w.period_ns ? now - last - w.period_ns : 0;
+
+    if (held > atomic_load_explicit(&w.longest_ns, memory_order_relaxed)) {
+        atomic_store_explicit(&w.longest_ns, held, memory_order_relaxed);
+    }
+    atomic_store_explicit(&w.pulse_ns, now, memory_order_release);
+}
+
+/* One look at the pulse; @p reported is the pulse of the stall already reported (0: none). */
+static uint64_t look(uint64_t reported)
+{
+    uint64_t now = now_ns(), pulse = atomic_load_explicit(&w.pulse_ns, memory_order_acquire);
+    char doing[sizeof(w.doing)];
+
+    if (reported != 0 && pulse != reported) {
+        coll_warn(COLL_SUB_CORE, "event loop runs again after a stall of at least %llu ms",
+                  (unsigned long long)((pulse - reported) / 1000000));
+        return 0;
+    }
+    if (reported == 0 && now - pulse > w.stall_ns) {
+        atomic_fetch_add_explicit(&w.stalls, 1, memory_order_relaxed);
+        pthread_mutex_lock(&w.doing_lock);
+        snprintf(doing, sizeof(doing), "%s", w.doing[0] ? w.doing : "unnamed work");
+        pthread_mutex_unlock(&w.doing_lock);
+        coll_error(COLL_SUB_CORE, "event loop stalled: one callback has held it for %llu ms "
+                   "(%s); timers, sockets and signals wait meanwhile",
+                   (unsigned long long)((now - pulse) / 1000000), doing);
+        return pulse;
+    }
+    return reported;
+}
+
+static void *monitor_main(void *arg)
+{
+    uint64_t reported = 0;
+    struct timespec until;
+
+    pthread_mutex_lock(&w.lock);
+    while (!w.stop) {
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += (long)w.period_ns;
+        until.tv_sec += until.tv_nsec / 1000000000;
+        until.tv_nsec %= 1000000000;
+        if (pthread_cond_timedwait(&w.wake, &w.lock, &until) == ETIMEDOUT && !w.stop) {
+            pthread_mutex_unlock(&w.lock);
+            reported = look(reported);
+            pthread_mutex_lock(&w.lock);
+        }
+    }
+    pthread_mutex_unlock(&w.lock);
+    return NULL;
+}
+
+static int start_thread(void)
+{
+    pthread_condattr_t ca;
+    int rc;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.wake, &ca);
+    pthread_condattr_destroy(&ca);
+    w.stop = 0;
+    rc = pthread_create(&w.thread, NULL, monitor_main, NULL);
+    if (rc != 0) {
+        pthread_cond_destroy(&w.wake);
+        return rc;
+    }
+    w.thread_running = 1;
+    return 0;
+}
+
+coll_status_t coll_loopwatch_start(uv_loop_t *loop, uint64_t stall_ms)
+{
+    uint64_t period_ms = stall_ms / 4 > 0 ? stall_ms / 4 : 1;
+    int rc;
+
+    w.stall_ns = stall_ms * 1000000u;
+    w.period_ns = period_ms * 1000000u;
+    atomic_store(&w.pulse_ns, now_ns());
+    if ((rc = start_thread()) != 0) {
+        coll_error(COLL_SUB_CORE, "loop watch thread: %s", strerror(rc));
+        return COLL_ERR_NOMEM;
+    }
+    uv_timer_init(loop, &w.pulse);
+    w.timer_open = 1;
+    /* The pulse never keeps the loop alive on its own. */
+    uv_unref((uv_handle_t *)&w.pulse);
+    uv_timer_start(&w.pulse, pulse_cb, period_ms, period_ms);
+    return COLL_OK;
+}
+
+void coll_loopwatch_stop(void)
+{
+    if (w.thread_running) {
+        pthread_mutex_lock(&w.lock);
+        w.stop = 1;
+        pthread_cond_signal(&w.wake);
+        pthread_mutex_unlock(&w.lock);
+        pthread_join(w.thread, NULL);
+        pthread_cond_destroy(&w.wake);
+        w.thread_running = 0;
+    }
+    if (w.timer_open) {
+        uv_close((uv_handle_t *)&w.pulse, NULL);
+        w.timer_open = 0;
+    }
+}
+
+void coll_loopwatch_enter(const char *what, const char *detail)
+{
+    pthread_mutex_lock(&w.doing_lock);
+    snprintf(w.doing, sizeof(w.doing), "%s %s", what, detail);
+    pthread_mutex_unlock(&w.doing_lock);
+}
+
+void coll_loopwatch_leave(void)
+{
+    pthread_mutex_lock(&w.doing_lock);
+    w.doing[0] = '\0';
+    pthread_mutex_unlock(&w.doing_lock);
+}
+
+uint64_t coll_loopwatch_stalls(void)
+{
+    return atomic_load_explicit(&w.stalls, memory_order_relaxed);
+}
+
+double coll_loopwatch_longest_s(void)
+{
+    return (double)atomic_load_explicit(&w.longest_ns, memory_order_relaxed) / 1e9;
+}

@@ -1,0 +1,55 @@
+/**
+ * @file daemon.h
+ * @brief The daemon object: one per process, owned by the loop thread.
+ *
+ * Threads: the daemon runs one libuv loop thread that does everything: client sessions, control
+ * links, UCX progress (each job worker's event fd is polled by the loop) and the collective
+ * engine. A daemon shares its node's cores with the trainers; on a machine with fewer cores than
+ * busy threads a hand-off between threads costs a scheduler tick, so the engine works on the
+ * thread that is woken by the transport and does bounded work per event (one pipeline segment).
+ */
+#ifndef COLL_CORE_DAEMON_H
+#define COLL_CORE_DAEMON_H
+
+#include <ucp/api/ucp.h>
+#include <uv.h>
+
+#include <collective.h>
+
+#include "base/auth.h"
+#include "base/config.h"
+#include "base/list.h"
+#include "core/hooks.h"
+#include "core/stats.h"
+
+typedef struct coll_daemon {
+    uv_loop_t *loop;
+    coll_config_t cfg;
+    uv_pipe_t listener;     /**< client socket */
+    uv_tcp_t control;       /**< control listener for peer daemons */
+    char control_addr[80];  /**< bound control address, host:port */
+    const struct coll_link_ops *control_ops; /**< what accepted control links call
+                                                  (net/link.h) */
+    uv_prepare_t prepare;   /**< before the loop blocks: drain control blocks (job/doorbell.c) */
+    uv_check_t check;       /**< after it woke */
+    uv_signal_t sig_int;
+    uv_signal_t sig_term;
+    ucp_context_h ucp;
+    coll_auth_t auth;       /**< peer authentication key (base/auth.h) */
+    uint64_t pool_bytes;    /**< bytes of every job's pool together (pool_budget) */
+    uint64_t pool_budget;   /**< effective pool_budget */
+    struct coll_workers *workers; /**< kernel threads (engine/workers.h), NULL when none */
+    struct coll_service *service; /**< status server, systemd (ops/service.h); or NULL */
+    coll_stats_t stats;     /**< what the engine and the job layer counted (core/stats.h) */
+    const coll_job_hooks_t *job_hooks; /**< installed by the job layer (core/hooks.h) */
+    coll_list_t sessions;   /**< coll_session_t */
+    coll_list_t jobs;       /**< coll_job_t */
+    coll_list_t peer_links; /**< coll_peer_link_t, both directions (net/link.h) */
+    coll_list_t rdvs;       /**< coll_rdv_t: rendezvous this daemon serves as root */
+    char hostname[64];
+    uint8_t kernel_id[24];  /**< boot id and pid namespace (COLL_WIRE_KERNEL_ID_BYTES) */
+    int listening;          /**< the client socket file is ours to remove */
+    int stopping;
+} coll_daemon_t;
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * What every layer may do to a job: fail it, mark one of its nodes lost, count down its
+ * handles; and the parameters a daemon's configuration gives a job.
+ */
+#include "core/job.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/assert.h"
+#include "base/log.h"
+
+void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
+{
+    p->timeout_ms = cfg->timeout_ms;
+    p->segment_bytes = cfg->segment_size;
+    p->pipeline_depth = (uint32_t)cfg->pipeline_depth;
+    /* Recursive doubling sends a descriptor and the whole buffer in one staging half. */
+    p->rd_max_bytes = cfg->rd_max_bytes < cfg->segment_size - sizeof(coll_desc_t)
+                          ? cfg->rd_max_bytes
+                          : cfg->segment_size - sizeof(coll_desc_t);
+}
+
+void coll_node_lost(coll_node_t *node, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (node->gone != COLL_OK || node->left) {
+        return;
+    }
+    node->gone = COLL_ERR_PEER;
+    va_start(ap, fmt);
+    vsnprintf(node->gone_why, sizeof(node->gone_why), fmt, ap);
+    va_end(ap);
+}
+
+void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
+{
+    coll_job_state_t was = job->state;
+    va_list ap;
+
+    if (was == COLL_JOB_FAILED) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(job->errmsg, sizeof(job->errmsg), fmt, ap);
+    va_end(ap);
+    COLL_ASSERT(status < 0);
+    job->state = COLL_JOB_FAILED;
+    job->error = status;
+    coll_stats_job_failed(&job->d->stats, status);
+    coll_error(COLL_SUB_JOB, "job %s failed: %s", job->id, job->errmsg);
+    if (job->d->job_hooks != NULL) {
+        job->d->job_hooks->failed(job, (int)was, tell_peers);
+    }
+}
+
+void coll_job_handle_closed(uv_handle_t *h)
+{
+    coll_job_t *job = h->data;
+
+    COLL_ASSERT(job->handles > 0);
+    if (--job->handles == 0) {
+        free(job);
+    }
+}

@@ -1,0 +1,195 @@
+/**
+ * @file job.h
+ * @brief A job (communicator) as seen by one daemon: its local ranks, its pool, its nodes, and
+ *        the parts each layer keeps; how it fails.
+ *
+ * Life: GATHERING (local ranks join) -> RENDEZVOUS (this node registered at the root) -> READY
+ * (operations run) -> FAILED (an error reached every rank; new submits fail at once). The job
+ * layer (job/job.c) creates and frees jobs; coll_job_fail() is here, below every layer that
+ * finds failures, and reaches the layers above through the hooks (core/hooks.h).
+ */
+#ifndef COLL_CORE_JOB_H
+#define COLL_CORE_JOB_H
+
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+#include <uv.h>
+
+#include <collective.h>
+
+#include "base/list.h"
+#include "core/daemon.h"
+#include "core/pool.h"
+#include "core/session.h"
+#include "proto/desc.h"
+#include "proto/wire.h"
+
+struct coll_peer_link;
+struct coll_transport_ops;
+
+/** Most local ranks of one job on one node (GPUs or trainer processes per node): with a
+ * partial result they fill the 64 sources of one kernel call. */
+#define COLL_MAX_LOCAL 63u
+
+struct coll_peer_link;
+struct coll_op;
+
+typedef enum {
+    COLL_JOB_GATHERING,
+    COLL_JOB_RENDEZVOUS,
+    COLL_JOB_READY,
+    COLL_JOB_FAILED,
+} coll_job_state_t;
+
+/** A node of the job, in ring order. */
+typedef struct {
+    struct coll_job *job;
+    uint32_t index;        /**< node rank */
+    uint32_t nranks;
+    uint32_t *ranks;       /**< global ranks by local rank */
+    void *worker_address;  /**< UCX worker address (owned) */
+    size_t worker_address_len;
+    ucp_ep_h ep;           /**< created on first use; NULL for this node */
+    void *close_req;       /**< UCX request of the endpoint's close, while closing */
+    char host[64];
+    coll_status_t gone;    /**< COLL_OK while reachable; why it left or was lost otherwise */
+    int gone_seen;         /**< the engine has acted on @c gone */
+    int left;              /**< it said goodbye: it completed every operation it took part in */
+    char gone_why[160];
+    uint64_t last_seen_ns; /**< its last heartbeat (uv_hrtime) */
+    uint32_t pid;          /**< its daemon's process id (0: not told) */
+    int same_kernel;       /**< it runs on this node's kernel, in its pid namespace */
+    struct coll_peerwatch *watch; /**< on its daemon's process (peerwatch.h), or NULL */
+} coll_node_t;
+
+/** A node asked which of this node's ranks have not submitted operation @c key (blame.h). */
+typedef struct {
+    uint32_t node;
+    uint64_t key;
+} coll_blame_query_t;
+
+/** What another node answered: its ranks that have not submitted operation @c key. */
+typedef struct {
+    uint64_t key;
+    char text[240];
+} coll_blame_t;
+
+/** Queries kept until the next health tick answers them; answers kept per job. */
+#define COLL_BLAME_QUERIES 16
+#define COLL_BLAMES 8
+
+/** What every node of a job must share; decided by the root daemon's configuration. */
+typedef struct {
+    uint64_t timeout_ms;     /**< bound of every wait (health.h) */
+    size_t segment_bytes;    /**< pipeline segment */
+    uint32_t pipeline_depth; /**< columns in flight per operation */
+    size_t rd_max_bytes;     /**< allreduce up to this size: recursive doubling */
+} coll_job_params_t;
+
+/** The transport's part of a job (net/transport.c, net/control.c): its UCX worker, what UCX
+ *  completed, the control messages it sent and received. */
+typedef struct {
+    ucp_worker_h worker;          /**< NULL for a job with no other node */
+    uv_poll_t poll;               /**< on the worker's event fd */
+    uv_timer_t timer;             /**< drives a worker left busy; polls the close */
+    const struct coll_transport_ops *ops; /**< what the engine wants called (transport.h) */
+    void *worker_address;
+    size_t worker_address_len;
+    ucp_mem_h pool_memh;          /**< the pool's UCX registration */
+    uint64_t inflight;            /**< UCX requests not yet completed */
+    coll_list_t events;           /**< completed transfers waiting for the engine */
+    int driving;                  /**< inside coll_transport_drive() */
+    uint32_t busy_streak;         /**< re-drives in a row that found nothing to do */
+    coll_status_t pending_status; /**< failure seen inside a UCX callback, acted on later */
+    char pending_msg[512];
+    char control_msg[540];        /**< payload of the abort or goodbye this node sent */
+    char heartbeat_msg[32];       /**< payload of its heartbeats */
+    coll_blame_query_t blame_queries[COLL_BLAME_QUERIES]; /**< to answer (job/blame.h) */
+    uint32_t nblame_queries;
+    coll_blame_t blames[COLL_BLAMES]; /**< answers received, the newest replacing the oldest */
+    uint32_t nblames;             /**< answers received in all (the next slot: % COLL_BLAMES) */
+    uint64_t close_deadline;      /**< loop time (ms) when closing stops waiting */
+    int close_flushing;           /**< a failed job flushes its endpoints before closing them */
+} coll_job_net_t;
+
+/** The rendezvous' part of a job on the node side (net/rdv.c). */
+typedef struct {
+    struct coll_peer_link *link;  /**< to the root, while registering */
+    uv_timer_t retry_timer;       /**< reconnects to a root that is not up yet */
+    char error[320];              /**< why the last connection to the root failed */
+} coll_job_rdv_t;
+
+/** The engine's part of a job (engine/). */
+typedef struct {
+    coll_list_t ops;              /**< coll_op_t in flight */
+    coll_list_t staging;          /**< free staging blocks (core/staging.h) */
+    size_t staging_bytes;         /**< size of one block */
+} coll_job_engine_t;
+
+/** A job on this node. The job layer (job/job.c) owns its life and the fields at the top;
+ *  each layer below owns its sub-struct. */
+typedef struct coll_job {
+    coll_list_t link;             /**< in d->jobs */
+    coll_daemon_t *d;
+    char id[COLL_JOB_ID_MAX + 1];
+    coll_job_state_t state;
+    coll_status_t error;          /**< why it failed */
+    char errmsg[512];
+    uint32_t world_size;
+    uint32_t local_size;
+    uint32_t njoined;
+    char left[96];                /**< "rank R (pid P)": the first rank that left while ready */
+    char root[256];
+    coll_session_t **locals;      /**< by local rank; NULL when not (or no longer) joined */
+    uint32_t *ranks;              /**< global rank by local rank */
+    uint32_t timeout_ms;          /**< bound of the rendezvous (and the job, when alone) */
+    uint32_t requested_timeout_ms; /**< what the ranks asked for with COLL_TIMEOUT_MS (0: none) */
+    uint8_t token_digest[32];     /**< of the job token its first rank here gave (base/auth.h) */
+    uv_timer_t join_timer;        /**< fails the join when the job has not met in time */
+    uv_timer_t health_timer;      /**< heartbeats, stalls, timeouts (job/health.c) */
+    coll_pool_t *pool;
+    int pool_accounted;           /**< its size counts against the daemon's pool budget */
+    uint32_t node_rank;
+    uint32_t nnodes;
+    coll_node_t *nodes;
+    coll_job_params_t params;     /**< valid from READY on */
+    uint32_t *rank_node;          /**< node of every global rank (from READY on) */
+    uint32_t *rank_local;         /**< index of every global rank among its node's ranks */
+    const uint32_t **node_ranks;  /**< nodes[n].ranks, as an array for blocked plans */
+    uint32_t *node_nranks;        /**< nodes[n].nranks, likewise */
+    int doorbell_fd;              /**< eventfd the ranks ring (job/doorbell.c), -1 when none */
+    uv_poll_t doorbell;
+    uint64_t epoch;               /**< this incarnation of the job, from the root */
+    int handles;                  /**< uv handles not yet closed */
+    uint32_t holds;               /**< work off the loop thread that writes into the job's
+                                       memory (the engine's kernel-thread tasks): freed at 0 */
+    int closing;
+    coll_job_net_t net;
+    coll_job_rdv_t rdv;
+    coll_job_engine_t engine;
+} coll_job_t;
+
+/** @brief The job parameters this daemon's configuration gives (as root, or alone). */
+void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *params);
+
+/**
+ * @brief Mark @p node lost (COLL_ERR_PEER, shown as "lost" among the job's peers in /status)
+ *        with a reason (printf format); no-op when it already left or was lost.
+ */
+void coll_node_lost(coll_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/**
+ * @brief Fail the job: record why, log it once, count it, and call the daemon's failed hook
+ *        (core/hooks.h), which ends every pending operation with @p status on every local rank,
+ *        refuses later submits and (when @p tell_peers) tells every other node, synchronously.
+ *        Only the first failure counts.
+ */
+void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/** @brief Close callback of the job's uv handles (every layer's): the job struct is freed with
+ *         the last one. */
+void coll_job_handle_closed(uv_handle_t *h);
+
+#endif

@@ -1,0 +1,213 @@
+#include "core/pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+typedef struct {
+    size_t offset;
+    size_t len;
+    const void *owner;
+} pool_block_t;
+
+/* Allocations are kept sorted by offset in an array: a job holds tens of buckets, so a linear
+ * first-fit scan is cheaper than a tree and the code stays obvious. */
+struct coll_pool {
+    int fd;
+    uint8_t *base;
+    size_t size;
+    size_t used;
+    pool_block_t *blocks;
+    size_t nblocks;
+    size_t cap;
+};
+
+coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **pool_p)
+{
+    coll_pool_t *pool;
+
+    if (bytes == 0) {
+        return COLL_ERR_INVALID;
+    }
+    pool = calloc(1, sizeof(*pool));
+    if (pool == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    pool->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (pool->fd < 0) {
+        coll_error(COLL_SUB_POOL, "memfd_create(%s): %m", name);
+        goto err_free;
+    }
+    if (ftruncate(pool->fd, (off_t)bytes) < 0) {
+        coll_error(COLL_SUB_POOL, "ftruncate of pool %s to %zu bytes: %m", name, bytes);
+        goto err_close;
+    }
+    /* Clients map the same file: sealing the size means none of them can shrink it under us. */
+    if (fcntl(pool->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        coll_error(COLL_SUB_POOL, "sealing pool %s: %m", name);
+        goto err_close;
+    }
+    pool->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pool->fd, 0);
+    if (pool->base == MAP_FAILED) {
+        coll_error(COLL_SUB_POOL, "mmap of pool %s (%zu bytes): %m", name, bytes);
+        goto err_close;
+    }
+    pool->size = bytes;
+    *pool_p = pool;
+    return COLL_OK;
+
+err_close:
+    close(pool->fd);
+err_free:
+    free(pool);
+    return COLL_ERR_NOMEM;
+}
+
+void coll_pool_destroy(coll_pool_t *pool)
+{
+    if (pool == NULL) {
+        return;
+    }
+    munmap(pool->base, pool->size);
+    close(pool->fd);
+    free(pool->blocks);
+    free(pool);
+}
+
+int coll_pool_fd(const coll_pool_t *pool)
+{
+    return pool->fd;
+}
+
+uint8_t *coll_pool_base(const coll_pool_t *pool)
+{
+    return pool->base;
+}
+
+size_t coll_pool_size(const coll_pool_t *pool)
+{
+    return pool->size;
+}
+
+size_t coll_pool_free_bytes(const coll_pool_t *pool)
+{
+    return pool->size - pool->used;
+}
+
+static coll_status_t insert_block(coll_pool_t *pool, size_t at, pool_block_t b)
+{
+    if (pool->nblocks == pool->cap) {
+        size_t cap = pool->cap ? pool->cap * 2 : 16;
+        pool_block_t *blocks = realloc(pool->blocks, cap * sizeof(*blocks));
+        if (blocks == NULL) {
+            return COLL_ERR_NOMEM;
+        }
+        pool->blocks = blocks;
+        pool->cap = cap;
+    }
+    memmove(&pool->blocks[at + 1], &pool->blocks[at], (pool->nblocks - at) * sizeof(b));
+    pool->blocks[at] = b;
+    pool->nblocks++;
+    pool->used += b.len;
+    return COLL_OK;
+}
+
+static void remove_block(coll_pool_t *pool, size_t at)
+{
+    pool->used -= pool->blocks[at].len;
+    memmove(&pool->blocks[at], &pool->blocks[at + 1], (pool->nblocks - at - 1) * sizeof(pool_block_t));
+    pool->nblocks--;
+}
+
+coll_status_t coll_pool_reserve(coll_pool_t *pool, size_t bytes)
+{
+    if (bytes > pool->size || pool->nblocks > 0) {
+        return COLL_ERR_POOL_FULL;
+    }
+    return bytes == 0 ? COLL_OK : insert_block(pool, 0, (pool_block_t){0, bytes, pool});
+}
+
+coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner,
+                              size_t *offset_p)
+{
+    size_t len, gap_start = 0;
+
+    if (bytes == 0 || bytes > pool->size) {
+        return bytes == 0 ? COLL_ERR_INVALID : COLL_ERR_POOL_FULL;
+    }
+    len = (bytes + COLL_POOL_ALIGN - 1) & ~(size_t)(COLL_POOL_ALIGN - 1);
+    for (size_t i = 0; i <= pool->nblocks; i++) {
+        size_t gap_end = i < pool->nblocks ? pool->blocks[i].offset : pool->size;
+        if (gap_end - gap_start >= len) {
+            coll_status_t st = insert_block(pool, i, (pool_block_t){gap_start, len, owner});
+            if (st == COLL_OK) {
+                *offset_p = gap_start;
+            }
+            return st;
+        }
+        if (i < pool->nblocks) {
+            gap_start = pool->blocks[i].offset + pool->blocks[i].len;
+        }
+    }
+    return COLL_ERR_POOL_FULL;
+}
+
+/* Index of the last block starting at or before @p offset, or nblocks when none. */
+static size_t find_block(const coll_pool_t *pool, uint64_t offset)
+{
+    size_t lo = 0, hi = pool->nblocks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pool->blocks[mid].offset <= offset) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo == 0 ? pool->nblocks : lo - 1;
+}
+
+coll_status_t coll_pool_free(coll_pool_t *pool, size_t offset, const void *owner)
+{
+    size_t i = find_block(pool, offset);
+    if (i == pool->nblocks || pool->blocks[i].offset != offset || pool->blocks[i].owner != owner) {
+        return COLL_ERR_NOT_IN_POOL;
+    }
+    remove_block(pool, i);
+    return COLL_OK;
+}
+
+void coll_pool_free_owner(coll_pool_t *pool, const void *owner)
+{
+    size_t i = 0;
+    while (i < pool->nblocks) {
+        if (pool->blocks[i].owner == owner) {
+            remove_block(pool, i);
+        } else {
+            i++;
+        }
+    }
+}
+
+int coll_pool_range_owned(const coll_pool_t *pool, uint64_t offset, uint64_t len,
+                          const void *owner)
+{
+    size_t i = find_block(pool, offset);
+    const pool_block_t *b;
+
+    if (i == pool->nblocks) {
+        return 0;
+    }
+    b = &pool->blocks[i];
+    if (len == 0 && b->offset == offset && b->owner != owner && i > 0) {
+        b = &pool->blocks[i - 1]; /* an empty range may sit at the end of the previous block */
+    }
+    /* offset >= b->offset holds by construction; compare lengths without overflow. */
+    return b->owner == owner && offset - b->offset <= b->len &&
+           len <= b->len - (offset - b->offset);
+}

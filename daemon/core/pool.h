@@ -1,0 +1,74 @@
+/**
+ * @file pool.h
+ * @brief A job's host memory pool: one memfd mapped by the daemon and by every local rank of the
+ *        job (the fd travels to clients with SCM_RIGHTS), so buckets are reduced in place.
+ *
+ * Allocations are tracked per owner (a client session) so that a client can only name its own
+ * buffers in a collective, and everything an owner holds is released when it goes away.
+ * Only the loop thread touches a pool.
+ */
+#ifndef COLL_POOL_H
+#define COLL_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <collective.h>
+
+/** Alignment of every allocation, bytes (a cache line; the kernels use aligned vectors). */
+#define COLL_POOL_ALIGN 64u
+
+typedef struct coll_pool coll_pool_t;
+
+/**
+ * @brief Create a pool of @p bytes backed by a sealed-size memfd named @p name.
+ * @param [out] pool_p The pool; destroy with coll_pool_destroy().
+ * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_NOMEM when memfd, ftruncate or mmap
+ *         fail (logged with the reason).
+ */
+coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **pool_p);
+
+/**
+ * @brief Keep the first @p bytes of a fresh pool out of the allocator (the ranks' control
+ *        blocks, proto/ctl.h). @return COLL_OK; COLL_ERR_POOL_FULL when the pool is smaller.
+ */
+coll_status_t coll_pool_reserve(coll_pool_t *pool, size_t bytes);
+
+/** @brief Unmap and close the pool. Safe with NULL. */
+void coll_pool_destroy(coll_pool_t *pool);
+
+/** @return The memfd (owned by the pool; dup it to keep it). */
+int coll_pool_fd(const coll_pool_t *pool);
+/** @return The daemon's mapping of the pool. */
+uint8_t *coll_pool_base(const coll_pool_t *pool);
+/** @return The pool size in bytes. */
+size_t coll_pool_size(const coll_pool_t *pool);
+/** @return Bytes not allocated (possibly fragmented). */
+size_t coll_pool_free_bytes(const coll_pool_t *pool);
+
+/**
+ * @brief Allocate @p bytes (rounded up to COLL_POOL_ALIGN) for @p owner, first fit.
+ * @param [out] offset_p Offset of the allocation from the start of the pool.
+ * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when no gap is large enough;
+ *         COLL_ERR_NOMEM when the bookkeeping cannot grow.
+ */
+coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner,
+                              size_t *offset_p);
+
+/**
+ * @brief Free the allocation of @p owner starting at @p offset.
+ * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p owner has no allocation starting there.
+ */
+coll_status_t coll_pool_free(coll_pool_t *pool, size_t offset, const void *owner);
+
+/** @brief Free every allocation of @p owner. */
+void coll_pool_free_owner(coll_pool_t *pool, const void *owner);
+
+/**
+ * @brief Check that [offset, offset + len) lies inside one allocation of @p owner.
+ * @return 1 when it does (len 0 needs only offset inside or at the end of one), 0 otherwise.
+ */
+int coll_pool_range_owned(const coll_pool_t *pool, uint64_t offset, uint64_t len,
+                          const void *owner);
+
+#endif

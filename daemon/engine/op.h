@@ -1,0 +1,173 @@
+/**
+ * @file op.h
+ * @brief One collective operation of a job on this node: the submissions of the local ranks,
+ *        matched by key, and the algorithm that runs it once all of them are in.
+ */
+#ifndef COLL_ENGINE_OP_H
+#define COLL_ENGINE_OP_H
+
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#include "base/list.h"
+#include "core/job.h"
+#include "engine/plan.h"
+#include "net/transport.h"
+#include "proto/ctl.h"
+#include "proto/desc.h"
+
+struct coll_op;
+struct coll_xfer;
+
+/** The algorithm checks a descriptor carried in each of its own messages: its receives are
+ * used at once, not parked until the ring descriptor arrived. */
+#define COLL_IMPL_SELF_CHECK 2u
+/** Transfer errors and short receives go to the implementation instead of failing the job. */
+#define COLL_IMPL_OWN_ERRORS 4u
+
+/** An implementation of an algorithm: how an operation moves and reduces data once every
+ *  local rank submitted. */
+typedef struct coll_impl {
+    const char *name;
+    unsigned flags;            /**< COLL_IMPL_* */
+    /** Start moving data; returns an error to fail the job. */
+    coll_status_t (*start)(struct coll_op *op);
+    /** The previous node's descriptor was checked after start() (NULL: nothing to do). An
+     *  algorithm that writes outputs from the first data it receives posts those receives
+     *  here, so nothing is written before the agreement. */
+    void (*on_desc)(struct coll_op *op);
+    /** A transfer of the operation completed successfully (NULL: the algorithm sends nothing). */
+    void (*on_xfer)(struct coll_op *op, struct coll_xfer *x);
+    /** Free the algorithm state once the operation ended and nothing is in flight (or NULL). */
+    void (*cleanup)(struct coll_op *op);
+} coll_impl_t;
+
+/** One local rank's part in an operation. */
+typedef struct {
+    coll_session_t *session; /**< NULL before submission or after the rank left */
+    uint32_t req_id;
+    uint64_t send_off;
+    uint64_t recv_off;
+} coll_op_member_t;
+
+typedef struct coll_op {
+    coll_list_t link;          /**< in job->engine.ops */
+    coll_job_t *job;
+    coll_desc_t desc;          /**< this node's descriptor */
+    coll_plan_t plan;
+    size_t esize;
+    uint32_t nsubmitted;
+    coll_op_member_t *members; /**< by local rank */
+    const void **in;           /**< daemon addresses of the inputs, by local rank */
+    void **out;                /**< daemon addresses of the outputs, by local rank */
+    const struct coll_impl *impl;
+    void *algo_state;
+    uint64_t inflight;         /**< transfers posted and not completed */
+    coll_list_t posted;        /**< transfers in flight (to cancel them) */
+    uint32_t self;             /**< point-to-point: the local rank that submitted it */
+    coll_xfer_t p2p_xfer;      /**< point-to-point: its one message */
+    coll_list_t parked;        /**< receives completed before the descriptor check */
+    int algo_done;             /**< the algorithm finished moving data */
+    int stall_warned;          /**< the stall warning was logged (health.c) */
+    coll_status_t algo_status; /**< how it finished (COLL_OK unless coll_op_algo_failed()) */
+    char algo_error[160];
+    int done;                  /**< completed or failed; waits for inflight == 0 to be freed */
+    /* Descriptor check with the previous node of the ring. */
+    coll_desc_t peer_desc;
+    coll_xfer_t desc_send;
+    coll_xfer_t desc_recv;
+    int desc_ok;
+    uint64_t t_submit_ns;      /**< first local submission (coll_stats_now_ns()) */
+    uint64_t t_start_ns;       /**< every local rank submitted; 0 before (stats.h) */
+    uint64_t t_peers_ns;       /**< the previous node's descriptor was checked */
+    uint64_t t_reduced_ns;     /**< the reduction finished (coll_op_mark_reduced()) */
+    uint32_t nsteps;           /**< records in @c steps (coll_op_mark_step()) */
+    uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
+} coll_op_t;
+
+/** @brief A new operation of @p job described by @p desc, linked into job->engine.ops; NULL: no memory. */
+coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc);
+
+/**
+ * @brief Handle a client's Submit: validate it, match it with the other local ranks' submissions
+ *        of the same key and start the operation when all are in. Errors complete the request.
+ */
+void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub);
+
+/** @brief Record that the operation's reduction finished (the phase before distribution). */
+void coll_op_mark_reduced(coll_op_t *op);
+
+/**
+ * @brief Record that step @p step (0-based) of @p phase (coll_step_phase_t), one of @p nsteps
+ *        steps of that phase, and every step before it are done on this node. Steps beyond a
+ *        phase's @p budget records merge with their neighbours (coll_ctl_step_ends_record());
+ *        records beyond COLL_CTL_MAX_STEPS are dropped. Call in step order.
+ */
+void coll_op_mark_step(coll_op_t *op, uint32_t phase, uint32_t step, uint32_t nsteps,
+                       uint32_t budget);
+
+/** @brief The algorithm finished; the operation completes once the descriptor check passed. */
+void coll_op_algo_done(coll_op_t *op);
+
+/**
+ * @brief The algorithm ends the operation with @p status and @p error on every local rank,
+ *        once the descriptor check passed (so disagreeing ranks still see the mismatch).
+ */
+void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error);
+
+/** @brief Complete the operation on every local rank with @p status (COLL_OK or an error). */
+void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error);
+
+/**
+ * @brief Post a send of @p len bytes at @p buf to @p node for @p op (tag by net/transport.h):
+ *        the transfer counts as in flight for @p op until its completion reaches the engine.
+ * @return COLL_OK, or the transport's error (the caller fails the job).
+ */
+coll_status_t coll_op_send(coll_op_t *op, uint32_t node, uint64_t tag, const void *buf,
+                           size_t len, coll_xfer_t *x);
+
+/** @brief Post a receive of up to @p len bytes into @p buf from @p from, as coll_op_send(). */
+coll_status_t coll_op_recv(coll_op_t *op, uint32_t from, uint64_t tag, void *buf, size_t len,
+                           coll_xfer_t *x);
+
+/**
+ * @brief The engine's part of a job with other nodes: opens its transport, whose completions
+ *        come back into the engine. @return COLL_OK or COLL_ERR_TRANSPORT (logged).
+ */
+coll_status_t coll_engine_job_open(coll_job_t *job);
+
+/** @brief End the job's operations (failing those pending, cancelling their receives) and close
+ *         its transport; the closed hook follows once that is done (net/transport.h). */
+void coll_engine_job_close(coll_job_t *job);
+
+/** @brief Fail every operation of @p job after a job failure; cancel their receives. */
+void coll_op_fail_all(coll_job_t *job);
+
+/** @brief Free every operation of @p job (its worker is destroyed: nothing is in flight). */
+void coll_op_free_all(coll_job_t *job);
+
+/** @brief Free @p op if it is done and nothing is in flight. */
+void coll_op_maybe_free(coll_op_t *op);
+
+/**
+ * @brief Check a descriptor carried in an algorithm's own message against the operation's;
+ *        on a difference fail the job with both descriptors in the message.
+ * @param [in] from Node that sent it.
+ * @return 1 when equal, 0 when the job failed.
+ */
+int coll_op_check_desc(coll_op_t *op, const coll_desc_t *peer, uint32_t from);
+
+/** The pipelined ring: allreduce, reduce-scatter, all-gather (ring.c). */
+extern const coll_impl_t coll_impl_ring;
+/** Recursive doubling allreduce (rd.c). */
+extern const coll_impl_t coll_impl_rd;
+/** Pipelined chain broadcast (chain.c). */
+extern const coll_impl_t coll_impl_chain_bcast;
+/** Pipelined chain reduce (chain.c). */
+extern const coll_impl_t coll_impl_chain_reduce;
+/** Dissemination barrier (barrier.c). */
+extern const coll_impl_t coll_impl_barrier;
+/** Single node: every collective from the local ranks' buffers (local.c). */
+extern const coll_impl_t coll_impl_local;
+
+#endif

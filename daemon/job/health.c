@@ -1,0 +1,216 @@
+#include "job/health.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "engine/op.h"
+#include "job/blame.h"
+#include "net/control.h"
+#include "net/transport.h"
+
+uint64_t coll_health_tick_ms(const coll_job_t *job)
+{
+    uint64_t t = job->params.timeout_ms / 8;
+    return t < 50 ? 50 : t > COLL_HEALTH_TICK_MAX_MS ? COLL_HEALTH_TICK_MAX_MS : t;
+}
+
+static uint64_t half_timeout_ns(const coll_job_t *job)
+{
+    uint64_t half = job->params.timeout_ms * 1000000ull / 2;
+    uint64_t floor = 3 * coll_health_tick_ms(job) * 1000000ull;
+    return half > floor ? half : floor;
+}
+
+/* The previous node stays alive while its heartbeats arrive. */
+static void check_prev(coll_job_t *job, uint64_t now)
+{
+    uint32_t prev = (job->node_rank + job->nnodes - 1) % job->nnodes;
+    coll_node_t *n = &job->nodes[prev];
+
+    /* A heartbeat handled after @p now was taken is newer than it: fresh. */
+    if (n->gone != COLL_OK || n->left || n->last_seen_ns >= now ||
+        now - n->last_seen_ns <= half_timeout_ns(job)) {
+        return;
+    }
+    coll_node_lost(n, "no heartbeat for %" PRIu64 " ms (its daemon is stopped, dead or "
+                   "unreachable)", (now - n->last_seen_ns) / 1000000);
+    coll_job_fail(job, COLL_ERR_PEER, 1, "node %u (%s, ranks from %u): %s", prev, n->host,
+                  n->ranks[0], n->gone_why);
+}
+
+/* Append "node i (host, ranks from r)" once per node. */
+static size_t add_node(const coll_job_t *job, uint32_t node, uint32_t *listed, uint32_t *nlisted,
+                       char *buf, size_t n, size_t len)
+{
+    for (uint32_t k = 0; k < *nlisted; k++) {
+        if (listed[k] == node) {
+            return n;
+        }
+    }
+    if (*nlisted < 8) {
+        listed[(*nlisted)++] = node;
+    }
+    return n + (size_t)snprintf(buf + n, len - n, "%snode %u (%s, ranks from %u)", n ? ", " : "",
+                                node, job->nodes[node].host, job->nodes[node].ranks[0]);
+}
+
+/* What @p op waits for, for messages: ranks that did not submit it, here or (as other nodes
+ * answered, blame.h) elsewhere; failing that, the nodes whose data it has not received.
+ * Returns the number of ranks named (an answer from another node counts as one). */
+static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
+{
+    const coll_job_t *job = op->job;
+    const char *remote = coll_control_blamed(job, op->desc.key);
+    uint32_t listed[8], nlisted = 0, named = 0;
+    size_t n;
+    coll_xfer_t *x, *tmp;
+
+    if (op->desc.coll < COLL_KIND_SEND) {
+        named = coll_blame_local(job, op->desc.key, buf, len);
+    } else {
+        buf[0] = '\0';
+    }
+    n = strlen(buf);
+    if (remote != NULL && n < len) {
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", remote);
+        named++;
+    }
+    coll_list_for_each_safe(x, tmp, &((coll_op_t *)op)->posted, coll_xfer_t, posted)
+    {
+        if (named == 0 && !x->completed && !x->is_send && n < len) {
+            n = add_node(job, x->peer, listed, &nlisted, buf, n, len);
+        }
+    }
+    if (buf[0] == '\0') {
+        snprintf(buf, len, "its sends to complete");
+    }
+    return named;
+}
+
+/* When an operation waits only for other nodes, the node it waits for (or one further up the
+ * ring) usually times out too, at about the same moment, and knows more: which of its ranks did
+ * not submit. Waiting two more ticks (at most COLL_BLAME_GRACE_MS) lets that node's abort, which
+ * names the rank, arrive first. Grace plus one tick (when the check runs) stays below the
+ * library's own bound (timeout + COLL_DAEMON_SLACK_MS, 1 s), so the daemon's error, which
+ * says what was missing, is the one every rank gets. */
+#define COLL_BLAME_GRACE_MS 500u
+
+static uint64_t op_timeout_ns(const coll_job_t *job, uint32_t missing_local)
+{
+    uint64_t grace = 2 * coll_health_tick_ms(job);
+
+    if (missing_local > 0 || job->nnodes == 1) {
+        grace = 0;
+    }
+    return (job->params.timeout_ms + (grace < COLL_BLAME_GRACE_MS ? grace : COLL_BLAME_GRACE_MS)) *
+           1000000ull;
+}
+
+/* Stall warning at half the timeout, failure at the timeout. Returns 1 when the job failed. */
+static int check_ops(coll_job_t *job, uint64_t now)
+{
+    coll_op_t *op, *tmp;
+    char wait[400], nm[48];
+
+    coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
+    {
+        uint64_t age = now > op->t_submit_ns ? now - op->t_submit_ns : 0;
+        if (op->done || age < half_timeout_ns(job)) {
+            continue;
+        }
+        uint32_t missing = describe_wait(op, wait, sizeof(wait));
+        coll_desc_name(&op->desc, nm, sizeof(nm));
+        if (age >= op_timeout_ns(job, missing)) {
+            coll_job_fail(job, COLL_ERR_TIMEDOUT, 1, "%s timed out after %" PRIu64 " ms waiting "
+                          "for %s", nm, age / 1000000, wait);
+            return 1;
+        }
+        if (!op->stall_warned) {
+            op->stall_warned = 1;
+            coll_blame_ask(op);
+            coll_warn(COLL_SUB_JOB, "job %s: %s stalled for %" PRIu64 " ms, waiting for %s",
+                      job->id, nm, age / 1000000, wait);
+        }
+    }
+    return 0;
+}
+
+/* A node that left or was lost fails the job only when this node still waits on it: a node
+ * that left cleanly finished every operation it took part in and flushed what it sent, so a
+ * receive from it still pending one tick later waits for data that will never come. */
+static void check_stranded(coll_job_t *job)
+{
+    coll_op_t *op, *tmp;
+    char nm[48];
+
+    coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
+    {
+        coll_xfer_t *x, *xtmp;
+        coll_list_for_each_safe(x, xtmp, &op->posted, coll_xfer_t, posted)
+        {
+            coll_node_t *n = &job->nodes[x->peer];
+            if (op->done || x->completed || x->is_send || n->gone == COLL_OK) {
+                continue;
+            }
+            if (x->suspect) {
+                coll_desc_name(&op->desc, nm, sizeof(nm));
+                coll_job_fail(job, n->gone, 1, "node %u (%s, ranks from %u): %s while %s still "
+                              "waited for its data", x->peer, n->host, n->ranks[0], n->gone_why, nm);
+                return;
+            }
+            x->suspect = 1;
+        }
+    }
+}
+
+static void log_gone(coll_job_t *job)
+{
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        coll_node_t *n = &job->nodes[i];
+        if (n->gone != COLL_OK && !n->gone_seen) {
+            n->gone_seen = 1;
+            coll_info(COLL_SUB_UCX, "job %s: node %u (%s): %s", job->id, i, n->host, n->gone_why);
+        }
+    }
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    coll_job_t *job = t->data;
+    uint64_t now;
+
+    coll_transport_drive(job); /* act on control messages first */
+    now = uv_hrtime();
+    if (job->state != COLL_JOB_READY) {
+        return;
+    }
+    if (job->nnodes > 1) {
+        coll_control_heartbeat(job, (job->node_rank + 1) % job->nnodes);
+        check_prev(job, now);
+        log_gone(job);
+    }
+    if (job->state == COLL_JOB_READY && !check_ops(job, now)) {
+        check_stranded(job);
+    }
+    if (job->state == COLL_JOB_READY) {
+        coll_blame_answer(job);
+    }
+    coll_transport_drive(job);
+}
+
+void coll_health_start(coll_job_t *job)
+{
+    uint64_t now = uv_hrtime(), tick = coll_health_tick_ms(job);
+
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        job->nodes[i].last_seen_ns = now;
+    }
+    uv_timer_start(&job->health_timer, tick_cb, tick, tick);
+}
+
+void coll_health_stop(coll_job_t *job)
+{
+    uv_timer_stop(&job->health_timer);
+}

@@ -1,0 +1,329 @@
+/*
+ * A job's second half: it becomes ready (alone, or with the root's node table), fails (the
+ * failed hook's fan-out), loses ranks, and is freed once no rank, transfer or handle holds it.
+ * The hooks the layers below call (core/hooks.h) are installed here.
+ */
+#include "job/job.h"
+
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "core/staging.h"
+#include "engine/op.h"
+#include "job/doorbell.h"
+#include "job/health.h"
+#include "net/clientlink.h"
+#include "net/control.h"
+#include "net/transport.h"
+#include "net/peerwatch.h"
+#include "net/rdv.h"
+#include "proto/ctl.h"
+#include "proto/tag.h"
+
+void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *error,
+                       const coll_job_t *job)
+{
+    coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
+    Coll__Wire__JoinReply r = COLL__WIRE__JOIN_REPLY__INIT;
+    int fds[2];
+    unsigned nfds = 0;
+
+    r.status = status;
+    r.error = (char *)error;
+    if (status == COLL_OK) {
+        r.pool_bytes = coll_pool_size(job->pool);
+        r.node_rank = job->node_rank;
+        r.node_count = job->nnodes;
+        r.ctl_bytes = COLL_CTL_BYTES;
+        r.timeout_ms = job->params.timeout_ms;
+        r.epoch = job->epoch;
+        fds[nfds++] = coll_pool_fd(job->pool);
+        fds[nfds++] = job->doorbell_fd;
+    }
+    msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_JOIN;
+    msg.join = &r;
+    coll_session_send_fds(s, &msg, fds, nfds);
+}
+
+/* The rendezvous guarantees every rank appears on exactly one node. */
+static coll_status_t index_ranks(coll_job_t *job)
+{
+    job->rank_node = calloc(job->world_size, sizeof(uint32_t));
+    job->rank_local = calloc(job->world_size, sizeof(uint32_t));
+    job->node_ranks = calloc(job->nnodes, sizeof(*job->node_ranks));
+    job->node_nranks = calloc(job->nnodes, sizeof(uint32_t));
+    if (job->rank_node == NULL || job->rank_local == NULL || job->node_ranks == NULL ||
+        job->node_nranks == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    for (uint32_t n = 0; n < job->nnodes; n++) {
+        job->node_ranks[n] = job->nodes[n].ranks;
+        job->node_nranks[n] = job->nodes[n].nranks;
+        for (uint32_t l = 0; l < job->nodes[n].nranks; l++) {
+            job->rank_node[job->nodes[n].ranks[l]] = n;
+            job->rank_local[job->nodes[n].ranks[l]] = l;
+        }
+    }
+    return COLL_OK;
+}
+
+static void job_ready(coll_job_t *job, const coll_job_params_t *params)
+{
+    if (index_ranks(job) != COLL_OK) {
+        coll_job_fail(job, COLL_ERR_NOMEM, 0, "no memory for the rank table");
+        return;
+    }
+    job->params = *params;
+    job->engine.staging_bytes = 2 * params->segment_bytes;
+    if (job->nnodes > 1 && coll_transport_connect_all(job) != COLL_OK) {
+        return; /* failed while joining: the joins hear */
+    }
+    job->state = COLL_JOB_READY;
+    uv_timer_stop(&job->join_timer);
+    coll_health_start(job);
+    coll_peerwatch_start(job);
+    coll_info(COLL_SUB_JOB, "job %s: ready, node %u of %u", job->id, job->node_rank, job->nnodes);
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        coll_job_reply_join(job->locals[l], COLL_OK, "", job);
+    }
+}
+
+/* Every rank on this node: no rendezvous, this node is the whole job. */
+void coll_job_ready_alone(coll_job_t *job)
+{
+    coll_job_params_t p;
+
+    job->nodes = calloc(1, sizeof(*job->nodes));
+    if (job->nodes == NULL ||
+        (job->nodes[0].ranks = malloc(job->local_size * sizeof(uint32_t))) == NULL) {
+        coll_job_fail(job, COLL_ERR_NOMEM, 0, "no memory for the node table");
+        return;
+    }
+    job->nnodes = 1;
+    job->nodes[0] = (coll_node_t){.job = job, .nranks = job->local_size,
+                                  .ranks = job->nodes[0].ranks};
+    memcpy(job->nodes[0].ranks, job->ranks, job->local_size * sizeof(uint32_t));
+    snprintf(job->nodes[0].host, sizeof(job->nodes[0].host), "%s", job->d->hostname);
+    coll_job_params_from_config(&job->d->cfg, &p);
+    p.timeout_ms = job->timeout_ms;
+    job->epoch = uv_hrtime();
+    job_ready(job, &p);
+}
+
+static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
+{
+    job->nodes = calloc(r->n_nodes, sizeof(*job->nodes));
+    if (job->nodes == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    job->nnodes = (uint32_t)r->n_nodes;
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        coll_node_t *n = &job->nodes[i];
+        const Coll__Wire__NodeInfo *info = r->nodes[i];
+        n->job = job;
+        n->index = (uint32_t)i;
+        n->nranks = (uint32_t)info->n_ranks;
+        n->ranks = malloc(info->n_ranks * sizeof(uint32_t));
+        n->worker_address = malloc(info->worker_address.len);
+        if (n->ranks == NULL || n->worker_address == NULL) {
+            return COLL_ERR_NOMEM;
+        }
+        memcpy(n->ranks, info->ranks, info->n_ranks * sizeof(uint32_t));
+        memcpy(n->worker_address, info->worker_address.data, info->worker_address.len);
+        n->worker_address_len = info->worker_address.len;
+        snprintf(n->host, sizeof(n->host), "%s", info->host);
+        n->pid = info->pid;
+        n->same_kernel = info->kernel_id.len == sizeof(job->d->kernel_id) &&
+                         memcmp(info->kernel_id.data, job->d->kernel_id,
+                                sizeof(job->d->kernel_id)) == 0;
+    }
+    return COLL_OK;
+}
+
+static void rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
+{
+    coll_job_params_t params;
+
+    if (job->state != COLL_JOB_RENDEZVOUS) {
+        return;
+    }
+    if (r->status != COLL_OK) {
+        /* A node's refusal keeps its status (e.g. COLL_ERR_NOMEM for a budget); anything not
+         * one of ours is a rendezvous error. */
+        coll_job_fail(job, r->status < 0 && r->status > -2000 ? (coll_status_t)r->status
+                                                              : COLL_ERR_RENDEZVOUS,
+                      0, "job %s: %s", job->id, r->error);
+        return;
+    }
+    if (r->n_nodes > COLL_TAG_MAX_NODES || copy_nodes(job, r) != COLL_OK ||
+        job->nodes[r->node_rank].nranks != job->local_size) {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: unusable node table from root %s",
+                      job->id, job->root);
+        return;
+    }
+    job->node_rank = r->node_rank;
+    job->epoch = r->epoch;
+    params = (coll_job_params_t){r->params->timeout_ms, r->params->segment_bytes,
+                                 r->params->pipeline_depth, r->params->rd_max_bytes};
+    job_ready(job, &params);
+}
+
+/* The failed hook (core/hooks.h): coll_job_fail() recorded, logged and counted the failure;
+ * end what waits, in this order, synchronously: the rendezvous, the other nodes (the abort
+ * goes out before any local rank hears), the operations, the joins still unanswered. */
+static void job_failed(coll_job_t *job, int was, int tell_peers)
+{
+    uv_timer_stop(&job->join_timer);
+    uv_timer_stop(&job->health_timer);
+    coll_rdv_cancel(job);
+    if (was == COLL_JOB_READY) {
+        if (tell_peers && job->nnodes > 1) {
+            coll_control_abort(job, job->error, job->errmsg);
+        }
+        coll_op_fail_all(job);
+        return;
+    }
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        if (job->locals[l] != NULL) {
+            coll_job_reply_join(job->locals[l], job->error, job->errmsg, NULL);
+        }
+    }
+}
+
+void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, const char *reason)
+{
+    coll_job_fail(job, status, 1, "rank %u (pid %d) ended job %s: %s", s->rank, (int)s->cred.pid,
+                  job->id, reason);
+}
+
+static void job_maybe_free(coll_job_t *job);
+
+/* Operations that the rank of @p s is part of and that are not done: every collective, and
+ * its own point-to-point transfers. */
+static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
+{
+    uint32_t n = 0;
+    coll_op_t *op, *tmp;
+    coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
+    {
+        n += !op->done && (op->desc.coll < COLL_KIND_SEND ||
+                           op->members[s->local_rank].session == s);
+    }
+    return n;
+}
+
+void coll_job_leave(coll_job_t *job, coll_session_t *s)
+{
+    /* Its operations, and its submissions still queued in its control block (a rank killed
+     * right after submitting: the others wait for them). */
+    uint32_t pending = pending_ops(job, s) + (s->ctl != NULL ? coll_ctl_queued(s->ctl) : 0);
+    coll_op_t *op, *tmp;
+
+    coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
+    {
+        if (op->members[s->local_rank].session == s) {
+            op->members[s->local_rank].session = NULL;
+        }
+    }
+    if (job->pool != NULL) {
+        coll_pool_free_owner(job->pool, s);
+    }
+    job->locals[s->local_rank] = NULL;
+    job->njoined--;
+    if (job->left[0] == '\0') {
+        snprintf(job->left, sizeof(job->left), "rank %u (pid %d)", s->rank, (int)s->cred.pid);
+    }
+    s->job = NULL;
+    s->ctl = NULL;
+    /* A rank that leaves between operations ends its part cleanly; one that leaves with work
+     * pending (or before the job met) strands the others, who must hear about it now. */
+    if (job->state == COLL_JOB_READY && pending > 0) {
+        coll_job_fail(job, COLL_ERR_JOB, 1,
+                      "rank %u (pid %d) left job %s with %u operations pending", s->rank,
+                      (int)s->cred.pid, job->id, pending);
+    } else if (job->state == COLL_JOB_GATHERING || job->state == COLL_JOB_RENDEZVOUS) {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "rank %u (pid %d) left job %s before it met",
+                      s->rank, (int)s->cred.pid, job->id);
+    }
+    job_maybe_free(job);
+}
+
+/* Leave the daemon's job table at once (a new job may take the id), then close the engine and
+ * its transport; the transport_closed hook (job_release()) frees the rest when that is done. */
+void coll_job_free_now(coll_job_t *job)
+{
+    COLL_ASSERT(!job->closing);
+    job->closing = 1;
+    coll_list_remove(&job->link);
+    coll_rdv_cancel(job);
+    uv_timer_stop(&job->join_timer);
+    coll_doorbell_close(job);
+    coll_engine_job_close(job);
+}
+
+static void job_release(coll_job_t *job)
+{
+    coll_peerwatch_stop(job);
+    coll_op_free_all(job);
+    coll_staging_release_all(job);
+    if (job->pool_accounted) {
+        job->d->pool_bytes -= coll_pool_size(job->pool);
+    }
+    coll_pool_destroy(job->pool);
+    if (job->doorbell_fd >= 0) {
+        close(job->doorbell_fd);
+    }
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        free(job->nodes[i].ranks);
+        free(job->nodes[i].worker_address);
+    }
+    free(job->nodes);
+    free(job->rank_node);
+    free(job->rank_local);
+    free(job->node_ranks);
+    free(job->node_nranks);
+    free(job->locals);
+    free(job->ranks);
+    coll_info(COLL_SUB_JOB, "job %s: closed on this node", job->id);
+    /* Give the freed worker pools and op state back to the system: without this glibc keeps
+     * them, and an idle daemon's RSS stays at the peak of its busiest job. */
+    malloc_trim(0);
+    /* The job struct goes with its last handle. */
+    uv_close((uv_handle_t *)&job->join_timer, coll_job_handle_closed);
+    uv_close((uv_handle_t *)&job->health_timer, coll_job_handle_closed);
+    coll_rdv_job_close(job);
+}
+
+static void job_maybe_free(coll_job_t *job)
+{
+    if (job->njoined == 0 && !job->net.driving && !job->closing) {
+        coll_job_free_now(job);
+    }
+}
+
+void coll_job_close_all(coll_daemon_t *d)
+{
+    coll_job_t *job, *tmp;
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        coll_job_fail(job, COLL_ERR_JOB, 1, "the daemon on node %s is shutting down", d->hostname);
+    }
+}
+
+
+
+static const coll_job_hooks_t hooks = {
+    .failed = job_failed,
+    .rendezvous_done = rendezvous_done,
+    .closed = job_release,
+    .idle = job_maybe_free,
+};
+
+void coll_job_layer_init(coll_daemon_t *d)
+{
+    d->job_hooks = &hooks;
+}

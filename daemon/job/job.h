@@ -1,0 +1,48 @@
+/**
+ * @file job.h
+ * @brief The job layer: a job's life on this node, from its first local rank's JoinJob to its
+ *        release once no rank, transfer or handle holds it (job/join.c, job/job.c). Installs
+ *        the hooks through which the layers below report (core/hooks.h).
+ */
+#ifndef COLL_JOB_JOB_H
+#define COLL_JOB_JOB_H
+
+#include "core/job.h"
+
+/** @brief Install the job layer's hooks on @p d (the composition root, before anything runs). */
+void coll_job_layer_init(coll_daemon_t *d);
+
+/**
+ * @brief Handle a client's JoinJob: find or create the job and add the session as a local rank.
+ *        The reply (with the pool fd) goes out once the whole job has met; errors are replied at
+ *        once, and a job this node refuses (budget, pool) is refused at its root too.
+ */
+void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *join);
+
+/**
+ * @brief Answer local rank @p s's JoinJob: with @p status COLL_OK the job's pool and doorbell
+ *        fds go along (@p job must be ready), else @p error.
+ */
+void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *error,
+                         const coll_job_t *job);
+
+/** @brief Every rank is on this node: no rendezvous, the job is ready now. */
+void coll_job_ready_alone(coll_job_t *job);
+
+/**
+ * @brief Local rank @p s ended the job (coll_comm_abort(), or a submission its library
+ *        refused): fail it on every node with @p status and the rank's @p reason.
+ */
+void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, const char *reason);
+
+/** @brief The session of local rank @p s->local_rank left the job. */
+void coll_job_leave(coll_job_t *job, coll_session_t *s);
+
+/** @brief Leave the job table now and close the job's engine and transport; the rest is freed
+ *         when the transport reports it closed. Once per job. */
+void coll_job_free_now(coll_job_t *job);
+
+/** @brief Fail every job (daemon shutdown). */
+void coll_job_close_all(coll_daemon_t *d);
+
+#endif

@@ -1,0 +1,216 @@
+#include "job/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/log.h"
+#include "engine/op.h"
+#include "job/job.h"
+#include "net/clientlink.h"
+
+static void session_close_cb(uv_handle_t *h)
+{
+    coll_session_t *s = h->data;
+    coll_frame_reader_cleanup(&s->reader);
+    free(s);
+}
+
+void coll_session_close(coll_session_t *s, const char *why)
+{
+    if (s->closing) {
+        return;
+    }
+    s->closing = 1;
+    COLL_LOG(s->protocol_error ? COLL_LOG_ERROR : COLL_LOG_INFO, COLL_SUB_SESSION,
+             "session %llu (pid %d%s%s) closed: %s", (unsigned long long)s->id, (int)s->cred.pid,
+             s->job ? ", job " : "", s->job ? s->job->id : "", why);
+    if (s->job != NULL) {
+        coll_job_leave(s->job, s);
+    }
+    coll_list_remove(&s->link);
+    uv_close((uv_handle_t *)&s->pipe, session_close_cb);
+}
+
+void coll_session_reject(coll_session_t *s, const char *why)
+{
+    s->protocol_error = 1;
+    coll_session_close(s, why);
+}
+
+static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
+{
+    coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
+    Coll__Wire__MemAllocReply r = COLL__WIRE__MEM_ALLOC_REPLY__INIT;
+    char err[768] = "";
+    size_t off = 0;
+    coll_job_t *job = s->job;
+
+    r.req_id = a->req_id;
+    if (job == NULL) {
+        r.status = COLL_ERR_PROTOCOL;
+        snprintf(err, sizeof(err), "allocation before joining a job");
+    } else if (job->state == COLL_JOB_FAILED) { /* why, as its submissions are told */
+        r.status = job->error;
+        snprintf(err, sizeof(err), "job %s failed earlier: %.500s", job->id, job->errmsg);
+    } else if (job->state != COLL_JOB_READY) {
+        r.status = COLL_ERR_JOB;
+        snprintf(err, sizeof(err), "job %s is not running yet", job->id);
+    } else {
+        r.status = coll_pool_alloc(job->pool, a->bytes, s, &off);
+        if (r.status == COLL_ERR_POOL_FULL) {
+            snprintf(err, sizeof(err),
+                     "pool of job %s on this node is full: %llu bytes asked, %zu of %zu free "
+                     "(raise COLL_POOL_SIZE)",
+                     job->id, (unsigned long long)a->bytes, coll_pool_free_bytes(job->pool),
+                     coll_pool_size(job->pool));
+        }
+    }
+    r.error = err;
+    r.offset = off;
+    r.bytes = a->bytes;
+    msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_ALLOC;
+    msg.alloc = &r;
+    coll_session_send(s, &msg);
+}
+
+static void on_hello(coll_session_t *s, const Coll__Wire__Hello *h)
+{
+    coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
+    Coll__Wire__HelloReply r = COLL__WIRE__HELLO_REPLY__INIT;
+    char name[128];
+
+    s->hello = 1;
+    coll_debug(COLL_SUB_SESSION, "session %llu: hello from %s", (unsigned long long)s->id,
+               h->client);
+    snprintf(name, sizeof(name), "collectived %d.%d on %s", COLL_VERSION_MAJOR,
+             COLL_VERSION_MINOR, s->d->hostname);
+    r.daemon = name;
+    msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_HELLO;
+    msg.hello = &r;
+    coll_session_send(s, &msg);
+}
+
+static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
+{
+    if (!s->hello && m->body_case != COLL__WIRE__CLIENT_MSG__BODY_HELLO) {
+        coll_session_reject(s, "protocol error: first message is not Hello");
+        return;
+    }
+    switch (m->body_case) {
+    case COLL__WIRE__CLIENT_MSG__BODY_HELLO:
+        on_hello(s, m->hello);
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_JOIN:
+        if (s->job != NULL) {
+            coll_session_reject(s, "protocol error: second JoinJob on one connection");
+        } else {
+            coll_job_join(s->d, s, m->join);
+        }
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_ALLOC:
+        on_alloc(s, m->alloc);
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_FREE:
+        if (s->job == NULL || coll_pool_free(s->job->pool, m->free->offset, s) != COLL_OK) {
+            coll_warn(COLL_SUB_SESSION, "session %llu: free of offset %llu it does not own",
+                      (unsigned long long)s->id, (unsigned long long)m->free->offset);
+        }
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
+        if (s->job == NULL) {
+            coll_session_complete(s, m->submit->req_id, COLL_ERR_PROTOCOL,
+                                  "submit before joining a job", "");
+        } else {
+            coll_op_submit(s->job, s, m->submit);
+        }
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_ABORT:
+        if (s->job != NULL) {
+            coll_job_abort(s->job, s, (coll_status_t)m->abort->status, m->abort->reason);
+        }
+        break;
+    default:
+        break; /* the decoder admits no other body */
+    }
+}
+
+static void on_frame(coll_session_t *s, const uint8_t *p, size_t n)
+{
+    char err[256], why[300];
+    coll_client_msg_t *m;
+
+    if (coll_wire_unpack_client(p, n, &m, err, sizeof(err)) != COLL_OK) {
+        snprintf(why, sizeof(why), "malformed message: %s", err);
+        coll_session_reject(s, why);
+        return;
+    }
+    dispatch(s, m);
+    coll__wire__client_msg__free_unpacked(m, NULL);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    coll_session_t *s = h->data;
+    uint8_t *p;
+    size_t len;
+
+    if (coll_frame_reader_space(&s->reader, 4096, &p, &len) != COLL_OK) {
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init((char *)p, (unsigned)len);
+}
+
+static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    coll_session_t *s = stream->data;
+    const uint8_t *p;
+    size_t n;
+    coll_status_t st = COLL_INPROGRESS;
+
+    if (nread < 0) {
+        coll_session_close(s, nread == UV_EOF ? "client disconnected" : uv_strerror((int)nread));
+        return;
+    }
+    coll_frame_reader_commit(&s->reader, (size_t)nread);
+    while (!s->closing && (st = coll_frame_reader_next(&s->reader, &p, &n)) == COLL_OK) {
+        on_frame(s, p, n);
+    }
+    if (!s->closing && st == COLL_ERR_PROTOCOL) {
+        char why[96];
+        snprintf(why, sizeof(why), "malformed frame: larger than %u bytes", COLL_FRAME_MAX_CLIENT);
+        coll_session_reject(s, why);
+    }
+}
+
+void coll_session_accept(coll_daemon_t *d, uv_stream_t *listener)
+{
+    static uint64_t next_id = 1;
+    coll_session_t *s = calloc(1, sizeof(*s));
+    socklen_t len = sizeof(s->cred);
+    uv_os_fd_t fd;
+
+    if (s == NULL || coll_frame_reader_init(&s->reader, COLL_FRAME_MAX_CLIENT) != COLL_OK) {
+        coll_error(COLL_SUB_SESSION, "accepting a client: out of memory");
+        free(s);
+        return;
+    }
+    s->d = d;
+    s->id = next_id++;
+    uv_pipe_init(d->loop, &s->pipe, 0);
+    s->pipe.data = s;
+    coll_list_push(&d->sessions, &s->link);
+    if (uv_accept(listener, (uv_stream_t *)&s->pipe) != 0) {
+        coll_session_close(s, "accept failed");
+        return;
+    }
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0) {
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len);
+    }
+    coll_debug(COLL_SUB_SESSION, "session %llu: pid %d uid %d connected", (unsigned long long)s->id,
+               (int)s->cred.pid, (int)s->cred.uid);
+    uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
+}

@@ -1,0 +1,150 @@
+/*
+ * Sending to a trainer: frames on its socket (with fds where a reply carries them) and
+ * completions, through its control block's ring when there is room.
+ */
+#include "net/clientlink.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/log.h"
+#include "base/stream.h"
+#include "core/stats.h"
+#include "proto/frame.h"
+
+/* The first bytes of a frame carry the fds, so the client receives them with the reply. */
+static coll_status_t send_with_fds(coll_session_t *s, const uint8_t *frame, size_t len,
+                                   const int *fds, unsigned nfds)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {(void *)frame, len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    uv_os_fd_t sock;
+    ssize_t n;
+
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&s->pipe) != 0 ||
+        uv_fileno((uv_handle_t *)&s->pipe, &sock) != 0) {
+        return COLL_ERR_IO;
+    }
+    do {
+        n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        coll_warn(COLL_SUB_SESSION, "session %llu: sending the pool's fds: %m",
+                  (unsigned long long)s->id);
+        return COLL_ERR_IO;
+    }
+    return (size_t)n == len ? COLL_OK
+                            : coll_stream_write((uv_stream_t *)&s->pipe, frame + n, len - (size_t)n);
+}
+
+coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg)
+{
+    return coll_session_send_fds(s, msg, NULL, 0);
+}
+
+coll_status_t coll_session_send_fds(coll_session_t *s, coll_daemon_msg_t *msg, const int *fds,
+                                    unsigned nfds)
+{
+    uint8_t *frame;
+    size_t len;
+    coll_status_t st;
+
+    if (s->closing) {
+        return COLL_ERR_CLOSED;
+    }
+    msg->version = COLL_WIRE_VERSION;
+    st = coll_frame_pack(&msg->base, &frame, &len);
+    if (st == COLL_OK) {
+        st = nfds > 0 ? send_with_fds(s, frame, len, fds, nfds)
+                      : coll_stream_write((uv_stream_t *)&s->pipe, frame, len);
+        free(frame);
+    }
+    /* Not closed here: the caller may be walking job state. A client that is gone is seen by
+     * the read side, which closes the session from the loop. */
+    if (st != COLL_OK) {
+        coll_debug(COLL_SUB_SESSION, "session %llu: write failed: %s", (unsigned long long)s->id,
+                   coll_strerror(st));
+    } else if (s->ctl != NULL) {
+        /* The client may sleep on its control block rather than on the socket. */
+        atomic_fetch_add(&s->ctl->frames, 1);
+        coll_ctl_notify(s->ctl);
+    }
+    return st;
+}
+
+/* A success goes into the control block's ring when there is room: no socket message. */
+static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo,
+                           const coll_ctl_times_t *t)
+{
+    coll_ctl_t *ctl = s->ctl;
+    uint32_t head;
+    coll_ctl_comp_t *slot;
+
+    if (ctl == NULL || s->closing) {
+        return 0;
+    }
+    head = atomic_load_explicit(&ctl->comp_head, memory_order_relaxed);
+    if (head - atomic_load_explicit(&ctl->comp_tail, memory_order_acquire) >= COLL_CTL_SLOTS) {
+        return 0;
+    }
+    slot = &ctl->comp[head % COLL_CTL_SLOTS];
+    slot->req_id = req_id;
+    slot->status = COLL_OK;
+    snprintf(slot->algo, sizeof(slot->algo), "%s", algo);
+    slot->t.ready_ns = t->ready_ns;
+    slot->t.peers_ns = t->peers_ns;
+    slot->t.reduced_ns = t->reduced_ns;
+    slot->t.done_ns = t->done_ns;
+    slot->t.nsteps = t->nsteps;
+    memcpy(slot->t.steps, t->steps, t->nsteps * sizeof(t->steps[0]));
+    atomic_store_explicit(&ctl->comp_head, head + 1, memory_order_release);
+    coll_ctl_notify(ctl);
+    return 1;
+}
+
+void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t status,
+                           const char *error, const char *algo)
+{
+    static const coll_ctl_times_t none;
+    coll_session_complete_op(s, req_id, status, error, algo, &none);
+}
+
+void coll_session_complete_op(coll_session_t *s, uint32_t req_id, coll_status_t status,
+                              const char *error, const char *algo, const coll_ctl_times_t *t)
+{
+    coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
+    Coll__Wire__Complete c = COLL__WIRE__COMPLETE__INIT;
+
+    coll_stats_request_done(&s->d->stats, status);
+    if (status == COLL_OK && complete_in_ctl(s, req_id, algo, t)) {
+        return;
+    }
+    c.ready_ns = t->ready_ns;
+    c.peers_ns = t->peers_ns;
+    c.reduced_ns = t->reduced_ns;
+    c.done_ns = t->done_ns;
+    c.n_steps = t->nsteps;
+    c.steps = (uint64_t *)t->steps;
+    c.req_id = req_id;
+    c.status = status;
+    c.error = (char *)error;
+    c.algo = (char *)algo;
+    msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_COMPLETE;
+    msg.complete = &c;
+    coll_session_send(s, &msg);
+}
+

@@ -1,0 +1,537 @@
+#include "net/rdv.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/auth.h"
+#include "base/log.h"
+#include "net/link.h"
+
+/* A rendezvous this daemon serves as root: the nodes of one job that registered so far, or,
+ * once it failed, why (kept until @c expires so that late nodes hear it at once). */
+typedef struct coll_rdv {
+    coll_list_t link; /* in d->rdvs */
+    coll_daemon_t *d;
+    char job[COLL_JOB_ID_MAX + 1];
+    uint32_t world_size;
+    uint32_t nranks;
+    coll_list_t members; /* rdv_member_t */
+    coll_status_t failed; /* COLL_OK while gathering */
+    char *failed_msg;
+    uint8_t token_digest[COLL_AUTH_BYTES];
+    uint64_t expires;    /* loop time (ms) */
+} coll_rdv_t;
+
+/* A node registered at a rendezvous: its link and its request. */
+typedef struct {
+    coll_list_t link;    /* in rdv->members */
+    coll_rdv_t *rdv;
+    coll_peer_link_t *l;
+    Coll__Wire__NodeJoin *join;
+} rdv_member_t;
+
+/* What a refusing node tells the root (coll_rdv_refuse()). */
+typedef struct {
+    char job[COLL_JOB_ID_MAX + 1];
+    uint32_t world_size;
+    uint32_t timeout_ms;
+    int32_t status;
+    char error[512];
+    uint8_t token_digest[COLL_AUTH_BYTES];
+} rdv_refusal_t;
+
+#define RDV_RETRY_MS 100
+
+/* ---- root side -------------------------------------------------------------------------------- */
+
+static void member_free(rdv_member_t *m)
+{
+    coll_list_remove(&m->link);
+    m->rdv->nranks -= (uint32_t)m->join->n_ranks;
+    coll__wire__node_join__free_unpacked(m->join, NULL);
+    m->l->owner = NULL;
+    free(m);
+}
+
+/* The members' links stay open for their last answer: each node closes its own. */
+static void rdv_free(coll_rdv_t *rdv)
+{
+    while (!coll_list_empty(&rdv->members)) {
+        member_free(coll_container_of(rdv->members.next, rdv_member_t, link));
+    }
+    coll_list_remove(&rdv->link);
+    free(rdv->failed_msg);
+    free(rdv);
+}
+
+static void send_reply_error(coll_peer_link_t *l, coll_status_t status, const char *msg)
+{
+    Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
+    Coll__Wire__NodeJoinReply reply = COLL__WIRE__NODE_JOIN_REPLY__INIT;
+
+    reply.status = status;
+    reply.error = (char *)msg;
+    out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY;
+    out.node_join_reply = &reply;
+    coll_link_send(l, &out);
+}
+
+/* Fail the rendezvous on every node registered so far, and remember why for the ones still
+ * to come (for the job's timeout). */
+static void rdv_fail(coll_rdv_t *rdv, coll_status_t status, const char *msg, uint64_t keep_ms)
+{
+    rdv_member_t *m, *tmp;
+
+    coll_warn(COLL_SUB_RDV, "rendezvous of job %s failed: %s", rdv->job, msg);
+    coll_list_for_each_safe(m, tmp, &rdv->members, rdv_member_t, link)
+    {
+        send_reply_error(m->l, status, msg);
+        member_free(m);
+    }
+    rdv->failed = status;
+    rdv->failed_msg = strdup(msg);
+    rdv->expires = uv_now(rdv->d->loop) + keep_ms;
+}
+
+static uint32_t min_rank(const rdv_member_t *m)
+{
+    uint32_t r = UINT32_MAX;
+    for (size_t i = 0; i < m->join->n_ranks; i++) {
+        r = m->join->ranks[i] < r ? m->join->ranks[i] : r;
+    }
+    return r;
+}
+
+static int by_min_rank(const void *a, const void *b)
+{
+    uint32_t x = min_rank(*(rdv_member_t *const *)a);
+    uint32_t y = min_rank(*(rdv_member_t *const *)b);
+    return x < y ? -1 : x > y;
+}
+
+/* The epoch of a new incarnation of a job: the root's wall clock, which a restarted root does
+ * not repeat either. */
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The table every node gets, in ring order; @p sorted, @p infos and @p ptrs have @p n slots. */
+static void fill_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
+                       Coll__Wire__NodeInfo *infos, Coll__Wire__NodeInfo **ptrs,
+                       uint64_t *timeout_ms)
+{
+    rdv_member_t *m, *tmp;
+    size_t k = 0;
+
+    coll_list_for_each_safe(m, tmp, &rdv->members, rdv_member_t, link)
+    {
+        sorted[k++] = m;
+        /* The most patient node's ranks set the job's timeout. */
+        *timeout_ms = m->join->timeout_ms > *timeout_ms ? m->join->timeout_ms : *timeout_ms;
+    }
+    qsort(sorted, n, sizeof(*sorted), by_min_rank);
+    for (k = 0; k < n; k++) {
+        coll__wire__node_info__init(&infos[k]);
+        infos[k].n_ranks = sorted[k]->join->n_ranks;
+        infos[k].ranks = sorted[k]->join->ranks;
+        infos[k].worker_address = sorted[k]->join->worker_address;
+        infos[k].host = sorted[k]->join->host;
+        infos[k].pid = sorted[k]->join->pid;
+        infos[k].kernel_id = sorted[k]->join->kernel_id;
+        ptrs[k] = &infos[k];
+    }
+}
+
+static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
+                       Coll__Wire__NodeInfo **ptrs, uint64_t timeout_ms)
+{
+    Coll__Wire__JobParams params = COLL__WIRE__JOB_PARAMS__INIT;
+    uint64_t epoch = realtime_ns();
+    coll_job_params_t p;
+
+    coll_job_params_from_config(&rdv->d->cfg, &p);
+    params.timeout_ms = timeout_ms ? timeout_ms : p.timeout_ms;
+    params.segment_bytes = p.segment_bytes;
+    params.pipeline_depth = p.pipeline_depth;
+    params.rd_max_bytes = p.rd_max_bytes;
+    for (size_t k = 0; k < n; k++) {
+        Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
+        Coll__Wire__NodeJoinReply reply = COLL__WIRE__NODE_JOIN_REPLY__INIT;
+        reply.params = &params;
+        reply.epoch = epoch;
+        reply.node_rank = (uint32_t)k;
+        reply.n_nodes = n;
+        reply.nodes = ptrs;
+        out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY;
+        out.node_join_reply = &reply;
+        coll_link_send(sorted[k]->l, &out);
+    }
+}
+
+/* Every rank is present: answer each node with the table in ring order. */
+static void rdv_complete(coll_rdv_t *rdv)
+{
+    size_t n = 0;
+    uint64_t timeout_ms = 0;
+    coll_list_t *e;
+    rdv_member_t **sorted;
+    Coll__Wire__NodeInfo *infos, **ptrs;
+
+    for (e = rdv->members.next; e != &rdv->members; e = e->next) {
+        n++;
+    }
+    sorted = calloc(n, sizeof(*sorted));
+    infos = calloc(n, sizeof(*infos));
+    ptrs = calloc(n, sizeof(*ptrs));
+    if (sorted == NULL || infos == NULL || ptrs == NULL) {
+        rdv_fail(rdv, COLL_ERR_RENDEZVOUS, "root daemon out of memory", 0);
+    } else {
+        fill_table(rdv, n, sorted, infos, ptrs, &timeout_ms);
+        send_table(rdv, n, sorted, ptrs, timeout_ms);
+        coll_info(COLL_SUB_RDV, "job %s: rendezvous complete, %zu nodes, world size %u",
+                  rdv->job, n, rdv->world_size);
+        rdv_free(rdv);
+    }
+    free(sorted);
+    free(infos);
+    free(ptrs);
+}
+
+/* The rendezvous of @p j's job: the one gathering, a failed one that still holds (same
+ * token), or a new one. Failed ones past their time are dropped on the way. */
+static coll_rdv_t *rdv_get(coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
+{
+    coll_rdv_t *rdv, *tmp, *found = NULL;
+    uint64_t now = uv_now(d->loop);
+
+    coll_list_for_each_safe(rdv, tmp, &d->rdvs, coll_rdv_t, link)
+    {
+        int same = strcmp(rdv->job, j->job) == 0;
+        if (rdv->failed != COLL_OK && (now >= rdv->expires || (same &&
+            (j->token_digest.len != sizeof(rdv->token_digest) ||
+             memcmp(j->token_digest.data, rdv->token_digest, sizeof(rdv->token_digest)) != 0)))) {
+            rdv_free(rdv);
+        } else if (same) {
+            found = rdv;
+        }
+    }
+    if (found != NULL || (found = calloc(1, sizeof(*found))) == NULL) {
+        return found;
+    }
+    snprintf(found->job, sizeof(found->job), "%s", j->job);
+    found->d = d;
+    found->world_size = j->world_size;
+    if (j->token_digest.len == sizeof(found->token_digest)) {
+        memcpy(found->token_digest, j->token_digest.data, sizeof(found->token_digest));
+    }
+    coll_list_init(&found->members);
+    coll_list_push(&d->rdvs, &found->link);
+    return found;
+}
+
+/* Returns a message when @p j conflicts with the nodes already registered, else NULL. */
+static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j,
+                                const char *from, char *buf, size_t len)
+{
+    rdv_member_t *m, *tmp;
+    if (j->world_size != rdv->world_size) {
+        snprintf(buf, len, "node %s (%s) says world size %u, earlier nodes say %u", j->host,
+                 from, j->world_size, rdv->world_size);
+        return buf;
+    }
+    coll_list_for_each_safe(m, tmp, &rdv->members, rdv_member_t, link)
+    {
+        if (m->join->token_digest.len != j->token_digest.len ||
+            memcmp(m->join->token_digest.data, j->token_digest.data, j->token_digest.len) != 0) {
+            snprintf(buf, len, "nodes %s (%s) and %s (%s) disagree on the job token",
+                     m->join->host, m->l->peer, j->host, from);
+            return buf;
+        }
+        for (size_t a = 0; a < j->n_ranks; a++) {
+            for (size_t b = 0; b < m->join->n_ranks; b++) {
+                if (j->ranks[a] == m->join->ranks[b]) {
+                    snprintf(buf, len, "rank %u is claimed by node %s (%s) and by node %s (%s)",
+                             j->ranks[a], m->join->host, m->l->peer, j->host, from);
+                    return buf;
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+static uint64_t keep_failure_ms(const coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
+{
+    return j->timeout_ms ? j->timeout_ms : d->cfg.timeout_ms;
+}
+
+static void root_on_refusal(coll_peer_link_t *l, coll_rdv_t *rdv, Coll__Wire__NodeJoin *j)
+{
+    char msg[1024];
+
+    snprintf(msg, sizeof(msg), "node %s (%s) refused job %s: %s", j->host, l->peer, j->job,
+             j->refusal_error);
+    if (rdv->failed == COLL_OK) {
+        rdv_fail(rdv, (coll_status_t)j->refusal, msg, keep_failure_ms(l->d, j));
+    }
+    send_reply_error(l, rdv->failed, rdv->failed_msg ? rdv->failed_msg : msg);
+    coll__wire__node_join__free_unpacked(j, NULL);
+}
+
+static void root_on_node_join(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
+{
+    char msg[1024];
+    const char *conflict;
+    coll_rdv_t *rdv = rdv_get(l->d, j);
+    rdv_member_t *m;
+
+    if (rdv != NULL && j->refusal != 0) {
+        root_on_refusal(l, rdv, j);
+        return;
+    }
+    if (rdv != NULL && rdv->failed != COLL_OK) {
+        send_reply_error(l, rdv->failed, rdv->failed_msg ? rdv->failed_msg : "it failed");
+        coll__wire__node_join__free_unpacked(j, NULL);
+        return;
+    }
+    if (rdv == NULL || (m = calloc(1, sizeof(*m))) == NULL) {
+        coll__wire__node_join__free_unpacked(j, NULL);
+        coll_link_close(l);
+        return;
+    }
+    conflict = rdv_conflict(rdv, j, l->peer, msg, sizeof(msg));
+    *m = (rdv_member_t){.rdv = rdv, .l = l, .join = j};
+    l->owner = m;
+    coll_list_push(&rdv->members, &m->link);
+    rdv->nranks += (uint32_t)j->n_ranks;
+    if (conflict != NULL) {
+        rdv_fail(rdv, COLL_ERR_RENDEZVOUS, conflict, keep_failure_ms(l->d, j));
+        return;
+    }
+    coll_debug(COLL_SUB_RDV, "job %s: node %s registered %zu ranks (%u of %u)", rdv->job, j->host,
+               j->n_ranks, rdv->nranks, rdv->world_size);
+    if (rdv->nranks == rdv->world_size) {
+        rdv_complete(rdv);
+    }
+}
+
+static void root_on_msg(coll_peer_link_t *l, coll_peer_msg_t *m)
+{
+    Coll__Wire__NodeJoin *j = m->node_join;
+
+    if (m->body_case != COLL__WIRE__PEER_MSG__BODY_NODE_JOIN || l->owner != NULL) {
+        coll_warn(COLL_SUB_RDV, "control link %s: unexpected message; closing", l->peer);
+        coll_link_close(l);
+        return;
+    }
+    m->node_join = NULL; /* kept by the member */
+    m->body_case = COLL__WIRE__PEER_MSG__BODY__NOT_SET;
+    root_on_node_join(l, j);
+}
+
+/* A node that goes away during its rendezvous takes its ranks back. */
+static void root_on_down(coll_peer_link_t *l, coll_status_t st, const char *why)
+{
+    rdv_member_t *m = l->owner;
+
+    if (m != NULL) {
+        coll_rdv_t *rdv = m->rdv;
+        coll_debug(COLL_SUB_RDV, "job %s: node %s left the rendezvous: %s", rdv->job,
+                   m->join->host, why);
+        member_free(m);
+        if (coll_list_empty(&rdv->members) && rdv->failed == COLL_OK) {
+            rdv_free(rdv);
+        }
+    }
+}
+
+static const coll_link_ops_t root_ops = {NULL, root_on_msg, root_on_down};
+
+coll_status_t coll_rdv_listen(coll_daemon_t *d)
+{
+    return coll_link_listen(d, &root_ops);
+}
+
+/* ---- node side: a job's rendezvous ------------------------------------------------------------- */
+
+static void node_on_up(coll_peer_link_t *l)
+{
+    coll_job_t *job = l->owner;
+    Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
+    Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
+
+    job->rdv.error[0] = '\0';
+    j.job = job->id;
+    j.world_size = job->world_size;
+    j.n_ranks = job->local_size;
+    j.ranks = job->ranks;
+    j.worker_address.data = job->net.worker_address;
+    j.worker_address.len = job->net.worker_address_len;
+    j.host = l->d->hostname;
+    j.timeout_ms = job->requested_timeout_ms;
+    j.pid = (uint32_t)getpid();
+    j.kernel_id = (ProtobufCBinaryData){sizeof(l->d->kernel_id), l->d->kernel_id};
+    j.token_digest = (ProtobufCBinaryData){sizeof(job->token_digest), job->token_digest};
+    out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
+    out.node_join = &j;
+    coll_link_send(l, &out);
+}
+
+static void node_on_msg(coll_peer_link_t *l, coll_peer_msg_t *m)
+{
+    coll_job_t *job = l->owner;
+
+    job->rdv.link = NULL;
+    coll_link_close(l);
+    if (m->body_case == COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY) {
+        job->d->job_hooks->rendezvous_done(job, m->node_join_reply);
+    } else {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "root %s sent an unexpected message",
+                      l->peer);
+    }
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+    coll_rdv_join(t->data);
+}
+
+/* A root that refuses connections may not be up yet (launch order): retry until the job's
+ * join timer ends the wait. Anything else fails the job now. */
+static void node_on_down(coll_peer_link_t *l, coll_status_t st, const char *why)
+{
+    coll_job_t *job = l->owner;
+
+    job->rdv.link = NULL;
+    if (job->state != COLL_JOB_RENDEZVOUS) {
+        return;
+    }
+    if (st == COLL_ERR_CONNREFUSED) {
+        snprintf(job->rdv.error, sizeof(job->rdv.error), "%s", why);
+        coll_debug(COLL_SUB_RDV, "job %s: %s; retrying", job->id, why);
+        uv_timer_start(&job->rdv.retry_timer, retry_cb, RDV_RETRY_MS, 0);
+        return;
+    }
+    coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "root %s: %s", job->root, why);
+}
+
+static const coll_link_ops_t node_ops = {node_on_up, node_on_msg, node_on_down};
+
+void coll_rdv_join(coll_job_t *job)
+{
+    char err[320];
+    coll_status_t st;
+
+    if (job->state != COLL_JOB_RENDEZVOUS) {
+        return;
+    }
+    st = coll_link_connect(job->d, job->root, &node_ops, job, &job->rdv.link, err, sizeof(err));
+    if (st != COLL_OK) {
+        job->rdv.link = NULL;
+        coll_job_fail(job, st, 0, "root address %s (COLL_ROOT): %s", job->root, err);
+        return;
+    }
+    if (job->d->auth.enabled) {
+        snprintf(job->rdv.error, sizeof(job->rdv.error),
+                 "waiting for root %.200s to authenticate (is peer_secret_file set there?)",
+                 job->root);
+    }
+}
+
+void coll_rdv_job_init(coll_job_t *job)
+{
+    uv_timer_init(job->d->loop, &job->rdv.retry_timer);
+    job->rdv.retry_timer.data = job;
+    job->handles++;
+}
+
+void coll_rdv_job_close(coll_job_t *job)
+{
+    uv_close((uv_handle_t *)&job->rdv.retry_timer, coll_job_handle_closed);
+}
+
+void coll_rdv_cancel(coll_job_t *job)
+{
+    uv_timer_stop(&job->rdv.retry_timer);
+    if (job->rdv.link != NULL) {
+        coll_link_close(job->rdv.link);
+        job->rdv.link = NULL;
+    }
+}
+
+/* ---- node side: a refusal ------------------------------------------------------------------- */
+
+static void refusal_on_up(coll_peer_link_t *l)
+{
+    rdv_refusal_t *r = l->owner;
+    Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
+    Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
+
+    j.job = r->job;
+    j.world_size = r->world_size;
+    j.timeout_ms = r->timeout_ms;
+    j.host = l->d->hostname;
+    j.refusal = r->status;
+    j.refusal_error = r->error;
+    j.token_digest = (ProtobufCBinaryData){sizeof(r->token_digest), r->token_digest};
+    out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
+    out.node_join = &j;
+    coll_link_send(l, &out);
+}
+
+/* The root's answer: the refusal reached it. */
+static void refusal_on_msg(coll_peer_link_t *l, coll_peer_msg_t *m)
+{
+    rdv_refusal_t *r = l->owner;
+
+    coll_debug(COLL_SUB_RDV, "root %s knows that job %s is refused here", l->peer, r->job);
+    free(r);
+    l->owner = NULL;
+    coll_link_close(l);
+}
+
+static void refusal_on_down(coll_peer_link_t *l, coll_status_t st, const char *why)
+{
+    rdv_refusal_t *r = l->owner;
+
+    coll_warn(COLL_SUB_RDV, "could not tell root %s that job %s is refused here: %s", l->peer,
+              r->job, why);
+    free(r);
+}
+
+static const coll_link_ops_t refusal_ops = {refusal_on_up, refusal_on_msg, refusal_on_down};
+
+void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, coll_status_t status,
+                     const char *why)
+{
+    rdv_refusal_t *r = calloc(1, sizeof(*r));
+    coll_peer_link_t *l;
+    char err[320];
+
+    if (r == NULL) {
+        return;
+    }
+    snprintf(r->job, sizeof(r->job), "%s", j->job);
+    r->world_size = j->world_size;
+    r->timeout_ms = j->timeout_ms;
+    r->status = status;
+    snprintf(r->error, sizeof(r->error), "%s", why);
+    coll_auth_token_digest(j->job, j->token, r->token_digest);
+    if (coll_link_connect(d, j->root, &refusal_ops, r, &l, err, sizeof(err)) != COLL_OK) {
+        coll_warn(COLL_SUB_RDV, "could not tell root %s that job %s is refused here: %s", j->root,
+                  j->job, err);
+        free(r);
+    }
+}
+
+void coll_rdv_close_all(coll_daemon_t *d)
+{
+    coll_rdv_t *rdv, *tmp;
+    coll_list_for_each_safe(rdv, tmp, &d->rdvs, coll_rdv_t, link) { rdv_free(rdv); }
+    coll_link_close_all(d);
+}

@@ -1,0 +1,282 @@
+/*
+ * GET /metrics: the Prometheus text exposition format 0.0.4. Counters come from stats.c; gauges
+ * (jobs, pools, peers, pending operations) are read from the live tables. A family with no
+ * sample yet is left out. `promtool check metrics` accepts the output (tests/ops). A job is
+ * labelled job_id, not job: Prometheus gives every series its own "job" (the scrape job).
+ */
+#include "ops/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/loopwatch.h"
+#include "core/stats.h"
+#include "engine/op.h"
+#include "ops/report.h"
+#include "ops/service.h"
+
+#ifndef COLL_DAEMON_VERSION
+#define COLL_DAEMON_VERSION "unknown"
+#endif
+
+/* Compression of the operations counted: none yet (gradient compression is a later issue). */
+#define COMPRESSION "none"
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value with backslash, double quote and newline escaped. */
+static void label_value(FILE *f, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"') {
+            fputc('\\', f);
+            fputc(*v, f);
+        } else if (*v == '\n') {
+            fputs("\\n", f);
+        } else {
+            fputc(*v, f);
+        }
+    }
+}
+
+static void job_sample(FILE *f, const char *name, const char *job, double v)
+{
+    fprintf(f, "%s{job_id=\"", name);
+    label_value(f, job);
+    fprintf(f, "\"} %.17g\n", v);
+}
+
+static void daemon_info(FILE *f, coll_daemon_t *d)
+{
+    size_t sessions = 0;
+    coll_list_t *e;
+
+    for (e = d->sessions.next; e != &d->sessions; e = e->next) {
+        sessions++;
+    }
+    family(f, "collectived_build_info", "gauge", "Version of the running daemon (always 1).");
+    fprintf(f, "collectived_build_info{version=\"%s\"} 1\n", COLL_DAEMON_VERSION);
+    family(f, "collectived_start_time_seconds", "gauge", "Unix time the daemon started.");
+    fprintf(f, "collectived_start_time_seconds %.3f\n", d->stats.start_wall);
+    family(f, "collectived_uptime_seconds", "gauge", "Seconds since the daemon started.");
+    fprintf(f, "collectived_uptime_seconds %.3f\n", coll_report_uptime(d));
+    family(f, "collectived_sessions", "gauge", "Connected trainer processes.");
+    fprintf(f, "collectived_sessions %zu\n", sessions);
+    family(f, "collectived_loop_stalls_total", "counter",
+           "Times one callback held the event loop longer than loop_stall_ms.");
+    fprintf(f, "collectived_loop_stalls_total %llu\n",
+            (unsigned long long)coll_loopwatch_stalls());
+    family(f, "collectived_loop_stall_max_seconds", "gauge",
+           "Longest time one callback held the event loop since start.");
+    fprintf(f, "collectived_loop_stall_max_seconds %.3f\n", coll_loopwatch_longest_s());
+}
+
+static void jobs_by_state(FILE *f, coll_daemon_t *d)
+{
+    unsigned n[4] = {0, 0, 0, 0};
+    coll_job_t *job, *tmp;
+
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        n[job->state < 4 ? job->state : 3]++;
+    }
+    family(f, "collectived_jobs", "gauge", "Jobs on this node by state.");
+    for (unsigned s = 0; s < 4; s++) {
+        fprintf(f, "collectived_jobs{state=\"%s\"} %u\n",
+                coll_report_job_state((coll_job_state_t)s), n[s]);
+    }
+    family(f, "collectived_jobs_created_total", "counter", "Jobs created on this node.");
+    fprintf(f, "collectived_jobs_created_total %llu\n",
+            (unsigned long long)d->stats.jobs_created);
+}
+
+/* Which field of a cell a family shows. */
+typedef enum { CELL_OK, CELL_FAILED, CELL_BYTES } cell_field_t;
+
+static void op_counters(FILE *f, const coll_stats_t *st, const char *name, cell_field_t which,
+                        const char *help)
+{
+    int header = 0;
+
+    for (unsigned k = 0; k < COLL_STATS_KINDS; k++) {
+        for (unsigned t = 0; t < COLL_DTYPE_COUNT; t++) {
+            const coll_stats_cell_t *c = &st->ops[k][t];
+            uint64_t v = which == CELL_OK ? c->ok : which == CELL_FAILED ? c->failed : c->bytes;
+            if (c->ok == 0 && c->failed == 0) {
+                continue;
+            }
+            if (!header) {
+                family(f, name, "counter", help);
+                header = 1;
+            }
+            fprintf(f, "%s{collective=\"%s\",dtype=\"%s\",compression=\"%s\"} %llu\n", name,
+                    coll_stats_kind_name(k), coll_dtype_name((coll_dtype_t)t), COMPRESSION,
+                    (unsigned long long)v);
+        }
+    }
+}
+
+static void histogram(FILE *f, const char *name, const char *help, const coll_histogram_t *h)
+{
+    int header = 0;
+
+    for (unsigned k = 0; k < COLL_STATS_KINDS; k++) {
+        uint64_t cum = 0;
+        if (h[k].count == 0) {
+            continue;
+        }
+        if (!header) {
+            family(f, name, "histogram", help);
+            header = 1;
+        }
+        for (unsigned i = 0; i < COLL_STATS_BUCKETS; i++) {
+            cum += h[k].bucket[i];
+            fprintf(f, "%s_bucket{collective=\"%s\",le=\"%g\"} %llu\n", name,
+                    coll_stats_kind_name(k), coll_stats_bucket_bound(i), (unsigned long long)cum);
+        }
+        fprintf(f, "%s_bucket{collective=\"%s\",le=\"+Inf\"} %llu\n", name,
+                coll_stats_kind_name(k), (unsigned long long)h[k].count);
+        fprintf(f, "%s_sum{collective=\"%s\"} %.9f\n", name, coll_stats_kind_name(k), h[k].sum);
+        fprintf(f, "%s_count{collective=\"%s\"} %llu\n", name, coll_stats_kind_name(k),
+                (unsigned long long)h[k].count);
+    }
+}
+
+static void last_large(FILE *f, const coll_stats_t *st)
+{
+    static const struct {
+        const char *name, *help;
+    } gauges[] = {
+        {"collectived_last_large_operation_busbw_bytes_per_second",
+         "Bus bandwidth of the last large operation (nccl-tests convention)."},
+        {"collectived_last_large_operation_algbw_bytes_per_second",
+         "Algorithm bandwidth (size / time) of the last large operation."},
+        {"collectived_last_large_operation_bytes", "Size of the last large operation."},
+        {"collectived_last_large_operation_seconds", "Duration of the last large operation."},
+    };
+    const coll_stats_last_t *l = &st->last_large;
+    double v[4] = {l->busbw, l->algbw, (double)l->bytes, l->seconds};
+
+    if (!l->valid) {
+        return;
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        family(f, gauges[i].name, "gauge", gauges[i].help);
+        fprintf(f, "%s{collective=\"%s\",dtype=\"%s\",world_size=\"%u\"} %.17g\n",
+                gauges[i].name, coll_stats_kind_name(l->kind),
+                coll_dtype_name((coll_dtype_t)l->dtype), l->world, v[i]);
+    }
+}
+
+/* Every known kind is shown, zeros included, so that rate() works from the first error. */
+static void errors(FILE *f, const char *name, const char *help, const uint64_t *counts)
+{
+    family(f, name, "counter", help);
+    for (unsigned i = 0; i < COLL_STATS_ERRORS; i++) {
+        coll_status_t s = coll_stats_error_status(i);
+        if (s < 0 || (s == COLL_OK && counts[i] > 0)) {
+            fprintf(f, "%s{kind=\"%s\"} %llu\n", name, s < 0 ? coll_err_name(s) : "unknown",
+                    (unsigned long long)counts[i]);
+        }
+    }
+}
+
+static void pools_and_pending(FILE *f, coll_daemon_t *d)
+{
+    static const char *const names[] = {
+        "collectived_pool_bytes", "collectived_pool_used_bytes",
+        "collectived_operations_pending", "collectived_oldest_pending_operation_age_seconds"};
+    static const char *const helps[] = {
+        "Size of the job's shared memory pool on this node.",
+        "Bytes of the job's pool allocated by its ranks.",
+        "Operations of the job submitted on this node and not completed.",
+        "Age of the job's oldest operation not completed (0 when none)."};
+    uint64_t now = coll_stats_now_ns();
+    coll_job_t *job, *tmp;
+
+    if (coll_list_empty(&d->jobs)) {
+        return;
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        family(f, names[i], "gauge", helps[i]);
+        coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+        {
+            size_t size = job->pool != NULL ? coll_pool_size(job->pool) : 0;
+            size_t used = job->pool != NULL ? size - coll_pool_free_bytes(job->pool) : 0;
+            uint64_t oldest;
+            uint32_t pending = coll_report_pending(job, now, &oldest);
+            double v[4] = {(double)size, (double)used, (double)pending, (double)oldest / 1e9};
+            job_sample(f, names[i], job->id, v[i]);
+        }
+    }
+}
+
+static void peers(FILE *f, coll_daemon_t *d)
+{
+    int header = 0;
+    coll_job_t *job, *tmp;
+
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        for (uint32_t n = 0; n < job->nnodes; n++) {
+            if (n == job->node_rank) {
+                continue;
+            }
+            if (!header) {
+                family(f, "collectived_peer_up", "gauge",
+                       "1 while the peer node of the job is reachable, 0 once it left or was lost.");
+                header = 1;
+            }
+            fprintf(f, "collectived_peer_up{job_id=\"");
+            label_value(f, job->id);
+            fprintf(f, "\",node=\"%u\",host=\"", n);
+            label_value(f, job->nodes[n].host);
+            fprintf(f, "\"} %d\n", job->nodes[n].gone == COLL_OK);
+        }
+    }
+}
+
+char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
+{
+    const coll_stats_t *st = &d->stats;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    if (f == NULL) {
+        return NULL;
+    }
+    daemon_info(f, d);
+    jobs_by_state(f, d);
+    op_counters(f, st, "collectived_operations_total", CELL_OK,
+                "Operations completed successfully on this node.");
+    op_counters(f, st, "collectived_operation_failures_total", CELL_FAILED,
+                "Operations completed with an error on this node.");
+    op_counters(f, st, "collectived_operation_bytes_total", CELL_BYTES,
+                "Bytes of the successful operations (nccl-tests' size: one rank's buffer, the "
+                "world-sized one for reduce_scatter and allgather).");
+    histogram(f, "collectived_operation_duration_seconds",
+              "Time from the start of an operation (every local rank submitted) to completion.",
+              st->duration);
+    histogram(f, "collectived_operation_wait_seconds",
+              "Time from the first local submission of an operation to the last one.", st->wait);
+    last_large(f, st);
+    errors(f, "collectived_errors_total", "Requests completed with an error, by kind.",
+           st->request_errors);
+    errors(f, "collectived_job_failures_total", "Jobs that failed on this node, by kind.",
+           st->job_failures);
+    errors(f, "collectived_job_refusals_total",
+           "Jobs this node refused to create (pool budget, pool), by kind.", st->job_refusals);
+    pools_and_pending(f, d);
+    peers(f, d);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    *len_p = len;
+    return text;
+}

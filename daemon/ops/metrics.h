@@ -1,0 +1,20 @@
+/**
+ * @file metrics.h
+ * @brief GET /metrics: the daemon's counters in the Prometheus text exposition format
+ *        (ops/metrics.c), from core/stats.h and the live job table.
+ */
+#ifndef COLL_OPS_METRICS_H
+#define COLL_OPS_METRICS_H
+
+#include <stddef.h>
+
+#include "core/daemon.h"
+
+/**
+ * @brief The daemon's metrics in the Prometheus text exposition format 0.0.4.
+ * @param [out] len_p Length of the text.
+ * @return The text (free() it), or NULL when out of memory.
+ */
+char *coll_report_metrics(coll_daemon_t *d, size_t *len_p);
+
+#endif

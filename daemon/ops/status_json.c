@@ -1,0 +1,283 @@
+/*
+ * GET /status: the daemon's state as JSON, built with jansson. What an operator asks first
+ * ("which rank, on which node, is everybody waiting for?") is answered per operation: the local
+ * ranks that have not submitted it yet, and for one that runs, the nodes it still waits on.
+ */
+#include "ops/status_json.h"
+
+#include <jansson.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/stats.h"
+#include "engine/op.h"
+#include "net/control.h"
+#include "ops/report.h"
+#include "ops/service.h"
+
+#ifndef COLL_DAEMON_VERSION
+#define COLL_DAEMON_VERSION "unknown"
+#endif
+
+static const char *const kind_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
+                                         "reduce",    "barrier",        "send",      "recv"};
+
+
+static json_t *u32_array(const uint32_t *v, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++) {
+        json_array_append_new(a, json_integer(v[i]));
+    }
+    return a;
+}
+
+static const char *node_host(const coll_job_t *job, uint32_t node)
+{
+    return node < job->nnodes ? job->nodes[node].host : job->d->hostname;
+}
+
+/* A local rank: its global rank and, while it is connected, the process behind it. */
+static json_t *rank_json(const coll_job_t *job, uint32_t l)
+{
+    const coll_session_t *s = job->locals[l];
+    json_t *o = json_pack("{s:I, s:I, s:b}", "rank", (json_int_t)job->ranks[l], "local_rank",
+                          (json_int_t)l, "joined", s != NULL);
+
+    if (s != NULL) {
+        json_object_set_new(o, "pid", json_integer(s->cred.pid));
+        json_object_set_new(o, "uid", json_integer(s->cred.uid));
+        json_object_set_new(o, "gid", json_integer(s->cred.gid));
+        json_object_set_new(o, "session", json_integer((json_int_t)s->id));
+    }
+    json_object_set_new(o, "node", json_integer(job->node_rank));
+    json_object_set_new(o, "host", json_string(job->d->hostname));
+    return o;
+}
+
+static json_t *members_json(const coll_job_t *job)
+{
+    json_t *a = json_array();
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        json_array_append_new(a, rank_json(job, l));
+    }
+    return a;
+}
+
+static json_t *node_ref(const coll_job_t *job, uint32_t node)
+{
+    return json_pack("{s:I, s:s, s:o}", "node", (json_int_t)node, "host", node_host(job, node),
+                     "ranks", node < job->nnodes ? u32_array(job->nodes[node].ranks,
+                                                             job->nodes[node].nranks)
+                                                 : json_array());
+}
+
+/* A point-to-point operation waits on one other rank; a collective on every local rank that
+ * has not submitted it. */
+static void add_missing(const coll_op_t *op, json_t *submitted, json_t *missing)
+{
+    const coll_job_t *job = op->job;
+
+    if (op->desc.coll >= COLL_KIND_SEND) {
+        uint32_t peer = op->desc.root;
+        json_array_append_new(submitted, json_integer(op->desc.first_rank));
+        if (job->rank_node != NULL && peer < job->world_size &&
+            job->rank_node[peer] == job->node_rank && coll_list_empty(&op->posted)) {
+            json_array_append_new(missing, rank_json(job, job->rank_local[peer]));
+        }
+        return;
+    }
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        if (op->members[l].session != NULL) {
+            json_array_append_new(submitted, json_integer(job->ranks[l]));
+        } else {
+            json_array_append_new(missing, rank_json(job, l));
+        }
+    }
+}
+
+/* Nodes the operation still expects data from: its receives that have not completed. */
+static json_t *waiting_on(const coll_op_t *op, uint32_t *sends_p)
+{
+    const coll_job_t *job = op->job;
+    char *seen = calloc(job->nnodes + 1, 1);
+    json_t *a = json_array();
+    coll_xfer_t *x, *tmp;
+
+    *sends_p = 0;
+    coll_list_for_each_safe(x, tmp, &((coll_op_t *)op)->posted, coll_xfer_t, posted)
+    {
+        if (x->completed) {
+            continue;
+        } else if (x->is_send) {
+            (*sends_p)++;
+        } else if (seen != NULL && x->peer < job->nnodes && !seen[x->peer]) {
+            seen[x->peer] = 1;
+            json_array_append_new(a, node_ref(job, x->peer));
+        }
+    }
+    free(seen);
+    return a;
+}
+
+static json_t *op_json(const coll_op_t *op, uint64_t now)
+{
+    char name[64];
+    uint32_t sends = 0;
+    json_t *submitted = json_array(), *missing = json_array(), *o;
+    int running = op->impl != NULL;
+
+    coll_desc_name(&op->desc, name, sizeof(name));
+    add_missing(op, submitted, missing);
+    o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:s, s:f, s:o, s:o}", "name", name,
+                  "collective", op->desc.coll < 8 ? kind_names[op->desc.coll] : "unknown", "key",
+                  (json_int_t)op->desc.key, "dtype", coll_dtype_name((coll_dtype_t)op->desc.dtype),
+                  "op", coll_redop_name((coll_redop_t)op->desc.op), "count",
+                  (json_int_t)op->desc.count, "bytes",
+                  (json_int_t)coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
+                                                  op->job->world_size),
+                  "state", running ? "running" : "queued", "age_ms",
+                  (double)(now - op->t_submit_ns) / 1e6, "submitted_ranks", submitted,
+                  "missing_ranks", missing);
+    if (coll_control_blamed(op->job, op->desc.key) != NULL) {
+        /* Other nodes' ranks that have not submitted it, as those nodes said (blame.h). */
+        json_object_set_new(o, "missing_elsewhere",
+                            json_string(coll_control_blamed(op->job, op->desc.key)));
+    }
+    json_object_set_new(o, "algo", json_string(running ? op->impl->name
+                                                       : coll_algo_name((coll_algo_t)op->desc.algo)));
+    if (running) {
+        json_object_set_new(o, "running_ms",
+                            json_real((double)(now - (op->t_start_ns ? op->t_start_ns
+                                                                      : op->t_submit_ns)) / 1e6));
+        json_object_set_new(o, "waiting_on_nodes", waiting_on(op, &sends));
+        json_object_set_new(o, "sends_pending", json_integer(sends));
+    }
+    return o;
+}
+
+static json_t *ops_json(const coll_job_t *job, uint64_t now)
+{
+    json_t *a = json_array();
+    coll_op_t *op, *tmp;
+
+    coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
+    {
+        if (coll_report_op_pending(op)) {
+            json_array_append_new(a, op_json(op, now));
+        }
+    }
+    return a;
+}
+
+static const char *peer_state(const coll_job_t *job, uint32_t n)
+{
+    const coll_node_t *node = &job->nodes[n];
+
+    if (n == job->node_rank) {
+        return "self";
+    } else if (node->left) {
+        return "left";
+    }
+    return node->gone == COLL_OK ? "up" : "lost";
+}
+
+static json_t *peers_json(const coll_job_t *job)
+{
+    json_t *a = json_array();
+
+    for (uint32_t n = 0; n < job->nnodes; n++) {
+        const coll_node_t *node = &job->nodes[n];
+        json_t *o = node_ref(job, n);
+        json_object_set_new(o, "state", json_string(peer_state(job, n)));
+        json_object_set_new(o, "up", json_boolean(node->gone == COLL_OK));
+        if (node->gone != COLL_OK) {
+            json_object_set_new(o, "error", json_string(coll_err_name(node->gone)));
+            json_object_set_new(o, "reason", json_string(node->gone_why));
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static json_t *pool_json(const coll_job_t *job)
+{
+    size_t size = job->pool != NULL ? coll_pool_size(job->pool) : 0;
+    size_t avail = job->pool != NULL ? coll_pool_free_bytes(job->pool) : 0;
+
+    return json_pack("{s:I, s:I, s:I}", "bytes", (json_int_t)size, "used_bytes",
+                     (json_int_t)(size - avail), "free_bytes", (json_int_t)avail);
+}
+
+/* "epoch" tells incarnations of a job id apart (0 before the rendezvous completed);
+ * "timeout_ms" is the job's effective timeout (0 before it is known). */
+static json_t *job_json(const coll_job_t *job, uint64_t now)
+{
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I}", "id", job->id,
+                          "state", coll_report_job_state(job->state), "world_size",
+                          (json_int_t)job->world_size, "local_size", (json_int_t)job->local_size,
+                          "joined", (json_int_t)job->njoined, "node_rank",
+                          (json_int_t)job->node_rank, "nodes", (json_int_t)job->nnodes, "root",
+                          job->root, "epoch", (json_int_t)job->epoch, "timeout_ms",
+                          (json_int_t)job->params.timeout_ms);
+
+    if (job->state == COLL_JOB_FAILED) {
+        json_object_set_new(o, "error", json_pack("{s:s, s:s}", "status",
+                                                  coll_err_name(job->error), "message",
+                                                  job->errmsg));
+    }
+    json_object_set_new(o, "members", members_json(job));
+    json_object_set_new(o, "operations", ops_json(job, now));
+    json_object_set_new(o, "peers", peers_json(job));
+    json_object_set_new(o, "pool", pool_json(job));
+    return o;
+}
+
+static json_t *node_json(const coll_daemon_t *d)
+{
+    const coll_service_t *svc = d->service;
+    json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:b}", "hostname", d->hostname, "pid",
+                          (json_int_t)getpid(), "control_addr", d->control_addr, "socket",
+                          d->cfg.socket, "stopping", d->stopping != 0);
+    size_t sessions = 0;
+    coll_list_t *e;
+
+    for (e = d->sessions.next; e != &d->sessions; e = e->next) {
+        sessions++;
+    }
+    json_object_set_new(o, "sessions", json_integer((json_int_t)sessions));
+    json_object_set_new(o, "status_socket", json_string(d->cfg.status_socket));
+    json_object_set_new(o, "status_listen",
+                        json_string(svc != NULL ? coll_service_tcp_addr(svc) : ""));
+    json_object_set_new(o, "config_file", json_string(d->cfg.config_file));
+    /* Bytes malloc has handed out and not taken back (glibc; 0 under sanitizers, whose
+     * allocators keep their own books): what a leak makes grow, unlike RSS, which also counts
+     * pool pages first touched and memory the allocator keeps for reuse. */
+    json_object_set_new(o, "heap_bytes", json_integer((json_int_t)mallinfo2().uordblks));
+    return o;
+}
+
+char *coll_report_status(coll_daemon_t *d, size_t *len_p)
+{
+    uint64_t now = coll_stats_now_ns();
+    json_t *jobs = json_array(), *root;
+    coll_job_t *job, *tmp;
+    char *text;
+
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        json_array_append_new(jobs, job_json(job, now));
+    }
+    root = json_pack("{s:s, s:f, s:f, s:o, s:o}", "version", COLL_DAEMON_VERSION, "uptime_s",
+                     coll_report_uptime(d), "started_at",
+                     d->stats.start_wall, "node",
+                     node_json(d), "jobs", jobs);
+    text = root != NULL ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (text != NULL) {
+        *len_p = strlen(text);
+    }
+    return text;
+}

@@ -1,0 +1,508 @@
+/**
+ * @file collective.h
+ * @brief libcollective: the client library of collectived.
+ *
+ * A trainer process links this library, connects to the collectived daemon of its node, joins a
+ * job (a communicator), allocates its bucket buffers in the job's shared memory pool and submits
+ * collectives asynchronously. The daemon reduces the buffers of all local ranks, runs the
+ * inter-node algorithm with the daemons of the other nodes and writes the result back into the
+ * pool; the request then completes.
+ *
+ * Conventions:
+ * - Every function returns a ::coll_status_t: ::COLL_OK, ::COLL_INPROGRESS or a negative error.
+ *   coll_strerror() turns it into text; coll_comm_last_error() gives the detailed message of the
+ *   last failure on a communicator (which rank, which sizes).
+ * - Counts are in elements of the datatype, sizes in bytes, times in milliseconds.
+ * - Output parameters come last and are written only on success.
+ * - A communicator may be used from several threads: each call takes the communicator's lock.
+ *   Operations are matched across ranks by key (coll_op_params_t.key); without one, by call
+ *   order, which only the thread that created the communicator has: an operation without a key
+ *   from any other thread is refused (COLL_ERR_INVALID), so that no two threads' operations are
+ *   ever paired by timing. Give concurrent operations keys.
+ * - A submission refused here or by the daemon (a buffer outside the pool, a bad root, peer,
+ *   datatype or key, an operation without a key from another thread) fails the whole job on
+ *   every rank with the reason, since the other ranks could never complete that operation.
+ */
+#ifndef COLLECTIVE_H
+#define COLLECTIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Marks the library's exported symbols (everything else in it is hidden). */
+#define COLL_API __attribute__((visibility("default")))
+
+/** Version of the library and of the wire protocol it speaks. */
+#define COLL_VERSION_MAJOR 0
+#define COLL_VERSION_MINOR 1
+
+/**
+ * Status codes. One table gives the enum, coll_strerror() and coll_err_name().
+ * Negative errno values are used where one fits; the project's own codes live in -1000..-1099.
+ */
+#define COLL_STATUS_MAP(X)                                                                         \
+    X(OK, 0, "success")                                                                            \
+    X(INPROGRESS, 1, "operation in progress")                                                      \
+    X(ERR_NOMEM, -12, "out of memory")                                                             \
+    X(ERR_INVALID, -22, "invalid argument")                                                        \
+    X(ERR_IO, -5, "input/output error")                                                            \
+    X(ERR_CONNREFUSED, -111, "connection refused (is collectived running?)")                       \
+    X(ERR_TIMEDOUT, -110, "timed out")                                                             \
+    X(ERR_PROTOCOL, -1000, "malformed or unexpected protocol message")                             \
+    X(ERR_VERSION, -1001, "incompatible protocol version")                                         \
+    X(ERR_MISMATCH, -1002, "ranks submitted different descriptors for the same operation")         \
+    X(ERR_PEER, -1003, "a peer daemon failed or is unreachable")                                   \
+    X(ERR_JOB, -1004, "the job failed or was aborted")                                             \
+    X(ERR_CLOSED, -1005, "connection to the daemon is closed")                                     \
+    X(ERR_POOL_FULL, -1006, "the job's memory pool is full")                                       \
+    X(ERR_NOT_IN_POOL, -1007, "buffer is not inside the job's memory pool")                        \
+    X(ERR_UNSUPPORTED, -1008, "operation, datatype or reduction not supported")                    \
+    X(ERR_TRANSPORT, -1009, "transport (UCX) error")                                               \
+    X(ERR_RENDEZVOUS, -1010, "job rendezvous failed")                                             \
+    X(ERR_DENIED, -1011, "access denied (wrong or missing job token)")
+
+/** Result of every libcollective call. */
+typedef enum {
+#define COLL_STATUS_ENUM(name, value, text) COLL_##name = (value),
+    COLL_STATUS_MAP(COLL_STATUS_ENUM)
+#undef COLL_STATUS_ENUM
+} coll_status_t;
+
+/**
+ * @brief Human-readable text of a status code.
+ * @param [in] status Any value; unknown values give "unknown status".
+ * @return A static string; thread-safe.
+ */
+COLL_API const char *coll_strerror(coll_status_t status);
+
+/**
+ * @brief Symbolic name of a status code, e.g. "COLL_ERR_MISMATCH".
+ * @param [in] status Any value; unknown values give "COLL_ERR_UNKNOWN".
+ * @return A static string; thread-safe.
+ */
+COLL_API const char *coll_err_name(coll_status_t status);
+
+/**
+ * Element datatypes. The numbering is part of the wire protocol.
+ * 16-bit floats are reduced in float32 inside every kernel pass and rounded once per pass.
+ */
+typedef enum {
+    COLL_FLOAT32 = 0,  /**< IEEE 754 binary32 */
+    COLL_FLOAT64 = 1,  /**< IEEE 754 binary64 */
+    COLL_FLOAT16 = 2,  /**< IEEE 754 binary16 */
+    COLL_BFLOAT16 = 3, /**< bfloat16 (the upper half of a binary32) */
+    COLL_INT8 = 4,
+    COLL_UINT8 = 5,
+    COLL_INT32 = 6,
+    COLL_INT64 = 7,
+    COLL_DTYPE_COUNT
+} coll_dtype_t;
+
+/**
+ * Reduction operations. The numbering is part of the wire protocol.
+ * - COLL_AVG: the sum divided by the world size. Float32 and float64 divide once at the end
+ *   (correctly rounded means). Float16 and bfloat16 scale every rank's input by 1/world size in
+ *   float32 before summing (as DDP's gradient pre-division), so an average whose true value is
+ *   representable never overflows on the way. Integers: the sum in the integer type (wrapping
+ *   modulo 2^bits on overflow, as NCCL), then divided by the world size rounding toward zero.
+ * - COLL_MIN, COLL_MAX: a NaN on any rank gives NaN.
+ * - Integer COLL_SUM and COLL_PROD wrap modulo 2^bits.
+ */
+typedef enum {
+    COLL_SUM = 0,
+    COLL_AVG = 1,
+    COLL_PROD = 2,
+    COLL_MIN = 3,
+    COLL_MAX = 4,
+    COLL_REDOP_COUNT
+} coll_redop_t;
+
+/**
+ * @brief Size in bytes of one element of @p dtype.
+ * @return The size, or 0 for an unknown datatype.
+ */
+COLL_API size_t coll_dtype_size(coll_dtype_t dtype);
+
+/** @return The name of @p dtype, e.g. "float32"; "unknown" when out of range. Thread-safe. */
+COLL_API const char *coll_dtype_name(coll_dtype_t dtype);
+
+/** @return The name of @p op, e.g. "sum"; "unknown" when out of range. Thread-safe. */
+COLL_API const char *coll_redop_name(coll_redop_t op);
+
+/** Opaque communicator: one rank's membership in a job. */
+typedef struct coll_comm coll_comm_t;
+
+/** Opaque request of an asynchronous operation. */
+typedef struct coll_request coll_request_t;
+
+/** Fields of ::coll_comm_params_t that are set (UCX-style field mask). */
+enum {
+    COLL_COMM_PARAM_SOCKET = 1u << 0,     /**< socket_path */
+    COLL_COMM_PARAM_JOB = 1u << 1,        /**< job */
+    COLL_COMM_PARAM_RANK = 1u << 2,       /**< rank and world_size */
+    COLL_COMM_PARAM_LOCAL_RANK = 1u << 3, /**< local_rank and local_size */
+    COLL_COMM_PARAM_ROOT = 1u << 4,       /**< root */
+    COLL_COMM_PARAM_TIMEOUT = 1u << 5,    /**< timeout_ms */
+    COLL_COMM_PARAM_POOL_SIZE = 1u << 6,  /**< pool_bytes */
+    COLL_COMM_PARAM_TOKEN = 1u << 7,      /**< job_token */
+};
+
+/**
+ * Parameters of coll_comm_create(). A field whose bit is not set in @c field_mask is read from
+ * the environment (torchrun-style): COLL_SOCKET, COLL_JOB, COLL_RANK, COLL_WORLD_SIZE,
+ * COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_ROOT, COLL_TIMEOUT_MS, COLL_POOL_SIZE, COLL_JOB_TOKEN.
+ */
+typedef struct {
+    uint64_t field_mask;
+    const char *socket_path; /**< daemon client socket; default /run/collectived/collectived.sock */
+    const char *job;         /**< job id, the same string on every rank of the job */
+    int rank;                /**< global rank, 0 <= rank < world_size */
+    int world_size;          /**< number of ranks in the job */
+    int local_rank;          /**< rank among the ranks on this node, 0 <= local_rank < local_size */
+    int local_size;          /**< number of ranks of the job on this node */
+    const char *root;        /**< "host:port" control address of the rendezvous daemon (node 0) */
+    int timeout_ms;          /**< the job's timeout (ms): the longest any wait may take (the
+                                  rendezvous, each operation); 0: the daemon's (60000 unless
+                                  configured) */
+    uint64_t pool_bytes;     /**< size of the job's shared pool per node; default chosen by daemon */
+    const char *job_token;   /**< secret shared by the job's ranks (at most 256 bytes): a rank
+                                  with another one cannot join the job, nor see its memory */
+} coll_comm_params_t;
+
+/**
+ * @brief Connect to the node's daemon and join a job; blocks until every rank of the job has
+ *        joined (rendezvous) or the timeout expires.
+ * @param [in]  params  Parameters, may be NULL (everything from the environment).
+ * @param [out] comm_p  The new communicator; the caller frees it with coll_comm_destroy().
+ * @return COLL_OK on success;
+ *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field);
+ *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the job's timeout
+ *         (+ 1 s; 61 s without one): the library tries again meanwhile, as a daemon may be
+ *         starting, and says on stderr after 1 s that it waits;
+ *         COLL_ERR_VERSION when the daemon speaks another protocol version;
+ *         COLL_ERR_RENDEZVOUS when the job's ranks disagree (world size, duplicate rank) or the
+ *         root daemon cannot be reached; COLL_ERR_TIMEDOUT when not all ranks joined in time;
+ *         COLL_ERR_DENIED when the job's token differs (or the daemon requires one), or the
+ *         socket's permissions keep this user out (not in the daemon's socket group);
+ *         COLL_ERR_NOMEM. On failure a message naming what was wrong is printed to stderr and
+ *         kept for coll_comm_last_error(NULL).
+ */
+COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p);
+
+/**
+ * @brief Leave the job and free the communicator. Every request of the communicator, pending
+ *        or finished, is freed (do not use them afterwards);
+ *        pool memory of this rank is unmapped, so pointers from coll_mem_alloc() become invalid.
+ *        Safe to call with NULL.
+ */
+COLL_API void coll_comm_destroy(coll_comm_t *comm);
+
+/** @return The global rank of @p comm. Thread-safe. */
+COLL_API int coll_comm_rank(const coll_comm_t *comm);
+/** @return The world size of @p comm. Thread-safe. */
+COLL_API int coll_comm_world_size(const coll_comm_t *comm);
+/** @return The local rank of @p comm on its node. Thread-safe. */
+COLL_API int coll_comm_local_rank(const coll_comm_t *comm);
+/** @return The number of ranks of the job on this node. Thread-safe. */
+COLL_API int coll_comm_local_size(const coll_comm_t *comm);
+
+/**
+ * @brief End the job on every rank: each pending and later operation of every rank fails with
+ *        COLL_ERR_JOB and a message naming this rank and @p reason (as ncclCommAbort or
+ *        MPI_Abort, but the communicator stays to be destroyed). For a trainer that found
+ *        something fatal (a NaN loss, a failed checkpoint) and must not leave the others
+ *        waiting. Thread-safe.
+ * @param [in] reason Text for every rank (cut at 1023 bytes); copied.
+ * @return COLL_OK once the daemon was told; COLL_ERR_CLOSED when the link to the daemon is
+ *         gone (the job fails anyway then); COLL_ERR_INVALID for NULL arguments.
+ */
+COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason);
+
+/**
+ * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
+ *        whichever thread met it; with @p comm NULL, why the calling thread's last
+ *        coll_comm_create() failed. Thread-safe.
+ * @return A copy owned by the library, per calling thread, valid until the thread's next call
+ *         of this function (or its next coll_comm_create()); "" when there was none.
+ */
+COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
+
+/**
+ * @brief Allocate @p bytes in the job's shared memory pool. Buffers passed to collectives must
+ *        come from here: the daemon reads and writes them in place (zero copy).
+ * @param [in]  comm   Communicator.
+ * @param [in]  bytes  Size in bytes, > 0; rounded up to 64 bytes.
+ * @param [out] ptr_p  Start of the buffer, 64-byte aligned; owned by @p comm until
+ *                     coll_mem_free() or coll_comm_destroy().
+ * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when the pool has no room
+ *         (the message gives pool size and free bytes); COLL_ERR_CLOSED when the daemon is gone.
+ */
+COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p);
+
+/**
+ * @brief Return a buffer from coll_mem_alloc() to the pool. It must not be in use by a pending
+ *        request.
+ * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation.
+ */
+COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
+
+/**
+ * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count (the
+ * thresholds come from the job's root daemon, so every node chooses alike). The environment
+ * variable COLL_ALGO (auto, ring, rd, chain, dissemination) forces one for a rank's collectives;
+ * ranks of a job must agree (a disagreement fails the operation with COLL_ERR_MISMATCH).
+ * A collective that an algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
+ */
+typedef enum {
+    COLL_ALGO_AUTO = 0,
+    /** Ring (Patarasuk & Yuan 2009): pipelined reduce-scatter and all-gather; bandwidth
+     *  optimal. Allreduce, reduce-scatter, all-gather. */
+    COLL_ALGO_RING = 1,
+    /** Recursive doubling (Thakur, Rabenseifner & Gropp 2005): log2(nodes) exchanges of the
+     *  whole buffer; latency optimal for small allreduces. */
+    COLL_ALGO_RD = 2,
+    /** Pipelined chain in ring order from or to the root: broadcast and reduce. */
+    COLL_ALGO_CHAIN = 3,
+    /** Dissemination (Hensgen, Finkel & Manber 1988): barrier in ceil(log2(nodes)) rounds. */
+    COLL_ALGO_DISSEMINATION = 4,
+    COLL_ALGO_COUNT
+} coll_algo_t;
+
+/** Fields of ::coll_op_params_t that are set. */
+enum {
+    COLL_OP_PARAM_KEY = 1u << 0,  /**< key */
+    COLL_OP_PARAM_ALGO = 1u << 1, /**< algo */
+    COLL_OP_PARAM_LAYOUT = 1u << 2, /**< layout */
+};
+
+/**
+ * Optional per-operation parameters.
+ * @c key identifies the operation across ranks. Without it the library numbers collectives in
+ * call order (every rank must then call collectives in the same order, as in MPI) and
+ * point-to-point messages per peer in call order. With it, ranks may submit collectives in
+ * different orders: operations with the same key are matched, e.g. a DDP bucket (bucket id,
+ * iteration). Keys must be unique among the operations in flight; only the low 39 bits of a
+ * collective's key and the low 22 bits of a point-to-point key are significant.
+ * @c algo overrides COLL_ALGO for this operation.
+ * @c layout is a fingerprint of how the buffer is made of tensors (e.g. a hash of each
+ * tensor's name, count and dtype in order; the bucketer sets one per bucket). The daemons
+ * compare it across ranks like the count and dtype: ranks whose buckets hold different
+ * tensors fail with COLL_ERR_MISMATCH instead of summing unrelated gradients. 0 (the default)
+ * means none and matches only 0.
+ */
+typedef struct {
+    uint64_t field_mask;
+    uint64_t key;
+    coll_algo_t algo;
+    uint64_t layout;
+} coll_op_params_t;
+
+/*
+ * Collectives. Common to all of them:
+ * - Buffers live in the job's pool (coll_mem_alloc()); the daemon reads and writes them in
+ *   place. Send and receive buffers are either the same (in place) or do not overlap.
+ * - Counts are in elements of @p dtype; 0 is allowed.
+ * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
+ *   COLL_ERR_INVALID (bad dtype, op, root, peer; overlapping buffers), COLL_ERR_NOT_IN_POOL (a
+ *   buffer outside this rank's allocations), COLL_ERR_JOB (the job failed earlier; see
+ *   coll_comm_last_error()), COLL_ERR_CLOSED (the daemon is gone), COLL_ERR_NOMEM.
+ * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
+ *   dtype, op, root or algorithm; no output was written), COLL_ERR_UNSUPPORTED (forced algorithm
+ *   cannot run this collective), COLL_ERR_PEER, COLL_ERR_JOB, COLL_ERR_CLOSED.
+ * - The buffers belong to the library until the request completes.
+ * - Every collective is hierarchical: the daemon combines its local ranks' buffers in the same
+ *   pass that serves the inter-node algorithm.
+ */
+
+/**
+ * @brief Allreduce: every rank's @p recvbuf (count elements) receives the element-wise
+ *        reduction over all ranks of their @p sendbuf (count elements).
+ * Algorithms: COLL_ALGO_RD for small buffers, COLL_ALGO_RING otherwise.
+ */
+COLL_API coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf,
+                                            void *recvbuf, size_t count, coll_dtype_t dtype,
+                                            coll_redop_t op, const coll_op_params_t *params,
+                                            coll_request_t **req_p);
+
+/**
+ * @brief Reduce-scatter: @p sendbuf holds world_size blocks of @p recvcount elements; rank r's
+ *        @p recvbuf receives the reduction over all ranks of their block r.
+ * In place when @p recvbuf is block r of @p sendbuf. Algorithm: COLL_ALGO_RING.
+ */
+COLL_API coll_status_t coll_reduce_scatter_async(coll_comm_t *comm, const void *sendbuf,
+                                                 void *recvbuf, size_t recvcount,
+                                                 coll_dtype_t dtype, coll_redop_t op,
+                                                 const coll_op_params_t *params,
+                                                 coll_request_t **req_p);
+
+/**
+ * @brief All-gather: @p recvbuf (world_size blocks of @p sendcount elements) receives every
+ *        rank's @p sendbuf in rank order. In place when @p sendbuf is block r of @p recvbuf.
+ * Algorithm: COLL_ALGO_RING.
+ */
+COLL_API coll_status_t coll_allgather_async(coll_comm_t *comm, const void *sendbuf,
+                                            void *recvbuf, size_t sendcount, coll_dtype_t dtype,
+                                            const coll_op_params_t *params,
+                                            coll_request_t **req_p);
+
+/**
+ * @brief Broadcast: every rank's @p recvbuf receives @p count elements of rank @p root's
+ *        @p sendbuf. @p sendbuf is read at the root only (may be NULL elsewhere).
+ * Algorithm: COLL_ALGO_CHAIN.
+ */
+COLL_API coll_status_t coll_broadcast_async(coll_comm_t *comm, const void *sendbuf,
+                                            void *recvbuf, size_t count, coll_dtype_t dtype,
+                                            int root, const coll_op_params_t *params,
+                                            coll_request_t **req_p);
+
+/**
+ * @brief Reduce: rank @p root's @p recvbuf receives the element-wise reduction over all ranks
+ *        of their @p sendbuf. @p recvbuf is written at the root only (may be NULL elsewhere).
+ * Algorithm: COLL_ALGO_CHAIN.
+ */
+COLL_API coll_status_t coll_reduce_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, coll_dtype_t dtype, coll_redop_t op,
+                                         int root, const coll_op_params_t *params,
+                                         coll_request_t **req_p);
+
+/**
+ * @brief Barrier: completes on a rank only after every rank of the job has entered it.
+ * Algorithm: COLL_ALGO_DISSEMINATION.
+ */
+COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, const coll_op_params_t *params,
+                                          coll_request_t **req_p);
+
+/**
+ * @brief Send @p count elements of @p buf to rank @p peer. Matched with the peer's
+ *        coll_recv_async() for this rank by key (by default: the n-th send to a peer matches
+ *        its n-th receive from this rank). Completes once the data has left @p buf.
+ * @return As the collectives; COLL_ERR_INVALID when @p peer is this rank or out of range. When
+ *         the receiver posted another size its request fails with COLL_ERR_MISMATCH (naming
+ *         both sizes); the sender's fails too only when both ranks are on one node (a remote
+ *         send completes once the data left).
+ */
+COLL_API coll_status_t coll_send_async(coll_comm_t *comm, const void *buf, size_t count,
+                                       coll_dtype_t dtype, int peer,
+                                       const coll_op_params_t *params, coll_request_t **req_p);
+
+/** @brief Receive @p count elements from rank @p peer into @p buf; see coll_send_async(). */
+COLL_API coll_status_t coll_recv_async(coll_comm_t *comm, void *buf, size_t count,
+                                       coll_dtype_t dtype, int peer,
+                                       const coll_op_params_t *params, coll_request_t **req_p);
+
+/**
+ * @brief Check a request without blocking.
+ * @return COLL_INPROGRESS while pending; COLL_OK when it completed successfully; its error when
+ *         it failed (see the collectives above); COLL_ERR_TIMEDOUT, as coll_req_wait(), for a
+ *         collective the daemon has answered nothing about for the job's timeout + 1 s since
+ *         its submit (a stopped or hung daemon), the request staying valid.
+ */
+COLL_API coll_status_t coll_req_test(coll_request_t *req);
+
+/**
+ * @brief Block until a request completes or @p timeout_ms expires (-1: no bound of the
+ *        caller's, 0 polls). The thread sleeps in poll(2) while waiting; it does not spin.
+ *        Whatever @p timeout_ms, a collective's wait ends at the job's timeout + 1 s after its
+ *        submit: the daemon fails the operation within the timeout, and one that has not
+ *        answered by then (stopped, hung) gets COLL_ERR_TIMEDOUT from the library.
+ * @return As coll_req_test(); COLL_ERR_TIMEDOUT when the time expired first (with the caller's
+ *         bound, the request stays valid and may be waited on again).
+ */
+COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
+
+/**
+ * @brief The algorithm that ran a completed request, e.g. "ring", "rd", "local" ("" while
+ *        pending or for requests without one). Valid until the request is freed.
+ */
+COLL_API const char *coll_req_algo(const coll_request_t *req);
+
+/**
+ * When a request went through its phases: CLOCK_MONOTONIC nanoseconds (clock_gettime), which
+ * the processes of one host share. A phase the operation did not have is 0.
+ */
+typedef struct {
+    uint64_t submit_ns;   /**< the library sent the submission */
+    uint64_t ready_ns;    /**< the daemon had every local rank's submission (wait for peers
+                               on this node before) */
+    uint64_t peers_ns;    /**< the daemon heard from the other nodes (their descriptor checked) */
+    uint64_t reduced_ns;  /**< the reduction finished (reduce-scatter; distribution after) */
+    uint64_t done_ns;     /**< the daemon finished */
+    uint64_t complete_ns; /**< the library saw the completion */
+} coll_req_timing_t;
+
+/**
+ * @brief The phase times of a completed request (for timelines and overlap measurements).
+ * @param [out] timing Filled on COLL_OK.
+ * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written).
+ */
+COLL_API coll_status_t coll_req_timing(const coll_request_t *req, coll_req_timing_t *timing);
+
+/** Phases of an inter-node algorithm whose steps coll_req_steps() reports. */
+typedef enum {
+    COLL_STEP_REDUCE_SCATTER = 1, /**< ring reduce-scatter, N-1 steps for N nodes */
+    COLL_STEP_ALLGATHER = 2,      /**< ring all-gather, N-1 steps */
+    COLL_STEP_RD_FOLD = 3,        /**< recursive doubling: the nodes above a power of two p fold
+                                       into their partners (one step, only on those nodes) */
+    COLL_STEP_RD_ROUND = 4,       /**< recursive doubling: exchange rounds, log2(p) steps */
+    COLL_STEP_RD_UNFOLD = 5,      /**< recursive doubling: the result goes back (one step) */
+} coll_step_phase_t;
+
+/** Most step records coll_req_steps() gives for one request. */
+#define COLL_MAX_STEPS 32
+
+/**
+ * One step, or several consecutive steps of one phase, of the inter-node algorithm as this
+ * node saw it: a step ends when its data arrived from the previous node. A record begins where
+ * the previous one ended (the first at peers_ns, the first all-gather record at reduced_ns of
+ * ::coll_req_timing_t); done_ns comes after the last step once this node's own last sends
+ * completed too.
+ */
+typedef struct {
+    uint64_t end_ns;    /**< CLOCK_MONOTONIC ns (1 us resolution) when this step and every
+                             earlier one were done on this node */
+    uint32_t phase;     /**< ::coll_step_phase_t */
+    uint32_t first;     /**< first step of the phase covered, 0-based */
+    uint32_t last;      /**< last step covered; > first only when a ring of more than 17 nodes
+                             had its N-1 steps per phase merged into 16 records */
+} coll_req_step_t;
+
+/**
+ * @brief The steps of the inter-node algorithm of a completed request (ring and recursive
+ *        doubling; none for single-node jobs, broadcast, reduce, barrier and point-to-point),
+ *        in order: where a slow peer or link shows in a timeline.
+ * @param [out] steps  Room for ::COLL_MAX_STEPS records; the first @p *nsteps are filled.
+ * @param [out] nsteps Number of records, 0 .. ::COLL_MAX_STEPS.
+ * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written). Thread-safe.
+ */
+COLL_API coll_status_t coll_req_steps(const coll_request_t *req, coll_req_step_t *steps,
+                                      uint32_t *nsteps);
+
+/**
+ * @brief Free a request. A request still in progress is detached: its result is discarded and
+ *        its buffers stay in use by the daemon until it ends. Safe with NULL.
+ */
+COLL_API void coll_req_free(coll_request_t *req);
+
+/**
+ * @brief Blocking allreduce: coll_allreduce_async() then coll_req_wait() with no timeout.
+ * @return As coll_allreduce_async() and coll_req_wait().
+ */
+COLL_API coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t count, coll_dtype_t dtype, coll_redop_t op);
+
+/** @return The name of @p algo, e.g. "ring"; "unknown" when out of range. Thread-safe. */
+COLL_API const char *coll_algo_name(coll_algo_t algo);
+
+/* The gradient bucketer and the timeline: collective_bucketer.h (included here). */
+
+#ifdef __cplusplus
+}
+#endif
+
+#include <collective_bucketer.h>
+
+#endif /* COLLECTIVE_H */

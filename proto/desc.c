@@ -1,0 +1,36 @@
+#include "proto/desc.h"
+
+#include <collective.h>
+
+static const char *const colls[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast",
+                                    "reduce",    "barrier",        "send",       "recv"};
+
+const char *coll_kind_name(coll_kind_t kind)
+{
+    return (unsigned)kind < sizeof(colls) / sizeof(colls[0]) ? colls[kind] : "operation";
+}
+
+void coll_desc_format(const coll_desc_t *d, char *buf, size_t len)
+{
+    int refused = d->algo >= COLL_ALGO_REFUSED;
+    int n = snprintf(buf, len, "%s count=%llu dtype=%s op=%s root=%u algo=%s%s segment=%u "
+                     "world=%u", coll_kind_name((coll_kind_t)d->coll),
+                     (unsigned long long)d->count, coll_dtype_name((coll_dtype_t)d->dtype),
+                     coll_redop_name((coll_redop_t)d->op), d->root, refused ? "refused " : "",
+                     coll_algo_name((coll_algo_t)(refused ? d->algo - COLL_ALGO_REFUSED : d->algo)),
+                     d->seg_bytes, d->world_size);
+    if (d->layout != 0 && n > 0 && (size_t)n < len) {
+        snprintf(buf + n, len - (size_t)n, " layout=%016llx", (unsigned long long)d->layout);
+    }
+}
+
+void coll_desc_name(const coll_desc_t *d, char *buf, size_t len)
+{
+    const char *coll = coll_kind_name((coll_kind_t)d->coll);
+    /* Keys with bit 39 are the library's call-order numbers; others were given by the user. */
+    if (d->coll < 6 && (d->key >> 39) == 1) {
+        snprintf(buf, len, "%s #%llu", coll, (unsigned long long)(d->key & ((1ull << 39) - 1)));
+    } else {
+        snprintf(buf, len, "%s key %llu", coll, (unsigned long long)d->key);
+    }
+}
