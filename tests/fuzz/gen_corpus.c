@@ -72,6 +72,35 @@ static void client_msg(const char *name, Coll__Wire__ClientMsg *m, uint32_t vers
     write_msg("client_msg", name, &m->base);
 }
 
+/* One Submit of every collective, and one at the count limit. */
+static void client_submit_seeds(Coll__Wire__ClientMsg *mp)
+{
+    Coll__Wire__ClientMsg m = *mp;
+    Coll__Wire__Submit sub = COLL__WIRE__SUBMIT__INIT;
+    char name[64];
+
+    m.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
+    m.submit = &sub;
+    for (unsigned c = 0; c <= COLL__WIRE__COLLECTIVE__RECV; c++) {
+        sub.req_id = 100 + c;
+        sub.key = c % 2 ? 0 : 4097 + c;
+        sub.coll = (Coll__Wire__Collective)c;
+        sub.dtype = c % COLL_DTYPE_COUNT;
+        sub.op = c % COLL_REDOP_COUNT;
+        sub.count = 1000003;
+        sub.send_offset = 20480;
+        sub.recv_offset = 20480 + 4u * 1000003;
+        sub.root = c % 3;
+        sub.peer = (c + 1) % 3;
+        sub.algo = c % COLL_ALGO_COUNT;
+        snprintf(name, sizeof(name), "submit-%u", c);
+        client_msg(name, &m, COLL_WIRE_VERSION);
+    }
+    sub.count = UINT64_MAX / 16;
+    sub.dtype = COLL_DTYPE_COUNT - 1;
+    client_msg("submit-count-limit", &m, COLL_WIRE_VERSION);
+}
+
 static void client_seeds(void)
 {
     Coll__Wire__Abort abort_msg = COLL__WIRE__ABORT__INIT;
@@ -80,8 +109,7 @@ static void client_seeds(void)
     Coll__Wire__JoinJob join = COLL__WIRE__JOIN_JOB__INIT;
     Coll__Wire__MemAlloc alloc = COLL__WIRE__MEM_ALLOC__INIT;
     Coll__Wire__MemFree mfree = COLL__WIRE__MEM_FREE__INIT;
-    Coll__Wire__Submit sub = COLL__WIRE__SUBMIT__INIT;
-    char longest[COLL_JOB_ID_MAX + 1], name[64];
+    char longest[COLL_JOB_ID_MAX + 1];
 
     hello.client = "coll-train pid 1234";
     m.body_case = COLL__WIRE__CLIENT_MSG__BODY_HELLO;
@@ -124,26 +152,7 @@ static void client_seeds(void)
     m.free = &mfree;
     client_msg("free", &m, COLL_WIRE_VERSION);
 
-    m.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
-    m.submit = &sub;
-    for (unsigned c = 0; c <= COLL__WIRE__COLLECTIVE__RECV; c++) {
-        sub.req_id = 100 + c;
-        sub.key = c % 2 ? 0 : 4097 + c;
-        sub.coll = (Coll__Wire__Collective)c;
-        sub.dtype = c % COLL_DTYPE_COUNT;
-        sub.op = c % COLL_REDOP_COUNT;
-        sub.count = 1000003;
-        sub.send_offset = 20480;
-        sub.recv_offset = 20480 + 4u * 1000003;
-        sub.root = c % 3;
-        sub.peer = (c + 1) % 3;
-        sub.algo = c % COLL_ALGO_COUNT;
-        snprintf(name, sizeof(name), "submit-%u", c);
-        client_msg(name, &m, COLL_WIRE_VERSION);
-    }
-    sub.count = UINT64_MAX / 16;
-    sub.dtype = COLL_DTYPE_COUNT - 1;
-    client_msg("submit-count-limit", &m, COLL_WIRE_VERSION);
+    client_submit_seeds(&m);
     abort_msg.status = COLL_ERR_JOB;
     abort_msg.reason = "loss is NaN at step 7";
     m.body_case = COLL__WIRE__CLIENT_MSG__BODY_ABORT;
@@ -213,15 +222,50 @@ static void daemon_seeds(void)
 
 /* ---- peer envelopes ---- */
 
-static void peer_seeds(void)
+/* NodeJoinReply: a node table, one with a rank on two nodes, a refusal. */
+static void node_join_reply_seeds(ProtobufCBinaryData worker_address)
 {
     Coll__Wire__PeerMsg m = COLL__WIRE__PEER_MSG__INIT;
-    Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
     Coll__Wire__NodeJoinReply r = COLL__WIRE__NODE_JOIN_REPLY__INIT;
     Coll__Wire__NodeInfo n0 = COLL__WIRE__NODE_INFO__INIT, n1 = COLL__WIRE__NODE_INFO__INIT;
     Coll__Wire__NodeInfo *nodes[] = {&n0, &n1};
     Coll__Wire__JobParams params = COLL__WIRE__JOB_PARAMS__INIT;
-    uint32_t ranks0[] = {0, 1}, ranks1[] = {2, 3}, dup[] = {2, 2}, overlap[] = {1, 2};
+    uint32_t ranks0[] = {0, 1}, ranks1[] = {2, 3}, overlap[] = {1, 2};
+
+    m.version = COLL_WIRE_VERSION;
+    n0.n_ranks = 2;
+    n0.ranks = ranks0;
+    n0.worker_address = worker_address;
+    n0.host = "node-a";
+    n1.n_ranks = 2;
+    n1.ranks = ranks1;
+    n1.worker_address = worker_address;
+    n1.host = "node-b";
+    params.segment_bytes = 256u << 10;
+    params.pipeline_depth = 4;
+    params.rd_max_bytes = 64u << 10;
+    r.node_rank = 1;
+    r.n_nodes = 2;
+    r.nodes = nodes;
+    r.params = &params;
+    m.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY;
+    m.node_join_reply = &r;
+    write_msg("peer_msg", "node-join-reply", &m.base);
+    n1.ranks = overlap; /* rank 1 on both nodes, rank 3 on none */
+    write_msg("peer_msg", "node-join-reply-duplicate-rank", &m.base);
+    r.status = COLL_ERR_RENDEZVOUS;
+    r.error = "node b says world size 4, earlier nodes say 2";
+    r.n_nodes = 0;
+    r.nodes = NULL;
+    r.params = NULL;
+    write_msg("peer_msg", "node-join-reply-error", &m.base);
+}
+
+static void peer_seeds(void)
+{
+    Coll__Wire__PeerMsg m = COLL__WIRE__PEER_MSG__INIT;
+    Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
+    uint32_t ranks0[] = {0, 1}, ranks1[] = {2, 3}, dup[] = {2, 2};
     uint8_t addr[] = {0x55, 0x43, 0x58, 0x01, 0x02, 0x03, 0x04, 0x05};
     uint8_t kernel_id[COLL_WIRE_KERNEL_ID_BYTES] = {0x9c, 0x41, 0x07};
 
@@ -259,32 +303,7 @@ static void peer_seeds(void)
     j.n_ranks = 1;
     j.worker_address.len = sizeof(addr);
 
-    n0.n_ranks = 2;
-    n0.ranks = ranks0;
-    n0.worker_address = j.worker_address;
-    n0.host = "node-a";
-    n1.n_ranks = 2;
-    n1.ranks = ranks1;
-    n1.worker_address = j.worker_address;
-    n1.host = "node-b";
-    params.segment_bytes = 256u << 10;
-    params.pipeline_depth = 4;
-    params.rd_max_bytes = 64u << 10;
-    r.node_rank = 1;
-    r.n_nodes = 2;
-    r.nodes = nodes;
-    r.params = &params;
-    m.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN_REPLY;
-    m.node_join_reply = &r;
-    write_msg("peer_msg", "node-join-reply", &m.base);
-    n1.ranks = overlap; /* rank 1 on both nodes, rank 3 on none */
-    write_msg("peer_msg", "node-join-reply-duplicate-rank", &m.base);
-    r.status = COLL_ERR_RENDEZVOUS;
-    r.error = "node b says world size 4, earlier nodes say 2";
-    r.n_nodes = 0;
-    r.nodes = NULL;
-    r.params = NULL;
-    write_msg("peer_msg", "node-join-reply-error", &m.base);
+    node_join_reply_seeds(j.worker_address);
 }
 
 /* Peer authentication (daemon/auth.h) and a NodeJoin with a job-token digest. */
