@@ -1,0 +1,48 @@
+/**
+ * @file progress.hpp
+ * @brief The thread that completes a process group's Work objects when their requests end.
+ *
+ * torch waits on a Work (wait()), polls it (is_completed()) or chains callbacks on its future
+ * (DDP's reducer does), so something must notice each request's end without the caller: one
+ * thread per process group sleeps in coll_req_wait() on the oldest pending request (the
+ * library sleeps on its control block's futex, without spinning), at most a slice of a
+ * millisecond, then tests every pending request and completes those that ended, oldest first.
+ * A request that ends out of order is therefore seen at most one slice late.
+ *
+ * Future callbacks run on this thread: they must not wait for another Work of the same group.
+ */
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "work.hpp"
+
+namespace collectived {
+
+class Progress {
+  public:
+    Progress() : thread_([this] { run(); }) {}
+
+    /** @brief Stop the thread; Work still in flight is abandoned (fails, see Work::abandon). */
+    ~Progress();
+
+    /** @brief Complete @p work when its request ends. Thread-safe. */
+    void add(c10::intrusive_ptr<Work> work);
+
+  private:
+    void run();
+    void complete_ended();
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<c10::intrusive_ptr<Work>> pending_; /* in submission order */
+    bool stop_ = false;
+    std::thread thread_; /* last: starts once the members above exist */
+};
+
+}  // namespace collectived
