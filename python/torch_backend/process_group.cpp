@@ -82,8 +82,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::run(c10d::OpType type, const char *
     try {
         build(buffers);
     } catch (const c10::Error &e) {
-        coll_comm_abort(comm_->get(), e.what_without_backtrace());
-        throw;
+        std::string why = std::string("collectived: ") + name + " (key " + std::to_string(key) +
+                          "): " + e.what_without_backtrace();
+        coll_comm_abort(comm_->get(), why.c_str());
+        TORCH_CHECK(false, why);
     }
     auto work = c10::make_intrusive<Work>(comm_, rank_, type, name, key, std::move(outputs),
                                           buffers.take());
@@ -99,7 +101,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::run(c10d::OpType type, const char *
         work->complete(COLL_OK);
     } else {
         comm_->fail(st, std::string("collectived: ") + name + " (key " + std::to_string(key) +
-                            ") refused; the job fails on every rank");
+                            "): refused, which fails the job on every rank");
     }
     return work;
 }

@@ -73,9 +73,11 @@ Lease Staging::acquire(size_t bytes)
         st = comm_->try_alloc(cls, &ptr);
     }
     if (st != COLL_OK) {
-        comm_->fail(st, "collectived: staging " + std::to_string(bytes) +
-                            " bytes of a tensor outside the pool (allocate tensors with "
-                            "collective.torch_backend.empty() to skip the copy)");
+        comm_->fail(st, "staging " + std::to_string(bytes) + " bytes in the pool" +
+                            (st == COLL_ERR_POOL_FULL
+                                 ? std::string(" (tensors of collective.torch_backend.empty() "
+                                               "need no staging)")
+                                 : std::string()));
     }
     stats_.allocations++;
     stats_.bytes += cls;
