@@ -6,7 +6,7 @@
 namespace collectived {
 
 namespace {
-constexpr int kSliceMs = 1;
+constexpr int kSliceMs = 5;
 }
 
 Progress::~Progress()

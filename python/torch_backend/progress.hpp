@@ -5,9 +5,12 @@
  * torch waits on a Work (wait()), polls it (is_completed()) or chains callbacks on its future
  * (DDP's reducer does), so something must notice each request's end without the caller: one
  * thread per process group sleeps in coll_req_wait() on the oldest pending request (the
- * library sleeps on its control block's futex, without spinning), at most a slice of a
- * millisecond, then tests every pending request and completes those that ended, oldest first.
- * A request that ends out of order is therefore seen at most one slice late.
+ * library sleeps on its control block's futex, without spinning) for at most a slice of 5 ms,
+ * then tests every pending request and completes those that ended, oldest first. A request
+ * that ends in order is seen at once; one that ends before an older one, at most a slice late
+ * (as in the Python package's progress thread). Shorter slices cost more than they save: with
+ * 1 ms, the wake-ups during backward made DDP's step 25-40 % slower on a 2-vCPU host running
+ * 4 ranks (tests/python/ddp_step_time.py), as each one preempts the ranks' compute.
  *
  * Future callbacks run on this thread: they must not wait for another Work of the same group.
  */
