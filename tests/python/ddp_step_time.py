@@ -4,7 +4,8 @@
 collective-launch runs this as every rank (2 nodes x 2 ranks for the numbers of
 docs/benchmarks.md). The default process group is "collectived"; a gloo group of the same
 ranks is made with new_group(backend="gloo"). Three copies of one MLP train on the same
-batches, one step of each in turn (the order rotating every step):
+batches, one step of each in turn, in every order in turn (the six permutations, so that no
+variant always follows the same one):
 
   gloo              DDP(process_group=<the gloo group>), DDP's own allreduce
   collectived       DDP over the collectived group, DDP's own allreduce (SUM of pre-divided
@@ -17,13 +18,18 @@ optimizer step; the ranks meet at a barrier before each, outside the timing. Aft
 steps, --steps are timed; each rank takes the median per variant and the report gives the
 slowest rank's (all_reduce MAX), in milliseconds, and each variant's ratio to gloo.
 
-Checked (so that the times compare like with like): the three models end with the same
-parameters (--tolerance, normwise), and the hook saw every timed step.
+Checked (so that the times compare like with like): the two collectived models end with the
+same parameters (--tolerance, normwise; DDP's pre-division by the world size and the hook's
+average differ only by exact divisions by a power of two), the gloo model too as long as the
+run is short (--gloo-tolerance; over a hundred steps or so the order of the additions, which
+differs between gloo and collectived, moves some ReLU input across zero, and the trajectories
+part), and the hook saw every step.
 Exit status: 0 pass, 1 a check failed, 77 skip.
 """
 
 import argparse
 import copy
+import itertools
 import os
 import statistics
 import sys
@@ -50,6 +56,7 @@ def parse_args():
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--tolerance", type=float, default=1e-5)
+    p.add_argument("--gloo-tolerance", type=float, default=1e-5)
     return p.parse_args()
 
 
@@ -83,13 +90,14 @@ def main():
     opts = {v: torch.optim.SGD(d.parameters(), lr=0.01, momentum=0.9) for v, d in ddps.items()}
     loss_fn = torch.nn.CrossEntropyLoss()
     times = {v: [] for v in VARIANTS}
+    orders = list(itertools.permutations(VARIANTS))
+    teacher = torch.randn(args.features, 10, generator=torch.Generator().manual_seed(1))
 
     for step in range(args.warmup + args.steps):
         g = torch.Generator().manual_seed(step * world + rank)
         x = torch.randn(args.batch, args.features, generator=g)
-        y = torch.randint(0, 10, (args.batch,), generator=g)
-        for k in range(len(VARIANTS)):
-            v = VARIANTS[(step + k) % len(VARIANTS)]
+        y = (x @ teacher).argmax(1)
+        for v in orders[step % len(orders)]:
             dist.barrier()
             t0 = time.perf_counter()
             opts[v].zero_grad()
@@ -101,12 +109,12 @@ def main():
     med = torch.tensor([statistics.median(times[v]) * 1e3 for v in VARIANTS],
                        dtype=torch.float64)
     dist.all_reduce(med, op=dist.ReduceOp.MAX)
-    ref = flat(models["gloo"])
     checks = []
-    for v in VARIANTS[1:]:
-        diff = ((flat(models[v]) - ref).abs().max() / ref.abs().max()).item()
-        checks.append(("%s vs gloo parameters: %.3g <= %g" % (v, diff, args.tolerance),
-                       diff <= args.tolerance))
+    for a, b, tol in (("collectived+hook", "collectived", args.tolerance),
+                      ("collectived", "gloo", args.gloo_tolerance)):
+        ref = flat(models[b])
+        diff = ((flat(models[a]) - ref).abs().max() / ref.abs().max()).item()
+        checks.append(("%s vs %s parameters: %.3g <= %g" % (a, b, diff, tol), diff <= tol))
     checks.append(("hook iterations %d >= %d" % (hook.iterations, args.warmup + args.steps),
                    hook.iterations >= args.warmup + args.steps))
     if rank == 0:

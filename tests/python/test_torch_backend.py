@@ -142,7 +142,7 @@ class BackendTest(unittest.TestCase):
         c.equal("complex64 sum", t, torch.full((5,), complex(s, -s), dtype=torch.complex64))
         c.check()
 
-    def test_all_reduce_refuses_bitwise_ops_and_bool(self):
+    def test_refusals_bitwise_ops_bool_and_missing_collectives(self):
         c = Checks(self)
         for op in ("BAND", "BOR", "BXOR"):
             t = values(R, 4, torch.int32)
@@ -157,6 +157,16 @@ class BackendTest(unittest.TestCase):
             c.true("bool was accepted", False)
         except RuntimeError as e:
             c.true("bool: message %r" % str(e), "does not support dtype Bool" in str(e))
+        outs = [torch.zeros(2) for _ in range(W)] if R == 0 else None
+        for name, call in (("gather", lambda: dist.gather(torch.zeros(2), outs, dst=0)),
+                           ("alltoall_base", lambda: dist.all_to_all_single(torch.zeros(W),
+                                                                           torch.zeros(W)))):
+            try:
+                call()
+                c.true("%s was accepted" % name, False)
+            except RuntimeError as e:
+                c.true("%s: message %r" % (name, str(e)),
+                       "collectived does not support %s" % name in str(e))
         t = values(R, N, torch.int64)  # the group still works
         dist.all_reduce(t)
         c.equal("after the refusals", t, expected_reduce("SUM", N, torch.int64, range(W)))
