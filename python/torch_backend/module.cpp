@@ -22,7 +22,18 @@ c10::intrusive_ptr<collectived::ProcessGroup> create(const std::string &job, int
     o.local_size = local_size;
     o.timeout_ms = timeout_ms;
     o.token = token;
-    return c10::make_intrusive<collectived::ProcessGroup>(collectived::Comm::create(o));
+    /* The group may go with the GIL held (garbage collection, interpreter exit) while its
+     * progress thread waits for the GIL in a Python future callback: release it to join. */
+    auto without_gil = [](const std::function<void()> &join) {
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            py::gil_scoped_release released;
+            join();
+        } else {
+            join();
+        }
+    };
+    return c10::make_intrusive<collectived::ProcessGroup>(collectived::Comm::create(o),
+                                                          without_gil);
 }
 
 py::dict staging_stats(const collectived::ProcessGroup &pg)

@@ -50,9 +50,10 @@ void check_same(const at::Tensor &a, const at::Tensor &b, int64_t factor, const 
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm)
+ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releaser)
     : c10d::ProcessGroup(coll_comm_rank(comm->get()), coll_comm_world_size(comm->get())),
-      comm_(std::move(comm)), staging_(std::make_shared<Staging>(comm_))
+      comm_(std::move(comm)), staging_(std::make_shared<Staging>(comm_)),
+      progress_(std::move(releaser))
 {
     init();
 }

@@ -37,8 +37,11 @@ namespace collectived {
 
 class ProcessGroup : public c10d::ProcessGroup {
   public:
-    /** @param comm  The group's communicator, whose rank and size are the group's. */
-    explicit ProcessGroup(std::shared_ptr<Comm> comm);
+    /**
+     * @param comm      The group's communicator, whose rank and size are the group's.
+     * @param releaser  How the destructor joins the progress thread (Progress::Releaser).
+     */
+    ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releaser);
     ~ProcessGroup() override = default;
 
     const std::string getBackendName() const override { return "collectived"; }

@@ -16,7 +16,12 @@ Progress::~Progress()
         stop_ = true;
     }
     cv_.notify_one();
-    thread_.join();
+    auto join = [this] { thread_.join(); };
+    if (releaser_) {
+        releaser_(join);
+    } else {
+        join();
+    }
     for (auto &work : pending_) {
         work->abandon("the process group was destroyed before the operation completed");
     }

@@ -13,6 +13,8 @@
  * 4 ranks (tests/python/ddp_step_time.py), as each one preempts the ranks' compute.
  *
  * Future callbacks run on this thread: they must not wait for another Work of the same group.
+ * A Python callback takes the GIL here; so the destructor, which the interpreter may run with
+ * the GIL held, joins the thread through a hook that releases it (see module.cpp).
  */
 #pragma once
 
@@ -20,6 +22,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -29,7 +32,12 @@ namespace collectived {
 
 class Progress {
   public:
-    Progress() : thread_([this] { run(); }) {}
+    /** Runs its argument (the join of the thread) with whatever must not be held meanwhile
+     *  released; may be empty. */
+    using Releaser = std::function<void(const std::function<void()> &)>;
+
+    explicit Progress(Releaser releaser)
+        : releaser_(std::move(releaser)), thread_([this] { run(); }) {}
 
     /** @brief Stop the thread; Work still in flight is abandoned (fails, see Work::abandon). */
     ~Progress();
@@ -45,6 +53,7 @@ class Progress {
     std::condition_variable cv_;
     std::deque<c10::intrusive_ptr<Work>> pending_; /* in submission order */
     bool stop_ = false;
+    Releaser releaser_;
     std::thread thread_; /* last: starts once the members above exist */
 };
 

@@ -379,6 +379,26 @@ class BackendTest(unittest.TestCase):
         c.equal("then()", doubled.wait(), want * 2)
         c.check()
 
+    def test_group_destroyed_while_a_python_callback_runs(self):
+        # The group goes (with the GIL held) while its progress thread is in a Python callback
+        # that needs the GIL back: the destructor must release it to join the thread.
+        c = Checks(self)
+        g = dist.new_group()
+        started = threading.Event()
+
+        def slow(f):
+            started.set()
+            time.sleep(0.3)
+            return f.value()[0] + 1
+
+        fut = dist.all_reduce(values(R, N, torch.int64), group=g,
+                              async_op=True).get_future().then(slow)
+        c.true("the callback did not start", started.wait(30))
+        dist.destroy_process_group(g)
+        del g
+        c.equal("callback result", fut.wait(), expected_reduce("SUM", N, torch.int64, range(W)) + 1)
+        c.check()
+
     def test_other_threads_submit(self):
         c = Checks(self)
         out = {}
