@@ -27,12 +27,3 @@ def require_backend():
     import torch.distributed as dist
     return torch, dist
 
-
-def close_enough(a, b, rel):
-    """max |a - b| / max |b| over the flattened float64 copies (0 when both are 0)."""
-    import torch
-    a = a.detach().to(torch.float64).reshape(-1)
-    b = b.detach().to(torch.float64).reshape(-1)
-    scale = b.abs().max().item() if b.numel() else 0.0
-    diff = (a - b).abs().max().item() if b.numel() else 0.0
-    return diff <= rel * scale if scale > 0 else diff == 0.0
