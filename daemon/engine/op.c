@@ -509,6 +509,7 @@ void coll_op_free_all(coll_job_t *job)
     {
         op->done = 1;
         op->inflight = 0; /* the worker is gone: nothing will complete any more */
+        coll_list_init(&op->posted);
         coll_op_maybe_free(op);
     }
 }

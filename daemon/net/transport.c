@@ -100,6 +100,8 @@ coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_ops_
 err_worker:
     ucp_worker_destroy(job->net.worker);
     job->net.worker = NULL;
+    free(job->net.worker_address);
+    job->net.worker_address = NULL;
     return COLL_ERR_TRANSPORT;
 }
 
@@ -445,6 +447,8 @@ static void close_worker(coll_job_t *job)
     unregister_pool(job);
     ucp_worker_destroy(job->net.worker);
     job->net.worker = NULL;
+    free(job->net.worker_address);
+    job->net.worker_address = NULL;
     closed(job);
 }
 

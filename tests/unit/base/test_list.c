@@ -17,6 +17,7 @@ static void fill(coll_list_t *head, item_t *items, int n)
     coll_list_init(head);
     for (int i = 0; i < n; i++) {
         items[i].value = i;
+        coll_list_init(&items[i].link); /* stack memory: push wants an unlinked element */
         coll_list_push(head, &items[i].link);
     }
 }
