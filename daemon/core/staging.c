@@ -15,7 +15,9 @@ uint8_t *coll_staging_get(coll_job_t *job)
 void coll_staging_put(coll_job_t *job, uint8_t *block)
 {
     if (block != NULL) {
-        coll_list_push(&job->engine.staging, (coll_list_t *)(void *)block);
+        coll_list_t *link = (coll_list_t *)(void *)block; /* over data: no link yet */
+        coll_list_init(link);
+        coll_list_push(&job->engine.staging, link);
     }
 }
 

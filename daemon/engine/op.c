@@ -353,6 +353,26 @@ int coll_op_check_desc(coll_op_t *op, const coll_desc_t *p, uint32_t from)
     return 0;
 }
 
+int coll_op_check_msg(coll_op_t *op, const coll_xfer_t *x, const coll_desc_t *peer)
+{
+    char nm[48];
+
+    if (x->length < sizeof(*peer)) {
+        coll_job_fail(op->job, COLL_ERR_MISMATCH, 1, "%s: node %u sent %zu bytes, less than a "
+                      "descriptor", name(&op->desc, nm, sizeof(nm)), x->peer, x->length);
+        return 0;
+    }
+    if (!coll_op_check_desc(op, peer, x->peer)) {
+        return 0;
+    }
+    if (x->length != x->expect) {
+        coll_job_fail(op->job, COLL_ERR_MISMATCH, 1, "%s: node %u sent %zu bytes, %zu expected",
+                      name(&op->desc, nm, sizeof(nm)), x->peer, x->length, x->expect);
+        return 0;
+    }
+    return 1;
+}
+
 static void desc_check(coll_op_t *op)
 {
     coll_list_t *e;
@@ -392,6 +412,11 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
     }
     if (op->impl->flags & COLL_IMPL_OWN_ERRORS) {
         op->impl->on_xfer(op, x);
+    } else if (!x->is_send && x->status == UCS_ERR_MESSAGE_TRUNCATED) {
+        /* More bytes than posted: the data outran the descriptor of a larger count. */
+        coll_job_fail(job, COLL_ERR_MISMATCH, 1,
+                      "%s: node %u sent more than the %zu bytes expected (ranks disagree on "
+                      "the count)", name(&op->desc, nm, sizeof(nm)), x->peer, x->expect);
     } else if (x->status != UCS_OK) {
         coll_node_lost(&job->nodes[x->peer], "%s failed: %s", x->is_send ? "a send to it" :
                        "a receive from it", ucs_status_string(x->status));
@@ -408,7 +433,7 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
         op->stage->on_xfer(op, x);
     } else if (x->is_send) {
         op->impl->on_xfer(op, x);
-    } else if (x->length != x->expect) {
+    } else if (x->length != x->expect && !(op->impl->flags & COLL_IMPL_SELF_CHECK)) {
         coll_job_fail(job, COLL_ERR_MISMATCH, 1,
                       "%s: expected %zu bytes from node %u, got %zu (ranks disagree on the count)",
                       name(&op->desc, nm, sizeof(nm)), x->expect, x->peer, x->length);

@@ -19,8 +19,9 @@
 struct coll_op;
 struct coll_xfer;
 
-/** The algorithm checks a descriptor carried in each of its own messages: its receives are
- * used at once, not parked until the ring descriptor arrived. */
+/** The algorithm checks a descriptor carried in each of its own messages, and their lengths
+ * (coll_op_check_msg()): its receives are used at once, not parked until the ring descriptor
+ * arrived. */
 #define COLL_IMPL_SELF_CHECK 2u
 /** Transfer errors and short receives go to the implementation instead of failing the job. */
 #define COLL_IMPL_OWN_ERRORS 4u
@@ -163,6 +164,15 @@ void coll_op_maybe_free(coll_op_t *op);
  * @return 1 when equal, 0 when the job failed.
  */
 int coll_op_check_desc(coll_op_t *op, const coll_desc_t *peer, uint32_t from);
+
+/**
+ * @brief Check a received message of a COLL_IMPL_SELF_CHECK algorithm that starts with the
+ *        sender's descriptor @p peer: long enough for it, the same descriptor
+ *        (coll_op_check_desc()), then exactly x->expect bytes. Post such receives with room to
+ *        spare, so that a larger count shows as a descriptor mismatch naming both counts.
+ * @return 1 when the message is usable, 0 when the job failed (COLL_ERR_MISMATCH).
+ */
+int coll_op_check_msg(coll_op_t *op, const struct coll_xfer *x, const coll_desc_t *peer);
 
 /** The pipelined ring: allreduce, reduce-scatter, all-gather (ring.c). */
 extern const coll_impl_t coll_impl_ring;

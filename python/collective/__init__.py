@@ -1,8 +1,8 @@
 """collective: Python bindings of libcollective, the client library of collectived.
 
-Pure Python over ctypes (no compiled extension). A rank joins its job, allocates numpy arrays
-or torch tensors in the job's shared pool (zero copy: the daemon reduces them in place) and
-submits collectives that return futures::
+Python over ctypes. A rank joins its job, allocates numpy arrays or torch tensors in the job's
+shared pool (zero copy: the daemon reduces them in place) and submits collectives that return
+futures::
 
     import collective
     with collective.Communicator() as comm:          # rank, world size, job from COLL_*
@@ -13,7 +13,9 @@ submits collectives that return futures::
 
 Modules: :mod:`collective.comm` (Communicator), :mod:`collective.progress` (futures),
 :mod:`collective.pool` (pool memory), :mod:`collective.types`, :mod:`collective.errors`,
-:mod:`collective.ddp` (PyTorch DDP communication hook; imports torch).
+:mod:`collective.ddp` (PyTorch DDP communication hook; imports torch),
+:mod:`collective.torch_backend` (the torch.distributed backend "collectived", over the C++
+extension ``collective._torch_pg``; imports torch).
 
 libcollective is found through $COLLECTIVE_LIB, next to the package in the build tree, or the
 system loader (see :mod:`collective._lib`).

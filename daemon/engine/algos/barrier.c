@@ -55,7 +55,7 @@ static void barrier_on_xfer(coll_op_t *op, coll_xfer_t *x)
         }
         return;
     }
-    if (!coll_op_check_desc(op, &b->peer, x->peer)) {
+    if (!coll_op_check_msg(op, x, &b->peer)) {
         return;
     }
     if (++b->round < b->rounds) {

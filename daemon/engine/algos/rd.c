@@ -66,7 +66,10 @@ static coll_status_t exchange(coll_op_t *op, rd_t *d, uint32_t peer, uint32_t st
     d->send = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .is_send = 1, .step = step};
     d->recv = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .step = step};
     if (recv) {
-        st = coll_op_recv(op, peer, tag, d->theirs, len, &d->recv);
+        /* Room for the whole staging half: a partner with a larger count is then a
+         * descriptor mismatch naming both counts, not a truncated receive. */
+        st = coll_op_recv(op, peer, tag, d->theirs, op->job->engine.staging_bytes / 2, &d->recv);
+        d->recv.expect = len;
     }
     if (send && st == COLL_OK) {
         st = coll_op_send(op, peer, tag, d->mine, len, &d->send);
@@ -144,7 +147,7 @@ static void rd_on_xfer(coll_op_t *op, coll_xfer_t *x)
     if (x->is_send) {
         d->sent = 1;
     } else {
-        if (!coll_op_check_desc(op, (const coll_desc_t *)(const void *)d->theirs, x->peer)) {
+        if (!coll_op_check_msg(op, x, (const coll_desc_t *)(const void *)d->theirs)) {
             return;
         }
         d->received = 1;

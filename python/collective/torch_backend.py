@@ -1,0 +1,176 @@
+"""The ``torch.distributed`` backend "collectived": a c10d ProcessGroup over libcollective.
+
+A script selects it by name and changes nothing else::
+
+    import torch.distributed as dist
+    dist.init_process_group("collectived")   # env:// (RANK, WORLD_SIZE, MASTER_ADDR/PORT) or store=
+
+Registration: the installed ``collective-torch.pth`` registers the backend whenever
+``torch.distributed`` is imported (see :mod:`collective_torch_autoload`), so an unchanged script
+finds it; importing this module registers it too (for a tree without the ``.pth``). The group
+is created by :func:`create`, the creator torch calls (``register_backend(...,
+extended_api=True)``, which passes the group's global ranks and name as well as the store,
+rank, size and timeout).
+
+Every collective torch calls is one asynchronous libcollective operation (see
+``python/torch_backend/process_group.hpp``): allreduce (SUM, AVG, PRODUCT, MIN, MAX; BAND, BOR,
+BXOR and PREMUL_SUM are refused with an error), broadcast, reduce, all_gather,
+all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, barrier, send and recv (tags
+0..63), for float32, float64, float16, bfloat16, int8, uint8, int32 and int64 CPU tensors of
+any strides. The returned Work completes when the daemon's request does; ``wait(timeout)``
+raises when the timeout passes first; errors raise RuntimeError with the daemon's message.
+Tensors from :func:`empty` / :func:`zeros` live in the group's pool and are reduced in place
+(zero copy); any other tensor is copied into a reused pool staging buffer and back.
+
+Each process group is one collectived job (a communicator of its own). The job of a group
+(:func:`job_id`) is ``<base>.pg<torch's group name>-<digest of its global ranks>``: the base
+is rank 0's ``COLL_JOB`` (collective-launch, Slurm's coll-env.sh), or, without one, a random
+id rank 0 draws; the group name makes two groups of the same ranks different jobs, the digest
+makes ranks that disagree on the membership fail to meet instead of pairing wrongly. The
+members' local ranks and sizes come from the store: ranks whose daemon socket path is the same
+on the same host (boot id) share a node. Rank 0 of the group puts the job id, a fresh job
+token (unless ``COLL_JOB_TOKEN`` is set) and the local layout under ``collectived/setup`` in
+the group's store; the others read it. This is the one place to change when libcollective
+gets a communicator split (issue 14): :func:`_setup`.
+
+The job's timeout (the rendezvous, and each operation on the daemon) is the group's torch
+timeout (``init_process_group(timeout=...)``, 30 minutes by default).
+"""
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import secrets
+import socket
+
+import torch
+import torch.distributed as dist
+
+try:
+    from . import _torch_pg
+except ImportError as e:
+    raise ImportError(
+        "the collectived torch backend (collective/_torch_pg) is not built: %s; install "
+        "libtorch-dev and pybind11-dev (deploy/install-deps.sh) and rebuild" % e) from e
+
+BACKEND = "collectived"
+ProcessGroupCollectived = _torch_pg.ProcessGroupCollectived
+
+DEFAULT_SOCKET = "/run/collectived/collectived.sock"
+JOB_ID_MAX = 128
+_JOB_CHARS = re.compile(r"^[A-Za-z0-9._:-]+$")
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9_-]{1,16}$")
+_SETUP_KEY = "collectived/setup"
+_NODE_KEY = "collectived/node/%d"
+_TIMEOUT_MS = (100, 86400000)
+
+
+def _digest(text, nbytes):
+    return hashlib.blake2b(text.encode(), digest_size=nbytes).hexdigest()
+
+
+def job_id(base, group_name, ranks):
+    """The job of the group named @group_name (torch's, e.g. "0" for the default group) whose
+    members are the global @ranks, under the job @base (see the module docstring)."""
+    name = group_name if _NAME_CHARS.match(group_name) else _digest(group_name, 8)
+    tail = ".pg%s-%s" % (name, _digest(",".join(str(r) for r in ranks), 4))
+    if not _JOB_CHARS.match(base) or len(base) + len(tail) > JOB_ID_MAX:
+        base = _digest(base, 16)
+    return base + tail
+
+
+def _node_key():
+    """What ranks on one node share: the host's boot id and the daemon socket's path."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            host = f.read().strip()
+    except OSError:
+        host = socket.gethostname()
+    return host + "|" + os.path.realpath(os.environ.get("COLL_SOCKET", DEFAULT_SOCKET))
+
+
+def _local_layout(nodes):
+    """[local_rank, local_size] of each rank, from each rank's node key (@nodes, rank order)."""
+    seen, layout = {}, []
+    for key in nodes:
+        layout.append(seen.get(key, 0))
+        seen[key] = layout[-1] + 1
+    return [[lr, seen[key]] for lr, key in zip(layout, nodes)]
+
+
+def _setup(store, rank, size, group_name, ranks):
+    """Rank 0 decides the group's job, token and local layout; every rank reads them.
+
+    Returns a dict with "job", "token" ("" when COLL_JOB_TOKEN is used) and "local"
+    ([local_rank, local_size] per group rank)."""
+    store.set(_NODE_KEY % rank, _node_key())
+    if rank == 0:
+        nodes = [store.get(_NODE_KEY % r).decode() for r in range(size)]
+        base = os.environ.get("COLL_JOB") or "torch-" + secrets.token_hex(8)
+        token = "" if os.environ.get("COLL_JOB_TOKEN") else secrets.token_hex(16)
+        store.set(_SETUP_KEY, json.dumps({"job": job_id(base, group_name, ranks),
+                                          "token": token, "local": _local_layout(nodes)}))
+    return json.loads(store.get(_SETUP_KEY).decode())
+
+
+def _timeout_ms(timeout):
+    ms = int(timeout.total_seconds() * 1000)
+    return min(max(ms, _TIMEOUT_MS[0]), _TIMEOUT_MS[1])
+
+
+def create(opts, pg_options=None):
+    """The backend's creator (``Backend.register_backend(..., extended_api=True)``): joins the
+    group's job (blocking until every member did) and returns its ProcessGroupCollectived.
+    @opts: torch's _DistributedBackendOptions (store, group_rank, group_size, timeout,
+    group_id, global_ranks_in_group; the latter empty for the default group)."""
+    if pg_options is not None:
+        raise ValueError("the collectived backend takes no pg_options")
+    ranks = list(opts.global_ranks_in_group) or list(range(opts.group_size))
+    setup = _setup(opts.store, opts.group_rank, opts.group_size, opts.group_id, ranks)
+    local_rank, local_size = setup["local"][opts.group_rank]
+    timeout = opts.timeout
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    return _torch_pg.create(setup["job"], opts.group_rank, opts.group_size, local_rank,
+                            local_size, _timeout_ms(timeout), setup["token"])
+
+
+def register():
+    """Register the backend with torch.distributed (idempotent)."""
+    if not hasattr(dist.Backend, BACKEND.upper()):
+        dist.Backend.register_backend(BACKEND, create, extended_api=True)
+
+
+def _group(group):
+    pg = dist.group.WORLD if group is None else group
+    if not isinstance(pg, ProcessGroupCollectived):
+        raise TypeError("%r is not a process group of the collectived backend" % (pg,))
+    return pg
+
+
+def empty(*size, dtype=torch.float32, group=None):
+    """A CPU tensor of @size in @group's pool (default: the default group), uninitialized.
+    Collectives of that group on it, or on contiguous views of it, copy nothing; it is freed
+    when its storage goes. Raises RuntimeError (COLL_ERR_POOL_FULL) when the pool is full."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    count = math.prod(int(n) for n in size)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return _group(group)._alloc(count * itemsize).view(dtype).view(size)
+
+
+def zeros(*size, dtype=torch.float32, group=None):
+    """As :func:`empty`, filled with zeros."""
+    return empty(*size, dtype=dtype, group=group).zero_()
+
+
+def staging_stats(group=None):
+    """The staging buffers of @group: dict of "allocations" (pool allocations so far),
+    "reuses" (operations served by a buffer allocated before) and "bytes" (held now)."""
+    return _group(group)._staging_stats()
+
+
+register()

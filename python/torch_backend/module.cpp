@@ -1,0 +1,66 @@
+/*
+ * collective._torch_pg: the Python face of the backend. collective/torch_backend.py does the
+ * rendezvous through torch's store and calls create(); torch sees a ProcessGroup subclass.
+ */
+#include <torch/csrc/utils/pybind.h>
+
+#include "process_group.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+c10::intrusive_ptr<collectived::ProcessGroup> create(const std::string &job, int rank, int size,
+                                                     int local_rank, int local_size,
+                                                     int timeout_ms, const std::string &token)
+{
+    collectived::CommOptions o;
+    o.job = job;
+    o.rank = rank;
+    o.world_size = size;
+    o.local_rank = local_rank;
+    o.local_size = local_size;
+    o.timeout_ms = timeout_ms;
+    o.token = token;
+    /* The group may go with the GIL held (garbage collection, interpreter exit) while its
+     * progress thread waits for the GIL in a Python future callback: release it to join. */
+    auto without_gil = [](const std::function<void()> &join) {
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            py::gil_scoped_release released;
+            join();
+        } else {
+            join();
+        }
+    };
+    return c10::make_intrusive<collectived::ProcessGroup>(collectived::Comm::create(o),
+                                                          without_gil);
+}
+
+py::dict staging_stats(const collectived::ProcessGroup &pg)
+{
+    collectived::Staging::Stats s = pg.staging_stats();
+    py::dict d;
+    d["allocations"] = s.allocations;
+    d["reuses"] = s.reuses;
+    d["bytes"] = s.bytes;
+    return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_torch_pg, m)
+{
+    m.doc() = "The collectived torch.distributed backend (C++); use collective.torch_backend.";
+
+    py::class_<collectived::ProcessGroup, c10d::ProcessGroup,
+               c10::intrusive_ptr<collectived::ProcessGroup>>(m, "ProcessGroupCollectived")
+        .def("_alloc", &collectived::ProcessGroup::alloc, py::arg("nbytes"),
+             "A uint8 tensor of nbytes in the group's pool (see torch_backend.empty).")
+        .def("_staging_stats", &staging_stats,
+             "Counters of the staging buffers: allocations, reuses, bytes held.");
+
+    m.def("create", &create, py::arg("job"), py::arg("rank"), py::arg("size"),
+          py::arg("local_rank"), py::arg("local_size"), py::arg("timeout_ms"),
+          py::arg("token") = "", py::call_guard<py::gil_scoped_release>(),
+          "Join job `job` (blocks until every rank joined) and return its process group.");
+}

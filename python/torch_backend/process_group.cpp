@@ -1,0 +1,330 @@
+#include "process_group.hpp"
+
+#include <c10/util/Exception.h>
+
+#include "types.hpp"
+
+namespace collectived {
+
+namespace {
+
+constexpr uint64_t kKeyMask = (uint64_t(1) << 39) - 1;
+constexpr int kTags = 64;
+constexpr uint32_t kP2pSeqMask = 0xffff;
+
+at::Tensor &only(std::vector<at::Tensor> &tensors, const char *name)
+{
+    TORCH_CHECK(tensors.size() == 1, "collectived: ", name, " takes one tensor per call (got ",
+                tensors.size(), "); the *_multigpu variants are not supported");
+    return tensors[0];
+}
+
+void check_rank(int r, int size, const char *what)
+{
+    TORCH_CHECK(r >= 0 && r < size, "collectived: ", what, " ", r,
+                " is not a rank of the group (size ", size, ")");
+}
+
+/* Every tensor of @p list has @p like's dtype and element count; the list has @p size. */
+void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like, int size,
+                const char *what)
+{
+    TORCH_CHECK(static_cast<int>(list.size()) == size, "collectived: ", what, " has ",
+                list.size(), " tensors; the group has ", size, " ranks");
+    for (const auto &t : list) {
+        check_tensor(t, what);
+        TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(),
+                    "collectived: ", what, " holds a ", t.scalar_type(), " tensor of ",
+                    t.numel(), " elements where ", like.scalar_type(), " of ", like.numel(),
+                    " is expected");
+    }
+}
+
+void check_same(const at::Tensor &a, const at::Tensor &b, int64_t factor, const char *what)
+{
+    TORCH_CHECK(a.scalar_type() == b.scalar_type(), "collectived: ", what, ": dtypes differ (",
+                a.scalar_type(), " and ", b.scalar_type(), ")");
+    TORCH_CHECK(b.numel() == factor * a.numel(), "collectived: ", what, ": ", b.numel(),
+                " elements is not ", factor, " x ", a.numel());
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releaser)
+    : c10d::ProcessGroup(coll_comm_rank(comm->get()), coll_comm_world_size(comm->get())),
+      comm_(std::move(comm)), staging_(std::make_shared<Staging>(comm_)),
+      progress_(std::move(releaser))
+{
+    init();
+}
+
+uint64_t ProcessGroup::next_key()
+{
+    std::lock_guard<std::mutex> lock(key_mu_);
+    return next_seq_++ & kKeyMask;
+}
+
+uint64_t ProcessGroup::p2p_key(int peer, int tag, bool send)
+{
+    TORCH_CHECK(tag >= 0 && tag < kTags, "collectived: tag ", tag, " is not in 0..", kTags - 1);
+    std::lock_guard<std::mutex> lock(key_mu_);
+    uint32_t n = p2p_seq_[(int64_t(peer) * 2 + send) * kTags + tag]++;
+    return uint64_t(tag) << 16 | (n & kP2pSeqMask);
+}
+
+/* Build the buffers (a failure now fails the job: the key is taken), submit, hand the Work
+ * to the progress thread. */
+template <typename Build, typename Call>
+c10::intrusive_ptr<c10d::Work> ProcessGroup::run(c10d::OpType type, const char *name,
+                                                 uint64_t key, std::vector<at::Tensor> outputs,
+                                                 Build build, Call call)
+{
+    OpBuffers buffers(*comm_, *staging_);
+    try {
+        build(buffers);
+    } catch (const c10::Error &e) {
+        std::string why = std::string("collectived: ") + name + " (key " + std::to_string(key) +
+                          "): " + e.what_without_backtrace();
+        coll_comm_abort(comm_->get(), why.c_str());
+        TORCH_CHECK(false, why);
+    }
+    auto work = c10::make_intrusive<Work>(comm_, rank_, type, name, key, std::move(outputs),
+                                          buffers.take());
+    coll_op_params_t params = {};
+    params.field_mask = COLL_OP_PARAM_KEY;
+    params.key = key;
+    coll_request_t *req = nullptr;
+    coll_status_t st = call(&params, &req);
+    if (st == COLL_INPROGRESS) {
+        work->set_request(req);
+        progress_.add(work);
+    } else if (st == COLL_OK) {
+        work->complete(COLL_OK);
+    } else {
+        comm_->fail(st, std::string("collectived: ") + name + " (key " + std::to_string(key) +
+                            "): refused, which fails the job on every rank");
+    }
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor> &tensors,
+                                                       const c10d::AllreduceOptions &opts)
+{
+    at::Tensor &t = only(tensors, "allreduce");
+    coll_dtype_t dt = check_tensor(t, "allreduce: tensor");
+    coll_redop_t op = to_coll_op(opts.reduceOp);
+    void *p = nullptr;
+    return run(
+        c10d::OpType::ALLREDUCE, "allreduce", next_key(), tensors,
+        [&](OpBuffers &b) { p = b.place(t, true, true).data_ptr(); },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_allreduce_async(comm_->get(), p, p, t.numel(), dt, op, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor> &tensors,
+                                                       const c10d::BroadcastOptions &opts)
+{
+    at::Tensor &t = only(tensors, "broadcast");
+    coll_dtype_t dt = check_tensor(t, "broadcast: tensor");
+    int root = static_cast<int>(opts.rootRank);
+    check_rank(root, size_, "broadcast: root");
+    void *p = nullptr;
+    return run(
+        c10d::OpType::BROADCAST, "broadcast", next_key(), tensors,
+        [&](OpBuffers &b) { p = b.place(t, rank_ == root, rank_ != root).data_ptr(); },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_broadcast_async(comm_->get(), p, p, t.numel(), dt, root, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce(std::vector<at::Tensor> &tensors,
+                                                    const c10d::ReduceOptions &opts)
+{
+    at::Tensor &t = only(tensors, "reduce");
+    coll_dtype_t dt = check_tensor(t, "reduce: tensor");
+    coll_redop_t op = to_coll_op(opts.reduceOp);
+    int root = static_cast<int>(opts.rootRank);
+    check_rank(root, size_, "reduce: root");
+    void *p = nullptr;
+    return run(
+        c10d::OpType::REDUCE, "reduce", next_key(), tensors,
+        [&](OpBuffers &b) { p = b.place(t, true, rank_ == root).data_ptr(); },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_reduce_async(comm_->get(), p, p, t.numel(), dt, op, root, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather(
+    std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+    const c10d::AllgatherOptions &)
+{
+    at::Tensor &in = only(inputs, "allgather");
+    coll_dtype_t dt = check_tensor(in, "allgather: input");
+    TORCH_CHECK(outputs.size() == 1, "collectived: allgather takes one output list");
+    std::vector<at::Tensor> &outs = outputs[0];
+    check_list(outs, in, size_, "allgather: output list");
+    int64_t n = in.numel();
+    void *send = nullptr, *recv = nullptr;
+    /* Gathered into one staging buffer (this rank's block in place), then copied out. */
+    return run(
+        c10d::OpType::ALLGATHER, "allgather", next_key(), outs,
+        [&](OpBuffers &b) {
+            at::Tensor all = b.scratch(size_ * n, in.scalar_type());
+            at::Tensor mine = all.narrow(0, rank_ * n, n);
+            mine.view(in.sizes()).copy_(in);
+            for (int i = 0; i < size_; i++) {
+                b.copy_back(all.narrow(0, i * n, n), outs[i]);
+            }
+            send = mine.data_ptr();
+            recv = all.data_ptr();
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_allgather_async(comm_->get(), send, recv, n, dt, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor &output,
+                                                             at::Tensor &input,
+                                                             const c10d::AllgatherOptions &)
+{
+    coll_dtype_t dt = check_tensor(input, "all_gather_into_tensor: input");
+    check_tensor(output, "all_gather_into_tensor: output");
+    check_same(input, output, size_, "all_gather_into_tensor");
+    int64_t n = input.numel();
+    void *send = nullptr, *recv = nullptr;
+    return run(
+        c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", next_key(), {output},
+        [&](OpBuffers &b) {
+            at::Tensor out = b.place(output, false, true);
+            at::Tensor mine = out.narrow(0, rank_ * n, n);
+            if (b.in_pool(input) &&
+                (input.data_ptr() == mine.data_ptr() || !OpBuffers::overlaps(input, out))) {
+                send = input.data_ptr(); /* zero copy; in place when it is block rank */
+            } else {
+                mine.view(input.sizes()).copy_(input);
+                send = mine.data_ptr();
+            }
+            recv = out.data_ptr();
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_allgather_async(comm_->get(), send, recv, n, dt, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter(
+    std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+    const c10d::ReduceScatterOptions &opts)
+{
+    at::Tensor &out = only(outputs, "reduce_scatter");
+    coll_dtype_t dt = check_tensor(out, "reduce_scatter: output");
+    coll_redop_t op = to_coll_op(opts.reduceOp);
+    TORCH_CHECK(inputs.size() == 1, "collectived: reduce_scatter takes one input list");
+    std::vector<at::Tensor> &ins = inputs[0];
+    check_list(ins, out, size_, "reduce_scatter: input list");
+    int64_t n = out.numel();
+    void *send = nullptr, *recv = nullptr;
+    return run(
+        c10d::OpType::REDUCE_SCATTER, "reduce_scatter", next_key(), outputs,
+        [&](OpBuffers &b) {
+            at::Tensor all = b.scratch(size_ * n, out.scalar_type());
+            for (int i = 0; i < size_; i++) {
+                all.narrow(0, i * n, n).view(ins[i].sizes()).copy_(ins[i]);
+            }
+            if (b.in_pool(out)) {
+                recv = out.data_ptr();
+            } else {
+                at::Tensor mine = all.narrow(0, rank_ * n, n);
+                b.copy_back(mine, out);
+                recv = mine.data_ptr();
+            }
+            send = all.data_ptr();
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_reduce_scatter_async(comm_->get(), send, recv, n, dt, op, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::_reduce_scatter_base(
+    at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts)
+{
+    coll_dtype_t dt = check_tensor(output, "reduce_scatter_tensor: output");
+    check_tensor(input, "reduce_scatter_tensor: input");
+    check_same(output, input, size_, "reduce_scatter_tensor");
+    coll_redop_t op = to_coll_op(opts.reduceOp);
+    int64_t n = output.numel();
+    void *send = nullptr, *recv = nullptr;
+    return run(
+        c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", next_key(), {output},
+        [&](OpBuffers &b) {
+            at::Tensor in = b.place(input, true, false);
+            at::Tensor mine = in.narrow(0, rank_ * n, n);
+            if (b.in_pool(output) &&
+                (output.data_ptr() == mine.data_ptr() || !OpBuffers::overlaps(output, in))) {
+                recv = output.data_ptr();
+            } else if (!b.in_pool(input)) {
+                b.copy_back(mine, output); /* in place in the staged copy of the input */
+                recv = mine.data_ptr();
+            } else {
+                at::Tensor r = b.scratch(n, output.scalar_type()); /* the input stays intact */
+                b.copy_back(r, output);
+                recv = r.data_ptr();
+            }
+            send = in.data_ptr();
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_reduce_scatter_async(comm_->get(), send, recv, n, dt, op, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::barrier(const c10d::BarrierOptions &)
+{
+    return run(
+        c10d::OpType::BARRIER, "barrier", next_key(), {}, [](OpBuffers &) {},
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_barrier_async(comm_->get(), params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::send(std::vector<at::Tensor> &tensors, int dst,
+                                                  int tag)
+{
+    at::Tensor &t = only(tensors, "send");
+    coll_dtype_t dt = check_tensor(t, "send: tensor");
+    check_rank(dst, size_, "send: destination");
+    TORCH_CHECK(dst != rank_, "collectived: send to itself (rank ", rank_, ")");
+    void *p = nullptr;
+    return run(
+        c10d::OpType::SEND, "send", p2p_key(dst, tag, true), tensors,
+        [&](OpBuffers &b) { p = b.place(t, true, false).data_ptr(); },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_send_async(comm_->get(), p, t.numel(), dt, dst, params, req);
+        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::recv(std::vector<at::Tensor> &tensors, int src,
+                                                  int tag)
+{
+    at::Tensor &t = only(tensors, "recv");
+    coll_dtype_t dt = check_tensor(t, "recv: tensor");
+    check_rank(src, size_, "recv: source");
+    TORCH_CHECK(src != rank_, "collectived: receive from itself (rank ", rank_, ")");
+    void *p = nullptr;
+    return run(
+        c10d::OpType::RECV, "recv", p2p_key(src, tag, false), tensors,
+        [&](OpBuffers &b) { p = b.place(t, false, true).data_ptr(); },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_recv_async(comm_->get(), p, t.numel(), dt, src, params, req);
+        });
+}
+
+at::Tensor ProcessGroup::alloc(int64_t bytes)
+{
+    TORCH_CHECK(bytes >= 0, "collectived: cannot allocate ", bytes, " bytes");
+    std::shared_ptr<Comm> comm = comm_;
+    void *ptr = comm->alloc(bytes > 0 ? static_cast<size_t>(bytes) : 1);
+    return at::from_blob(
+        ptr, {bytes}, [comm](void *p) { comm->free(p); }, at::TensorOptions().dtype(at::kByte));
+}
+
+}  // namespace collectived

@@ -1,0 +1,96 @@
+#include "work.hpp"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+namespace collectived {
+
+namespace {
+/* A c10::Error (RuntimeError in Python) with @p msg. */
+std::exception_ptr error_of(const std::string &msg)
+{
+    return std::make_exception_ptr(
+        c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg));
+}
+}  // namespace
+
+Work::Work(std::shared_ptr<Comm> comm, int rank, c10d::OpType type, const char *name,
+           uint64_t key, std::vector<at::Tensor> outputs, Buffers buffers)
+    : c10d::Work(rank, type), comm_(std::move(comm)), name_(name), key_(key),
+      outputs_(std::move(outputs)), buffers_(std::move(buffers)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get())))
+{
+}
+
+Work::~Work()
+{
+    /* A request that ended was freed by complete(); one in flight is detached by this. */
+    coll_req_free(req_);
+}
+
+void Work::finish_with(std::exception_ptr error)
+{
+    finish(error);
+    if (error) {
+        future_->setError(error);
+    } else {
+        future_->markCompleted(c10::IValue(outputs_));
+    }
+}
+
+void Work::complete(coll_status_t st)
+{
+    std::exception_ptr error;
+    if (st == COLL_OK) {
+        try {
+            for (auto &copy : buffers_.copy_back) {
+                copy.second.copy_(copy.first.view(copy.second.sizes()));
+            }
+        } catch (...) {
+            error = std::current_exception();
+        }
+    } else {
+        error = error_of(comm_->message(st, "collectived: " + name_ + " (key " +
+                                                std::to_string(key_) + ")"));
+    }
+    if (st == COLL_ERR_TIMEDOUT) {
+        /* The library's verdict on a daemon that answered nothing: it may still write. */
+        for (auto &lease : buffers_.leases) {
+            lease.abandon();
+        }
+    }
+    coll_req_free(req_);
+    req_ = nullptr;
+    buffers_ = Buffers();
+    finish_with(error);
+}
+
+void Work::abandon(const std::string &why)
+{
+    coll_req_free(req_);
+    req_ = nullptr;
+    for (auto &lease : buffers_.leases) {
+        lease.abandon();
+    }
+    buffers_ = Buffers();
+    finish_with(error_of("collectived: " + name_ + " (key " + std::to_string(key_) + "): " + why));
+}
+
+bool Work::wait(std::chrono::milliseconds timeout)
+{
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (timeout <= std::chrono::milliseconds(0)) {
+        cv_.wait(lock, [this] { return completed_; });
+    } else if (!cv_.wait_for(lock, timeout, [this] { return completed_; })) {
+        TORCH_CHECK(false, "collectived: ", name_, " (key ", key_, ") did not complete within ",
+                    timeout.count(), " ms; it is still in flight (wait again, or let the job's "
+                    "timeout end it)");
+    }
+    if (exception_) {
+        std::rethrow_exception(exception_);
+    }
+    return true;
+}
+
+}  // namespace collectived
