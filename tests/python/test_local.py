@@ -70,13 +70,17 @@ class Library(unittest.TestCase):
 
 
 def c_declarations(path):
-    """(struct fields by typedef name, parameter counts by function name) of a C header."""
+    """(struct fields by typedef name, parameter counts by function name) of a C header and
+    the headers of its directory it includes (collective.h includes collective_ps.h)."""
     with open(path) as f:
         text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+    for inc in re.findall(r"#include <(collective_\w+\.h)>", text):
+        with open(os.path.join(os.path.dirname(path), inc)) as f:
+            text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
     structs = {}
     for body, name in re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", text, re.S):
-        structs[name] = [re.search(r"(\w+)\s*(\[\w*\])?$", d.strip()).group(1)
-                         for d in body.split(";") if d.strip()]
+        structs[name] = [re.search(r"(\w+)\s*(\[\w*\])?$", v.strip()).group(1)
+                         for d in body.split(";") if d.strip() for v in d.split(",")]
     functions = {}
     for name, params in re.findall(r"COLL_API[^;(]*?\b(\w+)\s*\(([^)]*)\)\s*;", text):
         functions[name] = 0 if params.strip() in ("", "void") else params.count(",") + 1
@@ -91,7 +95,11 @@ class Declarations(unittest.TestCase):
         structs, _ = c_declarations(HEADER)
         for cls, name in ((_lib.CommParams, "coll_comm_params_t"),
                           (_lib.OpParams, "coll_op_params_t"),
-                          (_lib.ReqTiming, "coll_req_timing_t")):
+                          (_lib.ReqTiming, "coll_req_timing_t"),
+                          (_lib.PsOptim, "coll_ps_optim_t"),
+                          (_lib.PsSchedule, "coll_ps_schedule_t"),
+                          (_lib.PsLayer, "coll_ps_layer_t"),
+                          (_lib.PsParams, "coll_ps_params_t")):
             self.assertEqual([f[0] for f in cls._fields_], structs[name], name)
 
     def test_functions(self):
