@@ -27,6 +27,9 @@
  *                    after each step every parameter must equal a local replica computed with
  *                    the same kernels (a step reported as success with half-updated parameters
  *                    fails the test); stops at the first failure (FAILED, exit 3)
+ *   --per-bucket     each step submits its buckets one at a time, last first (the order of a
+ *                    backward pass), and waits for each before submitting the next: a bucket's
+ *                    update must not wait for the step's other buckets
  *   --fault F        nan: rank 1 puts a NaN into its gradient of step 3; mismatch: rank 1
  *                    registers other layers; unknown: an unknown optimizer; pool: a model too
  *                    large for the pool. The first error is printed as FAILED (exit 3).
@@ -62,6 +65,7 @@ typedef struct {
     size_t count;
     double clip;
     double trust_max;
+    int per_bucket;
 } opts_t;
 
 typedef struct {
@@ -154,13 +158,32 @@ static coll_status_t grads(run_t *r, uint64_t t)
     return COLL_OK;
 }
 
+/* One step bucket by bucket, last first, each waited for before the next is submitted. */
+static coll_status_t step_per_bucket(run_t *r)
+{
+    coll_status_t st = COLL_OK;
+
+    for (size_t b = coll_ps_num_buckets(r->ps); b-- > 0 && st == COLL_OK;) {
+        coll_request_t *req = NULL;
+        size_t off, cnt;
+        coll_ps_bucket_range(r->ps, b, &off, &cnt);
+        st = coll_ps_step_bucket_async(r->ps, b, r->g + off, &req);
+        if (st == COLL_INPROGRESS) {
+            st = coll_req_wait(req, -1);
+            coll_req_free(req);
+        }
+    }
+    return st;
+}
+
 static int train(run_t *r, int steps)
 {
     for (int k = 0; k < steps; k++) {
         uint64_t t = coll_ps_steps(r->ps) + 1;
         coll_status_t st;
         grads(r, t);
-        if ((st = coll_ps_step(r->ps, r->g)) != COLL_OK) {
+        st = r->o->per_bucket ? step_per_bucket(r) : coll_ps_step(r->ps, r->g);
+        if (st != COLL_OK) {
             return failed(r, t, st);
         }
     }
@@ -415,7 +438,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"optimizer", 1, 0, 'o'}, {"steps", 1, 0, 's'}, {"check", 1, 0, 'c'},
         {"save", 1, 0, 'S'}, {"load", 1, 0, 'L'}, {"dump", 1, 0, 'd'}, {"bytes", 1, 0, 'b'},
         {"loop", 1, 0, 'l'}, {"count", 1, 0, 'n'}, {"fault", 1, 0, 'f'}, {"clip", 1, 0, 'C'},
-        {"trust-max", 1, 0, 'T'}, {0, 0, 0, 0}};
+        {"trust-max", 1, 0, 'T'}, {"per-bucket", 0, 0, 'P'}, {0, 0, 0, 0}};
     int c;
 
     *o = (opts_t){.optimizer = "sgd", .steps = 50, .check = -1, .count = 1 << 20,
@@ -434,6 +457,7 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'f': o->fault = optarg; break;
         case 'C': o->clip = atof(optarg); break;
         case 'T': o->trust_max = atof(optarg); break;
+        case 'P': o->per_bucket = 1; break;
         default: return -1;
         }
     }
@@ -497,7 +521,8 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: ps_rank [--optimizer sgd|adamw|lars|lamb] [--steps N] "
                 "[--check TOL] [--save DIR] [--load DIR] [--dump FILE] [--bytes K] [--loop N] "
-                "[--count N] [--fault nan|mismatch|unknown|pool] [--clip X] [--trust-max X]\n");
+                "[--count N] [--fault nan|mismatch|unknown|pool] [--clip X] [--trust-max X] "
+                "[--per-bucket]\n");
         return EXIT_USAGE;
     }
     if ((st = coll_comm_create(NULL, &r.comm)) != COLL_OK) {

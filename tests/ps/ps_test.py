@@ -10,6 +10,10 @@ the reference's layer)):
                      parameters of every rank within 1e-5 of single-process training in double.
   equivalence_clip   the same with global gradient-norm clipping (every bucket of a step waits
                      for the others): lamb with a trust clamp, and sgd.
+  per_bucket         lamb and adamw with the buckets of each step submitted one at a time, last
+                     first, each waited for before the next goes (ps_rank --per-bucket): a
+                     bucket's shard is updated without the step's other buckets, as overlap with
+                     backward needs; the same 1e-5 of the reference.
   single_node        1 node x 4 ranks (the single-node path of the engine): adamw and lamb.
   state_bytes        each daemon's optimizer state (/status and /metrics) within 1% of the
                      whole model's state / nodes, for adamw (two arrays) and sgd (one).
@@ -104,6 +108,12 @@ def case_equivalence_clip(ctx):
     ctx.c.start_daemons(2)
     equivalence(ctx, [0, 1], 2, "lamb", ["--clip", "0.5", "--trust-max", "2"])
     equivalence(ctx, [0, 1], 2, "sgd", ["--clip", "0.5"])
+
+
+def case_per_bucket(ctx):
+    ctx.c.start_daemons(2)
+    for opt in ("lamb", "adamw"):
+        equivalence(ctx, [0, 1], 2, opt, ["--per-bucket"])
 
 
 def case_single_node(ctx):
@@ -306,7 +316,8 @@ def case_daemon_kill(ctx):
 
 
 CASES = {"equivalence_%s" % o: case_equivalence(o) for o in ("sgd", "adamw", "lars", "lamb")}
-CASES.update({"equivalence_clip": case_equivalence_clip, "single_node": case_single_node,
+CASES.update({"equivalence_clip": case_equivalence_clip, "per_bucket": case_per_bucket,
+              "single_node": case_single_node,
               "state_bytes": case_state_bytes, "wire_bytes": case_wire_bytes,
               "checkpoint": case_checkpoint, "reshard": case_reshard,
               "bad_input": case_bad_input, "daemon_kill": case_daemon_kill})
