@@ -20,6 +20,9 @@ Checks (each printed):
   - checkpoint: state_dict() after --save-at steps, the parameters restored and
     load_state_dict() after the run, then the same steps again: bitwise the run's parameters;
   - load_state_dict() of something else raises ValueError.
+With --fault nan instead: rank 1's gradient of step 3 holds a NaN; step() raises
+CollectiveError COLL_ERR_INVALID saying the gradient is not finite on every rank (no rank's
+step 3 returns as if it had succeeded).
 
 Exit status: 0 pass, 1 a check failed, 77 skip (torch missing).
 """
@@ -50,6 +53,7 @@ def parse_args():
     p.add_argument("--base-batch", type=int, default=32)
     p.add_argument("--tolerance", type=float, default=1e-5)
     p.add_argument("--min-change", type=float, default=0.01)
+    p.add_argument("--fault", choices=("nan",), help="see the module's doc")
     return p.parse_args()
 
 
@@ -200,6 +204,29 @@ def run(args, comm):
     ]
 
 
+def run_nan(args, comm):
+    """Steps 1-2 go through; rank 1 puts a NaN into its gradient of step 3."""
+    cls, kw, sched = settings(args)
+    model = mlp()
+    opt = ServiceOptimizer(comm, groups(model), args.optimizer, schedule=sched,
+                           bucket_cap_mb=BUCKET_CAP_MB, **kw)
+    b = args.batch // comm.world_size
+    train(args, model, opt, range(2), comm.rank, b, lambda t: None)
+    x, y = batch(args, 2)
+    opt.zero_grad()
+    torch.nn.CrossEntropyLoss()(model(x[:b]), y[:b]).backward()
+    if comm.rank == 1:
+        next(model.parameters()).grad.view(-1)[5] = float("nan")
+    try:
+        opt.step()
+        error = None
+    except collective.CollectiveError as e:
+        error = e
+    name, text = (error.name, str(error)) if error else ("nothing", "")
+    return [("step 3 raised %s: %s" % (name, text),
+             name == "COLL_ERR_INVALID" and "not finite" in text)]
+
+
 def offsets(model):
     out, off = [], 0
     for p in model.parameters():
@@ -215,7 +242,7 @@ def main():
             common.log("FAIL: global batch %d does not split over %d ranks"
                        % (args.batch, comm.world_size))
             return 1
-        checks = run(args, comm)
+        checks = run_nan(args, comm) if args.fault else run(args, comm)
     for what, ok in checks:
         common.log("%s: %s" % ("ok" if ok else "FAIL", what))
     return 0 if all(ok for _, ok in checks) else 1
