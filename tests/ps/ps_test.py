@@ -24,8 +24,9 @@ the reference's layer)):
                      parameters are bit for bit the same (lamb and sgd).
   reshard            a 2-node checkpoint of 20 steps loaded by 1 x 4 and 4 x 1 jobs, 30 more
                      steps within 1e-5 of the reference; a 1-node job given only node 0's shard
-                     and a job with another registration are refused with COLL_ERR_INVALID and
-                     a message saying why.
+                     and a job with another registration are refused with COLL_ERR_INVALID
+                     (or COLL_ERR_JOB, another rank's refusal heard first) and a message saying
+                     why, on every rank.
   bad_input          a NaN gradient (COLL_ERR_INVALID naming the step and bucket, every rank),
                      ranks that register different layers (COLL_ERR_MISMATCH), an unknown
                      optimizer (COLL_ERR_INVALID), a pool too small for the state
@@ -264,10 +265,12 @@ def case_reshard(ctx):
     os.mkdir(part)
     for f in ("params.bin", "shard0.ckpt"):
         os.link(os.path.join(ck, f), os.path.join(part, f))
+    # Every rank refuses the load itself; one that hears of another's refusal first (in the
+    # load's fetch of its layout) gets COLL_ERR_JOB with that rank's reason.
     expect_failed(ctx.job([0], 4, ["--optimizer", "lamb", "--steps", "30", "--load", part]),
-                  "COLL_ERR_INVALID", r"pass every node's image")
+                  "COLL_ERR_INVALID|COLL_ERR_JOB", r"pass every node's image")
     expect_failed(ctx.job([0, 1], 2, ["--optimizer", "adamw", "--steps", "30", "--load", ck]),
-                  "COLL_ERR_INVALID", r"another registration")
+                  "COLL_ERR_INVALID|COLL_ERR_JOB", r"another registration")
 
 
 def case_bad_input(ctx):
