@@ -98,7 +98,7 @@ def _layers(param_groups, weight_decay):
     groups = list(param_groups)
     if groups and not isinstance(groups[0], dict):
         groups = [{"params": groups}]
-    tensors, flags = [], []
+    tensors, flags, seen = [], [], set()
     for g in groups:
         unknown = set(g) - set(_GROUP_KEYS)
         if unknown:
@@ -115,6 +115,9 @@ def _layers(param_groups, weight_decay):
             if p.dtype != torch.float32 or p.device.type != "cpu" or p.numel() == 0:
                 raise ValueError("parameter of %s %s on %s: the service updates non-empty "
                                  "float32 CPU tensors" % (p.dtype, tuple(p.shape), p.device))
+            if id(p) in seen:
+                raise ValueError("a parameter of shape %s is given twice" % (tuple(p.shape),))
+            seen.add(id(p))
             tensors.append(p)
             flags.append(f)
     if not tensors:
