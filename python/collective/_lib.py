@@ -114,6 +114,8 @@ class PsOptim(ctypes.Structure):
 
 
 PS_MAX_MILESTONES = 16
+# coll_ps_params_t.field_mask bits.
+PS_PARAM_KEY_SPACE = 1 << 0
 
 
 class PsSchedule(ctypes.Structure):

@@ -161,8 +161,8 @@ class ServiceOptimizer:
             have no effect: the daemons compute each step's rate.
         bucket_cap_mb (float): consecutive parameters up to this size form one bucket (one
             service operation per bucket and step).
-        key_space (int): 0..6, the service's operation keys, apart from the bucketers'
-            (default 7, see coll_ps_params_t).
+        key_space (int): 0..7 (default 7), the key space of the service's operations: one
+            that no bucketer of the job uses (bucketers default to 0; coll_ps_params_t).
         **settings: the optimizer's settings, defaults those of its reference
             (coll_ps_optim_init): ``momentum``, ``dampening``, ``weight_decay``,
             ``nesterov``, ``betas``, ``eps``, ``eta``, ``lamb_bias`` (``"paper"``, ``"none"``,
@@ -186,6 +186,7 @@ class ServiceOptimizer:
         self._lib = comm._lib
         self._native = comm._native
         o = _optim(self._lib, optimizer, settings)
+        sched = _schedule(self._lib, lr, schedule)
         tensors, flags = _layers(params, o.weight_decay)
         buckets = _buckets(tensors, bucket_cap_mb * (1 << 20))
         count = sum(t.numel() for t in tensors)
@@ -202,9 +203,9 @@ class ServiceOptimizer:
         layers = (_lib.PsLayer * len(tensors))(
             *[_lib.PsLayer(t.numel(), f, b) for t, f, b in zip(tensors, flags, buckets)])
         p = _lib.PsParams(params=self._flat.data_ptr(), layers=layers, num_layers=len(tensors),
-                          optim=o, schedule=_schedule(self._lib, lr, schedule))
+                          optim=o, schedule=sched)
         if key_space is not None:
-            p.field_mask, p.key_space = 1, int(key_space)
+            p.field_mask, p.key_space = _lib.PS_PARAM_KEY_SPACE, int(key_space)
         ps = ctypes.c_void_p()
         self._check(self._lib.coll_ps_create(self._native.handle(), ctypes.byref(p),
                                              ctypes.byref(ps)), "coll_ps_create")

@@ -160,8 +160,10 @@ def run(args, comm):
         for p in service.parameters():
             p.add_(rank)
     ref_opt = cls(groups(single), **kw)
+    # adamw's run also takes another key space than the default.
     opt = ServiceOptimizer(comm, groups(service), args.optimizer, schedule=sched,
-                           bucket_cap_mb=BUCKET_CAP_MB, **kw)
+                           bucket_cap_mb=BUCKET_CAP_MB,
+                           key_space=3 if args.optimizer == "adamw" else None, **kw)
     started = torch.equal(flat(service), init)
 
     def ref_lr(t):
