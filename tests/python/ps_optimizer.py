@@ -185,7 +185,7 @@ def run(args, comm):
     with torch.no_grad():
         for p, (off, n) in zip(service.parameters(), offsets(service)):
             p.copy_(saved_params[off:off + n].view_as(p))
-    opt.load_state_dict(saved)
+    opt.load_state_dict([saved] if args.optimizer == "sgd" else saved)  # both forms
     resumed_at = opt.steps
     train(args, service, opt, range(args.save_at, args.steps), rank, b, no_lr)
     differ = (flat(service) != final).sum().item()
