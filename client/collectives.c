@@ -23,7 +23,7 @@ typedef struct {
 } spec_t;
 
 /* Offset of [p, p + len) in the pool, or -1 when it is not inside. */
-static int64_t pool_offset(const coll_comm_t *c, const void *p, size_t len)
+int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len)
 {
     const uint8_t *b = p;
     if (c->pool == NULL || b < c->pool || (size_t)(b - c->pool) > c->pool_bytes ||
@@ -43,10 +43,10 @@ static coll_status_t check_buffers(coll_comm_t *c, const spec_t *s, Coll__Wire__
         return COLL_ERR_INVALID;
     }
     if (s->send_elems > 0 || s->sendbuf != NULL) {
-        so = pool_offset(c, s->sendbuf, s->send_elems * es);
+        so = coll__pool_offset(c, s->sendbuf, s->send_elems * es);
     }
     if (s->recv_elems > 0 || s->recvbuf != NULL) {
-        ro = pool_offset(c, s->recvbuf, s->recv_elems * es);
+        ro = coll__pool_offset(c, s->recvbuf, s->recv_elems * es);
     }
     if (so < 0 || ro < 0) {
         coll__set_error(c, "rank %d: %s buffer is not inside the job's pool; allocate it with "
@@ -134,11 +134,35 @@ static coll_status_t send_submit(coll_comm_t *c, Coll__Wire__Submit *m)
     return coll__send(c, &msg);
 }
 
+coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p)
+{
+    coll_request_t *r = coll__req_new(c, COLL_REQ_COLLECTIVE);
+    coll_status_t st;
+
+    if (r == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    m->req_id = r->id;
+    r->coll = (uint32_t)m->coll;
+    r->dtype = m->dtype;
+    r->op = m->op;
+    r->key = m->key;
+    r->count = m->count;
+    r->bucket = -1;
+    r->timing.submit_ns = coll__now_ns();
+    st = send_submit(c, m);
+    if (st != COLL_OK) {
+        coll__req_release(r);
+        return st;
+    }
+    *req_p = r;
+    return COLL_INPROGRESS;
+}
+
 static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
                             coll_request_t **req_p)
 {
     Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
-    coll_request_t *r = NULL;
     coll_status_t st;
 
     pthread_mutex_lock(&c->lock);
@@ -149,18 +173,7 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
     if (st == COLL_OK) {
         st = assign_key(c, s, params, &m.key);
     }
-    if (st == COLL_OK && (r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
-        st = COLL_ERR_NOMEM;
-    }
     if (st == COLL_OK) {
-        m.req_id = r->id;
-        r->coll = (uint32_t)s->coll;
-        r->dtype = (uint32_t)s->dtype;
-        r->op = (uint32_t)s->op;
-        r->key = m.key;
-        r->count = s->count;
-        r->bucket = -1;
-        r->timing.submit_ns = coll__now_ns();
         m.coll = s->coll;
         m.dtype = (uint32_t)s->dtype;
         m.op = (uint32_t)s->op;
@@ -171,13 +184,7 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
                                                                                : c->algo;
         m.layout = (params != NULL && (params->field_mask & COLL_OP_PARAM_LAYOUT)) ? params->layout
                                                                                    : 0;
-        st = send_submit(c, &m);
-        if (st != COLL_OK) {
-            coll__req_release(r);
-        } else {
-            *req_p = r;
-            st = COLL_INPROGRESS;
-        }
+        st = coll__submit_msg(c, &m, req_p);
     } else {
         /* The other ranks would wait for this operation: end the job for them too. */
         coll__abort(c, st, c->last_error);

@@ -175,6 +175,19 @@ int coll__algo_parse(const char *name);
  */
 int coll__ctl_drain(coll_comm_t *c);
 
+/**
+ * @brief Submit a checked operation @p m (key, kind, fields; req_id is filled in) and return
+ *        its request. Lock held.
+ * @return COLL_INPROGRESS and the request; COLL_ERR_NOMEM; the link's error.
+ */
+coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p);
+
+/**
+ * @brief Offset of [p, p + len) in the job's pool. Lock held.
+ * @return The offset, or -1 when the range is not inside the pool.
+ */
+int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len);
+
 /** @brief Handle one decoded DaemonMsg. Lock held. */
 void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m);
 

@@ -331,7 +331,8 @@ void coll__timeline_close(coll_timeline_t *tl)
 static const char *coll_name(uint32_t coll)
 {
     static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
-                                        "reduce", "barrier", "send", "recv"};
+                                        "reduce", "barrier", "send", "recv", "ps_register",
+                                        "ps_step", "ps_save", "ps_load"};
     return coll < sizeof(names) / sizeof(names[0]) ? names[coll] : "collective";
 }
 

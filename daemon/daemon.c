@@ -1,7 +1,8 @@
 /*
  * The composition root: the one file that sees every layer. It starts them bottom up
  * (the loop watch, authentication, UCX, the kernel threads, the listeners, the status
- * service), installs the job layer's hooks, and stops them top down.
+ * service), installs the job layer's hooks and the parameter service's (ps/service.h), and
+ * stops them top down.
  */
 #include "daemon.h"
 
@@ -24,6 +25,7 @@
 #include "net/rdv.h"
 #include "net/transport.h"
 #include "ops/service.h"
+#include "ps/service.h"
 
 static void listener_cb(uv_stream_t *server, int status)
 {
@@ -172,6 +174,7 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     coll_list_init(&d->rdvs);
     coll_stats_init(&d->stats, d->cfg.busbw_min_bytes);
     coll_job_layer_init(d);
+    d->stage_hooks = &coll_ps_hooks;
     if (gethostname(d->hostname, sizeof(d->hostname) - 1) < 0) {
         snprintf(d->hostname, sizeof(d->hostname), "localhost");
     }

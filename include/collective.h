@@ -497,12 +497,14 @@ COLL_API coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, vo
 /** @return The name of @p algo, e.g. "ring"; "unknown" when out of range. Thread-safe. */
 COLL_API const char *coll_algo_name(coll_algo_t algo);
 
-/* The gradient bucketer and the timeline: collective_bucketer.h (included here). */
+/* The gradient bucketer and the timeline: collective_bucketer.h; the parameter service:
+ * collective_ps.h (both included here). */
 
 #ifdef __cplusplus
 }
 #endif
 
 #include <collective_bucketer.h>
+#include <collective_ps.h>
 
 #endif /* COLLECTIVE_H */

@@ -3,7 +3,8 @@
 #include <collective.h>
 
 static const char *const colls[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast",
-                                    "reduce",    "barrier",        "send",       "recv"};
+                                    "reduce",    "barrier",        "send",       "recv",
+                                    "ps-register", "ps-step",      "ps-save",    "ps-load"};
 
 const char *coll_kind_name(coll_kind_t kind)
 {
@@ -28,7 +29,7 @@ void coll_desc_name(const coll_desc_t *d, char *buf, size_t len)
 {
     const char *coll = coll_kind_name((coll_kind_t)d->coll);
     /* Keys with bit 39 are the library's call-order numbers; others were given by the user. */
-    if (d->coll < 6 && (d->key >> 39) == 1) {
+    if (!coll_kind_is_p2p(d->coll) && (d->key >> 39) == 1) {
         snprintf(buf, len, "%s #%llu", coll, (unsigned long long)(d->key & ((1ull << 39) - 1)));
     } else {
         snprintf(buf, len, "%s key %llu", coll, (unsigned long long)d->key);

@@ -38,7 +38,24 @@ typedef enum {
     COLL_KIND_BARRIER = 5,
     COLL_KIND_SEND = 6,
     COLL_KIND_RECV = 7,
+    COLL_KIND_PS_REGISTER = 8, /**< the parameter service (proto/ps.h): registration */
+    COLL_KIND_PS_STEP = 9,     /**< one bucket's optimizer step */
+    COLL_KIND_PS_SAVE = 10,    /**< a node's shard of the optimizer state, out */
+    COLL_KIND_PS_LOAD = 11,    /**< and in */
 } coll_kind_t;
+
+/** @return 1 for point-to-point kinds (send, recv), which match by peer and key; every other
+ *          kind is an operation of every rank of the job, matched by key. */
+static inline int coll_kind_is_p2p(uint32_t kind)
+{
+    return kind == COLL_KIND_SEND || kind == COLL_KIND_RECV;
+}
+
+/** @return 1 for the parameter service's kinds. */
+static inline int coll_kind_is_ps(uint32_t kind)
+{
+    return kind >= COLL_KIND_PS_REGISTER && kind <= COLL_KIND_PS_LOAD;
+}
 
 /** A descriptor's algorithm at or above this is a forced one that cannot run the operation:
  *  COLL_ALGO_REFUSED + the forced coll_algo_t. */

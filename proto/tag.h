@@ -7,6 +7,9 @@
  *   bits 23..22  kind: descriptor, reduce-scatter or all-gather
  *   bits 21..10  ring step (so at most 4096 nodes)
  *   bits  9..0   pipeline column modulo 1024 (at most 64 columns are in flight)
+ * A stage's messages (the parameter service's exchange of sums, engine/stage.h) have kind 0
+ * like the descriptor, column 1 + their round and the sending node as the step
+ * (coll_tag_stage()); the descriptor's column is 0.
  * Point-to-point messages have kind 3 and carry ranks instead:
  *   bits 63..44  source rank, 43..24 destination rank, 23..22 kind 3, 21..0 key (low 22 bits)
  */
@@ -40,6 +43,12 @@ static inline unsigned coll_tag_kind(uint64_t tag)
 static inline uint32_t coll_tag_step(uint64_t tag)
 {
     return (uint32_t)(tag >> 10) & 0xfffu;
+}
+
+/** Tag of round @p round (0 .. 1022) of a stage's exchange, sent by node @p from. */
+static inline uint64_t coll_tag_stage(uint64_t key, uint32_t round, uint32_t from)
+{
+    return coll_tag_make(key, COLL_TAG_DESC, from, 1u + round);
 }
 
 /** Tag of a point-to-point message from rank @p src to rank @p dst (ranks < 2^20). */

@@ -60,7 +60,7 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
 
 coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen)
 {
-    CHECK_FIELD((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__RECV,
+    CHECK_FIELD((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__PS_LOAD,
                 "submit: unknown collective %d", (int)s->coll);
     CHECK_FIELD(s->algo < COLL_ALGO_COUNT, "submit: unknown algorithm %u", s->algo);
     CHECK_FIELD(s->root < COLL_WORLD_MAX && s->peer < COLL_WORLD_MAX,

@@ -42,6 +42,8 @@ typedef struct coll_daemon {
     struct coll_service *service; /**< status server, systemd (ops/service.h); or NULL */
     coll_stats_t stats;     /**< what the engine and the job layer counted (core/stats.h) */
     const coll_job_hooks_t *job_hooks; /**< installed by the job layer (core/hooks.h) */
+    const struct coll_stage_hooks *stage_hooks; /**< the parameter service's operations
+                                                     (engine/stage.h); NULL: refused */
     coll_list_t sessions;   /**< coll_session_t */
     coll_list_t jobs;       /**< coll_job_t */
     coll_list_t peer_links; /**< coll_peer_link_t, both directions (net/link.h) */

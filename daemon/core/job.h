@@ -108,6 +108,8 @@ typedef struct {
     uint32_t nblame_queries;
     coll_blame_t blames[COLL_BLAMES]; /**< answers received, the newest replacing the oldest */
     uint32_t nblames;             /**< answers received in all (the next slot: % COLL_BLAMES) */
+    uint64_t bytes_sent;          /**< data-path bytes sent to other nodes (tagged messages:
+                                       descriptors, segments, the stages' exchanges) */
     uint64_t close_deadline;      /**< loop time (ms) when closing stops waiting */
     int close_flushing;           /**< a failed job flushes its endpoints before closing them */
 } coll_job_net_t;
@@ -167,6 +169,7 @@ typedef struct coll_job {
     coll_job_net_t net;
     coll_job_rdv_t rdv;
     coll_job_engine_t engine;
+    struct coll_ps_job *ps;       /**< the parameter service (ps/service.h), NULL when none */
 } coll_job_t;
 
 /** @brief The job parameters this daemon's configuration gives (as root, or alone). */

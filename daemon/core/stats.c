@@ -19,6 +19,7 @@ static const double bounds[COLL_STATS_BUCKETS] = {
 
 static const char *const kind_names[COLL_STATS_KINDS] = {
     "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "barrier", "send", "recv",
+    "ps_register", "ps_step", "ps_save", "ps_load",
 };
 
 static const coll_status_t errors[] = {
@@ -67,7 +68,8 @@ double coll_stats_bus_factor(unsigned kind, uint32_t world)
     double n = world > 0 ? (double)world : 1.0;
 
     switch (kind) {
-    case COLL_KIND_ALLREDUCE: return 2.0 * (n - 1.0) / n;
+    case COLL_KIND_ALLREDUCE:
+    case COLL_KIND_PS_STEP: return 2.0 * (n - 1.0) / n;
     case COLL_KIND_REDUCE_SCATTER:
     case COLL_KIND_ALLGATHER: return (n - 1.0) / n;
     default: return 1.0;
@@ -81,7 +83,10 @@ uint64_t coll_stats_op_bytes(unsigned kind, uint64_t count, size_t esize, uint32
     if (kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALLGATHER) {
         bytes *= world;
     }
-    return kind == COLL_KIND_BARRIER ? 0 : bytes;
+    /* The barrier and the parameter service's registration, save and load move no data. */
+    return kind == COLL_KIND_BARRIER || (coll_kind_is_ps(kind) && kind != COLL_KIND_PS_STEP)
+               ? 0
+               : bytes;
 }
 
 unsigned coll_stats_error_index(coll_status_t status)

@@ -15,8 +15,8 @@
 
 #include <collective.h>
 
-/** Kinds of operation counted (coll_kind_t: allreduce .. recv). */
-#define COLL_STATS_KINDS 8
+/** Kinds of operation counted (coll_kind_t: allreduce .. recv, then the parameter service's). */
+#define COLL_STATS_KINDS 12
 /** Upper bounds of the latency histogram buckets, seconds (+Inf is implied). */
 #define COLL_STATS_BUCKETS 18
 /** Error kinds counted (room for the status table of collective.h). */

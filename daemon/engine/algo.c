@@ -9,6 +9,7 @@ static coll_algo_t automatic(const coll_job_t *job, coll_kind_t kind, uint64_t b
         return bytes <= job->params.rd_max_bytes ? COLL_ALGO_RD : COLL_ALGO_RING;
     case COLL_KIND_REDUCE_SCATTER:
     case COLL_KIND_ALLGATHER:
+    case COLL_KIND_PS_STEP:
         return COLL_ALGO_RING;
     case COLL_KIND_BROADCAST:
     case COLL_KIND_REDUCE:
@@ -23,7 +24,7 @@ static int can_run(const coll_job_t *job, coll_algo_t algo, coll_kind_t kind, ui
 {
     switch (algo) {
     case COLL_ALGO_RING:
-        return kind <= COLL_KIND_ALLGATHER;
+        return kind <= COLL_KIND_ALLGATHER || kind == COLL_KIND_PS_STEP;
     case COLL_ALGO_RD:
         /* The whole buffer and a descriptor travel in one staging half. */
         return kind == COLL_KIND_ALLREDUCE &&
@@ -31,7 +32,8 @@ static int can_run(const coll_job_t *job, coll_algo_t algo, coll_kind_t kind, ui
     case COLL_ALGO_CHAIN:
         return kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE;
     case COLL_ALGO_DISSEMINATION:
-        return kind == COLL_KIND_BARRIER;
+        /* The parameter service's registration, save and load: agreement of every node. */
+        return kind == COLL_KIND_BARRIER || (coll_kind_is_ps(kind) && kind != COLL_KIND_PS_STEP);
     default:
         return 0;
     }
@@ -42,7 +44,7 @@ uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t byt
 {
     coll_algo_t algo = requested == COLL_ALGO_AUTO ? automatic(job, kind, bytes) : requested;
 
-    if (kind >= COLL_KIND_SEND) {
+    if (coll_kind_is_p2p(kind)) {
         return COLL_ALGO_AUTO;
     }
     return can_run(job, algo, kind, bytes) ? (uint32_t)algo : COLL_ALGO_REFUSED + (uint32_t)algo;

@@ -17,6 +17,7 @@
 #include "core/stats.h"
 #include "engine/algo.h"
 #include "engine/algos/p2p.h"
+#include "engine/stage.h"
 #include "engine/submit.h"
 #include "net/clientlink.h"
 #include "net/transport.h"
@@ -34,7 +35,7 @@ static coll_op_t *op_find(coll_job_t *job, uint64_t key)
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
-        if (!op->done && op->desc.key == key && op->desc.coll < COLL_KIND_SEND) {
+        if (!op->done && op->desc.key == key && !coll_kind_is_p2p(op->desc.coll)) {
             return op;
         }
     }
@@ -105,7 +106,7 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
         snprintf(err, len, "submit before the job is ready");
         return COLL_ERR_PROTOCOL;
     }
-    if (job->njoined < job->local_size && (coll_kind_t)sub->coll < COLL_KIND_SEND) {
+    if (job->njoined < job->local_size && !coll_kind_is_p2p(sub->coll)) {
         /* It left between operations, so nothing failed yet; this collective can never run:
          * fail the job everywhere now, or the other nodes wait for it until the timeout. */
         coll_job_fail(job, COLL_ERR_JOB, 1, "%s left job %s; its collectives cannot run "
@@ -212,6 +213,20 @@ static void impl_start(coll_op_t *op)
     }
 }
 
+/* The parameter service's operations: the layer above prepares them (stage.h). A refusal
+ * fails the job everywhere, as a refused submission does. @return 1 to go on. */
+static int ps_start(coll_op_t *op)
+{
+    char err[512], nm[48];
+    coll_status_t st = op->job->d->stage_hooks->start(op, err, sizeof(err));
+
+    if (st != COLL_OK) {
+        coll_job_fail(op->job, st, 1, "job %s: %s: %s", op->job->id,
+                      name(&op->desc, nm, sizeof(nm)), err);
+    }
+    return st == COLL_OK;
+}
+
 static void op_start(coll_op_t *op)
 {
     coll_job_t *job = op->job;
@@ -223,6 +238,9 @@ static void op_start(coll_op_t *op)
                          (double)(op->t_start_ns - op->t_submit_ns) / 1e9);
     map_buffers(op);
     op->impl = coll_algo_impl(job, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
+    if (coll_kind_is_ps(op->desc.coll) && !ps_start(op)) {
+        return;
+    }
     coll_debug(COLL_SUB_JOB, "job %s: %s of %" PRIu64 " elements starts (%s)", job->id,
                name(&op->desc, nm, sizeof(nm)), op->desc.count, op->impl->name);
     if (job->nnodes == 1) {
@@ -268,6 +286,9 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     memcpy(t.steps, op->steps, t.nsteps * sizeof(t.steps[0]));
     op->done = 1;
     count_done(op, status);
+    if (op->stage != NULL) {
+        op->stage->done(op, status);
+    }
     for (uint32_t l = 0; l < op->job->local_size; l++) {
         coll_op_member_t *m = &op->members[l];
         if (m->session != NULL) {
@@ -408,6 +429,8 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
         desc_check(op);
     } else if (x == &op->desc_send) {
         return;
+    } else if (x->kind == COLL_XFER_STAGE && (x->is_send || x->length == x->expect)) {
+        op->stage->on_xfer(op, x);
     } else if (x->is_send) {
         op->impl->on_xfer(op, x);
     } else if (x->length != x->expect && !(op->impl->flags & COLL_IMPL_SELF_CHECK)) {
@@ -473,6 +496,18 @@ coll_status_t coll_op_recv(coll_op_t *op, uint32_t from, uint64_t tag, void *buf
     return posted(op, x, coll_transport_recv(op->job, from, tag, buf, len, x));
 }
 
+void coll_stage_release(coll_op_t *op)
+{
+    COLL_ASSERT(op->stage_barrier && op->impl->release != NULL);
+    /* Held, so that a failure on the way (which completes it) cannot free it under us. */
+    op->inflight++;
+    if (!op->done) {
+        op->impl->release(op);
+    }
+    op->inflight--;
+    coll_op_maybe_free(op);
+}
+
 void coll_op_fail_all(coll_job_t *job)
 {
     coll_op_t *op, *tmp;
@@ -498,6 +533,9 @@ void coll_op_maybe_free(coll_op_t *op)
     coll_list_remove(&op->link);
     if (op->impl != NULL && op->impl->cleanup != NULL) {
         op->impl->cleanup(op);
+    }
+    if (op->stage != NULL) {
+        op->stage->end(op);
     }
     free(op);
 }

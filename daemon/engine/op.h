@@ -41,6 +41,9 @@ typedef struct coll_impl {
     void (*on_xfer)(struct coll_op *op, struct coll_xfer *x);
     /** Free the algorithm state once the operation ended and nothing is in flight (or NULL). */
     void (*cleanup)(struct coll_op *op);
+    /** A barrier stage released the reduced chunk (stage.h): distribute it (NULL: the
+     *  algorithm runs no stages). */
+    void (*release)(struct coll_op *op);
 } coll_impl_t;
 
 /** One local rank's part in an operation. */
@@ -82,6 +85,10 @@ typedef struct coll_op {
     uint64_t t_start_ns;       /**< every local rank submitted; 0 before (stats.h) */
     uint64_t t_peers_ns;       /**< the previous node's descriptor was checked */
     uint64_t t_reduced_ns;     /**< the reduction finished (coll_op_mark_reduced()) */
+    const struct coll_stage_ops *stage; /**< work between the reduction and the
+                                             distribution (stage.h); NULL for none */
+    void *stage_state;         /**< the stage's own */
+    int stage_barrier;         /**< every piece reduced before any is distributed (stage.h) */
     uint32_t nsteps;           /**< records in @c steps (coll_op_mark_step()) */
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
 } coll_op_t;

@@ -6,6 +6,7 @@
 
 #include "engine/algo.h"
 #include "engine/combine.h"
+#include "engine/stage.h"
 
 void coll_submit_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
                         uint32_t root, uint64_t *send_p, uint64_t *recv_p)
@@ -20,6 +21,9 @@ void coll_submit_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, u
     case COLL_KIND_BARRIER: send = recv = 0; break;
     case COLL_KIND_SEND: recv = 0; break;
     case COLL_KIND_RECV: send = 0; break;
+    case COLL_KIND_PS_REGISTER: recv = 0; break;
+    case COLL_KIND_PS_SAVE: send = 0; break;
+    case COLL_KIND_PS_LOAD: send = recv = 0; break;
     default: break;
     }
     *send_p = send;
@@ -39,8 +43,20 @@ static int overlap_allowed(const Coll__Wire__Submit *sub, uint32_t rank, uint64_
     switch ((coll_kind_t)sub->coll) {
     case COLL_KIND_REDUCE_SCATTER: return ro == so + rank * rbytes;
     case COLL_KIND_ALLGATHER: return so == ro + rank * sbytes;
+    case COLL_KIND_PS_STEP: return 0; /* the gradients are the scratch of the parameters */
     default: return so == ro && sbytes == rbytes;
     }
+}
+
+/* The parameter service's submissions: the layer above checks what only it knows. */
+static coll_status_t ps_check(const coll_job_t *job, const coll_session_t *s,
+                              const Coll__Wire__Submit *sub, char *err, size_t errlen)
+{
+    if (job->d->stage_hooks == NULL) {
+        snprintf(err, errlen, "rank %u: this daemon runs no parameter service", s->rank);
+        return COLL_ERR_UNSUPPORTED;
+    }
+    return job->d->stage_hooks->check(job, s, sub, err, errlen);
 }
 
 coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
@@ -48,8 +64,13 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
 {
     size_t es = coll_dtype_size((coll_dtype_t)sub->dtype);
     uint64_t se, re;
+    coll_status_t st;
 
-    if (sub->root >= job->world_size || sub->peer >= job->world_size) {
+    if (coll_kind_is_ps(sub->coll) && (st = ps_check(job, s, sub, err, errlen)) != COLL_OK) {
+        return st;
+    }
+    if (!coll_kind_is_ps(sub->coll) &&
+        (sub->root >= job->world_size || sub->peer >= job->world_size)) {
         snprintf(err, errlen, "rank %u: root %u or peer %u is not a rank of job %s (world %u)",
                  s->rank, sub->root, sub->peer, job->id, job->world_size);
         return COLL_ERR_INVALID;
@@ -95,7 +116,9 @@ void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll
     d->world_size = job->world_size;
     d->node = job->node_rank;
     d->first_rank = job->ranks[0];
-    d->root = (coll_kind_t)sub->coll == COLL_KIND_BROADCAST || (coll_kind_t)sub->coll == COLL_KIND_REDUCE
+    d->root = (coll_kind_t)sub->coll == COLL_KIND_BROADCAST ||
+                      (coll_kind_t)sub->coll == COLL_KIND_REDUCE ||
+                      (coll_kind_t)sub->coll == COLL_KIND_PS_STEP
                   ? sub->root
                   : 0;
     d->algo = algo;

@@ -9,7 +9,7 @@ static const coll_op_t *find_collective(const coll_job_t *job, uint64_t key)
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
     {
-        if (op->desc.key == key && op->desc.coll < COLL_KIND_SEND) {
+        if (op->desc.key == key && !coll_kind_is_p2p(op->desc.coll)) {
             return op;
         }
     }
@@ -41,7 +41,7 @@ uint32_t coll_blame_local(const coll_job_t *job, uint64_t key, char *buf, size_t
 
 void coll_blame_ask(coll_op_t *op)
 {
-    if (op->job->nnodes > 1 && op->desc.coll < COLL_KIND_SEND) {
+    if (op->job->nnodes > 1 && !coll_kind_is_p2p(op->desc.coll)) {
         coll_control_blame_query(op->job, op->desc.key);
     }
 }

@@ -67,7 +67,7 @@ static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
     size_t n;
     coll_xfer_t *x, *tmp;
 
-    if (op->desc.coll < COLL_KIND_SEND) {
+    if (!coll_kind_is_p2p(op->desc.coll)) {
         named = coll_blame_local(job, op->desc.key, buf, len);
     } else {
         buf[0] = '\0';

@@ -21,6 +21,7 @@
 #include "net/transport.h"
 #include "net/peerwatch.h"
 #include "net/rdv.h"
+#include "ps/service.h"
 #include "proto/ctl.h"
 #include "proto/tag.h"
 
@@ -210,7 +211,7 @@ static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
-        n += !op->done && (op->desc.coll < COLL_KIND_SEND ||
+        n += !op->done && (!coll_kind_is_p2p(op->desc.coll) ||
                            op->members[s->local_rank].session == s);
     }
     return n;
@@ -269,6 +270,7 @@ static void job_release(coll_job_t *job)
 {
     coll_peerwatch_stop(job);
     coll_op_free_all(job);
+    coll_ps_job_free(job);
     coll_staging_release_all(job);
     if (job->pool_accounted) {
         job->d->pool_bytes -= coll_pool_size(job->pool);

@@ -254,6 +254,7 @@ coll_status_t coll_transport_send(coll_job_t *job, uint32_t node, uint64_t tag, 
     x->job = job;
     x->completed = 0;
     x->peer = node;
+    job->net.bytes_sent += len;
     return posted(job, x, ucp_tag_send_nbx(ep, buf, len, tag, &p), "send");
 }
 

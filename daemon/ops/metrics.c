@@ -15,6 +15,7 @@
 #include "engine/op.h"
 #include "ops/report.h"
 #include "ops/service.h"
+#include "ps/service.h"
 
 #ifndef COLL_DAEMON_VERSION
 #define COLL_DAEMON_VERSION "unknown"
@@ -240,6 +241,53 @@ static void peers(FILE *f, coll_daemon_t *d)
     }
 }
 
+/* Every job's wire bytes, and the parameter service's gauges of the jobs that have one. */
+static void wire_and_service(FILE *f, coll_daemon_t *d)
+{
+    static const char *const names[] = {
+        "collectived_ps_state_bytes", "collectived_ps_state_total_bytes",
+        "collectived_ps_shard_parameters", "collectived_ps_step",
+        "collectived_ps_exchange_bytes_total"};
+    static const char *const helps[] = {
+        "Optimizer state of this node's shard of the job's parameter service.",
+        "Optimizer state of the whole model, every node's shard together.",
+        "Parameters of this node's shard of the job's parameter service.",
+        "Steps every bucket of the job's parameter service has done.",
+        "Bytes this node sent in the parameter service's exchanges of sums of squares."};
+    coll_job_t *job, *tmp;
+    coll_ps_info_t in;
+
+    if (coll_list_empty(&d->jobs)) {
+        return;
+    }
+    family(f, "collectived_job_wire_bytes_total", "counter",
+           "Data-path bytes this node sent to the job's other nodes.");
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        job_sample(f, "collectived_job_wire_bytes_total", job->id, (double)job->net.bytes_sent);
+    }
+    for (unsigned i = 0; i < 5; i++) {
+        int header = 0;
+        coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+        {
+            double v[5];
+            if (!coll_ps_job_info(job, &in)) {
+                continue;
+            }
+            if (!header) {
+                family(f, names[i], i == 4 ? "counter" : "gauge", helps[i]);
+                header = 1;
+            }
+            v[0] = (double)in.state_bytes;
+            v[1] = (double)in.state_bytes_total;
+            v[2] = (double)in.shard_params;
+            v[3] = (double)in.step;
+            v[4] = (double)in.exchange_bytes;
+            job_sample(f, names[i], job->id, v[i]);
+        }
+    }
+}
+
 char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
 {
     const coll_stats_t *st = &d->stats;
@@ -272,6 +320,7 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
     errors(f, "collectived_job_refusals_total",
            "Jobs this node refused to create (pool budget, pool), by kind.", st->job_refusals);
     pools_and_pending(f, d);
+    wire_and_service(f, d);
     peers(f, d);
     if (fclose(f) != 0) {
         free(text);

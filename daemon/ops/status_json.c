@@ -16,13 +16,11 @@
 #include "net/control.h"
 #include "ops/report.h"
 #include "ops/service.h"
+#include "ps/service.h"
 
 #ifndef COLL_DAEMON_VERSION
 #define COLL_DAEMON_VERSION "unknown"
 #endif
-
-static const char *const kind_names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
-                                         "reduce",    "barrier",        "send",      "recv"};
 
 
 static json_t *u32_array(const uint32_t *v, uint32_t n)
@@ -80,7 +78,7 @@ static void add_missing(const coll_op_t *op, json_t *submitted, json_t *missing)
 {
     const coll_job_t *job = op->job;
 
-    if (op->desc.coll >= COLL_KIND_SEND) {
+    if (coll_kind_is_p2p(op->desc.coll)) {
         uint32_t peer = op->desc.root;
         json_array_append_new(submitted, json_integer(op->desc.first_rank));
         if (job->rank_node != NULL && peer < job->world_size &&
@@ -132,7 +130,7 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
     coll_desc_name(&op->desc, name, sizeof(name));
     add_missing(op, submitted, missing);
     o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:s, s:f, s:o, s:o}", "name", name,
-                  "collective", op->desc.coll < 8 ? kind_names[op->desc.coll] : "unknown", "key",
+                  "collective", coll_stats_kind_name(op->desc.coll), "key",
                   (json_int_t)op->desc.key, "dtype", coll_dtype_name((coll_dtype_t)op->desc.dtype),
                   "op", coll_redop_name((coll_redop_t)op->desc.op), "count",
                   (json_int_t)op->desc.count, "bytes",
@@ -213,6 +211,24 @@ static json_t *pool_json(const coll_job_t *job)
 
 /* "epoch" tells incarnations of a job id apart (0 before the rendezvous completed);
  * "timeout_ms" is the job's effective timeout (0 before it is known). */
+/* The job's parameter service on this node (ps/service.h), or null. */
+static json_t *ps_json(const coll_job_t *job)
+{
+    coll_ps_info_t in;
+
+    if (!coll_ps_job_info(job, &in)) {
+        return json_null();
+    }
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "optimizer",
+                     in.optimizer, "parameters", (json_int_t)in.params, "layers",
+                     (json_int_t)in.layers, "buckets", (json_int_t)in.buckets, "step",
+                     (json_int_t)in.step, "shard_parameters", (json_int_t)in.shard_params,
+                     "state_bytes", (json_int_t)in.state_bytes, "state_bytes_total",
+                     (json_int_t)in.state_bytes_total, "bucket_steps",
+                     (json_int_t)in.bucket_steps, "exchange_bytes",
+                     (json_int_t)in.exchange_bytes, "lr", in.lr);
+}
+
 static json_t *job_json(const coll_job_t *job, uint64_t now)
 {
     json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I}", "id", job->id,
@@ -232,6 +248,8 @@ static json_t *job_json(const coll_job_t *job, uint64_t now)
     json_object_set_new(o, "operations", ops_json(job, now));
     json_object_set_new(o, "peers", peers_json(job));
     json_object_set_new(o, "pool", pool_json(job));
+    json_object_set_new(o, "wire_bytes_sent", json_integer((json_int_t)job->net.bytes_sent));
+    json_object_set_new(o, "parameter_service", ps_json(job));
     return o;
 }
 

@@ -14,6 +14,8 @@ futures::
 Modules: :mod:`collective.comm` (Communicator), :mod:`collective.progress` (futures),
 :mod:`collective.pool` (pool memory), :mod:`collective.types`, :mod:`collective.errors`,
 :mod:`collective.ddp` (PyTorch DDP communication hook; imports torch),
+:mod:`collective.optim` (ServiceOptimizer: a torch.optim-style optimizer run by the daemons'
+parameter service; imports torch),
 :mod:`collective.torch_backend` (the torch.distributed backend "collectived", over the C++
 extension ``collective._torch_pg``; imports torch).
 

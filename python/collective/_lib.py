@@ -87,6 +87,75 @@ class ReqTiming(ctypes.Structure):
     ]
 
 
+class PsOptim(ctypes.Structure):
+    """coll_ps_optim_t (include/collective_ps.h)."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("momentum", ctypes.c_double),
+        ("dampening", ctypes.c_double),
+        ("weight_decay", ctypes.c_double),
+        ("nesterov", ctypes.c_int),
+        ("beta1", ctypes.c_double),
+        ("beta2", ctypes.c_double),
+        ("eps", ctypes.c_double),
+        ("eta", ctypes.c_double),
+        ("lamb_bias", ctypes.c_int),
+        ("eps_inside_sqrt", ctypes.c_int),
+        ("trust_min", ctypes.c_double),
+        ("trust_max", ctypes.c_double),
+        ("phi_min", ctypes.c_double),
+        ("phi_max", ctypes.c_double),
+        ("grad_averaging", ctypes.c_int),
+        ("l2", ctypes.c_int),
+        ("clip_grad_norm", ctypes.c_double),
+        ("clip_eps", ctypes.c_double),
+    ]
+
+
+PS_MAX_MILESTONES = 16
+# coll_ps_params_t.field_mask bits.
+PS_PARAM_KEY_SPACE = 1 << 0
+
+
+class PsSchedule(ctypes.Structure):
+    """coll_ps_schedule_t."""
+
+    _fields_ = [
+        ("base_lr", ctypes.c_double),
+        ("base_batch", ctypes.c_uint64),
+        ("global_batch", ctypes.c_uint64),
+        ("warmup_steps", ctypes.c_uint64),
+        ("warmup_start_lr", ctypes.c_double),
+        ("decay", ctypes.c_int),
+        ("milestones", ctypes.c_uint64 * PS_MAX_MILESTONES),
+        ("num_milestones", ctypes.c_uint),
+        ("gamma", ctypes.c_double),
+        ("total_steps", ctypes.c_uint64),
+        ("final_lr", ctypes.c_double),
+    ]
+
+
+class PsLayer(ctypes.Structure):
+    """coll_ps_layer_t."""
+
+    _fields_ = [("count", ctypes.c_size_t), ("flags", ctypes.c_uint), ("bucket", ctypes.c_size_t)]
+
+
+class PsParams(ctypes.Structure):
+    """coll_ps_params_t."""
+
+    _fields_ = [
+        ("field_mask", ctypes.c_uint64),
+        ("params", ctypes.c_void_p),
+        ("layers", ctypes.POINTER(PsLayer)),
+        ("num_layers", ctypes.c_size_t),
+        ("optim", PsOptim),
+        ("schedule", PsSchedule),
+        ("key_space", ctypes.c_uint),
+    ]
+
+
 _status = ctypes.c_int
 _comm = ctypes.c_void_p
 _req = ctypes.c_void_p
@@ -130,10 +199,35 @@ _PROTOTYPES = {
     "coll_req_algo": (ctypes.c_char_p, [_req]),
     "coll_req_timing": (_status, [_req, ctypes.POINTER(ReqTiming)]),
     "coll_req_free": (None, [_req]),
+    # The parameter service (include/collective_ps.h).
+    "coll_ps_optim_init": (None, [ctypes.c_int, ctypes.POINTER(PsOptim)]),
+    "coll_ps_optimizer_parse": (_status, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
+    "coll_ps_schedule_constant": (None, [ctypes.c_double, ctypes.POINTER(PsSchedule)]),
+    "coll_ps_create": (_status, [_comm, ctypes.POINTER(PsParams), ctypes.POINTER(ctypes.c_void_p)]),
+    "coll_ps_destroy": (None, [ctypes.c_void_p]),
+    "coll_ps_num_buckets": (_size, [ctypes.c_void_p]),
+    "coll_ps_steps": (ctypes.c_uint64, [ctypes.c_void_p]),
+    "coll_ps_step": (_status, [ctypes.c_void_p, _buf]),
+    "coll_ps_save": (_status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                               ctypes.POINTER(_size)]),
+    "coll_ps_load": (_status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                               ctypes.POINTER(_size), _size]),
 }
 
 _lock = threading.Lock()
 _lib = None
+
+
+def libc_free(ptr):
+    """free(3) of memory the library malloc()ed for the caller (coll_ps_save's image)."""
+    global _free
+    if _free is None:
+        _free = ctypes.CDLL(None).free
+        _free.argtypes, _free.restype = [ctypes.c_void_p], None
+    _free(ptr)
+
+
+_free = None
 
 
 class LibraryNotFoundError(OSError):

@@ -59,7 +59,7 @@ static void check_fields(const coll_ctl_sub_t *rec, const Coll__Wire__Submit *su
 
 static void check_accepted(const Coll__Wire__Submit *sub)
 {
-    FUZZ_CHECK((unsigned)sub->coll <= COLL__WIRE__COLLECTIVE__RECV && sub->dtype < COLL_DTYPE_COUNT &&
+    FUZZ_CHECK((unsigned)sub->coll <= COLL__WIRE__COLLECTIVE__PS_LOAD && sub->dtype < COLL_DTYPE_COUNT &&
                    sub->op < COLL_REDOP_COUNT && sub->algo < COLL_ALGO_COUNT &&
                    sub->root < COLL_WORLD_MAX && sub->peer < COLL_WORLD_MAX,
                "accepted coll %d dtype %u op %u algo %u root %u peer %u", (int)sub->coll,

@@ -2,7 +2,7 @@
 """Checks the direction of the house's layers (daemon/README.md has the map).
 
   includes  every #include "..." of the tree: a daemon file includes only its own layer and the
-            ones below (base < core < net < engine < {job, ops} < daemon.c, main.c; job and ops
+            ones below (base < core < net < engine < ps < {job, ops} < daemon.c, main.c; job and ops
             not each other), and every project header by its path; proto/, common/ and kernels/
             include nothing of client/ or daemon/; client/ nothing of daemon/; nothing includes
             client/'s private headers but client/ and its own tests.
@@ -11,7 +11,8 @@
             linking that library alone with the ones below it would fail.
   client    the same for the client library's files (libcollective.a's objects): base.c and
             the shared base at the bottom, then the timeline and the daemon link (io.c), the
-            requests, the communicator, the collectives and allocations, the bucketer on top;
+            requests, the communicator, the collectives and allocations, the parameter service,
+            the bucketer on top;
             the link reaches the requests only through the table they register.
   self-test the checker catches what it must: an upward include added to a copy of the tree,
             an include by bare name, and upward calls added to the real symbol tables of the
@@ -29,8 +30,8 @@ import subprocess
 import sys
 import tempfile
 
-DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "job": 5, "ops": 5}
-ROOT_RANK = 6  # daemon/daemon.c, daemon/main.c: the composition root
+DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "ops": 6}
+ROOT_RANK = 7  # daemon/daemon.c, daemon/main.c: the composition root
 SIBLINGS = {("job", "ops"), ("ops", "job")}
 BELOW_DAEMON = ("proto", "common", "kernels", "include")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -133,10 +134,11 @@ def load_tables(libs):
 
 # ---- the client library's files -------------------------------------------------------------
 
-CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0, "base.c.o": 1, "env.c.o": 1,
-               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "request.c.o": 3,
-               "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "bucketer.c.o": 6,
-               "bucketer_wait.c.o": 6}
+CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0, "ps_names.c.o": 0,
+               "base.c.o": 1, "env.c.o": 1, "bucket_plan.c.o": 1, "timeline.c.o": 2,
+               "io.c.o": 2, "request.c.o": 3, "comm.c.o": 4, "mem.c.o": 5,
+               "collectives.c.o": 5, "ps.c.o": 6, "ps_ckpt.c.o": 6, "bucketer.c.o": 7,
+               "bucketer_wait.c.o": 7}
 
 
 NM_LINE = re.compile(r"^.*?\.a:([^:]+):\s*(?:[0-9a-f]+\s+)?\w\s+(\S+)$")

@@ -70,13 +70,17 @@ class Library(unittest.TestCase):
 
 
 def c_declarations(path):
-    """(struct fields by typedef name, parameter counts by function name) of a C header."""
+    """(struct fields by typedef name, parameter counts by function name) of a C header and
+    the headers of its directory it includes (collective.h includes collective_ps.h)."""
     with open(path) as f:
         text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+    for inc in re.findall(r"#include <(collective_\w+\.h)>", text):
+        with open(os.path.join(os.path.dirname(path), inc)) as f:
+            text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
     structs = {}
     for body, name in re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", text, re.S):
-        structs[name] = [re.search(r"(\w+)\s*(\[\w*\])?$", d.strip()).group(1)
-                         for d in body.split(";") if d.strip()]
+        structs[name] = [re.search(r"(\w+)\s*(\[\w*\])?$", v.strip()).group(1)
+                         for d in body.split(";") if d.strip() for v in d.split(",")]
     functions = {}
     for name, params in re.findall(r"COLL_API[^;(]*?\b(\w+)\s*\(([^)]*)\)\s*;", text):
         functions[name] = 0 if params.strip() in ("", "void") else params.count(",") + 1
@@ -91,7 +95,11 @@ class Declarations(unittest.TestCase):
         structs, _ = c_declarations(HEADER)
         for cls, name in ((_lib.CommParams, "coll_comm_params_t"),
                           (_lib.OpParams, "coll_op_params_t"),
-                          (_lib.ReqTiming, "coll_req_timing_t")):
+                          (_lib.ReqTiming, "coll_req_timing_t"),
+                          (_lib.PsOptim, "coll_ps_optim_t"),
+                          (_lib.PsSchedule, "coll_ps_schedule_t"),
+                          (_lib.PsLayer, "coll_ps_layer_t"),
+                          (_lib.PsParams, "coll_ps_params_t")):
             self.assertEqual([f[0] for f in cls._fields_], structs[name], name)
 
     def test_functions(self):
@@ -197,6 +205,59 @@ class DDPHook(unittest.TestCase):
             os.environ["COLL_ROOT"] = root
             self.assertEqual(collective.ddp._root_host(), host)
         del os.environ["COLL_ROOT"]
+
+
+@unittest.skipIf(torch is None, "torch is not installed (python3-torch)")
+class ServiceOptimizerArguments(unittest.TestCase):
+    """What collective.optim makes of its arguments before any communication."""
+
+    def test_settings_over_the_references_defaults(self):
+        from collective import _lib, optim
+        o = optim._optim(_lib.load(), "lamb", {"betas": (0.8, 0.9), "trust_clamp": (0.1, 10),
+                                               "lamb_bias": "stepsize", "nesterov": 1,
+                                               "eps": None})
+        self.assertEqual((o.kind, o.beta1, o.beta2, o.trust_min, o.trust_max, o.lamb_bias,
+                          o.nesterov, o.eps, o.weight_decay),
+                         (3, 0.8, 0.9, 0.1, 10.0, 2, 1, 1e-6, 0.01))
+        with self.assertRaises(ValueError):
+            optim._optim(_lib.load(), "adam", {})
+        with self.assertRaises(TypeError):
+            optim._optim(_lib.load(), "sgd", {"lr_decay": 0.1})
+        with self.assertRaises(ValueError):
+            optim._optim(_lib.load(), "lamb", {"lamb_bias": "apex"})
+
+    def test_schedule(self):
+        from collective import _lib, optim
+        s = optim._schedule(_lib.load(), 0.1, {"base_batch": 256, "global_batch": 8192,
+                                               "warmup_steps": 5, "decay": "step",
+                                               "milestones": [30, 60], "gamma": 0.1})
+        self.assertEqual((s.base_lr, s.base_batch, s.global_batch, s.warmup_steps,
+                          s.warmup_start_lr, s.decay, s.num_milestones, list(s.milestones)[:3],
+                          s.gamma), (0.1, 256, 8192, 5, -1.0, 1, 2, [30, 60, 0], 0.1))
+        with self.assertRaises(TypeError):
+            optim._schedule(_lib.load(), 0.1, {"warmup_epochs": 5})
+        with self.assertRaises(ValueError):
+            optim._schedule(_lib.load(), 0.1, {"decay": "linear"})
+        with self.assertRaises(ValueError):
+            optim._schedule(_lib.load(), 0.1, {"milestones": list(range(17))})
+
+    def test_layers_and_buckets(self):
+        from collective import optim
+        w, b, n = torch.zeros(100, 10), torch.zeros(100), torch.zeros(3)
+        tensors, flags = optim._layers(
+            [{"params": [w]}, {"params": b, "weight_decay": 0},
+             {"params": [n], "weight_decay": 0, "trust": False}], 0.01)
+        self.assertEqual([t is x for t, x in zip(tensors, (w, b, n))], [True] * 3)
+        self.assertEqual(flags, [0, 1, 3])
+        self.assertEqual(optim._layers([w], 0.01)[1], [0])
+        # 4000 bytes, then 400 + 12 with a cap of 4000: a layer over the cap alone.
+        self.assertEqual(optim._buckets(tensors, 4000), [0, 1, 1])
+        self.assertEqual(optim._buckets(tensors, 1000), [0, 1, 1])
+        self.assertEqual(optim._buckets(tensors, 100), [0, 1, 2])
+        for bad in ([{"params": [w], "lr": 0.1}], [{"params": [w], "weight_decay": 0.5}],
+                    [w, w], [torch.zeros(3, dtype=torch.float64)], [torch.zeros(0)], []):
+            with self.assertRaises(ValueError):
+                optim._layers(bad, 0.01)
 
 
 def main():

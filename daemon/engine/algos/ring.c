@@ -24,6 +24,13 @@
  * staging; its last step writes the node's own chunk into the outputs, which can only happen
  * after the data passed every node, each of which checked its predecessor's descriptor first.
  * All-gather receives land directly in local rank 0's output (copied to the other local ranks).
+ *
+ * A staged operation (the parameter service's step, engine/stage.h) is an allreduce whose own
+ * chunk goes through its stage between the phases: the final reduce-scatter step writes a
+ * piece into local rank 0's input instead of the outputs, the stage updates the outputs from it,
+ * and the all-gather sends the outputs. With a barrier stage the ring runs in two passes over
+ * the columns: every column's reduce-scatter, then (once the stage released the chunk) every
+ * column's all-gather; the bytes are those of the allreduce either way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +39,7 @@
 #include "core/staging.h"
 #include "engine/combine.h"
 #include "engine/op.h"
+#include "engine/stage.h"
 #include "net/transport.h"
 #include "proto/tag.h"
 
@@ -49,7 +57,10 @@ typedef struct {
 typedef struct {
     uint32_t n, r, next, prev, nlocal;
     size_t partial_esize;     /* bytes of one element of a reduce-scatter message */
-    int rs, ag;               /* phases this operation runs */
+    int rs, ag;               /* phases this operation runs (in this pass) */
+    int staged;               /* the own chunk goes through op->stage (stage.h) */
+    int split;                /* staged with a barrier: the all-gather is a second pass */
+    uint32_t ag_step_base;    /* receive steps before the all-gather's (timeline) */
     int send0_staged;         /* step 0 sends a combination of the inputs, from buffer 1 */
     uint32_t col_events;      /* transfers per column */
     uint32_t ncols;           /* columns in flight at most */
@@ -183,6 +194,20 @@ static coll_status_t post_ag_own(coll_op_t *op, ring_t *g, ring_col_t *c)
     return post_ag_send(op, g, c, 0, src, p.len);
 }
 
+/* A staged operation's own piece of column c, updated by the stage, to every local output and
+ * to the next node. */
+static coll_status_t post_ag_updated(coll_op_t *op, ring_t *g, ring_col_t *c)
+{
+    coll_piece_t p = coll_plan_piece(&op->plan, g->r, c->j);
+
+    op->stage->distribute(op, p.off, p.len);
+    if (op->done) {
+        return COLL_OK;
+    }
+    copy_to_other_locals(op, p);
+    return post_ag_send(op, g, c, 0, at(op->out[0], op, p.off), p.len);
+}
+
 static coll_status_t post_ag_recvs(coll_op_t *op, ring_t *g, ring_col_t *c)
 {
     coll_status_t st = COLL_OK;
@@ -204,8 +229,10 @@ static coll_status_t col_start(coll_op_t *op, ring_t *g, ring_col_t *c, uint64_t
     if (g->ag) {
         st = post_ag_recvs(op, g, c);
     }
-    if (!g->rs) {
-        return st == COLL_OK ? post_ag_own(op, g, c) : st;
+    if (!g->rs && st == COLL_OK) {
+        return g->staged ? post_ag_updated(op, g, c) : post_ag_own(op, g, c);
+    } else if (!g->rs) {
+        return st;
     }
     if (st == COLL_OK) {
         st = post_rs_recv(op, g, c, 0);
@@ -229,6 +256,12 @@ static coll_status_t rs_final(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xfer
 
     if (++g->cols_reduced == op->plan.nseg) {
         coll_op_mark_reduced(op);
+    }
+    if (g->staged) {
+        void *grad = at(op->in[0], op, p.off);
+        coll_combine_locals(op, p.off, p.len, grad, c->buf[x->step % 2], 1);
+        op->stage->reduced(op, p.off, p.len);
+        return g->split || op->done ? COLL_OK : post_ag_updated(op, g, c);
     }
     if (!g->ag) {
         coll_combine_locals(op, p.off, p.len, at(op->out[p.local], op, p.block_off),
@@ -274,10 +307,23 @@ static coll_status_t on_ag_recv(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xf
                               : COLL_OK;
 }
 
+static void release_staging(coll_op_t *op, ring_t *g)
+{
+    for (uint32_t k = 0; k < g->ncols; k++) {
+        if (g->cols[k].buf[0] != NULL) {
+            coll_staging_put(op->job, g->cols[k].buf[0]);
+            g->cols[k].buf[0] = g->cols[k].buf[1] = NULL;
+        }
+    }
+}
+
 static void col_done(coll_op_t *op, ring_t *g, ring_col_t *c)
 {
     g->cols_done++;
-    if (g->cols_done == op->plan.nseg) {
+    if (g->cols_done == op->plan.nseg && g->split && g->rs) {
+        release_staging(op, g); /* the all-gather needs none, and the stage may wait long */
+        op->stage->all_reduced(op);
+    } else if (g->cols_done == op->plan.nseg) {
         coll_op_algo_done(op);
     } else if (g->next_col < op->plan.nseg && col_start(op, g, c, g->next_col++) != COLL_OK) {
         coll_job_fail(op->job, COLL_ERR_TRANSPORT, 1, "ring: posting column %llu failed",
@@ -294,7 +340,7 @@ static void step_received(coll_op_t *op, ring_t *g, uint32_t k)
     g->step_cols[k]++;
     while (g->steps_done < g->nsteps && g->step_cols[g->steps_done] == op->plan.nseg) {
         uint32_t s = g->steps_done++;
-        int ag = !g->rs || s >= per_phase;
+        int ag = s >= g->ag_step_base;
         coll_op_mark_step(op, ag ? COLL_STEP_ALLGATHER : COLL_STEP_REDUCE_SCATTER,
                           s % per_phase, per_phase, COLL_CTL_RING_PHASE_STEPS);
     }
@@ -316,7 +362,7 @@ static void ring_on_xfer(coll_op_t *op, coll_xfer_t *x)
         return;
     }
     if (!x->is_send) {
-        step_received(op, g, x->step + (x->kind == COLL_TAG_AG && g->rs ? g->n - 1 : 0));
+        step_received(op, g, x->step + (x->kind == COLL_TAG_AG ? g->ag_step_base : 0));
     }
     if (++c->events == g->col_events) {
         col_done(op, g, c);
@@ -361,12 +407,22 @@ static void ring_plan(coll_op_t *op)
 {
     coll_job_t *job = op->job;
     size_t es = coll_combine_partial_esize(op);
-    if (op->desc.coll == COLL_KIND_ALLREDUCE) {
+    if (op->desc.coll == COLL_KIND_ALLREDUCE || op->desc.coll == COLL_KIND_PS_STEP) {
         coll_plan_init(&op->plan, op->desc.count, job->nnodes, es, job->params.segment_bytes);
     } else {
         coll_plan_init_blocked(&op->plan, op->desc.count, job->nnodes, es,
                                job->params.segment_bytes, job->node_ranks, job->node_nranks);
     }
+}
+
+static coll_status_t start_columns(coll_op_t *op, ring_t *g)
+{
+    coll_status_t st = COLL_OK;
+
+    for (uint32_t k = 0; k < g->ncols && st == COLL_OK && !op->done; k++) {
+        st = col_start(op, g, &g->cols[k], g->next_col++);
+    }
+    return st;
 }
 
 static coll_status_t ring_start(coll_op_t *op)
@@ -393,16 +449,32 @@ static coll_status_t ring_start(coll_op_t *op)
                       g->partial_esize != op->esize;
     g->rs = op->desc.coll != COLL_KIND_ALLGATHER;
     g->ag = op->desc.coll != COLL_KIND_REDUCE_SCATTER;
-    g->col_events = 2 * (g->n - 1) * (uint32_t)(g->rs + g->ag);
+    g->staged = op->stage != NULL;
+    g->split = g->staged && op->stage_barrier;
     g->nsteps = (g->n - 1) * (uint32_t)(g->rs + g->ag);
+    g->ag_step_base = g->rs ? g->n - 1 : 0;
+    g->ag = g->ag && !g->split; /* the all-gather waits for the stage's release */
+    g->col_events = 2 * (g->n - 1) * (uint32_t)(g->rs + g->ag);
     if (op->plan.nseg == 0) {
         coll_op_algo_done(op);
         return COLL_OK;
     }
-    for (uint32_t k = 0; k < g->ncols && st == COLL_OK; k++) {
-        st = col_start(op, g, &g->cols[k], g->next_col++);
+    return start_columns(op, g);
+}
+
+/* The second pass of a split operation: every column's all-gather of the updated chunk. */
+static void ring_release(coll_op_t *op)
+{
+    ring_t *g = op->algo_state;
+
+    g->rs = 0;
+    g->ag = 1;
+    g->col_events = 2 * (g->n - 1);
+    g->cols_done = 0;
+    g->next_col = 0;
+    if (start_columns(op, g) != COLL_OK) {
+        coll_job_fail(op->job, COLL_ERR_TRANSPORT, 1, "ring: posting the all-gather failed");
     }
-    return st;
 }
 
 static void ring_cleanup(coll_op_t *op)
@@ -411,9 +483,7 @@ static void ring_cleanup(coll_op_t *op)
     if (g == NULL) {
         return;
     }
-    for (uint32_t k = 0; k < g->ncols; k++) {
-        coll_staging_put(op->job, g->cols[k].buf[0]);
-    }
+    release_staging(op, g);
     free(g);
     op->algo_state = NULL;
 }
@@ -423,4 +493,5 @@ const coll_impl_t coll_impl_ring = {
     .start = ring_start,
     .on_xfer = ring_on_xfer,
     .cleanup = ring_cleanup,
+    .release = ring_release,
 };

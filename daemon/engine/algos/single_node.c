@@ -4,12 +4,18 @@
  * copying the block, still in cache, to the other outputs: each input is read once and each
  * output written once. A large allreduce is split over the kernel threads (workers.h), because
  * one core reaches only part of the memory bandwidth.
+ *
+ * A staged operation (the parameter service's step, engine/stage.h) reduces each segment of the
+ * whole buffer (this node's chunk) into local rank 0's input, hands it to the stage, and copies
+ * the stage's output to the other local ranks: right away, or after a barrier stage released
+ * the buffer.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/combine.h"
 #include "engine/op.h"
+#include "engine/stage.h"
 #include "engine/workers.h"
 
 /* Elements' bytes per cache block, and the size from which the kernel threads take over. */
@@ -123,12 +129,66 @@ static void broadcast(coll_op_t *op)
     }
 }
 
+/* The stage's output of one segment, to every local rank. */
+static void staged_out(coll_op_t *op, coll_range_t seg)
+{
+    op->stage->distribute(op, seg.off, seg.len);
+    for (uint32_t l = 1; l < op->job->local_size && !op->done; l++) {
+        memcpy((uint8_t *)op->out[l] + bytes(op, seg.off),
+               (const uint8_t *)op->out[0] + bytes(op, seg.off), bytes(op, seg.len));
+    }
+}
+
+/* A barrier stage released the buffer (stage.h). */
+static void staged_release(coll_op_t *op)
+{
+    for (uint64_t j = 0; j < op->plan.nseg && !op->done; j++) {
+        staged_out(op, coll_plan_segment(&op->plan, 0, j));
+    }
+    if (!op->done) {
+        coll_op_algo_done(op);
+    }
+}
+
+static void staged_run(coll_op_t *op)
+{
+    for (uint64_t j = 0; j < op->plan.nseg && !op->done; j++) {
+        coll_range_t seg = coll_plan_segment(&op->plan, 0, j);
+        coll_combine_locals(op, seg.off, seg.len, (uint8_t *)op->in[0] + bytes(op, seg.off),
+                            NULL, 1);
+        op->stage->reduced(op, seg.off, seg.len);
+        if (!op->stage_barrier && !op->done) {
+            staged_out(op, seg);
+        }
+    }
+    if (op->done) {
+        return;
+    } else if (op->stage_barrier) {
+        op->stage->all_reduced(op);
+    } else {
+        coll_op_algo_done(op);
+    }
+}
+
+/* Held while it runs: a stage that fails the job completes the operation on the way. */
+static void staged(coll_op_t *op)
+{
+    coll_plan_init(&op->plan, op->desc.count, 1, op->esize, op->job->params.segment_bytes);
+    op->inflight++;
+    staged_run(op);
+    op->inflight--;
+    coll_op_maybe_free(op);
+}
+
 static coll_status_t local_start(coll_op_t *op)
 {
     switch ((coll_kind_t)op->desc.coll) {
     case COLL_KIND_ALLREDUCE:
         allreduce(op);
         return COLL_OK; /* it completes the operation itself */
+    case COLL_KIND_PS_STEP:
+        staged(op);
+        return COLL_OK; /* likewise, or its stage's release does */
     case COLL_KIND_REDUCE_SCATTER: reduce_scatter(op); break;
     case COLL_KIND_ALLGATHER: allgather(op); break;
     case COLL_KIND_BROADCAST: broadcast(op); break;
@@ -145,4 +205,5 @@ static coll_status_t local_start(coll_op_t *op)
 const coll_impl_t coll_impl_local = {
     .name = "local",
     .start = local_start,
+    .release = staged_release,
 };

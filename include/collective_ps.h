@@ -1,0 +1,271 @@
+/**
+ * @file collective_ps.h
+ * @brief libcollective's parameter service: the daemons run the optimizer, each on its node's
+ *        shard of the optimizer state (ZeRO-1; docs/parameter-service.md). Included by
+ *        collective.h; not meant to be included alone.
+ */
+#ifndef COLLECTIVE_PS_H
+#define COLLECTIVE_PS_H
+
+#include <collective.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== The parameter service ===================================================================
+ *
+ * A job registers its parameters once (coll_ps_create()): one flat float32 buffer per rank in
+ * the job's pool, cut into layers (a tensor each, e.g. "fc1.weight"), the layers grouped into
+ * buckets (consecutive layers; one operation per bucket and step), and an optimizer with its
+ * settings and learning-rate schedule. Each step every rank submits its gradients, bucket by
+ * bucket; the daemons average them over the ranks with a reduce-scatter (the local ranks in one
+ * pass, then the ring over the nodes), each daemon applies the optimizer to its node's chunk of
+ * the bucket (its shard: the optimizer state of the other chunks lives on the other nodes), and
+ * an all-gather writes the updated parameters into every rank's buffer. The bytes between nodes
+ * per step are those of one allreduce of the gradients; LARS and LAMB add one small exchange of
+ * per-layer sums of squares per bucket, so that a layer cut between two shards gets the norm of
+ * the whole layer.
+ *
+ * The parameters the optimizer updates are read, at every step, from the buffer of each node's
+ * first local rank: they are the float32 master weights. Every rank must hold the same values
+ * (every step leaves them so; coll_ps_create() broadcasts rank 0's). The optimizer state
+ * (momentum, moments) lives in the daemons, inside the job's pool, zero at registration.
+ *
+ * Errors of a step: a submission refused or a mismatch between ranks fails the job, as for every
+ * collective; a gradient that is not finite (NaN, infinity) fails the job on every rank with
+ * COLL_ERR_INVALID and a message naming the step, the bucket and the layer. A step that
+ * reports COLL_OK has every parameter of its bucket updated on this rank; one that fails may
+ * have left the bucket's parameters partly updated (and the gradient buffer overwritten): the
+ * job is over then, resume it from a checkpoint (coll_ps_save()).
+ *
+ * Threads: a service is used from one thread at a time, except that requests of
+ * coll_ps_step_bucket_async() may be waited on from any thread.
+ */
+
+/** Opaque parameter service of a communicator. */
+typedef struct coll_ps coll_ps_t;
+
+/** Which optimizer the daemons run (the kernels of kernels/cpu/optim.h). */
+typedef enum {
+    COLL_PS_SGD = 0,   /**< torch.optim.SGD: momentum, dampening, Nesterov, L2 weight decay */
+    COLL_PS_ADAMW = 1, /**< torch.optim.AdamW: decoupled weight decay, bias correction */
+    COLL_PS_LARS = 2,  /**< LARS as the MLPerf reference (You et al. 2017) */
+    COLL_PS_LAMB = 3,  /**< LAMB, the paper's Algorithm 2 (You et al. 2019), with options */
+    COLL_PS_OPTIMIZER_COUNT
+} coll_ps_optimizer_t;
+
+/** LAMB's bias correction (kernels/cpu/optim.h coll_optim_lamb_bias_t). */
+typedef enum {
+    COLL_PS_LAMB_BIAS_PAPER = 0,    /**< m / (1 - beta1^t), v / (1 - beta2^t) inside r */
+    COLL_PS_LAMB_BIAS_NONE = 1,     /**< none (apex and DeepSpeed bias_correction=False) */
+    COLL_PS_LAMB_BIAS_STEPSIZE = 2, /**< DeepSpeed FusedLamb: outside the trust ratio */
+} coll_ps_lamb_bias_t;
+
+/**
+ * An optimizer and its settings. coll_ps_optim_init() gives each kind the defaults of its
+ * reference; a field a kind does not use is ignored. Global gradient-norm clipping applies to
+ * every kind: with N the norm of all gradients of the step (every bucket) and
+ * q = (N + clip_eps) / clip_grad_norm, every gradient is multiplied by (float)(1 / q) when
+ * q > 1, before the update (apex FusedLAMB's pre-normalization with clip_eps 0, DeepSpeed's with
+ * 1e-6; torch.nn.utils.clip_grad_norm_ up to its 1e-6). Clipping makes every bucket of a step
+ * wait until all buckets of the step are reduced.
+ */
+typedef struct {
+    coll_ps_optimizer_t kind;
+    double momentum;         /**< SGD, LARS: >= 0 (LARS: <= 1) */
+    double dampening;        /**< SGD */
+    double weight_decay;     /**< >= 0: SGD's L2, AdamW's and LAMB's decoupled decay, LARS's */
+    int nesterov;            /**< SGD, LARS */
+    double beta1, beta2;     /**< AdamW, LAMB: in [0, 1) */
+    double eps;              /**< AdamW, LARS, LAMB: >= 0 */
+    double eta;              /**< LARS: the trust coefficient, > 0 */
+    coll_ps_lamb_bias_t lamb_bias; /**< LAMB */
+    int eps_inside_sqrt;     /**< LAMB: sqrt(v_hat + eps) (DeepSpeed) instead of sqrt(v_hat) + eps */
+    double trust_min, trust_max; /**< LAMB: clamp of the trust ratio (0, INFINITY: none) */
+    double phi_min, phi_max; /**< LAMB: clamp of ||w|| (0, INFINITY: none) */
+    int grad_averaging;      /**< LAMB: (1 - beta1) g in m (default 1) */
+    int l2;                  /**< LAMB: weight decay as L2 on g (apex adam_w_mode=False) */
+    double clip_grad_norm;   /**< > 0: global gradient-norm clipping (see above); 0: off */
+    double clip_eps;         /**< added to the global norm before comparing; >= 0 */
+} coll_ps_optim_t;
+
+/**
+ * @brief The defaults of @p kind, those of its reference: SGD momentum 0 (PyTorch's: plain
+ *        SGD), AdamW betas (0.9, 0.999), eps 1e-8, weight decay 0.01; LARS momentum 0.9,
+ *        weight decay 1e-4, eta 1e-3, eps 1e-7; LAMB betas (0.9, 0.999), eps 1e-6, weight decay
+ *        0.01, bias PAPER, no clamps, grad_averaging 1; no clipping.
+ * @param [out] o Every field set. Thread-safe.
+ */
+COLL_API void coll_ps_optim_init(coll_ps_optimizer_t kind, coll_ps_optim_t *o);
+
+/** @return "sgd", "adamw", "lars", "lamb"; "unknown" when out of range. Thread-safe. */
+COLL_API const char *coll_ps_optimizer_name(coll_ps_optimizer_t kind);
+
+/**
+ * @brief Parse an optimizer name ("sgd", "adamw", "lars", "lamb").
+ * @return COLL_OK; COLL_ERR_INVALID for anything else. Thread-safe.
+ */
+COLL_API coll_status_t coll_ps_optimizer_parse(const char *name, coll_ps_optimizer_t *kind);
+
+/** What follows the warmup (common/schedule.h). */
+typedef enum {
+    COLL_PS_DECAY_CONSTANT = 0,
+    COLL_PS_DECAY_STEP = 1,   /**< times gamma at each milestone */
+    COLL_PS_DECAY_COSINE = 2, /**< half a cosine from the peak to final_lr at total_steps */
+} coll_ps_decay_t;
+
+/** Most milestones of a step decay. */
+#define COLL_PS_MAX_MILESTONES 16
+
+/**
+ * The learning rate of each step, the closed forms of common/schedule.h (Goyal et al. 2017):
+ * peak = base_lr * global_batch / base_batch when both batches are non-zero (the linear scaling
+ * rule), else base_lr; a linear warmup over warmup_steps from warmup_start_lr (negative: from
+ * base_lr, as Goyal et al.) to the peak; then constant, step or cosine decay. Step t of the
+ * service (1, 2, ...) uses the schedule's lr of t - 1.
+ */
+typedef struct {
+    double base_lr;          /**< >= 0 */
+    uint64_t base_batch;     /**< 0: no scaling */
+    uint64_t global_batch;   /**< 0: no scaling */
+    uint64_t warmup_steps;   /**< 0: none */
+    double warmup_start_lr;  /**< < 0: base_lr */
+    coll_ps_decay_t decay;
+    uint64_t milestones[COLL_PS_MAX_MILESTONES]; /**< STEP: increasing, >= warmup_steps */
+    unsigned num_milestones;
+    double gamma;            /**< STEP: > 0 */
+    uint64_t total_steps;    /**< COSINE: > warmup_steps */
+    double final_lr;         /**< COSINE: >= 0 */
+} coll_ps_schedule_t;
+
+/** @brief A constant learning rate @p lr: no scaling, no warmup, no decay. Thread-safe. */
+COLL_API void coll_ps_schedule_constant(double lr, coll_ps_schedule_t *s);
+
+/** Layer flags. */
+enum {
+    COLL_PS_NO_WEIGHT_DECAY = 1u << 0, /**< no weight decay (biases, normalization layers) */
+    COLL_PS_NO_TRUST = 1u << 1,        /**< LARS, LAMB: no trust ratio (trust = 1) */
+    /** The MLPerf LARS skip list and tensorflow/addons LAMB exclusions: neither. */
+    COLL_PS_EXCLUDE = COLL_PS_NO_WEIGHT_DECAY | COLL_PS_NO_TRUST,
+};
+
+/** One layer (tensor) of the flat parameter buffer; layers follow each other without gaps. */
+typedef struct {
+    size_t count;   /**< elements, >= 1 */
+    unsigned flags; /**< COLL_PS_NO_WEIGHT_DECAY, COLL_PS_NO_TRUST */
+    size_t bucket;  /**< its bucket: 0 for the first layer, then the same or one more */
+} coll_ps_layer_t;
+
+/** Most layers of a service, and most buckets. */
+#define COLL_PS_MAX_LAYERS (1u << 20)
+#define COLL_PS_MAX_BUCKETS 4096u
+
+/** Fields of ::coll_ps_params_t that are set. */
+enum {
+    COLL_PS_PARAM_KEY_SPACE = 1u << 0, /**< key_space */
+};
+
+/** Parameters of coll_ps_create(). */
+typedef struct {
+    uint64_t field_mask;
+    float *params;                 /**< the rank's parameters: sum of the layers' counts
+                                        elements in the pool (coll_mem_alloc()), 64-byte aligned;
+                                        the library's until coll_ps_destroy() */
+    const coll_ps_layer_t *layers; /**< in buffer order; copied */
+    size_t num_layers;             /**< 1 .. COLL_PS_MAX_LAYERS */
+    coll_ps_optim_t optim;
+    coll_ps_schedule_t schedule;
+    unsigned key_space;            /**< 0 .. COLL_BUCKETER_KEY_SPACES-1 (default 7): keys of
+                                        its operations, apart from the bucketers' */
+} coll_ps_params_t;
+
+/**
+ * @brief Register the parameters and the optimizer with the daemons; collective over the job.
+ *        Broadcasts rank 0's parameters to every rank first, then registers (every rank must
+ *        pass the same layers, optimizer and schedule: a difference fails the job with
+ *        COLL_ERR_MISMATCH on every rank). The daemons allocate their shard of the optimizer
+ *        state in the job's pool. One service per job.
+ * @param [out] ps_p The service; free it with coll_ps_destroy().
+ * @return COLL_OK; COLL_ERR_INVALID for bad parameters (NULL, no layers, a count of 0, buckets
+ *         out of order, settings the optimizer refuses, a bad schedule; the message names it)
+ *         or a job that has a service already; COLL_ERR_NOT_IN_POOL for a buffer outside the
+ *         rank's allocations; COLL_ERR_POOL_FULL when a node's pool cannot hold its shard of
+ *         the state (the message gives the bytes); COLL_ERR_MISMATCH; the errors of a
+ *         collective (COLL_ERR_JOB, COLL_ERR_PEER, COLL_ERR_CLOSED, COLL_ERR_TIMEDOUT);
+ *         COLL_ERR_NOMEM.
+ */
+COLL_API coll_status_t coll_ps_create(coll_comm_t *comm, const coll_ps_params_t *params,
+                                      coll_ps_t **ps_p);
+
+/** @brief Free the client side of a service (the daemons keep its state until the job ends).
+ *         Safe with NULL. */
+COLL_API void coll_ps_destroy(coll_ps_t *ps);
+
+/** @return Buckets of the service. */
+COLL_API size_t coll_ps_num_buckets(const coll_ps_t *ps);
+
+/**
+ * @brief Elements and first element of bucket @p bucket in the flat buffer.
+ * @return COLL_OK; COLL_ERR_INVALID for an unknown bucket.
+ */
+COLL_API coll_status_t coll_ps_bucket_range(const coll_ps_t *ps, size_t bucket, size_t *offset,
+                                            size_t *count);
+
+/** @return Steps done: the next step is this + 1. */
+COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
+
+/**
+ * @brief Submit bucket @p bucket of the next step: @p grad holds its gradients (the bucket's
+ *        count elements, float32, in the pool, not overlapping the parameters); when the
+ *        request completes with COLL_OK the bucket's parameters are updated in the buffer of
+ *        coll_ps_create(). Every bucket of a step must be submitted before the next step's
+ *        (the step counts once every bucket was submitted); buckets of one step may go in any
+ *        order and overlap each other. @p grad is the library's until completion, and holds
+ *        undefined values afterwards.
+ * @return COLL_INPROGRESS and a request (wait, free); COLL_ERR_INVALID for an unknown bucket or
+ *         one submitted twice in a step; the errors of coll_allreduce_async(). The request
+ *         completes with COLL_OK or the errors of a collective, and COLL_ERR_INVALID for a
+ *         non-finite gradient (see above).
+ */
+COLL_API coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket,
+                                                 const float *grad, coll_request_t **req_p);
+
+/**
+ * @brief One whole step: every bucket of @p grads (the flat layout, in the pool) submitted at
+ *        once, then waited for.
+ * @return COLL_OK; the first error of a bucket (after waiting for the others).
+ */
+COLL_API coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads);
+
+/**
+ * @brief This node's shard of the optimizer state as a checkpoint image (proto/ps.h: header,
+ *        the layout of its chunks, then the state), between steps; collective over the job
+ *        (every rank calls it; every rank of a node gets the same image).
+ * @param [out] image_p malloc()ed image; the caller frees it with free().
+ * @param [out] bytes_p Its size.
+ * @return COLL_OK; COLL_ERR_INVALID with a bucket of the step still in flight; the errors of a
+ *         collective; COLL_ERR_NOMEM.
+ */
+COLL_API coll_status_t coll_ps_save(coll_ps_t *ps, void **image_p, size_t *bytes_p);
+
+/**
+ * @brief Restore the optimizer state and the step from checkpoint images; collective over the
+ *        job, between steps. With the same number of nodes, the image of this node is enough
+ *        (others may be passed too); with another number, pass every node's image of the
+ *        checkpoint: each node takes its new shard out of them (re-sharding).
+ * @param [in] images  @p n images of coll_ps_save(); read only during the call.
+ * @param [in] bytes   Their sizes.
+ * @return COLL_OK; COLL_ERR_INVALID for an image that is not one (the message says which
+ *         field), of another registration (layers, buckets or optimizer differ), two images of
+ *         one node, images of different steps, or missing images (the message names the nodes
+ *         whose shards are needed); COLL_ERR_POOL_FULL; the errors of a collective.
+ */
+COLL_API coll_status_t coll_ps_load(coll_ps_t *ps, const void *const *images,
+                                    const size_t *bytes, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLLECTIVE_PS_H */

@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""The parameter service's integration tests (issue 13), with real daemons and ranks (ps_rank).
+
+Cases (2 nodes x 2 ranks unless said otherwise; the model and the reference: ps_model.h and
+ps_ref.c; a maximal relative difference is |service - reference| / max(|reference|, the rms of
+the reference's layer)):
+
+  equivalence_<opt>  sgd (momentum), adamw, lars, lamb: 50 steps with warmup and cosine decay of
+                     a linearly scaled lr, every weight layer split across the two shards; the
+                     parameters of every rank within 1e-5 of single-process training in double.
+  equivalence_clip   the same with global gradient-norm clipping (every bucket of a step waits
+                     for the others): lamb with a trust clamp, and sgd.
+  per_bucket         lamb and adamw with the buckets of each step submitted one at a time, last
+                     first, each waited for before the next goes (ps_rank --per-bucket): a
+                     bucket's shard is updated without the step's other buckets, as overlap with
+                     backward needs; the same 1e-5 of the reference.
+  single_node        1 node x 4 ranks (the single-node path of the engine): adamw and lamb.
+  state_bytes        each daemon's optimizer state (/status and /metrics) within 1% of the
+                     whole model's state / nodes, for adamw (two arrays) and sgd (one).
+  wire_bytes         the bytes each node sent for K service steps equal those of K ring
+                     allreduces of the same gradients, plus, for lars and lamb, the exchange of
+                     sums of squares (which /status counts apart and which is printed).
+  checkpoint         50 steps, and 20 steps + save + a new job that loads and runs 30: the
+                     parameters are bit for bit the same (lamb and sgd).
+  reshard            a 2-node checkpoint of 20 steps loaded by 1 x 4 and 4 x 1 jobs, 30 more
+                     steps within 1e-5 of the reference; a 1-node job given only node 0's shard
+                     and a job with another registration are refused with COLL_ERR_INVALID
+                     (or COLL_ERR_JOB, another rank's refusal heard first) and a message saying
+                     why, on every rank.
+  bad_input          a NaN gradient (COLL_ERR_INVALID naming the step and bucket, every rank),
+                     ranks that register different layers (COLL_ERR_MISMATCH), an unknown
+                     optimizer (COLL_ERR_INVALID), a pool too small for the state
+                     (COLL_ERR_POOL_FULL naming the bytes); the daemons stay up and serve a
+                     fresh job.
+  daemon_kill        node 1's daemon is killed (SIGKILL) during a run of steps; every rank
+                     gets an error within the job's timeout + 2 s (ranks 0-1 COLL_ERR_PEER,
+                     ranks 2-3 COLL_ERR_CLOSED) and none has reported a step whose parameters
+                     differ from the update's (ps_rank --loop checks every step bit for bit).
+
+Exit status: 0 pass, 1 fail (with the daemons' logs and the ranks' output), 77 skip.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "reliability"))
+import relharness as h  # noqa: E402
+from relharness import TestFailure, check, log  # noqa: E402
+
+TOL = 1e-5
+TIMEOUT_MS = 5000
+
+
+class Ctx:
+    def __init__(self, args, cluster):
+        self.args = args
+        self.c = cluster
+        self.n = 0
+        self.dir = tempfile.mkdtemp(prefix="ps-", dir=cluster.dir)
+
+    def job(self, nodes, rpn, argv, env=None, timeout_ms=TIMEOUT_MS):
+        self.n += 1
+        return self.c.start_job("ps%d" % self.n, nodes, rpn, [self.args.rank] + argv,
+                                timeout_ms=timeout_ms, env=env)
+
+
+def run_ok(ctx, nodes, rpn, argv, timeout=120, env=None):
+    """Run a job to its end; every rank must exit 0. Returns the job."""
+    job = ctx.job(nodes, rpn, argv, env=env)
+    job.release()
+    job.wait_exit(timeout, expect=0)
+    return job
+
+
+def results(job):
+    """The RESULT lines of every rank: {rank: maxrel}."""
+    out = {}
+    for r, p in job.ranks.items():
+        ev = p.event("RESULT")
+        check(ev is not None, "rank %d printed no RESULT" % r)
+        out[r] = float(ev["maxrel"])
+    return out
+
+
+def equivalence(ctx, nodes, rpn, opt, extra=()):
+    job = run_ok(ctx, nodes, rpn, ["--optimizer", opt, "--steps", "50", "--check", str(TOL)] +
+                 list(extra))
+    res = results(job)
+    log("%s %s on %d x %d: max relative difference after 50 steps %.3g (tolerance %g)"
+        % (opt, " ".join(extra), len(nodes), rpn, max(res.values()), TOL))
+
+
+def case_equivalence(opt):
+    def run(ctx):
+        ctx.c.start_daemons(2)
+        equivalence(ctx, [0, 1], 2, opt)
+    return run
+
+
+def case_equivalence_clip(ctx):
+    ctx.c.start_daemons(2)
+    equivalence(ctx, [0, 1], 2, "lamb", ["--clip", "0.5", "--trust-max", "2"])
+    equivalence(ctx, [0, 1], 2, "sgd", ["--clip", "0.5"])
+
+
+def case_per_bucket(ctx):
+    ctx.c.start_daemons(2)
+    for opt in ("lamb", "adamw"):
+        equivalence(ctx, [0, 1], 2, opt, ["--per-bucket"])
+
+
+def case_single_node(ctx):
+    ctx.c.start_daemons(1)
+    for opt in ("adamw", "lamb"):
+        equivalence(ctx, [0], 4, opt)
+
+
+def hold_job(ctx, opt, k):
+    """A 2 x 2 job in --bytes mode, stopped at its first phase."""
+    job = ctx.job([0, 1], 2, ["--optimizer", opt, "--bytes", str(k)])
+    job.wait_event("PHASE", timeout=60, count=1)
+    return job
+
+
+def go(job, count):
+    for p in job.ranks.values():
+        p.popen.stdin.write(b"go\n")
+        p.popen.stdin.flush()
+    if count is not None:
+        job.wait_event("PHASE", timeout=60, count=count)
+
+
+def ps_status(ctx, job):
+    out = []
+    for d in ctx.c.daemons:
+        j = d.job(job.id)
+        check(j is not None and j.get("parameter_service"), "node %d: no parameter service "
+              "of job %s in /status" % (d.node, job.id))
+        out.append(j)
+    return out
+
+
+def metric(d, name, job_id):
+    code, body = h.http_get(d.status_sock, "/metrics", 3.0)
+    check(code == 200, "node %d: GET /metrics answered %d" % (d.node, code))
+    m = re.search(r'^%s\{job_id="%s"\} (\S+)$' % (name, re.escape(job_id)), body, re.M)
+    check(m is not None, "node %d: no %s of job %s in /metrics" % (d.node, name, job_id))
+    return float(m.group(1))
+
+
+def case_state_bytes(ctx):
+    ctx.c.start_daemons(2)
+    for opt, arrays in (("adamw", 2), ("sgd", 1)):
+        job = hold_job(ctx, opt, 1)
+        sts = ps_status(ctx, job)
+        total = sts[0]["parameter_service"]["state_bytes_total"]
+        check(total == arrays * 4 * sts[0]["parameter_service"]["parameters"],
+              "%s: state_bytes_total %d is not %d arrays of float32" % (opt, total, arrays))
+        for d, st in zip(ctx.c.daemons, sts):
+            mine = st["parameter_service"]["state_bytes"]
+            dev = abs(mine - total / 2) / (total / 2)
+            log("%s: node %d holds %d bytes of optimizer state, whole/nodes %.0f: %+.3f%%"
+                % (opt, d.node, mine, total / 2, 100 * (mine - total / 2) / (total / 2)))
+            check(dev <= 0.01, "%s: node %d's state %d bytes is %.2f%% away from %.0f"
+                  % (opt, d.node, mine, 100 * dev, total / 2))
+            check(metric(d, "collectived_ps_state_bytes", job.id) == mine,
+                  "node %d: /metrics and /status disagree on the state bytes" % d.node)
+        check(sum(s["parameter_service"]["state_bytes"] for s in sts) == total,
+              "%s: the shards do not add up to the whole state" % opt)
+        for _ in range(3):
+            go(job, None)
+        job.wait_exit(60, expect=0)
+
+
+def case_wire_bytes(ctx):
+    ctx.c.start_daemons(2)
+    k = 5
+    for opt in ("sgd", "adamw", "lars", "lamb"):
+        job = hold_job(ctx, opt, k)
+        before = ps_status(ctx, job)
+        go(job, 2)
+        mid = ps_status(ctx, job)
+        go(job, 3)
+        after = ps_status(ctx, job)
+        go(job, None)
+        job.wait_exit(60, expect=0)
+        for n in range(2):
+            ar = mid[n]["wire_bytes_sent"] - before[n]["wire_bytes_sent"]
+            ps = after[n]["wire_bytes_sent"] - mid[n]["wire_bytes_sent"]
+            ex = (after[n]["parameter_service"]["exchange_bytes"] -
+                  mid[n]["parameter_service"]["exchange_bytes"])
+            log("%s node %d: %d ring allreduces sent %d bytes, %d service steps %d (of which "
+                "%d the exchange of sums): %.4f x the allreduces, %.4f without the exchange"
+                % (opt, n, k, ar, k, ps, ex, ps / ar, (ps - ex) / ar))
+            check(ps - ex == ar, "%s node %d: the steps' reduce-scatter and all-gather sent %d "
+                  "bytes, the allreduces %d" % (opt, n, ps - ex, ar))
+            check(ex == 0 if opt in ("sgd", "adamw") else ex > 0,
+                  "%s node %d: exchange bytes %d" % (opt, n, ex))
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def checkpoint_dirs(ctx, opt):
+    """50 uninterrupted steps (a.bin) and a checkpoint after 20 (ck/)."""
+    a = os.path.join(ctx.dir, "%s-a.bin" % opt)
+    ck = os.path.join(ctx.dir, "%s-ck" % opt)
+    os.mkdir(ck)
+    run_ok(ctx, [0, 1], 2, ["--optimizer", opt, "--steps", "50", "--dump", a])
+    run_ok(ctx, [0, 1], 2, ["--optimizer", opt, "--steps", "20", "--save", ck])
+    check(sorted(os.listdir(ck)) == ["params.bin", "shard0.ckpt", "shard1.ckpt"],
+          "checkpoint files: %s" % sorted(os.listdir(ck)))
+    return a, ck
+
+
+def case_checkpoint(ctx):
+    ctx.c.start_daemons(2)
+    for opt in ("lamb", "sgd"):
+        a, ck = checkpoint_dirs(ctx, opt)
+        c = os.path.join(ctx.dir, "%s-c.bin" % opt)
+        run_ok(ctx, [0, 1], 2, ["--optimizer", opt, "--steps", "30", "--load", ck, "--dump", c])
+        da, dc = read(a), read(c)
+        diff = sum(1 for i in range(0, len(da), 4) if da[i:i + 4] != dc[i:i + 4])
+        log("%s: 20 steps, save, load, 30 steps vs 50 steps: %d of %d parameters differ in "
+            "their bits" % (opt, diff, len(da) // 4))
+        check(da == dc, "%s: the resumed run differs from the uninterrupted one" % opt)
+
+
+def expect_failed(job, status, pattern, ranks=None, timeout=90):
+    job.release()
+    job.wait_exit(timeout)
+    for r, p in job.ranks.items():
+        if ranks is not None and r not in ranks:
+            continue
+        ev = p.event("FAILED")
+        check(ev is not None, "rank %d: no FAILED line:\n%s%s" % (r, p.text()[-2000:],
+                                                                  p.text("err")[-2000:]))
+        check(ev["status"] in status.split("|"), "rank %d: %s, expected %s: %s"
+              % (r, ev["status"], status, ev.get("msg")))
+        check(re.search(pattern, ev.get("msg", "")), "rank %d: the message does not say %r: %s"
+              % (r, pattern, ev.get("msg")))
+    log("job %s: %s as expected: %s" % (job.id, status,
+                                        list(job.ranks.values())[0].event("FAILED").get("msg")))
+
+
+def case_reshard(ctx):
+    ctx.c.start_daemons(4)
+    a, ck = checkpoint_dirs(ctx, "lamb")
+    for nodes, rpn in (([0], 4), ([0, 1, 2, 3], 1)):
+        job = run_ok(ctx, nodes, rpn, ["--optimizer", "lamb", "--steps", "30", "--load", ck,
+                                       "--check", str(TOL)])
+        log("re-shard from 2 nodes to %d x %d: max relative difference after 50 steps %.3g"
+            % (len(nodes), rpn, max(results(job).values())))
+    part = os.path.join(ctx.dir, "part")
+    os.mkdir(part)
+    for f in ("params.bin", "shard0.ckpt"):
+        os.link(os.path.join(ck, f), os.path.join(part, f))
+    # Every rank refuses the load itself; one that hears of another's refusal first (in the
+    # load's fetch of its layout) gets COLL_ERR_JOB with that rank's reason.
+    expect_failed(ctx.job([0], 4, ["--optimizer", "lamb", "--steps", "30", "--load", part]),
+                  "COLL_ERR_INVALID|COLL_ERR_JOB", r"pass every node's image")
+    expect_failed(ctx.job([0, 1], 2, ["--optimizer", "adamw", "--steps", "30", "--load", ck]),
+                  "COLL_ERR_INVALID|COLL_ERR_JOB", r"another registration")
+
+
+def case_bad_input(ctx):
+    ctx.c.start_daemons(2)
+    expect_failed(ctx.job([0, 1], 2, ["--optimizer", "adamw", "--fault", "nan"]),
+                  "COLL_ERR_INVALID", r"step 3, bucket \d+: the gradient of layer \d+ is not "
+                  r"finite")
+    expect_failed(ctx.job([0, 1], 2, ["--optimizer", "lamb", "--fault", "nan"]),
+                  "COLL_ERR_INVALID", r"step 3, bucket \d+: .* not finite")
+    expect_failed(ctx.job([0, 1], 2, ["--optimizer", "adamw", "--fault", "mismatch"]),
+                  "COLL_ERR_MISMATCH", r"ps-register")
+    # Every rank refuses it itself; one that hears of another's refusal first gets COLL_ERR_JOB
+    # with that rank's reason.
+    expect_failed(ctx.job([0, 1], 2, ["--optimizer", "adamw", "--fault", "unknown"]),
+                  "COLL_ERR_INVALID|COLL_ERR_JOB", r"unknown optimizer 7")
+    expect_failed(ctx.job([0, 1], 1, ["--fault", "pool", "--count", str(4 << 20)],
+                          env={"COLL_POOL_SIZE": "40M"}),
+                  "COLL_ERR_POOL_FULL", r"needs \d+ bytes of optimizer state")
+    equivalence(ctx, [0, 1], 2, "adamw")
+
+
+def case_daemon_kill(ctx):
+    ctx.c.start_daemons(2)
+    job = ctx.job([0, 1], 2, ["--loop", "100000", "--count", str(1 << 20)])
+    job.wait_event("PROGRESS", timeout=60, count=2)
+    t = time.monotonic()
+    log("SIGKILL node 1's daemon (pid %d) during the steps" % ctx.c.daemons[1].pid)
+    ctx.c.daemons[1].signal(signal.SIGKILL)
+    job.release()
+    job.wait_exit(TIMEOUT_MS / 1000 + 30)
+    bound = TIMEOUT_MS / 1000 + 2 + h.SANITIZER_SLACK_S
+    for r, p in job.ranks.items():
+        check("WRONG" not in p.text(), "rank %d reported a step with wrong parameters:\n%s"
+              % (r, p.text()[-2000:]))
+        ev = p.event("FAILED")
+        check(ev is not None, "rank %d: no error after the kill:\n%s" % (r, p.text()[-2000:]))
+        want = "COLL_ERR_PEER" if r < 2 else "COLL_ERR_CLOSED"
+        after = float(ev["t_mono"]) - t
+        log("rank %d: %s %.2f s after the kill (step %s): %s" % (r, ev["status"], after,
+                                                                  ev["step"], ev.get("msg")))
+        check(ev["status"] == want, "rank %d: %s, expected %s" % (r, ev["status"], want))
+        check(after <= bound, "rank %d: the error came %.2f s after the kill, more than %.1f s"
+              % (r, after, bound))
+    ctx.c.daemons[1].popen.wait(5)
+    ctx.c.daemons[1].exit_code = ctx.c.daemons[1].popen.returncode
+
+
+CASES = {"equivalence_%s" % o: case_equivalence(o) for o in ("sgd", "adamw", "lars", "lamb")}
+CASES.update({"equivalence_clip": case_equivalence_clip, "per_bucket": case_per_bucket,
+              "single_node": case_single_node,
+              "state_bytes": case_state_bytes, "wire_bytes": case_wire_bytes,
+              "checkpoint": case_checkpoint, "reshard": case_reshard,
+              "bad_input": case_bad_input, "daemon_kill": case_daemon_kill})
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--daemon", required=True, help="collectived binary")
+    p.add_argument("--rank", required=True, help="ps_rank binary")
+    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--dump", action="store_true", help="print logs also when the test passes")
+    return p
+
+
+def body(args, cluster):
+    ctx = Ctx(args, cluster)
+    CASES[args.case](ctx)
+    cluster.check_no_crash()
+
+
+if __name__ == "__main__":
+    p = parser()
+    h.main(body, p.parse_known_args()[0].case, p)
