@@ -139,10 +139,11 @@ static coll_status_t create_failed(coll_status_t st, const char *fmt, ...)
 coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p)
 {
     coll_comm_params_t p;
+    coll__launcher_t launcher;
     char err[512];
     coll_comm_t *c;
     const char *algo = getenv("COLL_ALGO");
-    coll_status_t st = coll__params_resolve(params, &p, err, sizeof(err));
+    coll_status_t st = coll__params_resolve(params, &launcher, &p, err, sizeof(err));
 
     if (st == COLL_OK && algo != NULL && coll__algo_parse(algo) < 0) {
         snprintf(err, sizeof(err), "COLL_ALGO=%s: use auto, ring, rd, chain or dissemination",
