@@ -25,6 +25,20 @@
 /** Waiting this long for a daemon is said on stderr (a wrong path should not look like a hang). */
 #define COLL_CONNECT_NOTE_MS 1000
 
+/** Levels of COLL_DEBUG (debug.c), most important first. */
+enum {
+    COLL__DEBUG_NONE = 0, /**< nothing */
+    COLL__DEBUG_WARN,     /**< the default: what no return value tells (waiting for a daemon or
+                               the other ranks, a timeline switched off) */
+    COLL__DEBUG_INFO,     /**< also every error as it is returned, and each communicator made */
+};
+
+/** @return Nonzero when COLL_DEBUG (read once, thread-safe) enables level @p lvl. */
+int coll__debug_enabled(int lvl);
+
+/** @brief Write "libcollective <pid>: <text>" on stderr when COLL_DEBUG enables @p lvl. */
+void coll__debug(int lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /** Kinds of requests the daemon answers. */
 typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC } coll_req_kind_t;
 

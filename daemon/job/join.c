@@ -29,9 +29,17 @@ static coll_job_t *job_find(coll_daemon_t *d, const char *id)
     return NULL;
 }
 
+/* First at COLL_JOIN_NOTE_MS, to tell the ranks what they wait for (the timer repeats once,
+ * at the job's timeout), then at the timeout. */
 static void join_timeout_cb(uv_timer_t *t)
 {
     coll_job_t *job = t->data;
+
+    if (uv_timer_get_repeat(t) != 0) {
+        uv_timer_set_repeat(t, 0); /* the next expiry, at the timeout, is the last */
+        coll_job_join_note(job);
+        return;
+    }
     if (job->state == COLL_JOB_GATHERING) {
         coll_job_fail(job, COLL_ERR_TIMEDOUT, 0,
                       "job %s: only %u of %u local ranks joined on this node within %u ms",
@@ -132,7 +140,12 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
         coll_job_free_now(job);
         return st;
     }
-    uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
+    if (job->timeout_ms > COLL_JOIN_NOTE_MS) {
+        uv_timer_start(&job->join_timer, join_timeout_cb, COLL_JOIN_NOTE_MS,
+                       job->timeout_ms - COLL_JOIN_NOTE_MS);
+    } else {
+        uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
+    }
     d->pool_bytes += coll_pool_size(job->pool);
     job->pool_accounted = 1;
     coll_auth_token_digest(job->id, j->token, job->token_digest);
