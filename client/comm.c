@@ -131,18 +131,21 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
 static _Thread_local char create_error[512];
 
 /* A failed create: keep why for coll_comm_last_error(NULL), on stderr only with COLL_DEBUG=INFO
- * (the caller has the status and this text). */
-static coll_status_t create_failed(coll_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ * (the caller has the status and this text), unless the communicator's error that it repeats
+ * was printed already (@p printed). */
+static coll_status_t create_failed(coll_status_t st, int printed, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static coll_status_t create_failed(coll_status_t st, const char *fmt, ...)
+static coll_status_t create_failed(coll_status_t st, int printed, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(create_error, sizeof(create_error), fmt, ap);
     va_end(ap);
-    coll__debug(COLL__DEBUG_INFO, "%s", create_error);
+    if (!printed) {
+        coll__debug(COLL__DEBUG_INFO, "%s", create_error);
+    }
     return st;
 }
 
@@ -162,10 +165,10 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         st = COLL_ERR_INVALID;
     }
     if (st != COLL_OK) {
-        return create_failed(st, "%s", err);
+        return create_failed(st, 0, "%s", err);
     }
     if ((c = comm_new(&p)) == NULL) {
-        return create_failed(COLL_ERR_NOMEM, "rank %d: out of memory", p.rank);
+        return create_failed(COLL_ERR_NOMEM, 0, "rank %d: out of memory", p.rank);
     }
     c->algo = algo != NULL ? (coll_algo_t)coll__algo_parse(algo) : COLL_ALGO_AUTO;
     deadline_ns = coll__now_ns() + (uint64_t)job_timeout_ms(&p) * 1000000;
@@ -174,7 +177,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         st = (coll_status_t)c->fd;
         c->fd = -1;
         coll_comm_destroy(c);
-        return create_failed(st, "rank %d: %s", p.rank, err);
+        return create_failed(st, 0, "rank %d: %s", p.rank, err);
     }
     pthread_mutex_lock(&c->lock);
     st = hello(c, ms_until(deadline_ns) + COLL_DAEMON_SLACK_MS);
@@ -188,8 +191,8 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     if (st != COLL_OK) {
         snprintf(err, sizeof(err), "%s", c->last_error);
         coll_comm_destroy(c);
-        return create_failed(st, "rank %d of job %s%s%s", p.rank, p.job, err[0] ? ": " : "",
-                             err);
+        return create_failed(st, err[0] != '\0', "rank %d of job %s%s%s", p.rank, p.job,
+                             err[0] ? ": " : "", err);
     }
     c->timeline = coll__timeline_open(c->rank, c->world_size);
     *comm_p = c;

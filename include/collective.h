@@ -189,8 +189,11 @@ typedef struct {
  * @return COLL_OK on success;
  *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field);
  *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the job's timeout
- *         (+ 1 s; 61 s without one): the library tries again meanwhile, as a daemon may be
- *         starting, and says on stderr after 1 s that it waits;
+ *         (60 s without one): the library tries again meanwhile, as a daemon may be starting,
+ *         and says on stderr after 1 s that it waits (COLL_DEBUG=WARN, the default); the
+ *         timeout bounds the whole call, connecting and rendezvous together (plus 1 s for the
+ *         daemon's answer), and a rendezvous that waits says after 1 s what for (a local
+ *         rank not started, a root daemon that cannot be reached);
  *         COLL_ERR_VERSION when the daemon speaks another protocol version;
  *         COLL_ERR_RENDEZVOUS when the job's ranks disagree (world size, duplicate rank) or the
  *         root daemon cannot be reached; COLL_ERR_TIMEDOUT when not all ranks joined in time;

@@ -54,7 +54,7 @@ class Communicator:
     them); keyword arguments override single fields. Construction blocks until every rank of
     the job has joined (the rendezvous), at most the job's timeout, and raises
     :class:`~collective.CollectiveError` on failure (e.g. COLL_ERR_CONNREFUSED when no daemon
-    listens within the job's timeout + 1 s, a daemon that is starting being waited for;
+    listens within the job's timeout, a daemon that is starting being waited for;
     COLL_ERR_DENIED for a wrong job token).
 
     Args:

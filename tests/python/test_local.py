@@ -120,11 +120,12 @@ class Errors(unittest.TestCase):
                          "try:\n"
                          "    collective.Communicator()\n"
                          "except collective.CollectiveError as e:\n"
-                         "    print('caught', e.name)\n", COLLECTIVE_LIB=LIB, RANK=None,
-                         WORLD_SIZE=None)
+                         "    print('caught', e.name, e.detail)\n", COLLECTIVE_LIB=LIB,
+                         RANK=None, WORLD_SIZE=None)
         self.assertEqual(rc, 0, out)
         self.assertIn("caught COLL_ERR_INVALID", out)
-        self.assertIn("is not set", out)   # the library names the missing variable
+        self.assertIn("is not set", out)   # the detail names the missing variable
+        self.assertNotIn("libcollective", out)   # and is not printed by the library too
 
     def test_parameters_come_in_pairs(self):
         with self.assertRaises(ValueError):
