@@ -34,6 +34,7 @@ typedef struct coll_daemon {
     uv_check_t check;       /**< after it woke */
     uv_signal_t sig_int;
     uv_signal_t sig_term;
+    uv_signal_t sig_hup;          /**< reopens the log and reloads (daemon.c) */
     ucp_context_h ucp;
     coll_auth_t auth;       /**< peer authentication key (base/auth.h) */
     uint64_t pool_bytes;    /**< bytes of every job's pool together (pool_budget) */

@@ -161,7 +161,7 @@ static void test_defaults(void **state)
 
     assert_int_equal(coll_config_load(ARGC(argv), argv, &cfg), COLL_CONFIG_RUN);
     assert_string_equal(cfg.socket, "/run/collectived/collectived.sock");
-    assert_string_equal(cfg.listen, "0.0.0.0:29510");
+    assert_string_equal(cfg.listen, "127.0.0.1:29510");
     assert_string_equal(cfg.addr_file, "");
     assert_int_equal(cfg.pool_size, 256 * MiB);
     assert_int_equal(cfg.pool_max, 16 * GiB);
