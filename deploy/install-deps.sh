@@ -7,6 +7,7 @@
 # Reliability (issue 6): clang and its runtimes (libclang-rt-14-dev: libFuzzer, ASan, UBSan) for
 # the fuzz harnesses (tests/fuzz) and the sanitizer build (tools/check-sanitizers.sh).
 # Bucketing (issue 4): python3-matplotlib for tools/coll-timeline (timeline PNGs) and its test.
+# Ecosystem (issue 16): openmpi-bin (mpirun launches ranks that read OMPI_COMM_WORLD_*).
 # Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
 set -eu
 
@@ -17,7 +18,8 @@ libinih-dev libhttp-parser-dev libjansson-dev libsystemd-dev libsodium-dev
 prometheus systemd python3-yaml
 python3-numpy python3-torch
 clang libclang-rt-14-dev
-python3-matplotlib"
+python3-matplotlib
+openmpi-bin"
 
 missing=""
 for p in $PACKAGES; do

@@ -273,6 +273,7 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
            "Jobs this node refused to create (pool budget, pool), by kind.", st->job_refusals);
     pools_and_pending(f, d);
     peers(f, d);
+    coll_metrics_process(f);
     if (fclose(f) != 0) {
         free(text);
         return NULL;

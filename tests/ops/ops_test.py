@@ -15,7 +15,7 @@
   systemd_units      systemd-analyze verify, systemd-tmpfiles and systemd-sysusers accept the
                      installed units and files
   install_pkgconfig  cmake --install into a temporary prefix; a program built with pkg-config
-                     runs an allreduce on the installed daemon; the Slurm wrapper's environment
+                     runs an allreduce on the installed daemon; the Slurm and k8s examples parse
 """
 
 import argparse
@@ -524,24 +524,13 @@ def test_install_pkgconfig(args, work):
                           "--ranks-per-node", "2", "--timeout", "120", "--", app, "--iters", "3",
                           "--count", "100003"], timeout=150, env=env)
     expect(out.count(": done") == 4, "not every rank finished:\n" + out)
-    check_slurm_env(args, prefix)
+    check_examples(args, prefix)
 
 
-def check_slurm_env(args, prefix):
-    """The Slurm wrapper maps the task's Slurm variables onto COLL_*."""
-    wrapper = os.path.join(prefix, "share/doc/collectived/deploy/slurm/coll-env.sh")
-    env = dict(opslib.test_env(), SLURM_PROCID="5", SLURM_NTASKS="8", SLURM_LOCALID="1",
-               SLURM_TASKS_PER_NODE="4(x2)", SLURM_JOB_NODELIST="localhost,other",
-               SLURM_JOB_ID="77", PATH="/usr/bin:/bin")
-    _, out = opslib.run([wrapper, "env"], env=env, echo=False)
-    got = dict(l.split("=", 1) for l in out.splitlines() if l.startswith("COLL_"))
-    want = {"COLL_RANK": "5", "COLL_WORLD_SIZE": "8", "COLL_LOCAL_RANK": "1",
-            "COLL_LOCAL_SIZE": "4", "COLL_JOB": "slurm-77", "COLL_ROOT": "127.0.0.1:29510",
-            "COLL_SOCKET": "/run/collectived/collectived.sock"}
-    expect(all(got.get(k) == v for k, v in want.items()), "coll-env.sh: %s, expected %s"
-           % (got, want))
-    rc, _ = opslib.run(["bash", "-n", os.path.join(prefix, "share/doc/collectived/deploy/slurm/"
-                                                          "train.sbatch")])
+def check_examples(args, prefix):
+    """The Slurm example parses (libcollective reads the Slurm variables: ecosystem tests)."""
+    opslib.run(["bash", "-n", os.path.join(prefix, "share/doc/collectived/deploy/slurm/"
+                                                   "train.sbatch")])
     try:
         import yaml
     except ImportError:
