@@ -13,6 +13,7 @@ submits collectives that return futures::
 
 Modules: :mod:`collective.comm` (Communicator), :mod:`collective.progress` (futures),
 :mod:`collective.pool` (pool memory), :mod:`collective.types`, :mod:`collective.errors`,
+:mod:`collective.timeline` (COLL_TIMELINE flushed every second and at exit, user spans),
 :mod:`collective.ddp` (PyTorch DDP communication hook; imports torch).
 
 libcollective is found through $COLLECTIVE_LIB, next to the package in the build tree, or the

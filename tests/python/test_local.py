@@ -9,6 +9,7 @@ Exit status: 0 all passed, 1 a failure, 77 (skip) when numpy is missing.
 """
 
 import argparse
+import glob
 import os
 import re
 import subprocess
@@ -70,9 +71,12 @@ class Library(unittest.TestCase):
 
 
 def c_declarations(path):
-    """(struct fields by typedef name, parameter counts by function name) of a C header."""
-    with open(path) as f:
-        text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+    """(struct fields by typedef name, parameter counts by function name) of a C header and of
+    the public headers beside it (collective.h includes collective_bucketer.h)."""
+    text = ""
+    for name in sorted(glob.glob(os.path.join(os.path.dirname(path), "collective*.h"))):
+        with open(name) as f:
+            text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
     structs = {}
     for body, name in re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", text, re.S):
         structs[name] = [re.search(r"(\w+)\s*(\[\w*\])?$", d.strip()).group(1)
