@@ -30,6 +30,8 @@ def parser(doc, tests):
     p.add_argument("--rank", required=True, help="ops_rank binary")
     p.add_argument("--source-dir", required=True)
     p.add_argument("--build-dir", required=True)
+    p.add_argument("--sanitize", default="",
+                   help="the build's COLL_SANITIZE: programs built here against it need it too")
     return p
 
 
