@@ -12,9 +12,12 @@
 #include "perf/perf.h"
 
 const perf_coll_info_t perf_colls[PERF_COLL_COUNT] = {
-    [PERF_ALLREDUCE] = {"allreduce", 1, 0, 1},   [PERF_REDUCE_SCATTER] = {"reduce_scatter", 1, 0, 1},
-    [PERF_ALLGATHER] = {"allgather", 0, 0, 1},   [PERF_BROADCAST] = {"broadcast", 0, 1, 1},
-    [PERF_REDUCE] = {"reduce", 1, 1, 1},         [PERF_BARRIER] = {"barrier", 0, 0, 0},
+    [PERF_ALLREDUCE] = {"allreduce", 1, 0, 1},
+    [PERF_REDUCE_SCATTER] = {"reduce_scatter", 1, 0, 1},
+    [PERF_ALLGATHER] = {"allgather", 0, 0, 1},
+    [PERF_BROADCAST] = {"broadcast", 0, 1, 1},
+    [PERF_REDUCE] = {"reduce", 1, 1, 1},
+    [PERF_BARRIER] = {"barrier", 0, 0, 0},
     [PERF_SENDRECV] = {"sendrecv", 0, 0, 0},
 };
 
@@ -176,7 +179,9 @@ static void parse_option(perf_opts_t *o, int c, const char *v)
     case OPT_COLLECTIVE:
         o->coll = (perf_coll_t)name_arg("--collective", v, coll_name_at, PERF_COLL_COUNT);
         break;
-    case OPT_ALGO: o->algo = (coll_algo_t)name_arg("--algo", v, algo_name_at, COLL_ALGO_COUNT); break;
+    case OPT_ALGO:
+        o->algo = (coll_algo_t)name_arg("--algo", v, algo_name_at, COLL_ALGO_COUNT);
+        break;
     case OPT_BUDGET:
         if ((o->budget_s = strtod(v, NULL)) <= 0) {
             bad_option("--time-budget", v, NULL);
@@ -190,14 +195,14 @@ static void parse_option(perf_opts_t *o, int c, const char *v)
 void perf_parse_options(int argc, char **argv, perf_opts_t *o)
 {
     static const struct option longs[] = {
-        {"minbytes", required_argument, NULL, 'b'},     {"maxbytes", required_argument, NULL, 'e'},
-        {"stepbytes", required_argument, NULL, 'i'},    {"stepfactor", required_argument, NULL, 'f'},
-        {"iters", required_argument, NULL, 'n'},        {"warmup_iters", required_argument, NULL, 'w'},
-        {"check", required_argument, NULL, 'c'},        {"op", required_argument, NULL, 'o'},
-        {"datatype", required_argument, NULL, 'd'},     {"root", required_argument, NULL, 'r'},
-        {"average", required_argument, NULL, 'a'},      {"timeout", required_argument, NULL, 'T'},
-        {"output_file", required_argument, NULL, 'J'},  {"ngpus", required_argument, NULL, 'g'},
-        {"nthreads", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
+        {"minbytes", required_argument, NULL, 'b'},    {"maxbytes", required_argument, NULL, 'e'},
+        {"stepbytes", required_argument, NULL, 'i'},   {"stepfactor", required_argument, NULL, 'f'},
+        {"iters", required_argument, NULL, 'n'},       {"check", required_argument, NULL, 'c'},
+        {"warmup_iters", required_argument, NULL, 'w'}, {"op", required_argument, NULL, 'o'},
+        {"datatype", required_argument, NULL, 'd'},    {"root", required_argument, NULL, 'r'},
+        {"average", required_argument, NULL, 'a'},     {"timeout", required_argument, NULL, 'T'},
+        {"output_file", required_argument, NULL, 'J'}, {"ngpus", required_argument, NULL, 'g'},
+        {"nthreads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
         {"collective", required_argument, NULL, OPT_COLLECTIVE},
         {"algo", required_argument, NULL, OPT_ALGO},
         {"time-budget", required_argument, NULL, OPT_BUDGET}, {NULL, 0, NULL, 0}};

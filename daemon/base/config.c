@@ -440,7 +440,8 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     }
     if (cfg->pool_size == 0 || cfg->pool_size > cfg->pool_max) {
         return refuse(cfg, origin, "pool_size", "must be 1..pool_max (%llu, %s)",
-                      (unsigned long long)cfg->pool_max, origin[coll__cfg_key_find("pool_max") - keys]);
+                      (unsigned long long)cfg->pool_max,
+                      origin[coll__cfg_key_find("pool_max") - keys]);
     }
     if (cfg->require_job_token > 1) {
         return refuse(cfg, origin, "require_job_token", "must be 0 or 1");
