@@ -25,7 +25,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ecolib  # noqa: E402
-from ecolib import Skip, Timed, TestFailure, expect, log, opslib  # noqa: E402
+from ecolib import Skip, Timed, expect, log, opslib  # noqa: E402
 
 
 def rank_cmd(args, *extra):

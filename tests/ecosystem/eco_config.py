@@ -18,12 +18,11 @@ import os
 import re
 import signal
 import sys
-import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ecolib  # noqa: E402
-from ecolib import Skip, TestFailure, expect, log, opslib  # noqa: E402
+from ecolib import expect, log, opslib  # noqa: E402
 
 
 def daemon_cmd(args, *extra):

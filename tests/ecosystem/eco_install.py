@@ -16,13 +16,12 @@
 
 import glob
 import os
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ecolib  # noqa: E402
-from ecolib import Skip, TestFailure, expect, log, opslib  # noqa: E402
+from ecolib import expect, opslib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -17,7 +17,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ecolib  # noqa: E402
-from ecolib import TestFailure, expect, log, opslib  # noqa: E402
+from ecolib import expect, opslib  # noqa: E402
 
 
 def perf(args):

@@ -1,11 +1,9 @@
 #!/usr/bin/env python3
 """Ecosystem tests of the service (ctest label ecosystem): `eco_service.py NAME ...`.
 
-  systemd_security  the installed units pass `systemd-analyze verify`, run as their own user
-                    with no capability, and `systemd-analyze security` rates them below 3.0;
-                    systemd-sysusers makes that user with the socket group as its group
   no_capabilities   two daemons run as an unprivileged user with an empty capability bounding
-                    set (what the unit gives them) and serve a job of two nodes
+                    set (what the unit gives them) and serve a job of two nodes (the units'
+                    own checks, systemd-analyze verify and security, are ops.systemd_units)
   k8s_example       the Kubernetes example publishes no host port, binds no listener to every
                     interface, gives the daemons a peer secret, and its configuration is one
                     the daemon accepts
@@ -23,55 +21,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ecolib  # noqa: E402
-from ecolib import Skip, TestFailure, expect, log, opslib  # noqa: E402
-
-MAX_EXPOSURE = 3.0
-
-
-def install(args, work):
-    prefix = os.path.join(work, "prefix")
-    opslib.run(["cmake", "--install", args.build_dir, "--prefix", prefix], timeout=240,
-               echo=False)
-    return prefix
-
-
-def exposure(unit_path):
-    """The overall exposure `systemd-analyze security --offline=yes` gives the unit file."""
-    rc, out = opslib.run(["systemd-analyze", "security", "--offline=yes", "--no-pager",
-                          unit_path], check=False, echo=False,
-                         cwd=os.path.dirname(unit_path))
-    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", out)
-    expect(m is not None, "systemd-analyze security printed no score (%d):\n%s" % (rc, out))
-    return float(m.group(1)), out
-
-
-def test_systemd_security(args, work):
-    if shutil.which("systemd-analyze") is None:
-        raise Skip("systemd-analyze not found (Debian package systemd)")
-    prefix = install(args, work)
-    units = os.path.join(prefix, "lib", "systemd", "system")
-    for unit in ("collectived.service", "collectived@.service"):
-        path = os.path.join(units, unit)
-        text = open(path).read()
-        rc, out = opslib.run(["systemd-analyze", "verify", "--man=no", path], check=False)
-        expect(rc == 0 and not out.strip(), "systemd-analyze verify %s: %s" % (unit, out))
-        for want in ("User=collectived", "Group=collective", "\nCapabilityBoundingSet=\n",
-                     "\nAmbientCapabilities=\n", "ExecReload="):
-            expect(want in text, "%s lacks %r" % (unit, want.strip()))
-        score, out = exposure(path)
-        log("%s: exposure %.1f" % (unit, score))
-        expect(score < MAX_EXPOSURE, "%s: exposure %.1f, not below %.1f:\n%s"
-               % (unit, score, MAX_EXPOSURE, out))
-    root = os.path.join(work, "root")
-    os.makedirs(os.path.join(root, "etc"))
-    opslib.run(["systemd-sysusers", "--root", root,
-                os.path.join(prefix, "lib", "sysusers.d", "collectived.conf")])
-    group = re.search(r"^collective:x:(\d+):", open(os.path.join(root, "etc", "group")).read(),
-                      re.M)
-    user = re.search(r"^collectived:x:\d+:(\d+):", open(os.path.join(root, "etc",
-                                                                     "passwd")).read(), re.M)
-    expect(group and user and user.group(1) == group.group(1),
-           "systemd-sysusers did not make user collectived in group collective")
+from ecolib import Skip, expect, log, opslib  # noqa: E402
 
 
 def unprivileged(argv):

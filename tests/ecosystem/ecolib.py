@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ops"))
 import opslib  # noqa: E402,F401  (re-exported for the scripts)
-from opslib import Skip, TestFailure, log  # noqa: E402,F401
+from opslib import Skip, TestFailure, log  # noqa: E402,F401  (re-exported)
 
 PYTHON = "/usr/bin/python3"
 

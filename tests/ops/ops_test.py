@@ -13,7 +13,8 @@
                      daemon exits 0 and removes its sockets, no shared memory is left behind
   sd_notify          READY=1, STATUS=, WATCHDOG=1 at half of WATCHDOG_USEC, STOPPING=1
   systemd_units      systemd-analyze verify, systemd-tmpfiles and systemd-sysusers accept the
-                     installed units and files
+                     installed units and files; the units run as their own user with no
+                     capability and `systemd-analyze security` rates them below 3.0
   install_pkgconfig  cmake --install into a temporary prefix; a program built with pkg-config
                      runs an allreduce on the installed daemon; the Slurm and k8s examples parse
 """
@@ -469,6 +470,19 @@ def install_tree(args, work):
     return prefix
 
 
+# The units' exposure must stay below this (`systemd-analyze security`; docs/operations.md).
+MAX_EXPOSURE = 3.0
+
+
+def exposure(unit_path):
+    """The overall exposure `systemd-analyze security --offline=yes` gives the unit file."""
+    rc, out = opslib.run(["systemd-analyze", "security", "--offline=yes", "--no-pager",
+                          unit_path], check=False, echo=False, cwd=os.path.dirname(unit_path))
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", out)
+    expect(m is not None, "systemd-analyze security printed no score (%d):\n%s" % (rc, out))
+    return float(m.group(1)), out
+
+
 def test_systemd_units(args, work):
     if shutil.which("systemd-analyze") is None:
         raise Skip("systemd-analyze not found (Debian package systemd)")
@@ -481,14 +495,23 @@ def test_systemd_units(args, work):
         rc, out = opslib.run(["systemd-analyze", "verify", "--man=no", path], check=False)
         expect(rc == 0 and not out.strip(), "systemd-analyze verify %s: %s" % (unit, out))
         for want in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "ProtectSystem=strict",
-                     "/dev/shm"):
-            expect(want in text, "%s lacks %s" % (unit, want))
+                     "/dev/shm", "ExecReload=", "User=collectived", "Group=collective",
+                     "\nCapabilityBoundingSet=\n", "\nAmbientCapabilities=\n"):
+            expect(want in text, "%s lacks %r" % (unit, want.strip()))
+        score, out = exposure(path)
+        log("%s: systemd-analyze security exposure %.1f" % (unit, score))
+        expect(score < MAX_EXPOSURE, "%s: exposure %.1f, not below %.1f:\n%s"
+               % (unit, score, MAX_EXPOSURE, out))
     root = os.path.join(work, "root")
     os.makedirs(os.path.join(root, "etc"))
     opslib.run(["systemd-sysusers", "--root", root,
                 os.path.join(prefix, "lib", "sysusers.d", "collectived.conf")])
-    expect(re.search(r"^collective:x:\d+:", open(os.path.join(root, "etc", "group")).read(), re.M),
-           "systemd-sysusers did not create group collective")
+    group = re.search(r"^collective:x:(\d+):", open(os.path.join(root, "etc", "group")).read(),
+                      re.M)
+    user = re.search(r"^collectived:x:\d+:(\d+):",
+                     open(os.path.join(root, "etc", "passwd")).read(), re.M)
+    expect(group and user and user.group(1) == group.group(1),
+           "systemd-sysusers did not make user collectived in group collective")
     opslib.run(["systemd-tmpfiles", "--create", "--root", root,
                 os.path.join(prefix, "lib", "tmpfiles.d", "collectived.conf")])
     expect(os.path.isdir(os.path.join(root, "run", "collectived")),
