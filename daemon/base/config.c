@@ -30,7 +30,10 @@ static const cfg_key_t keys[] = {
         "allow_unauthenticated_peers"),
     KEY(addr_file, CFG_STRING, "",
         "file to write the bound control address to once ready (for launchers and tests)"),
-    KEY(pool_size, CFG_SIZE, "256M", "shared pool of a job on this node when the job asks for none"),
+    KEY(pool_size, CFG_SIZE, "0",
+        "shared pool of a job on this node when the job asks for none (COLL_POOL_SIZE); 0: up "
+        "to pool_max, taken as the job's ranks allocate and given back as they free, within "
+        "pool_budget"),
     KEY(pool_max, CFG_SIZE, "16G", "largest pool one job may ask for"),
     KEY(segment_size, CFG_SIZE, "256K", "ring pipeline segment in bytes"),
     KEY(pipeline_depth, CFG_UINT, "4", "segments in flight per operation (1..64)"),
@@ -438,8 +441,8 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     if (cfg->segment_size < 4096 || cfg->segment_size > (64u << 20)) {
         return refuse(cfg, origin, "segment_size", "must be 4K..64M");
     }
-    if (cfg->pool_size == 0 || cfg->pool_size > cfg->pool_max) {
-        return refuse(cfg, origin, "pool_size", "must be 1..pool_max (%llu, %s)",
+    if (cfg->pool_size > cfg->pool_max) {
+        return refuse(cfg, origin, "pool_size", "must be 0..pool_max (%llu, %s)",
                       (unsigned long long)cfg->pool_max,
                       origin[coll__cfg_key_find("pool_max") - keys]);
     }

@@ -14,6 +14,10 @@
                     the rank the rest of the same deadline, not a second timeout
   errors_once       an error reaches the caller once: not on stderr unless COLL_DEBUG=INFO, and
                     the detail does not repeat the status's text; COLL_DEBUG=NONE is silent
+  pool_on_demand    seven ranks of a node each allocate a whole-model bucket of resnet18's
+                    gradients (45 MB, DDP's first iteration) from a daemon's default pool and
+                    allreduce it; a daemon whose pool_budget is smaller refuses one naming
+                    pool_budget, and has the budget back once that rank is gone
 """
 
 import os
@@ -227,6 +231,43 @@ def test_errors_once(args, work):
     expect("no collectived at" in err, "the wait for a daemon was not said: %r" % err)
     _, err = probe(args, dict(env, COLL_DEBUG="NONE"))
     expect(err == "", "COLL_DEBUG=NONE printed %r" % err)
+
+
+# ---- pool_on_demand ----------------------------------------------------------------------------
+
+# resnet18's 11.2 M parameters in float32: the one bucket DDP's first iteration makes of them.
+MODEL_FLOATS = 45 * 10**6 // 4
+# The 256 MiB the job's pool had by default held these buckets for at most 5 ranks of a node.
+LOCAL_RANKS = 7
+
+
+def bucket_env(sock, job, rank, size):
+    return dict(job_env(sock, rank, size, rank, size, 60000), COLL_JOB=job)
+
+
+def test_pool_on_demand(args, work):
+    ds = [opslib.Daemon(args.daemon, work, "node0").wait_ready(),
+          opslib.Daemon(args.daemon, work, "small", ["--pool-budget", "64M"]).wait_ready()]
+    try:
+        bucket = [args.rank, "--iters", "2", "--count", str(MODEL_FLOATS)]
+        procs = [Timed(bucket, bucket_env(ds[0].socket, "ddp", r, LOCAL_RANKS))
+                 for r in range(LOCAL_RANKS)]
+        outs = run_ranks(procs, 120)
+        expect(sum(o.count(": done") for o in outs) == LOCAL_RANKS, "\n".join(outs))
+        # 80 MB do not fit a budget of 64 MiB; 45 MB fit once the refused rank is gone.
+        p = Timed([args.rank, "--count", str(20 * 10**6)], bucket_env(ds[1].socket, "big", 0, 1))
+        expect(p.wait(60) != 0, "80 MB fitted a budget of 64 MiB:\n" + p.text())
+        log(p.text())
+        expect("COLL_ERR_POOL_FULL" in p.text() or "pool is full" in p.text(), p.text())
+        expect("(pool_budget)" in p.text(), "the refusal does not name pool_budget:\n" + p.text())
+        p = Timed(bucket, bucket_env(ds[1].socket, "after", 0, 1))
+        run_ranks([p], 60)
+        # One local reduction of 7 x 45 MB may hold the loop past loop_stall_ms on a machine
+        # shared with other tests: a timing, which this test does not judge.
+        for d in ds:
+            opslib.check_no_warnings(d.log(), d.name, allowed=("event loop stalled",))
+    finally:
+        stop_all(ds)
 
 
 TESTS = {name[len("test_"):]: fn for name, fn in globals().items() if name.startswith("test_")}

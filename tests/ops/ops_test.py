@@ -158,6 +158,7 @@ def check_running_job(doc, cluster, k, per_node):
     expect(peers[1 - k]["ranks"] == [2 * (1 - k), 2 * (1 - k) + 1], "peer ranks: %s" % peers)
     expect(job["pool"]["used_bytes"] >= COUNT_LARGE // 4 and job["pool"]["bytes"] > 0,
            "pool: %s" % job["pool"])
+    expect(job["pool"]["on_demand"] is True, "the default pool is not on demand: %s" % job["pool"])
     expect(doc["node"]["sessions"] == per_node and doc["uptime_s"] > 0, "node: %s" % doc["node"])
 
 

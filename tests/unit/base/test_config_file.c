@@ -199,7 +199,7 @@ static void test_config_from_env_and_flag_forms(void **state)
     assert_int_equal(cfg.pool_size, 4 * MiB);
     /* --config wins over COLLD_CONFIG; "none" reads no file. */
     assert_int_equal(load(ARGC(none), none), COLL_CONFIG_RUN);
-    assert_int_equal(cfg.pool_size, 256 * MiB);
+    assert_int_equal(cfg.pool_size, 0 /* the default: on demand */);
     assert_string_equal(cfg.config_file, "");
     unsetenv("COLLD_CONFIG");
     snprintf(flag, sizeof(flag), "--config=%s", path);
@@ -321,7 +321,7 @@ static void test_checked_values_name_their_origin(void **state)
     unsetenv("COLLD_KERNEL_THREADS");
 
     assert_int_equal(load(ARGC(flag), flag), COLL_CONFIG_ERROR);
-    snprintf(want, sizeof(want), "pool_size=67108864 (flag): must be 1..pool_max (33554432, "
+    snprintf(want, sizeof(want), "pool_size=67108864 (flag): must be 0..pool_max (33554432, "
              "file %s:1)", path);
     assert_contains(capture_text(), want);
 }
