@@ -31,9 +31,12 @@ def parse_run(path):
             if line.startswith("# #wrong total:"):
                 complete = True
             p = line.split()
-            if len(p) == 12 and p[0].isdigit():
+            if len(p) == 12 and p[0].isdigit():  # mpi-allreduce, torch-gloo
                 wrong = int(p[11]) if p[11].isdigit() else 0
                 rows[int(p[0])] = (float(p[9]), float(p[6]), wrong, p[10])
+            elif len(p) == 15 and p[0].isdigit():  # coll-perf: its out-of-place columns
+                wrong = int(p[9]) if p[9].isdigit() else 0
+                rows[int(p[0])] = (float(p[7]), float(p[5]), wrong, p[8])
     return rows, complete
 
 

@@ -71,6 +71,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$MAXB" ] || { [ $SHAPED = 1 ] && MAXB=64M || MAXB=256M; }
 SWEEP=(-b "$MINB" -e "$MAXB" -f 4 -n "$ITERS" -w "$WARMUP" -T "$BUDGET" -c 1)
+# coll-perf takes nccl-tests' flags, where -T is an operation's timeout: the budget is its own.
+PERF_SWEEP=(-b "$MINB" -e "$MAXB" -f 4 -n "$ITERS" -w "$WARMUP" --time-budget "$BUDGET" -c 1)
 LAUNCH=$BUILD/tools/collective-launch
 PERF=$BUILD/bench/coll-perf
 DAEMON=$BUILD/daemon/collectived
@@ -156,7 +158,8 @@ run_one() {
 
 run_coll() { # dir nodes ranks_per_node
     run_one "$1/coll-$2x$3" "$LAUNCH" --nodes "$2" --ranks-per-node "$3" --daemon "$DAEMON" \
-        --timeout "$((RUN_LIMIT - 20))" -- "$PERF" -o allreduce -d float32 -r sum "${SWEEP[@]}"
+        --timeout "$((RUN_LIMIT - 20))" -- \
+        "$PERF" --collective allreduce -d float -o sum "${PERF_SWEEP[@]}"
 }
 
 run_mpi() { # dir np
@@ -192,7 +195,8 @@ loopback() {
 run_coll_netns() { # dir
     run_one "$1/coll-${NETNS_COUNT}x1-shaped" "$LAUNCH" --nodes "$NETNS_COUNT" --ranks-per-node 1 \
         --netns-prefix "$NETNS_PREFIX" --netns-addr "$NETNS_ADDR_TEMPLATE" --daemon "$DAEMON" \
-        --timeout "$((RUN_LIMIT - 20))" -- "$PERF" -o allreduce -d float32 -r sum "${SWEEP[@]}"
+        --timeout "$((RUN_LIMIT - 20))" -- \
+        "$PERF" --collective allreduce -d float -o sum "${PERF_SWEEP[@]}"
 }
 
 # torch gloo, rank r in namespace <prefix>r on its veth device.

@@ -1,5 +1,6 @@
 #!/bin/sh
-# ctest smoke test of coll-perf: a short checked allreduce sweep on 2 nodes x 2 ranks through
+# ctest smoke test of coll-perf: a short checked allreduce sweep (out of place and in place) on
+# 2 nodes x 2 ranks through
 # the launcher must exit 0 and report "#wrong total: 0". Timings are printed, never judged.
 # usage: perf-smoke.sh LAUNCHER DAEMON COLL_PERF
 set -u
@@ -7,7 +8,7 @@ launcher=$1 daemon=$2 perf=$3
 out=$(mktemp) || exit 1
 trap 'rm -f "$out"' EXIT
 "$launcher" --nodes 2 --ranks-per-node 2 --daemon "$daemon" --timeout 150 -- \
-    "$perf" -o allreduce -b 4 -e 4M -f 32 -n 5 -w 1 -T 1 -c 1 >"$out"
+    "$perf" --collective allreduce -b 4 -e 4M -f 32 -n 5 -w 1 --time-budget 1 -c 1 >"$out"
 rc=$?
 cat "$out"
 if [ "$rc" -ne 0 ]; then

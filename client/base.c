@@ -1,6 +1,6 @@
 /*
  * The bottom of the client library: the clock, a communicator's error text, and the decoding
- * of a request's step records. Calls nothing else of the library.
+ * of a request's step records. Calls nothing else of the library but COLL_DEBUG (debug.c).
  */
 #include "client/internal.h"
 
@@ -21,6 +21,7 @@ void coll__set_error(coll_comm_t *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
     va_end(ap);
+    coll__debug(COLL__DEBUG_INFO, "rank %d: %s", c->rank, c->last_error);
 }
 
 uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)

@@ -48,10 +48,9 @@ void coll__bk_note_error(coll_bucketer_t *b, coll_status_t st, size_t bucket, co
     b->error = st;
     snprintf(detail, sizeof(detail), "%s", coll_comm_last_error(b->comm));
     coll__bk_fail(b, st, "%s: bucket %zu of iteration %llu (%zu parameters, %zu elements of %s): %s "
-                "failed: %s%s%s", b->name, bucket, (unsigned long long)b->iteration,
+                "failed%s%s", b->name, bucket, (unsigned long long)b->iteration,
          b->plan.buckets[bucket].nparams, b->plan.buckets[bucket].count,
-         coll_dtype_name(b->plan.buckets[bucket].dtype), what, coll_strerror(st),
-         detail[0] ? ": " : "", detail);
+         coll_dtype_name(b->plan.buckets[bucket].dtype), what, detail[0] ? ": " : "", detail);
 }
 
 /* ---- parameters of create ------------------------------------------------------------------ */

@@ -166,10 +166,9 @@ static coll_status_t small_collective(coll_bucketer_t *b, int broadcast, void *b
         coll_req_free(r);
     }
     if (st != COLL_OK) {
-        coll__bk_fail(b, st, "%s: rebuilding the buckets: %s of %s failed: %s (%s); the layout stays",
+        coll__bk_fail(b, st, "%s: rebuilding the buckets: %s of %s failed (%s); the layout stays",
              b->name, broadcast ? "the broadcast" : "the agreement",
-             broadcast ? "rank 0's ready order" : "all ranks", coll_strerror(st),
-             coll_comm_last_error(b->comm));
+             broadcast ? "rank 0's ready order" : "all ranks", coll_comm_last_error(b->comm));
     }
     return st;
 }

@@ -28,14 +28,23 @@ static coll_status_t hello(coll_comm_t *c, int timeout_ms)
     return st == COLL_OK ? coll__wait_flag(c, &c->hello_done, timeout_ms) : st;
 }
 
-/* The daemon bounds the rendezvous by the job's timeout and answers; the library waits that
- * long (its default when none was asked for) plus some slack, in case the daemon is hung. */
-static int join_wait_ms(const coll_comm_params_t *p)
+/* The job's timeout bounds the whole of coll_comm_create(): connecting (a daemon that is not
+ * there yet), the hello and the rendezvous. The daemon bounds the rendezvous by the same
+ * timeout and answers; the library waits for that answer until some slack after the deadline,
+ * in case the daemon is hung. */
+static int job_timeout_ms(const coll_comm_params_t *p)
 {
-    return (p->timeout_ms > 0 ? p->timeout_ms : COLL_DEFAULT_JOIN_MS) + COLL_DAEMON_SLACK_MS;
+    return p->timeout_ms > 0 ? p->timeout_ms : COLL_DEFAULT_JOIN_MS;
 }
 
-static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p)
+/* Milliseconds from now until @p deadline_ns (at least 1). */
+static int ms_until(uint64_t deadline_ns)
+{
+    uint64_t now = coll__now_ns();
+    return now + 1000000 < deadline_ns ? (int)((deadline_ns - now) / 1000000) : 1;
+}
+
+static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p, uint64_t deadline_ns)
 {
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__JoinJob j = COLL__WIRE__JOIN_JOB__INIT;
@@ -55,7 +64,7 @@ static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p)
     st = coll__send(c, &msg);
     /* The daemon enforces the timeout and answers; a little slack covers the round trip. */
     if (st == COLL_OK) {
-        st = coll__wait_flag(c, &c->join_done, join_wait_ms(p));
+        st = coll__wait_flag(c, &c->join_done, ms_until(deadline_ns) + COLL_DAEMON_SLACK_MS);
     }
     return st == COLL_OK ? c->join_status : st;
 }
@@ -121,28 +130,34 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
 /* Why the calling thread's last coll_comm_create() failed: coll_comm_last_error(NULL). */
 static _Thread_local char create_error[512];
 
-/* A failed create: say why on stderr and keep it for coll_comm_last_error(NULL). */
-static coll_status_t create_failed(coll_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* A failed create: keep why for coll_comm_last_error(NULL), on stderr only with COLL_DEBUG=INFO
+ * (the caller has the status and this text), unless the communicator's error that it repeats
+ * was printed already (@p printed). */
+static coll_status_t create_failed(coll_status_t st, int printed, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static coll_status_t create_failed(coll_status_t st, const char *fmt, ...)
+static coll_status_t create_failed(coll_status_t st, int printed, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(create_error, sizeof(create_error), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "libcollective: %s\n", create_error);
+    if (!printed) {
+        coll__debug(COLL__DEBUG_INFO, "%s", create_error);
+    }
     return st;
 }
 
 coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p)
 {
     coll_comm_params_t p;
+    coll__launcher_t launcher;
+    uint64_t deadline_ns;
     char err[512];
     coll_comm_t *c;
     const char *algo = getenv("COLL_ALGO");
-    coll_status_t st = coll__params_resolve(params, &p, err, sizeof(err));
+    coll_status_t st = coll__params_resolve(params, &launcher, &p, err, sizeof(err));
 
     if (st == COLL_OK && algo != NULL && coll__algo_parse(algo) < 0) {
         snprintf(err, sizeof(err), "COLL_ALGO=%s: use auto, ring, rd, chain or dissemination",
@@ -150,23 +165,24 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         st = COLL_ERR_INVALID;
     }
     if (st != COLL_OK) {
-        return create_failed(st, "%s", err);
+        return create_failed(st, 0, "%s", err);
     }
     if ((c = comm_new(&p)) == NULL) {
-        return create_failed(COLL_ERR_NOMEM, "rank %d: out of memory", p.rank);
+        return create_failed(COLL_ERR_NOMEM, 0, "rank %d: out of memory", p.rank);
     }
     c->algo = algo != NULL ? (coll_algo_t)coll__algo_parse(algo) : COLL_ALGO_AUTO;
-    c->fd = coll__connect(p.socket_path, join_wait_ms(&p), p.rank, err, sizeof(err));
+    deadline_ns = coll__now_ns() + (uint64_t)job_timeout_ms(&p) * 1000000;
+    c->fd = coll__connect(p.socket_path, job_timeout_ms(&p), p.rank, err, sizeof(err));
     if (c->fd < 0) {
         st = (coll_status_t)c->fd;
         c->fd = -1;
         coll_comm_destroy(c);
-        return create_failed(st, "rank %d: %s", p.rank, err);
+        return create_failed(st, 0, "rank %d: %s", p.rank, err);
     }
     pthread_mutex_lock(&c->lock);
-    st = hello(c, join_wait_ms(&p));
+    st = hello(c, ms_until(deadline_ns) + COLL_DAEMON_SLACK_MS);
     if (st == COLL_OK) {
-        st = join(c, &p);
+        st = join(c, &p, deadline_ns);
     }
     if (st == COLL_OK) {
         st = map_pool(c);
@@ -175,7 +191,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     if (st != COLL_OK) {
         snprintf(err, sizeof(err), "%s", c->last_error);
         coll_comm_destroy(c);
-        return create_failed(st, "rank %d of job %s: %s%s%s", p.rank, p.job, coll_strerror(st),
+        return create_failed(st, err[0] != '\0', "rank %d of job %s%s%s", p.rank, p.job,
                              err[0] ? ": " : "", err);
     }
     c->timeline = coll__timeline_open(c->rank, c->world_size);

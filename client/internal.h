@@ -25,6 +25,20 @@
 /** Waiting this long for a daemon is said on stderr (a wrong path should not look like a hang). */
 #define COLL_CONNECT_NOTE_MS 1000
 
+/** Levels of COLL_DEBUG (debug.c), most important first. */
+enum {
+    COLL__DEBUG_NONE = 0, /**< nothing */
+    COLL__DEBUG_WARN,     /**< the default: what no return value tells (waiting for a daemon or
+                               the other ranks, a timeline switched off) */
+    COLL__DEBUG_INFO,     /**< also every error as it is returned, and each communicator made */
+};
+
+/** @return Nonzero when COLL_DEBUG (read once, thread-safe) enables level @p lvl. */
+int coll__debug_enabled(int lvl);
+
+/** @brief Write "libcollective <pid>: <text>" on stderr when COLL_DEBUG enables @p lvl. */
+void coll__debug(int lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /** Kinds of requests the daemon answers. */
 typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC } coll_req_kind_t;
 
@@ -120,9 +134,40 @@ struct coll_comm {
     char last_error[512];
 };
 
-/** @brief Resolve parameters: explicit fields first, then COLL_* (and torchrun) variables. */
-coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll_comm_params_t *out,
-                                   char *err, size_t errlen);
+/** What a launcher's environment says about this process (launcher.c). */
+typedef struct {
+    const char *name;      /**< "Open MPI", "Slurm"; NULL when no launcher was recognised */
+    int rank, world_size, local_rank, local_size;
+    char job[COLL_JOB_ID_MAX + 1]; /**< a job id from the launcher's job, "" when it has none */
+    char root[300];        /**< "host:port" of node 0's daemon, "" when the launcher names none */
+} coll__launcher_t;
+
+/**
+ * @brief Read the launcher's variables: Open MPI's mpirun (OMPI_COMM_WORLD_RANK, _SIZE,
+ *        _LOCAL_RANK, _LOCAL_SIZE; job id "ompi-" + PMIX_NAMESPACE; no root) or a task of a
+ *        Slurm job step (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, the count of
+ *        SLURM_STEP_TASKS_PER_NODE for SLURM_NODEID; job id "slurm-<job>.<step>"; root: the
+ *        first host of SLURM_STEP_NODELIST, port COLL_ROOT_PORT or 29510, when the step spans
+ *        several nodes). A Slurm batch script, which has no step, is not a launcher here.
+ * @param [out] l Filled; zeroed when there is no launcher.
+ * @return 1 found, 0 no launcher, -1 its variables are malformed (message in @p err).
+ */
+int coll__launcher_env(coll__launcher_t *l, char *err, size_t errlen);
+
+/** @brief The task count of node @p node in a Slurm list such as "4(x2),3"; -1 if none. */
+int coll__slurm_tasks_on_node(const char *list, int node);
+
+/** @brief The first host of a Slurm host list ("gpu[07-09],x" -> "gpu07"). @return 0 or -1. */
+int coll__slurm_first_host(const char *list, char *out, size_t len);
+
+/**
+ * @brief Resolve parameters, field by field: explicit fields first, then COLL_* variables,
+ *        torchrun's, and the launcher's (coll__launcher_env()).
+ * @param [out] launcher Storage for strings that come from a launcher (out points into it).
+ * @return COLL_OK, or COLL_ERR_INVALID with a message in @p err.
+ */
+coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll__launcher_t *launcher,
+                                   coll_comm_params_t *out, char *err, size_t errlen);
 
 /**
  * @brief Connect a Unix stream socket to @p path, trying again while there is no daemon there

@@ -64,8 +64,8 @@ int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t err
             return COLL_ERR_CONNREFUSED;
         }
         if (!noted && waited_ms >= COLL_CONNECT_NOTE_MS) {
-            fprintf(stderr, "libcollective: rank %d: no collectived at %s yet (%s); waiting up "
-                    "to %d ms\n", rank, path, strerror(-fd), wait_ms);
+            coll__debug(COLL__DEBUG_WARN, "rank %d: no collectived at %s yet (%s); waiting up "
+                        "to %d ms", rank, path, strerror(-fd), wait_ms);
             noted = 1;
         }
         delay_ms = delay_ms > wait_ms - (long)waited_ms ? wait_ms - (long)waited_ms : delay_ms;

@@ -1,13 +1,13 @@
 /*
  * The parameter service's client side (collective_ps.h): the registration record built into
- * the pool (proto/ps.h), the broadcast of rank 0's parameters, and each bucket's step as one
+ * the pool (proto/ps_records.h), the broadcast of rank 0's parameters, and each bucket's step as one
  * PS_STEP operation whose key is (key space, step, bucket), as the bucketer's keys are.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/ps.h"
-#include "proto/ps.h"
+#include "proto/ps_records.h"
 
 /* Key bits: the key space (36..38), the step (16..35), the bucket or a control code (0..15). */
 #define PS_KEY_STEP_MASK 0xFFFFFull

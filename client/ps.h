@@ -21,7 +21,7 @@ struct coll_ps {
     size_t *bucket_off;     /**< [num_buckets] first element of each bucket */
     size_t *bucket_count;   /**< [num_buckets] */
     uint64_t *bucket_steps; /**< [num_buckets] steps submitted */
-    uint64_t fingerprint;   /**< of the registration (proto/ps.h) */
+    uint64_t fingerprint;   /**< of the registration (proto/ps_records.h) */
     unsigned key_space;
 };
 

@@ -1,5 +1,5 @@
 /*
- * Checkpoints of the parameter service (collective_ps.h, proto/ps.h). A save asks the daemon
+ * Checkpoints of the parameter service (collective_ps.h, proto/ps_records.h). A save asks the daemon
  * for its shard's head (PS_SAVE) and copies the state out of the pool; a load asks for this
  * node's current layout the same way, builds the node's image from the images given (its own,
  * or, with another number of nodes, the pieces of every old shard that fall into its new
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "client/ps.h"
-#include "proto/ps.h"
+#include "proto/ps_records.h"
 
 /* This node's head and chunk table after the steps done, malloc()ed into @p head_p. */
 static coll_status_t fetch_head(coll_ps_t *ps, void **head_p)

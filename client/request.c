@@ -193,6 +193,10 @@ void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m)
     case COLL__WIRE__DAEMON_MSG__BODY_COMPLETE:
         on_complete(c, m->complete);
         break;
+    case COLL__WIRE__DAEMON_MSG__BODY_JOIN_WAIT:
+        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s", c->rank, c->job,
+                    m->join_wait->waiting_for);
+        break;
     default:
         break;
     }

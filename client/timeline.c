@@ -135,8 +135,8 @@ static int write_at(int fd, const char *p, size_t n, off_t off)
 
 static void disable(coll_timeline_t *tl, const char *what)
 {
-    fprintf(stderr, "libcollective: rank %d: timeline %s: %s failed: %s; timeline off\n",
-            tl->rank, tl->path, what, strerror(errno));
+    coll__debug(COLL__DEBUG_WARN, "rank %d: timeline %s: %s failed: %s; timeline off", tl->rank,
+                tl->path, what, strerror(errno));
     close(tl->fd);
     tl->fd = -1;
 }
@@ -297,16 +297,16 @@ coll_timeline_t *coll__timeline_open(int rank, int world_size)
         return NULL;
     }
     if (timeline_path(v, rank, world_size, path, sizeof(path)) != 0) {
-        fprintf(stderr, "libcollective: rank %d: COLL_TIMELINE=%s: cannot make a file name of "
-                        "it (%s); timeline off\n", rank, v, strerror(errno));
+        coll__debug(COLL__DEBUG_WARN, "rank %d: COLL_TIMELINE=%s: cannot make a file name of "
+                    "it (%s); timeline off", rank, v, strerror(errno));
         return NULL;
     }
     if ((tl = tl_new(rank, path)) == NULL) {
         return NULL;
     }
     if (tl->fd < 0 || write_head(tl, world_size) != 0) {
-        fprintf(stderr, "libcollective: rank %d: timeline %s: %s; timeline off\n", rank, path,
-                strerror(errno));
+        coll__debug(COLL__DEBUG_WARN, "rank %d: timeline %s: %s; timeline off", rank, path,
+                    strerror(errno));
         coll__timeline_close(tl);
         return NULL;
     }

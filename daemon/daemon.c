@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/notify.h"
 #include "base/loopwatch.h"
 #include "engine/workers.h"
 #include "job/doorbell.h"
@@ -163,6 +164,36 @@ static void signal_cb(uv_signal_t *h, int signum)
     coll_daemon_stop(h->data);
 }
 
+/* SIGHUP: apply what may change while the daemon runs (COLL_CONFIG_RELOADABLE; jobs that
+ * exist keep what they started with) and reopen the log file (after a rotation). */
+static void reload_cb(uv_signal_t *h, int signum)
+{
+    coll_daemon_t *d = h->data;
+    char applied[512], log_file[4096];
+
+    snprintf(log_file, sizeof(log_file), "%s", d->cfg.log_file);
+    coll_notify("RELOADING=1");
+    if (coll_log_open_file(d->cfg.log_file) < 0) {
+        coll_error(COLL_SUB_CORE, "reopening log_file %s: %m; the log stays where it was",
+                   d->cfg.log_file);
+    }
+    if (coll_config_reload(&d->cfg, applied, sizeof(applied)) < 0) {
+        coll_error(COLL_SUB_CORE, "reload: the configuration is invalid now (the line above "
+                   "says why); nothing changed");
+    } else {
+        coll_info(COLL_SUB_CORE, "reloaded on signal %d: %s", signum,
+                  applied[0] != '\0' ? applied : "no key changed");
+    }
+    if (strcmp(d->cfg.log_file, log_file) != 0 && coll_log_open_file(d->cfg.log_file) < 0) {
+        coll_error(COLL_SUB_CORE, "opening log_file %s: %m; the log stays where it was",
+                   d->cfg.log_file);
+    }
+    (void)coll_log_configure(d->cfg.log_level, d->cfg.log_subsys); /* checked by the reload */
+    d->stats.busbw_min_bytes = d->cfg.busbw_min_bytes;
+    d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
+    coll_notify("READY=1");
+}
+
 coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
 {
     coll_status_t st;
@@ -181,11 +212,13 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     read_kernel_id(d);
     uv_signal_init(loop, &d->sig_int);
     uv_signal_init(loop, &d->sig_term);
-    d->sig_int.data = d->sig_term.data = d;
+    uv_signal_init(loop, &d->sig_hup);
+    d->sig_int.data = d->sig_term.data = d->sig_hup.data = d;
     uv_signal_start(&d->sig_int, signal_cb, SIGINT);
     uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
+    uv_signal_start(&d->sig_hup, reload_cb, SIGHUP);
     coll_doorbell_start(d);
-    d->pool_budget = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
+    d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
     if ((st = coll_loopwatch_start(loop, d->cfg.loop_stall_ms)) != COLL_OK ||
         (st = coll_auth_load(&d->auth, d->cfg.peer_secret_file)) != COLL_OK ||
         (st = coll_transport_init(d)) != COLL_OK ||
@@ -227,6 +260,7 @@ void coll_daemon_stop(coll_daemon_t *d)
     close_handle((uv_handle_t *)&d->listener);
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_term);
+    close_handle((uv_handle_t *)&d->sig_hup);
     if (d->listening) {
         unlink(d->cfg.socket);
     }

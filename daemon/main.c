@@ -1,6 +1,7 @@
 /*
  * collectived: the collective-communication daemon, one per node.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,11 @@ int main(int argc, char **argv)
         return 2;
     case COLL_CONFIG_RUN:
         break;
+    }
+    if (coll_log_open_file(d.cfg.log_file) < 0) {
+        fprintf(stderr, "collectived: log_file=%s: %s\n", d.cfg.log_file, strerror(errno));
+        coll_config_cleanup(&d.cfg);
+        return 2;
     }
     if (coll_log_configure(d.cfg.log_level, d.cfg.log_subsys) < 0) {
         fprintf(stderr, "collectived: log_subsys=%s: unknown subsystem; use core, session, job, "

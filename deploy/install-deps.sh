@@ -9,6 +9,7 @@
 # Bucketing (issue 4): python3-matplotlib for tools/coll-timeline (timeline PNGs) and its test.
 # torch.distributed backend (issue 16): libtorch-dev (the C++ headers and CMake package of torch
 # 1.13, matching python3-torch; brings python3-dev) and pybind11-dev for python/torch_backend.
+# Ecosystem (issue 16): openmpi-bin (mpirun launches ranks that read OMPI_COMM_WORLD_*).
 # Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
 set -eu
 
@@ -20,7 +21,8 @@ prometheus systemd python3-yaml
 python3-numpy python3-torch
 clang libclang-rt-14-dev
 python3-matplotlib
-libtorch-dev pybind11-dev"
+libtorch-dev pybind11-dev
+openmpi-bin"
 
 missing=""
 for p in $PACKAGES; do

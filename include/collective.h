@@ -11,7 +11,10 @@
  * Conventions:
  * - Every function returns a ::coll_status_t: ::COLL_OK, ::COLL_INPROGRESS or a negative error.
  *   coll_strerror() turns it into text; coll_comm_last_error() gives the detailed message of the
- *   last failure on a communicator (which rank, which sizes).
+ *   last failure on a communicator (which rank, which sizes), without the status's text.
+ * - The library prints on stderr only what no return value tells, as set by COLL_DEBUG (after
+ *   NCCL_DEBUG): NONE nothing; WARN (default) waiting for a daemon or for the other ranks, a
+ *   timeline switched off; INFO also every error as it is returned, once.
  * - Counts are in elements of the datatype, sizes in bytes, times in milliseconds.
  * - Output parameters come last and are written only on success.
  * - A communicator may be used from several threads: each call takes the communicator's lock.
@@ -154,7 +157,12 @@ enum {
 /**
  * Parameters of coll_comm_create(). A field whose bit is not set in @c field_mask is read from
  * the environment (torchrun-style): COLL_SOCKET, COLL_JOB, COLL_RANK, COLL_WORLD_SIZE,
- * COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_ROOT, COLL_TIMEOUT_MS, COLL_POOL_SIZE, COLL_JOB_TOKEN.
+ * COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_ROOT, COLL_TIMEOUT_MS, COLL_POOL_SIZE, COLL_JOB_TOKEN;
+ * else, for the ranks, torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; else from the
+ * launcher: Open MPI's mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, and a job
+ * id from its PMIX_NAMESPACE) or a Slurm step's srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS,
+ * SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE; job id "slurm-<job>.<step>"; root the step's first
+ * node at port COLL_ROOT_PORT, default 29510).
  */
 typedef struct {
     uint64_t field_mask;
@@ -181,15 +189,18 @@ typedef struct {
  * @return COLL_OK on success;
  *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field);
  *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the job's timeout
- *         (+ 1 s; 61 s without one): the library tries again meanwhile, as a daemon may be
- *         starting, and says on stderr after 1 s that it waits;
+ *         (60 s without one): the library tries again meanwhile, as a daemon may be starting,
+ *         and says on stderr after 1 s that it waits (COLL_DEBUG=WARN, the default); the
+ *         timeout bounds the whole call, connecting and rendezvous together (plus 1 s for the
+ *         daemon's answer), and a rendezvous that waits says after 1 s what for (a local
+ *         rank not started, a root daemon that cannot be reached);
  *         COLL_ERR_VERSION when the daemon speaks another protocol version;
  *         COLL_ERR_RENDEZVOUS when the job's ranks disagree (world size, duplicate rank) or the
  *         root daemon cannot be reached; COLL_ERR_TIMEDOUT when not all ranks joined in time;
  *         COLL_ERR_DENIED when the job's token differs (or the daemon requires one), or the
  *         socket's permissions keep this user out (not in the daemon's socket group);
- *         COLL_ERR_NOMEM. On failure a message naming what was wrong is printed to stderr and
- *         kept for coll_comm_last_error(NULL).
+ *         COLL_ERR_NOMEM. On failure a message naming what was wrong is kept for
+ *         coll_comm_last_error(NULL) (and printed with COLL_DEBUG=INFO).
  */
 COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p);
 

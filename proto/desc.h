@@ -38,7 +38,7 @@ typedef enum {
     COLL_KIND_BARRIER = 5,
     COLL_KIND_SEND = 6,
     COLL_KIND_RECV = 7,
-    COLL_KIND_PS_REGISTER = 8, /**< the parameter service (proto/ps.h): registration */
+    COLL_KIND_PS_REGISTER = 8, /**< the parameter service (proto/ps_records.h): registration */
     COLL_KIND_PS_STEP = 9,     /**< one bucket's optimizer step */
     COLL_KIND_PS_SAVE = 10,    /**< a node's shard of the optimizer state, out */
     COLL_KIND_PS_LOAD = 11,    /**< and in */

@@ -151,6 +151,9 @@ coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemo
                   m->version, COLL_WIRE_VERSION);
     } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY__NOT_SET) {
         st = fail(err, errlen, COLL_ERR_PROTOCOL, "daemon message without a known body");
+    } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY_JOIN_WAIT &&
+               strlen(m->join_wait->waiting_for) > COLL_WIRE_TEXT_MAX) {
+        st = fail(err, errlen, COLL_ERR_PROTOCOL, "join note above %u bytes", COLL_WIRE_TEXT_MAX);
     } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY_COMPLETE &&
                !coll_ctl_steps_valid(m->complete->steps, m->complete->n_steps)) {
         st = fail(err, errlen, COLL_ERR_PROTOCOL, "completion with %zu malformed step records",

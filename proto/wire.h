@@ -22,6 +22,8 @@
 #define COLL_WORLD_MAX (1u << 20)
 /** Longest job token in bytes. */
 #define COLL_JOB_TOKEN_MAX 256u
+/** Longest text of a JoinWait note, bytes. */
+#define COLL_WIRE_TEXT_MAX 1023u
 /** Bytes of a challenge, a MAC and a token digest on the wire. */
 #define COLL_WIRE_AUTH_BYTES 32u
 /** Largest UCX worker address accepted from a peer. */

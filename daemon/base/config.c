@@ -1,10 +1,11 @@
 #include "base/config.h"
+#include "base/config_table.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
-#include <ini.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -15,17 +16,7 @@
 #include "base/log.h"
 #include "base/stream.h"
 #include "common/size.h"
-
-typedef enum { CFG_STRING, CFG_SIZE, CFG_UINT, CFG_LOGLEVEL } cfg_type_t;
-
-typedef struct {
-    const char *name;
-    cfg_type_t type;
-    const char *def;
-    size_t offset;
-    const char *doc;
-    const char *alias_env; /**< a second variable read after COLLD_<NAME>, or NULL */
-} cfg_key_t;
+#include "proto/frame.h"
 
 #define KEY(n, t, d, doc) {#n, t, d, offsetof(coll_config_t, n), doc, NULL}
 #define KEY_ALIAS(n, t, d, doc, alias) {#n, t, d, offsetof(coll_config_t, n), doc, alias}
@@ -33,11 +24,16 @@ typedef struct {
 static const cfg_key_t keys[] = {
     KEY(socket, CFG_STRING, "/run/collectived/collectived.sock",
         "Unix socket where trainers connect"),
-    KEY(listen, CFG_STRING, "0.0.0.0:29510",
-        "host:port of the control listener for peer daemons (port 0: any free port)"),
+    KEY(listen, CFG_STRING, "127.0.0.1:29510",
+        "host:port of the control listener for peer daemons (port 0: any free port); an "
+        "address other hosts reach (0.0.0.0:29510) needs peer_secret_file or "
+        "allow_unauthenticated_peers"),
     KEY(addr_file, CFG_STRING, "",
         "file to write the bound control address to once ready (for launchers and tests)"),
-    KEY(pool_size, CFG_SIZE, "256M", "shared pool of a job on this node when the job asks for none"),
+    KEY(pool_size, CFG_SIZE, "0",
+        "shared pool of a job on this node when the job asks for none (COLL_POOL_SIZE); 0: up "
+        "to pool_max, taken as the job's ranks allocate and given back as they free, within "
+        "pool_budget"),
     KEY(pool_max, CFG_SIZE, "16G", "largest pool one job may ask for"),
     KEY(segment_size, CFG_SIZE, "256K", "ring pipeline segment in bytes"),
     KEY(pipeline_depth, CFG_UINT, "4", "segments in flight per operation (1..64)"),
@@ -76,6 +72,12 @@ static const cfg_key_t keys[] = {
     KEY(peer_secret_file, CFG_STRING, "",
         "file (mode 0600, >= 16 bytes) with the secret every daemon of the cluster shares; "
         "daemons then authenticate each other before a rendezvous (\"\": off)"),
+    KEY(allow_unauthenticated_peers, CFG_UINT, "0",
+        "1: accept a listen address other hosts can reach without peer_secret_file (any host "
+        "that reaches the port may then join jobs; only on a network of trusted hosts)"),
+    KEY(log_file, CFG_STRING, "",
+        "file the log goes to instead of stderr (\"\": stderr, the journal under systemd); "
+        "SIGHUP reopens it"),
     KEY(require_job_token, CFG_UINT, "0",
         "1: a rank must present a job token (COLL_JOB_TOKEN) to join; 0: tokens are optional "
         "(a job that has one still refuses ranks without it)"),
@@ -85,11 +87,10 @@ _Static_assert(NKEYS <= COLL_CONFIG_MAX_KEYS, "raise COLL_CONFIG_MAX_KEYS");
 
 static const char *const source_names[] = {"default", "file", "env", "flag"};
 
-/** Where each value came from, in words, for --print-config and messages. */
-typedef char origin_t[NKEYS][320];
+typedef coll__cfg_origin_t origin_t;
 
-/* Store @p text into the field of @p key; on error print key, value, origin and reason. */
-static int set_value(coll_config_t *cfg, const cfg_key_t *key, const char *text, const char *from)
+int coll__cfg_set_value(coll_config_t *cfg, const cfg_key_t *key, const char *text,
+                        const char *from)
 {
     void *field = (char *)cfg + key->offset;
     uint64_t v;
@@ -128,7 +129,17 @@ static int set_value(coll_config_t *cfg, const cfg_key_t *key, const char *text,
     return -1;
 }
 
-static const cfg_key_t *key_find(const char *name)
+const cfg_key_t *coll__cfg_key(size_t i)
+{
+    return i < NKEYS ? &keys[i] : NULL;
+}
+
+size_t coll__cfg_key_index(const cfg_key_t *key)
+{
+    return (size_t)(key - keys);
+}
+
+const cfg_key_t *coll__cfg_key_find(const char *name)
 {
     for (size_t i = 0; i < NKEYS; i++) {
         if (strcmp(keys[i].name, name) == 0) {
@@ -174,10 +185,13 @@ static void usage(FILE *out)
     }
     fprintf(out, "  --config PATH      configuration file (env COLLD_CONFIG; default %s;\n"
                  "                     none: no file)\n"
-                 "  --print-config     print the effective configuration and exit\n"
+                 "  --print-config     print the effective configuration (a valid file) and exit\n"
+                 "  --version          print the version and exit\n"
                  "  --help             this text\n\n"
+                 "SIGHUP reopens log_file and applies the keys that may change while it runs:\n"
+                 "  %s\n\n"
                  "example: collectived --socket /tmp/n0.sock --listen 127.0.0.1:0 "
-                 "--addr-file /tmp/n0.addr\n", COLL_CONFIG_DEFAULT_FILE);
+                 "--addr-file /tmp/n0.addr\n", COLL_CONFIG_DEFAULT_FILE, COLL_CONFIG_RELOADABLE);
 }
 
 static void print_config(const coll_config_t *cfg, origin_t origin)
@@ -199,7 +213,7 @@ static int load_defaults(coll_config_t *cfg, origin_t origin)
     for (size_t i = 0; i < NKEYS; i++) {
         cfg->source[i] = COLL_CFG_DEFAULT;
         snprintf(origin[i], sizeof(origin[i]), "%s", source_names[COLL_CFG_DEFAULT]);
-        if (set_value(cfg, &keys[i], keys[i].def, "default") < 0) {
+        if (coll__cfg_set_value(cfg, &keys[i], keys[i].def, "default") < 0) {
             return -1;
         }
     }
@@ -221,7 +235,7 @@ static int load_env(coll_config_t *cfg, origin_t origin)
         if (v == NULL) {
             continue;
         }
-        if (set_value(cfg, &keys[i], v, name) < 0) {
+        if (coll__cfg_set_value(cfg, &keys[i], v, name) < 0) {
             return -1;
         }
         cfg->source[i] = COLL_CFG_ENV;
@@ -229,97 +243,6 @@ static int load_env(coll_config_t *cfg, origin_t origin)
                  name == env ? "" : " ", name == env ? "" : name);
     }
     return 0;
-}
-
-/* ---- the configuration file ---- */
-
-typedef struct {
-    coll_config_t *cfg;
-    char (*origin)[320];
-    const char *path;
-    FILE *f;
-    int line;          /* number of the line being parsed */
-    int at_line_start; /* the next chunk read starts a new line */
-    int too_long;      /* a line did not fit inih's buffer */
-    int failed;        /* an error was printed */
-} file_ctx_t;
-
-/* fgets for inih that counts lines, so messages can name them. */
-static char *file_reader(char *str, int num, void *stream)
-{
-    file_ctx_t *c = stream;
-    size_t n;
-
-    if (fgets(str, num, c->f) == NULL) {
-        return NULL;
-    }
-    c->line += c->at_line_start;
-    n = strlen(str);
-    c->at_line_start = n > 0 && str[n - 1] == '\n';
-    if (!c->at_line_start && n + 1 == (size_t)num && !feof(c->f)) {
-        c->too_long = 1;
-        return NULL;
-    }
-    return str;
-}
-
-static int file_handler(void *user, const char *section, const char *name, const char *value)
-{
-    file_ctx_t *c = user;
-    const cfg_key_t *key = key_find(name);
-    char from[300];
-
-    snprintf(from, sizeof(from), "%s:%d", c->path, c->line);
-    if (section[0] != '\0' && strcmp(section, "collectived") != 0) {
-        coll_warn(COLL_SUB_CORE, "%s: unknown section [%s] (key %s ignored); keys go at the top "
-                  "or under [collectived]", from, section, name);
-        return 1;
-    }
-    if (key == NULL) {
-        coll_warn(COLL_SUB_CORE, "%s: unknown key '%s' ignored (see collectived --help)", from,
-                  name);
-        return 1;
-    }
-    if (set_value(c->cfg, key, value, from) < 0) {
-        c->failed = 1;
-        return 0;
-    }
-    c->cfg->source[key - keys] = COLL_CFG_FILE;
-    snprintf(c->origin[key - keys], sizeof(c->origin[0]), "%s %s", source_names[COLL_CFG_FILE],
-             from);
-    return 1;
-}
-
-/* Read @p path; a missing file is an error only when it was asked for (@p required). */
-static int load_file(coll_config_t *cfg, origin_t origin, const char *path, int required)
-{
-    file_ctx_t c = {cfg, origin, path, NULL, 0, 1, 0, 0};
-    int rc;
-
-    c.f = fopen(path, "r");
-    if (c.f == NULL) {
-        if (errno == ENOENT && !required) {
-            return 0;
-        }
-        fprintf(stderr, "collectived: configuration file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    rc = ini_parse_stream(file_reader, &c, file_handler, &c);
-    fclose(c.f);
-    if (c.too_long) {
-        fprintf(stderr, "collectived: %s:%d: line too long\n", path, c.line);
-        return -1;
-    }
-    if (rc != 0 && !c.failed) {
-        fprintf(stderr, "collectived: %s:%d: syntax error; expected 'key = value', "
-                        "'[collectived]' or a comment (# or ;)\n", path, rc);
-    }
-    if (rc != 0 || c.failed) {
-        return -1;
-    }
-    free(cfg->config_file);
-    cfg->config_file = strdup(path);
-    return cfg->config_file != NULL ? 0 : -1;
 }
 
 /* --config PATH or --config=PATH, found before the other flags are parsed: the file is a lower
@@ -354,7 +277,7 @@ static int load_config_file(coll_config_t *cfg, origin_t origin, int argc, char 
     if (path[0] == '\0' || strcmp(path, "none") == 0) {
         return 0;
     }
-    return load_file(cfg, origin, path, required);
+    return coll__cfg_load_file(cfg, origin, path, required);
 }
 
 /* ---- checks after every layer ---- */
@@ -394,6 +317,23 @@ static int numeric_hostport(const char *text)
             uv_ip6_addr(host, port, &sa) == 0);
 }
 
+/* Whether a numeric host:port is on the loopback interface (127.0.0.0/8, ::1), which no other
+ * host reaches. */
+static int loopback_hostport(const char *text)
+{
+    char host[64];
+    int port;
+    struct sockaddr_in6 sa6;
+
+    if (coll_parse_hostport(text, host, sizeof(host), &port) < 0) {
+        return 0;
+    }
+    if (uv_ip6_addr(host, port, &sa6) == 0) {
+        return IN6_IS_ADDR_LOOPBACK(&sa6.sin6_addr);
+    }
+    return strncmp(host, "127.", 4) == 0;
+}
+
 /* A value that failed a check: "collectived: KEY=VALUE (ORIGIN): REASON" on stderr. */
 static int refuse(const coll_config_t *cfg, const origin_t origin, const char *name,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -401,7 +341,7 @@ static int refuse(const coll_config_t *cfg, const origin_t origin, const char *n
 static int refuse(const coll_config_t *cfg, const origin_t origin, const char *name,
                   const char *fmt, ...)
 {
-    const cfg_key_t *key = key_find(name);
+    const cfg_key_t *key = coll__cfg_key_find(name);
     const void *field = (const char *)cfg + key->offset;
     va_list ap;
 
@@ -436,6 +376,13 @@ static int check_addresses(const coll_config_t *cfg, const origin_t origin)
         return refuse(cfg, origin, "status_listen", "not a numeric host:port (e.g. "
                       "127.0.0.1:9464 or [::]:9464)");
     }
+    if (!loopback_hostport(cfg->listen) && cfg->peer_secret_file[0] == '\0' &&
+        !cfg->allow_unauthenticated_peers) {
+        return refuse(cfg, origin, "listen", "other hosts can reach this address, and without "
+                      "peer_secret_file any of them could join jobs and read their data; set "
+                      "peer_secret_file (the same secret on every node), or "
+                      "allow_unauthenticated_peers = 1 on a network of trusted hosts only");
+    }
     return 0;
 }
 
@@ -458,13 +405,19 @@ int coll_config_group(const char *name, unsigned *gid_p)
     return 0;
 }
 
-/* A group named on purpose must exist; the default one may be absent (a workstation). */
+int coll_config_group_optional(const coll_config_t *cfg)
+{
+    return strcmp(cfg->socket_group, coll__cfg_key_find("socket_group")->def) == 0;
+}
+
+/* A group named on purpose must exist; the default one may be absent (a workstation, or a
+ * host where systemd-sysusers has not run yet), wherever it was set. */
 static int check_group(const coll_config_t *cfg, const origin_t origin)
 {
     unsigned gid;
 
     if (cfg->socket_group[0] == '\0' || coll_config_group(cfg->socket_group, &gid) == 0 ||
-        coll_config_source(cfg, "socket_group") == COLL_CFG_DEFAULT) {
+        coll_config_group_optional(cfg)) {
         return 0;
     }
     return refuse(cfg, origin, "socket_group", "no such group (create it, e.g. with "
@@ -488,9 +441,10 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     if (cfg->segment_size < 4096 || cfg->segment_size > (64u << 20)) {
         return refuse(cfg, origin, "segment_size", "must be 4K..64M");
     }
-    if (cfg->pool_size == 0 || cfg->pool_size > cfg->pool_max) {
-        return refuse(cfg, origin, "pool_size", "must be 1..pool_max (%llu, %s)",
-                      (unsigned long long)cfg->pool_max, origin[key_find("pool_max") - keys]);
+    if (cfg->pool_size > cfg->pool_max) {
+        return refuse(cfg, origin, "pool_size", "must be 0..pool_max (%llu, %s)",
+                      (unsigned long long)cfg->pool_max,
+                      origin[coll__cfg_key_find("pool_max") - keys]);
     }
     if (cfg->require_job_token > 1) {
         return refuse(cfg, origin, "require_job_token", "must be 0 or 1");
@@ -510,10 +464,10 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
 
 /* ---- flags ---- */
 
-/* Returns 1 for --print-config, 0 to run, -1 after an error, 2 after --help. */
+/* Returns 1 for --print-config, 0 to run, -1 after an error, 2 after --help or --version. */
 static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv)
 {
-    struct option opts[NKEYS + 4];
+    struct option opts[NKEYS + 5];
     char names[NKEYS][64];
     int print = 0, c, idx;
 
@@ -524,11 +478,13 @@ static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv
     opts[NKEYS] = (struct option){"print-config", no_argument, NULL, 'p'};
     opts[NKEYS + 1] = (struct option){"help", no_argument, NULL, 'h'};
     opts[NKEYS + 2] = (struct option){"config", required_argument, NULL, 'c'};
-    opts[NKEYS + 3] = (struct option){NULL, 0, NULL, 0};
+    opts[NKEYS + 3] = (struct option){"version", no_argument, NULL, 'V'};
+    opts[NKEYS + 4] = (struct option){NULL, 0, NULL, 0};
     optind = 0; /* 0, not 1: glibc then also forgets a half-parsed cluster of short options */
     while ((c = getopt_long(argc, argv, ":h", opts, &idx)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
+        if (c == 'h' || c == 'V') {
+            c == 'h' ? usage(stdout) : (void)printf("collectived %s (wire protocol %u)\n",
+                                                    COLL_DAEMON_VERSION, COLL_WIRE_VERSION);
             return 2;
         } else if (c == 'p') {
             print = 1;
@@ -537,7 +493,7 @@ static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv
         } else if (c >= 0 && c < (int)NKEYS) {
             char from[80];
             snprintf(from, sizeof(from), "flag --%s", names[c]);
-            if (set_value(cfg, &keys[c], optarg, from) < 0) {
+            if (coll__cfg_set_value(cfg, &keys[c], optarg, from) < 0) {
                 return -1;
             }
             cfg->source[c] = COLL_CFG_FLAG;
@@ -562,6 +518,8 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
     int flags;
 
     memset(cfg, 0, sizeof(*cfg));
+    cfg->argc = argc;
+    cfg->argv = argv;
     cfg->config_file = strdup("");
     if (cfg->config_file == NULL || load_defaults(cfg, origin) < 0 ||
         load_config_file(cfg, origin, argc, argv) < 0 || load_env(cfg, origin) < 0) {
@@ -585,7 +543,7 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
 
 coll_config_source_t coll_config_source(const coll_config_t *cfg, const char *name)
 {
-    const cfg_key_t *key = key_find(name);
+    const cfg_key_t *key = coll__cfg_key_find(name);
     return key != NULL ? (coll_config_source_t)cfg->source[key - keys] : COLL_CFG_DEFAULT;
 }
 

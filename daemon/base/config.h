@@ -42,7 +42,11 @@ typedef struct {
     char *status_listen;     /**< host:port of the TCP status server ("" when off) */
     char *socket_group;      /**< group given the client and status sockets ("" keeps ours) */
     uint64_t busbw_min_bytes; /**< operations this large or larger set the busbw gauges */
+    uint64_t allow_unauthenticated_peers; /**< 1: a reachable listener needs no peer secret */
+    char *log_file;          /**< the log's file ("" = stderr); SIGHUP reopens it */
     char *config_file;       /**< the file that was read, "" when none */
+    int argc;                /**< the command line it was built from (main()'s, for reloads) */
+    char **argv;
     unsigned char source[COLL_CONFIG_MAX_KEYS]; /**< coll_config_source_t of each key */
 } coll_config_t;
 
@@ -77,10 +81,34 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
 int coll_config_group(const char *name, unsigned *gid_p);
 
 /**
+ * @brief Whether the socket group is the default one ("collective"), which may be missing (a
+ *        workstation, a host where systemd-sysusers has not run yet) or not ours to give: the
+ *        daemon then keeps its own group for the sockets (logged at info).
+ */
+int coll_config_group_optional(const coll_config_t *cfg);
+
+/**
  * @brief Where the value of key @p name came from.
  * @return Its source; COLL_CFG_DEFAULT for a name that is not a key.
  */
 coll_config_source_t coll_config_source(const coll_config_t *cfg, const char *name);
+
+/** The keys that SIGHUP applies to a running daemon (jobs created afterwards see them); a
+ *  change of any other key is logged and waits for a restart. */
+#define COLL_CONFIG_RELOADABLE                                                                   \
+    "log_level, log_subsys, log_file, timeout_ms, pool_size, pool_max, pool_budget, "           \
+    "segment_size, pipeline_depth, rd_max_bytes, require_job_token, busbw_min_bytes"
+
+/**
+ * @brief Build the configuration again as at start-up (the same command line, the environment,
+ *        the file as it is now) and apply to @p cfg the keys of COLL_CONFIG_RELOADABLE that
+ *        changed. A changed key that needs a restart is logged (warn) and keeps its value.
+ *        Loop thread only: nothing may hold a string of @p cfg across the call.
+ * @param [out] applied Names of the keys applied, ", "-separated ("" when none).
+ * @return 0; -1 when the configuration is now invalid (the reason was printed on stderr and
+ *         @p cfg is unchanged).
+ */
+int coll_config_reload(coll_config_t *cfg, char *applied, size_t len);
 
 /** @brief Free the strings of @p cfg. */
 void coll_config_cleanup(coll_config_t *cfg);

@@ -1,5 +1,7 @@
 #include "base/log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,10 +84,37 @@ static const char *subsys_name(coll_log_subsys_t s)
     return "?";
 }
 
+/* Whether stderr is the journal: journald sets JOURNAL_STREAM for services whose stderr it
+ * collects; -1 until known, 0 once a log file replaced stderr. */
+static int journal = -1;
+
+int coll_log_open_file(const char *path)
+{
+    int fd;
+
+    if (path[0] == '\0') {
+        return 0;
+    }
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    /* dup2 replaces stderr in one step: a line written meanwhile goes to the old file or the
+     * new one, and what else writes on stderr (UCX) follows. */
+    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+        }
+        errno = e;
+        return -1;
+    }
+    close(fd);
+    if (journal != 0) { /* written once, before the kernel threads start */
+        journal = 0;
+    }
+    return 0;
+}
+
 void coll__log(coll_log_level_t level, coll_log_subsys_t subsys, const char *fmt, ...)
 {
-    /* journald sets JOURNAL_STREAM for services whose stderr it collects. */
-    static int journal = -1;
     char line[1024];
     struct timespec ts;
     va_list ap;

@@ -44,6 +44,13 @@ extern uint32_t coll__log_subsys;
 int coll_log_configure(const char *level, const char *subsys);
 
 /**
+ * @brief Send the log (and whatever else goes to stderr) to @p path from now on, appending;
+ *        again to reopen it after a rotation. "" leaves stderr as it is.
+ * @return 0; -1 with errno when the file cannot be opened (stderr is unchanged then).
+ */
+int coll_log_open_file(const char *path);
+
+/**
  * @brief Parse a comma list of subsystem names ("job,engine", "all") into a mask.
  * @return 0, or -1 when a name is unknown (nothing is stored then).
  */

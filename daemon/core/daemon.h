@@ -20,6 +20,7 @@
 #include "base/config.h"
 #include "base/list.h"
 #include "core/hooks.h"
+#include "core/pool.h"
 #include "core/stats.h"
 
 typedef struct coll_daemon {
@@ -34,10 +35,10 @@ typedef struct coll_daemon {
     uv_check_t check;       /**< after it woke */
     uv_signal_t sig_int;
     uv_signal_t sig_term;
+    uv_signal_t sig_hup;          /**< reopens the log and reloads (daemon.c) */
     ucp_context_h ucp;
     coll_auth_t auth;       /**< peer authentication key (base/auth.h) */
-    uint64_t pool_bytes;    /**< bytes of every job's pool together (pool_budget) */
-    uint64_t pool_budget;   /**< effective pool_budget */
+    coll_pool_budget_t pool_budget; /**< effective pool_budget and what jobs' pools hold of it */
     struct coll_workers *workers; /**< kernel threads (engine/workers.h), NULL when none */
     struct coll_service *service; /**< status server, systemd (ops/service.h); or NULL */
     coll_stats_t stats;     /**< what the engine and the job layer counted (core/stats.h) */

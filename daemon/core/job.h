@@ -150,7 +150,6 @@ typedef struct coll_job {
     uv_timer_t join_timer;        /**< fails the join when the job has not met in time */
     uv_timer_t health_timer;      /**< heartbeats, stalls, timeouts (job/health.c) */
     coll_pool_t *pool;
-    int pool_accounted;           /**< its size counts against the daemon's pool budget */
     uint32_t node_rank;
     uint32_t nnodes;
     coll_node_t *nodes;

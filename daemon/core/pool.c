@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/assert.h"
 #include "base/log.h"
 
 typedef struct {
@@ -25,6 +26,8 @@ struct coll_pool {
     pool_block_t *blocks;
     size_t nblocks;
     size_t cap;
+    coll_pool_budget_t *budget; /* charged by coll_pool_set_budget(); NULL until then */
+    int on_demand;              /* charged for its blocks rather than its size */
 };
 
 coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **pool_p)
@@ -68,10 +71,28 @@ err_free:
     return COLL_ERR_NOMEM;
 }
 
+void coll_pool_set_budget(coll_pool_t *pool, coll_pool_budget_t *budget, int on_demand)
+{
+    COLL_ASSERT(pool->budget == NULL);
+    pool->budget = budget;
+    pool->on_demand = on_demand;
+    budget->used += on_demand ? pool->used : pool->size;
+}
+
+int coll_pool_on_demand(const coll_pool_t *pool)
+{
+    return pool->on_demand;
+}
+
 void coll_pool_destroy(coll_pool_t *pool)
 {
     if (pool == NULL) {
         return;
+    }
+    if (pool->budget != NULL) {
+        size_t charged = pool->on_demand ? pool->used : pool->size;
+        COLL_ASSERT(pool->budget->used >= charged);
+        pool->budget->used -= charged;
     }
     munmap(pool->base, pool->size);
     close(pool->fd);
@@ -114,14 +135,40 @@ static coll_status_t insert_block(coll_pool_t *pool, size_t at, pool_block_t b)
     pool->blocks[at] = b;
     pool->nblocks++;
     pool->used += b.len;
+    if (pool->on_demand) {
+        pool->budget->used += b.len;
+    }
     return COLL_OK;
+}
+
+/* Give the whole pages of the free gap around index @p at back to the kernel: tmpfs frees them,
+ * and a later touch maps zeroed pages again. Pages shared with a neighbouring block stay. */
+static void punch_gap(coll_pool_t *pool, size_t at)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t start = at > 0 ? pool->blocks[at - 1].offset + pool->blocks[at - 1].len : 0;
+    size_t end = at < pool->nblocks ? pool->blocks[at].offset : pool->size;
+
+    start = (start + page - 1) / page * page;
+    end = end / page * page;
+    if (end > start && fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                 (off_t)start, (off_t)(end - start)) < 0) {
+        coll_warn(COLL_SUB_POOL, "giving back %zu bytes of a pool (fallocate): %m; they stay "
+                  "taken until the job ends", end - start);
+    }
 }
 
 static void remove_block(coll_pool_t *pool, size_t at)
 {
     pool->used -= pool->blocks[at].len;
+    if (pool->on_demand) {
+        pool->budget->used -= pool->blocks[at].len;
+    }
     memmove(&pool->blocks[at], &pool->blocks[at + 1], (pool->nblocks - at - 1) * sizeof(pool_block_t));
     pool->nblocks--;
+    if (pool->on_demand) {
+        punch_gap(pool, at);
+    }
 }
 
 coll_status_t coll_pool_reserve(coll_pool_t *pool, size_t bytes)
@@ -141,6 +188,11 @@ coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner
         return bytes == 0 ? COLL_ERR_INVALID : COLL_ERR_POOL_FULL;
     }
     len = (bytes + COLL_POOL_ALIGN - 1) & ~(size_t)(COLL_POOL_ALIGN - 1);
+    /* The limit may have been lowered below what is charged (a reload): then nothing fits. */
+    if (pool->on_demand && (pool->budget->used > pool->budget->limit ||
+                            len > pool->budget->limit - pool->budget->used)) {
+        return COLL_ERR_POOL_FULL;
+    }
     for (size_t i = 0; i <= pool->nblocks; i++) {
         size_t gap_end = i < pool->nblocks ? pool->blocks[i].offset : pool->size;
         if (gap_end - gap_start >= len) {

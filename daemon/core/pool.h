@@ -5,6 +5,10 @@
  *
  * Allocations are tracked per owner (a client session) so that a client can only name its own
  * buffers in a collective, and everything an owner holds is released when it goes away.
+ * A pool is charged to its daemon's budget either for its whole size (a fixed pool) or, on
+ * demand, for what its allocations hold: the memfd is sparse (tmpfs takes a page when it is
+ * first touched), so a large on-demand pool costs only what is allocated in it, and what is
+ * freed is punched out of the file (fallocate) and given back.
  * Only the loop thread touches a pool.
  */
 #ifndef COLL_POOL_H
@@ -20,6 +24,12 @@
 
 typedef struct coll_pool coll_pool_t;
 
+/** What the pools of one daemon may hold together (pool_budget). Loop thread only. */
+typedef struct {
+    uint64_t limit; /**< bytes all pools may hold together */
+    uint64_t used;  /**< bytes they are charged for now */
+} coll_pool_budget_t;
+
 /**
  * @brief Create a pool of @p bytes backed by a sealed-size memfd named @p name.
  * @param [out] pool_p The pool; destroy with coll_pool_destroy().
@@ -34,7 +44,19 @@ coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **poo
  */
 coll_status_t coll_pool_reserve(coll_pool_t *pool, size_t bytes);
 
-/** @brief Unmap and close the pool. Safe with NULL. */
+/**
+ * @brief Charge @p budget for @p pool from now on: a fixed pool for its size, at once (the caller
+ *        checked that it fits); an on-demand pool (@p on_demand) for each allocation (rounded
+ *        to COLL_POOL_ALIGN) while it lives, refusing one that the budget has no room for.
+ *        Call once, right after coll_pool_create(); destroying the pool gives the charge back.
+ *        @p budget must outlive the pool.
+ */
+void coll_pool_set_budget(coll_pool_t *pool, coll_pool_budget_t *budget, int on_demand);
+
+/** @return 1 when @p pool is charged for its allocations (coll_pool_set_budget()), else 0. */
+int coll_pool_on_demand(const coll_pool_t *pool);
+
+/** @brief Unmap and close the pool and give its budget back. Safe with NULL. */
 void coll_pool_destroy(coll_pool_t *pool);
 
 /** @return The memfd (owned by the pool; dup it to keep it). */
@@ -49,14 +71,16 @@ size_t coll_pool_free_bytes(const coll_pool_t *pool);
 /**
  * @brief Allocate @p bytes (rounded up to COLL_POOL_ALIGN) for @p owner, first fit.
  * @param [out] offset_p Offset of the allocation from the start of the pool.
- * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when no gap is large enough;
- *         COLL_ERR_NOMEM when the bookkeeping cannot grow.
+ * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when no gap is large enough
+ *         or, on demand, when the budget has no room left; COLL_ERR_NOMEM when the bookkeeping
+ *         cannot grow.
  */
 coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner,
                               size_t *offset_p);
 
 /**
- * @brief Free the allocation of @p owner starting at @p offset.
+ * @brief Free the allocation of @p owner starting at @p offset (on demand: the whole pages of
+ *        the free gap it leaves are punched out of the memfd).
  * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p owner has no allocation starting there.
  */
 coll_status_t coll_pool_free(coll_pool_t *pool, size_t offset, const void *owner);

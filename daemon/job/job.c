@@ -272,9 +272,6 @@ static void job_release(coll_job_t *job)
     coll_op_free_all(job);
     coll_ps_job_free(job);
     coll_staging_release_all(job);
-    if (job->pool_accounted) {
-        job->d->pool_bytes -= coll_pool_size(job->pool);
-    }
     coll_pool_destroy(job->pool);
     if (job->doorbell_fd >= 0) {
         close(job->doorbell_fd);

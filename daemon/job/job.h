@@ -26,6 +26,16 @@ void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJo
 void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *error,
                          const coll_job_t *job);
 
+/** How long a join waits before its ranks hear what the job waits for (coll_job_join_note()). */
+#define COLL_JOIN_NOTE_MS 1000
+
+/**
+ * @brief Tell every local rank of @p job (gathering or in its rendezvous) what the job waits
+ *        for: the local ranks missing, the unreachable root and why, or what the root has
+ *        (JoinWait; job/joinwait.c). The ranks' libraries print it (COLL_DEBUG=WARN).
+ */
+void coll_job_join_note(coll_job_t *job);
+
 /** @brief Every rank is on this node: no rendezvous, the job is ready now. */
 void coll_job_ready_alone(coll_job_t *job);
 

@@ -29,9 +29,17 @@ static coll_job_t *job_find(coll_daemon_t *d, const char *id)
     return NULL;
 }
 
+/* First at COLL_JOIN_NOTE_MS, to tell the ranks what they wait for (the timer repeats once,
+ * at the job's timeout), then at the timeout. */
 static void join_timeout_cb(uv_timer_t *t)
 {
     coll_job_t *job = t->data;
+
+    if (uv_timer_get_repeat(t) != 0) {
+        uv_timer_set_repeat(t, 0); /* the next expiry, at the timeout, is the last */
+        coll_job_join_note(job);
+        return;
+    }
     if (job->state == COLL_JOB_GATHERING) {
         coll_job_fail(job, COLL_ERR_TIMEDOUT, 0,
                       "job %s: only %u of %u local ranks joined on this node within %u ms",
@@ -73,23 +81,37 @@ static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, c
     return COLL_OK;
 }
 
-/* A job's pool must fit the per-job limit and what is left of the daemon's budget. */
+/* A job's pool must fit the per-job limit and what is left of the daemon's budget: all of a
+ * fixed pool, only the control blocks of one that grows on demand (@p bytes each time). */
 static coll_status_t check_budget(coll_daemon_t *d, const char *id, uint64_t bytes, char *err,
                                   size_t errlen)
 {
+    const coll_pool_budget_t *b = &d->pool_budget;
+
     if (bytes > d->cfg.pool_max) {
         snprintf(err, errlen, "job %s asks for a pool of %llu bytes; this daemon allows at most "
                  "%llu per job (pool_max)", id, (unsigned long long)bytes,
                  (unsigned long long)d->cfg.pool_max);
         return COLL_ERR_POOL_FULL;
     }
-    if (bytes > d->pool_budget - d->pool_bytes) {
+    if (b->used > b->limit || bytes > b->limit - b->used) {
         snprintf(err, errlen, "job %s asks for a pool of %llu bytes; this daemon's budget is "
                  "%llu (pool_budget), of which jobs use %llu", id, (unsigned long long)bytes,
-                 (unsigned long long)d->pool_budget, (unsigned long long)d->pool_bytes);
+                 (unsigned long long)b->limit, (unsigned long long)b->used);
         return COLL_ERR_NOMEM;
     }
     return COLL_OK;
+}
+
+/* The job's pool: its control blocks and then @p bytes, charged to the daemon's budget. */
+static coll_status_t create_pool(coll_job_t *job, uint64_t bytes, int on_demand)
+{
+    coll_status_t st = coll_pool_create(job->id, bytes + COLL_CTL_TOTAL(job->local_size),
+                                        &job->pool);
+    if (st == COLL_OK) {
+        coll_pool_set_budget(job->pool, &job->d->pool_budget, on_demand);
+    }
+    return st;
 }
 
 /* Every rank on this node: the job never talks to another daemon, whatever root it names. */
@@ -101,10 +123,14 @@ static int job_alone(const coll_job_t *job)
 static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, char *err,
                                 size_t errlen, coll_job_t **job_p)
 {
-    uint64_t pool_bytes = (j->pool_bytes ? j->pool_bytes : d->cfg.pool_size);
+    /* A job that asks for no size, with the default pool_size 0, gets a pool of pool_max that
+     * grows on demand: DDP's first bucket holds the whole model, which no fixed default fits. */
+    uint64_t asked = j->pool_bytes ? j->pool_bytes : d->cfg.pool_size;
+    int on_demand = asked == 0;
+    uint64_t pool_bytes = on_demand ? d->cfg.pool_max : asked;
     coll_job_t *job;
-    coll_status_t st = check_budget(d, j->job, pool_bytes + COLL_CTL_TOTAL(j->local_size), err,
-                                    errlen);
+    coll_status_t st = check_budget(d, j->job, (on_demand ? 0 : pool_bytes) +
+                                    COLL_CTL_TOTAL(j->local_size), err, errlen);
 
     if (st != COLL_OK) {
         return st;
@@ -122,8 +148,7 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     coll_list_push(&d->jobs, &job->link);
     /* The control blocks come first; the pool the job asked for follows. A job with no other
      * node needs no UCX worker, endpoints or registration (job_alone()). */
-    if ((st = coll_pool_create(job->id, pool_bytes + COLL_CTL_TOTAL(job->local_size),
-                               &job->pool)) != COLL_OK ||
+    if ((st = create_pool(job, pool_bytes, on_demand)) != COLL_OK ||
         (st = coll_pool_reserve(job->pool, COLL_CTL_TOTAL(job->local_size))) != COLL_OK ||
         (st = coll_doorbell_open(job)) != COLL_OK ||
         (!job_alone(job) && (st = coll_engine_job_open(job)) != COLL_OK)) {
@@ -132,13 +157,17 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
         coll_job_free_now(job);
         return st;
     }
-    uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
-    d->pool_bytes += coll_pool_size(job->pool);
-    job->pool_accounted = 1;
+    if (job->timeout_ms > COLL_JOIN_NOTE_MS) {
+        uv_timer_start(&job->join_timer, join_timeout_cb, COLL_JOIN_NOTE_MS,
+                       job->timeout_ms - COLL_JOIN_NOTE_MS);
+    } else {
+        uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
+    }
     coll_auth_token_digest(job->id, j->token, job->token_digest);
     coll_stats_job_created(&d->stats);
-    coll_info(COLL_SUB_JOB, "job %s: created (world size %u, %u local ranks, pool %llu bytes)",
-              job->id, job->world_size, job->local_size, (unsigned long long)pool_bytes);
+    coll_info(COLL_SUB_JOB, "job %s: created (world size %u, %u local ranks, pool %llu bytes%s)",
+              job->id, job->world_size, job->local_size,
+              (unsigned long long)pool_bytes, on_demand ? ", taken on demand" : "");
     *job_p = job;
     return COLL_OK;
 }

@@ -40,6 +40,30 @@ void coll_session_reject(coll_session_t *s, const char *why)
     coll_session_close(s, why);
 }
 
+/* Why an allocation of @p bytes did not fit: the job's own pool, or the daemon's budget that
+ * a pool growing on demand is charged to. */
+static void pool_full_message(const coll_daemon_t *d, const coll_job_t *job, uint64_t bytes,
+                              char *err, size_t errlen)
+{
+    const coll_pool_budget_t *b = &d->pool_budget;
+
+    if (coll_pool_on_demand(job->pool) &&
+        (b->used > b->limit || bytes > b->limit - b->used)) {
+        snprintf(err, errlen,
+                 "pool of job %s on this node cannot grow: %llu bytes asked, the jobs' pools "
+                 "hold %llu of this daemon's %llu (pool_budget)",
+                 job->id, (unsigned long long)bytes, (unsigned long long)b->used,
+                 (unsigned long long)b->limit);
+    } else {
+        snprintf(err, errlen,
+                 "pool of job %s on this node is full: %llu bytes asked, %zu of %zu free "
+                 "(raise %s)",
+                 job->id, (unsigned long long)bytes, coll_pool_free_bytes(job->pool),
+                 coll_pool_size(job->pool),
+                 coll_pool_on_demand(job->pool) ? "pool_max" : "COLL_POOL_SIZE");
+    }
+}
+
 static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
 {
     coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
@@ -61,11 +85,7 @@ static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
     } else {
         r.status = coll_pool_alloc(job->pool, a->bytes, s, &off);
         if (r.status == COLL_ERR_POOL_FULL) {
-            snprintf(err, sizeof(err),
-                     "pool of job %s on this node is full: %llu bytes asked, %zu of %zu free "
-                     "(raise COLL_POOL_SIZE)",
-                     job->id, (unsigned long long)a->bytes, coll_pool_free_bytes(job->pool),
-                     coll_pool_size(job->pool));
+            pool_full_message(s->d, job, a->bytes, err, sizeof(err));
         }
     }
     r.error = err;

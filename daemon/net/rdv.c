@@ -234,6 +234,32 @@ static coll_rdv_t *rdv_get(coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
     return found;
 }
 
+int coll_rdv_describe(coll_daemon_t *d, const char *job, char *buf, size_t len)
+{
+    coll_rdv_t *rdv, *rtmp;
+    rdv_member_t *m, *mtmp;
+    size_t n;
+
+    coll_list_for_each_safe(rdv, rtmp, &d->rdvs, coll_rdv_t, link)
+    {
+        if (rdv->failed != COLL_OK || strcmp(rdv->job, job) != 0) {
+            continue;
+        }
+        n = (size_t)snprintf(buf, len, "%u of %u ranks have registered here", rdv->nranks,
+                             rdv->world_size);
+        coll_list_for_each_safe(m, mtmp, &rdv->members, rdv_member_t, link)
+        {
+            if (n < len) {
+                n += (size_t)snprintf(buf + n, len - n, "%s %s (%zu ranks)",
+                                      m->link.prev == &rdv->members ? ":" : ",", m->join->host,
+                                      m->join->n_ranks);
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
 /* Returns a message when @p j conflicts with the nodes already registered, else NULL. */
 static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j,
                                 const char *from, char *buf, size_t len)

@@ -45,6 +45,13 @@ void coll_rdv_cancel(coll_job_t *job);
 void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, coll_status_t status,
                      const char *why);
 
+/**
+ * @brief Root side: what the rendezvous of job @p job gathering here has, in words ("2 of 4
+ *        ranks have registered here: node01 (2 ranks)"), for a rank that waits.
+ * @return 1 when this daemon gathers that job's rendezvous (@p buf written), 0 otherwise.
+ */
+int coll_rdv_describe(coll_daemon_t *d, const char *job, char *buf, size_t len);
+
 /** @brief Close the listener, every control link and every rendezvous (shutdown). */
 void coll_rdv_close_all(coll_daemon_t *d);
 

@@ -197,13 +197,17 @@ static void set_memh(coll_job_t *job, ucp_request_param_t *p, const void *buf, s
     }
 }
 
-/* The pool is registered with UCX once (ucp_mem_map); transfers from and to it pass the
- * handle. */
+/* A fixed pool is registered with UCX once (ucp_mem_map); transfers from and to it pass the
+ * handle. A pool that grows on demand is not: registering it whole would pin (RDMA) every page
+ * of pool_max; its transfers go through UCX's registration cache instead. */
 static coll_status_t register_pool(coll_job_t *job)
 {
     ucp_mem_map_params_t mp = {0};
     ucs_status_t st;
 
+    if (coll_pool_on_demand(job->pool)) {
+        return COLL_OK;
+    }
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = coll_pool_base(job->pool);
     mp.length = coll_pool_size(job->pool);

@@ -322,6 +322,7 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
     pools_and_pending(f, d);
     wire_and_service(f, d);
     peers(f, d);
+    coll_metrics_process(f);
     if (fclose(f) != 0) {
         free(text);
         return NULL;

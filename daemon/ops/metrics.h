@@ -7,6 +7,7 @@
 #define COLL_OPS_METRICS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/daemon.h"
 
@@ -16,5 +17,14 @@
  * @return The text (free() it), or NULL when out of memory.
  */
 char *coll_report_metrics(coll_daemon_t *d, size_t *len_p);
+
+/**
+ * @brief Write the standard process_* families of Prometheus' client libraries for this
+ *        process to @p f (ops/metrics_process.c): process_cpu_seconds_total,
+ *        process_{virtual,resident}_memory_bytes, process_virtual_memory_max_bytes,
+ *        process_start_time_seconds, process_open_fds, process_max_fds. A family whose /proc
+ *        file cannot be read is left out.
+ */
+void coll_metrics_process(FILE *f);
 
 #endif

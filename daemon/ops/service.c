@@ -23,6 +23,7 @@
 coll_status_t coll_service_own_socket(coll_daemon_t *d, const char *path)
 {
     const char *name = d->cfg.socket_group;
+    struct stat st;
     unsigned gid;
 
     if (name[0] == '\0') {
@@ -34,10 +35,11 @@ coll_status_t coll_service_own_socket(coll_daemon_t *d, const char *path)
                   path);
         return chmod(path, 0660) == 0 ? COLL_OK : COLL_ERR_IO;
     }
-    if (chown(path, (uid_t)-1, (gid_t)gid) < 0) {
+    /* The service runs with the group as its own (Group=): the socket has it already. */
+    if ((stat(path, &st) < 0 || st.st_gid != (gid_t)gid) &&
+        chown(path, (uid_t)-1, (gid_t)gid) < 0) {
         /* A daemon run by a user outside the default group (tests, a workstation) goes on. */
-        int dflt = errno == EPERM &&
-                   coll_config_source(&d->cfg, "socket_group") == COLL_CFG_DEFAULT;
+        int dflt = errno == EPERM && coll_config_group_optional(&d->cfg);
         COLL_LOG(dflt ? COLL_LOG_INFO : COLL_LOG_ERROR, COLL_SUB_CORE,
                  "giving %s to group %s: %m", path, name);
         if (!dflt) {

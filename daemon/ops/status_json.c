@@ -205,8 +205,9 @@ static json_t *pool_json(const coll_job_t *job)
     size_t size = job->pool != NULL ? coll_pool_size(job->pool) : 0;
     size_t avail = job->pool != NULL ? coll_pool_free_bytes(job->pool) : 0;
 
-    return json_pack("{s:I, s:I, s:I}", "bytes", (json_int_t)size, "used_bytes",
-                     (json_int_t)(size - avail), "free_bytes", (json_int_t)avail);
+    return json_pack("{s:I, s:I, s:I, s:b}", "bytes", (json_int_t)size, "used_bytes",
+                     (json_int_t)(size - avail), "free_bytes", (json_int_t)avail, "on_demand",
+                     job->pool != NULL && coll_pool_on_demand(job->pool));
 }
 
 /* "epoch" tells incarnations of a job id apart (0 before the rendezvous completed);

@@ -1,5 +1,5 @@
 /*
- * Checkpoints on this node (proto/ps.h). A save writes the head of this node's image (step,
+ * Checkpoints on this node (proto/ps_records.h). A save writes the head of this node's image (step,
  * layout, where the state lies in the pool) into every local rank's reply; the ranks copy the
  * state out of the pool themselves (the client library, collective_ps.h coll_ps_save_node()), as no
  * step can change it before they all submit again. A load takes local rank 0's image, checks it

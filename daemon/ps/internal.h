@@ -21,7 +21,7 @@
 #include "engine/op.h"
 #include "engine/plan.h"
 #include "kernels/cpu/optim.h"
-#include "proto/ps.h"
+#include "proto/ps_records.h"
 
 /** Sums of squares kept per span: weights, the update direction (LARS: the gradient; LAMB:
  *  r), the gradient (global clipping). */

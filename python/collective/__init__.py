@@ -13,6 +13,7 @@ futures::
 
 Modules: :mod:`collective.comm` (Communicator), :mod:`collective.progress` (futures),
 :mod:`collective.pool` (pool memory), :mod:`collective.types`, :mod:`collective.errors`,
+:mod:`collective.timeline` (COLL_TIMELINE flushed every second and at exit, user spans),
 :mod:`collective.ddp` (PyTorch DDP communication hook; imports torch),
 :mod:`collective.optim` (ServiceOptimizer: a torch.optim-style optimizer run by the daemons'
 parameter service; imports torch),

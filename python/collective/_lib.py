@@ -199,6 +199,10 @@ _PROTOTYPES = {
     "coll_req_algo": (ctypes.c_char_p, [_req]),
     "coll_req_timing": (_status, [_req, ctypes.POINTER(ReqTiming)]),
     "coll_req_free": (None, [_req]),
+    "coll_timeline_span": (_status, [_comm, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
+                                     ctypes.c_uint64]),
+    "coll_timeline_enabled": (ctypes.c_int, [_comm]),
+    "coll_timeline_flush": (_status, [_comm]),
     # The parameter service (include/collective_ps.h).
     "coll_ps_optim_init": (None, [ctypes.c_int, ctypes.POINTER(PsOptim)]),
     "coll_ps_optimizer_parse": (_status, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),

@@ -8,6 +8,7 @@ from . import _lib
 from .errors import make_error
 from .pool import Native, numpy_array, torch_tensor
 from .progress import Future, Progress
+from .timeline import Span, Timeline
 from .types import address, buffer_info, is_tensor, parse_algo, parse_op
 
 def _params(socket, job, rank, world_size, local_rank, local_size, root, timeout, pool_size,
@@ -54,7 +55,7 @@ class Communicator:
     them); keyword arguments override single fields. Construction blocks until every rank of
     the job has joined (the rendezvous), at most the job's timeout, and raises
     :class:`~collective.CollectiveError` on failure (e.g. COLL_ERR_CONNREFUSED when no daemon
-    listens within the job's timeout + 1 s, a daemon that is starting being waited for;
+    listens within the job's timeout, a daemon that is starting being waited for;
     COLL_ERR_DENIED for a wrong job token).
 
     Args:
@@ -111,8 +112,10 @@ class Communicator:
         self.local_size = lib.coll_comm_local_size(ptr)
         self.op_timeout = op_timeout
         self._progress = Progress(self._native, "collective-progress-r%d" % self.rank)
+        self._timeline = Timeline(self._native)
         # Runs on close(), when the communicator is collected, or at exit.
-        self._finalizer = weakref.finalize(self, self._progress.stop, self._native.close)
+        self._finalizer = weakref.finalize(self, _close, self._timeline, self._progress,
+                                           self._native)
 
     def __repr__(self):
         state = "closed" if self.closed else "open"
@@ -141,6 +144,26 @@ class Communicator:
         For a rank that found something fatal (a NaN loss) and must not leave the others
         waiting. The communicator stays to be closed."""
         self._native.abort(str(reason))
+
+    # ---- timeline -------------------------------------------------------------------------
+    @property
+    def timeline_enabled(self):
+        """True when this rank writes a timeline (COLL_TIMELINE was set and its file opened).
+        It is flushed every second and at exit (:mod:`collective.timeline`)."""
+        return self._timeline.enabled
+
+    def timeline_flush(self):
+        """Write the timeline's buffered events now; the file is complete JSON afterwards."""
+        self._timeline.flush()
+
+    def timeline_span(self, track, name, begin_ns, end_ns):
+        """Add a span from @begin_ns to @end_ns (``time.monotonic_ns()``) on row @track."""
+        self._timeline.span(track, name, begin_ns, end_ns)
+
+    def span(self, track, name):
+        """A context manager that records its block as a span: ``with comm.span("step",
+        "backward"): ...``. Costs nothing without a timeline."""
+        return Span(self._timeline, track, name)
 
     @property
     def last_error(self):
@@ -308,6 +331,11 @@ class Communicator:
         if is_tensor(x):
             return self.empty_tensor(count, x.dtype)
         return self.empty(count, x.dtype)
+
+
+def _close(timeline, progress, native):
+    timeline.stop()
+    progress.stop(native.close)
 
 
 def _count(x):

@@ -498,6 +498,7 @@ int main(int argc, char **argv)
     for (size_t t = 0; which != NULL && t < sizeof(tests) / sizeof(tests[0]); t++) {
         if (strcmp(which, tests[t].name) == 0) {
             if (coll_comm_create(NULL, &comm) != COLL_OK) {
+                fprintf(stderr, "bucketer_check: joining: %s\n", coll_comm_last_error(NULL));
                 return 1;
             }
             g_rank = coll_comm_rank(comm);

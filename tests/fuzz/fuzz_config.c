@@ -70,7 +70,8 @@ static void check_values(const coll_config_t *c)
                (unsigned long long)c->pipeline_depth);
     FUZZ_CHECK(c->segment_size >= 4096 && c->segment_size <= (64u << 20), "segment_size %llu",
                (unsigned long long)c->segment_size);
-    FUZZ_CHECK(c->pool_size >= 1 && c->pool_size <= c->pool_max, "pool_size %llu, pool_max %llu",
+    /* 0: on demand, up to pool_max. */
+    FUZZ_CHECK(c->pool_size <= c->pool_max, "pool_size %llu, pool_max %llu",
                (unsigned long long)c->pool_size, (unsigned long long)c->pool_max);
     FUZZ_CHECK(c->timeout_ms >= 100 && c->timeout_ms <= 86400000, "timeout_ms %llu",
                (unsigned long long)c->timeout_ms);

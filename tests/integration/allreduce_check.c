@@ -633,7 +633,7 @@ int main(int argc, char **argv)
     params.pool_bytes = pool_bytes_for(max_count + max_count / 2 + 1, c.local_size) * o.window;
     st = coll_comm_create(&params, &c.comm);
     if (st != COLL_OK) {
-        die("coll_comm_create: %s (%s)", coll_err_name(st), coll_strerror(st));
+        die("coll_comm_create: %s: %s", coll_err_name(st), coll_comm_last_error(NULL));
     }
     c.rank = g_rank = coll_comm_rank(c.comm);
     if (coll_comm_world_size(c.comm) != c.world || coll_comm_local_size(c.comm) != c.local_size) {

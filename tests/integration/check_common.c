@@ -111,8 +111,8 @@ void check_join(check_ctx_t *c, uint64_t pool_bytes)
     memset(c, 0, sizeof(*c));
     st = coll_comm_create(&params, &c->comm);
     if (st != COLL_OK) {
-        check_die("coll_comm_create (pool %" PRIu64 " bytes): %s (%s)", pool_bytes,
-                  coll_err_name(st), coll_strerror(st));
+        check_die("coll_comm_create (pool %" PRIu64 " bytes): %s: %s", pool_bytes,
+                  coll_err_name(st), coll_comm_last_error(NULL));
     }
     c->rank = g_rank = coll_comm_rank(c->comm);
     c->world = coll_comm_world_size(c->comm);

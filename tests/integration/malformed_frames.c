@@ -350,7 +350,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if ((st = coll_comm_create(NULL, &c.comm)) != COLL_OK) {
-        die("coll_comm_create: %s", coll_err_name(st));
+        die("coll_comm_create: %s: %s", coll_err_name(st), coll_comm_last_error(NULL));
     }
     c.rank = g_rank = coll_comm_rank(c.comm);
     c.world = coll_comm_world_size(c.comm);

@@ -134,11 +134,14 @@ def load_tables(libs):
 
 # ---- the client library's files -------------------------------------------------------------
 
-CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0, "ps_names.c.o": 0,
-               "base.c.o": 1, "env.c.o": 1, "bucket_plan.c.o": 1, "timeline.c.o": 2,
-               "io.c.o": 2, "request.c.o": 3, "comm.c.o": 4, "mem.c.o": 5,
-               "collectives.c.o": 5, "ps.c.o": 6, "ps_ckpt.c.o": 6, "bucketer.c.o": 7,
-               "bucketer_wait.c.o": 7}
+CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0,
+               # the wire code (proto/), which libcollective.a holds too
+               "collective.pb-c.c.o": 0, "frame.c.o": 0, "wire.c.o": 0, "ctl.c.o": 0,
+               "desc.c.o": 0, "jobmsg.c.o": 0, "ps_records.c.o": 0, "ps_names.c.o": 0,
+               "debug.c.o": 1, "base.c.o": 1, "env.c.o": 1, "launcher.c.o": 1,
+               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "request.c.o": 3,
+               "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "ps.c.o": 6, "ps_ckpt.c.o": 6,
+               "bucketer.c.o": 7, "bucketer_wait.c.o": 7}
 
 
 NM_LINE = re.compile(r"^.*?\.a:([^:]+):\s*(?:[0-9a-f]+\s+)?\w\s+(\S+)$")

@@ -152,7 +152,8 @@ int main(int argc, char **argv)
     }
     st = coll_comm_create(NULL, &comm);
     if (st != COLL_OK) {
-        fprintf(stderr, "ops_rank: joining the job: %s\n", coll_strerror(st));
+        fprintf(stderr, "ops_rank: joining the job: %s: %s\n", coll_strerror(st),
+                coll_comm_last_error(NULL));
         return 1;
     }
     if (o.ready_file != NULL) {

@@ -103,9 +103,10 @@ def test_env():
 
 
 class Daemon:
-    """One collectived in <work>/<name>/, its output in <work>/<name>/log."""
+    """One collectived in <work>/<name>/, its output in <work>/<name>/log; @wrap: a command
+    that runs it (e.g. setpriv ... as another user)."""
 
-    def __init__(self, binary, work, name, extra=(), env=None):
+    def __init__(self, binary, work, name, extra=(), env=None, wrap=()):
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir, exist_ok=True)
         self.name = name
@@ -116,7 +117,8 @@ class Daemon:
         self.argv = [binary, "--config", "none", "--socket", self.socket, "--listen",
                      "127.0.0.1:0", "--addr-file", self.addr_file] + list(extra)
         self.logf = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.logf,
+        self.proc = subprocess.Popen(list(wrap) + self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=self.logf,
                                      stderr=subprocess.STDOUT,
                                      env=env if env is not None else test_env())
         self.addr = None

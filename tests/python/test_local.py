@@ -9,6 +9,7 @@ Exit status: 0 all passed, 1 a failure, 77 (skip) when numpy is missing.
 """
 
 import argparse
+import glob
 import os
 import re
 import subprocess
@@ -70,12 +71,11 @@ class Library(unittest.TestCase):
 
 
 def c_declarations(path):
-    """(struct fields by typedef name, parameter counts by function name) of a C header and
-    the headers of its directory it includes (collective.h includes collective_ps.h)."""
-    with open(path) as f:
-        text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
-    for inc in re.findall(r"#include <(collective_\w+\.h)>", text):
-        with open(os.path.join(os.path.dirname(path), inc)) as f:
+    """(struct fields by typedef name, parameter counts by function name) of a C header and of
+    the public headers beside it (collective.h includes collective_bucketer.h)."""
+    text = ""
+    for name in sorted(glob.glob(os.path.join(os.path.dirname(path), "collective*.h"))):
+        with open(name) as f:
             text += re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
     structs = {}
     for body, name in re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", text, re.S):
@@ -128,11 +128,12 @@ class Errors(unittest.TestCase):
                          "try:\n"
                          "    collective.Communicator()\n"
                          "except collective.CollectiveError as e:\n"
-                         "    print('caught', e.name)\n", COLLECTIVE_LIB=LIB, RANK=None,
-                         WORLD_SIZE=None)
+                         "    print('caught', e.name, e.detail)\n", COLLECTIVE_LIB=LIB,
+                         RANK=None, WORLD_SIZE=None)
         self.assertEqual(rc, 0, out)
         self.assertIn("caught COLL_ERR_INVALID", out)
-        self.assertIn("is not set", out)   # the library names the missing variable
+        self.assertIn("is not set", out)   # the detail names the missing variable
+        self.assertNotIn("libcollective", out)   # and is not printed by the library too
 
     def test_parameters_come_in_pairs(self):
         with self.assertRaises(ValueError):

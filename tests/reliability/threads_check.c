@@ -133,6 +133,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (coll_comm_create(NULL, &c) != COLL_OK) {
+        fprintf(stderr, "threads_check: joining: %s\n", coll_comm_last_error(NULL));
         return 1;
     }
     for (int t = 0; t < THREADS; t++) {

@@ -39,9 +39,8 @@ int dist_init(dist_t *dist)
     }
     st = coll_comm_create(NULL, &comm);
     if (st != COLL_OK) {
-        /* coll_comm_create() has printed the details; say which call failed. */
-        fprintf(stderr, "coll-train: cannot join the job: %s (%s)\n", coll_strerror(st),
-                coll_err_name(st));
+        fprintf(stderr, "coll-train: cannot join the job: %s: %s\n", coll_strerror(st),
+                coll_comm_last_error(NULL));
         return -1;
     }
     dist->comm = comm;

@@ -161,9 +161,9 @@ static void test_defaults(void **state)
 
     assert_int_equal(coll_config_load(ARGC(argv), argv, &cfg), COLL_CONFIG_RUN);
     assert_string_equal(cfg.socket, "/run/collectived/collectived.sock");
-    assert_string_equal(cfg.listen, "0.0.0.0:29510");
+    assert_string_equal(cfg.listen, "127.0.0.1:29510");
     assert_string_equal(cfg.addr_file, "");
-    assert_int_equal(cfg.pool_size, 256 * MiB);
+    assert_int_equal(cfg.pool_size, 0); /* on demand */
     assert_int_equal(cfg.pool_max, 16 * GiB);
     assert_int_equal(cfg.segment_size, 256 * KiB);
     assert_int_equal(cfg.pipeline_depth, 4);
@@ -338,10 +338,12 @@ static void test_pool_size_above_pool_max_rejected(void **state)
     assert_int_equal(cfg.pool_size, 32 * GiB);
 }
 
-static void test_pool_size_zero_rejected(void **state)
+/* 0 is the default: a job's pool taken on demand up to pool_max (issue 16). */
+static void test_pool_size_zero_is_on_demand(void **state)
 {
-    char *argv[] = {"collectived", "--pool-size", "0", NULL};
-    assert_contains(load_error(ARGC(argv), argv), "pool_size=0");
+    char *argv[] = {"collectived", "--pool-size", "256M", "--pool-size", "0", NULL};
+    assert_int_equal(coll_config_load(ARGC(argv), argv, &cfg), COLL_CONFIG_RUN);
+    assert_int_equal(cfg.pool_size, 0);
 }
 
 static void test_log_level_unknown_rejected(void **state)
@@ -394,7 +396,7 @@ static void test_reload_starts_from_defaults(void **state)
     assert_int_equal(coll_config_load(ARGC(first), first, &cfg), COLL_CONFIG_RUN);
     coll_config_cleanup(&cfg);
     assert_int_equal(coll_config_load(ARGC(second), second, &cfg), COLL_CONFIG_RUN);
-    assert_int_equal(cfg.pool_size, 256 * MiB);
+    assert_int_equal(cfg.pool_size, 0); /* on demand */
 }
 
 /* A load that stopped inside a cluster of short options ("-hh": help served at the first h)
@@ -445,7 +447,7 @@ int main(void)
         CFG_TEST(test_pipeline_depth_range),
         CFG_TEST(test_segment_size_range),
         CFG_TEST(test_pool_size_above_pool_max_rejected),
-        CFG_TEST(test_pool_size_zero_rejected),
+        CFG_TEST(test_pool_size_zero_is_on_demand),
         CFG_TEST(test_log_level_unknown_rejected),
         CFG_TEST(test_socket_path_length),
         CFG_TEST(test_unknown_option_rejected),

@@ -199,7 +199,7 @@ static void test_config_from_env_and_flag_forms(void **state)
     assert_int_equal(cfg.pool_size, 4 * MiB);
     /* --config wins over COLLD_CONFIG; "none" reads no file. */
     assert_int_equal(load(ARGC(none), none), COLL_CONFIG_RUN);
-    assert_int_equal(cfg.pool_size, 256 * MiB);
+    assert_int_equal(cfg.pool_size, 0 /* the default: on demand */);
     assert_string_equal(cfg.config_file, "");
     unsetenv("COLLD_CONFIG");
     snprintf(flag, sizeof(flag), "--config=%s", path);
@@ -222,11 +222,15 @@ static void test_sections_comments_and_inline_comments(void **state)
     char *argv[] = {"collectived", "--config", path, NULL};
 
     write_file("# comment\n; another\n\n[collectived]\npool_size = 2M ; inline comment\n"
-               "  \nlisten=127.0.0.1:1234\nsegment_size : 8K\n");
+               "  \nlisten=127.0.0.1:1234\nsegment_size : 8K\n"
+               "socket = /tmp/a#b.sock   # '#' after a space starts a comment, as ';' does\n"
+               "addr_file =  # empty\n");
     assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_RUN);
     assert_int_equal(cfg.pool_size, 2 * MiB);
     assert_string_equal(cfg.listen, "127.0.0.1:1234");
     assert_int_equal(cfg.segment_size, 8192);
+    assert_string_equal(cfg.socket, "/tmp/a#b.sock");
+    assert_string_equal(cfg.addr_file, "");
     assert_string_equal(capture_text(), "");
 }
 
@@ -317,7 +321,7 @@ static void test_checked_values_name_their_origin(void **state)
     unsetenv("COLLD_KERNEL_THREADS");
 
     assert_int_equal(load(ARGC(flag), flag), COLL_CONFIG_ERROR);
-    snprintf(want, sizeof(want), "pool_size=67108864 (flag): must be 1..pool_max (33554432, "
+    snprintf(want, sizeof(want), "pool_size=67108864 (flag): must be 0..pool_max (33554432, "
              "file %s:1)", path);
     assert_contains(capture_text(), want);
 }
@@ -329,7 +333,7 @@ static void test_listen_addresses_checked(void **state)
         const char *flag, *good, *bad, *message;
     } cases[] = {
         {"--status-listen", "[::1]:9464", "host-without-port", "status_listen=host-without-port"},
-        {"--listen", "[::]:29510", "localhost:29510",
+        {"--listen", "[::1]:29510", "localhost:29510",
          "listen=localhost:29510 (flag): not a numeric host:port"},
     };
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the parameter service's records (proto/ps.h): a registration and a checkpoint
+ * Unit tests of the parameter service's records (proto/ps_records.h): a registration and a checkpoint
  * image are accepted when well formed and refused, with a message naming the field, when any
  * one field is wrong; fingerprints tell registrations apart.
  */
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "proto/ps.h"
+#include "proto/ps_records.h"
 
 #define NL 5
 

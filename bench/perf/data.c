@@ -1,7 +1,7 @@
 /*
- * coll-perf-data: values and expected results of coll-perf's correctness check (see the header).
+ * perf/data.c: values and expected results of coll-perf's correctness check (see the header).
  */
-#include "coll-perf-data.h"
+#include "perf/data.h"
 
 #include <math.h>
 #include <stdlib.h>

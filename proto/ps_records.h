@@ -1,5 +1,5 @@
 /**
- * @file ps.h
+ * @file ps_records.h
  * @brief The parameter service's records (include/collective_ps.h): the registration a rank
  *        writes into the job's pool for the daemon to read, and the checkpoint image of one
  *        node's shard of the optimizer state.
@@ -19,8 +19,8 @@
  * LAMB the first, then the second moment), each the concatenation of the node's chunks in
  * bucket order.
  */
-#ifndef COLL_PROTO_PS_H
-#define COLL_PROTO_PS_H
+#ifndef COLL_PROTO_PS_RECORDS_H
+#define COLL_PROTO_PS_RECORDS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * coll-perf-data: the data of coll-perf's correctness check.
+ * perf/data: the data of coll-perf's correctness check.
  *
  * Element i of a buffer belongs to one of PERF_CLASSES classes, a hash of (i, seed). Rank r's
  * input element i is in[r][class(i)], and the reduction of element i over all ranks is

@@ -1,8 +1,8 @@
 /*
- * The parameter service's records (ps.h): checks of a registration and of a checkpoint image,
+ * The parameter service's records (ps_records.h): checks of a registration and of a checkpoint image,
  * field by field, before anything in them is used.
  */
-#include "proto/ps.h"
+#include "proto/ps_records.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

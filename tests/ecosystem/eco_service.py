@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Ecosystem tests of the service (ctest label ecosystem): `eco_service.py NAME ...`.
+
+  no_capabilities   two daemons run as an unprivileged user with an empty capability bounding
+                    set (what the unit gives them) and serve a job of two nodes (the units'
+                    own checks, systemd-analyze verify and security, are ops.systemd_units)
+  k8s_example       the Kubernetes example publishes no host port, binds no listener to every
+                    interface, gives the daemons a peer secret, and its configuration is one
+                    the daemon accepts
+  alert_rules       `promtool check rules` accepts the shipped alerting rules and
+                    `promtool test rules` fires them on made-up series as expected
+  process_metrics   /metrics has the standard process_* families, with the values /proc gives
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ecolib  # noqa: E402
+from ecolib import Skip, expect, log, opslib  # noqa: E402
+
+
+def unprivileged(argv):
+    """@argv as nobody:nogroup with no capability left to gain (setpriv, util-linux)."""
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"] + argv
+
+
+def test_no_capabilities(args, work):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        raise Skip("needs root and setpriv to start daemons as another user")
+    os.chmod(work, 0o755)
+    shared = os.path.join(work, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)  # the daemons' directories, writable by nobody
+    ds = []
+    try:
+        for k in range(2):
+            os.mkdir(os.path.join(shared, "node%d" % k), 0o777)
+            os.chmod(os.path.join(shared, "node%d" % k), 0o777)
+            ds.append(opslib.Daemon(args.daemon, shared, "node%d" % k,
+                                    wrap=unprivileged([])).wait_ready())
+        caps = open("/proc/%d/status" % ds[0].proc.pid).read()
+        expect(re.search(r"^CapBnd:\s+0+$", caps, re.M) and
+               re.search(r"^Uid:\s+65534\s", caps, re.M), "the daemon is not capless nobody:\n"
+               + caps)
+        procs = []
+        for r in range(4):
+            env = dict(opslib.test_env(), COLL_SOCKET=ds[r // 2].socket, COLL_JOB="nocap",
+                       COLL_RANK=str(r), COLL_WORLD_SIZE="4", COLL_LOCAL_RANK=str(r % 2),
+                       COLL_LOCAL_SIZE="2", COLL_ROOT=ds[0].addr, COLL_TIMEOUT_MS="30000")
+            procs.append(ecolib.Timed([args.rank, "--iters", "3", "--count", "100003"], env))
+        for p in procs:
+            expect(p.wait(90) == 0, "a rank failed:\n%s\n%s" % (p.text(), ds[0].log()))
+        for d in ds:
+            opslib.check_no_warnings(d.log(), d.name)
+    finally:
+        for d in ds:
+            d.kill()
+
+
+# ---- k8s_example -------------------------------------------------------------------------------
+
+def load_yaml(path):
+    try:
+        import yaml
+    except ImportError:
+        raise Skip("python3-yaml not found (run with Debian's /usr/bin/python3)")
+    with open(path) as f:
+        return list(yaml.safe_load_all(f))
+
+
+def test_k8s_example(args, work):
+    docs = load_yaml(os.path.join(args.source_dir, "deploy", "k8s", "daemonset.yaml"))
+    conf = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["collectived.conf"]
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    box = pod["containers"][0]
+    expect(all("hostPort" not in p for p in box.get("ports", [])),
+           "a port is published on every interface of the node: %s" % box["ports"])
+    env = {e["name"]: e.get("value") for e in box.get("env", [])}
+    # The values the pod would get on a node whose address is 10.0.0.5.
+    env = {k: v.replace("$(HOST_IP)", "10.0.0.5") for k, v in env.items() if v is not None}
+    for key in ("listen", "status_listen"):
+        value = env.get("COLLD_" + key.upper()) or re.search(r"^\s*%s\s*=\s*(\S+)" % key, conf,
+                                                             re.M)
+        value = value if isinstance(value, str) else (value.group(1) if value else "")
+        expect(not re.match(r"(0\.0\.0\.0|\[::\]):", value),
+               "%s binds every interface: %s" % (key, value))
+    expect(any(v.get("secret") for v in pod["volumes"]), "no Secret volume for the peer secret")
+    path = os.path.join(work, "collectived.conf")
+    with open(path, "w") as f:
+        f.write(conf)
+    daemon_env = dict(opslib.test_env(), **{k: v for k, v in env.items()
+                                            if k.startswith("COLLD_")})
+    rc, out = opslib.run([args.daemon, "--config", path, "--socket-group", "",
+                          "--print-config"], env=daemon_env, check=False)
+    expect(rc == 0, "the daemon refuses the example's configuration:\n" + out)
+    expect("status_listen = 10.0.0.5:9464" in out and "listen = 10.0.0.5:29510" in out,
+           "the listeners are not the node's address:\n" + out)
+
+
+# ---- alert_rules -------------------------------------------------------------------------------
+
+def test_alert_rules(args, work):
+    if shutil.which("promtool") is None:
+        raise Skip("promtool not found (Debian package prometheus)")
+    rules = os.path.join(args.source_dir, "deploy", "prometheus", "collectived-rules.yml")
+    opslib.run(["promtool", "check", "rules", rules])
+    shutil.copy(rules, work)
+    tests = shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "alert_rules_test.yml"), work)
+    opslib.run(["promtool", "test", "rules", tests], cwd=work)
+
+
+# ---- process_metrics ---------------------------------------------------------------------------
+
+def samples(text):
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("process_"):
+            name, value = line.split()
+            out[name] = float(value)
+    return out
+
+
+def proc_facts(pid):
+    """What /proc says about @pid, computed here: CPU s, start time, fds, fd limit, RSS."""
+    tick = os.sysconf("SC_CLK_TCK")
+    fields = open("/proc/%d/stat" % pid).read().rpartition(")")[2].split()
+    btime = next(float(l.split()[1]) for l in open("/proc/stat") if l.startswith("btime "))
+    limit = next(l.split()[3] for l in open("/proc/%d/limits" % pid)
+                 if l.startswith("Max open files"))
+    rss_kb = next(int(l.split()[1]) for l in open("/proc/%d/status" % pid)
+                  if l.startswith("VmRSS:"))
+    return {"cpu": (int(fields[11]) + int(fields[12])) / tick,
+            "start": btime + int(fields[19]) / tick,
+            "fds": len(os.listdir("/proc/%d/fd" % pid)), "max_fds": float(limit),
+            "rss": rss_kb * 1024.0, "vsize": float(fields[20])}
+
+
+def test_process_metrics(args, work):
+    d = opslib.Daemon(args.daemon, work, "m").wait_ready()
+    try:
+        code, _, text = opslib.http_unix(d.status, "/metrics")
+        facts = proc_facts(d.proc.pid)
+        expect(code == 200, "GET /metrics: %d" % code)
+        got = samples(text)
+        log("process metrics %s; /proc %s" % (got, facts))
+        for fam, kind in (("process_cpu_seconds_total", "counter"),
+                          ("process_open_fds", "gauge"), ("process_max_fds", "gauge"),
+                          ("process_resident_memory_bytes", "gauge"),
+                          ("process_virtual_memory_bytes", "gauge"),
+                          ("process_virtual_memory_max_bytes", "gauge"),
+                          ("process_start_time_seconds", "gauge")):
+            expect("# TYPE %s %s\n" % (fam, kind) in text and fam in got,
+                   "/metrics lacks %s (%s)" % (fam, kind))
+        expect(abs(got["process_start_time_seconds"] - facts["start"]) < 1.0, "start time")
+        expect(got["process_max_fds"] == facts["max_fds"], "max fds")
+        expect(abs(got["process_open_fds"] - facts["fds"]) <= 2, "open fds")
+        expect(0 <= facts["cpu"] - got["process_cpu_seconds_total"] < 1.0, "cpu seconds")
+        expect(0.5 < got["process_resident_memory_bytes"] / facts["rss"] < 2.0, "rss")
+        expect(0.5 < got["process_virtual_memory_bytes"] / facts["vsize"] < 2.0, "vsize")
+        if shutil.which("promtool"):
+            p = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            expect(p.returncode == 0, "promtool check metrics:\n" + p.stdout.decode())
+    finally:
+        d.kill()
+
+
+TESTS = {name[len("test_"):]: fn for name, fn in globals().items() if name.startswith("test_")}
+
+if __name__ == "__main__":
+    opslib.main(TESTS, ecolib.parser(__doc__, TESTS))
