@@ -3,32 +3,42 @@
 #include <stdio.h>
 
 #include "net/control.h"
+#include "proto/jobmsg.h"
 
-static const coll_op_t *find_collective(const coll_job_t *job, uint64_t key)
+static uint64_t ident(uint32_t group, uint64_t key)
+{
+    return coll_jobmsg_op_ident(group, key);
+}
+
+static const coll_op_t *find_collective(const coll_job_t *job, uint32_t group, uint64_t key)
 {
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
     {
-        if (op->desc.key == key && op->desc.coll < COLL_KIND_SEND) {
+        if (op->grp->id == group && ident(group, op->desc.key) == ident(group, key) &&
+            op->desc.coll < COLL_KIND_SEND) {
             return op;
         }
     }
     return NULL;
 }
 
-uint32_t coll_blame_local(const coll_job_t *job, uint64_t key, char *buf, size_t len)
+uint32_t coll_blame_local(const coll_job_t *job, uint32_t group, uint64_t key, char *buf,
+                          size_t len)
 {
-    const coll_op_t *op = find_collective(job, key);
+    const coll_op_t *op = find_collective(job, group, key);
+    const coll_group_t *grp = coll_group_find(job, group);
     uint32_t missing = 0;
     size_t n = 0;
 
     buf[0] = '\0';
-    if (op != NULL && op->done) {
-        return 0; /* every local rank had submitted it */
+    if (grp == NULL || (op != NULL && op->done)) {
+        return 0; /* no member here, or every local member had submitted it */
     }
-    for (uint32_t l = 0; l < job->local_size && n < len; l++) {
+    for (uint32_t i = 0; i < grp->nlocal && n < len; i++) {
+        uint32_t l = grp->locals[i];
         const coll_session_t *s = job->locals[l];
-        if (op != NULL && op->members[l].session != NULL) {
+        if (op != NULL && op->members[i].session != NULL) {
             continue;
         }
         missing++;
@@ -41,9 +51,14 @@ uint32_t coll_blame_local(const coll_job_t *job, uint64_t key, char *buf, size_t
 
 void coll_blame_ask(coll_op_t *op)
 {
-    if (op->job->nnodes > 1 && op->desc.coll < COLL_KIND_SEND) {
-        coll_control_blame_query(op->job, op->desc.key);
+    if (op->grp->nnodes > 1 && op->desc.coll < COLL_KIND_SEND) {
+        coll_control_blame_query(op->job, ident(op->grp->id, op->desc.key));
     }
+}
+
+const char *coll_blame_heard(const coll_op_t *op)
+{
+    return coll_control_blamed(op->job, ident(op->grp->id, op->desc.key));
 }
 
 void coll_blame_answer(coll_job_t *job)
@@ -52,7 +67,8 @@ void coll_blame_answer(coll_job_t *job)
 
     for (uint32_t i = 0; i < job->net.nblame_queries; i++) {
         const coll_blame_query_t *q = &job->net.blame_queries[i];
-        if (coll_blame_local(job, q->key, text, sizeof(text)) > 0) {
+        uint32_t group = (uint32_t)(q->key >> COLL_JOBMSG_IDENT_KEY_BITS);
+        if (coll_blame_local(job, group, q->key, text, sizeof(text)) > 0) {
             coll_control_blame(job, q->node, q->key, text);
         }
     }
