@@ -83,8 +83,11 @@ static coll_status_t exchange(coll_comm_t *comm, const scratch_t *sc, int color,
 {
     coll_request_t *r = NULL;
 
+    coll_status_t st;
+
     *sc->mine = (coll__split_entry_t){color, key, comm->conn->node_rank, next};
-    return finish(coll_allgather_async(comm, sc->mine, sc->all, 4, COLL_INT32, NULL, &r), r);
+    st = coll_allgather_async(comm, sc->mine, sc->all, 4, COLL_INT32, NULL, &r);
+    return finish(st, r);
 }
 
 /* The most negative outcome over the parent's ranks (COLL_OK when all succeeded). */
@@ -95,8 +98,9 @@ static coll_status_t agree(coll_comm_t *comm, const scratch_t *sc, coll_status_t
     coll_status_t st;
 
     sc->mine->color = mine;
-    st = finish(coll_allreduce_async(comm, &sc->mine->color, &sc->mine->color, 1, COLL_INT32,
-                                     COLL_MIN, NULL, &r), r);
+    st = coll_allreduce_async(comm, &sc->mine->color, &sc->mine->color, 1, COLL_INT32, COLL_MIN,
+                              NULL, &r);
+    st = finish(st, r);
     *all_p = (coll_status_t)sc->mine->color;
     return st;
 }

@@ -157,11 +157,12 @@ static void on_received(coll_op_t *op, p2p_t *p, const coll_xfer_t *x)
     char err[200] = "";
     coll_status_t st;
 
-    if (!ok) {
-        snprintf(err, sizeof(err), "rank %u expected %zu bytes from rank %u, %s %zu",
-                 dst_rank(op), x->expect, src_rank(op),
-                 x->status == UCS_OK ? "received" : "the message was longer than",
-                 x->status == UCS_OK ? x->length : x->expect);
+    if (!ok && x->status == UCS_OK) {
+        snprintf(err, sizeof(err), "rank %u expected %zu bytes from rank %u, received %zu bytes",
+                 dst_rank(op), x->expect, src_rank(op), x->length);
+    } else if (!ok) {
+        snprintf(err, sizeof(err), "rank %u expected %zu bytes from rank %u, the message was "
+                 "longer", dst_rank(op), x->expect, src_rank(op));
     }
     p->answer = (p2p_answer_t){ok ? COLL_OK : COLL_ERR_MISMATCH, (int64_t)x->expect};
     p->answer_xfer = (coll_xfer_t){.op = op, .kind = COLL_TAG_P2P, .is_send = 1, .slot = 1};
