@@ -17,7 +17,9 @@
  * every communicator of the job, the disjoint groups' included: their pending and later
  * operations fail with the error that names the culprit (COLL_ERR_JOB, COLL_ERR_PEER, ...). A
  * rank that leaves with nothing pending ends its part cleanly: a group without it goes on; the
- * next collective of a group with it fails the job, naming it.
+ * next collective of a group with it fails the job, naming it (at once when a member on its
+ * node submits that collective, otherwise at the job's timeout: "rank R (node N, left the
+ * job)").
  */
 #ifndef COLLECTIVE_GROUPS_H
 #define COLLECTIVE_GROUPS_H

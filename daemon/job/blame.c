@@ -42,9 +42,14 @@ uint32_t coll_blame_local(const coll_job_t *job, uint32_t group, uint64_t key, c
             continue;
         }
         missing++;
-        n += (size_t)snprintf(buf + n, len - n, "%srank %u (pid %d, node %u, not submitted)",
-                              n ? ", " : "", job->ranks[l], s ? (int)s->cred.pid : -1,
-                              job->node_rank);
+        if (s != NULL) {
+            n += (size_t)snprintf(buf + n, len - n, "%srank %u (pid %d, node %u, not submitted)",
+                                  n ? ", " : "", job->ranks[l], (int)s->cred.pid,
+                                  job->node_rank);
+        } else {
+            n += (size_t)snprintf(buf + n, len - n, "%srank %u (node %u, left the job)",
+                                  n ? ", " : "", job->ranks[l], job->node_rank);
+        }
     }
     return missing;
 }

@@ -24,8 +24,8 @@ void coll_blame_answer(coll_job_t *job);
 
 /**
  * @brief This node's ranks of group @p group that have not submitted its collective @p key, as
- *        text in @p buf: "rank R (pid P, node N, not submitted)", comma-separated; "" when all
- *        did or the group has no rank here.
+ *        text in @p buf: "rank R (pid P, node N, not submitted)" or "rank R (node N, left the
+ *        job)", comma-separated; "" when all did or the group has no rank here.
  * @return The number of such ranks.
  */
 uint32_t coll_blame_local(const coll_job_t *job, uint32_t group, uint64_t key, char *buf,

@@ -150,13 +150,3 @@ void coll_groups_free(coll_session_t *s, uint32_t id)
     }
     leave_group(g, s);
 }
-
-void coll_groups_leave(coll_job_t *job, const coll_session_t *s)
-{
-    coll_group_t *g, *tmp;
-
-    coll_list_for_each_safe(g, tmp, &job->groups, coll_group_t, link)
-    {
-        leave_group(g, s);
-    }
-}

@@ -11,6 +11,10 @@
  * splits run at the same time by ranks of one node may pick the same id: the second group to
  * register it here is refused (COLL_ERR_INVALID, saying so), and the client fails that split on
  * all its ranks; nothing of either group is mixed up. Ids are never reused within a job.
+ *
+ * A rank that leaves the job stays registered in its groups: the groups remember it, so that
+ * the next collective of one of them fails naming it (job/blame.c) rather than waiting for a
+ * node that knows nothing of the group.
  */
 #ifndef COLL_JOB_GROUPS_H
 #define COLL_JOB_GROUPS_H
@@ -31,8 +35,5 @@ void coll_groups_create(coll_session_t *s, const Coll__Wire__GroupCreate *c);
 /** @brief Local rank @p s leaves group @p id (the group goes when no local member and no
  *         operation is left); an id it is not registered in is ignored with a warning. */
 void coll_groups_free(coll_session_t *s, uint32_t id);
-
-/** @brief Local rank @p s leaves the job: it leaves every group it registered. */
-void coll_groups_leave(coll_job_t *job, const coll_session_t *s);
 
 #endif

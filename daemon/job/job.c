@@ -15,7 +15,6 @@
 #include "core/staging.h"
 #include "engine/op.h"
 #include "job/doorbell.h"
-#include "job/groups.h"
 #include "job/health.h"
 #include "net/clientlink.h"
 #include "net/control.h"
@@ -234,7 +233,6 @@ void coll_job_leave(coll_job_t *job, coll_session_t *s)
             op->members[i].session = NULL;
         }
     }
-    coll_groups_leave(job, s);
     if (job->pool != NULL) {
         coll_pool_free_owner(job->pool, s);
     }
