@@ -13,6 +13,7 @@ submits collectives that return futures::
 
 Modules: :mod:`collective.comm` (Communicator), :mod:`collective.progress` (futures),
 :mod:`collective.pool` (pool memory), :mod:`collective.types`, :mod:`collective.errors`,
+:mod:`collective.groups` (tp/pp/dp groups of a 3D-parallel layout, ``Communicator.split``),
 :mod:`collective.ddp` (PyTorch DDP communication hook; imports torch).
 
 libcollective is found through $COLLECTIVE_LIB, next to the package in the build tree, or the
@@ -22,10 +23,11 @@ system loader (see :mod:`collective._lib`).
 from ._lib import LibraryNotFoundError
 from .comm import Communicator
 from .errors import CollectiveError, CollectiveTimeoutError
+from .groups import Dims, Groups, groups, layout_group
 from .progress import Future, Timing
 from .types import Algo, DType, Op
 
 __version__ = "0.1.0"
 
-__all__ = ["Algo", "CollectiveError", "CollectiveTimeoutError", "Communicator", "DType",
-           "Future", "LibraryNotFoundError", "Op", "Timing"]
+__all__ = ["Algo", "CollectiveError", "CollectiveTimeoutError", "Communicator", "DType", "Dims",
+           "Future", "Groups", "LibraryNotFoundError", "Op", "Timing", "groups", "layout_group"]

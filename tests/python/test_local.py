@@ -69,10 +69,20 @@ class Library(unittest.TestCase):
         self.assertIn("COLLECTIVE_LIB", out)
 
 
-def c_declarations(path):
-    """(struct fields by typedef name, parameter counts by function name) of a C header."""
+def header_text(path):
+    """A header's text with the collective_*.h headers it includes appended."""
     with open(path) as f:
-        text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+        text = f.read()
+    for inc in re.findall(r"#include <(collective_\w+\.h)>", text):
+        with open(os.path.join(os.path.dirname(path), inc)) as f:
+            text += f.read()
+    return text
+
+
+def c_declarations(path):
+    """(struct fields by typedef name, parameter counts by function name) of a C header and
+    the library's headers it includes."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", header_text(path), flags=re.S)
     structs = {}
     for body, name in re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", text, re.S):
         structs[name] = [re.search(r"(\w+)\s*(\[\w*\])?$", d.strip()).group(1)
@@ -91,7 +101,8 @@ class Declarations(unittest.TestCase):
         structs, _ = c_declarations(HEADER)
         for cls, name in ((_lib.CommParams, "coll_comm_params_t"),
                           (_lib.OpParams, "coll_op_params_t"),
-                          (_lib.ReqTiming, "coll_req_timing_t")):
+                          (_lib.ReqTiming, "coll_req_timing_t"),
+                          (_lib.Layout, "coll_layout_t")):
             self.assertEqual([f[0] for f in cls._fields_], structs[name], name)
 
     def test_functions(self):
