@@ -19,7 +19,7 @@ void coll__set_error(coll_comm_t *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+    vsnprintf(c->conn->last_error, sizeof(c->conn->last_error), fmt, ap);
     va_end(ap);
     coll__debug(COLL__DEBUG_INFO, "rank %d: %s", c->rank, c->last_error);
 }

@@ -31,9 +31,9 @@ coll_status_t coll__bk_fail(coll_bucketer_t *b, coll_status_t st, const char *fm
     va_start(ap, fmt);
     vsnprintf(b->errmsg, sizeof(b->errmsg), fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&b->comm->lock);
+    pthread_mutex_lock(&b->comm->conn->lock);
     coll__set_error(b->comm, "%s", b->errmsg);
-    pthread_mutex_unlock(&b->comm->lock);
+    pthread_mutex_unlock(&b->comm->conn->lock);
     return st;
 }
 
@@ -333,7 +333,8 @@ void *coll__bk_view_of(const coll_bucketer_t *b, const coll__bplan_t *plan, cons
 
 static uint64_t make_key(const coll_bucketer_t *b, uint64_t iteration, unsigned bucket)
 {
-    return ((uint64_t)b->key_space << 36) | ((iteration & KEY_ITER_MASK) << 16) | bucket;
+    return ((uint64_t)b->key_space << KEY_SPACE_SHIFT) | ((iteration & KEY_ITER_MASK) << 16) |
+           bucket;
 }
 
 coll_op_params_t coll__bk_op_params(const coll_bucketer_t *b, uint64_t iteration, unsigned bucket)

@@ -33,13 +33,14 @@ int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len)
     return b - c->pool;
 }
 
-static coll_status_t check_buffers(coll_comm_t *c, const spec_t *s, Coll__Wire__Submit *m)
+static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, Coll__Wire__Submit *m)
 {
+    const coll_comm_t *c = comm->conn;
     size_t es = coll_dtype_size(s->dtype);
     int64_t so = 0, ro = 0;
 
     if (s->send_elems > SIZE_MAX / es || s->recv_elems > SIZE_MAX / es) {
-        coll__set_error(c, "count %zu overflows", s->count);
+        coll__set_error(comm, "count %zu overflows", s->count);
         return COLL_ERR_INVALID;
     }
     if (s->send_elems > 0 || s->sendbuf != NULL) {
@@ -49,8 +50,8 @@ static coll_status_t check_buffers(coll_comm_t *c, const spec_t *s, Coll__Wire__
         ro = coll__pool_offset(c, s->recvbuf, s->recv_elems * es);
     }
     if (so < 0 || ro < 0) {
-        coll__set_error(c, "rank %d: %s buffer is not inside the job's pool; allocate it with "
-                        "coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
+        coll__set_error(comm, "rank %d: %s buffer is not inside the job's pool; allocate it "
+                        "with coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
         return COLL_ERR_NOT_IN_POOL;
     }
     m->send_offset = (uint64_t)so;
@@ -67,13 +68,13 @@ static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
         return COLL_ERR_INVALID;
     }
     if (s->root < 0 || s->root >= c->world_size) {
-        coll__set_error(c, "root %d is not a rank of the job (world size %d)", s->root,
-                        c->world_size);
+        coll__set_error(c, "root %d is not a rank of the %s (size %d)", s->root,
+                        c->group ? "group" : "job", c->world_size);
         return COLL_ERR_INVALID;
     }
     if (p2p && (s->peer < 0 || s->peer >= c->world_size || s->peer == c->rank)) {
-        coll__set_error(c, "peer %d is not another rank of the job (rank %d, world size %d)",
-                        s->peer, c->rank, c->world_size);
+        coll__set_error(c, "peer %d is not another rank of the %s (rank %d, size %d)", s->peer,
+                        c->group ? "group" : "job", c->rank, c->world_size);
         return COLL_ERR_INVALID;
     }
     return COLL_OK;
@@ -120,7 +121,7 @@ static coll_status_t send_submit(coll_comm_t *c, Coll__Wire__Submit *m)
         coll_ctl_sub_t rec = {m->key,    m->count,          m->send_offset, m->recv_offset,
                               m->layout, m->req_id,         (uint32_t)m->coll,
                               m->dtype,  m->op,             m->root,        m->peer,
-                              m->algo,   0};
+                              m->algo,   m->group};
         if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
             if (ring && c->doorbell_fd >= 0) {
                 uint64_t one = 1;
@@ -150,7 +151,8 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
     r->count = m->count;
     r->bucket = -1;
     r->timing.submit_ns = coll__now_ns();
-    st = send_submit(c, m);
+    m->group = c->group;
+    st = send_submit(c->conn, m);
     if (st != COLL_OK) {
         coll__req_release(r);
         return st;
@@ -163,9 +165,10 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
                             coll_request_t **req_p)
 {
     Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
+    coll_comm_t *k = c->conn;
     coll_status_t st;
 
-    pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&k->lock);
     st = check_spec(c, s);
     if (st == COLL_OK) {
         st = check_buffers(c, s, &m);
@@ -187,9 +190,9 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
         st = coll__submit_msg(c, &m, req_p);
     } else {
         /* The other ranks would wait for this operation: end the job for them too. */
-        coll__abort(c, st, c->last_error);
+        coll__abort(k, st, k->last_error);
     }
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&k->lock);
     return st;
 }
 

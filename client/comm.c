@@ -111,6 +111,9 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
+    c->conn = c;
+    c->refs = 1;
+    c->next_group = 1;
     c->fd = -1;
     c->passed_fd[0] = c->passed_fd[1] = -1;
     c->doorbell_fd = -1;
@@ -199,13 +202,10 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     return COLL_OK;
 }
 
-void coll_comm_destroy(coll_comm_t *c)
+/* The connection's last communicator went: leave the job. */
+static void close_connection(coll_comm_t *c)
 {
-    if (c == NULL) {
-        return;
-    }
     pthread_mutex_lock(&c->lock);
-    coll__req_free_all(c);
     coll__timeline_close(c->timeline);
     c->timeline = NULL;
     pthread_mutex_unlock(&c->lock);
@@ -231,6 +231,51 @@ void coll_comm_destroy(coll_comm_t *c)
     free(c->send_seq);
     free(c->recv_seq);
     free(c);
+}
+
+void coll__group_leave(coll_comm_t *k, uint32_t group)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__GroupFree f = COLL__WIRE__GROUP_FREE__INIT;
+
+    if (k->broken == COLL_OK) {
+        f.group = group;
+        msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_GROUP_FREE;
+        msg.group_free = &f;
+        (void)coll__send(k, &msg);
+    }
+}
+
+/* A group leaves its daemon's group table (if the link still works) and is freed. Connection
+ * lock held. */
+static void free_group(coll_comm_t *g)
+{
+    coll__group_leave(g->conn, g->group);
+    free(g->job_ranks);
+    free(g->send_seq);
+    free(g->recv_seq);
+    free(g);
+}
+
+void coll_comm_destroy(coll_comm_t *c)
+{
+    coll_comm_t *k;
+    int last;
+
+    if (c == NULL) {
+        return;
+    }
+    k = c->conn;
+    pthread_mutex_lock(&k->lock);
+    coll__req_free_owned(c);
+    if (c != k) {
+        free_group(c);
+    }
+    last = --k->refs == 0;
+    pthread_mutex_unlock(&k->lock);
+    if (last) {
+        close_connection(k);
+    }
 }
 
 int coll_comm_rank(const coll_comm_t *c)
@@ -270,8 +315,9 @@ void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason)
     (void)coll__send(c, &msg);
 }
 
-coll_status_t coll_comm_abort(coll_comm_t *c, const char *reason)
+coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason)
 {
+    coll_comm_t *c = comm != NULL ? comm->conn : NULL;
     coll_status_t st;
 
     if (c == NULL || reason == NULL) {
@@ -284,11 +330,12 @@ coll_status_t coll_comm_abort(coll_comm_t *c, const char *reason)
     return st;
 }
 
-const char *coll_comm_last_error(const coll_comm_t *c)
+const char *coll_comm_last_error(const coll_comm_t *comm)
 {
     /* Other threads write the communicator's message under its lock: the caller gets a copy of
      * its own, stable until its next call. */
-    static _Thread_local char copy[sizeof(c->last_error)];
+    static _Thread_local char copy[sizeof(comm->last_error)];
+    const coll_comm_t *c = comm != NULL ? comm->conn : NULL;
     coll_comm_t *m = (coll_comm_t *)c;
 
     if (c == NULL) {

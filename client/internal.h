@@ -40,10 +40,11 @@ int coll__debug_enabled(int lvl);
 void coll__debug(int lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /** Kinds of requests the daemon answers. */
-typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC } coll_req_kind_t;
+typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC, COLL_REQ_GROUP } coll_req_kind_t;
 
 struct coll_request {
-    coll_comm_t *comm;
+    coll_comm_t *comm;    /* the connection's communicator (comm->conn): its lock and lists */
+    coll_comm_t *owner;   /* the communicator it was submitted on (freed with it) */
     struct coll_request *prev, *next; /* in comm->pending, then comm->done */
     uint32_t id;
     coll_req_kind_t kind;
@@ -51,6 +52,8 @@ struct coll_request {
     int detached;         /* freed by the user while pending: free on completion */
     coll_status_t status;
     uint64_t offset;      /* COLL_REQ_ALLOC: the allocation */
+    uint32_t next_group;  /* COLL_REQ_GROUP: the daemon's answer (GroupReply) */
+    uint32_t group_local_rank, group_local_size, group_nodes;
     char algo[24];        /* COLL_REQ_COLLECTIVE: the algorithm that ran */
     coll_req_timing_t timing;
     uint32_t nsteps;      /* COLL_REQ_COLLECTIVE: the algorithm's steps (coll_req_steps()) */
@@ -93,7 +96,21 @@ typedef struct {
     uint64_t bytes;
 } coll_alloc_t;
 
+/*
+ * A communicator: the job's world (made by coll_comm_create(), owning the connection to the
+ * daemon, the pool and the request lists) or a group split from it (coll_comm_split(),
+ * client/split.c), which uses its parent's connection: conn points at the world, whose lock,
+ * socket, pool, requests and last error every communicator of the connection shares. The
+ * fields marked "conn" are meaningful in the world only; rank, sizes and operation numbering
+ * are each communicator's own.
+ */
 struct coll_comm {
+    struct coll_comm *conn;   /* the world communicator of the connection (itself there) */
+    int refs;                 /* conn: communicators alive on the connection (itself included
+                                 until coll_comm_destroy()); it closes at 0 */
+    uint32_t group;           /* 0: the world; else the group's id (proto/tag.h) */
+    uint32_t *job_ranks;      /* group: the job rank of each of its ranks (NULL: the world) */
+    uint32_t next_group;      /* conn: the lowest group id this rank knows to be unused */
     pthread_mutex_t lock;
     const coll__link_ops_t *link; /* coll__request_link_ops */
     pthread_cond_t cond;      /* a reader finished a round */
@@ -106,8 +123,9 @@ struct coll_comm {
     coll_ctl_job_t *ctl_job;  /* the job header of the control area */
     coll_status_t broken;     /* COLL_OK while the daemon link works */
     char job[COLL_JOB_ID_MAX + 1];
-    int rank, world_size, local_rank, local_size;
-    uint32_t node_rank, node_count;
+    int rank, world_size, local_rank, local_size; /* in this communicator */
+    uint32_t node_rank;       /* conn: this node among the job's */
+    uint32_t node_count;      /* nodes this communicator spans */
     uint64_t job_timeout_ms;  /* from the join reply: the daemon ends every wait by then */
     uint64_t epoch;
     uint8_t *pool;
@@ -196,11 +214,17 @@ coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg);
  */
 coll_status_t coll__wait_flag(coll_comm_t *c, const int *flag, int timeout_ms);
 
-/** @brief Record a detailed error message on @p c (printf-style). */
+/** @brief Tell the daemon that this rank leaves group @p group (GroupFree), unless the link is
+ *         broken. Connection lock held. */
+void coll__group_leave(coll_comm_t *k, uint32_t group);
+
+/** @brief Record a detailed error message on @p c's connection (printf-style): the message of
+ *         coll_comm_last_error() for every communicator of the connection. */
 void coll__set_error(coll_comm_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/** @brief New request of @p kind, linked into comm->pending. Lock held. */
-coll_request_t *coll__req_new(coll_comm_t *c, coll_req_kind_t kind);
+/** @brief New request of @p kind of communicator @p owner, linked into its connection's
+ *         pending list. Connection lock held. */
+coll_request_t *coll__req_new(coll_comm_t *owner, coll_req_kind_t kind);
 
 /** @brief Unlink and free. Lock held. */
 void coll__req_release(coll_request_t *r);
@@ -208,8 +232,20 @@ void coll__req_release(coll_request_t *r);
 /** @brief Fail every pending request with @p status (the link broke). Lock held. */
 void coll__req_fail_all(coll_comm_t *c, coll_status_t status);
 
-/** @brief Free every request of @p c, pending or finished (communicator destroy). Lock held. */
-void coll__req_free_all(coll_comm_t *c);
+/** @brief Free every request of communicator @p owner, pending or finished (its destroy).
+ *         Connection lock held. */
+void coll__req_free_owned(coll_comm_t *owner);
+
+/**
+ * @brief Send @p msg (a GroupQuery or GroupCreate whose req_id the caller sets from @p *r_p's
+ *        id after this creates it) and wait for the daemon's GroupReply. Connection lock held.
+ * @param [out] r_p  The answered request, to read and then coll__req_release(); set on
+ *                   COLL_OK only.
+ * @return COLL_OK (the reply's own status is in the request); the link's error or
+ *         COLL_ERR_TIMEDOUT.
+ */
+coll_status_t coll__group_request(coll_comm_t *c, coll_client_msg_t *msg, uint32_t *req_id,
+                                  coll_request_t **r_p);
 
 /** @brief Parse an algorithm name ("auto", "ring", "rd", ...); -1 when unknown. */
 int coll__algo_parse(const char *name);
@@ -222,7 +258,8 @@ int coll__ctl_drain(coll_comm_t *c);
 
 /**
  * @brief Submit a checked operation @p m (key, kind, fields; req_id is filled in) and return
- *        its request. Lock held.
+ *        its request, on @p c (the world or a group: m->group is set) over c->conn.
+ *        c->conn->lock held.
  * @return COLL_INPROGRESS and the request; COLL_ERR_NOMEM; the link's error.
  */
 coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p);

@@ -1,7 +1,8 @@
 /*
  * Buffers in the job's shared pool. The daemon allocates (it checks every buffer a collective
  * names against the rank's allocations); the library keeps a copy of the list to answer
- * coll_mem_free() without a round trip.
+ * coll_mem_free() without a round trip. Allocations belong to the connection: every
+ * communicator split from the world uses the same pool and may free them.
  */
 #include <stdlib.h>
 
@@ -55,8 +56,9 @@ static coll_status_t request_alloc(coll_comm_t *c, size_t bytes, uint64_t *offse
     return st;
 }
 
-coll_status_t coll_mem_alloc(coll_comm_t *c, size_t bytes, void **ptr_p)
+coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p)
 {
+    coll_comm_t *c = comm->conn;
     uint64_t offset = 0;
     coll_status_t st;
 
@@ -76,8 +78,9 @@ coll_status_t coll_mem_alloc(coll_comm_t *c, size_t bytes, void **ptr_p)
     return st;
 }
 
-coll_status_t coll_mem_free(coll_comm_t *c, void *ptr)
+coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr)
 {
+    coll_comm_t *c = comm->conn;
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__MemFree f = COLL__WIRE__MEM_FREE__INIT;
     coll_status_t st = COLL_ERR_NOT_IN_POOL;

@@ -25,13 +25,15 @@ static void link_req(coll_request_t *head, coll_request_t *r)
     head->prev = r;
 }
 
-coll_request_t *coll__req_new(coll_comm_t *c, coll_req_kind_t kind)
+coll_request_t *coll__req_new(coll_comm_t *owner, coll_req_kind_t kind)
 {
+    coll_comm_t *c = owner->conn;
     coll_request_t *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         return NULL;
     }
     r->comm = c;
+    r->owner = owner;
     r->kind = kind;
     r->id = c->next_id++;
     r->status = COLL_INPROGRESS;
@@ -70,11 +72,22 @@ void coll__req_fail_all(coll_comm_t *c, coll_status_t status)
     }
 }
 
-void coll__req_free_all(coll_comm_t *c)
+void coll__req_free_owned(coll_comm_t *owner)
 {
-    coll__req_fail_all(c, COLL_ERR_CLOSED);
-    while (c->done.next != &c->done) {
-        coll__req_release(c->done.next);
+    coll_comm_t *c = owner->conn;
+    coll_request_t *r, *next;
+
+    for (r = c->pending.next; r != &c->pending; r = next) {
+        next = r->next;
+        if (r->owner == owner) {
+            finish(r, COLL_ERR_CLOSED);
+        }
+    }
+    for (r = c->done.next; r != &c->done; r = next) {
+        next = r->next;
+        if (r->owner == owner) {
+            coll__req_release(r);
+        }
     }
 }
 
@@ -162,6 +175,22 @@ static void on_alloc(coll_comm_t *c, const Coll__Wire__MemAllocReply *m)
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 
+static void on_group(coll_comm_t *c, const Coll__Wire__GroupReply *m)
+{
+    coll_request_t *r = find(c, m->req_id);
+    if (r == NULL || r->kind != COLL_REQ_GROUP) {
+        return;
+    }
+    if (m->status != COLL_OK) {
+        coll__set_error(c, "%s", m->error);
+    }
+    r->next_group = m->next_group;
+    r->group_local_rank = m->local_rank;
+    r->group_local_size = m->local_size;
+    r->group_nodes = m->node_count;
+    finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
+}
+
 static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
 {
     c->join_done = 1;
@@ -196,6 +225,8 @@ void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m)
     case COLL__WIRE__DAEMON_MSG__BODY_JOIN_WAIT:
         coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s", c->rank, c->job,
                     m->join_wait->waiting_for);
+    case COLL__WIRE__DAEMON_MSG__BODY_GROUP:
+        on_group(c, m->group);
         break;
     default:
         break;

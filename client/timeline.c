@@ -469,9 +469,10 @@ void coll__req_label(coll_request_t *r, const char *track, const char *name, uin
 
 /* ---- public --------------------------------------------------------------------------------- */
 
-coll_status_t coll_timeline_span(coll_comm_t *c, const char *track, const char *name,
+coll_status_t coll_timeline_span(coll_comm_t *comm, const char *track, const char *name,
                                  uint64_t begin_ns, uint64_t end_ns)
 {
+    coll_comm_t *c = comm->conn;
     int bad = track == NULL || name == NULL || end_ns < begin_ns;
 
     pthread_mutex_lock(&c->lock);
@@ -485,8 +486,9 @@ coll_status_t coll_timeline_span(coll_comm_t *c, const char *track, const char *
     return bad ? COLL_ERR_INVALID : COLL_OK;
 }
 
-int coll_timeline_enabled(coll_comm_t *c)
+int coll_timeline_enabled(coll_comm_t *comm)
 {
+    coll_comm_t *c = comm->conn;
     int on;
 
     pthread_mutex_lock(&c->lock);
@@ -495,8 +497,9 @@ int coll_timeline_enabled(coll_comm_t *c)
     return on;
 }
 
-coll_status_t coll_timeline_flush(coll_comm_t *c)
+coll_status_t coll_timeline_flush(coll_comm_t *comm)
 {
+    coll_comm_t *c = comm->conn;
     coll_status_t st;
 
     pthread_mutex_lock(&c->lock);

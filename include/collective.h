@@ -205,20 +205,21 @@ typedef struct {
 COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **comm_p);
 
 /**
- * @brief Leave the job and free the communicator. Every request of the communicator, pending
- *        or finished, is freed (do not use them afterwards);
- *        pool memory of this rank is unmapped, so pointers from coll_mem_alloc() become invalid.
- *        Safe to call with NULL.
+ * @brief Free the communicator. Every request of the communicator, pending or finished, is
+ *        freed (do not use them afterwards). A group (coll_comm_split()) leaves its daemon's
+ *        group table. When it was the rank's last communicator (the world and every group split
+ *        from it destroyed), the rank leaves the job and its pool memory is unmapped, so
+ *        pointers from coll_mem_alloc() become invalid. Safe to call with NULL.
  */
 COLL_API void coll_comm_destroy(coll_comm_t *comm);
 
-/** @return The global rank of @p comm. Thread-safe. */
+/** @return This rank's rank in @p comm (the global rank for the world). Thread-safe. */
 COLL_API int coll_comm_rank(const coll_comm_t *comm);
-/** @return The world size of @p comm. Thread-safe. */
+/** @return The number of ranks of @p comm (the world size for the world). Thread-safe. */
 COLL_API int coll_comm_world_size(const coll_comm_t *comm);
-/** @return The local rank of @p comm on its node. Thread-safe. */
+/** @return This rank's place among the ranks of @p comm on its node. Thread-safe. */
 COLL_API int coll_comm_local_rank(const coll_comm_t *comm);
-/** @return The number of ranks of the job on this node. Thread-safe. */
+/** @return The number of ranks of @p comm on this node. Thread-safe. */
 COLL_API int coll_comm_local_size(const coll_comm_t *comm);
 
 /**
@@ -296,8 +297,10 @@ enum {
  * call order (every rank must then call collectives in the same order, as in MPI) and
  * point-to-point messages per peer in call order. With it, ranks may submit collectives in
  * different orders: operations with the same key are matched, e.g. a DDP bucket (bucket id,
- * iteration). Keys must be unique among the operations in flight; only the low 39 bits of a
- * collective's key and the low 22 bits of a point-to-point key are significant.
+ * iteration). Keys must be unique among the operations in flight on a communicator; only the
+ * low 27 bits of a collective's key (bit 39 is the library's mark of call-order numbers) and the
+ * low 23 bits of a point-to-point key are significant. Operations of different communicators
+ * (a group and its parent, two groups: collective_groups.h) never match, whatever their keys.
  * @c algo overrides COLL_ALGO for this operation.
  * @c layout is a fingerprint of how the buffer is made of tensors (e.g. a hash of each
  * tensor's name, count and dtype in order; the bucketer sets one per bucket). The daemons
@@ -388,13 +391,13 @@ COLL_API coll_status_t coll_barrier_async(coll_comm_t *comm, const coll_op_param
                                           coll_request_t **req_p);
 
 /**
- * @brief Send @p count elements of @p buf to rank @p peer. Matched with the peer's
- *        coll_recv_async() for this rank by key (by default: the n-th send to a peer matches
- *        its n-th receive from this rank). Completes once the data has left @p buf.
+ * @brief Send @p count elements of @p buf to rank @p peer of @p comm. Matched with the peer's
+ *        coll_recv_async() for this rank on the same communicator by key (by default: the n-th
+ *        send to a peer matches its n-th receive from this rank). Any size, pool to pool.
+ *        Completes once the receiver has the data (across nodes, when its answer came back).
  * @return As the collectives; COLL_ERR_INVALID when @p peer is this rank or out of range. When
- *         the receiver posted another size its request fails with COLL_ERR_MISMATCH (naming
- *         both sizes); the sender's fails too only when both ranks are on one node (a remote
- *         send completes once the data left).
+ *         the receiver posted another size both requests fail with COLL_ERR_MISMATCH (naming
+ *         both sizes); a peer whose job failed (its death included) fails both.
  */
 COLL_API coll_status_t coll_send_async(coll_comm_t *comm, const void *buf, size_t count,
                                        coll_dtype_t dtype, int peer,
@@ -509,7 +512,8 @@ COLL_API coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, vo
 COLL_API const char *coll_algo_name(coll_algo_t algo);
 
 /* The gradient bucketer and the timeline: collective_bucketer.h; the parameter service:
- * collective_ps.h (both included here). */
+ * collective_ps.h; groups (communicator split, 3D-parallel layouts): collective_groups.h (all
+ * included here). */
 
 #ifdef __cplusplus
 }
@@ -517,5 +521,6 @@ COLL_API const char *coll_algo_name(coll_algo_t algo);
 
 #include <collective_bucketer.h>
 #include <collective_ps.h>
+#include <collective_groups.h>
 
 #endif /* COLLECTIVE_H */

@@ -56,7 +56,7 @@ typedef struct {
     uint32_t root;
     uint32_t peer;
     uint32_t algo;
-    uint32_t reserved;
+    uint32_t group;  /**< the communicator: 0 the world, else a group id */
 } coll_ctl_sub_t;
 
 /** Most step records of one operation (collective.h COLL_MAX_STEPS). */

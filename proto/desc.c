@@ -21,7 +21,10 @@ void coll_desc_format(const coll_desc_t *d, char *buf, size_t len)
                      coll_algo_name((coll_algo_t)(refused ? d->algo - COLL_ALGO_REFUSED : d->algo)),
                      d->seg_bytes, d->world_size);
     if (d->layout != 0 && n > 0 && (size_t)n < len) {
-        snprintf(buf + n, len - (size_t)n, " layout=%016llx", (unsigned long long)d->layout);
+        n += snprintf(buf + n, len - (size_t)n, " layout=%016llx", (unsigned long long)d->layout);
+    }
+    if (d->group != 0 && n > 0 && (size_t)n < len) {
+        snprintf(buf + n, len - (size_t)n, " group=%u", d->group);
     }
 }
 
@@ -29,9 +32,15 @@ void coll_desc_name(const coll_desc_t *d, char *buf, size_t len)
 {
     const char *coll = coll_kind_name((coll_kind_t)d->coll);
     /* Keys with bit 39 are the library's call-order numbers; others were given by the user. */
+    char group[24] = "";
+
+    if (d->group != 0) {
+        snprintf(group, sizeof(group), " of group %u", d->group);
+    }
     if (!coll_kind_is_p2p(d->coll) && (d->key >> 39) == 1) {
-        snprintf(buf, len, "%s #%llu", coll, (unsigned long long)(d->key & ((1ull << 39) - 1)));
+        snprintf(buf, len, "%s #%llu%s", coll, (unsigned long long)(d->key & ((1ull << 39) - 1)),
+                 group);
     } else {
-        snprintf(buf, len, "%s key %llu", coll, (unsigned long long)d->key);
+        snprintf(buf, len, "%s key %llu%s", coll, (unsigned long long)d->key, group);
     }
 }

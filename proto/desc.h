@@ -71,14 +71,15 @@ typedef struct {
     uint32_t dtype;      /**< coll_dtype_t */
     uint32_t op;         /**< coll_op_t */
     uint32_t seg_bytes;  /**< pipeline segment the plan was made with */
-    uint32_t world_size; /**< ranks */
+    uint32_t world_size; /**< ranks of its communicator (the world or a group) */
     uint32_t node;       /**< sender's node rank (not compared) */
     uint32_t first_rank; /**< sender's lowest global rank (not compared; for messages) */
-    uint32_t root;       /**< broadcast, reduce: root rank */
+    uint32_t root;       /**< broadcast, reduce: root rank (in the communicator) */
     uint32_t algo;       /**< coll_algo_t that runs it (resolved, never AUTO) */
     uint64_t epoch;      /**< the job's incarnation: stale operations never match */
     uint64_t layout;     /**< the buffer's tensor layout fingerprint (0 = none) */
-    uint8_t zero[56];    /**< zero: room for later fields (the descriptor heads small
+    uint32_t group;      /**< its communicator: 0 the world, else a group (core/group.h) */
+    uint8_t zero[52];    /**< zero: room for later fields (the descriptor heads small
                               messages, so it stays a whole number of cache lines) */
 } coll_desc_t;
 
@@ -91,7 +92,7 @@ static inline int coll_desc_equal(const coll_desc_t *a, const coll_desc_t *b)
            a->key == b->key && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
            a->seg_bytes == b->seg_bytes && a->world_size == b->world_size &&
            a->root == b->root && a->algo == b->algo && a->epoch == b->epoch &&
-           a->layout == b->layout;
+           a->layout == b->layout && a->group == b->group;
 }
 
 /** @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum ...". */

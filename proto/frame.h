@@ -17,7 +17,7 @@
 
 /** Wire protocol version carried in every envelope (2: completions carry algorithm steps;
  *  3: node joins carry the daemon's pid and kernel id, and refusals). */
-#define COLL_WIRE_VERSION 3u
+#define COLL_WIRE_VERSION 4u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */

@@ -15,9 +15,9 @@
 /** Active-message id of job control messages. */
 #define COLL_AM_JOBMSG 1u
 
-/** Kinds of control message. A blame query carries an operation key (8 bytes) after the
- *  header; a blame, the key and then the text naming the sender's ranks that have not
- *  submitted that operation (daemon/job/blame.h). */
+/** Kinds of control message. A blame query carries an operation (8 bytes,
+ *  coll_jobmsg_op_ident()) after the header; a blame, the operation and then the text naming
+ *  the sender's ranks that have not submitted it (daemon/job/blame.h). */
 enum {
     COLL_JOBMSG_ABORT = 1,
     COLL_JOBMSG_GOODBYE = 2,
@@ -25,6 +25,17 @@ enum {
     COLL_JOBMSG_BLAME_QUERY = 4,
     COLL_JOBMSG_BLAME = 5,
 };
+
+/** Key bits of an operation's name in blame messages (coll_jobmsg_op_ident()). */
+#define COLL_JOBMSG_IDENT_KEY_BITS 52
+
+/** @return How a blame query or blame names the collective @p key of group @p group (0: the
+ *          world): the group above the key's low 52 bits. */
+static inline uint64_t coll_jobmsg_op_ident(uint32_t group, uint64_t key)
+{
+    return (uint64_t)group << COLL_JOBMSG_IDENT_KEY_BITS |
+           (key & ((1ull << COLL_JOBMSG_IDENT_KEY_BITS) - 1));
+}
 
 /** "No node" in coll_jobmsg_t.lost. */
 #define COLL_JOBMSG_NO_NODE UINT32_MAX

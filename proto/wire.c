@@ -2,6 +2,7 @@
 
 #include "proto/frame.h"
 #include "proto/ctl.h"
+#include "proto/tag.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,6 +68,8 @@ coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, siz
                 "submit: root %u or peer %u out of range", s->root, s->peer);
     CHECK_FIELD(s->dtype < COLL_DTYPE_COUNT, "submit: unknown dtype %u", s->dtype);
     CHECK_FIELD(s->op < COLL_REDOP_COUNT, "submit: unknown op %u", s->op);
+    CHECK_FIELD(s->group <= COLL_TAG_MAX_GROUP, "submit: group %u above %u", s->group,
+                COLL_TAG_MAX_GROUP);
     /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
     CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
                 (unsigned long long)s->count);
@@ -88,6 +91,18 @@ void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *su
     sub->peer = rec->peer;
     sub->algo = rec->algo;
     sub->layout = rec->layout;
+    sub->group = rec->group;
+}
+
+static coll_status_t check_group_create(const Coll__Wire__GroupCreate *g, char *err,
+                                        size_t errlen)
+{
+    CHECK_FIELD(g->group >= 1 && g->group <= g->last_group && g->last_group <= COLL_TAG_MAX_GROUP,
+                "group create: group %u, last %u not in 1..%u", g->group, g->last_group,
+                COLL_TAG_MAX_GROUP);
+    CHECK_FIELD(g->size >= 1 && g->size <= COLL_WORLD_MAX, "group create: size %u out of range",
+                g->size);
+    return COLL_OK;
 }
 
 coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_client_msg_t **msg_p,
@@ -114,6 +129,16 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_ALLOC:
         case COLL__WIRE__CLIENT_MSG__BODY_FREE:
+        case COLL__WIRE__CLIENT_MSG__BODY_GROUP_QUERY:
+            break;
+        case COLL__WIRE__CLIENT_MSG__BODY_GROUP_CREATE:
+            st = check_group_create(m->group_create, err, errlen);
+            break;
+        case COLL__WIRE__CLIENT_MSG__BODY_GROUP_FREE:
+            st = m->group_free->group >= 1 && m->group_free->group <= COLL_TAG_MAX_GROUP
+                     ? COLL_OK
+                     : fail(err, errlen, COLL_ERR_PROTOCOL, "group free: group %u out of range",
+                            m->group_free->group);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
             st = coll_wire_check_submit(m->submit, err, errlen);

@@ -19,6 +19,7 @@
 
 #include "base/list.h"
 #include "core/daemon.h"
+#include "core/group.h"
 #include "core/pool.h"
 #include "core/session.h"
 #include "proto/desc.h"
@@ -156,8 +157,9 @@ typedef struct coll_job {
     coll_job_params_t params;     /**< valid from READY on */
     uint32_t *rank_node;          /**< node of every global rank (from READY on) */
     uint32_t *rank_local;         /**< index of every global rank among its node's ranks */
-    const uint32_t **node_ranks;  /**< nodes[n].ranks, as an array for blocked plans */
-    uint32_t *node_nranks;        /**< nodes[n].nranks, likewise */
+    coll_group_t *world;          /**< group 0, every rank (from READY on) */
+    coll_list_t groups;           /**< coll_group_t split from it, known on this node */
+    uint32_t group_next;          /**< lowest group id no split on this node has used yet */
     int doorbell_fd;              /**< eventfd the ranks ring (job/doorbell.c), -1 when none */
     uv_poll_t doorbell;
     uint64_t epoch;               /**< this incarnation of the job, from the root */

@@ -67,12 +67,12 @@ static const coll_impl_t coll_impl_refused = {
     .start = refused_start,
 };
 
-const coll_impl_t *coll_algo_impl(const coll_job_t *job, coll_kind_t kind, uint32_t algo)
+const coll_impl_t *coll_algo_impl(const coll_group_t *grp, coll_kind_t kind, uint32_t algo)
 {
     if (algo >= COLL_ALGO_REFUSED) {
         return &coll_impl_refused;
     }
-    if (job->nnodes == 1) {
+    if (grp->nnodes == 1) {
         return &coll_impl_local;
     }
     switch (algo) {

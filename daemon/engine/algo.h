@@ -1,7 +1,8 @@
 /**
  * @file algo.h
  * @brief Which algorithm runs an operation. The choice depends only on the operation, the node
- *        count and the job parameters (decided by the root daemon), so every node chooses alike.
+ *        count of its group and the job parameters (decided by the root daemon), so every node
+ *        chooses alike.
  */
 #ifndef COLL_ALGO_H
 #define COLL_ALGO_H
@@ -21,9 +22,10 @@ uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t byt
                            coll_algo_t requested);
 
 /**
- * @return The implementation of resolved algorithm @p algo for @p kind on @p job (the local one
- *         on one node; one that fails the operation with COLL_ERR_UNSUPPORTED for a refusal).
+ * @return The implementation of resolved algorithm @p algo for @p kind on group @p grp (the
+ *         local one when the group is on one node; one that fails the operation with
+ *         COLL_ERR_UNSUPPORTED for a refusal).
  */
-const coll_impl_t *coll_algo_impl(const coll_job_t *job, coll_kind_t kind, uint32_t algo);
+const coll_impl_t *coll_algo_impl(const coll_group_t *grp, coll_kind_t kind, uint32_t algo);
 
 #endif

@@ -24,7 +24,8 @@ size_t coll_partial_esize(coll_dtype_t dtype, coll_redop_t op);
 size_t coll_combine_partial_esize(const coll_op_t *op);
 
 /**
- * @brief dst = partial (when not NULL) combined with in[l][off .. off+len) of every local rank.
+ * @brief dst = partial (when not NULL) combined with in[l][off .. off+len) of every local
+ *        member of the operation's group.
  *        @p partial and, unless @p finalize, @p dst hold partial results
  *        (coll_combine_partial_esize() per element); with @p finalize, @p dst is an output.
  * @param [in] off      Element offset of the piece in the local ranks' inputs.

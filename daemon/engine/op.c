@@ -1,10 +1,10 @@
 /*
- * Operations: matching the local ranks' submissions by key, the descriptor check with the
- * previous node of the ring, completion and failure.
+ * Operations: matching the local members' submissions by (group, key), the descriptor check
+ * with the previous node of the group's ring, completion and failure.
  *
  * Submissions are matched by key, not by arrival order, so local ranks (and nodes) that submit
- * buckets in different orders do not deadlock: every operation whose local ranks are all in
- * starts at once and runs beside the others.
+ * buckets in different orders do not deadlock: every operation whose local members are all in
+ * starts at once and runs beside the others, those of other groups included.
  */
 #include "engine/op.h"
 
@@ -30,27 +30,30 @@ static const char *name(const coll_desc_t *d, char *buf, size_t len)
     return buf;
 }
 
-static coll_op_t *op_find(coll_job_t *job, uint64_t key)
+static coll_op_t *op_find(coll_job_t *job, const coll_group_t *grp, uint64_t key)
 {
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
-        if (!op->done && op->desc.key == key && !coll_kind_is_p2p(op->desc.coll)) {
+        if (!op->done && op->grp == grp && op->desc.key == key &&
+            !coll_kind_is_p2p(op->desc.coll)) {
             return op;
         }
     }
     return NULL;
 }
 
-coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc)
+coll_op_t *coll_op_create(coll_job_t *job, coll_group_t *grp, const coll_desc_t *desc)
 {
-    uint32_t l = job->local_size;
+    uint32_t l = grp->nlocal;
     coll_op_t *op = calloc(1, sizeof(*op) + l * (sizeof(coll_op_member_t) + 2 * sizeof(void *)));
 
     if (op == NULL) {
         return NULL;
     }
     op->job = job;
+    op->grp = grp;
+    grp->ops++;
     op->desc = *desc;
     op->esize = coll_dtype_size((coll_dtype_t)desc->dtype);
     op->members = (coll_op_member_t *)(op + 1);
@@ -65,12 +68,12 @@ coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc)
 
 static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_desc_t *mine)
 {
-    char a[200], b[200], nm[48], who[32] = "an earlier rank";
+    char a[200], b[200], nm[64], who[32] = "an earlier rank";
 
-    /* The operation's descriptor came from the first local rank that submitted it. */
-    for (uint32_t l = 0; l < op->job->local_size; l++) {
+    /* The operation's descriptor came from the first local member that submitted it. */
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
         if (op->members[l].session != NULL && op->members[l].session != s) {
-            snprintf(who, sizeof(who), "rank %u", op->job->ranks[l]);
+            snprintf(who, sizeof(who), "rank %u", op->members[l].session->rank);
             break;
         }
     }
@@ -93,10 +96,44 @@ static void refuse_everywhere(coll_job_t *job, coll_session_t *s, uint32_t req_i
     coll_session_complete(s, req_id, job->error, job->errmsg, "");
 }
 
-/* Checks before a submission joins an operation; returns COLL_OK, or an error with its text
- * in @p err (the caller refuses the request, or the job with refuse_everywhere()). */
+/* The group a submission names, when its rank registered it on this node (the world: always).
+ * NULL otherwise, with the reason in @p err. */
+static coll_group_t *member_group(coll_job_t *job, const coll_session_t *s,
+                                  const Coll__Wire__Submit *sub, char *err, size_t len)
+{
+    coll_group_t *grp = coll_group_find(job, sub->group);
+    uint32_t i = grp != NULL ? grp->local_of[s->local_rank] : COLL_GROUP_NONE;
+
+    if (i == COLL_GROUP_NONE || (grp->id != 0 && !(grp->registered & (1ull << i)))) {
+        snprintf(err, len, "rank %u is not a member of group %u of job %s (a %s on a "
+                 "communicator it did not split or has destroyed)", s->rank, sub->group,
+                 job->id, coll_kind_name((coll_kind_t)sub->coll));
+        return NULL;
+    }
+    return grp;
+}
+
+/* A local member left between operations, so nothing failed yet; this collective can never
+ * run without it. Returns 1 (and fails the job everywhere now, or the other nodes would wait
+ * for it until the timeout) when one did. */
+static int member_left(coll_job_t *job, const coll_group_t *grp, const coll_session_t *s)
+{
+    for (uint32_t i = 0; i < grp->nlocal; i++) {
+        if (job->locals[grp->locals[i]] == NULL) {
+            coll_job_fail(job, COLL_ERR_JOB, 1, "%s left job %s; the collectives of its "
+                          "communicators cannot run without it (rank %u submitted the next one "
+                          "of group %u)", job->left, job->id, s->rank, grp->id);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Checks before a submission joins an operation; returns COLL_OK and its group in @p grp_p, or
+ * an error with its text in @p err (the caller refuses the request, or the job with
+ * refuse_everywhere()). */
 static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub,
-                            char *err, size_t len)
+                            coll_group_t **grp_p, char *err, size_t len)
 {
     if (job->state == COLL_JOB_FAILED) {
         snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
@@ -106,40 +143,38 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
         snprintf(err, len, "submit before the job is ready");
         return COLL_ERR_PROTOCOL;
     }
-    if (job->njoined < job->local_size && !coll_kind_is_p2p(sub->coll)) {
-        /* It left between operations, so nothing failed yet; this collective can never run:
-         * fail the job everywhere now, or the other nodes wait for it until the timeout. */
-        coll_job_fail(job, COLL_ERR_JOB, 1, "%s left job %s; its collectives cannot run "
-                      "without it (rank %u submitted the next one)", job->left, job->id,
-                      s->rank);
+    if ((*grp_p = member_group(job, s, sub, err, len)) == NULL) {
+        return COLL_ERR_INVALID;
+    }
+    if (!coll_kind_is_p2p(sub->coll) && member_left(job, *grp_p, s)) {
         snprintf(err, len, "%.500s", job->errmsg);
         return job->error;
     }
-    return coll_submit_check(job, s, sub, err, len);
+    return coll_submit_check(job, *grp_p, s, sub, err, len);
 }
 
-static void add_member(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub,
-                       const coll_desc_t *desc)
+static void add_member(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
+                       const Coll__Wire__Submit *sub, const coll_desc_t *desc)
 {
-    char err[256], nm[48];
-    coll_op_t *op = op_find(job, sub->key);
+    char err[256], nm[64];
+    coll_op_t *op = op_find(job, grp, sub->key);
+    uint32_t i = grp->local_of[s->local_rank];
 
-    if (op == NULL && (op = coll_op_create(job, desc)) == NULL) {
+    if (op == NULL && (op = coll_op_create(job, grp, desc)) == NULL) {
         refuse_everywhere(job, s, sub->req_id, COLL_ERR_NOMEM, "daemon out of memory");
         return;
     }
-    if (op->members[s->local_rank].session != NULL) {
+    if (op->members[i].session != NULL) {
         snprintf(err, sizeof(err), "rank %u submitted %s twice", s->rank,
                  name(desc, nm, sizeof(nm)));
         refuse_everywhere(job, s, sub->req_id, COLL_ERR_INVALID, err);
         return;
     }
-    op->members[s->local_rank] =
-        (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset};
+    op->members[i] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset};
     op->nsubmitted++;
     if (!coll_desc_equal(&op->desc, desc)) {
         fail_local_mismatch(op, s, desc);
-    } else if (op->nsubmitted == job->local_size) {
+    } else if (op->nsubmitted == grp->nlocal) {
         op_start(op);
     }
 }
@@ -148,7 +183,8 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
 {
     char err[640];
     coll_desc_t desc;
-    coll_status_t st = refuse(job, s, sub, err, sizeof(err));
+    coll_group_t *grp = NULL;
+    coll_status_t st = refuse(job, s, sub, &grp, err, sizeof(err));
 
     if (st != COLL_OK && job->state == COLL_JOB_READY) {
         refuse_everywhere(job, s, sub->req_id, st, err);
@@ -159,22 +195,22 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
         return;
     }
     if ((coll_kind_t)sub->coll == COLL_KIND_SEND || (coll_kind_t)sub->coll == COLL_KIND_RECV) {
-        coll_p2p_submit(job, s, sub);
+        coll_p2p_submit(job, grp, s, sub);
         return;
     }
     /* A forced algorithm that cannot run still gets an operation (its descriptor names the
      * refused algorithm): ranks that all forced it fail together with COLL_ERR_UNSUPPORTED
      * after agreeing; a rank that did not force it disagrees, and the job fails. */
-    coll_submit_desc(job, sub, &desc);
-    add_member(job, s, sub, &desc);
+    coll_submit_desc(job, grp, sub, &desc);
+    add_member(job, grp, s, sub, &desc);
 }
 
 static coll_status_t desc_exchange(coll_op_t *op)
 {
-    coll_job_t *job = op->job;
-    uint32_t next = (job->node_rank + 1) % job->nnodes;
-    uint32_t prev = (job->node_rank + job->nnodes - 1) % job->nnodes;
-    uint64_t tag = coll_tag_make(op->desc.key, COLL_TAG_DESC, 0, 0);
+    const coll_group_t *grp = op->grp;
+    uint32_t next = (grp->node_rank + 1) % grp->nnodes;
+    uint32_t prev = (grp->node_rank + grp->nnodes - 1) % grp->nnodes;
+    uint64_t tag = coll_tag_make(grp->id, op->desc.key, COLL_TAG_DESC, 0, 0);
     coll_status_t st;
 
     op->desc_recv = (coll_xfer_t){.op = op, .kind = COLL_TAG_DESC};
@@ -187,16 +223,16 @@ static coll_status_t desc_exchange(coll_op_t *op)
     return st;
 }
 
-/* Daemon addresses of every local rank's buffers (NULL where its role uses none). */
+/* Daemon addresses of every local member's buffers (NULL where its role uses none). */
 static void map_buffers(coll_op_t *op)
 {
-    coll_job_t *job = op->job;
-    uint8_t *base = coll_pool_base(job->pool);
+    const coll_group_t *grp = op->grp;
+    uint8_t *base = coll_pool_base(op->job->pool);
 
-    for (uint32_t l = 0; l < job->local_size; l++) {
+    for (uint32_t l = 0; l < grp->nlocal; l++) {
         uint64_t se, re;
-        coll_submit_extent((coll_kind_t)op->desc.coll, op->desc.count, job->world_size,
-                           job->ranks[l], op->desc.root, &se, &re);
+        coll_submit_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
+                           coll_group_rank_of_local(grp, l), op->desc.root, &se, &re);
         op->in[l] = se > 0 ? base + op->members[l].send_off : NULL;
         op->out[l] = re > 0 ? base + op->members[l].recv_off : NULL;
     }
@@ -205,7 +241,7 @@ static void map_buffers(coll_op_t *op)
 static void impl_start(coll_op_t *op)
 {
     coll_status_t st = op->impl->start(op);
-    char nm[48];
+    char nm[64];
 
     if (st != COLL_OK) {
         coll_job_fail(op->job, st, 1, "starting %s: %s", name(&op->desc, nm, sizeof(nm)),
@@ -230,20 +266,21 @@ static int ps_start(coll_op_t *op)
 static void op_start(coll_op_t *op)
 {
     coll_job_t *job = op->job;
+    int remote = op->grp->nnodes > 1; /* op may be freed by the time it is looked at again */
     coll_status_t st = COLL_OK;
-    char nm[48];
+    char nm[64];
 
     op->t_start_ns = coll_stats_now_ns();
     coll_stats_op_waited(&job->d->stats, op->desc.coll,
                          (double)(op->t_start_ns - op->t_submit_ns) / 1e9);
     map_buffers(op);
-    op->impl = coll_algo_impl(job, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
+    op->impl = coll_algo_impl(op->grp, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
     if (coll_kind_is_ps(op->desc.coll) && !ps_start(op)) {
         return;
     }
     coll_debug(COLL_SUB_JOB, "job %s: %s of %" PRIu64 " elements starts (%s)", job->id,
                name(&op->desc, nm, sizeof(nm)), op->desc.count, op->impl->name);
-    if (job->nnodes == 1) {
+    if (!remote) {
         op->desc_ok = 1;
         op->t_peers_ns = op->t_start_ns;
     } else {
@@ -255,7 +292,7 @@ static void op_start(coll_op_t *op)
     } else {
         impl_start(op);
     }
-    if (job->nnodes > 1) {
+    if (remote) {
         coll_transport_drive(job);
     }
 }
@@ -263,9 +300,9 @@ static void op_start(coll_op_t *op)
 static void count_done(const coll_op_t *op, coll_status_t status)
 {
     uint64_t start = op->t_start_ns ? op->t_start_ns : op->t_submit_ns;
-    coll_stats_op_t s = {op->desc.coll, op->desc.dtype, op->job->world_size,
+    coll_stats_op_t s = {op->desc.coll, op->desc.dtype, op->grp->size,
                          coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
-                                             op->job->world_size)};
+                                             op->grp->size)};
 
     coll_stats_op_done(&op->job->d->stats, &s, (double)(coll_stats_now_ns() - start) / 1e9,
                        status);
@@ -289,7 +326,7 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     if (op->stage != NULL) {
         op->stage->done(op, status);
     }
-    for (uint32_t l = 0; l < op->job->local_size; l++) {
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
         coll_op_member_t *m = &op->members[l];
         if (m->session != NULL) {
             coll_session_complete_op(m->session, m->req_id, status, error,
@@ -338,7 +375,7 @@ void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
 int coll_op_check_desc(coll_op_t *op, const coll_desc_t *p, uint32_t from)
 {
     coll_job_t *job = op->job;
-    char a[200], b[200], nm[48];
+    char a[200], b[200], nm[64];
 
     if (coll_desc_equal(p, &op->desc)) {
         return 1;
@@ -348,8 +385,8 @@ int coll_op_check_desc(coll_op_t *op, const coll_desc_t *p, uint32_t from)
     coll_job_fail(job, COLL_ERR_MISMATCH, 1,
                   "%s: node %u (ranks from %u) submitted %s but node %u (ranks from %u) "
                   "submitted %s",
-                  name(&op->desc, nm, sizeof(nm)), from, job->nodes[from].ranks[0], a, job->node_rank,
-                  job->ranks[0], b);
+                  name(&op->desc, nm, sizeof(nm)), from, job->nodes[from].ranks[0], a,
+                  job->node_rank, job->ranks[0], b);
     return 0;
 }
 
@@ -376,7 +413,7 @@ int coll_op_check_msg(coll_op_t *op, const coll_xfer_t *x, const coll_desc_t *pe
 static void desc_check(coll_op_t *op)
 {
     coll_list_t *e;
-    char nm[48];
+    char nm[64];
 
     if (op->desc_recv.length != sizeof(op->peer_desc)) {
         coll_job_fail(op->job, COLL_ERR_MISMATCH, 1,
@@ -403,7 +440,7 @@ static void desc_check(coll_op_t *op)
 static void dispatch(coll_op_t *op, coll_xfer_t *x)
 {
     coll_job_t *job = op->job;
-    char nm[48];
+    char nm[64];
 
     /* A node that said goodbye had received everything it needed: a send to it that fails
      * because its endpoint closed was delivered. */
@@ -482,18 +519,24 @@ static coll_status_t posted(coll_op_t *op, coll_xfer_t *x, coll_status_t st)
     return st;
 }
 
+coll_status_t coll_op_post_job_node(coll_op_t *op, int send, uint32_t node, uint64_t tag,
+                                    void *buf, size_t len, coll_xfer_t *x)
+{
+    x->op = op;
+    return posted(op, x, send ? coll_transport_send(op->job, node, tag, buf, len, x)
+                              : coll_transport_recv(op->job, node, tag, buf, len, x));
+}
+
 coll_status_t coll_op_send(coll_op_t *op, uint32_t node, uint64_t tag, const void *buf,
                            size_t len, coll_xfer_t *x)
 {
-    x->op = op;
-    return posted(op, x, coll_transport_send(op->job, node, tag, buf, len, x));
+    return coll_op_post_job_node(op, 1, op->grp->nodes[node], tag, (void *)buf, len, x);
 }
 
 coll_status_t coll_op_recv(coll_op_t *op, uint32_t from, uint64_t tag, void *buf, size_t len,
                            coll_xfer_t *x)
 {
-    x->op = op;
-    return posted(op, x, coll_transport_recv(op->job, from, tag, buf, len, x));
+    return coll_op_post_job_node(op, 0, op->grp->nodes[from], tag, buf, len, x);
 }
 
 void coll_stage_release(coll_op_t *op)
@@ -537,6 +580,9 @@ void coll_op_maybe_free(coll_op_t *op)
     if (op->stage != NULL) {
         op->stage->end(op);
     }
+    COLL_ASSERT(op->grp->ops > 0);
+    op->grp->ops--;
+    coll_group_unref(op->grp);
     free(op);
 }
 

@@ -1,7 +1,10 @@
 /**
  * @file op.h
- * @brief One collective operation of a job on this node: the submissions of the local ranks,
- *        matched by key, and the algorithm that runs it once all of them are in.
+ * @brief One collective operation of a communicator (the job's world or a group, core/group.h)
+ *        on this node: the submissions of its local ranks, matched by (group, key), and the
+ *        algorithm that runs it once all of them are in. The algorithms see only the group:
+ *        its nodes (coll_op_send() and coll_op_recv() take group node indices), its ranks and
+ *        its local members (members, in and out are indexed by local member).
  */
 #ifndef COLL_ENGINE_OP_H
 #define COLL_ENGINE_OP_H
@@ -46,7 +49,7 @@ typedef struct coll_impl {
     void (*release)(struct coll_op *op);
 } coll_impl_t;
 
-/** One local rank's part in an operation. */
+/** One local member's part in an operation. */
 typedef struct {
     coll_session_t *session; /**< NULL before submission or after the rank left */
     uint32_t req_id;
@@ -57,19 +60,19 @@ typedef struct {
 typedef struct coll_op {
     coll_list_t link;          /**< in job->engine.ops */
     coll_job_t *job;
+    coll_group_t *grp;         /**< its communicator (job->world or a group) */
     coll_desc_t desc;          /**< this node's descriptor */
     coll_plan_t plan;
     size_t esize;
     uint32_t nsubmitted;
-    coll_op_member_t *members; /**< by local rank */
-    const void **in;           /**< daemon addresses of the inputs, by local rank */
-    void **out;                /**< daemon addresses of the outputs, by local rank */
+    coll_op_member_t *members; /**< by local member of grp */
+    const void **in;           /**< daemon addresses of the inputs, by local member */
+    void **out;                /**< daemon addresses of the outputs, by local member */
     const struct coll_impl *impl;
     void *algo_state;
     uint64_t inflight;         /**< transfers posted and not completed */
     coll_list_t posted;        /**< transfers in flight (to cancel them) */
-    uint32_t self;             /**< point-to-point: the local rank that submitted it */
-    coll_xfer_t p2p_xfer;      /**< point-to-point: its one message */
+    uint32_t self;             /**< point-to-point: the local member that submitted it */
     coll_list_t parked;        /**< receives completed before the descriptor check */
     int algo_done;             /**< the algorithm finished moving data */
     int stall_warned;          /**< the stall warning was logged (health.c) */
@@ -93,12 +96,14 @@ typedef struct coll_op {
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
 } coll_op_t;
 
-/** @brief A new operation of @p job described by @p desc, linked into job->engine.ops; NULL: no memory. */
-coll_op_t *coll_op_create(coll_job_t *job, const coll_desc_t *desc);
+/** @brief A new operation of group @p grp of @p job described by @p desc, linked into
+ *         job->engine.ops (it holds @p grp until freed); NULL: no memory. */
+coll_op_t *coll_op_create(coll_job_t *job, coll_group_t *grp, const coll_desc_t *desc);
 
 /**
- * @brief Handle a client's Submit: validate it, match it with the other local ranks' submissions
- *        of the same key and start the operation when all are in. Errors complete the request.
+ * @brief Handle a client's Submit: validate it (its group must be one the rank registered),
+ *        match it with the other local members' submissions of the same group and key and
+ *        start the operation when all are in. Errors complete the request.
  */
 void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub);
 
@@ -127,14 +132,16 @@ void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
 void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error);
 
 /**
- * @brief Post a send of @p len bytes at @p buf to @p node for @p op (tag by net/transport.h):
- *        the transfer counts as in flight for @p op until its completion reaches the engine.
+ * @brief Post a send of @p len bytes at @p buf to node @p node of the operation's group (tag
+ *        by proto/tag.h): the transfer counts as in flight for @p op until its completion
+ *        reaches the engine. The transfer's peer is the job node (coll_xfer_t.peer).
  * @return COLL_OK, or the transport's error (the caller fails the job).
  */
 coll_status_t coll_op_send(coll_op_t *op, uint32_t node, uint64_t tag, const void *buf,
                            size_t len, coll_xfer_t *x);
 
-/** @brief Post a receive of up to @p len bytes into @p buf from @p from, as coll_op_send(). */
+/** @brief Post a receive of up to @p len bytes into @p buf from group node @p from, as
+ *         coll_op_send(). */
 coll_status_t coll_op_recv(coll_op_t *op, uint32_t from, uint64_t tag, void *buf, size_t len,
                            coll_xfer_t *x);
 
@@ -156,6 +163,11 @@ void coll_op_free_all(coll_job_t *job);
 
 /** @brief Free @p op if it is done and nothing is in flight. */
 void coll_op_maybe_free(coll_op_t *op);
+
+/** @brief Post a transfer to or from job node @p node (not a group node), as coll_op_send() and
+ *         coll_op_recv(): point-to-point messages go between ranks, not group nodes. */
+coll_status_t coll_op_post_job_node(coll_op_t *op, int send, uint32_t node, uint64_t tag,
+                                    void *buf, size_t len, coll_xfer_t *x);
 
 /**
  * @brief Check a descriptor carried in an algorithm's own message against the operation's;

@@ -49,9 +49,15 @@ static int overlap_allowed(const Coll__Wire__Submit *sub, uint32_t rank, uint64_
 }
 
 /* The parameter service's submissions: the layer above checks what only it knows. */
-static coll_status_t ps_check(const coll_job_t *job, const coll_session_t *s,
-                              const Coll__Wire__Submit *sub, char *err, size_t errlen)
+static coll_status_t ps_check(const coll_job_t *job, const coll_group_t *grp,
+                              const coll_session_t *s, const Coll__Wire__Submit *sub,
+                              char *err, size_t errlen)
 {
+    if (grp->id != 0) {
+        snprintf(err, errlen, "rank %u: the parameter service runs on the world communicator, "
+                 "not on group %u", s->rank, grp->id);
+        return COLL_ERR_UNSUPPORTED;
+    }
     if (job->d->stage_hooks == NULL) {
         snprintf(err, errlen, "rank %u: this daemon runs no parameter service", s->rank);
         return COLL_ERR_UNSUPPORTED;
@@ -59,28 +65,46 @@ static coll_status_t ps_check(const coll_job_t *job, const coll_session_t *s,
     return job->d->stage_hooks->check(job, s, sub, err, errlen);
 }
 
-coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
-                                const Coll__Wire__Submit *sub, char *err, size_t errlen)
+/* The root or peer of @p sub on @p grp; returns the reason when it is not a usable rank. */
+static const char *bad_rank(const coll_group_t *grp, uint32_t me, const Coll__Wire__Submit *sub)
+{
+    coll_kind_t kind = (coll_kind_t)sub->coll;
+
+    if (sub->root >= grp->size) {
+        return "root";
+    }
+    if ((kind == COLL_KIND_SEND || kind == COLL_KIND_RECV) &&
+        (sub->peer >= grp->size || sub->peer == me)) {
+        return "peer";
+    }
+    return NULL;
+}
+
+coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
+                                const coll_session_t *s, const Coll__Wire__Submit *sub,
+                                char *err, size_t errlen)
 {
     size_t es = coll_dtype_size((coll_dtype_t)sub->dtype);
+    uint32_t me = coll_group_rank_of_local(grp, grp->local_of[s->local_rank]);
+    const char *bad = coll_kind_is_ps(sub->coll) ? NULL : bad_rank(grp, me, sub);
     uint64_t se, re;
     coll_status_t st;
 
-    if (coll_kind_is_ps(sub->coll) && (st = ps_check(job, s, sub, err, errlen)) != COLL_OK) {
+    if (coll_kind_is_ps(sub->coll) && (st = ps_check(job, grp, s, sub, err, errlen)) != COLL_OK) {
         return st;
     }
-    if (!coll_kind_is_ps(sub->coll) &&
-        (sub->root >= job->world_size || sub->peer >= job->world_size)) {
-        snprintf(err, errlen, "rank %u: root %u or peer %u is not a rank of job %s (world %u)",
-                 s->rank, sub->root, sub->peer, job->id, job->world_size);
+    if (bad != NULL) {
+        snprintf(err, errlen, "rank %u: %s %u is not %s rank of %s %u of job %s (%u ranks)",
+                 s->rank, bad, bad[0] == 'r' ? sub->root : sub->peer,
+                 bad[0] == 'r' ? "a" : "another", grp->id ? "group" : "communicator", grp->id,
+                 job->id, grp->size);
         return COLL_ERR_INVALID;
     }
-    if (sub->count > UINT64_MAX / es / job->world_size) {
+    if (sub->count > UINT64_MAX / es / grp->size) {
         snprintf(err, errlen, "rank %u: count %" PRIu64 " overflows", s->rank, sub->count);
         return COLL_ERR_INVALID;
     }
-    coll_submit_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank, sub->root,
-                       &se, &re);
+    coll_submit_extent((coll_kind_t)sub->coll, sub->count, grp->size, me, sub->root, &se, &re);
     if ((se > 0 && !coll_pool_range_owned(job->pool, sub->send_offset, se * es, s)) ||
         (re > 0 && !coll_pool_range_owned(job->pool, sub->recv_offset, re * es, s))) {
         snprintf(err, errlen,
@@ -89,7 +113,7 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
                  s->rank, sub->send_offset, se * es, sub->recv_offset, re * es, job->id);
         return COLL_ERR_NOT_IN_POOL;
     }
-    if (!overlap_allowed(sub, s->rank, se * es, re * es)) {
+    if (!overlap_allowed(sub, me, se * es, re * es)) {
         snprintf(err, errlen, "rank %u: send and receive buffers overlap (only the in-place "
                  "layouts of this collective may)", s->rank);
         return COLL_ERR_INVALID;
@@ -97,12 +121,14 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
     return COLL_OK;
 }
 
-void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll_desc_t *d)
+void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
+                      const Coll__Wire__Submit *sub, coll_desc_t *d)
 {
     /* Recursive doubling must fit a partial result (float32 for 16-bit sums) in a segment. */
     uint64_t bytes = sub->count * coll_partial_esize((coll_dtype_t)sub->dtype,
                                                      (coll_redop_t)sub->op);
     uint32_t algo = coll_algo_resolve(job, (coll_kind_t)sub->coll, bytes, (coll_algo_t)sub->algo);
+    coll_kind_t kind = (coll_kind_t)sub->coll;
 
     memset(d, 0, sizeof(*d));
     d->magic = COLL_DESC_MAGIC;
@@ -113,15 +139,14 @@ void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll
     d->dtype = sub->dtype;
     d->op = sub->op;
     d->seg_bytes = (uint32_t)job->params.segment_bytes;
-    d->world_size = job->world_size;
+    d->world_size = grp->size;
     d->node = job->node_rank;
-    d->first_rank = job->ranks[0];
-    d->root = (coll_kind_t)sub->coll == COLL_KIND_BROADCAST ||
-                      (coll_kind_t)sub->coll == COLL_KIND_REDUCE ||
-                      (coll_kind_t)sub->coll == COLL_KIND_PS_STEP
+    d->first_rank = job->ranks[grp->locals[0]];
+    d->root = kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE || kind == COLL_KIND_PS_STEP
                   ? sub->root
                   : 0;
     d->algo = algo;
     d->epoch = job->epoch;
     d->layout = sub->layout;
+    d->group = grp->id;
 }

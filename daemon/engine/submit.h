@@ -11,23 +11,27 @@
 #include "proto/desc.h"
 
 /**
- * @brief Elements rank @p rank reads from its send buffer and writes to its receive buffer.
+ * @brief Elements rank @p rank (of a communicator of @p world_size ranks, @p root one of them)
+ *        reads from its send buffer and writes to its receive buffer.
  */
 void coll_submit_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
                         uint32_t root, uint64_t *send_p, uint64_t *recv_p);
 
 /**
- * @brief Check the buffers of @p sub: inside the session's own allocations, sizes without
+ * @brief Check @p sub of a local member of @p grp: root and peer ranks of the group (another
+ *        rank for a peer), its buffers inside the session's own allocations, sizes without
  *        overflow, and in place only where the collective allows it.
  * @return COLL_OK; COLL_ERR_NOT_IN_POOL or COLL_ERR_INVALID with a message in @p err.
  */
-coll_status_t coll_submit_check(const coll_job_t *job, const coll_session_t *s,
-                                const Coll__Wire__Submit *sub, char *err, size_t errlen);
+coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
+                                const coll_session_t *s, const Coll__Wire__Submit *sub,
+                                char *err, size_t errlen);
 
 /**
- * @brief Build the descriptor of @p sub, resolving its algorithm (coll_algo_resolve(); a forced
- *        algorithm that cannot run it gives the refusal marker).
+ * @brief Build the descriptor of @p sub on @p grp, resolving its algorithm (coll_algo_resolve();
+ *        a forced algorithm that cannot run it gives the refusal marker).
  */
-void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll_desc_t *desc);
+void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
+                      const Coll__Wire__Submit *sub, coll_desc_t *desc);
 
 #endif

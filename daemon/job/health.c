@@ -62,13 +62,13 @@ static size_t add_node(const coll_job_t *job, uint32_t node, uint32_t *listed, u
 static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
 {
     const coll_job_t *job = op->job;
-    const char *remote = coll_control_blamed(job, op->desc.key);
+    const char *remote = coll_blame_heard(op);
     uint32_t listed[8], nlisted = 0, named = 0;
     size_t n;
     coll_xfer_t *x, *tmp;
 
     if (!coll_kind_is_p2p(op->desc.coll)) {
-        named = coll_blame_local(job, op->desc.key, buf, len);
+        named = coll_blame_local(job, op->grp->id, op->desc.key, buf, len);
     } else {
         buf[0] = '\0';
     }
@@ -97,11 +97,12 @@ static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
  * says what was missing, is the one every rank gets. */
 #define COLL_BLAME_GRACE_MS 500u
 
-static uint64_t op_timeout_ns(const coll_job_t *job, uint32_t missing_local)
+static uint64_t op_timeout_ns(const coll_op_t *op, uint32_t missing_local)
 {
+    const coll_job_t *job = op->job;
     uint64_t grace = 2 * coll_health_tick_ms(job);
 
-    if (missing_local > 0 || job->nnodes == 1) {
+    if (missing_local > 0 || op->grp->nnodes == 1) {
         grace = 0;
     }
     return (job->params.timeout_ms + (grace < COLL_BLAME_GRACE_MS ? grace : COLL_BLAME_GRACE_MS)) *
@@ -112,7 +113,7 @@ static uint64_t op_timeout_ns(const coll_job_t *job, uint32_t missing_local)
 static int check_ops(coll_job_t *job, uint64_t now)
 {
     coll_op_t *op, *tmp;
-    char wait[400], nm[48];
+    char wait[400], nm[64];
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
@@ -122,7 +123,7 @@ static int check_ops(coll_job_t *job, uint64_t now)
         }
         uint32_t missing = describe_wait(op, wait, sizeof(wait));
         coll_desc_name(&op->desc, nm, sizeof(nm));
-        if (age >= op_timeout_ns(job, missing)) {
+        if (age >= op_timeout_ns(op, missing)) {
             coll_job_fail(job, COLL_ERR_TIMEDOUT, 1, "%s timed out after %" PRIu64 " ms waiting "
                           "for %s", nm, age / 1000000, wait);
             return 1;
@@ -143,7 +144,7 @@ static int check_ops(coll_job_t *job, uint64_t now)
 static void check_stranded(coll_job_t *job)
 {
     coll_op_t *op, *tmp;
-    char nm[48];
+    char nm[64];
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {

@@ -50,26 +50,22 @@ void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *er
     coll_session_send_fds(s, &msg, fds, nfds);
 }
 
-/* The rendezvous guarantees every rank appears on exactly one node. */
+/* The rendezvous guarantees every rank appears on exactly one node. The world group (every
+ * rank) is laid out from these tables. */
 static coll_status_t index_ranks(coll_job_t *job)
 {
     job->rank_node = calloc(job->world_size, sizeof(uint32_t));
     job->rank_local = calloc(job->world_size, sizeof(uint32_t));
-    job->node_ranks = calloc(job->nnodes, sizeof(*job->node_ranks));
-    job->node_nranks = calloc(job->nnodes, sizeof(uint32_t));
-    if (job->rank_node == NULL || job->rank_local == NULL || job->node_ranks == NULL ||
-        job->node_nranks == NULL) {
+    if (job->rank_node == NULL || job->rank_local == NULL) {
         return COLL_ERR_NOMEM;
     }
     for (uint32_t n = 0; n < job->nnodes; n++) {
-        job->node_ranks[n] = job->nodes[n].ranks;
-        job->node_nranks[n] = job->nodes[n].nranks;
         for (uint32_t l = 0; l < job->nodes[n].nranks; l++) {
             job->rank_node[job->nodes[n].ranks[l]] = n;
             job->rank_local[job->nodes[n].ranks[l]] = l;
         }
     }
-    return COLL_OK;
+    return coll_group_world(job);
 }
 
 static void job_ready(coll_job_t *job, const coll_job_params_t *params)
@@ -203,16 +199,23 @@ void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, co
 
 static void job_maybe_free(coll_job_t *job);
 
-/* Operations that the rank of @p s is part of and that are not done: every collective, and
- * its own point-to-point transfers. */
+/* The place of @p s among the local members of @p op's group, or COLL_GROUP_NONE. */
+static uint32_t member_index(const coll_op_t *op, const coll_session_t *s)
+{
+    return op->grp->local_of[s->local_rank];
+}
+
+/* Operations that the rank of @p s is part of and that are not done: every collective of its
+ * communicators (submitted or not), and its own point-to-point transfers. */
 static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
 {
     uint32_t n = 0;
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
-        n += !op->done && (!coll_kind_is_p2p(op->desc.coll) ||
-                           op->members[s->local_rank].session == s);
+        uint32_t i = member_index(op, s);
+        n += !op->done && i != COLL_GROUP_NONE &&
+             (!coll_kind_is_p2p(op->desc.coll) || op->members[i].session == s);
     }
     return n;
 }
@@ -226,8 +229,9 @@ void coll_job_leave(coll_job_t *job, coll_session_t *s)
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
-        if (op->members[s->local_rank].session == s) {
-            op->members[s->local_rank].session = NULL;
+        uint32_t i = member_index(op, s);
+        if (i != COLL_GROUP_NONE && op->members[i].session == s) {
+            op->members[i].session = NULL;
         }
     }
     if (job->pool != NULL) {
@@ -281,10 +285,9 @@ static void job_release(coll_job_t *job)
         free(job->nodes[i].worker_address);
     }
     free(job->nodes);
+    coll_group_free_all(job);
     free(job->rank_node);
     free(job->rank_local);
-    free(job->node_ranks);
-    free(job->node_nranks);
     free(job->locals);
     free(job->ranks);
     coll_info(COLL_SUB_JOB, "job %s: closed on this node", job->id);

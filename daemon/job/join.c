@@ -76,6 +76,8 @@ static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, c
     job->timeout_ms = j->timeout_ms ? j->timeout_ms : (uint32_t)d->cfg.timeout_ms;
     coll_list_init(&job->engine.ops);
     coll_list_init(&job->engine.staging);
+    coll_list_init(&job->groups);
+    job->group_next = 1;
     job->doorbell_fd = -1;
     *job_p = job;
     return COLL_OK;

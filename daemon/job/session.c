@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "engine/op.h"
+#include "job/groups.h"
 #include "job/job.h"
 #include "net/clientlink.h"
 
@@ -151,6 +152,15 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
         if (s->job != NULL) {
             coll_job_abort(s->job, s, (coll_status_t)m->abort->status, m->abort->reason);
         }
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_GROUP_QUERY:
+        coll_groups_query(s, m->group_query);
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_GROUP_CREATE:
+        coll_groups_create(s, m->group_create);
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_GROUP_FREE:
+        coll_groups_free(s, m->group_free->group);
         break;
     default:
         break; /* the decoder admits no other body */

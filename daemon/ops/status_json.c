@@ -16,6 +16,7 @@
 #include "net/control.h"
 #include "ops/report.h"
 #include "ops/service.h"
+#include "proto/jobmsg.h"
 #include "ps/service.h"
 
 #ifndef COLL_DAEMON_VERSION
@@ -87,8 +88,9 @@ static void add_missing(const coll_op_t *op, json_t *submitted, json_t *missing)
         }
         return;
     }
-    for (uint32_t l = 0; l < job->local_size; l++) {
-        if (op->members[l].session != NULL) {
+    for (uint32_t i = 0; i < op->grp->nlocal; i++) {
+        uint32_t l = op->grp->locals[i];
+        if (op->members[i].session != NULL) {
             json_array_append_new(submitted, json_integer(job->ranks[l]));
         } else {
             json_array_append_new(missing, rank_json(job, l));
@@ -126,6 +128,8 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
     uint32_t sends = 0;
     json_t *submitted = json_array(), *missing = json_array(), *o;
     int running = op->impl != NULL;
+    const char *elsewhere =
+        coll_control_blamed(op->job, coll_jobmsg_op_ident(op->grp->id, op->desc.key));
 
     coll_desc_name(&op->desc, name, sizeof(name));
     add_missing(op, submitted, missing);
@@ -135,15 +139,15 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
                   "op", coll_redop_name((coll_redop_t)op->desc.op), "count",
                   (json_int_t)op->desc.count, "bytes",
                   (json_int_t)coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
-                                                  op->job->world_size),
+                                                  op->grp->size),
                   "state", running ? "running" : "queued", "age_ms",
                   (double)(now - op->t_submit_ns) / 1e6, "submitted_ranks", submitted,
                   "missing_ranks", missing);
-    if (coll_control_blamed(op->job, op->desc.key) != NULL) {
+    if (elsewhere != NULL) {
         /* Other nodes' ranks that have not submitted it, as those nodes said (blame.h). */
-        json_object_set_new(o, "missing_elsewhere",
-                            json_string(coll_control_blamed(op->job, op->desc.key)));
+        json_object_set_new(o, "missing_elsewhere", json_string(elsewhere));
     }
+    json_object_set_new(o, "group", json_integer(op->grp->id));
     json_object_set_new(o, "algo", json_string(running ? op->impl->name
                                                        : coll_algo_name((coll_algo_t)op->desc.algo)));
     if (running) {

@@ -36,7 +36,7 @@ static int post_all(coll_op_t *op, ps_op_t *s)
             continue;
         }
         s->xs[i] = (coll_xfer_t){.kind = COLL_XFER_STAGE, .step = s->round};
-        st = coll_op_recv(op, n, coll_tag_stage(op->desc.key, s->round, n),
+        st = coll_op_recv(op, n, coll_tag_stage(op->grp->id, op->desc.key, s->round, n),
                           s->vec + (size_t)n * s->kmax, len, &s->xs[i++]);
     }
     for (uint32_t n = 0; n < job->nnodes && st == COLL_OK; n++) {
@@ -44,7 +44,7 @@ static int post_all(coll_op_t *op, ps_op_t *s)
             continue;
         }
         s->xs[i] = (coll_xfer_t){.kind = COLL_XFER_STAGE, .is_send = 1, .step = s->round};
-        st = coll_op_send(op, n, coll_tag_stage(op->desc.key, s->round, me),
+        st = coll_op_send(op, n, coll_tag_stage(op->grp->id, op->desc.key, s->round, me),
                           s->vec + (size_t)me * s->kmax, len, &s->xs[i++]);
         s->ps->exchange_bytes += st == COLL_OK ? len : 0;
     }

@@ -14,6 +14,7 @@ futures::
 Modules: :mod:`collective.comm` (Communicator), :mod:`collective.progress` (futures),
 :mod:`collective.pool` (pool memory), :mod:`collective.types`, :mod:`collective.errors`,
 :mod:`collective.timeline` (COLL_TIMELINE flushed every second and at exit, user spans),
+:mod:`collective.groups` (tp/pp/dp groups of a 3D-parallel layout, ``Communicator.split``),
 :mod:`collective.ddp` (PyTorch DDP communication hook; imports torch),
 :mod:`collective.optim` (ServiceOptimizer: a torch.optim-style optimizer run by the daemons'
 parameter service; imports torch),
@@ -27,10 +28,11 @@ system loader (see :mod:`collective._lib`).
 from ._lib import LibraryNotFoundError
 from .comm import Communicator
 from .errors import CollectiveError, CollectiveTimeoutError
+from .groups import Dims, Groups, groups, layout_group
 from .progress import Future, Timing
 from .types import Algo, DType, Op
 
 __version__ = "0.1.0"
 
-__all__ = ["Algo", "CollectiveError", "CollectiveTimeoutError", "Communicator", "DType",
-           "Future", "LibraryNotFoundError", "Op", "Timing"]
+__all__ = ["Algo", "CollectiveError", "CollectiveTimeoutError", "Communicator", "DType", "Dims",
+           "Future", "Groups", "LibraryNotFoundError", "Op", "Timing", "groups", "layout_group"]

@@ -26,8 +26,12 @@ SONAME = "libcollective.so.0"
 # Status codes this module needs by value (the full table lives in the library).
 COLL_OK = 0
 COLL_INPROGRESS = 1
+COLL_ERR_INVALID = -22
 COLL_ERR_TIMEDOUT = -110
 COLL_ERR_CLOSED = -1005
+
+# coll_comm_split()'s color of a rank that joins no group.
+COLL_UNDEFINED = -1
 
 # coll_comm_params_t.field_mask bits.
 PARAM_SOCKET = 1 << 0
@@ -156,6 +160,15 @@ class PsParams(ctypes.Structure):
     ]
 
 
+class Layout(ctypes.Structure):
+    """coll_layout_t: sizes and rank order (coll_dim_t, fastest first) of a (tp, pp, dp)."""
+
+    _fields_ = [
+        ("size", ctypes.c_int * 3),
+        ("order", ctypes.c_int * 3),
+    ]
+
+
 _status = ctypes.c_int
 _comm = ctypes.c_void_p
 _req = ctypes.c_void_p
@@ -216,6 +229,15 @@ _PROTOTYPES = {
                                ctypes.POINTER(_size)]),
     "coll_ps_load": (_status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                ctypes.POINTER(_size), _size]),
+    "coll_comm_split": (_status, [_comm, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_comm)]),
+    "coll_comm_node_count": (ctypes.c_int, [_comm]),
+    "coll_comm_job_rank": (ctypes.c_int, [_comm, ctypes.c_int]),
+    "coll_layout_init": (_status, [ctypes.POINTER(Layout), ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_int, ctypes.c_char_p]),
+    "coll_layout_coords": (_status, [ctypes.POINTER(Layout), ctypes.c_int,
+                                     ctypes.POINTER(ctypes.c_int)]),
+    "coll_layout_group": (_status, [ctypes.POINTER(Layout), ctypes.c_int, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]),
 }
 
 _lock = threading.Lock()

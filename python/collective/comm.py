@@ -80,8 +80,10 @@ class Communicator:
     array (or None). Errors found at submission (a buffer outside the pool, a bad root, a
     failed job) are raised by the call itself, errors of the operation by the future. The arrays belong to the daemon until the future is done: do not write
     them (or read outputs) before. Ranks must call collectives in the same order, unless they
-    pass ``key=`` (an int < 2**39, unique among operations in flight): operations with the
-    same key are matched whatever the order. ``algo=`` forces an algorithm
+    pass ``key=`` (an int < 2**27, unique among operations in flight): operations with the
+    same key are matched whatever the order; keys of point-to-point messages keep their low 23
+    bits. Operations of different communicators (see :meth:`split`) never match. ``algo=``
+    forces an algorithm
     (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``; default COLL_ALGO or auto),
     ``timeout=`` overrides ``op_timeout`` for one operation.
 
@@ -104,12 +106,16 @@ class Communicator:
         if st != _lib.COLL_OK:
             why = lib.coll_comm_last_error(None) or b""  # this thread's failed create
             raise make_error(st, why.decode(errors="replace"), "coll_comm_create")
-        self._native = Native(lib, ptr.value)
+        self._setup(lib, ptr.value, op_timeout)
+
+    def _setup(self, lib, ptr, op_timeout):
+        self._native = Native(lib, ptr)
         self._lib = lib
         self.rank = lib.coll_comm_rank(ptr)
         self.world_size = lib.coll_comm_world_size(ptr)
         self.local_rank = lib.coll_comm_local_rank(ptr)
         self.local_size = lib.coll_comm_local_size(ptr)
+        self.node_count = lib.coll_comm_node_count(ptr)
         self.op_timeout = op_timeout
         self._progress = Progress(self._native, "collective-progress-r%d" % self.rank)
         self._timeline = Timeline(self._native)
@@ -117,10 +123,18 @@ class Communicator:
         self._finalizer = weakref.finalize(self, _close, self._timeline, self._progress,
                                            self._native)
 
+    @classmethod
+    def _adopt(cls, lib, ptr, op_timeout):
+        """A Communicator around a coll_comm_t * that coll_comm_split() made."""
+        self = cls.__new__(cls)
+        self._setup(lib, ptr, op_timeout)
+        return self
+
     def __repr__(self):
         state = "closed" if self.closed else "open"
-        return "<collective.Communicator rank %d/%d local %d/%d %s>" % (
-            self.rank, self.world_size, self.local_rank, self.local_size, state)
+        return "<collective.Communicator rank %d/%d local %d/%d nodes %d %s>" % (
+            self.rank, self.world_size, self.local_rank, self.local_size, self.node_count,
+            state)
 
     def __enter__(self):
         return self
@@ -165,6 +179,29 @@ class Communicator:
         "backward"): ...``. Costs nothing without a timeline."""
         return Span(self._timeline, track, name)
 
+    # ---- groups ---------------------------------------------------------------------------
+    def split(self, color, key=0):
+        """``coll_comm_split``: the ranks of this communicator that give the same @color (an
+        int >= 0) form a new communicator, ordered by @key (an int; ties by rank here).
+        Collective: every rank must call it, in the same order as its other collectives, from
+        the thread that created this communicator. @color None (or COLL_UNDEFINED, -1) joins
+        no group and returns None. The new communicator shares this one's pool and daemon; it
+        is closed on its own (before or after this one). Raises CollectiveError on failure
+        (the same on every rank)."""
+        color = _lib.COLL_UNDEFINED if color is None else int(color)
+        ptr = ctypes.c_void_p()
+        self._native.call(self._lib.coll_comm_split, "coll_comm_split", color, int(key),
+                          ctypes.byref(ptr))
+        return Communicator._adopt(self._lib, ptr.value, self.op_timeout) if ptr.value else None
+
+    def job_rank(self, rank):
+        """The job (world) rank of rank @rank of this communicator; ValueError when out of
+        range."""
+        r = self._lib.coll_comm_job_rank(self._native.handle(), int(rank))
+        if r < 0:
+            raise ValueError("rank %r is not in 0..%d" % (rank, self.world_size - 1))
+        return r
+
     @property
     def last_error(self):
         """``coll_comm_last_error``: the detailed message of the last failure, or ""."""
@@ -205,8 +242,8 @@ class Communicator:
             return None
         p = _lib.OpParams()
         if key is not None:
-            if not 0 <= key < (1 << 39):
-                raise ValueError("key %r is not in [0, 2**39)" % (key,))
+            if not 0 <= key < (1 << 27):
+                raise ValueError("key %r is not in [0, 2**27)" % (key,))
             p.field_mask |= _lib.OP_PARAM_KEY
             p.key = key
         if algo is not None:

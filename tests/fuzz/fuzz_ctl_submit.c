@@ -3,7 +3,8 @@
  * (proto/ctl.h), checked as daemon/doorbell.c and daemon/op.c check them: coll_ctl_take() on a
  * ring whose counters and records the (untrusted) client wrote, coll_wire_submit_from_ctl()
  * and coll_wire_check_submit() on each record taken, then coll_submit_check() against a job
- * with a real pool in which this rank and another own allocations.
+ * with a real pool in which this rank and another own allocations, on the job's world group
+ * (this rank its one local member).
  *
  * Input: world size and rank (2 bytes), the ring's tail and head (5 or 9 bytes), four
  * allocations (owner and size, 3 bytes each), then the COLL_CTL_SUB_SLOTS records of the ring
@@ -53,7 +54,8 @@ static void check_fields(const coll_ctl_sub_t *rec, const Coll__Wire__Submit *su
                    sub->send_offset == rec->send_offset && sub->recv_offset == rec->recv_offset &&
                    (uint32_t)sub->coll == rec->coll && sub->dtype == rec->dtype &&
                    sub->op == rec->op && sub->root == rec->root && sub->peer == rec->peer &&
-                   sub->algo == rec->algo && sub->layout == rec->layout,
+                   sub->algo == rec->algo && sub->layout == rec->layout &&
+                   sub->group == rec->group,
                "the Submit built from a record differs from it");
 }
 
@@ -86,8 +88,8 @@ static void check_buffers(const coll_job_t *job, const coll_session_t *s,
                (unsigned long long)sub->recv_offset, (unsigned long long)(re * es));
 }
 
-static void submit(const coll_job_t *job, const coll_session_t *s, const coll_ctl_sub_t *rec,
-                   const alloc_t *a, size_t n)
+static void submit(const coll_job_t *job, const coll_group_t *grp, const coll_session_t *s,
+                   const coll_ctl_sub_t *rec, const alloc_t *a, size_t n)
 {
     Coll__Wire__Submit sub;
     char err[640] = "";
@@ -99,7 +101,7 @@ static void submit(const coll_job_t *job, const coll_session_t *s, const coll_ct
         return;
     }
     check_accepted(&sub);
-    if (coll_submit_check(job, s, &sub, err, sizeof(err)) != COLL_OK) {
+    if (coll_submit_check(job, grp, s, &sub, err, sizeof(err)) != COLL_OK) {
         FUZZ_CHECK(err[0] != '\0', "refused without a reason");
         return;
     }
@@ -107,7 +109,8 @@ static void submit(const coll_job_t *job, const coll_session_t *s, const coll_ct
 }
 
 /* Take everything the ring holds, checking take() against the counters. */
-static void drain(const coll_job_t *job, const coll_session_t *s, const alloc_t *a, size_t n)
+static void drain(const coll_job_t *job, const coll_group_t *grp, const coll_session_t *s,
+                  const alloc_t *a, size_t n)
 {
     uint32_t head = atomic_load(&ctl.sub_head), tail = atomic_load(&ctl.sub_tail);
 
@@ -130,7 +133,7 @@ static void drain(const coll_job_t *job, const coll_session_t *s, const alloc_t 
                    "take() with head %u tail %u gave %d, tail %u", head, tail, got,
                    atomic_load(&ctl.sub_tail));
         tail++;
-        submit(job, s, &rec, a, n);
+        submit(job, grp, s, &rec, a, n);
     }
     FUZZ_CHECK(0, "took more records than the ring holds");
 }
@@ -140,6 +143,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_in_t in = {data, size};
     static coll_job_t job;
     coll_session_t self = {0}, other = {0};
+    const uint32_t *node_ranks[1] = {&self.rank};
+    uint32_t local_of[1] = {0};
+    coll_group_t grp = {.nlocal = 1, .node_ranks = node_ranks, .local_of = local_of};
     alloc_t a[NALLOCS];
     size_t n = 0;
     uint32_t tail;
@@ -155,6 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     job.world_size = 1 + (uint32_t)fuzz_take(&in, 1) % 8;
     job.pool = pool;
     self.rank = (uint32_t)fuzz_take(&in, 1) % job.world_size;
+    grp.size = job.world_size;
     other.rank = (self.rank + 1) % job.world_size;
     self.job = other.job = &job;
 
@@ -175,7 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(ctl.sub, 0, sizeof(ctl.sub));
     memcpy(ctl.sub, in.p, in.left < sizeof(ctl.sub) ? in.left : sizeof(ctl.sub));
 
-    drain(&job, &self, a, n);
+    drain(&job, &grp, &self, a, n);
 
     coll_pool_free_owner(pool, &self);
     coll_pool_free_owner(pool, &other);

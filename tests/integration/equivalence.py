@@ -69,7 +69,7 @@ def train_distributed(args, dump):
     harness.check_no_warnings(lines)
 
 
-def compare(init_path, ref_path, dp_path, tolerance):
+def compare(init_path, ref_path, dp_path, tolerance, name="data-parallel"):
     init, ref, dp = load(init_path), load(ref_path), load(dp_path)
     if not len(init) == len(ref) == len(dp):
         raise TestFailure("weight files differ in size: init %d, standalone %d, data-parallel "
@@ -78,15 +78,15 @@ def compare(init_path, ref_path, dp_path, tolerance):
     rel, worst = normwise(dp, ref)
     harness.log("%d parameters; training moved the weights by %.3g (normwise, relative to "
                 "init)" % (len(ref), change))
-    harness.log("data-parallel vs standalone: normwise %.3g (limit %g), worst at %d: %.9g vs "
+    harness.log("%s vs standalone: normwise %.3g (limit %g), worst at %d: %.9g vs "
                 "%.9g; elementwise max |a-b|/(|b|+1e-3) %.3g"
-                % (rel, tolerance, worst, dp[worst], ref[worst], elementwise(dp, ref)))
+                % (name, rel, tolerance, worst, dp[worst], ref[worst], elementwise(dp, ref)))
     if change < MIN_CHANGE:
         raise TestFailure("training changed the weights by only %.3g (< %g): the comparison "
                           "would prove nothing" % (change, MIN_CHANGE))
     if not rel <= tolerance:
-        raise TestFailure("data-parallel weights differ from standalone: normwise %.3g > %g"
-                          % (rel, tolerance))
+        raise TestFailure("%s weights differ from standalone: normwise %.3g > %g"
+                          % (name, rel, tolerance))
 
 
 def main():

@@ -15,8 +15,8 @@
  * unchanged.
  *
  * --mismatch: the same pairs; the sender sends 1009 elements and the receiver expects 1014, then
- * 1000: the receiver must get COLL_ERR_MISMATCH both times (the sender may get COLL_OK or
- * COLL_ERR_MISMATCH; it is printed). A matching exchange on the same pair must then succeed.
+ * 1000: both must get COLL_ERR_MISMATCH both times, the message naming both sizes in bytes. A
+ * matching exchange on the same pair must then succeed.
  *
  * Exit status: 0 when everything checked out, 1 on a failed check, 2 on a usage error.
  */
@@ -268,7 +268,18 @@ static void run_keyed(const check_ctx_t *c, const opts_t *o)
 
 /* ---- mismatch ------------------------------------------------------------------------------- */
 
-/* a sends MISMATCH_COUNT floats to b, which expects @p recv_count: b must get MISMATCH. */
+/* Whether @p msg names the sent and the expected byte counts. */
+static int mentions_sizes(const char *msg, size_t recv_count)
+{
+    char sent[32], expected[32];
+
+    snprintf(sent, sizeof(sent), "%d bytes", 4 * MISMATCH_COUNT);
+    snprintf(expected, sizeof(expected), "expected %zu", 4 * recv_count);
+    return strstr(msg, sent) != NULL && strstr(msg, expected) != NULL;
+}
+
+/* a sends MISMATCH_COUNT floats to b, which expects @p recv_count: both must get MISMATCH,
+ * told both sizes. */
 static void mismatch_once(const check_ctx_t *c, const opts_t *o, int a, int b, size_t recv_count,
                           int64_t key)
 {
@@ -279,13 +290,13 @@ static void mismatch_once(const check_ctx_t *c, const opts_t *o, int a, int b, s
     post(c, &m, recv_count);
     wait_msg(c, &m, o->timeout_ms);
     describe(c, &m, c->rank == a, what, sizeof(what));
-    if (c->rank == b && m.st != COLL_ERR_MISMATCH) {
+    if ((c->rank == a || c->rank == b) && m.st != COLL_ERR_MISMATCH) {
         check_die("%s: the receiver posted %zu elements: expected COLL_ERR_MISMATCH, got %s (%s)",
                   what, recv_count, coll_err_name(m.st), coll_comm_last_error(c->comm));
     }
-    if (c->rank == a && m.st != COLL_OK && m.st != COLL_ERR_MISMATCH) {
-        check_die("%s: the receiver posted %zu elements: the sender got %s (%s)", what,
-                  recv_count, coll_err_name(m.st), coll_comm_last_error(c->comm));
+    if (c->rank == a && !mentions_sizes(coll_comm_last_error(c->comm), recv_count)) {
+        check_die("%s: the sender's error does not name %d and %zu bytes: '%s'", what,
+                  4 * MISMATCH_COUNT, 4 * recv_count, coll_comm_last_error(c->comm));
     }
     if (c->rank == a || c->rank == b) {
         check_say(c, 0, "%s, receiver expecting %zu: %s: %s", what, recv_count,
@@ -307,8 +318,8 @@ static void run_mismatch(const check_ctx_t *c, const opts_t *o)
         mismatch_once(c, o, a, b, MISMATCH_COUNT - 9, 0x3001 + 2 * i);
         /* The pair still works: a matching exchange each way. */
         keyed_pair(c, o, a, b);
-        check_say(c, c->rank != a, "%s pair (%d, %d): the receiver got COLL_ERR_MISMATCH for a "
-                  "longer and a shorter message; a next exchange works",
+        check_say(c, c->rank != a, "%s pair (%d, %d): both got COLL_ERR_MISMATCH for a longer "
+                  "and a shorter message; a next exchange works",
                   a / c->local_size == b / c->local_size ? "local" : "remote", a, b);
     }
 }

@@ -12,7 +12,7 @@
   client    the same for the client library's files (libcollective.a's objects): base.c and
             the shared base at the bottom, then the timeline and the daemon link (io.c), the
             requests, the communicator, the collectives and allocations, the parameter service,
-            the bucketer on top;
+            the bucketer and the split, the 3D-parallel layouts (layout.c) on top;
             the link reaches the requests only through the table they register.
   self-test the checker catches what it must: an upward include added to a copy of the tree,
             an include by bare name, and upward calls added to the real symbol tables of the
@@ -141,7 +141,8 @@ CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0,
                "debug.c.o": 1, "base.c.o": 1, "env.c.o": 1, "launcher.c.o": 1,
                "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "request.c.o": 3,
                "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "ps.c.o": 6, "ps_ckpt.c.o": 6,
-               "bucketer.c.o": 7, "bucketer_wait.c.o": 7}
+               "bucketer.c.o": 7, "bucketer_wait.c.o": 7, "split_plan.c.o": 1, "split.c.o": 6,
+               "layout.c.o": 8}
 
 
 NM_LINE = re.compile(r"^.*?\.a:([^:]+):\s*(?:[0-9a-f]+\s+)?\w\s+(\S+)$")

@@ -220,9 +220,23 @@ class MemoryFormulas(unittest.TestCase):
         params = (1024 * 784 + 1024) / 2 + (1024 * 1024 / 2 + 1024) + (10 * 1024 + 10)
         self.assertAlmostEqual(got["params"], params)
         outputs = 512 + 1024 + 10
-        acts = 64 * outputs * 4 + 64 * outputs * 4 + 64 * 784 * 4    # outputs, deltas, input
+        # outputs, deltas, the input (one micro-batch in flight and one for evaluation) and the
+        # column layer's input gradient (its backward allreduce)
+        acts = 64 * outputs * 4 + 64 * outputs * 4 + 2 * 64 * 784 * 4 + 64 * 784 * 4
         self.assertAlmostEqual(got["activations"], acts)
         self.assertAlmostEqual(got["total"], params * 12 + acts + 50e6)
+        # pp=2 tp=1, 4 micro-batches of 16 rows: stage 1 (layers 1 and 2, both whole) holds one
+        # micro-batch in flight: its input and its input gradient, 16 x 1024 each.
+        train = Training(global_batch=64, micro_batch=0, micro_batches=4, precision="fp32",
+                         optimizer="sgd")
+        got = stage_memory(model, train, Cluster(1, 2), Layout(1, 2, 1), 1, 16, 4)
+        parts = got["activation_parts"]
+        self.assertAlmostEqual(parts["layers"], 16 * (1024 + 10) * 4)
+        self.assertAlmostEqual(parts["input"], 16 * 1024 * 4)
+        self.assertAlmostEqual(parts["input_gradients"], 16 * 1024 * 4)
+        first = stage_memory(model, train, Cluster(1, 2), Layout(1, 2, 1), 0, 16, 4)
+        self.assertAlmostEqual(first["activation_parts"]["input"], 3 * 16 * 784 * 4)
+        self.assertEqual(first["activation_parts"]["input_gradients"], 0)
 
 
 class CostModel(unittest.TestCase):

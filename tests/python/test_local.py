@@ -99,7 +99,8 @@ class Declarations(unittest.TestCase):
                           (_lib.PsOptim, "coll_ps_optim_t"),
                           (_lib.PsSchedule, "coll_ps_schedule_t"),
                           (_lib.PsLayer, "coll_ps_layer_t"),
-                          (_lib.PsParams, "coll_ps_params_t")):
+                          (_lib.PsParams, "coll_ps_params_t"),
+                          (_lib.Layout, "coll_layout_t")):
             self.assertEqual([f[0] for f in cls._fields_], structs[name], name)
 
     def test_functions(self):

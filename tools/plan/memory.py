@@ -151,19 +151,26 @@ def mlp_stage_params(model, layout, stage):
 
 
 def mlp_stage_activations(model, train, layout, stage, micro_batch, micro_batches):
-    """{'layers', 'gradients', 'input'}: activation bytes of one rank of an MLP stage. Each layer
-    keeps its output for backward (in_flight() micro-batches of micro_batch rows) and one
-    micro-batch of output gradients (coll-train's act and delta buffers); the first stage holds
-    the replica's input batch (global_batch/dp rows), the others a receive buffer per micro-batch
-    in flight."""
+    """{'layers', 'gradients', 'input', 'input_gradients'}: activation bytes of one rank of an
+    MLP stage, as coll-train's 3D trainer holds them (tools/train/pipe.c). Each layer keeps its
+    output for backward (in_flight() micro-batches of micro_batch rows) and one micro-batch of
+    output gradients (its act and delta buffers); every stage keeps its input per micro-batch in
+    flight (the first stage one more, for evaluation); a later stage also keeps the gradient of
+    its input per micro-batch in flight (sent to the previous stage), the first stage one
+    micro-batch of it when its first layer is column-parallel (that gradient's allreduce)."""
     elem = element_bytes(train.precision)
     roles = mlp_stage_roles(model, layout, stage)
     width = sum(mlp_local_layer(model, l, role, layout.tp)[1] for l, role in roles)
     held = in_flight(layout.pp, stage, micro_batches)
-    rows_in = train.global_batch / layout.dp if stage == 0 else held * micro_batch
+    row_in = micro_batch * model.widths[roles[0][0]] * elem
+    if stage == 0:
+        grads_in = row_in if roles[0][1] == "col" else 0.0
+    else:
+        grads_in = held * row_in
     return {"layers": held * micro_batch * width * elem,
             "gradients": micro_batch * width * elem,
-            "input": rows_in * model.widths[roles[0][0]] * elem}
+            "input": (held + (1 if stage == 0 else 0)) * row_in,
+            "input_gradients": grads_in}
 
 
 def stage_memory(model, train, cluster, layout, stage, micro_batch, micro_batches):

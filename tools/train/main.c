@@ -11,9 +11,9 @@
 #include "mnist.h"
 #include "options.h"
 #include "rng.h"
+#include "train3d.h"
 
 #include <cblas.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,22 +58,6 @@ static int steps_exhausted(const trainer_t *t)
     return t->opts.max_steps > 0 && t->steps_done >= t->opts.max_steps;
 }
 
-/* Fisher-Yates shuffle of the identity, seeded by (seed, epoch) alone. */
-static void shuffle(trainer_t *t, int epoch)
-{
-    rng_t rng = {t->opts.seed ^ (0xd1b54a32d192ed03ull * (uint64_t)epoch)};
-    uint32_t n = (uint32_t)t->train.count;
-
-    for (uint32_t i = 0; i < n; i++) {
-        t->order[i] = i;
-    }
-    for (uint32_t i = n - 1; i > 0; i--) {
-        uint32_t j = rng_below(&rng, i + 1);
-        uint32_t tmp = t->order[i];
-        t->order[i] = t->order[j];
-        t->order[j] = tmp;
-    }
-}
 
 /* ts: start, forward, backward, backward end, wait end, update end (CLOCK_MONOTONIC ns). */
 static void account_step(trainer_t *t, epoch_stats_t *es, const uint64_t ts[6],
@@ -131,7 +115,7 @@ static int train_step(trainer_t *t, const uint32_t *batch, epoch_stats_t *es)
 static int train_epoch(trainer_t *t, int epoch, epoch_stats_t *es)
 {
     memset(es, 0, sizeof(*es));
-    shuffle(t, epoch);
+    rng_epoch_order(t->order, (uint32_t)t->train.count, t->opts.seed, epoch);
     for (long s = 0; s < t->steps_per_epoch && !steps_exhausted(t); s++) {
         if (train_step(t, t->order + (size_t)s * (size_t)t->opts.batch, es) != 0) {
             return -1;
@@ -195,31 +179,6 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
     printf("\n");
 }
 
-/* Raw little-endian float32 in the parameter layout of mlp.h, whatever the host byte order. */
-static int dump_weights(const mlp_t *mlp, const char *path)
-{
-    FILE *f = fopen(path, "wb");
-    unsigned char le[4];
-
-    if (f == NULL) {
-        fprintf(stderr, "coll-train: cannot create %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    for (size_t i = 0; i < mlp->n_params; i++) {
-        uint32_t bits;
-        memcpy(&bits, &mlp->params[i], sizeof(bits));
-        for (int b = 0; b < 4; b++) {
-            le[b] = (unsigned char)(bits >> (8 * b));
-        }
-        fwrite(le, 1, sizeof(le), f);
-    }
-    if (ferror(f) != 0 || fclose(f) != 0) {
-        fprintf(stderr, "coll-train: cannot write %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 /* Epoch loop, final evaluation, summary line and weight dump. */
 static int train_run(trainer_t *t)
 {
@@ -246,7 +205,7 @@ static int train_run(trainer_t *t)
     printf("final: nodes=%d ranks=%d epochs=%d test_accuracy=%.4f train_loss=%.4f\n",
            t->dist.world_size / t->dist.local_size, t->dist.world_size, epochs_run, accuracy,
            loss);
-    return t->opts.dump_path != NULL ? dump_weights(t->mlp, t->opts.dump_path) : 0;
+    return t->opts.dump_path != NULL ? mlp_dump(t->mlp, t->opts.dump_path) : 0;
 }
 
 static int trainer_load_data(trainer_t *t)
@@ -376,6 +335,9 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     openblas_set_num_threads(t.opts.threads);
+    if (train3d_requested(&t.opts)) {
+        return train3d_main(&t.opts);
+    }
     rc = trainer_init(&t);
     if (rc == 0 && train_run(&t) != 0) {
         rc = 1;

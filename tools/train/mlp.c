@@ -5,6 +5,7 @@
 #include "rng.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,9 @@ static int mlp_bind_layers(mlp_t *mlp, const int *sizes)
             layer->gb = layer->gw + nw;
         }
         off += nw + (size_t)layer->out;
+        if (mlp->max_batch == 0) {
+            continue; /* the caller keeps the activations (shard.c) */
+        }
         layer->act = mlp_alloc((size_t)mlp->max_batch * (size_t)layer->out);
         layer->delta = mlp_alloc((size_t)mlp->max_batch * (size_t)layer->out);
         if (layer->act == NULL || layer->delta == NULL) {
@@ -68,21 +72,53 @@ static int mlp_bind_layers(mlp_t *mlp, const int *sizes)
     return 0;
 }
 
-static void mlp_init_params(mlp_t *mlp, uint64_t seed)
+/* He et al. for a layer followed by a ReLU, 1/sqrt(fan_in) for the output layer. */
+static float mlp_init_bound(const int *sizes, int n_layers, int l)
+{
+    float fan_in = (float)sizes[l];
+    return l < n_layers - 1 ? sqrtf(6.0f / fan_in) : 1.0f / sqrtf(fan_in);
+}
+
+static float mlp_init_draw(rng_t *rng, float bound)
+{
+    return (2.0f * rng_uniform(rng) - 1.0f) * bound;
+}
+
+static void mlp_init_params(mlp_t *mlp, uint64_t seed, const int *sizes)
 {
     rng_t rng = {seed};
 
     for (int l = 0; l < mlp->n_layers; l++) {
         mlp_layer_t *layer = &mlp->layers[l];
         size_t nw = (size_t)layer->out * (size_t)layer->in;
-        int relu_follows = l < mlp->n_layers - 1;
-        float fan_in = (float)layer->in;
-        float bound = relu_follows ? sqrtf(6.0f / fan_in) : 1.0f / sqrtf(fan_in);
+        float bound = mlp_init_bound(sizes, mlp->n_layers, l);
 
         for (size_t i = 0; i < nw; i++) {
-            layer->w[i] = (2.0f * rng_uniform(&rng) - 1.0f) * bound;
+            layer->w[i] = mlp_init_draw(&rng, bound);
         }
         memset(layer->b, 0, (size_t)layer->out * sizeof(float));
+    }
+}
+
+void mlp_init_block(const int *sizes, int n_layers, uint64_t seed, int layer, int row0,
+                    int rows, int col0, int cols, float *w)
+{
+    rng_t rng = {seed};
+    size_t in = (size_t)sizes[layer], skip = 0;
+    float bound = mlp_init_bound(sizes, n_layers, layer);
+
+    for (int l = 0; l < layer; l++) {
+        skip += (size_t)sizes[l + 1] * (size_t)sizes[l];
+    }
+    while (skip-- > 0) {
+        rng_next(&rng);
+    }
+    for (size_t i = 0; i < (size_t)sizes[layer + 1] * in; i++) {
+        float v = mlp_init_draw(&rng, bound);
+        long r = (long)(i / in) - row0, c = (long)(i % in) - col0;
+        if (r >= 0 && r < rows && c >= 0 && c < cols) {
+            w[(size_t)r * (size_t)cols + (size_t)c] = v;
+        }
     }
 }
 
@@ -92,7 +128,7 @@ int mlp_create(const int *sizes, int n_layers, int max_batch, uint64_t seed, flo
     size_t n = mlp_param_count(sizes, n_layers);
     mlp_t *mlp;
 
-    if (n == 0 || max_batch < 1) {
+    if (n == 0 || max_batch < 0) {
         fprintf(stderr, "coll-train: invalid network: %d layers, max batch %d\n", n_layers,
                 max_batch);
         return -1;
@@ -110,7 +146,7 @@ int mlp_create(const int *sizes, int n_layers, int max_batch, uint64_t seed, flo
     if (mlp->params == NULL || mlp->velocity == NULL || mlp_bind_layers(mlp, sizes) != 0) {
         goto err_nomem;
     }
-    mlp_init_params(mlp, seed);
+    mlp_init_params(mlp, seed, sizes);
     *mlp_p = mlp;
     return 0;
 
@@ -140,8 +176,7 @@ void mlp_destroy(mlp_t *mlp)
     free(mlp);
 }
 
-/* a[r][o] += b[o] for each row, then max(a, 0) when relu is set. */
-static void mlp_bias_act(float *a, const float *b, int n, int out, int relu)
+void mlp_bias_act(float *a, const float *b, int n, int out, int relu)
 {
     for (int r = 0; r < n; r++) {
         float *row = a + (size_t)r * (size_t)out;
@@ -187,30 +222,36 @@ static double mlp_softmax_row(float *z, int classes, int label)
     return loss;
 }
 
-float mlp_loss(mlp_t *mlp, const uint8_t *labels, int n)
+float mlp_softmax_xent(float *z, float *delta, const uint8_t *labels, int n, int classes,
+                       float scale)
 {
-    mlp_layer_t *last = &mlp->layers[mlp->n_layers - 1];
-    int classes = last->out;
-    float inv_n = 1.0f / (float)n;
     double total = 0.0;
 
     for (int r = 0; r < n; r++) {
-        float *p = last->act + (size_t)r * (size_t)classes;
-        float *d = last->delta + (size_t)r * (size_t)classes;
+        float *p = z + (size_t)r * (size_t)classes;
+        float *d = delta + (size_t)r * (size_t)classes;
 
         total += mlp_softmax_row(p, classes, labels[r]);
-        /* d(mean loss)/dz = (softmax - onehot) / n */
+        /* d(scale * sum of losses)/dz = (softmax - onehot) * scale */
         for (int c = 0; c < classes; c++) {
-            d[c] = (p[c] - (c == labels[r] ? 1.0f : 0.0f)) * inv_n;
+            d[c] = (p[c] - (c == labels[r] ? 1.0f : 0.0f)) * scale;
         }
     }
     return (float)(total / n);
 }
 
-/* gb[o] = sum over rows of delta[r][o]. */
-static void mlp_column_sums(const float *delta, int n, int out, float *gb)
+float mlp_loss(mlp_t *mlp, const uint8_t *labels, int n)
 {
-    memset(gb, 0, (size_t)out * sizeof(float));
+    mlp_layer_t *last = &mlp->layers[mlp->n_layers - 1];
+
+    return mlp_softmax_xent(last->act, last->delta, labels, n, last->out, 1.0f / (float)n);
+}
+
+void mlp_column_sums(const float *delta, int n, int out, float *gb, int accumulate)
+{
+    if (!accumulate) {
+        memset(gb, 0, (size_t)out * sizeof(float));
+    }
     for (int r = 0; r < n; r++) {
         const float *row = delta + (size_t)r * (size_t)out;
         for (int o = 0; o < out; o++) {
@@ -227,7 +268,7 @@ void mlp_backward_layer(mlp_t *mlp, int l, int n)
     /* gW (out x in) = delta^T (out x n) * in (n x in) */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, layer->out, layer->in, n, 1.0f,
                 layer->delta, layer->out, in, layer->in, 0.0f, layer->gw, layer->in);
-    mlp_column_sums(layer->delta, n, layer->out, layer->gb);
+    mlp_column_sums(layer->delta, n, layer->out, layer->gb, 0);
     if (l == 0) {
         return;
     }
@@ -274,20 +315,50 @@ void mlp_sgd_step(mlp_t *mlp, float lr, float momentum)
     }
 }
 
-int mlp_count_correct(const mlp_t *mlp, const uint8_t *labels, int n)
+int mlp_count_argmax(const float *logits, const uint8_t *labels, int n, int classes)
 {
-    const mlp_layer_t *last = &mlp->layers[mlp->n_layers - 1];
     int correct = 0;
 
     for (int r = 0; r < n; r++) {
-        const float *z = last->act + (size_t)r * (size_t)last->out;
+        const float *z = logits + (size_t)r * (size_t)classes;
         int best = 0;
-        for (int c = 1; c < last->out; c++) {
+        for (int c = 1; c < classes; c++) {
             best = z[c] > z[best] ? c : best;
         }
         correct += best == labels[r];
     }
     return correct;
+}
+
+int mlp_count_correct(const mlp_t *mlp, const uint8_t *labels, int n)
+{
+    const mlp_layer_t *last = &mlp->layers[mlp->n_layers - 1];
+
+    return mlp_count_argmax(last->act, labels, n, last->out);
+}
+
+int mlp_dump(const mlp_t *mlp, const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    unsigned char le[4];
+
+    if (f == NULL) {
+        fprintf(stderr, "coll-train: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < mlp->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &mlp->params[i], sizeof(bits));
+        for (int b = 0; b < 4; b++) {
+            le[b] = (unsigned char)(bits >> (8 * b));
+        }
+        fwrite(le, 1, sizeof(le), f);
+    }
+    if (ferror(f) != 0 || fclose(f) != 0) {
+        fprintf(stderr, "coll-train: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 void mlp_layer_range(const mlp_t *mlp, int layer, size_t *offset, size_t *count)

@@ -70,7 +70,10 @@ size_t mlp_param_count(const int *sizes, int n_layers);
  *        layer; biases start at 0. Momentum starts at 0.
  * @param [in]  sizes      n_layers + 1 widths, each >= 1.
  * @param [in]  n_layers   1 .. MLP_MAX_LAYERS.
- * @param [in]  max_batch  Most rows of one forward, >= 1 (sizes the activation buffers).
+ * @param [in]  max_batch  Most rows of one forward, >= 1 (sizes the activation buffers); 0 for
+ *                         a network whose layers the caller runs with its own activation
+ *                         buffers (act and delta stay NULL; mlp_forward() and mlp_backward()
+ *                         must not be used), such as one rank's shard of a parallel model.
  * @param [in]  seed       Seed of the initialisation.
  * @param [in]  grads      mlp_param_count() floats for the gradients, e.g. in a communication
  *                         pool; owned by the caller and must outlive the network. NULL: the
@@ -81,6 +84,42 @@ size_t mlp_param_count(const int *sizes, int n_layers);
  */
 int mlp_create(const int *sizes, int n_layers, int max_batch, uint64_t seed, float *grads,
                mlp_t **mlp_p);
+
+/**
+ * @brief The initial weights of a sub-block of layer @p layer of the network of @p sizes and
+ *        @p seed, as mlp_create() would draw them: rows @p row0 .. row0 + rows - 1, columns
+ *        @p col0 .. col0 + cols - 1 of its out x in matrix, into @p w (rows x cols, row-major).
+ *        Draws the whole sequence up to the layer without keeping it: one rank of a tensor- or
+ *        pipeline-parallel run starts from the same weights as one process, never holding the
+ *        whole network.
+ */
+void mlp_init_block(const int *sizes, int n_layers, uint64_t seed, int layer, int row0,
+                    int rows, int col0, int cols, float *w);
+
+/** @brief a[r][o] += b[o] for each of @p n rows of @p out, then max(a, 0) when @p relu. */
+void mlp_bias_act(float *a, const float *b, int n, int out, int relu);
+
+/** @brief gb[o] = sum over @p n rows of delta[r][o] (added to gb when @p accumulate). */
+void mlp_column_sums(const float *delta, int n, int out, float *gb, int accumulate);
+
+/**
+ * @brief Softmax cross-entropy of @p n rows of logits @p z (@p classes each, turned into
+ *        probabilities in place): @p delta = (softmax - onehot) * @p scale, the gradient of
+ *        @p scale times the summed loss.
+ * @return The mean over the rows of -log p(label), in nats.
+ */
+float mlp_softmax_xent(float *z, float *delta, const uint8_t *labels, int n, int classes,
+                       float scale);
+
+/** @return The rows of @p logits (@p n x @p classes) whose largest logit is the label. */
+int mlp_count_argmax(const float *logits, const uint8_t *labels, int n, int classes);
+
+/**
+ * @brief Write the parameters to @p path as raw little-endian float32 in the layout above,
+ *        whatever the host byte order (coll-train --dump-weights).
+ * @return 0; -1 after printing the file and the error to stderr.
+ */
+int mlp_dump(const mlp_t *mlp, const char *path);
 
 /**
  * @brief Point layer @p layer's gradients at caller buffers: @p gw (out x in floats) and @p gb

@@ -26,6 +26,11 @@ enum {
     OPT_FIRST_BUCKET_CAP,
     OPT_REPORT_STEPS,
     OPT_TIMEOUT,
+    OPT_TP,
+    OPT_PP,
+    OPT_DP,
+    OPT_MICRO,
+    OPT_ORDER,
 };
 
 static const struct option train_long_opts[] = {
@@ -46,6 +51,11 @@ static const struct option train_long_opts[] = {
     {"first-bucket-cap-mb", required_argument, NULL, OPT_FIRST_BUCKET_CAP},
     {"report-steps", no_argument, NULL, OPT_REPORT_STEPS},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"tp", required_argument, NULL, OPT_TP},
+    {"pp", required_argument, NULL, OPT_PP},
+    {"dp", required_argument, NULL, OPT_DP},
+    {"micro-batches", required_argument, NULL, OPT_MICRO},
+    {"order", required_argument, NULL, OPT_ORDER},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -93,6 +103,16 @@ void train_usage(FILE *out)
         "  --dump-weights FILE after training, rank 0 writes all parameters to FILE as raw\n"
         "                      little-endian float32: for each layer in order (784->H first),\n"
         "                      its weights as an out x in row-major matrix, then its out biases\n"
+        "  --tp T --pp P --dp D  3D parallelism, T x P x D = the world size (any of them; the\n"
+        "                      others default to 1, dp to what is left): tensor-parallel layer\n"
+        "                      pairs (Megatron's column- then row-parallel layer, one tp\n"
+        "                      allreduce forward and one backward per pair), P pipeline stages\n"
+        "                      run with the 1F1B schedule, D replicas averaging their gradients\n"
+        "                      (bucketed) in their dp group; --dump-weights gathers the whole\n"
+        "                      network to rank 0\n"
+        "  --micro-batches M   micro-batches per replica and step (default 1; a replica's B/D\n"
+        "                      images split into M); the bubble (P-1)/M is reported per stage\n"
+        "  --order O           rank order of the layout, fastest first (default tp-dp-pp)\n"
         "  -h, --help          this text\n"
         "\n"
         "environment (set by collective-launch): COLL_WORLD_SIZE, COLL_RANK, COLL_LOCAL_RANK,\n"
@@ -288,6 +308,11 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
         return parse_cap("first-bucket-cap-mb", arg, &opts->first_bucket_cap_bytes);
     case OPT_REPORT_STEPS: opts->report_steps = 1; return 0;
     case OPT_TIMEOUT: return parse_timeout(arg, opts);
+    case OPT_TP: return parse_int("tp", arg, 1, &opts->tp);
+    case OPT_PP: return parse_int("pp", arg, 1, &opts->pp);
+    case OPT_DP: return parse_int("dp", arg, 1, &opts->dp);
+    case OPT_MICRO: return parse_int("micro-batches", arg, 1, &opts->micro_batches);
+    case OPT_ORDER: opts->order = arg; return 0;
     case 'h': train_usage(stdout); return 1;
     default: fprintf(stderr, "coll-train: try --help\n"); return -1;
     }

@@ -34,6 +34,9 @@ typedef struct train_opts {
     size_t first_bucket_cap_bytes; /**< --first-bucket-cap-mb in bytes; 0 = default */
     int report_steps;             /**< print one line per step (rank 0) */
     int timeout_ms;               /**< bound of every wait on a collective */
+    int tp, pp, dp;               /**< 3D-parallel layout (train3d.h); 0 when not given */
+    int micro_batches;            /**< micro-batches per replica and step; 0 when not given */
+    const char *order;            /**< rank order of the layout, e.g. "tp-dp-pp" */
 } train_opts_t;
 
 /** @brief Print the help text to @p out. */

@@ -35,4 +35,21 @@ static inline uint32_t rng_below(rng_t *rng, uint32_t bound)
     return (uint32_t)(((rng_next(rng) >> 32) * (uint64_t)bound) >> 32);
 }
 
+/** @brief @p order = a permutation of 0 .. n-1: Fisher-Yates from (seed, epoch) alone, so every
+ *         rank walks the training set in the same order in every epoch. */
+static inline void rng_epoch_order(uint32_t *order, uint32_t n, uint64_t seed, int epoch)
+{
+    rng_t rng = {seed ^ (0xd1b54a32d192ed03ull * (uint64_t)epoch)};
+
+    for (uint32_t i = 0; i < n; i++) {
+        order[i] = i;
+    }
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = rng_below(&rng, i + 1);
+        uint32_t tmp = order[i];
+        order[i] = order[j];
+        order[j] = tmp;
+    }
+}
+
 #endif /* COLL_TRAIN_RNG_H */

@@ -1,5 +1,5 @@
 /*
- * Dissemination barrier among the nodes of a job (Hensgen, Finkel & Manber 1988, "Two
+ * Dissemination barrier among the nodes of a group (Hensgen, Finkel & Manber 1988, "Two
  * algorithms for barrier synchronization"): in round k node r signals node r + 2^k and waits
  * for node r - 2^k; after ceil(log2 N) rounds every node has heard, directly or through others,
  * from every node. The operation starts on a node only once all its local ranks entered, so
@@ -26,19 +26,19 @@ typedef struct {
 
 static coll_status_t signal_round(coll_op_t *op, barrier_t *b)
 {
-    coll_job_t *job = op->job;
-    uint32_t n = job->nnodes, dist = 1u << b->round;
-    uint64_t tag = coll_tag_make(op->desc.key, COLL_TAG_RS, b->round, 0);
+    const coll_group_t *grp = op->grp;
+    uint32_t n = grp->nnodes, dist = 1u << b->round;
+    uint64_t tag = coll_tag_make(grp->id, op->desc.key, COLL_TAG_RS, b->round, 0);
     coll_xfer_t *send = &b->send[b->round];
     coll_status_t st;
 
     b->recv = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .step = b->round};
     *send = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .is_send = 1, .step = b->round};
-    st = coll_op_recv(op, (job->node_rank + n - dist % n) % n, tag, &b->peer,
-                             sizeof(b->peer), &b->recv);
+    st = coll_op_recv(op, (grp->node_rank + n - dist % n) % n, tag, &b->peer, sizeof(b->peer),
+                      &b->recv);
     if (st == COLL_OK) {
-        st = coll_op_send(op, (job->node_rank + dist) % n, tag, &op->desc,
-                                 sizeof(op->desc), send);
+        st = coll_op_send(op, (grp->node_rank + dist) % n, tag, &op->desc, sizeof(op->desc),
+                          send);
     }
     return st;
 }
@@ -75,7 +75,7 @@ static coll_status_t barrier_start(coll_op_t *op)
         return COLL_ERR_NOMEM;
     }
     op->algo_state = b;
-    while ((1u << b->rounds) < op->job->nnodes) {
+    while ((1u << b->rounds) < op->grp->nnodes) {
         b->rounds++;
     }
     return signal_round(op, b);

@@ -56,7 +56,7 @@ static uint8_t *at(const void *base, const coll_op_t *op, uint64_t elems)
 static coll_status_t post(coll_op_t *op, chain_t *ch, chain_col_t *c, int send, void *buf,
                           uint64_t elems)
 {
-    uint64_t tag = coll_tag_make(op->desc.key, COLL_TAG_RS, 0, c->j);
+    uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, COLL_TAG_RS, 0, c->j);
     coll_xfer_t *x = send ? &c->send : &c->recv;
 
     *x = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .is_send = (uint8_t)send,
@@ -69,7 +69,7 @@ static coll_status_t post(coll_op_t *op, chain_t *ch, chain_col_t *c, int send, 
 
 static void copy_bcast(coll_op_t *op, const uint8_t *src, coll_range_t seg)
 {
-    for (uint32_t l = 0; l < op->job->local_size; l++) {
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
         uint8_t *dst = at(op->out[l], op, seg.off);
         if (dst != src) {
             memcpy(dst, src, bytes(op, seg.len));
@@ -196,7 +196,8 @@ static chain_t *chain_alloc(coll_op_t *op)
 static coll_status_t chain_start(coll_op_t *op)
 {
     coll_job_t *job = op->job;
-    uint32_t n = job->nnodes, root_node = job->rank_node[op->desc.root];
+    const coll_group_t *grp = op->grp;
+    uint32_t n = grp->nnodes, root_node = grp->rank_node[op->desc.root];
     chain_t *ch;
 
     coll_plan_init(&op->plan, op->desc.count, 1, op->esize, job->params.segment_bytes);
@@ -208,13 +209,13 @@ static coll_status_t chain_start(coll_op_t *op)
                                                                   : job->params.pipeline_depth)) {
         return COLL_ERR_NOMEM;
     }
-    ch->next = (job->node_rank + 1) % n;
-    ch->prev = (job->node_rank + n - 1) % n;
+    ch->next = (grp->node_rank + 1) % n;
+    ch->prev = (grp->node_rank + n - 1) % n;
     ch->last = n - 1;
-    ch->root_local = job->rank_local[op->desc.root];
+    ch->root_local = grp->rank_local[op->desc.root];
     /* Broadcast starts at the root's node; reduce ends there. */
-    ch->pos = ch->bcast ? (job->node_rank + n - root_node) % n
-                        : (job->node_rank + n - root_node - 1) % n;
+    ch->pos = ch->bcast ? (grp->node_rank + n - root_node) % n
+                        : (grp->node_rank + n - root_node - 1) % n;
     ch->col_events = (ch->pos > 0) + (ch->pos < ch->last);
     if (op->plan.nseg == 0) {
         coll_op_algo_done(op);

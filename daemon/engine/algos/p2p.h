@@ -1,8 +1,9 @@
 /**
  * @file p2p.h
- * @brief Point-to-point send and receive between two ranks of a job: a local copy when both are
- *        on this node, otherwise one UCX tagged message from the sender's pool buffer straight
- *        into the receiver's (zero copy on both sides).
+ * @brief Point-to-point send and receive between two ranks of a communicator (the job's world
+ *        or a group): a local copy when both are on this node, otherwise one UCX tagged message
+ *        from the sender's pool buffer straight into the receiver's (zero copy on both sides),
+ *        which the receiver answers with its status.
  */
 #ifndef COLL_P2P_H
 #define COLL_P2P_H
@@ -11,10 +12,12 @@
 #include "core/session.h"
 
 /**
- * @brief Handle a checked Submit of kind SEND or RECV. Matching is by (source, destination,
- *        key). A receive whose size differs from the message fails with COLL_ERR_MISMATCH
- *        (naming both sizes); other transfer errors fail the request with COLL_ERR_PEER.
+ * @brief Handle a checked Submit of kind SEND or RECV of a local member of @p grp (its peer is a
+ *        rank of @p grp). Matching is by (group, source, destination, key). When the sizes of
+ *        the send and the receive differ, both fail with COLL_ERR_MISMATCH naming both sizes;
+ *        other transfer errors fail the request with COLL_ERR_PEER.
  */
-void coll_p2p_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub);
+void coll_p2p_submit(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
+                     const Coll__Wire__Submit *sub);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * Recursive doubling allreduce among the nodes of a job, for small buffers (Thakur,
+ * Recursive doubling allreduce among the nodes of a group, for small buffers (Thakur,
  * Rabenseifner & Gropp 2005, "Optimization of collective communication operations in MPICH",
  * section 4.4). With p the largest power of two <= N and rem = N - p:
  *   fold:    among the first 2*rem nodes, each even node sends its partial result to the odd
@@ -57,7 +57,7 @@ static void combine_theirs(coll_op_t *op, rd_t *d)
 static coll_status_t exchange(coll_op_t *op, rd_t *d, uint32_t peer, uint32_t step, int send,
                               int recv)
 {
-    uint64_t tag = coll_tag_make(op->desc.key, COLL_TAG_RS, step, 0);
+    uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, COLL_TAG_RS, step, 0);
     size_t len = sizeof(coll_desc_t) + d->bytes;
     coll_status_t st = COLL_OK;
 
@@ -84,7 +84,7 @@ static void finish(coll_op_t *op, rd_t *d)
 
     coll_combine_finish(op, op->out[0], d->mine + sizeof(coll_desc_t), op->desc.count);
     /* An empty operation has no buffers (NULL), which memcpy must not be given even for 0. */
-    for (uint32_t l = 1; l < op->job->local_size && out_bytes > 0; l++) {
+    for (uint32_t l = 1; l < op->grp->nlocal && out_bytes > 0; l++) {
         memcpy(op->out[l], op->out[0], out_bytes);
     }
     coll_op_algo_done(op);
@@ -168,8 +168,8 @@ static coll_status_t rd_start(coll_op_t *op)
     }
     op->algo_state = d;
     d->theirs = d->mine + job->engine.staging_bytes / 2;
-    d->n = job->nnodes;
-    d->r = job->node_rank;
+    d->n = op->grp->nnodes;
+    d->r = op->grp->node_rank;
     for (d->p = 1; d->p * 2 <= d->n; d->p *= 2) {
     }
     d->rem = d->n - d->p;

@@ -1,5 +1,6 @@
 /*
- * Pipelined ring among the nodes of a job, with the local ranks folded in: allreduce
+ * Pipelined ring among the nodes of a group (the job's world or a split one, core/group.h), with
+ * its local members folded in: allreduce
  * (reduce-scatter then all-gather), reduce-scatter alone, all-gather alone.
  *
  * Ring (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
@@ -113,7 +114,7 @@ static uint8_t *at(const void *base, const coll_op_t *op, uint64_t elems)
 /* Local rank 0's output holds every all-gathered piece; the others get copies. */
 static void copy_to_other_locals(coll_op_t *op, coll_piece_t p)
 {
-    for (uint32_t l = 1; l < op->job->local_size; l++) {
+    for (uint32_t l = 1; l < op->grp->nlocal; l++) {
         memcpy(at(op->out[l], op, p.off), at(op->out[0], op, p.off), bytes(op, p.len));
     }
 }
@@ -137,14 +138,14 @@ static size_t xfer_bytes(const coll_op_t *op, const ring_t *g, const coll_xfer_t
 static coll_status_t post_send(coll_op_t *op, ring_t *g, coll_xfer_t *x, ring_col_t *c,
                                const void *buf, uint64_t elems)
 {
-    uint64_t tag = coll_tag_make(op->desc.key, x->kind, x->step, c->j);
+    uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, x->kind, x->step, c->j);
     return coll_op_send(op, g->next, tag, buf, xfer_bytes(op, g, x, elems), x);
 }
 
 static coll_status_t post_recv(coll_op_t *op, ring_t *g, coll_xfer_t *x, ring_col_t *c,
                                void *buf, uint64_t elems)
 {
-    uint64_t tag = coll_tag_make(op->desc.key, x->kind, x->step, c->j);
+    uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, x->kind, x->step, c->j);
     return coll_op_recv(op, g->prev, tag, buf, xfer_bytes(op, g, x, elems), x);
 }
 
@@ -372,7 +373,7 @@ static void ring_on_xfer(coll_op_t *op, coll_xfer_t *x)
 static coll_status_t ring_alloc(coll_op_t *op, ring_t **g_p)
 {
     coll_job_t *job = op->job;
-    uint32_t n = job->nnodes;
+    uint32_t n = op->grp->nnodes;
     uint64_t depth = job->params.pipeline_depth;
     uint64_t ncols = op->plan.nseg < depth ? op->plan.nseg : depth;
     size_t xfers = 2 * (size_t)(n - 1);
@@ -405,13 +406,13 @@ static coll_status_t ring_alloc(coll_op_t *op, ring_t **g_p)
  * fills one staging segment. */
 static void ring_plan(coll_op_t *op)
 {
-    coll_job_t *job = op->job;
-    size_t es = coll_combine_partial_esize(op);
+    const coll_group_t *grp = op->grp;
+    size_t es = coll_combine_partial_esize(op), seg = op->job->params.segment_bytes;
     if (op->desc.coll == COLL_KIND_ALLREDUCE || op->desc.coll == COLL_KIND_PS_STEP) {
-        coll_plan_init(&op->plan, op->desc.count, job->nnodes, es, job->params.segment_bytes);
+        coll_plan_init(&op->plan, op->desc.count, grp->nnodes, es, seg);
     } else {
-        coll_plan_init_blocked(&op->plan, op->desc.count, job->nnodes, es,
-                               job->params.segment_bytes, job->node_ranks, job->node_nranks);
+        coll_plan_init_blocked(&op->plan, op->desc.count, grp->nnodes, es, seg, grp->node_ranks,
+                               grp->node_nranks);
     }
 }
 
@@ -427,7 +428,7 @@ static coll_status_t start_columns(coll_op_t *op, ring_t *g)
 
 static coll_status_t ring_start(coll_op_t *op)
 {
-    coll_job_t *job = op->job;
+    const coll_group_t *grp = op->grp;
     ring_t *g = NULL;
     coll_status_t st;
 
@@ -437,11 +438,11 @@ static coll_status_t ring_start(coll_op_t *op)
     if (st != COLL_OK) {
         return st;
     }
-    g->n = job->nnodes;
-    g->r = job->node_rank;
+    g->n = grp->nnodes;
+    g->r = grp->node_rank;
     g->next = (g->r + 1) % g->n;
     g->prev = (g->r + g->n - 1) % g->n;
-    g->nlocal = job->local_size;
+    g->nlocal = grp->nlocal;
     g->partial_esize = coll_combine_partial_esize(op);
     /* Step 0 sends a partial result: a combination of the inputs unless one raw input already
      * is one (a single local rank, no scaling, the input's own size). */

@@ -1,6 +1,6 @@
 /*
- * A job on a single node: every collective is done from the local ranks' buffers in the
- * daemon. Allreduce walks the buffer in cache-sized blocks, adding every input at once and then
+ * A group (or job) on a single node: every collective is done from the local members' buffers
+ * in the daemon. Allreduce walks the buffer in cache-sized blocks, adding every input at once and then
  * copying the block, still in cache, to the other outputs: each input is read once and each
  * output written once. A large allreduce is split over the kernel threads (workers.h), because
  * one core reaches only part of the memory bandwidth.
@@ -48,7 +48,7 @@ static void allreduce_range(coll_op_t *op, uint64_t from, uint64_t to)
         uint64_t len = to - off < block ? to - off : block;
         uint8_t *out0 = (uint8_t *)op->out[0] + bytes(op, off);
         coll_combine_locals(op, off, len, out0, NULL, 1);
-        for (uint32_t l = 1; l < op->job->local_size; l++) {
+        for (uint32_t l = 1; l < op->grp->nlocal; l++) {
             memcpy((uint8_t *)op->out[l] + bytes(op, off), out0, bytes(op, len));
         }
     }
@@ -102,29 +102,30 @@ static void allreduce(coll_op_t *op)
 /* Reduce-scatter: each rank's output is the reduction of its block over all inputs. */
 static void reduce_scatter(coll_op_t *op)
 {
-    coll_job_t *job = op->job;
-    for (uint32_t l = 0; l < job->local_size; l++) {
-        coll_combine_locals(op, (uint64_t)job->ranks[l] * op->desc.count, op->desc.count,
-                            op->out[l], NULL, 1);
+    const coll_group_t *grp = op->grp;
+    for (uint32_t l = 0; l < grp->nlocal; l++) {
+        coll_combine_locals(op, (uint64_t)coll_group_rank_of_local(grp, l) * op->desc.count,
+                            op->desc.count, op->out[l], NULL, 1);
     }
 }
 
 /* All-gather: every output gets every rank's input at that rank's block. */
 static void allgather(coll_op_t *op)
 {
-    coll_job_t *job = op->job;
+    const coll_group_t *grp = op->grp;
     size_t len = bytes(op, op->desc.count);
-    for (uint32_t l = 0; l < job->local_size; l++) {
-        for (uint32_t m = 0; m < job->local_size; m++) {
-            copy_unless_same((uint8_t *)op->out[l] + job->ranks[m] * len, op->in[m], len);
+    for (uint32_t l = 0; l < grp->nlocal; l++) {
+        for (uint32_t m = 0; m < grp->nlocal; m++) {
+            copy_unless_same((uint8_t *)op->out[l] + coll_group_rank_of_local(grp, m) * len,
+                             op->in[m], len);
         }
     }
 }
 
 static void broadcast(coll_op_t *op)
 {
-    const void *src = op->in[op->job->rank_local[op->desc.root]];
-    for (uint32_t l = 0; l < op->job->local_size; l++) {
+    const void *src = op->in[op->grp->rank_local[op->desc.root]];
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
         copy_unless_same(op->out[l], src, bytes(op, op->desc.count));
     }
 }
@@ -193,7 +194,7 @@ static coll_status_t local_start(coll_op_t *op)
     case COLL_KIND_ALLGATHER: allgather(op); break;
     case COLL_KIND_BROADCAST: broadcast(op); break;
     case COLL_KIND_REDUCE:
-        coll_combine_locals(op, 0, op->desc.count, op->out[op->job->rank_local[op->desc.root]],
+        coll_combine_locals(op, 0, op->desc.count, op->out[op->grp->rank_local[op->desc.root]],
                             NULL, 1);
         break;
     default: break; /* barrier: every local rank has entered */

@@ -216,18 +216,19 @@ static void init_node(fake_world_t *w, uint32_t n, size_t segment_bytes, size_t 
                         .local_size = w->nlocal, .njoined = w->nlocal, .locals = w->locals[n],
                         .ranks = w->ranks[n], .node_rank = n, .nnodes = w->nnodes,
                         .nodes = w->nodes[n], .rank_node = w->rank_node,
-                        .rank_local = w->rank_local, .node_ranks = w->node_ranks,
-                        .node_nranks = w->node_nranks, .epoch = 42};
+                        .rank_local = w->rank_local, .epoch = 42};
     snprintf(job->id, sizeof(job->id), "fake");
     job->params = (coll_job_params_t){60000, segment_bytes, 2, 16 << 10};
     job->engine.staging_bytes = 2 * segment_bytes;
     coll_list_init(&job->engine.ops);
     coll_list_init(&job->engine.staging);
     coll_list_init(&job->net.events);
+    coll_list_init(&job->groups);
     for (uint32_t m = 0; m < w->nnodes; m++) {
         w->nodes[n][m] = (coll_node_t){.job = job, .index = m, .nranks = w->nlocal,
                                        .ranks = w->ranks[m]};
     }
+    assert_int_equal(coll_group_world(job), COLL_OK);
     for (uint32_t l = 0; l < w->nlocal; l++) {
         w->sess[n][l] = (coll_session_t){.d = &w->d[n], .job = job, .local_rank = l,
                                          .rank = w->ranks[n][l]};
@@ -255,8 +256,6 @@ void fake_net_init(fake_world_t *w, uint32_t nnodes, uint32_t nlocal, size_t seg
             w->rank_node[n * nlocal + l] = n;
             w->rank_local[n * nlocal + l] = l;
         }
-        w->node_ranks[n] = w->ranks[n];
-        w->node_nranks[n] = nlocal;
     }
     for (uint32_t n = 0; n < nnodes; n++) {
         init_node(w, n, segment_bytes, pool_bytes);
@@ -267,6 +266,7 @@ void fake_net_free(fake_world_t *w)
 {
     for (uint32_t n = 0; n < w->nnodes; n++) {
         coll_op_free_all(&w->job[n]);
+        coll_group_free_all(&w->job[n]);
         coll_staging_release_all(&w->job[n]);
         coll_pool_destroy(w->job[n].pool);
         while (!coll_list_empty(&w->posted[n])) {

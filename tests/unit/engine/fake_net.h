@@ -53,8 +53,6 @@ typedef struct {
     coll_session_t *locals[FAKE_MAX_NODES][FAKE_MAX_LOCAL];
     uint32_t rank_node[FAKE_MAX_NODES * FAKE_MAX_LOCAL];
     uint32_t rank_local[FAKE_MAX_NODES * FAKE_MAX_LOCAL];
-    const uint32_t *node_ranks[FAKE_MAX_NODES];
-    uint32_t node_nranks[FAKE_MAX_NODES];
     coll_list_t posted[FAKE_MAX_NODES];   /**< receives waiting, by node */
     coll_list_t arrived[FAKE_MAX_NODES];  /**< sends waiting for a receive, by destination */
     fake_done_t done[FAKE_MAX_DONE];

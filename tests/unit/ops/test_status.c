@@ -124,6 +124,7 @@ typedef struct {
     uint32_t ranks[2];
     coll_node_t nodes[2];
     uint32_t node_ranks[2][2];
+    uint32_t rank_node[4], rank_local[4];
 } world_t;
 
 static world_t w;
@@ -152,9 +153,13 @@ static int world_setup(void **state)
         w.node_ranks[0][i] = i;
         w.node_ranks[1][i] = 2 + i;
     }
+    for (int r = 0; r < 4; r++) {
+        w.rank_node[r] = (uint32_t)r / 2;
+        w.rank_local[r] = (uint32_t)r % 2;
+    }
     w.job = (coll_job_t){.d = &w.d, .state = COLL_JOB_READY, .world_size = 4, .local_size = 2,
                          .njoined = 2, .locals = w.locals, .ranks = w.ranks, .nnodes = 2,
-                         .nodes = w.nodes};
+                         .nodes = w.nodes, .rank_node = w.rank_node, .rank_local = w.rank_local};
     snprintf(w.job.id, sizeof(w.job.id), "job\"7");
     for (int n = 0; n < 2; n++) {
         w.nodes[n] = (coll_node_t){.job = &w.job, .index = n, .nranks = 2,
@@ -162,6 +167,8 @@ static int world_setup(void **state)
         snprintf(w.nodes[n].host, sizeof(w.nodes[n].host), "node-%c", 'a' + n);
     }
     coll_list_init(&w.job.engine.ops);
+    coll_list_init(&w.job.groups);
+    assert_int_equal(coll_group_world(&w.job), COLL_OK);
     assert_int_equal(coll_pool_create("test", 1 << 20, &w.job.pool), COLL_OK);
     coll_list_push(&w.d.jobs, &w.job.link);
     return 0;
@@ -176,6 +183,7 @@ static int world_teardown(void **state)
         coll_list_init(&op->posted);
         coll_op_maybe_free(op);
     }
+    coll_group_free_all(&w.job);
     coll_pool_destroy(w.job.pool);
     return 0;
 }
@@ -184,7 +192,7 @@ static coll_op_t *add_op(uint64_t key, uint32_t submitted_mask)
 {
     coll_desc_t desc = {.coll = COLL_KIND_ALLREDUCE, .key = key, .count = 1000,
                         .dtype = COLL_FLOAT32, .op = COLL_SUM, .world_size = 4};
-    coll_op_t *op = coll_op_create(&w.job, &desc);
+    coll_op_t *op = coll_op_create(&w.job, w.job.world, &desc);
 
     assert_non_null(op);
     for (uint32_t l = 0; l < 2; l++) {
