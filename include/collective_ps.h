@@ -239,7 +239,7 @@ COLL_API coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket,
 COLL_API coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads);
 
 /**
- * @brief This node's shard of the optimizer state as a checkpoint image (proto/ps.h: header,
+ * @brief This node's shard of the optimizer state as a checkpoint image (proto/ps_records.h: header,
  *        the layout of its chunks, then the state), between steps; collective over the job
  *        (every rank calls it; every rank of a node gets the same image).
  * @param [out] image_p malloc()ed image; the caller frees it with free().
