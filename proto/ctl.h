@@ -56,6 +56,9 @@ typedef struct {
     uint32_t root;
     uint32_t peer;
     uint32_t algo;
+    uint32_t bucket;      /**< compression: the residual (Submit.bucket) */
+    uint64_t compression; /**< compression spec (proto/cspec.h) */
+    uint32_t warmup;      /**< compression: uncompressed operations first */
     uint32_t reserved;
 } coll_ctl_sub_t;
 
@@ -74,6 +77,8 @@ typedef struct {
     uint32_t nsteps;     /**< records in @c steps */
     uint32_t reserved;
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
+    uint64_t wire_bytes;  /**< bytes this node sent to other nodes (Complete.wire_bytes) */
+    uint64_t dense_bytes; /**< the uncompressed ring's bytes (Complete.dense_bytes) */
 } coll_ctl_times_t;
 
 /**

@@ -150,6 +150,15 @@ void coll_stats_request_done(coll_stats_t *st, coll_status_t status)
     }
 }
 
+void coll_stats_compressed(coll_stats_t *st, unsigned method, uint64_t wire, uint64_t dense)
+{
+    if (method < COLL_COMPRESS_COUNT) {
+        st->compress[method].ops++;
+        st->compress[method].wire_bytes += wire;
+        st->compress[method].dense_bytes += dense;
+    }
+}
+
 void coll_stats_job_created(coll_stats_t *st)
 {
     st->jobs_created++;

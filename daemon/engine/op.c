@@ -17,6 +17,7 @@
 #include "core/stats.h"
 #include "engine/algo.h"
 #include "engine/algos/p2p.h"
+#include "engine/codec/codec.h"
 #include "engine/submit.h"
 #include "net/clientlink.h"
 #include "net/transport.h"
@@ -222,7 +223,13 @@ static void op_start(coll_op_t *op)
     coll_stats_op_waited(&job->d->stats, op->desc.coll,
                          (double)(op->t_start_ns - op->t_submit_ns) / 1e9);
     map_buffers(op);
-    op->impl = coll_algo_impl(job, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
+    op->impl = coll_codec_start(op);
+    if (op->done) {
+        return; /* it failed the job (a busy bucket, no memory for its residual) */
+    }
+    if (op->impl == NULL) {
+        op->impl = coll_algo_impl(job, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
+    }
     coll_debug(COLL_SUB_JOB, "job %s: %s of %" PRIu64 " elements starts (%s)", job->id,
                name(&op->desc, nm, sizeof(nm)), op->desc.count, op->impl->name);
     if (job->nnodes == 1) {
@@ -230,6 +237,9 @@ static void op_start(coll_op_t *op)
         op->t_peers_ns = op->t_start_ns;
     } else {
         st = desc_exchange(op);
+    }
+    if (st == COLL_OK) {
+        st = coll_codec_policy_post(op);
     }
     if (st != COLL_OK) {
         coll_job_fail(job, st, 1, "%s: posting the descriptor failed",
@@ -266,7 +276,9 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     t.done_ns = uv_hrtime();
     t.nsteps = status == COLL_OK ? op->nsteps : 0;
     memcpy(t.steps, op->steps, t.nsteps * sizeof(t.steps[0]));
+    t.wire_bytes = t.dense_bytes = 0;
     op->done = 1;
+    coll_codec_op_done(op, status, &t);
     count_done(op, status);
     for (uint32_t l = 0; l < op->job->local_size; l++) {
         coll_op_member_t *m = &op->members[l];
@@ -298,13 +310,19 @@ void coll_op_mark_reduced(coll_op_t *op)
     }
 }
 
+/* Complete once the algorithm is done and every agreement came in. */
+static void maybe_complete(coll_op_t *op)
+{
+    if (!op->done && op->algo_done && op->desc_ok && !coll_codec_policy_waiting(op)) {
+        coll_op_complete(op, op->algo_status, op->algo_error);
+    }
+}
+
 void coll_op_algo_done(coll_op_t *op)
 {
     coll_op_mark_reduced(op);
     op->algo_done = 1;
-    if (op->desc_ok) {
-        coll_op_complete(op, op->algo_status, op->algo_error);
-    }
+    maybe_complete(op);
 }
 
 void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
@@ -354,9 +372,38 @@ static void desc_check(coll_op_t *op)
     while (!op->done && (e = coll_list_pop(&op->parked)) != NULL) {
         op->impl->on_xfer(op, coll_container_of(e, coll_xfer_t, link));
     }
-    if (!op->done && op->algo_done) {
-        coll_op_complete(op, op->algo_status, op->algo_error);
+    maybe_complete(op);
+}
+
+void coll_op_xfer_failed(coll_op_t *op, coll_xfer_t *x)
+{
+    coll_job_t *job = op->job;
+    char nm[48];
+
+    coll_node_lost(&job->nodes[x->peer], "%s failed: %s", x->is_send ? "a send to it" :
+                   "a receive from it", ucs_status_string(x->status));
+    coll_job_fail(job, COLL_ERR_PEER, 1,
+                  "%s: %s node %u (%s, ranks from %u) failed: %s (is its daemon alive?)",
+                  name(&op->desc, nm, sizeof(nm)), x->is_send ? "send to" : "receive from",
+                  x->peer, job->nodes[x->peer].host, job->nodes[x->peer].ranks[0],
+                  ucs_status_string(x->status));
+}
+
+/* The descriptor exchange and the auto policy message: the engine's, whatever the algorithm. */
+static int agreement_xfer(coll_op_t *op, coll_xfer_t *x)
+{
+    if (x != &op->desc_recv && x != &op->desc_send && !coll_codec_is_policy_xfer(op, x)) {
+        return 0;
     }
+    if (x->status != UCS_OK) {
+        coll_op_xfer_failed(op, x);
+    } else if (x == &op->desc_recv) {
+        desc_check(op);
+    } else if (x != &op->desc_send) {
+        coll_codec_policy_xfer(op, x);
+        maybe_complete(op);
+    }
+    return 1;
 }
 
 static void dispatch(coll_op_t *op, coll_xfer_t *x)
@@ -369,20 +416,13 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
     if (x->status != UCS_OK && x->is_send && job->nodes[x->peer].left) {
         x->status = UCS_OK;
     }
+    if (agreement_xfer(op, x)) {
+        return;
+    }
     if (op->impl->flags & COLL_IMPL_OWN_ERRORS) {
         op->impl->on_xfer(op, x);
     } else if (x->status != UCS_OK) {
-        coll_node_lost(&job->nodes[x->peer], "%s failed: %s", x->is_send ? "a send to it" :
-                       "a receive from it", ucs_status_string(x->status));
-        coll_job_fail(job, COLL_ERR_PEER, 1,
-                      "%s: %s node %u (%s, ranks from %u) failed: %s (is its daemon alive?)",
-                      name(&op->desc, nm, sizeof(nm)), x->is_send ? "send to" : "receive from",
-                      x->peer, job->nodes[x->peer].host, job->nodes[x->peer].ranks[0],
-                      ucs_status_string(x->status));
-    } else if (x == &op->desc_recv) {
-        desc_check(op);
-    } else if (x == &op->desc_send) {
-        return;
+        coll_op_xfer_failed(op, x);
     } else if (x->is_send) {
         op->impl->on_xfer(op, x);
     } else if (x->length != x->expect) {
@@ -438,6 +478,9 @@ coll_status_t coll_op_send(coll_op_t *op, uint32_t node, uint64_t tag, const voi
                            size_t len, coll_xfer_t *x)
 {
     x->op = op;
+    if (x->kind != COLL_TAG_DESC) {
+        op->sent_bytes += len;
+    }
     return posted(op, x, coll_transport_send(op->job, node, tag, buf, len, x));
 }
 
@@ -474,6 +517,7 @@ void coll_op_maybe_free(coll_op_t *op)
     if (op->impl != NULL && op->impl->cleanup != NULL) {
         op->impl->cleanup(op);
     }
+    coll_codec_op_free(op);
     free(op);
 }
 

@@ -18,6 +18,7 @@
 
 struct coll_op;
 struct coll_xfer;
+struct coll_codec_op;
 
 /** The algorithm checks a descriptor carried in each of its own messages: its receives are
  * used at once, not parked until the ring descriptor arrived. */
@@ -83,6 +84,8 @@ typedef struct coll_op {
     uint64_t t_reduced_ns;     /**< the reduction finished (coll_op_mark_reduced()) */
     uint32_t nsteps;           /**< records in @c steps (coll_op_mark_step()) */
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
+    uint64_t sent_bytes;       /**< data this node sent for it (not descriptors) */
+    struct coll_codec_op *codec; /**< its compression (engine/codec/), NULL when none asked */
 } coll_op_t;
 
 /** @brief A new operation of @p job described by @p desc, linked into job->engine.ops; NULL: no memory. */
@@ -148,6 +151,12 @@ void coll_op_free_all(coll_job_t *job);
 
 /** @brief Free @p op if it is done and nothing is in flight. */
 void coll_op_maybe_free(coll_op_t *op);
+
+/**
+ * @brief A transfer of @p op failed (x->status): mark its node lost and fail the job, naming
+ *        the node, as the engine does for algorithms without COLL_IMPL_OWN_ERRORS.
+ */
+void coll_op_xfer_failed(coll_op_t *op, coll_xfer_t *x);
 
 /**
  * @brief Check a descriptor carried in an algorithm's own message against the operation's;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/algo.h"
+#include "engine/codec/codec.h"
 #include "engine/combine.h"
 
 void coll_submit_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
@@ -101,4 +102,10 @@ void coll_submit_desc(const coll_job_t *job, const Coll__Wire__Submit *sub, coll
     d->algo = algo;
     d->epoch = job->epoch;
     d->layout = sub->layout;
+    if (sub->compression != 0) {
+        d->compression = sub->compression;
+        d->bucket = sub->bucket;
+        d->warmup = sub->warmup;
+        d->shapes = coll_codec_shapes(job, sub->layout);
+    }
 }

@@ -13,6 +13,7 @@
 #include "base/assert.h"
 #include "base/log.h"
 #include "core/staging.h"
+#include "engine/codec/codec.h"
 #include "engine/op.h"
 #include "job/doorbell.h"
 #include "job/health.h"
@@ -270,6 +271,7 @@ static void job_release(coll_job_t *job)
     coll_peerwatch_stop(job);
     coll_op_free_all(job);
     coll_staging_release_all(job);
+    coll_codec_job_free(job);
     if (job->pool_accounted) {
         job->d->pool_bytes -= coll_pool_size(job->pool);
     }

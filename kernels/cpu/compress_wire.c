@@ -41,13 +41,18 @@ size_t coll_lowrank_wire_bytes(size_t len, unsigned rank)
     return COLL_WIRE_HDR_BYTES + sizeof(float) * len * rank;
 }
 
+size_t coll_f32_wire_bytes(size_t count)
+{
+    return COLL_WIRE_HDR_BYTES + sizeof(float) * count;
+}
+
 void coll_wire_hdr_write(void *buf, const coll_wire_hdr_t *hdr)
 {
     uint8_t *b = buf;
     uint16_t flags = 0;
 
     b[0] = (uint8_t)hdr->method;
-    b[1] = COLL_WIRE_VERSION;
+    b[1] = COLL_COMPRESS_WIRE_VERSION;
     memcpy(b + 2, &flags, sizeof(flags));
     memcpy(b + 4, &hdr->param, sizeof(hdr->param));
     memcpy(b + 8, &hdr->count, sizeof(hdr->count));
@@ -82,6 +87,8 @@ static int method_ok(const coll_wire_hdr_t *h, uint64_t payload)
     case COLL_WIRE_LOWRANK_Q:
         return h->param >= 1 && h->param <= COLL_LOWRANK_MAX_RANK &&
                payload_is(payload, h->count, 4 * (uint64_t)h->param);
+    case COLL_WIRE_F32:
+        return h->param == 0 && payload_is(payload, h->count, 4);
     default: return 0;
     }
 }
@@ -95,7 +102,7 @@ coll_status_t coll_wire_hdr_read(const void *buf, size_t bytes, coll_wire_hdr_t 
     if (bytes < COLL_WIRE_HDR_BYTES) {
         return COLL_ERR_PROTOCOL;
     }
-    if (b[1] != COLL_WIRE_VERSION) {
+    if (b[1] != COLL_COMPRESS_WIRE_VERSION) {
         return COLL_ERR_VERSION;
     }
     memcpy(&flags, b + 2, sizeof(flags));

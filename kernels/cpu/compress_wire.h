@@ -11,7 +11,7 @@
  *
  * Header (coll_wire_hdr_t), offsets in bytes:
  *   0  u8   method    coll_wire_method_t
- *   1  u8   version   COLL_WIRE_VERSION (1)
+ *   1  u8   version   COLL_COMPRESS_WIRE_VERSION (1)
  *   2  u16  flags     0 (receivers reject others; room for later variants)
  *   4  u32  param     per method, below
  *   8  u64  count     dense elements the message stands for (float32 elements of the span)
@@ -29,6 +29,9 @@
  *   LOWRANK_Q    (n rows for P, m columns for Q); payload count * r float32, column-major
  *                (lowrank.h). Bytes: 16 + 4 * count * r. These are allreduced (summed), so the
  *                engine sends the payload only, and the header once to agree on the shape.
+ *   F32          param: 0; payload count float32 values: uncompressed data, as the engine's
+ *                PowerSGD sends its factors together with the tensors it does not compress
+ *                (and the partial sums of both), one span per chunk. Bytes: 16 + 4 * count.
  */
 #ifndef COLL_KERNELS_COMPRESS_WIRE_H
 #define COLL_KERNELS_COMPRESS_WIRE_H
@@ -41,7 +44,7 @@
 /** Bytes of every header; the payload starts here. */
 #define COLL_WIRE_HDR_BYTES 16
 /** The layout version this file describes. */
-#define COLL_WIRE_VERSION 1
+#define COLL_COMPRESS_WIRE_VERSION 1
 
 /** The compressor of a message (header byte 0). */
 typedef enum {
@@ -51,6 +54,7 @@ typedef enum {
     COLL_WIRE_ONEBIT = 4,
     COLL_WIRE_LOWRANK_P = 5,
     COLL_WIRE_LOWRANK_Q = 6,
+    COLL_WIRE_F32 = 7,
 } coll_wire_method_t;
 
 /** A header, decoded. Fields as in the file comment. */
@@ -75,6 +79,9 @@ size_t coll_onebit_wire_bytes(size_t count);
 /** @return Message bytes of a PowerSGD factor of @p len rows and @p rank columns. */
 size_t coll_lowrank_wire_bytes(size_t len, unsigned rank);
 
+/** @return Message bytes of an F32 span of @p count elements: 16 + 4 * count. */
+size_t coll_f32_wire_bytes(size_t count);
+
 /**
  * @brief Write @p hdr as the first COLL_WIRE_HDR_BYTES bytes of @p buf (version 1, flags 0).
  *        No check: the sender's values come from the kernels.
@@ -86,7 +93,7 @@ void coll_wire_hdr_write(void *buf, const coll_wire_hdr_t *hdr);
  *
  * Checks, in order: bytes >= 16; version 1; flags 0; a known method; the method's param (range of
  * the exponent, k <= count <= COLL_TOPK_MAX_COUNT, a finite scale >= 0, rank 1 ..
- * COLL_LOWRANK_MAX_RANK); and that @p bytes is exactly the method's size for (count, param),
+ * COLL_LOWRANK_MAX_RANK, 0 for F32); and that @p bytes is exactly the method's size for (count, param),
  * computed without overflow for any count.
  *
  * @param [in]  buf   The message (any alignment).

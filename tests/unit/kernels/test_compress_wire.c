@@ -26,6 +26,7 @@ static void test_sizes(void **state)
     assert_int_equal(coll_onebit_wire_bytes(8), 17);
     assert_int_equal(coll_onebit_wire_bytes(9), 18);
     assert_int_equal(coll_lowrank_wire_bytes(100, 2), 16 + 800);
+    assert_int_equal(coll_f32_wire_bytes(7), 16 + 28);
 }
 
 /* The header's bytes, at the documented offsets. */
@@ -124,12 +125,13 @@ static void test_checks(void **state)
     assert_int_equal(read_with(COLL_WIRE_ONEBIT, 1, 0, one, 9, 18), COLL_OK);
     assert_int_equal(read_with(COLL_WIRE_LOWRANK_P, 1, 0, 2, 5, 56), COLL_OK);
     assert_int_equal(read_with(COLL_WIRE_LOWRANK_Q, 1, 0, 64, 0, 16), COLL_OK);
+    assert_int_equal(read_with(COLL_WIRE_F32, 1, 0, 0, 3, 28), COLL_OK);
     /* Header fields. */
     assert_int_equal(read_with(COLL_WIRE_FP16, 1, 0, 0, 0, 15), COLL_ERR_PROTOCOL);
     assert_int_equal(read_with(COLL_WIRE_FP16, 2, 0, 0, 0, 16), COLL_ERR_VERSION);
     assert_int_equal(read_with(COLL_WIRE_FP16, 1, 1, 0, 0, 16), COLL_ERR_PROTOCOL);
     assert_int_equal(read_with(0, 1, 0, 0, 0, 16), COLL_ERR_PROTOCOL);
-    assert_int_equal(read_with(7, 1, 0, 0, 0, 16), COLL_ERR_PROTOCOL);
+    assert_int_equal(read_with(8, 1, 0, 0, 0, 16), COLL_ERR_PROTOCOL);
     /* Parameters. */
     assert_int_equal(read_with(COLL_WIRE_FP16, 1, 0, (uint32_t)-114, 0, 16), COLL_ERR_PROTOCOL);
     assert_int_equal(read_with(COLL_WIRE_BF16, 1, 0, 127, 0, 16), COLL_ERR_PROTOCOL);
@@ -141,6 +143,9 @@ static void test_checks(void **state)
                      COLL_ERR_PROTOCOL);
     assert_int_equal(read_with(COLL_WIRE_LOWRANK_P, 1, 0, 0, 0, 16), COLL_ERR_PROTOCOL);
     assert_int_equal(read_with(COLL_WIRE_LOWRANK_P, 1, 0, 65, 0, 16), COLL_ERR_PROTOCOL);
+    assert_int_equal(read_with(COLL_WIRE_F32, 1, 0, 1, 3, 28), COLL_ERR_PROTOCOL);
+    assert_int_equal(read_with(COLL_WIRE_F32, 1, 0, 0, 3, 27), COLL_ERR_PROTOCOL);
+    assert_int_equal(read_with(COLL_WIRE_F32, 1, 0, 0, 1ull << 62, 16), COLL_ERR_PROTOCOL);
     /* Lengths one byte off. */
     assert_int_equal(read_with(COLL_WIRE_FP16, 1, 0, 0, 20, 55), COLL_ERR_PROTOCOL);
     assert_int_equal(read_with(COLL_WIRE_FP16, 1, 0, 0, 20, 57), COLL_ERR_PROTOCOL);
