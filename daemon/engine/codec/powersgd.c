@@ -14,7 +14,15 @@
  *   P orthonormalized; Q = M^T P                       after round 1
  *   rounds 2, 3: allreduce [every Q] times the weight (the mean for COLL_AVG, as PyTorch
  *     divides by the world size)
- *   result = P Q^T; e' = M - P Q^T; Q kept for the next step      after round 3
+ *   result = P Q^T; e' = M - a P Q^T; Q kept for the next step    after round 3
+ *
+ * PowerSGD's averaging (where implementations differ): as PyTorch's hook, a rank's error is its
+ * M minus the averaged reconstruction P Qbar^T (Qbar the mean of the Q's), not minus its own
+ * share P Q_w^T. A node holds the sum of its L local ranks, so its error is their sum,
+ * M - L P Qbar^T: with the result P Q^T = weight x the sum of contributions, a = L / (weight x
+ * world), which is 1 for COLL_AVG of float32 with one rank per node (PyTorch's case), L for
+ * COLL_AVG and 1 / N for COLL_SUM. So the nodes' errors and the result add up to the inputs
+ * (error feedback's identity).
  *
  * Both allreduces are dense.c's (a reduce-scatter of chunks summed by their owner in rank
  * order, then an all-gather), so every node has the same P and Q bits. Orthonormalization is
@@ -167,17 +175,32 @@ static void psgd_q(coll_cx_t *cx, const psgd_t *s)
     }
 }
 
-/* After round 3: result = P Q^T, e' = M - P Q^T. */
+/* a of the file comment: this node's part of the result. The weight is 1 / world for an
+ * average of float32 and 1 otherwise (a sum, or 16-bit inputs scaled before the sum). */
+static float share_of(const coll_cx_t *cx)
+{
+    uint32_t local = cx->op->job->local_size;
+    return cx->weight != 1.0f ? (float)local : (float)local / (float)cx->op->desc.world_size;
+}
+
+/* After round 3: result = P Q^T, e' = M - a P Q^T. */
 static void psgd_finish(coll_cx_t *cx, const psgd_t *s)
 {
     const coll_layout_t *l = cx->c->layout;
     uint64_t off = 0, lp = 0, ld = 0, lb = 0;
+    float a = share_of(cx);
 
     for (size_t t = 0; t < l->ntensors; t++) {
         tensor_t x = tensor_at(l, t, cx->c->run.rank, &off, &lp, &ld, &lb);
-        if (x.rank > 0) {
-            coll_lowrank_residual(s->ar + x.p_off, cx->slot->q + x.q_off, x.rows, x.cols,
-                                  x.rank, cx->in + x.off, cx->outf + x.off);
+        float *m = cx->in + x.off, *out = cx->outf + x.off;
+        const float *p = s->ar + x.p_off, *q = cx->slot->q + x.q_off;
+        if (x.rank > 0 && a == 1.0f) {
+            coll_lowrank_residual(p, q, x.rows, x.cols, x.rank, m, out);
+        } else if (x.rank > 0) {
+            coll_lowrank_reconstruct(p, q, x.rows, x.cols, x.rank, out);
+            for (uint64_t i = 0; i < x.rows * x.cols; i++) {
+                m[i] -= a * out[i];
+            }
         }
     }
 }
