@@ -133,9 +133,10 @@ def load_tables(libs):
 
 # ---- the client library's files -------------------------------------------------------------
 
-CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0, "base.c.o": 1, "env.c.o": 1,
-               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "request.c.o": 3,
-               "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "bucketer.c.o": 6,
+CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0, "compression.c.o": 0,
+               "base.c.o": 1, "env.c.o": 1, "bucket_plan.c.o": 1, "timeline.c.o": 2,
+               "io.c.o": 2, "request.c.o": 3, "comm.c.o": 4, "mem.c.o": 5,
+               "collectives.c.o": 5, "compress.c.o": 5, "bucketer.c.o": 6,
                "bucketer_wait.c.o": 6}
 
 

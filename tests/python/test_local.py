@@ -91,6 +91,7 @@ class Declarations(unittest.TestCase):
         structs, _ = c_declarations(HEADER)
         for cls, name in ((_lib.CommParams, "coll_comm_params_t"),
                           (_lib.OpParams, "coll_op_params_t"),
+                          (_lib.Compression, "coll_compression_t"),
                           (_lib.ReqTiming, "coll_req_timing_t")):
             self.assertEqual([f[0] for f in cls._fields_], structs[name], name)
 

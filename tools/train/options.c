@@ -26,6 +26,7 @@ enum {
     OPT_FIRST_BUCKET_CAP,
     OPT_REPORT_STEPS,
     OPT_TIMEOUT,
+    OPT_COMPRESSION,
 };
 
 static const struct option train_long_opts[] = {
@@ -46,6 +47,7 @@ static const struct option train_long_opts[] = {
     {"first-bucket-cap-mb", required_argument, NULL, OPT_FIRST_BUCKET_CAP},
     {"report-steps", no_argument, NULL, OPT_REPORT_STEPS},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"compression", required_argument, NULL, OPT_COMPRESSION},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -88,6 +90,11 @@ void train_usage(FILE *out)
         "                      else 25)\n"
         "  --first-bucket-cap-mb M  cap of the first bucket (default: COLL_FIRST_BUCKET_CAP_MB,\n"
         "                      else 1)\n"
+        "  --compression SPEC  how gradient buckets travel between nodes (default:\n"
+        "                      COLL_COMPRESSION, else none): none, fp16, bf16, topk:RATIO,\n"
+        "                      onebit, powersgd:RANK or auto, with ,noef (no error feedback)\n"
+        "                      and ,warmup=N (N uncompressed steps first); the epoch lines\n"
+        "                      then show the bytes sent and the compression ratio\n"
         "  --report-steps      rank 0 prints one line per step (see output)\n"
         "  --timeout S         bound in seconds of every wait on a collective (default 300)\n"
         "  --dump-weights FILE after training, rank 0 writes all parameters to FILE as raw\n"
@@ -255,6 +262,17 @@ static int parse_cap(const char *opt, const char *s, size_t *out)
     return 0;
 }
 
+static int parse_compression(const char *s, train_opts_t *opts)
+{
+    if (coll_compression_parse(s, &opts->compression) != COLL_OK) {
+        fprintf(stderr, "coll-train: --compression: '%s' is not none, fp16, bf16, topk:RATIO, "
+                "onebit, powersgd:RANK or auto (optionally with ,noef and ,warmup=N)\n", s);
+        return -1;
+    }
+    opts->has_compression = 1;
+    return 0;
+}
+
 static int parse_timeout(const char *s, train_opts_t *opts)
 {
     long v;
@@ -288,6 +306,7 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
         return parse_cap("first-bucket-cap-mb", arg, &opts->first_bucket_cap_bytes);
     case OPT_REPORT_STEPS: opts->report_steps = 1; return 0;
     case OPT_TIMEOUT: return parse_timeout(arg, opts);
+    case OPT_COMPRESSION: return parse_compression(arg, opts);
     case 'h': train_usage(stdout); return 1;
     default: fprintf(stderr, "coll-train: try --help\n"); return -1;
     }

@@ -34,6 +34,8 @@ typedef struct train_opts {
     size_t first_bucket_cap_bytes; /**< --first-bucket-cap-mb in bytes; 0 = default */
     int report_steps;             /**< print one line per step (rank 0) */
     int timeout_ms;               /**< bound of every wait on a collective */
+    int has_compression;          /**< --compression was given */
+    coll_compression_t compression; /**< --compression (collective.h) */
 } train_opts_t;
 
 /** @brief Print the help text to @p out. */
