@@ -129,10 +129,11 @@ void coll_stats_op_done(coll_stats_t *st, const coll_stats_op_t *op, double seco
 {
     coll_stats_cell_t *cell;
 
-    if (op->kind >= COLL_STATS_KINDS || op->dtype >= COLL_DTYPE_COUNT) {
+    if (op->kind >= COLL_STATS_KINDS || op->dtype >= COLL_DTYPE_COUNT ||
+        op->compression >= COLL_COMPRESS_COUNT) {
         return;
     }
-    cell = &st->ops[op->kind][op->dtype];
+    cell = &st->ops[op->kind][op->dtype][op->compression];
     if (status != COLL_OK) {
         cell->failed++;
         return;

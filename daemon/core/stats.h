@@ -60,7 +60,8 @@ typedef struct coll_stats {
     uint64_t start_ns;  /**< uv_hrtime() at start */
     double start_wall;  /**< Unix time at start, seconds */
     uint64_t busbw_min_bytes;
-    coll_stats_cell_t ops[COLL_STATS_KINDS][COLL_DTYPE_COUNT];
+    coll_stats_cell_t ops[COLL_STATS_KINDS][COLL_DTYPE_COUNT][COLL_COMPRESS_COUNT]; /**< by
+                             collective, datatype and the compression method that ran */
     coll_histogram_t duration[COLL_STATS_KINDS]; /**< start to completion */
     coll_histogram_t wait[COLL_STATS_KINDS];     /**< first local submission to start */
     uint64_t request_errors[COLL_STATS_ERRORS];  /**< requests completed with each error */
@@ -110,6 +111,7 @@ typedef struct {
     unsigned dtype;     /**< coll_dtype_t */
     uint32_t world;     /**< ranks of the job */
     uint64_t bytes;     /**< nccl-tests' size (coll_stats_op_bytes()) */
+    unsigned compression; /**< coll_compress_method_t that ran (NONE: uncompressed) */
 } coll_stats_op_t;
 
 /** @brief Hook: every local rank submitted a @p kind operation, @p seconds after the first. */

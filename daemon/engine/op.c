@@ -257,7 +257,8 @@ static void count_done(const coll_op_t *op, coll_status_t status)
     uint64_t start = op->t_start_ns ? op->t_start_ns : op->t_submit_ns;
     coll_stats_op_t s = {op->desc.coll, op->desc.dtype, op->job->world_size,
                          coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
-                                             op->job->world_size)};
+                                             op->job->world_size),
+                         (unsigned)(op->desc.run & 0xffu)}; /* its method (proto/cspec.h) */
 
     coll_stats_op_done(&op->job->d->stats, &s, (double)(coll_stats_now_ns() - start) / 1e9,
                        status);

@@ -86,4 +86,46 @@ void coll_codec_op_free(coll_op_t *op);
  *         pool). Safe when there is none. */
 void coll_codec_job_free(coll_job_t *job);
 
+/* ---- what /status and /metrics show (info.c) ---------------------------------------------- */
+
+/** Reasons an operation that asked for compression ran uncompressed (metric labels). */
+#define COLL_CODEC_FALLBACK_REASONS 5
+
+/** A job's compression on this node. */
+typedef struct {
+    uint64_t ops[COLL_COMPRESS_COUNT];   /**< allreduces between nodes, by method run */
+    uint64_t wire_bytes[COLL_COMPRESS_COUNT];  /**< bytes this node sent for them */
+    uint64_t dense_bytes[COLL_COMPRESS_COUNT]; /**< what the uncompressed ring would have sent */
+    uint64_t resets;                     /**< buckets that started over (count, layout, ...) */
+    uint64_t method_resets;              /**< residuals dropped by a change of method */
+    uint64_t fallbacks[COLL_CODEC_FALLBACK_REASONS]; /**< by coll_codec_fallback_name() */
+    uint64_t nonfinite;                  /**< operations failed by a NaN or infinity */
+    double link_bytes_per_s;             /**< auto's link estimate (0: none yet) */
+    size_t residual_bytes;               /**< pool bytes of every bucket's slot */
+    size_t buckets;                      /**< slots */
+    size_t layouts;                      /**< registered layouts */
+} coll_codec_job_info_t;
+
+/** One bucket's compression on this node. */
+typedef struct {
+    uint32_t bucket;
+    uint64_t count;
+    uint64_t ops;         /**< successful operations since its last reset */
+    uint64_t resets;
+    char asked[48];       /**< the spec asked for, e.g. "auto" */
+    char last[48];        /**< what its last operation ran ("none": uncompressed) */
+    char next[48];        /**< auto: what its next operation runs, the root's choice */
+    const char *why;      /**< auto on node 0: the estimates behind the choice ("" else) */
+    size_t pool_bytes;    /**< its slot in the pool */
+} coll_codec_bucket_info_t;
+
+/** @return 1 and @p out filled when @p job has compression state, 0 otherwise. */
+int coll_codec_job_info(const coll_job_t *job, coll_codec_job_info_t *out);
+
+/** @return 1 and @p out filled for the @p i-th bucket of @p job (0 ..), 0 past the last. */
+int coll_codec_bucket_info(const coll_job_t *job, size_t i, coll_codec_bucket_info_t *out);
+
+/** @return The metric label of fallback reason @p i, e.g. "dtype". */
+const char *coll_codec_fallback_name(unsigned i);
+
 #endif
