@@ -21,14 +21,50 @@ size_t coll_cast_wire_bytes(size_t count)
     return COLL_WIRE_HDR_BYTES + 2 * count;
 }
 
-size_t coll_topk_wire_bytes(size_t k)
+size_t coll_topk_index_bytes(uint64_t count)
+{
+    return count <= 1ull << 8 ? 1 : count <= 1ull << 16 ? 2 : count <= 1ull << 24 ? 3 : 4;
+}
+
+size_t coll_topk_wire_bytes(size_t k, uint64_t count)
+{
+    return COLL_WIRE_HDR_BYTES + (4 + coll_topk_index_bytes(count)) * k;
+}
+
+size_t coll_topk_wire_buffer_bytes(size_t k)
 {
     return COLL_WIRE_HDR_BYTES + 8 * k;
 }
 
-size_t coll_topk_wire_values_offset(size_t k)
+size_t coll_topk_wire_indices_offset(size_t k)
 {
     return COLL_WIRE_HDR_BYTES + 4 * k;
+}
+
+/* Forward: index j's w bytes land at j * w <= 4 * j, at or before its u32, which is read first. */
+void coll_topk_wire_pack(void *indices, size_t k, uint64_t count)
+{
+    size_t w = coll_topk_index_bytes(count);
+    uint8_t *b = indices;
+
+    for (size_t j = 0; j < k; j++) {
+        uint32_t v;
+        memcpy(&v, b + 4 * j, sizeof(v));
+        memcpy(b + w * j, &v, w); /* little-endian: the low w bytes */
+    }
+}
+
+/* Backward: index j's u32 lands at 4 * j >= j * w, after every packed index still unread. */
+void coll_topk_wire_unpack(void *indices, size_t k, uint64_t count)
+{
+    size_t w = coll_topk_index_bytes(count);
+    uint8_t *b = indices;
+
+    for (size_t j = k; j-- > 0;) {
+        uint32_t v = 0;
+        memcpy(&v, b + w * j, w);
+        memcpy(b + 4 * j, &v, sizeof(v));
+    }
 }
 
 size_t coll_onebit_wire_bytes(size_t count)
@@ -77,7 +113,7 @@ static int method_ok(const coll_wire_hdr_t *h, uint64_t payload)
                payload_is(payload, h->count, 2);
     case COLL_WIRE_TOPK:
         return h->count <= COLL_TOPK_MAX_COUNT && h->param <= h->count &&
-               payload_is(payload, h->param, 8);
+               payload_is(payload, h->param, 4 + coll_topk_index_bytes(h->count));
     case COLL_WIRE_ONEBIT: {
         float scale = coll__f32_from_bits(h->param);
         return isfinite(scale) && !signbit(scale) &&

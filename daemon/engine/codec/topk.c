@@ -7,9 +7,11 @@
  * rank order, each value times the weight (1, or 1/world for COLL_AVG), into a zeroed result:
  * the same additions in the same order everywhere, so the same bits everywhere.
  *
- * The all-gather is the simple sparse allreduce: a node sends (N - 1) x (16 + 8k) bytes and the
- * sets are never merged on the way, so the bytes grow with the node count while a dense ring's
- * stay at 2 (N - 1) / N of the bucket (docs/compression.md measures where each wins).
+ * The all-gather is the simple sparse allreduce: a node sends (N - 1) x (16 + (4 + w) k) bytes
+ * (w: 1 to 4 bytes per index, compress_wire.h) and the sets are never merged on the way, so the
+ * bytes grow with the node count while a dense ring's stay at 2 (N - 1) / N of the bucket
+ * (docs/compression.md measures where each wins). A message buffer has room for u32 indices:
+ * the kernel writes them, they are packed in place before sending, unpacked in place on arrival.
  */
 #include <string.h>
 
@@ -22,9 +24,15 @@ static size_t k_of(const coll_cx_t *cx)
     return coll_topk_k(cx->count, cx->c->run.ratio);
 }
 
-static size_t msg_bytes(size_t k)
+/* What travels, and what a buffer holds (u32 indices). */
+static size_t msg_bytes(size_t k, uint64_t count)
 {
-    return COLL_CX_PREFIX + coll_topk_wire_bytes(k);
+    return COLL_CX_PREFIX + coll_topk_wire_bytes(k, count);
+}
+
+static size_t buf_bytes(size_t k)
+{
+    return coll__cx_align(COLL_CX_PREFIX + coll_topk_wire_buffer_bytes(k));
 }
 
 static coll_status_t topk_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
@@ -32,8 +40,8 @@ static coll_status_t topk_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
     size_t k = k_of(cx);
 
     sz->res_elems = cx->count;
-    sz->send_bytes = coll__cx_align(msg_bytes(k));
-    sz->recv_bytes = cx->n * coll__cx_align(msg_bytes(k));
+    sz->send_bytes = buf_bytes(k);
+    sz->recv_bytes = cx->n * buf_bytes(k);
     sz->scratch_bytes = coll_topk_scratch_bytes(cx->count, k);
     return COLL_OK;
 }
@@ -44,9 +52,9 @@ static void topk_layout(coll_cx_t *cx)
 
     for (uint32_t p = 0; p < cx->n; p++) {
         cx->sendp[p] = cx->slot->send;
-        cx->sendlen[p] = msg_bytes(k);
-        cx->recvp[p] = cx->slot->recv + p * coll__cx_align(msg_bytes(k));
-        cx->recvlen[p] = msg_bytes(k);
+        cx->sendlen[p] = msg_bytes(k, cx->count);
+        cx->recvp[p] = cx->slot->recv + p * buf_bytes(k);
+        cx->recvlen[p] = msg_bytes(k, cx->count);
     }
 }
 
@@ -58,8 +66,8 @@ static coll_status_t topk_begin(coll_cx_t *cx)
     coll_topk_args_t a = {.grad = cx->in, .residual = NULL, .count = cx->count, .k = k,
                           .select = COLL_TOPK_SELECT_AUTO, .scratch = cx->slot->scratch,
                           .scratch_bytes = cx->slot->sz.scratch_bytes,
-                          .indices = (uint32_t *)(void *)(m + COLL_WIRE_HDR_BYTES),
-                          .values = (float *)(void *)(m + coll_topk_wire_values_offset(k))};
+                          .indices = (uint32_t *)(void *)(m + coll_topk_wire_indices_offset(k)),
+                          .values = (float *)(void *)(m + COLL_WIRE_HDR_BYTES)};
     coll_status_t st = coll_topk_compress(&a);
 
     if (st != COLL_OK) {
@@ -69,24 +77,28 @@ static coll_status_t topk_begin(coll_cx_t *cx)
     for (size_t j = 0; cx->slot->ef && j < k; j++) {
         cx->in[a.indices[j]] = 0.0f; /* the residual: what was not sent */
     }
+    coll_topk_wire_pack(a.indices, k, cx->count);
     return COLL_OK;
 }
 
-/* Every node's set, in rank order, into the zeroed result. */
+/* Every node's set, in rank order, into the zeroed result (each unpacked in its buffer). */
 static coll_status_t topk_round_done(coll_cx_t *cx)
 {
     size_t k = k_of(cx);
 
     memset(cx->outf, 0, cx->count * sizeof(float));
     for (uint32_t s = 0; s < cx->n; s++) {
-        const uint8_t *m = coll__cx_payload(s == cx->r ? cx->slot->send : cx->recvp[s]);
+        uint8_t *m = coll__cx_payload(s == cx->r ? cx->slot->send : cx->recvp[s]);
+        uint32_t *idx = (uint32_t *)(void *)(m + coll_topk_wire_indices_offset(k));
         coll_wire_hdr_t h;
-        if (coll_wire_hdr_read(m, coll_topk_wire_bytes(k), &h) != COLL_OK ||
-            h.method != COLL_WIRE_TOPK || h.count != cx->count || h.param != k ||
-            coll_topk_accumulate((const uint32_t *)(const void *)(m + COLL_WIRE_HDR_BYTES),
-                                 (const float *)(const void *)(m +
-                                                               coll_topk_wire_values_offset(k)),
-                                 k, cx->weight, cx->outf, cx->count) != COLL_OK) {
+
+        if (coll_wire_hdr_read(m, coll_topk_wire_bytes(k, cx->count), &h) != COLL_OK ||
+            h.method != COLL_WIRE_TOPK || h.count != cx->count || h.param != k) {
+            return COLL_ERR_PROTOCOL;
+        }
+        coll_topk_wire_unpack(idx, k, cx->count);
+        if (coll_topk_accumulate(idx, (const float *)(const void *)(m + COLL_WIRE_HDR_BYTES), k,
+                                 cx->weight, cx->outf, cx->count) != COLL_OK) {
             return COLL_ERR_PROTOCOL;
         }
     }
@@ -97,7 +109,7 @@ static double topk_wire(uint64_t count, uint32_t n, const coll_compression_t *ru
                         const coll_layout_t *layout)
 {
     (void)layout;
-    return (double)(n - 1) * (double)msg_bytes(coll_topk_k(count, run->ratio));
+    return (double)(n - 1) * (double)msg_bytes(coll_topk_k(count, run->ratio), count);
 }
 
 const coll_cx_codec_t coll__cx_topk = {

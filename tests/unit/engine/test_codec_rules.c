@@ -231,7 +231,7 @@ static void test_accounting(void **state)
     submit_all_c(&b, &(csub_t){7, COLL_FLOAT32, COLL_AVG, "topk:0.01", 0, 0}, -1, NULL);
     expect_all(7, COLL_OK);
     d = fake_net_done(&w, 1, 1, 7);
-    assert_int_equal(d->wire_bytes, 2 * (COLL_CX_PREFIX + 16 + 8 * k));
+    assert_int_equal(d->wire_bytes, 2 * (COLL_CX_PREFIX + 16 + 6 * k)); /* 2-byte indices */
     assert_int_equal(d->dense_bytes, 2 * 3000 * 8 / 3);
     assert_int_equal(w.job[1].engine.codec->acct[COLL_COMPRESS_TOPK].ops, 1);
     fake_net_free(&w);
