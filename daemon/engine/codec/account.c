@@ -45,7 +45,10 @@ void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t)
     a->wire_bytes += t->wire_bytes;
     a->dense_bytes += t->dense_bytes;
     coll_stats_compressed(&job->d->stats, m, t->wire_bytes, t->dense_bytes);
-    seconds = (double)(coll_stats_now_ns() - op->t_start_ns) * 1e-9;
+    /* From when the previous node was known to be there (estimate.c). */
+    seconds = (double)(coll_stats_now_ns() - (op->t_peers_ns > op->t_start_ns ? op->t_peers_ns
+                                                                             : op->t_start_ns)) *
+              1e-9;
     coll__est_record(&cj->est, m, op->desc.count, op->sent_bytes, seconds,
                      c != NULL ? c->codec_s : 0.0);
 }

@@ -2,9 +2,12 @@
  * What auto decides from (policy.c), measured by this node:
  *
  * - The link: every allreduce of a job on several nodes that sent at least COLL_EST_MIN_BYTES
- *   gives a sample, bytes sent / (seconds from start to completion - seconds of codec work).
- *   The estimate is the fastest of the last COLL_EST_SAMPLES samples: waiting for a late node
- *   only ever makes a sample slower, so the fastest is the closest to the link. Compressed
+ *   gives a sample, bytes sent / (seconds from the later of its start and the previous node's
+ *   descriptor to completion - seconds of codec work): a peer still in its backward pass is
+ *   not a slow link (counted from the start alone, loopback looked like 1 Gbit/s on a busy
+ *   2-core machine, and auto compressed where it only cost). The estimate is the fastest of
+ *   the last COLL_EST_SAMPLES samples: waiting for a late node only ever makes a sample slower,
+ *   so the fastest is the closest to the link. Compressed
  *   operations of smaller messages give no sample (their time is latency, not bandwidth); the
  *   estimate then keeps the samples of the last large transfers.
  * - A compressor's cost: seconds of codec work per element of the bucket on this node (the
