@@ -11,8 +11,8 @@ bench/netns.sh, which creates only namespaces of its own prefix and deletes them
 exits) and each method (none, fp16, onebit, powersgd:2, topk:0.01, auto), it runs S steps of
 coll-train on 2 nodes x 1 rank with the model 784-1024x3-10 (2,913,290 parameters: 11.65 MB of
 float32 gradients; --hidden changes it) and reports the median of rank 0's step times over the
-steps after the first K (--report-steps lines; K = 4 by default, so that auto has measured the
-link and switched). It also prints the bytes per step and node the daemon counted.
+steps after the first K (--report-steps lines; S = 30 and K = 10 by default: auto tries, in its
+first few steps, the methods its calibration is optimistic about, and then settles). It also prints the bytes per step and node the daemon counted.
 
 Outputs in DIR (default /tmp/coll-links-<date>): <link>-<method>.txt (each job's output),
 results.json and table.md (step time per method and link, and the ratio to none). Needs root
@@ -101,8 +101,8 @@ def main():
     p.add_argument("-o", "--out", default="/tmp/coll-links-" + time.strftime("%Y%m%d-%H%M%S"))
     p.add_argument("--links", default=",".join(LINKS))
     p.add_argument("--methods", default=";".join(METHODS), help="specs separated by ;")
-    p.add_argument("--steps", type=int, default=14)
-    p.add_argument("--skip", type=int, default=4)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--skip", type=int, default=10)
     p.add_argument("--hidden", default="1024x3")
     p.add_argument("--limit", type=int, default=300, help="bound of one job in seconds")
     p.add_argument("--build", default=os.environ.get("BUILD_DIR", TOP + "/build"))
