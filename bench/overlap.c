@@ -157,7 +157,8 @@ static int parse_args(int argc, char **argv, bench_opts_t *o)
 static int setup_modes(bench_t *b)
 {
     for (int m = 0; m < MODES; m++) {
-        dist_grads_opts_t go = {(dist_comm_t)m, 0, 0, (unsigned)m, mode_names[m]};
+        dist_grads_opts_t go = {(dist_comm_t)m, 0, 0, (unsigned)m, mode_names[m], 0,
+                                {COLL_COMPRESS_NONE, 0.0, 0, 0, 0, 0}};
         if (m == DIST_COMM_BUCKET) {
             go.cap_bytes = (size_t)(b->o.cap_mb * 1048576.0);
             go.first_cap_bytes = (size_t)(b->o.first_cap_mb * 1048576.0);

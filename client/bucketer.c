@@ -21,6 +21,7 @@
 
 #include "client/bucketer.h"
 #include "client/timeline.h"
+#include "common/compression.h"
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -93,6 +94,11 @@ static coll_status_t check_params(coll_bucketer_t *b, const coll_bucketer_params
     if ((m & COLL_BUCKETER_PARAM_ALGO) && (unsigned)p->algo >= COLL_ALGO_COUNT) {
         return coll__bk_fail(b, COLL_ERR_INVALID, "bucketer: unknown algorithm %d", (int)p->algo);
     }
+    if ((m & COLL_BUCKETER_PARAM_COMPRESSION) &&
+        coll__compression_check(&p->compression) != COLL_OK) {
+        return coll__bk_fail(b, COLL_ERR_INVALID, "bucketer: invalid compression (method %d)",
+                             (int)p->compression.method);
+    }
     return COLL_OK;
 }
 
@@ -122,6 +128,11 @@ static coll_status_t apply_params(coll_bucketer_t *b, const coll_bucketer_params
     b->key_space = (m & COLL_BUCKETER_PARAM_KEY_SPACE) ? p->key_space : 0;
     b->has_algo = (m & COLL_BUCKETER_PARAM_ALGO) != 0;
     b->algo = p->algo;
+    if (m & COLL_BUCKETER_PARAM_COMPRESSION) {
+        b->compression = p->compression;
+    } else {
+        coll_comm_compression(b->comm, &b->compression);
+    }
     snprintf(b->name, sizeof(b->name), "%s",
              (m & COLL_BUCKETER_PARAM_NAME) && p->name != NULL ? p->name : "bucketer");
     return COLL_OK;
@@ -183,6 +194,25 @@ coll_status_t coll_bucketer_add_param(coll_bucketer_t *b, size_t count, coll_dty
     return st;
 }
 
+coll_status_t coll_bucketer_param_shape(coll_bucketer_t *b, size_t param, uint64_t rows,
+                                        uint64_t cols)
+{
+    coll_status_t st = COLL_OK;
+
+    pthread_mutex_lock(&b->lock);
+    if (b->sealed || param >= b->nparams || rows == 0 || cols == 0 ||
+        rows > UINT64_MAX / cols || rows * cols != b->params[param].count) {
+        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: shape %llu x %llu of parameter %zu (%zu "
+                           "parameters, sealed %d)", b->name, (unsigned long long)rows,
+                           (unsigned long long)cols, param, b->nparams, b->sealed);
+    } else {
+        b->params[param].rows = rows;
+        b->params[param].cols = cols;
+    }
+    pthread_mutex_unlock(&b->lock);
+    return st;
+}
+
 /* ---- layout and pool memory ----------------------------------------------------------------- */
 
 size_t coll__bk_bucket_bytes(const coll__bp_bucket_t *bk)
@@ -224,6 +254,44 @@ static uint64_t layout_fingerprint(const coll_bucketer_t *b, const coll__bplan_t
     return fp != 0 ? fp : 1;
 }
 
+/* PowerSGD (and auto, which may choose it) cut a bucket by its tensors: tell the daemon their
+ * shapes under the bucket's fingerprint. Parameters without elements are left out. */
+static coll_status_t register_layout(coll_bucketer_t *b, const coll__bplan_t *plan, size_t i,
+                                     uint64_t layout)
+{
+    const coll__bp_bucket_t *bk = &plan->buckets[i];
+    uint64_t *shape = malloc(2 * (bk->nparams + 1) * sizeof(uint64_t));
+    size_t n = 0;
+    coll_status_t st = COLL_OK;
+
+    if (shape == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    for (size_t k = bk->first; k < bk->first + bk->nparams; k++) {
+        const bparam_t *p = &b->params[plan->members[k]];
+        if (p->count > 0) {
+            shape[2 * n] = p->rows != 0 ? p->rows : p->count;
+            shape[2 * n + 1] = p->rows != 0 ? p->cols : 1;
+            n++;
+        }
+    }
+    if (n > 0) {
+        st = coll_layout_register(b->comm, layout, n, shape);
+    }
+    free(shape);
+    if (st != COLL_OK) {
+        coll__bk_fail(b, st, "%s: registering the shapes of bucket %zu: %s", b->name, i,
+                      coll_comm_last_error(b->comm));
+    }
+    return st;
+}
+
+static int needs_shapes(const coll_bucketer_t *b)
+{
+    return b->compression.method == COLL_COMPRESS_POWERSGD ||
+           b->compression.method == COLL_COMPRESS_AUTO;
+}
+
 /* One zeroed pool buffer per bucket of @p plan; all or nothing. */
 coll_status_t coll__bk_alloc_buckets(coll_bucketer_t *b, const coll__bplan_t *plan,
                                    bbucket_t **bks_p)
@@ -241,6 +309,10 @@ coll_status_t coll__bk_alloc_buckets(coll_bucketer_t *b, const coll__bplan_t *pl
         } else {
             memset(bks[i].mem, 0, bytes);
             bks[i].layout = layout_fingerprint(b, plan, i);
+            st = needs_shapes(b) ? register_layout(b, plan, i, bks[i].layout) : COLL_OK;
+            if (st != COLL_OK) {
+                coll__bk_free_bucket_mem(b, bks, i + 1);
+            }
         }
     }
     if (st != COLL_OK) {
@@ -339,8 +411,8 @@ static uint64_t make_key(const coll_bucketer_t *b, uint64_t iteration, unsigned 
 
 coll_op_params_t coll__bk_op_params(const coll_bucketer_t *b, uint64_t iteration, unsigned bucket)
 {
-    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_KEY, .key = make_key(b, iteration, bucket),
-                          .algo = b->algo};
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_KEY | COLL_OP_PARAM_COMPRESSION,
+                          .key = make_key(b, iteration, bucket), .algo = b->algo};
 
     p.field_mask |= b->has_algo ? COLL_OP_PARAM_ALGO : 0;
     return p;
@@ -354,8 +426,10 @@ static coll_status_t submit_bucket(coll_bucketer_t *b, size_t i)
     char track[32], name[48];
     coll_status_t st;
 
-    op.field_mask |= COLL_OP_PARAM_LAYOUT;
+    op.field_mask |= COLL_OP_PARAM_LAYOUT | COLL_OP_PARAM_COMPRESSION;
     op.layout = bk->layout;
+    op.compression = b->compression;
+    op.compression.bucket = (uint32_t)b->key_space << 16 | (uint32_t)i;
     bk->submitted = 1;
     st = coll_allreduce_async(b->comm, bk->mem, bk->mem, pl->count, pl->dtype, b->op, &op,
                               &bk->req);

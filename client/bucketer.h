@@ -31,6 +31,7 @@ typedef struct {
     char name[48];
     size_t count;
     coll_dtype_t dtype;
+    uint64_t rows, cols; /* its matrix for PowerSGD (coll_bucketer_param_shape()); 0: a vector */
     int state;          /* P_*, this iteration */
 } bparam_t;
 
@@ -42,6 +43,7 @@ typedef struct {
     coll_request_t *req;      /* in flight, or finished and not yet freed */
     coll_status_t status;     /* COLL_INPROGRESS until it completed */
     coll_req_timing_t timing;
+    uint64_t wire_bytes, dense_bytes; /* of its last completed allreduce */
     uint64_t layout;          /* fingerprint of its parameters (layout_fingerprint()) */
 } bbucket_t;
 
@@ -54,6 +56,7 @@ struct coll_bucketer {
     coll_algo_t algo;
     int rebuild_pending;
     unsigned key_space;
+    coll_compression_t compression; /* of every bucket (its bucket field set per bucket) */
     char name[24];
     bparam_t *params;
     size_t nparams, cap_params;

@@ -59,6 +59,7 @@ static coll_status_t wait_buckets(coll_bucketer_t *b, uint64_t deadline_ns, int 
         bk->status = st;
         if (st == COLL_OK) {
             coll_req_timing(bk->req, &bk->timing);
+            coll_req_wire_bytes(bk->req, &bk->wire_bytes, &bk->dense_bytes);
         } else {
             coll__bk_note_error(b, st, i, "its allreduce");
         }
@@ -113,9 +114,14 @@ static void record_stats(coll_bucketer_t *b, uint64_t wait_end_ns)
     coll_bucketer_stats_t *s = &b->stats;
     size_t late = 0;
 
+    s->wire_bytes = s->dense_bytes = 0;
     for (size_t i = 0; i < b->plan.nbuckets; i++) {
         late += b->buckets[i].late;
+        s->wire_bytes += b->buckets[i].status == COLL_OK ? b->buckets[i].wire_bytes : 0;
+        s->dense_bytes += b->buckets[i].status == COLL_OK ? b->buckets[i].dense_bytes : 0;
     }
+    s->wire_bytes_total += s->wire_bytes;
+    s->dense_bytes_total += s->dense_bytes;
     s->unused_marked = b->marked;
     s->unused_detected = b->detected;
     s->unused_detected_total += b->detected;

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "client/internal.h"
+#include "common/compression.h"
+#include "proto/cspec.h"
 
 /* What one call asks for, before it becomes a Submit. */
 typedef struct {
@@ -121,7 +123,8 @@ static coll_status_t send_submit(coll_comm_t *c, Coll__Wire__Submit *m)
         coll_ctl_sub_t rec = {m->key,    m->count,          m->send_offset, m->recv_offset,
                               m->layout, m->req_id,         (uint32_t)m->coll,
                               m->dtype,  m->op,             m->root,        m->peer,
-                              m->algo,   m->group};
+                              m->algo,   m->group,          m->bucket,      m->warmup,
+                              m->compression};
         if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
             if (ring && c->doorbell_fd >= 0) {
                 uint64_t one = 1;
@@ -161,6 +164,28 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
     return COLL_INPROGRESS;
 }
 
+/* The spec travels packed (proto/cspec.h); it was checked when it was set. */
+static void set_compression(Coll__Wire__Submit *m, const coll_compression_t *z)
+{
+    m->compression = coll_cspec_pack(z, coll__compress_ratio_units(z->ratio));
+    m->bucket = z->bucket;
+    m->warmup = z->warmup;
+}
+
+/* A compression asked for by the call must be valid: the daemon would refuse it. */
+static coll_status_t check_params(coll_comm_t *c, const coll_op_params_t *params)
+{
+    if (params != NULL && (params->field_mask & COLL_OP_PARAM_COMPRESSION) &&
+        coll__compression_check(&params->compression) != COLL_OK) {
+        coll__set_error(c, "rank %d: invalid compression (method %d, ratio %g, rank %u, flags "
+                        "%#x, warm-up %u)", c->rank, (int)params->compression.method,
+                        params->compression.ratio, params->compression.rank,
+                        params->compression.flags, params->compression.warmup);
+        return COLL_ERR_INVALID;
+    }
+    return COLL_OK;
+}
+
 static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
                             coll_request_t **req_p)
 {
@@ -170,6 +195,9 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
 
     pthread_mutex_lock(&k->lock);
     st = check_spec(c, s);
+    if (st == COLL_OK) {
+        st = check_params(c, params);
+    }
     if (st == COLL_OK) {
         st = check_buffers(c, s, &m);
     }
@@ -187,6 +215,9 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
                                                                                : c->algo;
         m.layout = (params != NULL && (params->field_mask & COLL_OP_PARAM_LAYOUT)) ? params->layout
                                                                                    : 0;
+        set_compression(&m, (params != NULL && (params->field_mask & COLL_OP_PARAM_COMPRESSION))
+                                ? &params->compression
+                                : &c->compression);
         st = coll__submit_msg(c, &m, req_p);
     } else {
         /* The other ranks would wait for this operation: end the job for them too. */

@@ -159,12 +159,18 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     uint64_t deadline_ns;
     char err[512];
     coll_comm_t *c;
-    const char *algo = getenv("COLL_ALGO");
+    const char *algo = getenv("COLL_ALGO"), *cz = getenv("COLL_COMPRESSION");
+    coll_compression_t comp = {COLL_COMPRESS_NONE, 0.0, 0, 0, 0, 0};
     coll_status_t st = coll__params_resolve(params, &launcher, &p, err, sizeof(err));
 
     if (st == COLL_OK && algo != NULL && coll__algo_parse(algo) < 0) {
         snprintf(err, sizeof(err), "COLL_ALGO=%s: use auto, ring, rd, chain or dissemination",
                  algo);
+        st = COLL_ERR_INVALID;
+    }
+    if (st == COLL_OK && cz != NULL && cz[0] != '\0' && coll_compression_parse(cz, &comp) != COLL_OK) {
+        snprintf(err, sizeof(err), "COLL_COMPRESSION=%s: use none, fp16, bf16, topk:RATIO, "
+                 "onebit, powersgd:RANK or auto, optionally with ,noef and ,warmup=N", cz);
         st = COLL_ERR_INVALID;
     }
     if (st != COLL_OK) {
@@ -174,6 +180,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
         return create_failed(COLL_ERR_NOMEM, 0, "rank %d: out of memory", p.rank);
     }
     c->algo = algo != NULL ? (coll_algo_t)coll__algo_parse(algo) : COLL_ALGO_AUTO;
+    c->compression = comp;
     deadline_ns = coll__now_ns() + (uint64_t)job_timeout_ms(&p) * 1000000;
     c->fd = coll__connect(p.socket_path, job_timeout_ms(&p), p.rank, err, sizeof(err));
     if (c->fd < 0) {

@@ -40,7 +40,12 @@ int coll__debug_enabled(int lvl);
 void coll__debug(int lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /** Kinds of requests the daemon answers. */
-typedef enum { COLL_REQ_COLLECTIVE, COLL_REQ_ALLOC, COLL_REQ_GROUP } coll_req_kind_t;
+typedef enum {
+    COLL_REQ_COLLECTIVE,
+    COLL_REQ_ALLOC,
+    COLL_REQ_GROUP,
+    COLL_REQ_LAYOUT
+} coll_req_kind_t;
 
 struct coll_request {
     coll_comm_t *comm;    /* the connection's communicator (comm->conn): its lock and lists */
@@ -56,6 +61,8 @@ struct coll_request {
     uint32_t group_local_rank, group_local_size, group_nodes;
     char algo[24];        /* COLL_REQ_COLLECTIVE: the algorithm that ran */
     coll_req_timing_t timing;
+    uint64_t wire_bytes;  /* COLL_REQ_COLLECTIVE: bytes its node sent (coll_req_wire_bytes()) */
+    uint64_t dense_bytes; /* ... and what the uncompressed ring would have sent */
     uint32_t nsteps;      /* COLL_REQ_COLLECTIVE: the algorithm's steps (coll_req_steps()) */
     uint64_t steps[COLL_CTL_MAX_STEPS]; /* packed, proto/ctl.h */
     /* What the timeline (timeline.c) says about a collective: set at submission, and by
@@ -142,6 +149,7 @@ struct coll_comm {
     uint32_t *send_seq;       /* per peer: key of the next send without one (lazily allocated) */
     uint32_t *recv_seq;       /* per peer: key of the next receive without one */
     coll_algo_t algo;         /* COLL_ALGO */
+    coll_compression_t compression; /* COLL_COMPRESSION, coll_comm_set_compression() */
     struct coll_request pending; /* list head: waiting for the daemon */
     struct coll_request done;    /* list head: finished, not yet freed by the user */
     struct coll_timeline *timeline; /* COLL_TIMELINE, NULL when off (timeline.c) */

@@ -109,6 +109,8 @@ static void set_times(coll_request_t *r, const coll_ctl_times_t *t, const uint64
     r->timing.peers_ns = t->peers_ns;
     r->timing.reduced_ns = t->reduced_ns;
     r->timing.done_ns = t->done_ns;
+    r->wire_bytes = t->wire_bytes;
+    r->dense_bytes = t->dense_bytes;
     r->nsteps = (uint32_t)n;
     if (n > 0) { /* a Complete without steps has none at all (NULL) */
         memcpy(r->steps, steps, n * sizeof(steps[0]));
@@ -126,7 +128,9 @@ static void on_complete(coll_comm_t *c, const Coll__Wire__Complete *m)
     }
     snprintf(r->algo, sizeof(r->algo), "%s", m->algo);
     set_times(r, &(coll_ctl_times_t){.ready_ns = m->ready_ns, .peers_ns = m->peers_ns,
-                                     .reduced_ns = m->reduced_ns, .done_ns = m->done_ns},
+                                     .reduced_ns = m->reduced_ns, .done_ns = m->done_ns,
+                                     .wire_bytes = m->wire_bytes,
+                                     .dense_bytes = m->dense_bytes},
               m->steps, m->n_steps); /* steps checked by coll_wire_unpack_daemon() */
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
@@ -191,6 +195,18 @@ static void on_group(coll_comm_t *c, const Coll__Wire__GroupReply *m)
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 
+static void on_layout(coll_comm_t *c, const Coll__Wire__LayoutReply *m)
+{
+    coll_request_t *r = find(c, m->req_id);
+    if (r == NULL || r->kind != COLL_REQ_LAYOUT) {
+        return;
+    }
+    if (m->status != COLL_OK) {
+        coll__set_error(c, "%s", m->error);
+    }
+    finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
+}
+
 static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
 {
     c->join_done = 1;
@@ -225,8 +241,12 @@ void coll__dispatch(coll_comm_t *c, const coll_daemon_msg_t *m)
     case COLL__WIRE__DAEMON_MSG__BODY_JOIN_WAIT:
         coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s", c->rank, c->job,
                     m->join_wait->waiting_for);
+        break;
     case COLL__WIRE__DAEMON_MSG__BODY_GROUP:
         on_group(c, m->group);
+        break;
+    case COLL__WIRE__DAEMON_MSG__BODY_LAYOUT:
+        on_layout(c, m->layout);
         break;
     default:
         break;
@@ -344,6 +364,20 @@ coll_status_t coll_req_timing(const coll_request_t *r, coll_req_timing_t *timing
 coll_status_t coll_req_steps(const coll_request_t *r, coll_req_step_t *steps, uint32_t *nsteps)
 {
     return read_done(r, NULL, steps, nsteps);
+}
+
+coll_status_t coll_req_wire_bytes(const coll_request_t *r, uint64_t *sent, uint64_t *dense)
+{
+    coll_status_t st = COLL_INPROGRESS;
+
+    pthread_mutex_lock(&r->comm->lock);
+    if (r->done) {
+        *sent = r->wire_bytes;
+        *dense = r->dense_bytes;
+        st = COLL_OK;
+    }
+    pthread_mutex_unlock(&r->comm->lock);
+    return st;
 }
 
 const coll__link_ops_t coll__request_link_ops = {

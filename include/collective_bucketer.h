@@ -93,6 +93,7 @@ enum {
     COLL_BUCKETER_PARAM_KEY_SPACE = 1u << 4, /**< key_space */
     COLL_BUCKETER_PARAM_ALGO = 1u << 5,      /**< algo */
     COLL_BUCKETER_PARAM_NAME = 1u << 6,      /**< name */
+    COLL_BUCKETER_PARAM_COMPRESSION = 1u << 7, /**< compression */
 };
 
 /**
@@ -110,6 +111,12 @@ typedef struct {
     coll_algo_t algo;              /**< algorithm of the bucket allreduces (default: COLL_ALGO) */
     const char *name;              /**< label in timelines and messages (default "bucketer");
                                         copied, at most 23 characters are kept */
+    /** How the buckets travel between nodes (collective.h, ::coll_compression_t); default:
+     *  the communicator's (COLL_COMPRESSION). Its @c bucket is ignored: bucket b of key space s
+     *  uses residual s x 65536 + b, kept by the daemons across iterations and reset when the
+     *  rebuild changes the bucket. With PowerSGD or auto the bucketer registers each bucket's
+     *  layout (coll_layout_register()) from the shapes of coll_bucketer_param_shape(). */
+    coll_compression_t compression;
 } coll_bucketer_params_t;
 
 /**
@@ -140,6 +147,16 @@ COLL_API coll_status_t coll_bucketer_create(coll_comm_t *comm,
 COLL_API coll_status_t coll_bucketer_add_param(coll_bucketer_t *bucketer, size_t count,
                                                coll_dtype_t dtype, const char *name,
                                                size_t *index_p);
+
+/**
+ * @brief Give parameter @p param the shape PowerSGD sees: a matrix of @p rows x @p cols
+ *        (a tensor (d0, d1, ...) is d0 x (d1 * ...)). Without it a parameter is a vector of
+ *        its count, which PowerSGD sends uncompressed. Before the registration is sealed.
+ * @return COLL_OK; COLL_ERR_INVALID for an unknown parameter, rows x cols other than its
+ *         count, or after sealing.
+ */
+COLL_API coll_status_t coll_bucketer_param_shape(coll_bucketer_t *bucketer, size_t param,
+                                                 uint64_t rows, uint64_t cols);
 
 /**
  * @brief The gradient view of parameter @p param: @c count elements inside its bucket in the
@@ -223,6 +240,11 @@ typedef struct {
     uint64_t exposed_ns;
     /** 1 - exposed_ns / comm_ns, clamped to [0, 1]; 1 when comm_ns is 0. */
     double overlap_efficiency;
+    uint64_t wire_bytes;        /**< last iteration: bytes this node sent for its buckets
+                                     (coll_req_wire_bytes()) */
+    uint64_t dense_bytes;       /**< last iteration: what the uncompressed ring would have sent */
+    uint64_t wire_bytes_total;  /**< over all iterations */
+    uint64_t dense_bytes_total;
 } coll_bucketer_stats_t;
 
 /**

@@ -57,6 +57,9 @@ typedef struct {
     uint32_t peer;
     uint32_t algo;
     uint32_t group;  /**< the communicator: 0 the world, else a group id */
+    uint32_t bucket;      /**< compression: the residual (Submit.bucket) */
+    uint32_t warmup;      /**< compression: uncompressed operations first */
+    uint64_t compression; /**< compression spec (proto/cspec.h) */
 } coll_ctl_sub_t;
 
 /** Most step records of one operation (collective.h COLL_MAX_STEPS). */
@@ -74,6 +77,8 @@ typedef struct {
     uint32_t nsteps;     /**< records in @c steps */
     uint32_t reserved;
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
+    uint64_t wire_bytes;  /**< bytes this node sent to other nodes (Complete.wire_bytes) */
+    uint64_t dense_bytes; /**< the uncompressed ring's bytes (Complete.dense_bytes) */
 } coll_ctl_times_t;
 
 /**

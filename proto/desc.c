@@ -2,6 +2,8 @@
 
 #include <collective.h>
 
+#include "proto/cspec.h"
+
 static const char *const colls[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast",
                                     "reduce",    "barrier",        "send",       "recv",
                                     "ps-register", "ps-step",      "ps-save",    "ps-load"};
@@ -9,6 +11,27 @@ static const char *const colls[] = {"allreduce", "reduce-scatter", "all-gather",
 const char *coll_kind_name(coll_kind_t kind)
 {
     return (unsigned)kind < sizeof(colls) / sizeof(colls[0]) ? colls[kind] : "operation";
+}
+
+/* " compression=topk:0.01,warmup=5 bucket=3 shapes=..."; what ran once it was decided. */
+static void append_compression(const coll_desc_t *d, char *buf, size_t len)
+{
+    coll_compression_t c;
+    char asked[64] = "?", run[64] = "?";
+    int n;
+
+    if (coll_cspec_unpack(d->compression, &c)) {
+        c.warmup = d->warmup;
+        coll_compression_format(&c, asked, sizeof(asked));
+    }
+    n = snprintf(buf, len, " compression=%s bucket=%u", asked, d->bucket);
+    if (d->shapes != 0 && n > 0 && (size_t)n < len) {
+        n += snprintf(buf + n, len - (size_t)n, " shapes=%016llx", (unsigned long long)d->shapes);
+    }
+    if (d->run != 0 && n > 0 && (size_t)n < len && coll_cspec_unpack(d->run, &c)) {
+        coll_compression_format(&c, run, sizeof(run));
+        snprintf(buf + n, len - (size_t)n, " runs=%s", run);
+    }
 }
 
 void coll_desc_format(const coll_desc_t *d, char *buf, size_t len)
@@ -24,7 +47,10 @@ void coll_desc_format(const coll_desc_t *d, char *buf, size_t len)
         n += snprintf(buf + n, len - (size_t)n, " layout=%016llx", (unsigned long long)d->layout);
     }
     if (d->group != 0 && n > 0 && (size_t)n < len) {
-        snprintf(buf + n, len - (size_t)n, " group=%u", d->group);
+        n += snprintf(buf + n, len - (size_t)n, " group=%u", d->group);
+    }
+    if (d->compression != 0 && n > 0 && (size_t)n < len) {
+        append_compression(d, buf + n, len - (size_t)n);
     }
 }
 

@@ -78,8 +78,14 @@ typedef struct {
     uint32_t algo;       /**< coll_algo_t that runs it (resolved, never AUTO) */
     uint64_t epoch;      /**< the job's incarnation: stale operations never match */
     uint64_t layout;     /**< the buffer's tensor layout fingerprint (0 = none) */
+    uint64_t compression; /**< compression asked for (proto/cspec.h; 0 = none) */
+    uint64_t run;        /**< compression this operation runs (cspec; 0 = uncompressed): decided
+                              when every local rank is in (warm-up, fallback, auto) */
+    uint64_t shapes;     /**< digest of the layout's registered shapes (0 = none registered) */
+    uint32_t bucket;     /**< compression: the residual */
+    uint32_t warmup;     /**< compression: uncompressed operations of the bucket first */
     uint32_t group;      /**< its communicator: 0 the world, else a group (core/group.h) */
-    uint8_t zero[52];    /**< zero: room for later fields (the descriptor heads small
+    uint8_t zero[20];    /**< zero: room for later fields (the descriptor heads small
                               messages, so it stays a whole number of cache lines) */
 } coll_desc_t;
 
@@ -92,7 +98,9 @@ static inline int coll_desc_equal(const coll_desc_t *a, const coll_desc_t *b)
            a->key == b->key && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
            a->seg_bytes == b->seg_bytes && a->world_size == b->world_size &&
            a->root == b->root && a->algo == b->algo && a->epoch == b->epoch &&
-           a->layout == b->layout && a->group == b->group;
+           a->layout == b->layout && a->compression == b->compression && a->run == b->run &&
+           a->shapes == b->shapes && a->bucket == b->bucket && a->warmup == b->warmup &&
+           a->group == b->group;
 }
 
 /** @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum ...". */

@@ -16,8 +16,10 @@
 #include <protobuf-c/protobuf-c.h>
 
 /** Wire protocol version carried in every envelope (2: completions carry algorithm steps;
- *  3: node joins carry the daemon's pid and kernel id, and refusals). */
-#define COLL_WIRE_VERSION 4u
+ *  3: node joins carry the daemon's pid and kernel id, and refusals; 4: compression in
+ *  submissions, descriptors and completions, registered layouts; 5: groups (communicator
+ *  split), the parameter service's operations, join waits). */
+#define COLL_WIRE_VERSION 5u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */

@@ -3,6 +3,8 @@
 #include "proto/frame.h"
 #include "proto/ctl.h"
 #include "proto/tag.h"
+#include "proto/cspec.h"
+#include "common/compression.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,6 +61,38 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
     return COLL_OK;
 }
 
+/* A compression spec in its canonical 64 bits (proto/cspec.h) with valid fields. */
+static coll_status_t check_compression(const Coll__Wire__Submit *s, char *err, size_t errlen)
+{
+    coll_compression_t c;
+
+    CHECK_FIELD(coll_cspec_unpack(s->compression, &c), "submit: compression %016llx has bits "
+                "above 51", (unsigned long long)s->compression);
+    c.warmup = s->warmup;
+    CHECK_FIELD(coll__compression_check(&c) == COLL_OK &&
+                    coll_cspec_pack(&c, coll_cspec_ratio_units(s->compression)) ==
+                        s->compression,
+                "submit: invalid compression %016llx (warm-up %u)",
+                (unsigned long long)s->compression, s->warmup);
+    return COLL_OK;
+}
+
+static coll_status_t check_layout(const Coll__Wire__Layout *l, char *err, size_t errlen)
+{
+    CHECK_FIELD(l->layout != 0, "layout: fingerprint 0");
+    CHECK_FIELD(l->n_shape >= 2 && l->n_shape % 2 == 0 &&
+                    l->n_shape <= 2 * (size_t)COLL_LAYOUT_MAX_TENSORS,
+                "layout: %zu sizes (2 per tensor, 1 .. %u tensors)", l->n_shape,
+                COLL_LAYOUT_MAX_TENSORS);
+    for (size_t i = 0; i < l->n_shape; i += 2) {
+        CHECK_FIELD(l->shape[i] >= 1 && l->shape[i + 1] >= 1 &&
+                        l->shape[i] <= UINT64_MAX / 16 / l->shape[i + 1],
+                    "layout: tensor %zu of %llu x %llu", i / 2,
+                    (unsigned long long)l->shape[i], (unsigned long long)l->shape[i + 1]);
+    }
+    return COLL_OK;
+}
+
 coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen)
 {
     CHECK_FIELD((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__PS_LOAD,
@@ -73,7 +107,7 @@ coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, siz
     /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
     CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
                 (unsigned long long)s->count);
-    return COLL_OK;
+    return check_compression(s, err, errlen);
 }
 
 void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *sub)
@@ -92,6 +126,9 @@ void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *su
     sub->algo = rec->algo;
     sub->layout = rec->layout;
     sub->group = rec->group;
+    sub->compression = rec->compression;
+    sub->bucket = rec->bucket;
+    sub->warmup = rec->warmup;
 }
 
 static coll_status_t check_group_create(const Coll__Wire__GroupCreate *g, char *err,
@@ -142,6 +179,9 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
             st = coll_wire_check_submit(m->submit, err, errlen);
+            break;
+        case COLL__WIRE__CLIENT_MSG__BODY_LAYOUT:
+            st = check_layout(m->layout, err, errlen);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_ABORT:
             st = m->abort->status < 0 && m->abort->status > -2000 &&

@@ -27,6 +27,7 @@
 
 struct coll_peer_link;
 struct coll_transport_ops;
+struct coll_codec_job;
 
 /** Most local ranks of one job on one node (GPUs or trainer processes per node): with a
  * partial result they fill the 64 sources of one kernel call. */
@@ -127,6 +128,8 @@ typedef struct {
     coll_list_t ops;              /**< coll_op_t in flight */
     coll_list_t staging;          /**< free staging blocks (core/staging.h) */
     size_t staging_bytes;         /**< size of one block */
+    struct coll_codec_job *codec; /**< compression: layouts, residuals (engine/codec/); NULL
+                                       until first used */
 } coll_job_engine_t;
 
 /** A job on this node. The job layer (job/job.c) owns its life and the fields at the top;

@@ -134,10 +134,11 @@ void coll_stats_op_done(coll_stats_t *st, const coll_stats_op_t *op, double seco
 {
     coll_stats_cell_t *cell;
 
-    if (op->kind >= COLL_STATS_KINDS || op->dtype >= COLL_DTYPE_COUNT) {
+    if (op->kind >= COLL_STATS_KINDS || op->dtype >= COLL_DTYPE_COUNT ||
+        op->compression >= COLL_COMPRESS_COUNT) {
         return;
     }
-    cell = &st->ops[op->kind][op->dtype];
+    cell = &st->ops[op->kind][op->dtype][op->compression];
     if (status != COLL_OK) {
         cell->failed++;
         return;
@@ -152,6 +153,15 @@ void coll_stats_request_done(coll_stats_t *st, coll_status_t status)
 {
     if (status != COLL_OK) {
         st->request_errors[coll_stats_error_index(status)]++;
+    }
+}
+
+void coll_stats_compressed(coll_stats_t *st, unsigned method, uint64_t wire, uint64_t dense)
+{
+    if (method < COLL_COMPRESS_COUNT) {
+        st->compress[method].ops++;
+        st->compress[method].wire_bytes += wire;
+        st->compress[method].dense_bytes += dense;
     }
 }
 

@@ -48,12 +48,20 @@ typedef struct {
     double busbw;       /**< algbw times the collective's bus factor */
 } coll_stats_last_t;
 
+/** Allreduces between nodes run by one compression method (collective.h). */
+typedef struct {
+    uint64_t ops;
+    uint64_t wire_bytes;  /**< sent by this node */
+    uint64_t dense_bytes; /**< what the uncompressed ring would have sent */
+} coll_stats_compress_t;
+
 /** Everything counted since the daemon started. */
 typedef struct coll_stats {
     uint64_t start_ns;  /**< uv_hrtime() at start */
     double start_wall;  /**< Unix time at start, seconds */
     uint64_t busbw_min_bytes;
-    coll_stats_cell_t ops[COLL_STATS_KINDS][COLL_DTYPE_COUNT];
+    coll_stats_cell_t ops[COLL_STATS_KINDS][COLL_DTYPE_COUNT][COLL_COMPRESS_COUNT]; /**< by
+                             collective, datatype and the compression method that ran */
     coll_histogram_t duration[COLL_STATS_KINDS]; /**< start to completion */
     coll_histogram_t wait[COLL_STATS_KINDS];     /**< first local submission to start */
     uint64_t request_errors[COLL_STATS_ERRORS];  /**< requests completed with each error */
@@ -61,6 +69,7 @@ typedef struct coll_stats {
     uint64_t job_refusals[COLL_STATS_ERRORS];    /**< jobs this node refused, by error */
     uint64_t jobs_created;
     coll_stats_last_t last_large;
+    coll_stats_compress_t compress[COLL_COMPRESS_COUNT]; /**< by method run (NONE: dense) */
 } coll_stats_t;
 
 /** @brief Start counting: zero @p st and record the start time. */
@@ -102,6 +111,7 @@ typedef struct {
     unsigned dtype;     /**< coll_dtype_t */
     uint32_t world;     /**< ranks of the job */
     uint64_t bytes;     /**< nccl-tests' size (coll_stats_op_bytes()) */
+    unsigned compression; /**< coll_compress_method_t that ran (NONE: uncompressed) */
 } coll_stats_op_t;
 
 /** @brief Hook: every local rank submitted a @p kind operation, @p seconds after the first. */
@@ -114,6 +124,11 @@ void coll_stats_op_done(coll_stats_t *st, const coll_stats_op_t *op, double seco
 
 /** @brief Hook: a request completed with @p status (errors are counted). */
 void coll_stats_request_done(coll_stats_t *st, coll_status_t status);
+
+/** @brief Hook: an allreduce between nodes that ran @p method (COLL_COMPRESS_NONE when
+ *         uncompressed) completed, having sent @p wire bytes where the uncompressed ring sends
+ *         @p dense. */
+void coll_stats_compressed(coll_stats_t *st, unsigned method, uint64_t wire, uint64_t dense);
 
 /** @brief Hook: a job was created on this node. */
 void coll_stats_job_created(coll_stats_t *st);

@@ -18,6 +18,7 @@
 #include "engine/algo.h"
 #include "engine/algos/p2p.h"
 #include "engine/stage.h"
+#include "engine/codec/codec.h"
 #include "engine/submit.h"
 #include "net/clientlink.h"
 #include "net/transport.h"
@@ -274,7 +275,14 @@ static void op_start(coll_op_t *op)
     coll_stats_op_waited(&job->d->stats, op->desc.coll,
                          (double)(op->t_start_ns - op->t_submit_ns) / 1e9);
     map_buffers(op);
-    op->impl = coll_algo_impl(op->grp, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
+    op->impl = coll_codec_start(op);
+    if (op->done) {
+        return; /* it failed the job (a busy bucket, no memory for its residual) */
+    }
+    if (op->impl == NULL) {
+        op->impl =
+            coll_algo_impl(op->grp, (coll_kind_t)op->desc.coll, (coll_algo_t)op->desc.algo);
+    }
     if (coll_kind_is_ps(op->desc.coll) && !ps_start(op)) {
         return;
     }
@@ -285,6 +293,9 @@ static void op_start(coll_op_t *op)
         op->t_peers_ns = op->t_start_ns;
     } else {
         st = desc_exchange(op);
+    }
+    if (st == COLL_OK) {
+        st = coll_codec_policy_post(op);
     }
     if (st != COLL_OK) {
         coll_job_fail(job, st, 1, "%s: posting the descriptor failed",
@@ -302,7 +313,8 @@ static void count_done(const coll_op_t *op, coll_status_t status)
     uint64_t start = op->t_start_ns ? op->t_start_ns : op->t_submit_ns;
     coll_stats_op_t s = {op->desc.coll, op->desc.dtype, op->grp->size,
                          coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
-                                             op->grp->size)};
+                                             op->grp->size),
+                         (unsigned)(op->desc.run & 0xffu)}; /* its method (proto/cspec.h) */
 
     coll_stats_op_done(&op->job->d->stats, &s, (double)(coll_stats_now_ns() - start) / 1e9,
                        status);
@@ -321,7 +333,9 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     t.done_ns = uv_hrtime();
     t.nsteps = status == COLL_OK ? op->nsteps : 0;
     memcpy(t.steps, op->steps, t.nsteps * sizeof(t.steps[0]));
+    t.wire_bytes = t.dense_bytes = 0;
     op->done = 1;
+    coll_codec_op_done(op, status, &t);
     count_done(op, status);
     if (op->stage != NULL) {
         op->stage->done(op, status);
@@ -356,13 +370,19 @@ void coll_op_mark_reduced(coll_op_t *op)
     }
 }
 
+/* Complete once the algorithm is done and every agreement came in. */
+static void maybe_complete(coll_op_t *op)
+{
+    if (!op->done && op->algo_done && op->desc_ok && !coll_codec_policy_waiting(op)) {
+        coll_op_complete(op, op->algo_status, op->algo_error);
+    }
+}
+
 void coll_op_algo_done(coll_op_t *op)
 {
     coll_op_mark_reduced(op);
     op->algo_done = 1;
-    if (op->desc_ok) {
-        coll_op_complete(op, op->algo_status, op->algo_error);
-    }
+    maybe_complete(op);
 }
 
 void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
@@ -432,9 +452,38 @@ static void desc_check(coll_op_t *op)
     while (!op->done && (e = coll_list_pop(&op->parked)) != NULL) {
         op->impl->on_xfer(op, coll_container_of(e, coll_xfer_t, link));
     }
-    if (!op->done && op->algo_done) {
-        coll_op_complete(op, op->algo_status, op->algo_error);
+    maybe_complete(op);
+}
+
+void coll_op_xfer_failed(coll_op_t *op, coll_xfer_t *x)
+{
+    coll_job_t *job = op->job;
+    char nm[48];
+
+    coll_node_lost(&job->nodes[x->peer], "%s failed: %s", x->is_send ? "a send to it" :
+                   "a receive from it", ucs_status_string(x->status));
+    coll_job_fail(job, COLL_ERR_PEER, 1,
+                  "%s: %s node %u (%s, ranks from %u) failed: %s (is its daemon alive?)",
+                  name(&op->desc, nm, sizeof(nm)), x->is_send ? "send to" : "receive from",
+                  x->peer, job->nodes[x->peer].host, job->nodes[x->peer].ranks[0],
+                  ucs_status_string(x->status));
+}
+
+/* The descriptor exchange and the auto policy message: the engine's, whatever the algorithm. */
+static int agreement_xfer(coll_op_t *op, coll_xfer_t *x)
+{
+    if (x != &op->desc_recv && x != &op->desc_send && !coll_codec_is_policy_xfer(op, x)) {
+        return 0;
     }
+    if (x->status != UCS_OK) {
+        coll_op_xfer_failed(op, x);
+    } else if (x == &op->desc_recv) {
+        desc_check(op);
+    } else if (x != &op->desc_send) {
+        coll_codec_policy_xfer(op, x);
+        maybe_complete(op);
+    }
+    return 1;
 }
 
 static void dispatch(coll_op_t *op, coll_xfer_t *x)
@@ -447,6 +496,9 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
     if (x->status != UCS_OK && x->is_send && job->nodes[x->peer].left) {
         x->status = UCS_OK;
     }
+    if (agreement_xfer(op, x)) {
+        return;
+    }
     if (op->impl->flags & COLL_IMPL_OWN_ERRORS) {
         op->impl->on_xfer(op, x);
     } else if (!x->is_send && x->status == UCS_ERR_MESSAGE_TRUNCATED) {
@@ -455,17 +507,7 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
                       "%s: node %u sent more than the %zu bytes expected (ranks disagree on "
                       "the count)", name(&op->desc, nm, sizeof(nm)), x->peer, x->expect);
     } else if (x->status != UCS_OK) {
-        coll_node_lost(&job->nodes[x->peer], "%s failed: %s", x->is_send ? "a send to it" :
-                       "a receive from it", ucs_status_string(x->status));
-        coll_job_fail(job, COLL_ERR_PEER, 1,
-                      "%s: %s node %u (%s, ranks from %u) failed: %s (is its daemon alive?)",
-                      name(&op->desc, nm, sizeof(nm)), x->is_send ? "send to" : "receive from",
-                      x->peer, job->nodes[x->peer].host, job->nodes[x->peer].ranks[0],
-                      ucs_status_string(x->status));
-    } else if (x == &op->desc_recv) {
-        desc_check(op);
-    } else if (x == &op->desc_send) {
-        return;
+        coll_op_xfer_failed(op, x);
     } else if (x->kind == COLL_XFER_STAGE && (x->is_send || x->length == x->expect)) {
         op->stage->on_xfer(op, x);
     } else if (x->is_send) {
@@ -530,6 +572,9 @@ coll_status_t coll_op_post_job_node(coll_op_t *op, int send, uint32_t node, uint
 coll_status_t coll_op_send(coll_op_t *op, uint32_t node, uint64_t tag, const void *buf,
                            size_t len, coll_xfer_t *x)
 {
+    if (x->kind != COLL_TAG_DESC) {
+        op->sent_bytes += len;
+    }
     return coll_op_post_job_node(op, 1, op->grp->nodes[node], tag, (void *)buf, len, x);
 }
 
@@ -577,6 +622,7 @@ void coll_op_maybe_free(coll_op_t *op)
     if (op->impl != NULL && op->impl->cleanup != NULL) {
         op->impl->cleanup(op);
     }
+    coll_codec_op_free(op);
     if (op->stage != NULL) {
         op->stage->end(op);
     }

@@ -21,6 +21,7 @@
 
 struct coll_op;
 struct coll_xfer;
+struct coll_codec_op;
 
 /** The algorithm checks a descriptor carried in each of its own messages, and their lengths
  * (coll_op_check_msg()): its receives are used at once, not parked until the ring descriptor
@@ -94,6 +95,8 @@ typedef struct coll_op {
     int stage_barrier;         /**< every piece reduced before any is distributed (stage.h) */
     uint32_t nsteps;           /**< records in @c steps (coll_op_mark_step()) */
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
+    uint64_t sent_bytes;       /**< data this node sent for it (not descriptors) */
+    struct coll_codec_op *codec; /**< its compression (engine/codec/), NULL when none asked */
 } coll_op_t;
 
 /** @brief A new operation of group @p grp of @p job described by @p desc, linked into
@@ -168,6 +171,12 @@ void coll_op_maybe_free(coll_op_t *op);
  *         coll_op_recv(): point-to-point messages go between ranks, not group nodes. */
 coll_status_t coll_op_post_job_node(coll_op_t *op, int send, uint32_t node, uint64_t tag,
                                     void *buf, size_t len, coll_xfer_t *x);
+
+/**
+ * @brief A transfer of @p op failed (x->status): mark its node lost and fail the job, naming
+ *        the node, as the engine does for algorithms without COLL_IMPL_OWN_ERRORS.
+ */
+void coll_op_xfer_failed(coll_op_t *op, coll_xfer_t *x);
 
 /**
  * @brief Check a descriptor carried in an algorithm's own message against the operation's;

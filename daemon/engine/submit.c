@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/algo.h"
+#include "engine/codec/codec.h"
 #include "engine/combine.h"
 #include "engine/stage.h"
 
@@ -93,6 +94,11 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
     if (coll_kind_is_ps(sub->coll) && (st = ps_check(job, grp, s, sub, err, errlen)) != COLL_OK) {
         return st;
     }
+    if (sub->compression != 0 && grp->id != 0) {
+        snprintf(err, errlen, "rank %u: compression runs on the world communicator only, not on "
+                 "group %u", s->rank, grp->id);
+        return COLL_ERR_UNSUPPORTED;
+    }
     if (bad != NULL) {
         snprintf(err, errlen, "rank %u: %s %u is not %s rank of %s %u of job %s (%u ranks)",
                  s->rank, bad, bad[0] == 'r' ? sub->root : sub->peer,
@@ -149,4 +155,10 @@ void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
     d->epoch = job->epoch;
     d->layout = sub->layout;
     d->group = grp->id;
+    if (sub->compression != 0) {
+        d->compression = sub->compression;
+        d->bucket = sub->bucket;
+        d->warmup = sub->warmup;
+        d->shapes = coll_codec_shapes(job, sub->layout);
+    }
 }

@@ -13,6 +13,7 @@
 #include "base/assert.h"
 #include "base/log.h"
 #include "core/staging.h"
+#include "engine/codec/codec.h"
 #include "engine/op.h"
 #include "job/doorbell.h"
 #include "job/health.h"
@@ -276,6 +277,7 @@ static void job_release(coll_job_t *job)
     coll_op_free_all(job);
     coll_ps_job_free(job);
     coll_staging_release_all(job);
+    coll_codec_job_free(job);
     coll_pool_destroy(job->pool);
     if (job->doorbell_fd >= 0) {
         close(job->doorbell_fd);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "base/log.h"
+#include "engine/codec/codec.h"
 #include "engine/op.h"
 #include "job/groups.h"
 #include "job/job.h"
@@ -146,6 +147,13 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
                                   "submit before joining a job", "");
         } else {
             coll_op_submit(s->job, s, m->submit);
+        }
+        break;
+    case COLL__WIRE__CLIENT_MSG__BODY_LAYOUT:
+        if (s->job == NULL) {
+            coll_session_reject(s, "protocol error: layout before joining a job");
+        } else {
+            coll_codec_layout_register(s->job, s, m->layout);
         }
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_ABORT:

@@ -111,6 +111,8 @@ static int complete_in_ctl(coll_session_t *s, uint32_t req_id, const char *algo,
     slot->t.done_ns = t->done_ns;
     slot->t.nsteps = t->nsteps;
     memcpy(slot->t.steps, t->steps, t->nsteps * sizeof(t->steps[0]));
+    slot->t.wire_bytes = t->wire_bytes;
+    slot->t.dense_bytes = t->dense_bytes;
     atomic_store_explicit(&ctl->comp_head, head + 1, memory_order_release);
     coll_ctl_notify(ctl);
     return 1;
@@ -139,6 +141,8 @@ void coll_session_complete_op(coll_session_t *s, uint32_t req_id, coll_status_t 
     c.done_ns = t->done_ns;
     c.n_steps = t->nsteps;
     c.steps = (uint64_t *)t->steps;
+    c.wire_bytes = t->wire_bytes;
+    c.dense_bytes = t->dense_bytes;
     c.req_id = req_id;
     c.status = status;
     c.error = (char *)error;

@@ -12,6 +12,7 @@
 
 #include "base/loopwatch.h"
 #include "core/stats.h"
+#include "engine/codec/codec.h"
 #include "engine/op.h"
 #include "ops/report.h"
 #include "ops/service.h"
@@ -20,9 +21,6 @@
 #ifndef COLL_DAEMON_VERSION
 #define COLL_DAEMON_VERSION "unknown"
 #endif
-
-/* Compression of the operations counted: none yet (gradient compression is a later issue). */
-#define COMPRESSION "none"
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -105,18 +103,23 @@ static void op_counters(FILE *f, const coll_stats_t *st, const char *name, cell_
 
     for (unsigned k = 0; k < COLL_STATS_KINDS; k++) {
         for (unsigned t = 0; t < COLL_DTYPE_COUNT; t++) {
-            const coll_stats_cell_t *c = &st->ops[k][t];
-            uint64_t v = which == CELL_OK ? c->ok : which == CELL_FAILED ? c->failed : c->bytes;
-            if (c->ok == 0 && c->failed == 0) {
-                continue;
+            for (unsigned m = 0; m < COLL_COMPRESS_COUNT; m++) {
+                const coll_stats_cell_t *c = &st->ops[k][t][m];
+                uint64_t v = which == CELL_OK     ? c->ok
+                             : which == CELL_FAILED ? c->failed
+                                                    : c->bytes;
+                if (c->ok == 0 && c->failed == 0) {
+                    continue;
+                }
+                if (!header) {
+                    family(f, name, "counter", help);
+                    header = 1;
+                }
+                fprintf(f, "%s{collective=\"%s\",dtype=\"%s\",compression=\"%s\"} %llu\n",
+                        name, coll_stats_kind_name(k), coll_dtype_name((coll_dtype_t)t),
+                        coll_compress_method_name((coll_compress_method_t)m),
+                        (unsigned long long)v);
             }
-            if (!header) {
-                family(f, name, "counter", help);
-                header = 1;
-            }
-            fprintf(f, "%s{collective=\"%s\",dtype=\"%s\",compression=\"%s\"} %llu\n", name,
-                    coll_stats_kind_name(k), coll_dtype_name((coll_dtype_t)t), COMPRESSION,
-                    (unsigned long long)v);
         }
     }
 }
@@ -288,6 +291,105 @@ static void wire_and_service(FILE *f, coll_daemon_t *d)
     }
 }
 
+/* Bytes between nodes since start, by the method that ran: what was sent, and what the
+ * uncompressed ring would have sent. */
+static void wire_totals(FILE *f, const coll_stats_t *st)
+{
+    static const char *const names[] = {"collectived_wire_bytes_total",
+                                        "collectived_wire_dense_bytes_total"};
+    static const char *const helps[] = {
+        "Bytes this node sent to other nodes for allreduces, by compression method.",
+        "Bytes the uncompressed ring would have sent for the same allreduces."};
+
+    for (int i = 0; i < 2; i++) {
+        int header = 0;
+        for (unsigned m = 0; m < COLL_COMPRESS_COUNT; m++) {
+            const coll_stats_compress_t *c = &st->compress[m];
+            if (c->ops == 0) {
+                continue;
+            }
+            if (!header) {
+                family(f, names[i], "counter", helps[i]);
+                header = 1;
+            }
+            fprintf(f, "%s{method=\"%s\"} %llu\n", names[i],
+                    coll_compress_method_name((coll_compress_method_t)m),
+                    (unsigned long long)(i == 0 ? c->wire_bytes : c->dense_bytes));
+        }
+    }
+}
+
+/* Fallbacks by reason, non-finite gradients, residual memory, the link estimate, and what
+ * auto chose per bucket. */
+static void compression_gauges(FILE *f, coll_daemon_t *d);
+
+/* "name{job_id="...",label="value"} v" */
+static void job_labelled(FILE *f, const char *name, const char *job, const char *label,
+                         const char *value, double v)
+{
+    fprintf(f, "%s{job_id=\"", name);
+    label_value(f, job);
+    fprintf(f, "\",%s=\"%s\"} %.17g\n", label, value, v);
+}
+
+/* Per job and method: operations, bytes sent, the uncompressed ring's bytes. */
+static void compression_bytes(FILE *f, coll_daemon_t *d)
+{
+    static const char *const names[] = {"collectived_compression_operations_total",
+                                        "collectived_compression_wire_bytes_total",
+                                        "collectived_compression_dense_bytes_total"};
+    static const char *const helps[] = {
+        "Allreduces of the job between nodes, by the compression method that ran.",
+        "Bytes this node sent for them.", "Bytes the uncompressed ring would have sent."};
+    coll_codec_job_info_t ci;
+    coll_job_t *job, *tmp;
+
+    for (int i = 0; i < 3; i++) {
+        int header = 0;
+        coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+        {
+            for (unsigned m = 0; coll_codec_job_info(job, &ci) && m < COLL_COMPRESS_COUNT; m++) {
+                uint64_t v[3] = {ci.ops[m], ci.wire_bytes[m], ci.dense_bytes[m]};
+                if (ci.ops[m] == 0) {
+                    continue;
+                }
+                if (!header) {
+                    family(f, names[i], "counter", helps[i]);
+                    header = 1;
+                }
+                job_labelled(f, names[i], job->id, "method",
+                             coll_compress_method_name((coll_compress_method_t)m), (double)v[i]);
+            }
+        }
+    }
+}
+
+/* Per job: resets, fallbacks, non-finite gradients, the residuals' memory, the link. */
+static void compression_state(FILE *f, coll_daemon_t *d)
+{
+    coll_codec_job_info_t ci;
+    coll_job_t *job, *tmp;
+    int header = 0;
+
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        if (!coll_codec_job_info(job, &ci)) {
+            continue;
+        }
+        if (!header) {
+            family(f, "collectived_compression_resets_total", "counter",
+                   "Residuals reset: the bucket changed (count, dtype, layout, spec) or the "
+                   "method that runs did.");
+            header = 1;
+        }
+        job_labelled(f, "collectived_compression_resets_total", job->id, "reason", "bucket",
+                     (double)ci.resets);
+        job_labelled(f, "collectived_compression_resets_total", job->id, "reason", "method",
+                     (double)ci.method_resets);
+    }
+    compression_gauges(f, d);
+}
+
 char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
 {
     const coll_stats_t *st = &d->stats;
@@ -323,10 +425,96 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
     wire_and_service(f, d);
     peers(f, d);
     coll_metrics_process(f);
+    wire_totals(f, st);
+    compression_bytes(f, d);
+    compression_state(f, d);
     if (fclose(f) != 0) {
         free(text);
         return NULL;
     }
     *len_p = len;
     return text;
+}
+
+static void fallbacks(FILE *f, coll_daemon_t *d)
+{
+    coll_codec_job_info_t ci;
+    coll_job_t *job, *tmp;
+    int header = 0;
+
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        for (unsigned r = 0; coll_codec_job_info(job, &ci) && r < COLL_CODEC_FALLBACK_REASONS;
+             r++) {
+            if (!header) {
+                family(f, "collectived_compression_fallbacks_total", "counter",
+                       "Operations that asked for compression and ran uncompressed, by reason.");
+                header = 1;
+            }
+            job_labelled(f, "collectived_compression_fallbacks_total", job->id, "reason",
+                         coll_codec_fallback_name(r), (double)ci.fallbacks[r]);
+        }
+    }
+}
+
+/* auto: 1 for the method each bucket's next operation runs. */
+static void auto_choices(FILE *f, coll_daemon_t *d)
+{
+    coll_codec_bucket_info_t b;
+    coll_job_t *job, *tmp;
+    int header = 0;
+
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        for (size_t i = 0; coll_codec_bucket_info(job, i, &b); i++) {
+            if (strncmp(b.asked, "auto", 4) != 0) {
+                continue;
+            }
+            if (!header) {
+                family(f, "collectived_compression_auto_choice", "gauge",
+                       "1 for what auto chose for the bucket's next operation.");
+                header = 1;
+            }
+            fprintf(f, "collectived_compression_auto_choice{job_id=\"");
+            label_value(f, job->id);
+            fprintf(f, "\",bucket=\"%u\",method=\"", b.bucket);
+            label_value(f, b.next);
+            fprintf(f, "\"} 1\n");
+        }
+    }
+}
+
+static void compression_gauges(FILE *f, coll_daemon_t *d)
+{
+    static const char *const names[] = {"collectived_compression_nonfinite_total",
+                                        "collectived_compression_residual_bytes",
+                                        "collectived_compression_link_bytes_per_second"};
+    static const char *const types[] = {"counter", "gauge", "gauge"};
+    static const char *const helps[] = {
+        "Compressed operations failed by a NaN or infinity in a gradient.",
+        "Pool bytes of the job's compression state (residuals, Q, wire buffers).",
+        "The link speed auto estimates from this node's transfers (0: none yet)."};
+    coll_codec_job_info_t ci;
+    coll_job_t *job, *tmp;
+
+    fallbacks(f, d);
+    for (int i = 0; i < 3; i++) {
+        int header = 0;
+        coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+        {
+            double v[3];
+            if (!coll_codec_job_info(job, &ci)) {
+                continue;
+            }
+            v[0] = (double)ci.nonfinite;
+            v[1] = (double)ci.residual_bytes;
+            v[2] = ci.link_bytes_per_s;
+            if (!header) {
+                family(f, names[i], types[i], helps[i]);
+                header = 1;
+            }
+            job_sample(f, names[i], job->id, v[i]);
+        }
+    }
+    auto_choices(f, d);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/stats.h"
+#include "engine/codec/codec.h"
 #include "engine/op.h"
 #include "net/control.h"
 #include "ops/report.h"
@@ -214,6 +215,64 @@ static json_t *pool_json(const coll_job_t *job)
                      job->pool != NULL && coll_pool_on_demand(job->pool));
 }
 
+/* Bytes sent by method: what ran, how often, and its ratio to the uncompressed ring. */
+static json_t *compression_bytes(const coll_codec_job_info_t *ci)
+{
+    json_t *o = json_object();
+
+    for (unsigned m = 0; m < COLL_COMPRESS_COUNT; m++) {
+        if (ci->ops[m] > 0) {
+            double ratio = ci->wire_bytes[m] > 0 ? (double)ci->dense_bytes[m] / ci->wire_bytes[m]
+                                                 : 0.0;
+            json_object_set_new(o, coll_compress_method_name((coll_compress_method_t)m),
+                                json_pack("{s:I, s:I, s:I, s:f}", "operations",
+                                          (json_int_t)ci->ops[m], "wire_bytes",
+                                          (json_int_t)ci->wire_bytes[m], "dense_bytes",
+                                          (json_int_t)ci->dense_bytes[m], "ratio", ratio));
+        }
+    }
+    return o;
+}
+
+static json_t *compression_buckets(const coll_job_t *job)
+{
+    json_t *a = json_array();
+    coll_codec_bucket_info_t b;
+
+    for (size_t i = 0; coll_codec_bucket_info(job, i, &b); i++) {
+        json_array_append_new(a, json_pack("{s:I, s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I}",
+                                           "bucket", (json_int_t)b.bucket, "count",
+                                           (json_int_t)b.count, "asked", b.asked, "last", b.last,
+                                           "next", b.next, "auto_estimate", b.why, "operations",
+                                           (json_int_t)b.ops, "resets", (json_int_t)b.resets,
+                                           "residual_bytes", (json_int_t)b.pool_bytes));
+    }
+    return a;
+}
+
+/* The job's compression on this node (absent before its first allreduce between nodes). */
+static void add_compression(json_t *o, const coll_job_t *job)
+{
+    coll_codec_job_info_t ci;
+    json_t *fb = json_object(), *c;
+
+    if (!coll_codec_job_info(job, &ci)) {
+        json_decref(fb);
+        return;
+    }
+    for (unsigned r = 0; r < COLL_CODEC_FALLBACK_REASONS; r++) {
+        json_object_set_new(fb, coll_codec_fallback_name(r),
+                            json_integer((json_int_t)ci.fallbacks[r]));
+    }
+    c = json_pack("{s:o, s:I, s:I, s:o, s:I, s:f, s:I, s:I, s:o}", "by_method",
+                  compression_bytes(&ci), "resets", (json_int_t)ci.resets, "method_resets",
+                  (json_int_t)ci.method_resets, "fallbacks", fb, "nonfinite",
+                  (json_int_t)ci.nonfinite, "link_bytes_per_s", ci.link_bytes_per_s,
+                  "residual_bytes", (json_int_t)ci.residual_bytes, "layouts",
+                  (json_int_t)ci.layouts, "buckets", compression_buckets(job));
+    json_object_set_new(o, "compression", c);
+}
+
 /* "epoch" tells incarnations of a job id apart (0 before the rendezvous completed);
  * "timeout_ms" is the job's effective timeout (0 before it is known). */
 /* The job's parameter service on this node (ps/service.h), or null. */
@@ -255,6 +314,7 @@ static json_t *job_json(const coll_job_t *job, uint64_t now)
     json_object_set_new(o, "pool", pool_json(job));
     json_object_set_new(o, "wire_bytes_sent", json_integer((json_int_t)job->net.bytes_sent));
     json_object_set_new(o, "parameter_service", ps_json(job));
+    add_compression(o, job);
     return o;
 }
 

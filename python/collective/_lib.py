@@ -47,6 +47,7 @@ PARAM_TOKEN = 1 << 7
 OP_PARAM_KEY = 1 << 0
 OP_PARAM_ALGO = 1 << 1
 OP_PARAM_LAYOUT = 1 << 2
+OP_PARAM_COMPRESSION = 1 << 3
 
 
 class CommParams(ctypes.Structure):
@@ -67,6 +68,19 @@ class CommParams(ctypes.Structure):
     ]
 
 
+class Compression(ctypes.Structure):
+    """coll_compression_t."""
+
+    _fields_ = [
+        ("method", ctypes.c_int),
+        ("ratio", ctypes.c_double),
+        ("rank", ctypes.c_uint),
+        ("flags", ctypes.c_uint),
+        ("warmup", ctypes.c_uint),
+        ("bucket", ctypes.c_uint32),
+    ]
+
+
 class OpParams(ctypes.Structure):
     """coll_op_params_t."""
 
@@ -75,6 +89,7 @@ class OpParams(ctypes.Structure):
         ("key", ctypes.c_uint64),
         ("algo", ctypes.c_int),
         ("layout", ctypes.c_uint64),
+        ("compression", Compression),
     ]
 
 
@@ -211,6 +226,12 @@ _PROTOTYPES = {
     "coll_req_wait": (_status, [_req, ctypes.c_int]),
     "coll_req_algo": (ctypes.c_char_p, [_req]),
     "coll_req_timing": (_status, [_req, ctypes.POINTER(ReqTiming)]),
+    "coll_req_wire_bytes": (_status, [_req, ctypes.POINTER(ctypes.c_uint64),
+                                      ctypes.POINTER(ctypes.c_uint64)]),
+    "coll_compression_parse": (_status, [ctypes.c_char_p, ctypes.POINTER(Compression)]),
+    "coll_comm_set_compression": (_status, [_comm, ctypes.POINTER(Compression)]),
+    "coll_layout_register": (_status, [_comm, ctypes.c_uint64, _size,
+                                       ctypes.POINTER(ctypes.c_uint64)]),
     "coll_req_free": (None, [_req]),
     "coll_timeline_span": (_status, [_comm, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
                                      ctypes.c_uint64]),

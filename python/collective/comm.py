@@ -11,6 +11,17 @@ from .progress import Future, Progress
 from .timeline import Span, Timeline
 from .types import address, buffer_info, is_tensor, parse_algo, parse_op
 
+def parse_compression(lib, spec):
+    """The coll_compression_t of the text @spec (coll_compression_parse()); ValueError when
+    malformed."""
+    c = _lib.Compression()
+    if not isinstance(spec, str) or lib.coll_compression_parse(spec.encode(),
+                                                                ctypes.byref(c)) != 0:
+        raise ValueError("compression %r: use none, fp16, bf16, topk:RATIO, onebit, "
+                         "powersgd:RANK or auto, optionally with ,noef and ,warmup=N" % (spec,))
+    return c
+
+
 def _params(socket, job, rank, world_size, local_rank, local_size, root, timeout, pool_size,
             job_token):
     """A coll_comm_params_t with the fields that were given; the rest come from COLL_*."""
@@ -117,6 +128,8 @@ class Communicator:
         self.local_size = lib.coll_comm_local_size(ptr)
         self.node_count = lib.coll_comm_node_count(ptr)
         self.op_timeout = op_timeout
+        # The default compression spec (COLL_COMPRESSION, which coll_comm_create() checked).
+        self.compression = os.environ.get("COLL_COMPRESSION") or "none"
         self._progress = Progress(self._native, "collective-progress-r%d" % self.rank)
         self._timeline = Timeline(self._native)
         # Runs on close(), when the communicator is collected, or at exit.
@@ -236,9 +249,30 @@ class Communicator:
         allocation of this communicator."""
         self._native.free(address(x))
 
+    # ---- compression ----------------------------------------------------------------------
+    def set_compression(self, spec):
+        """Make @spec (``"none"``, ``"fp16"``, ``"bf16"``, ``"topk:0.01"``, ``"onebit"``,
+        ``"powersgd:2"``, ``"auto"``, optionally with ``",noef"`` and ``",warmup=N"``; the
+        syntax of COLL_COMPRESSION) the default of every later operation that names none.
+        Every rank must use the same. Raises ValueError for a malformed spec."""
+        c = parse_compression(self._lib, spec)
+        self._native.call(self._lib.coll_comm_set_compression, "coll_comm_set_compression",
+                          ctypes.byref(c))
+        self.compression = spec
+
+    def register_layout(self, layout, shapes):
+        """Tell the daemon the tensors the nonzero fingerprint @layout stands for: @shapes, a
+        sequence of (rows, cols), each tensor a matrix of the bucket in order (a tensor of shape
+        (d0, d1, ...) is d0 x d1*...; a vector of n is (n, 1)). PowerSGD needs them
+        (coll_layout_register()). Blocks for a round trip to the daemon."""
+        flat = [int(v) for rc in shapes for v in rc]
+        arr = (ctypes.c_uint64 * len(flat))(*flat)
+        self._native.call(self._lib.coll_layout_register, "coll_layout_register", layout,
+                          len(flat) // 2, arr)
+
     # ---- operations -----------------------------------------------------------------------
-    def _op_params(self, key, algo, layout=None):
-        if key is None and algo is None and layout is None:
+    def _op_params(self, key, algo, layout=None, compression=None, bucket=0):
+        if key is None and algo is None and layout is None and compression is None:
             return None
         p = _lib.OpParams()
         if key is not None:
@@ -254,13 +288,20 @@ class Communicator:
                 raise ValueError("layout %r is not in (0, 2**64)" % (layout,))
             p.field_mask |= _lib.OP_PARAM_LAYOUT
             p.layout = layout
+        if compression is not None:
+            if not 0 <= bucket < (1 << 32):
+                raise ValueError("bucket %r is not in [0, 2**32)" % (bucket,))
+            p.field_mask |= _lib.OP_PARAM_COMPRESSION
+            p.compression = parse_compression(self._lib, compression)
+            p.compression.bucket = bucket
         return ctypes.byref(p)
 
-    def _submit(self, name, fn, args, result, keep, key, algo, timeout, layout=None):
+    def _submit(self, name, fn, args, result, keep, key, algo, timeout, layout=None,
+                compression=None, bucket=0):
         """Call the C function @fn(comm, *args, params, &req) and return the future."""
         req = ctypes.c_void_p()
         future = Future(name)
-        params = self._op_params(key, algo, layout)
+        params = self._op_params(key, algo, layout, compression, bucket)
         st = self._native.call(fn, name, *args, params, ctypes.byref(req))
         if st == _lib.COLL_OK:  # done at once
             future.set_result(result)
@@ -270,17 +311,20 @@ class Communicator:
         return future
 
     def allreduce(self, x, out=None, op="sum", *, dtype=None, key=None, algo=None,
-                  timeout=None, layout=None):
+                  timeout=None, layout=None, compression=None, bucket=0):
         """Every rank's @out receives the element-wise reduction @op (``"sum"``, ``"avg"``,
         ``"prod"``, ``"min"``, ``"max"``) over all ranks' @x. In place when @out is None.
         @x, @out: pool arrays of the same number of elements and dtype. @layout: a nonzero
         64-bit fingerprint of the tensors @x is made of, compared across ranks like the count
-        (coll_op_params_t.layout). Returns a Future of @out (x when in place)."""
+        (coll_op_params_t.layout). @compression: a spec as :meth:`set_compression` takes, for
+        this operation (None: the communicator's default); @bucket: the residual it uses
+        (coll_compression_t.bucket). Returns a Future of @out (x when in place), whose
+        ``wire_bytes`` and ``dense_bytes`` say what the node sent."""
         out = x if out is None else out
         s, r = self._pair(x, out, dtype, 1)
         return self._submit("allreduce", self._lib.coll_allreduce_async,
                             (s.addr, r.addr, s.count, s.dtype, parse_op(op)), out, (x, out),
-                            key, algo, timeout, layout)
+                            key, algo, timeout, layout, compression, bucket)
 
     def reduce_scatter(self, x, out=None, op="sum", *, dtype=None, key=None, algo=None,
                        timeout=None):

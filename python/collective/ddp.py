@@ -43,23 +43,36 @@ class AllreduceState:
         timeout (float | None): seconds a bucket's allreduce may take before the hook's future
             fails with COLL_ERR_TIMEDOUT (so a hung job raises in DDP instead of hanging);
             None waits forever.
+        compression (str | callable | None): how buckets travel between nodes: a spec as
+            :meth:`collective.Communicator.set_compression` takes (``"topk:0.01"``,
+            ``"powersgd:2"``, ``"auto"``, ...), a callable that returns one for a
+            ``dist.GradBucket`` (a per-bucket choice; every rank must choose alike), or None
+            for the communicator's default (COLL_COMPRESSION). Bucket i keeps its residual in
+            the daemons under bucket id i; with PowerSGD or auto the hook registers each
+            bucket's tensor shapes once per layout.
 
     Pool buffers are cached by bucket index and reused every iteration; a bucket whose size or
     dtype changes (DDP rebuilds its buckets after the first iteration) gets a new one and the
     old one is freed. Statistics: ``iterations`` (backward passes whose last bucket was
     submitted), ``buckets`` (buckets in the latest one), ``calls`` (buckets reduced), ``bytes``
     (their total size), ``algos`` (a Counter of the algorithms that ran them), ``comm_ns``
-    (summed submit-to-completion time of the buckets, in nanoseconds).
+    (summed submit-to-completion time of the buckets, in nanoseconds), ``wire_bytes`` and
+    ``dense_bytes`` (what this node sent to other nodes, and what the uncompressed ring
+    would have: their quotient is the compression ratio).
 
     Thread-safety: the hook runs on DDP's autograd thread, completions on the communicator's
     progress thread; the statistics are updated under a lock.
     """
 
-    def __init__(self, comm, timeout=300.0):
+    def __init__(self, comm, timeout=300.0, compression=None):
         self.comm = comm
         self.timeout = timeout
+        self.compression = compression
         self.calls = 0
         self.bytes = 0
+        self.wire_bytes = 0
+        self.dense_bytes = 0
+        self._layouts = set()
         self.comm_ns = 0
         self.algos = collections.Counter()
         self.iterations = 0
@@ -93,10 +106,25 @@ class AllreduceState:
             self.buckets = index + 1
         return key
 
+    def compression_of(self, bucket):
+        """The spec of @bucket (the communicator's default when none is given: explicit, so
+        that the bucket keeps its own residual); registers its shapes with
+        the daemon the first time PowerSGD or auto may need them."""
+        spec = self.compression(bucket) if callable(self.compression) else self.compression
+        spec = spec if spec is not None else self.comm.compression
+        layout = bucket_layout(bucket)
+        if spec.split(",")[0].split(":")[0] in ("powersgd", "auto") \
+                and layout not in self._layouts:
+            self.comm.register_layout(layout, bucket_shapes(bucket))
+            self._layouts.add(layout)
+        return spec
+
     def _record(self, future, nbytes):
         with self._lock:
             self.calls += 1
             self.bytes += nbytes
+            self.wire_bytes += future.wire_bytes
+            self.dense_bytes += future.dense_bytes
             self.algos[future.algo] += 1
             if future.timing is not None:
                 self.comm_ns += future.timing.complete_ns - future.timing.submit_ns
@@ -110,6 +138,18 @@ def bucket_layout(bucket):
     for p in bucket.parameters():
         h.update(("%s %s;" % (tuple(p.shape), p.dtype)).encode())
     return int.from_bytes(h.digest(), "little") or 1
+
+
+def bucket_shapes(bucket):
+    """The (rows, cols) of every parameter of @bucket as PowerSGD sees it: (d0, d1*...) for a
+    tensor (d0, d1, ...), (n, 1) for a vector, (1, 1) for a scalar; empty tensors left out."""
+    shapes = []
+    for p in bucket.parameters():
+        n = p.numel()
+        if n > 0:
+            rows = p.shape[0] if p.dim() > 0 else 1
+            shapes.append((rows, n // rows))
+    return shapes
 
 
 def allreduce_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -127,7 +167,8 @@ def allreduce_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch
     pool = state.pool_buffer(bucket.index(), grads)
     pool.copy_(grads)
     fut = state.comm.allreduce(pool, op="avg", key=state.next_key(bucket),
-                               timeout=state.timeout, layout=bucket_layout(bucket))
+                               timeout=state.timeout, layout=bucket_layout(bucket),
+                               compression=state.compression_of(bucket), bucket=bucket.index())
 
     def copy_back(result):
         grads.copy_(result)
@@ -137,10 +178,10 @@ def allreduce_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch
     return fut.as_torch_future(copy_back)
 
 
-def register(ddp_model, comm, timeout=300.0):
+def register(ddp_model, comm, timeout=300.0, compression=None):
     """Register :func:`allreduce_hook` on @ddp_model with a new :class:`AllreduceState` of
-    @comm, and return the state."""
-    state = AllreduceState(comm, timeout)
+    @comm (and @compression, as there), and return the state."""
+    state = AllreduceState(comm, timeout, compression)
     ddp_model.register_comm_hook(state, allreduce_hook)
     return state
 

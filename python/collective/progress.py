@@ -45,6 +45,8 @@ class Future(concurrent.futures.Future):
         algo (str): the algorithm that ran it (``"ring"``, ``"rd"``, ``"local"``, ...); may
             be "" on failure.
         timing (Timing | None): its phase times; None on failure.
+        wire_bytes (int): bytes its node sent to other nodes for it; dense_bytes (int): what
+            the uncompressed ring would have sent (coll_req_wire_bytes()); 0 on one node.
     """
 
     def __init__(self, operation):
@@ -53,6 +55,8 @@ class Future(concurrent.futures.Future):
         self.operation = operation
         self.algo = ""
         self.timing = None
+        self.wire_bytes = 0
+        self.dense_bytes = 0
 
     def as_torch_future(self, transform=None):
         """A :class:`torch.futures.Future` completed with this future's result (passed through
@@ -185,6 +189,10 @@ class Progress:
         if st == _lib.COLL_OK and self._lib.coll_req_timing(p.req, ctypes.byref(timing)) == 0:
             p.future.timing = Timing(*(getattr(timing, f) for f in Timing._fields))
         p.future.algo = (self._lib.coll_req_algo(p.req) or b"").decode()
+        sent, dense = ctypes.c_uint64(), ctypes.c_uint64()
+        if st == _lib.COLL_OK and self._lib.coll_req_wire_bytes(p.req, ctypes.byref(sent),
+                                                                ctypes.byref(dense)) == 0:
+            p.future.wire_bytes, p.future.dense_bytes = sent.value, dense.value
         self._lib.coll_req_free(p.req)
         if st == _lib.COLL_OK:
             return True, p.result

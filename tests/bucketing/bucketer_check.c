@@ -108,7 +108,8 @@ static coll_status_t make_bucketer(coll_comm_t *comm, const model_t *m, size_t f
 {
     coll_bucketer_params_t p = {COLL_BUCKETER_PARAM_CAP | COLL_BUCKETER_PARAM_FIRST_CAP |
                                     COLL_BUCKETER_PARAM_REBUILD | COLL_BUCKETER_PARAM_NAME,
-                                cap, first_cap, COLL_AVG, rebuild, 0, COLL_ALGO_AUTO, "check"};
+                                cap, first_cap, COLL_AVG, rebuild, 0, COLL_ALGO_AUTO, "check",
+                                {COLL_COMPRESS_NONE, 0.0, 0, 0, 0, 0}};
     coll_status_t st = coll_bucketer_create(comm, first_cap ? &p : NULL, b);
     char name[32];
 

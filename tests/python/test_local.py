@@ -96,6 +96,7 @@ class Declarations(unittest.TestCase):
         for cls, name in ((_lib.CommParams, "coll_comm_params_t"),
                           (_lib.OpParams, "coll_op_params_t"),
                           (_lib.ReqTiming, "coll_req_timing_t"),
+                          (_lib.Compression, "coll_compression_t"),
                           (_lib.PsOptim, "coll_ps_optim_t"),
                           (_lib.PsSchedule, "coll_ps_schedule_t"),
                           (_lib.PsLayer, "coll_ps_layer_t"),

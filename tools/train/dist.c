@@ -102,11 +102,13 @@ int dist_allreduce(dist_t *dist, float *buf, size_t n, coll_redop_t op)
 {
     coll_request_t *req = NULL;
     coll_status_t st;
+    /* The loss and the accuracy counts: exact, whatever COLL_COMPRESSION says. */
+    coll_op_params_t exact = {.field_mask = COLL_OP_PARAM_COMPRESSION};
 
     if (dist->comm == NULL) {
         return 0;
     }
-    st = coll_allreduce_async(dist->comm, buf, buf, n, COLL_FLOAT32, op, NULL, &req);
+    st = coll_allreduce_async(dist->comm, buf, buf, n, COLL_FLOAT32, op, &exact, &req);
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(req, dist->timeout_ms);
         coll_req_free(req);
@@ -167,6 +169,10 @@ static coll_bucketer_params_t dist_bucketer_params(const dist_grads_opts_t *o)
         p.first_bucket_cap_bytes = o->first_cap_bytes;
         p.field_mask |= COLL_BUCKETER_PARAM_FIRST_CAP;
     }
+    if (o->has_compression) {
+        p.compression = o->compression;
+        p.field_mask |= COLL_BUCKETER_PARAM_COMPRESSION;
+    }
     return p;
 }
 
@@ -181,6 +187,10 @@ static int dist_grads_register(dist_grads_t *g)
         snprintf(name, sizeof(name), "fc%d.weight", l);
         st = coll_bucketer_add_param(g->bkt, (size_t)layer->out * (size_t)layer->in,
                                      COLL_FLOAT32, name, NULL);
+        if (st == COLL_OK) { /* the matrix PowerSGD compresses */
+            st = coll_bucketer_param_shape(g->bkt, 2 * (size_t)l, (uint64_t)layer->out,
+                                           (uint64_t)layer->in);
+        }
         snprintf(name, sizeof(name), "fc%d.bias", l);
         if (st == COLL_OK) {
             st = coll_bucketer_add_param(g->bkt, (size_t)layer->out, COLL_FLOAT32, name, NULL);
@@ -291,6 +301,8 @@ int dist_grads_wait(dist_grads_t *g, dist_step_stats_t *out)
     out->exposed_s = (double)bs.exposed_ns * 1e-9;
     out->overlap = bs.overlap_efficiency;
     out->buckets = bs.num_buckets;
+    out->wire_bytes = bs.wire_bytes;
+    out->dense_bytes = bs.dense_bytes;
     /* The first step's rebuild may have moved the views. */
     return dist_grads_bind(g);
 }

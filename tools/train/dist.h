@@ -87,6 +87,8 @@ typedef struct dist_grads_opts {
     size_t first_cap_bytes; /**< DIST_COMM_BUCKET: first bucket's; 0 = the library's (1 MiB) */
     unsigned key_space;     /**< distinct per dist_grads_t of one job used together */
     const char *name;       /**< bucketer name in timelines, e.g. "grads" */
+    int has_compression;    /**< --compression given: @c compression, else COLL_COMPRESSION */
+    coll_compression_t compression;
 } dist_grads_opts_t;
 
 /** The gradients of one mlp_t and their exchange. */
@@ -104,6 +106,8 @@ typedef struct dist_step_stats {
     double exposed_s;   /**< time waited after backward */
     double overlap;     /**< 1 - exposed / comm, in [0, 1] */
     size_t buckets;
+    uint64_t wire_bytes;  /**< bytes this node sent for the gradients (coll_req_wire_bytes()) */
+    uint64_t dense_bytes; /**< what the uncompressed ring would have sent */
 } dist_step_stats_t;
 
 /**

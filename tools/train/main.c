@@ -51,6 +51,8 @@ typedef struct epoch_stats {
     double comm_s;      /* union over buckets of [submit, done] */
     double exposed_s;   /* waited after backward */
     double overlap_sum; /* sum of 1 - exposed / comm */
+    uint64_t wire_bytes;  /* this node sent for the gradients, every step */
+    uint64_t dense_bytes; /* what the uncompressed ring would have sent */
 } epoch_stats_t;
 
 static int steps_exhausted(const trainer_t *t)
@@ -67,6 +69,8 @@ static void account_step(trainer_t *t, epoch_stats_t *es, const uint64_t ts[6],
 
     es->step_s += step_s;
     es->steps++;
+    es->wire_bytes += ds->wire_bytes;
+    es->dense_bytes += ds->dense_bytes;
     if (t->steps_done > 0) {
         es->measured++;
         es->mstep_s += step_s;
@@ -173,6 +177,12 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
            "exposed_ms=%.2f overlap=%.3f", epoch, t->opts.epochs, loss, samples / step_s,
            1e3 * es->mstep_s / m, 1e3 * es->compute_s / m, 1e3 * es->comm_s / m,
            1e3 * es->exposed_s / m, es->overlap_sum / m);
+    if (es->wire_bytes > 0) {
+        printf(" wire_mb_per_step=%.4f dense_mb_per_step=%.4f compression_ratio=%.1f",
+               (double)es->wire_bytes / 1e6 / (double)es->steps,
+               (double)es->dense_bytes / 1e6 / (double)es->steps,
+               (double)es->dense_bytes / (double)es->wire_bytes);
+    }
     if (accuracy >= 0.0) {
         printf(" test_accuracy=%.4f", accuracy);
     }
@@ -258,7 +268,8 @@ static int trainer_build_model(trainer_t *t)
     int n_layers = t->opts.n_hidden + 1;
     size_t dim = mnist_image_size(&t->train);
     dist_grads_opts_t go = {t->opts.comm, t->opts.bucket_cap_bytes,
-                            t->opts.first_bucket_cap_bytes, 0, "grads"};
+                            t->opts.first_bucket_cap_bytes, 0, "grads", t->opts.has_compression,
+                            t->opts.compression};
 
     sizes[0] = (int)dim;
     memcpy(sizes + 1, t->opts.hidden, (size_t)t->opts.n_hidden * sizeof(int));

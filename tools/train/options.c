@@ -31,6 +31,7 @@ enum {
     OPT_DP,
     OPT_MICRO,
     OPT_ORDER,
+    OPT_COMPRESSION,
 };
 
 static const struct option train_long_opts[] = {
@@ -56,6 +57,7 @@ static const struct option train_long_opts[] = {
     {"dp", required_argument, NULL, OPT_DP},
     {"micro-batches", required_argument, NULL, OPT_MICRO},
     {"order", required_argument, NULL, OPT_ORDER},
+    {"compression", required_argument, NULL, OPT_COMPRESSION},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -98,6 +100,11 @@ void train_usage(FILE *out)
         "                      else 25)\n"
         "  --first-bucket-cap-mb M  cap of the first bucket (default: COLL_FIRST_BUCKET_CAP_MB,\n"
         "                      else 1)\n"
+        "  --compression SPEC  how gradient buckets travel between nodes (default:\n"
+        "                      COLL_COMPRESSION, else none): none, fp16, bf16, topk:RATIO,\n"
+        "                      onebit, powersgd:RANK or auto, with ,noef (no error feedback)\n"
+        "                      and ,warmup=N (N uncompressed steps first); the epoch lines\n"
+        "                      then show the bytes sent and the compression ratio\n"
         "  --report-steps      rank 0 prints one line per step (see output)\n"
         "  --timeout S         bound in seconds of every wait on a collective (default 300)\n"
         "  --dump-weights FILE after training, rank 0 writes all parameters to FILE as raw\n"
@@ -275,6 +282,17 @@ static int parse_cap(const char *opt, const char *s, size_t *out)
     return 0;
 }
 
+static int parse_compression(const char *s, train_opts_t *opts)
+{
+    if (coll_compression_parse(s, &opts->compression) != COLL_OK) {
+        fprintf(stderr, "coll-train: --compression: '%s' is not none, fp16, bf16, topk:RATIO, "
+                "onebit, powersgd:RANK or auto (optionally with ,noef and ,warmup=N)\n", s);
+        return -1;
+    }
+    opts->has_compression = 1;
+    return 0;
+}
+
 static int parse_timeout(const char *s, train_opts_t *opts)
 {
     long v;
@@ -313,6 +331,7 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     case OPT_DP: return parse_int("dp", arg, 1, &opts->dp);
     case OPT_MICRO: return parse_int("micro-batches", arg, 1, &opts->micro_batches);
     case OPT_ORDER: opts->order = arg; return 0;
+    case OPT_COMPRESSION: return parse_compression(arg, opts);
     case 'h': train_usage(stdout); return 1;
     default: fprintf(stderr, "coll-train: try --help\n"); return -1;
     }

@@ -37,6 +37,8 @@ typedef struct train_opts {
     int tp, pp, dp;               /**< 3D-parallel layout (train3d.h); 0 when not given */
     int micro_batches;            /**< micro-batches per replica and step; 0 when not given */
     const char *order;            /**< rank order of the layout, e.g. "tp-dp-pp" */
+    int has_compression;          /**< --compression was given */
+    coll_compression_t compression; /**< --compression (collective.h) */
 } train_opts_t;
 
 /** @brief Print the help text to @p out. */

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "core/staging.h"
+#include "engine/codec/codec.h"
 #include "net/clientlink.h"
 #include "net/transport.h"
 
@@ -181,6 +182,17 @@ void coll_session_complete_op(coll_session_t *s, uint32_t req_id, coll_status_t 
                        .status = status};
     snprintf(d->error, sizeof(d->error), "%s", error);
     snprintf(d->algo, sizeof(d->algo), "%s", algo);
+    d->wire_bytes = t->wire_bytes;
+    d->dense_bytes = t->dense_bytes;
+}
+
+/* The only other message the engine sends a client: the answer to a layout. */
+coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg)
+{
+    (void)s;
+    assert_int_equal(msg->body_case, COLL__WIRE__DAEMON_MSG__BODY_LAYOUT);
+    world->layout_status = msg->layout->status;
+    return COLL_OK;
 }
 
 void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t status,
@@ -268,6 +280,7 @@ void fake_net_free(fake_world_t *w)
         coll_op_free_all(&w->job[n]);
         coll_group_free_all(&w->job[n]);
         coll_staging_release_all(&w->job[n]);
+        coll_codec_job_free(&w->job[n]);
         coll_pool_destroy(w->job[n].pool);
         while (!coll_list_empty(&w->posted[n])) {
             free(coll_container_of(coll_list_pop(&w->posted[n]), pending_t, link));

@@ -10,7 +10,8 @@
  * order), or waits for one. EAGER completes a send when it is posted (its data copied then);
  * RENDEZVOUS completes it when a receive took it. Completions queue on job->net.events as the
  * real transport's do and reach the engine in fake_net_run(). A fault can be armed: the n-th
- * send of a node fails (UCS_ERR_CONNECTION_RESET), as when its peer died.
+ * send of a node fails (UCS_ERR_CONNECTION_RESET), as when its peer died. A message longer
+ * than the receive it meets completes that receive with UCS_ERR_MESSAGE_TRUNCATED, as UCX does.
  */
 #ifndef FAKE_NET_H
 #define FAKE_NET_H
@@ -30,6 +31,7 @@ typedef struct {
     coll_status_t status;
     char error[256];
     char algo[16];
+    uint64_t wire_bytes, dense_bytes;
 } fake_done_t;
 
 /** One message the engine sent: who, which tag (kind, step, column), how many bytes, and a
@@ -62,6 +64,7 @@ typedef struct {
     int fail_node;                        /**< -1: no fault armed */
     uint32_t fail_at_send;                /**< that node's n-th send (1-based) fails */
     uint32_t sends_of[FAKE_MAX_NODES];
+    coll_status_t layout_status;          /**< the last answer to a layout registration */
 } fake_world_t;
 
 /**

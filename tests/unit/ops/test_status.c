@@ -297,7 +297,8 @@ static void test_metrics_counts(void **state)
 
     coll_stats_op_t counted = {op->desc.coll, op->desc.dtype, w.job.world_size,
                                coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
-                                                   w.job.world_size)};
+                                                   w.job.world_size),
+                               COLL_COMPRESS_NONE};
 
     coll_stats_op_waited(&w.d.stats, op->desc.coll, 0.0);
     coll_stats_op_done(&w.d.stats, &counted, 1e-3, COLL_OK);

@@ -1,0 +1,123 @@
+/*
+ * TopK (Stich, Cordonnier, Jaggi, NeurIPS 2018; Lin et al., Deep Gradient Compression, ICLR
+ * 2018): each node selects the k = max(1, ceil(ratio x count)) largest magnitudes of its input
+ * x = g + e exactly (kernels/cpu/topk.h: ties to the lower index), keeps the rest as its
+ * residual (e' = x with the selected elements set to 0), and sends the (index, value) pairs to
+ * every other node in one round (an all-gather of the sets). Every node then sums the N sets in
+ * rank order, each value times the weight (1, or 1/world for COLL_AVG), into a zeroed result:
+ * the same additions in the same order everywhere, so the same bits everywhere.
+ *
+ * The all-gather is the simple sparse allreduce: a node sends (N - 1) x (16 + (4 + w) k) bytes
+ * (w: 1 to 4 bytes per index, compress_wire.h) and the sets are never merged on the way, so the
+ * bytes grow with the node count while a dense ring's stay at 2 (N - 1) / N of the bucket
+ * (docs/compression.md measures where each wins). A message buffer has room for u32 indices:
+ * the kernel writes them, they are packed in place before sending, unpacked in place on arrival.
+ */
+#include <string.h>
+
+#include "engine/codec/internal.h"
+#include "kernels/cpu/compress_wire.h"
+#include "kernels/cpu/topk.h"
+
+static size_t k_of(const coll_cx_t *cx)
+{
+    return coll_topk_k(cx->count, cx->c->run.ratio);
+}
+
+/* What travels, and what a buffer holds (u32 indices). */
+static size_t msg_bytes(size_t k, uint64_t count)
+{
+    return COLL_CX_PREFIX + coll_topk_wire_bytes(k, count);
+}
+
+static size_t buf_bytes(size_t k)
+{
+    return coll__cx_align(COLL_CX_PREFIX + coll_topk_wire_buffer_bytes(k));
+}
+
+static coll_status_t topk_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
+{
+    size_t k = k_of(cx);
+
+    sz->res_elems = cx->count;
+    sz->send_bytes = buf_bytes(k);
+    sz->recv_bytes = cx->n * buf_bytes(k);
+    sz->scratch_bytes = coll_topk_scratch_bytes(cx->count, k);
+    return COLL_OK;
+}
+
+static void topk_layout(coll_cx_t *cx)
+{
+    size_t k = k_of(cx);
+
+    for (uint32_t p = 0; p < cx->n; p++) {
+        cx->sendp[p] = cx->slot->send;
+        cx->sendlen[p] = msg_bytes(k, cx->count);
+        cx->recvp[p] = cx->slot->recv + p * buf_bytes(k);
+        cx->recvlen[p] = msg_bytes(k, cx->count);
+    }
+}
+
+static coll_status_t topk_begin(coll_cx_t *cx)
+{
+    size_t k = k_of(cx);
+    uint8_t *m = coll__cx_payload(cx->slot->send);
+    coll_wire_hdr_t h = {COLL_WIRE_TOPK, (uint32_t)k, cx->count};
+    coll_topk_args_t a = {.grad = cx->in, .residual = NULL, .count = cx->count, .k = k,
+                          .select = COLL_TOPK_SELECT_AUTO, .scratch = cx->slot->scratch,
+                          .scratch_bytes = cx->slot->sz.scratch_bytes,
+                          .indices = (uint32_t *)(void *)(m + coll_topk_wire_indices_offset(k)),
+                          .values = (float *)(void *)(m + COLL_WIRE_HDR_BYTES)};
+    coll_status_t st = coll_topk_compress(&a);
+
+    if (st != COLL_OK) {
+        return COLL_ERR_PROTOCOL; /* the arguments are the engine's own: a bug */
+    }
+    coll_wire_hdr_write(m, &h);
+    for (size_t j = 0; cx->slot->ef && j < k; j++) {
+        cx->in[a.indices[j]] = 0.0f; /* the residual: what was not sent */
+    }
+    coll_topk_wire_pack(a.indices, k, cx->count);
+    return COLL_OK;
+}
+
+/* Every node's set, in rank order, into the zeroed result (each unpacked in its buffer). */
+static coll_status_t topk_round_done(coll_cx_t *cx)
+{
+    size_t k = k_of(cx);
+
+    memset(cx->outf, 0, cx->count * sizeof(float));
+    for (uint32_t s = 0; s < cx->n; s++) {
+        uint8_t *m = coll__cx_payload(s == cx->r ? cx->slot->send : cx->recvp[s]);
+        uint32_t *idx = (uint32_t *)(void *)(m + coll_topk_wire_indices_offset(k));
+        coll_wire_hdr_t h;
+
+        if (coll_wire_hdr_read(m, coll_topk_wire_bytes(k, cx->count), &h) != COLL_OK ||
+            h.method != COLL_WIRE_TOPK || h.count != cx->count || h.param != k) {
+            return COLL_ERR_PROTOCOL;
+        }
+        coll_topk_wire_unpack(idx, k, cx->count);
+        if (coll_topk_accumulate(idx, (const float *)(const void *)(m + COLL_WIRE_HDR_BYTES), k,
+                                 cx->weight, cx->outf, cx->count) != COLL_OK) {
+            return COLL_ERR_PROTOCOL;
+        }
+    }
+    return COLL_OK;
+}
+
+static double topk_wire(uint64_t count, uint32_t n, const coll_compression_t *run,
+                        const coll_layout_t *layout)
+{
+    (void)layout;
+    return (double)(n - 1) * (double)msg_bytes(coll_topk_k(count, run->ratio), count);
+}
+
+const coll_cx_codec_t coll__cx_topk = {
+    .method = COLL_COMPRESS_TOPK,
+    .rounds = 1,
+    .sizes = topk_sizes,
+    .layout = topk_layout,
+    .begin = topk_begin,
+    .round_done = topk_round_done,
+    .wire_bytes = topk_wire,
+};
