@@ -25,12 +25,13 @@ import threading
 import torch
 import torch.distributed as dist
 
-# Bucket keys follow the layout of libcollective's bucketer (collective.h): key space in bits
-# 36-38, iteration (mod 2**20) in bits 16-35, bucket index in bits 0-15. The hook uses key
-# space 7; a C bucketer or explicit keys on the same communicator must stay out of it.
+# Bucket keys follow the layout of libcollective's bucketer (client/bucketer.h), within the 27
+# key bits a collective's tag carries (collective.h): key space in bits 24-26, iteration
+# (mod 2**8) in bits 16-23, bucket index in bits 0-15. The hook uses key space 7; a C bucketer
+# or explicit keys on the same communicator must stay out of it.
 KEY_SPACE = 7
 MAX_BUCKETS = 1 << 16
-_ITER_MASK = (1 << 20) - 1
+_ITER_MASK = (1 << 8) - 1
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -100,7 +101,7 @@ class AllreduceState:
         if index >= MAX_BUCKETS:
             raise ValueError("bucket index %d >= %d: use a larger bucket_cap_mb"
                              % (index, MAX_BUCKETS))
-        key = KEY_SPACE << 36 | (self.iterations & _ITER_MASK) << 16 | index
+        key = KEY_SPACE << 24 | (self.iterations & _ITER_MASK) << 16 | index
         if bucket.is_last():
             self.iterations += 1
             self.buckets = index + 1

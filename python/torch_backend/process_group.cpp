@@ -8,7 +8,7 @@ namespace collectived {
 
 namespace {
 
-constexpr uint64_t kKeyMask = (uint64_t(1) << 39) - 1;
+constexpr uint64_t kKeyMask = (uint64_t(1) << 27) - 1; /* the key bits a tag carries */
 constexpr int kTags = 64;
 constexpr uint32_t kP2pSeqMask = 0xffff;
 
