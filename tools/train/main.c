@@ -107,16 +107,14 @@ static void account_step(trainer_t *t, epoch_stats_t *es, const uint64_t ts[6],
     }
 }
 
-/* --report-lr and --report-layers lines of the step just done (steps_done not counted yet). */
+/* Rank 0's --report-lr and --report-layers lines of the step just done (steps_done not
+ * counted yet). */
 static void report_step_optim(const trainer_t *t, int with_stats)
 {
     long step = t->steps_done + 1;
     char name[32];
 
-    if (t->dist.rank != 0) {
-        return;
-    }
-    if (t->opts.report_lr) {
+    if (t->opts.report_lr && t->dist.rank == 0) {
         printf("lr step=%ld lr=%.17g\n", step, t->lr);
     }
     for (int i = 0; with_stats && i < t->optim.n_tensors; i++) {
@@ -128,10 +126,11 @@ static void report_step_optim(const trainer_t *t, int with_stats)
     }
 }
 
-/* The update of step steps_done + 1 with its scheduled learning rate. */
+/* The update of step steps_done + 1 with its scheduled learning rate; rank 0 also measures
+ * the first --report-layers steps. */
 static void optimizer_step(trainer_t *t)
 {
-    int with_stats = t->steps_done < t->opts.report_layers;
+    int with_stats = t->dist.rank == 0 && t->steps_done < t->opts.report_layers;
 
     t->lr = coll_schedule_lr(&t->sched, (uint64_t)t->steps_done);
     train_optim_step(&t->optim, t->mlp, t->lr, with_stats ? t->layer_stats : NULL);
@@ -340,7 +339,8 @@ static int trainer_build_model(trainer_t *t)
     t->stats = dist_alloc(&t->dist, 16);
     if (t->stats == NULL ||
         mlp_create(sizes, n_layers, t->shard, t->opts.seed, NULL, &t->mlp) != 0 ||
-        train_optim_init(&t->optim, &t->opts.optim, t->mlp, t->opts.report_layers > 0) != 0 ||
+        train_optim_init(&t->optim, &t->opts.optim, t->mlp,
+                         t->dist.rank == 0 && t->opts.report_layers > 0) != 0 ||
         dist_grads_init(&t->grads, &t->dist, t->mlp, &go) != 0) {
         return -1;
     }
