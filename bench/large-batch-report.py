@@ -100,28 +100,40 @@ def layers(runs):
     return "\n".join(out)
 
 
+def diverged(run):
+    """A run whose last epoch's loss is not finite or above 10 (chance is ln 10 = 2.3)."""
+    loss = run["epochs"][-1]["loss"]
+    return not math.isfinite(loss) or loss > 10
+
+
 def plot(runs, path):
-    base_final = runs[BASELINE]["epochs"][-1]["acc"] if BASELINE in runs else float("nan")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    base_final = runs[BASELINE]["epochs"][-1]["acc"] if BASELINE in runs else 0.0
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5))
     for name in RUNS:
         if name not in runs:
             continue
         ep = runs[name]["epochs"]
         xs = [e["epoch"] for e in ep]
-        ax.plot(xs, [100 * e["acc"] for e in ep], marker=".", label=name)
+        # Diverged runs are off both scales, which are kept on the runs that train: their
+        # label says where they are.
+        label = name + (" (diverged: %.1f %%)" % (100 * ep[-1]["acc"])
+                        if diverged(runs[name]) else "")
+        ax.plot(xs, [100 * e["acc"] for e in ep], marker=".", label=label)
         bx.plot(xs, [e["loss"] if math.isfinite(e["loss"]) else float("nan") for e in ep],
-                marker=".", label=name)
+                marker=".", label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("test accuracy (%)")
-    # Diverged runs sit near 10 %: keep the scale on the runs that train.
-    ax.set_ylim(max(0, 100 * base_final - 25) if math.isfinite(base_final) else 0, 100)
+    ax.set_ylim(max(0.0, 100 * base_final - 35), 100)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right")
     ax.set_title("Fashion-MNIST: test accuracy after each epoch")
+    losses = [e["loss"] for r in runs.values() if not diverged(r) for e in r["epochs"]]
+    if losses:
+        bx.set_ylim(min(losses) / 1.5, max(losses) * 1.5)
     bx.set_xlabel("epoch")
     bx.set_ylabel("train loss (mean over the epoch)")
     bx.set_yscale("log")
