@@ -24,7 +24,7 @@
 # (0: unchanged; 10 on a shared machine), set as the autogroup nice too, since each process runs
 # in its own session (collective-launch starts them so, and so does setsid for -n 0) and with
 # autogroup scheduling a process's nice only counts within its session; -L bound of one run in
-# seconds (7200); --base-lr (0.1), --lars-lr (8), --lamb-lr (0.02): the learning rates
+# seconds (7200); --base-lr (0.1), --lars-lr (4), --lamb-lr (0.04): the learning rates
 # (docs/large-batch.md says how they were chosen); --only NAME[,NAME...] runs those
 # configurations only (into the same DIR, the others' outputs stay).
 # TRAIN ARGS come last on every run's command line, so they override.
@@ -51,8 +51,8 @@ WARMUP=2ep
 NICE=0
 RUN_LIMIT=7200
 BASE_LR=0.1
-LARS_LR=8
-LAMB_LR=0.02
+LARS_LR=4
+LAMB_LR=0.04
 ONLY=
 LAYER_STEPS=14
 EXTRA=()
