@@ -2,13 +2,17 @@
  *
  * Every rank loads the whole data set, builds the same network from the same seed and walks the
  * same shuffled order; of each global batch it trains on its own contiguous shard, then the
- * gradients are averaged, so every rank applies the same update and the weights stay
- * identical. The gradients live in the buckets of a libcollective bucketer: backward reports
- * each layer as it finishes and a full bucket is reduced while backward goes on (--comm).
- * Standalone (no communicator) it is the single-process reference. */
+ * gradients are averaged, so every rank applies the same update (optimizer.h, with the lr of
+ * the schedule, lr.h) and the weights stay identical. The gradients live in the buckets of a
+ * libcollective bucketer: backward reports each layer as it finishes and a full bucket is
+ * reduced while backward goes on (--comm). Standalone (no communicator) it is the
+ * single-process reference. */
 #include "dist.h"
+#include "dump.h"
+#include "lr.h"
 #include "mlp.h"
 #include "mnist.h"
+#include "optimizer.h"
 #include "options.h"
 #include "rng.h"
 #include "train3d.h"
@@ -26,6 +30,10 @@ typedef struct trainer {
     mnist_set_t train;
     mnist_set_t test;
     mlp_t *mlp;
+    train_optim_t optim;   /* the optimizer and its state */
+    coll_schedule_t sched; /* the learning rate of every step */
+    double lr;             /* the learning rate of the last step */
+    train_tensor_stats_t layer_stats[TRAIN_MAX_TENSORS]; /* --report-layers: last step's */
     dist_grads_t grads;    /* the gradients (bucket views in the job's pool) and their exchange */
     float *stats;          /* small buffer for the loss and accuracy reductions, in the pool */
     float *x;              /* input rows: shard x image size */
@@ -33,6 +41,7 @@ typedef struct trainer {
     uint32_t *order;       /* training order of the current epoch, the same on every rank */
     int shard;             /* images per rank per step: batch / world_size */
     long steps_per_epoch;  /* full global batches per epoch */
+    long total_steps;      /* steps of the whole run: epochs, or --steps when fewer */
     long steps_done;       /* optimizer steps so far */
     float mean;            /* pixel standardisation */
     float std;
@@ -86,6 +95,36 @@ static void account_step(trainer_t *t, epoch_stats_t *es, const uint64_t ts[6],
     }
 }
 
+/* Rank 0's --report-lr and --report-layers lines of the step just done (steps_done not
+ * counted yet). */
+static void report_step_optim(const trainer_t *t, int with_stats)
+{
+    long step = t->steps_done + 1;
+    char name[32];
+
+    if (t->opts.report_lr && t->dist.rank == 0) {
+        printf("lr step=%ld lr=%.17g\n", step, t->lr);
+    }
+    for (int i = 0; with_stats && i < t->optim.n_tensors; i++) {
+        const train_tensor_stats_t *s = &t->layer_stats[i];
+        train_tensor_name(i, name, sizeof(name));
+        printf("layer step=%ld tensor=%s w_norm=%.6g g_norm=%.6g trust=%.6g update_norm=%.6g "
+               "update_ratio=%.6g\n", step, name, s->w_norm, s->g_norm, s->trust,
+               s->update_norm, s->w_norm > 0 ? s->update_norm / s->w_norm : 0.0);
+    }
+}
+
+/* The update of step steps_done + 1 with its scheduled learning rate; rank 0 also measures
+ * the first --report-layers steps. */
+static void optimizer_step(trainer_t *t)
+{
+    int with_stats = t->dist.rank == 0 && t->steps_done < t->opts.report_layers;
+
+    t->lr = coll_schedule_lr(&t->sched, (uint64_t)t->steps_done);
+    train_optim_step(&t->optim, t->mlp, t->lr, with_stats ? t->layer_stats : NULL);
+    report_step_optim(t, with_stats);
+}
+
 /* One optimizer step on the global batch starting at batch[0]; this rank takes its shard.
  * Backward reports each layer to the bucketer, which reduces full buckets meanwhile. */
 static int train_step(trainer_t *t, const uint32_t *batch, epoch_stats_t *es)
@@ -106,7 +145,7 @@ static int train_step(trainer_t *t, const uint32_t *batch, epoch_stats_t *es)
         return -1;
     }
     ts[4] = dist_now_ns();
-    mlp_sgd_step(t->mlp, t->opts.lr, t->opts.momentum);
+    optimizer_step(t);
     ts[5] = dist_now_ns();
     dist_span(&t->dist, "forward", ts[1], ts[2]);
     dist_span(&t->dist, "backward", ts[2], ts[3]);
@@ -173,10 +212,11 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
     if (t->dist.rank != 0) {
         return;
     }
-    printf("epoch %d/%d loss=%.4f samples/s=%.0f step_ms=%.2f compute_ms=%.2f comm_ms=%.2f "
-           "exposed_ms=%.2f overlap=%.3f", epoch, t->opts.epochs, loss, samples / step_s,
-           1e3 * es->mstep_s / m, 1e3 * es->compute_s / m, 1e3 * es->comm_s / m,
-           1e3 * es->exposed_s / m, es->overlap_sum / m);
+    printf("epoch %d/%d loss=%.4f lr=%.6g samples/s=%.0f epoch_s=%.2f step_ms=%.2f "
+           "compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f overlap=%.3f", epoch, t->opts.epochs,
+           loss, t->lr, samples / step_s, es->step_s, 1e3 * es->mstep_s / m,
+           1e3 * es->compute_s / m, 1e3 * es->comm_s / m, 1e3 * es->exposed_s / m,
+           es->overlap_sum / m);
     if (es->wire_bytes > 0) {
         printf(" wire_mb_per_step=%.4f dense_mb_per_step=%.4f compression_ratio=%.1f",
                (double)es->wire_bytes / 1e6 / (double)es->steps,
@@ -189,7 +229,20 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
     printf("\n");
 }
 
-/* Epoch loop, final evaluation, summary line and weight dump. */
+/* Rank 0's --dump-weights and --dump-grads. */
+static int dump_all(const trainer_t *t)
+{
+    if (t->opts.dump_path != NULL && dump_tensors(t->mlp, DUMP_PARAMS, t->opts.dump_path) != 0) {
+        return -1;
+    }
+    if (t->opts.dump_grads_path != NULL &&
+        dump_tensors(t->mlp, DUMP_GRADS, t->opts.dump_grads_path) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Epoch loop, final evaluation, summary line and dumps. */
 static int train_run(trainer_t *t)
 {
     double loss = 0.0, accuracy = -1.0;
@@ -215,7 +268,7 @@ static int train_run(trainer_t *t)
     printf("final: nodes=%d ranks=%d epochs=%d test_accuracy=%.4f train_loss=%.4f\n",
            t->dist.world_size / t->dist.local_size, t->dist.world_size, epochs_run, accuracy,
            loss);
-    return t->opts.dump_path != NULL ? mlp_dump(t->mlp, t->opts.dump_path) : 0;
+    return dump_all(t);
 }
 
 static int trainer_load_data(trainer_t *t)
@@ -259,6 +312,10 @@ static int trainer_check_batch(trainer_t *t)
     }
     t->shard = t->opts.batch / w;
     t->steps_per_epoch = (long)(t->train.count / (size_t)t->opts.batch);
+    t->total_steps = t->steps_per_epoch * (long)t->opts.epochs;
+    if (t->opts.max_steps > 0 && t->opts.max_steps < t->total_steps) {
+        t->total_steps = t->opts.max_steps;
+    }
     return 0;
 }
 
@@ -277,6 +334,8 @@ static int trainer_build_model(trainer_t *t)
     t->stats = dist_alloc(&t->dist, 16);
     if (t->stats == NULL ||
         mlp_create(sizes, n_layers, t->shard, t->opts.seed, NULL, &t->mlp) != 0 ||
+        train_optim_init(&t->optim, &t->opts.optim, t->mlp,
+                         t->dist.rank == 0 && t->opts.report_layers > 0) != 0 ||
         dist_grads_init(&t->grads, &t->dist, t->mlp, &go) != 0) {
         return -1;
     }
@@ -296,11 +355,15 @@ static void trainer_describe(const trainer_t *t)
         return;
     }
     fprintf(stderr, "coll-train: %s, %d rank%s on %d node%s, global batch %d (%d per rank), "
-                    "%ld steps/epoch, %zu parameters, lr %g, momentum %g\n",
+                    "%ld steps/epoch, %zu parameters, ",
             dist_standalone(&t->dist) ? "standalone" : "collective", t->dist.world_size,
             t->dist.world_size > 1 ? "s" : "", t->dist.world_size / t->dist.local_size,
             t->dist.world_size / t->dist.local_size > 1 ? "s" : "", t->opts.batch, t->shard,
-            t->steps_per_epoch, t->mlp->n_params, t->opts.lr, t->opts.momentum);
+            t->steps_per_epoch, t->mlp->n_params);
+    train_lr_describe(&t->sched, stderr);
+    fputs(", ", stderr);
+    train_optim_describe(&t->opts.optim, stderr);
+    fputs("\n", stderr);
 }
 
 /* Returns the exit status: 0, 1 for a runtime error, 2 for a usage error. */
@@ -310,7 +373,9 @@ static int trainer_init(trainer_t *t)
         return 1;
     }
     t->dist.timeout_ms = t->opts.timeout_ms;
-    if (trainer_check_batch(t) != 0) {
+    if (trainer_check_batch(t) != 0 ||
+        train_lr_schedule(&t->opts.sched, t->opts.batch, t->steps_per_epoch, t->total_steps,
+                          &t->sched) != 0) {
         return 2;
     }
     if (trainer_build_model(t) != 0) {
@@ -323,6 +388,7 @@ static int trainer_init(trainer_t *t)
 static void trainer_fini(trainer_t *t)
 {
     dist_grads_fini(&t->grads);
+    train_optim_fini(&t->optim);
     mlp_destroy(t->mlp);
     dist_free(&t->dist, t->stats);
     dist_fini(&t->dist);

@@ -14,17 +14,18 @@ enum {
     OPT_STEPS,
     OPT_BATCH,
     OPT_HIDDEN,
-    OPT_LR,
-    OPT_MOMENTUM,
     OPT_SEED,
     OPT_EVAL_EVERY,
     OPT_NO_NORMALIZE,
     OPT_THREADS,
     OPT_DUMP,
+    OPT_DUMP_GRADS,
     OPT_COMM,
     OPT_BUCKET_CAP,
     OPT_FIRST_BUCKET_CAP,
     OPT_REPORT_STEPS,
+    OPT_REPORT_LR,
+    OPT_REPORT_LAYERS,
     OPT_TIMEOUT,
     OPT_TP,
     OPT_PP,
@@ -32,7 +33,34 @@ enum {
     OPT_MICRO,
     OPT_ORDER,
     OPT_COMPRESSION,
+    /* The optimizer (apply_optim), from OPT_OPTIMIZER to OPT_EXCLUDE. */
+    OPT_OPTIMIZER,
+    OPT_MOMENTUM,
+    OPT_NESTEROV,
+    OPT_WEIGHT_DECAY,
+    OPT_BETA1,
+    OPT_BETA2,
+    OPT_EPS,
+    OPT_LARS_ETA,
+    OPT_TRUST_CLAMP,
+    OPT_CLIP,
+    OPT_EXCLUDE,
+    /* The learning-rate schedule (apply_sched), from OPT_LR to OPT_FINAL_LR. */
+    OPT_LR,
+    OPT_LR_SCALING,
+    OPT_BASE_LR,
+    OPT_BASE_BATCH,
+    OPT_WARMUP,
+    OPT_WARMUP_START,
+    OPT_DECAY,
+    OPT_MILESTONES,
+    OPT_GAMMA,
+    OPT_FINAL_LR,
+    OPT_END
 };
+
+/* Bit of an option in the set of those given. */
+#define GIVEN(opt) (1ull << ((opt) - OPT_DATA))
 
 static const struct option train_long_opts[] = {
     {"data", required_argument, NULL, OPT_DATA},
@@ -58,92 +86,31 @@ static const struct option train_long_opts[] = {
     {"micro-batches", required_argument, NULL, OPT_MICRO},
     {"order", required_argument, NULL, OPT_ORDER},
     {"compression", required_argument, NULL, OPT_COMPRESSION},
+    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+    {"nesterov", no_argument, NULL, OPT_NESTEROV},
+    {"beta1", required_argument, NULL, OPT_BETA1},
+    {"beta2", required_argument, NULL, OPT_BETA2},
+    {"eps", required_argument, NULL, OPT_EPS},
+    {"lars-eta", required_argument, NULL, OPT_LARS_ETA},
+    {"trust-clamp", required_argument, NULL, OPT_TRUST_CLAMP},
+    {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
+    {"exclude", required_argument, NULL, OPT_EXCLUDE},
+    {"lr-scaling", required_argument, NULL, OPT_LR_SCALING},
+    {"base-lr", required_argument, NULL, OPT_BASE_LR},
+    {"base-batch", required_argument, NULL, OPT_BASE_BATCH},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"warmup-start-lr", required_argument, NULL, OPT_WARMUP_START},
+    {"decay", required_argument, NULL, OPT_DECAY},
+    {"milestones", required_argument, NULL, OPT_MILESTONES},
+    {"gamma", required_argument, NULL, OPT_GAMMA},
+    {"final-lr", required_argument, NULL, OPT_FINAL_LR},
+    {"report-lr", no_argument, NULL, OPT_REPORT_LR},
+    {"report-layers", required_argument, NULL, OPT_REPORT_LAYERS},
+    {"dump-grads", required_argument, NULL, OPT_DUMP_GRADS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-
-void train_usage(FILE *out)
-{
-    fputs(
-        "usage: coll-train [OPTIONS]\n"
-        "\n"
-        "Data-parallel training of an MLP (784-H-10, ReLU, softmax cross-entropy, SGD with\n"
-        "momentum) on Fashion-MNIST. Every rank holds the whole model and the same shuffled order\n"
-        "of the training set; it takes its contiguous shard [rank*B/W, (rank+1)*B/W) of each\n"
-        "global batch of B images, computes the mean loss over its shard, averages all gradients\n"
-        "(COLL_AVG) through collectived, and applies the same update. Gradients live in buckets\n"
-        "of a libcollective bucketer (coll_bucketer_*, as PyTorch DDP): backward runs layer by\n"
-        "layer and reports each layer's gradients, and a bucket is reduced as soon as it is\n"
-        "full, while backward continues on the layers below.\n"
-        "\n"
-        "options:\n"
-        "  --data DIR          IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
-        "                      (default " TRAIN_DEFAULT_DATA ")\n"
-        "  --epochs E          passes over the 60000 training images (default 2)\n"
-        "  --steps N           stop after N optimizer steps in total (default: no limit)\n"
-        "  --batch B           global batch, divisible by the world size (default 256); the\n"
-        "                      last incomplete batch of an epoch is dropped\n"
-        "  --hidden H[,H...]   hidden layer widths (default 256); WxN is N layers of width W,\n"
-        "                      e.g. 2048x4 (at most 15 hidden layers)\n"
-        "  --lr LR             learning rate (default 0.05)\n"
-        "  --momentum M        SGD momentum, 0 <= M < 1 (default 0.9)\n"
-        "  --seed S            seed of the initial weights and the shuffles, the same on every\n"
-        "                      rank (default 1)\n"
-        "  --eval-every E      also report test accuracy every E epochs (default: only at end)\n"
-        "  --no-normalize      feed pixels scaled to [0,1] instead of standardised ones\n"
-        "  --threads T         OpenBLAS threads per rank (default 1)\n"
-        "  --comm MODE         how gradients travel: bucket (default: buckets reduced during\n"
-        "                      backward as they fill), after (one allreduce of all gradients\n"
-        "                      when backward ends), tensor (one allreduce per tensor, each\n"
-        "                      as soon as it is ready)\n"
-        "  --bucket-cap-mb M   bucket cap in MiB for --comm bucket (default: COLL_BUCKET_CAP_MB,\n"
-        "                      else 25)\n"
-        "  --first-bucket-cap-mb M  cap of the first bucket (default: COLL_FIRST_BUCKET_CAP_MB,\n"
-        "                      else 1)\n"
-        "  --compression SPEC  how gradient buckets travel between nodes (default:\n"
-        "                      COLL_COMPRESSION, else none): none, fp16, bf16, topk:RATIO,\n"
-        "                      onebit, powersgd:RANK or auto, with ,noef (no error feedback)\n"
-        "                      and ,warmup=N (N uncompressed steps first); the epoch lines\n"
-        "                      then show the bytes sent and the compression ratio\n"
-        "  --report-steps      rank 0 prints one line per step (see output)\n"
-        "  --timeout S         bound in seconds of every wait on a collective (default 300)\n"
-        "  --dump-weights FILE after training, rank 0 writes all parameters to FILE as raw\n"
-        "                      little-endian float32: for each layer in order (784->H first),\n"
-        "                      its weights as an out x in row-major matrix, then its out biases\n"
-        "  --tp T --pp P --dp D  3D parallelism, T x P x D = the world size (any of them; the\n"
-        "                      others default to 1, dp to what is left): tensor-parallel layer\n"
-        "                      pairs (Megatron's column- then row-parallel layer, one tp\n"
-        "                      allreduce forward and one backward per pair), P pipeline stages\n"
-        "                      run with the 1F1B schedule, D replicas averaging their gradients\n"
-        "                      (bucketed) in their dp group; --dump-weights gathers the whole\n"
-        "                      network to rank 0\n"
-        "  --micro-batches M   micro-batches per replica and step (default 1; a replica's B/D\n"
-        "                      images split into M); the bubble (P-1)/M is reported per stage\n"
-        "  --order O           rank order of the layout, fastest first (default tp-dp-pp)\n"
-        "  -h, --help          this text\n"
-        "\n"
-        "environment (set by collective-launch): COLL_WORLD_SIZE, COLL_RANK, COLL_LOCAL_RANK,\n"
-        "COLL_LOCAL_SIZE, COLL_SOCKET, COLL_JOB, COLL_ROOT. Without COLL_WORLD_SIZE (or with 1\n"
-        "and no COLL_SOCKET) it trains standalone: one process, no daemon, no communication.\n"
-        "\n"
-        "output (rank 0, stdout): per epoch\n"
-        "  epoch 1/2 loss=0.5123 samples/s=12345 step_ms=20.1 compute_ms=15.2 comm_ms=8.3\n"
-        "        exposed_ms=2.1 overlap=0.75\n"
-        "(one line; loss: mean over the epoch's steps and ranks; samples/s: global images per\n"
-        "second; then rank 0's means per step, the first step of the run left out: step_ms the\n"
-        "whole step; compute_ms forward and backward; comm_ms the union over buckets of [submit,\n"
-        "done]; exposed_ms the wait after backward for communication it did not hide; overlap\n"
-        "1 - exposed/comm), with --report-steps the same per step:\n"
-        "  step 12 step_ms=... compute_ms=... comm_ms=... exposed_ms=... overlap=... buckets=B\n"
-        "and at the end\n"
-        "  final: nodes=N ranks=R epochs=E test_accuracy=0.xxxx train_loss=x.xxxx\n"
-        "\n"
-        "examples:\n"
-        "  coll-train --epochs 2\n"
-        "  collective-launch --nodes 2 --ranks-per-node 2 -- coll-train --epochs 2\n"
-        "exit status: 0 success, 1 runtime error, 2 usage error.\n",
-        out);
-}
 
 static int parse_long(const char *opt, const char *s, long min, long max, long *out)
 {
@@ -172,8 +139,8 @@ static int parse_int(const char *opt, const char *s, int min, int *out)
     return 0;
 }
 
-/* A finite float in [min, max). */
-static int parse_float(const char *opt, const char *s, double min, double max, float *out)
+/* A finite number in [min, max). */
+static int parse_double(const char *opt, const char *s, double min, double max, double *out)
 {
     char *end;
     double v;
@@ -184,7 +151,105 @@ static int parse_float(const char *opt, const char *s, double min, double max, f
         fprintf(stderr, "coll-train: --%s: '%s' is not a number in [%g, %g)\n", opt, s, min, max);
         return -1;
     }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *opt, const char *s, double min, double max, float *out)
+{
+    double v;
+
+    if (parse_double(opt, s, min, max, &v) != 0) {
+        return -1;
+    }
     *out = (float)v;
+    return 0;
+}
+
+/* One of @p n names: its index. */
+static int parse_name(const char *opt, const char *s, const char *const *names, int n,
+                      int *out)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    fprintf(stderr, "coll-train: --%s: '%s' is not one of", opt, s);
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, " %s", names[i]);
+    }
+    fprintf(stderr, "\n");
+    return -1;
+}
+
+/* "500" (steps) or "5ep" (epochs). */
+static int parse_span(const char *opt, const char *s, train_span_t *out)
+{
+    char buf[32];
+    size_t len = strlen(s);
+    int epochs = len > 2 && strcmp(s + len - 2, "ep") == 0;
+    long v;
+
+    if (len >= sizeof(buf)) {
+        fprintf(stderr, "coll-train: --%s: '%s' is too long\n", opt, s);
+        return -1;
+    }
+    memcpy(buf, s, len + 1);
+    buf[epochs ? len - 2 : len] = '\0';
+    if (parse_long(opt, buf, 0, INT_MAX, &v) != 0) {
+        return -1;
+    }
+    *out = (train_span_t){.count = v, .epochs = epochs};
+    return 0;
+}
+
+static int parse_milestones(const char *s, train_lr_opts_t *o)
+{
+    char buf[256];
+    char *save = NULL;
+    unsigned n = 0;
+
+    if (strlen(s) >= sizeof(buf)) {
+        fprintf(stderr, "coll-train: --milestones: '%s' is too long\n", s);
+        return -1;
+    }
+    strcpy(buf, s);
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (n == COLL_SCHEDULE_MAX_MILESTONES) {
+            fprintf(stderr, "coll-train: --milestones: at most %d\n",
+                    COLL_SCHEDULE_MAX_MILESTONES);
+            return -1;
+        }
+        if (parse_span("milestones", tok, &o->milestones[n++]) != 0) {
+            return -1;
+        }
+    }
+    o->n_milestones = n;
+    return 0;
+}
+
+/* "MIN,MAX" with 0 <= MIN <= MAX. */
+static int parse_clamp(const char *s, train_optim_opts_t *o)
+{
+    char buf[64];
+    char *comma;
+
+    if (strlen(s) >= sizeof(buf) || (comma = strchr(strcpy(buf, s), ',')) == NULL) {
+        fprintf(stderr, "coll-train: --trust-clamp: '%s' is not MIN,MAX\n", s);
+        return -1;
+    }
+    *comma = '\0';
+    if (parse_double("trust-clamp", buf, 0.0, 1e30, &o->trust_min) != 0 ||
+        parse_double("trust-clamp", comma + 1, 0.0, 1e30, &o->trust_max) != 0) {
+        return -1;
+    }
+    if (o->trust_min > o->trust_max) {
+        fprintf(stderr, "coll-train: --trust-clamp: MIN %g > MAX %g\n", o->trust_min,
+                o->trust_max);
+        return -1;
+    }
     return 0;
 }
 
@@ -247,13 +312,16 @@ static void train_defaults(train_opts_t *opts)
     opts->batch = 256;
     opts->hidden[0] = 256;
     opts->n_hidden = 1;
-    opts->lr = 0.05f;
-    opts->momentum = 0.9f;
+    opts->sched.lr = 0.05;
+    opts->sched.warmup_start = -1.0;
+    opts->sched.gamma = 0.1;
     opts->seed = 1;
+    opts->eval_every = 1;
     opts->normalize = 1;
     opts->threads = 1;
     opts->comm = DIST_COMM_BUCKET;
     opts->timeout_ms = DIST_DEFAULT_TIMEOUT_MS;
+    train_optim_defaults(TRAIN_OPTIM_SGD, &opts->optim);
 }
 
 static int parse_comm(const char *s, train_opts_t *opts)
@@ -304,27 +372,93 @@ static int parse_timeout(const char *s, train_opts_t *opts)
     return 0;
 }
 
+static int apply_optim(int c, const char *arg, train_optim_opts_t *o)
+{
+    static const char *const kinds[TRAIN_OPTIM_KINDS] = {"sgd", "adamw", "lars", "lamb"};
+    static const char *const exclude[2] = {"none", "bias"};
+    int v;
+
+    switch (c) {
+    case OPT_OPTIMIZER:
+        if (parse_name("optimizer", arg, kinds, TRAIN_OPTIM_KINDS, &v) != 0) {
+            return -1;
+        }
+        o->kind = (train_optim_kind_t)v;
+        return 0;
+    case OPT_MOMENTUM: return parse_double("momentum", arg, 0.0, 1.0, &o->momentum);
+    case OPT_NESTEROV: o->nesterov = 1; return 0;
+    case OPT_WEIGHT_DECAY: return parse_double("weight-decay", arg, 0.0, 1e3, &o->weight_decay);
+    case OPT_BETA1: return parse_double("beta1", arg, 0.0, 1.0, &o->beta1);
+    case OPT_BETA2: return parse_double("beta2", arg, 0.0, 1.0, &o->beta2);
+    case OPT_EPS: return parse_double("eps", arg, 0.0, 1.0, &o->eps);
+    case OPT_LARS_ETA: return parse_double("lars-eta", arg, 1e-12, 1e6, &o->lars_eta);
+    case OPT_TRUST_CLAMP: return parse_clamp(arg, o);
+    case OPT_CLIP: return parse_double("clip-grad-norm", arg, 1e-30, 1e30, &o->clip_grad_norm);
+    case OPT_EXCLUDE:
+        if (parse_name("exclude", arg, exclude, 2, &v) != 0) {
+            return -1;
+        }
+        o->exclude_bias = v;
+        return 0;
+    default: return -1;
+    }
+}
+
+static int apply_sched(int c, const char *arg, train_lr_opts_t *o)
+{
+    static const char *const scaling[2] = {"none", "linear"};
+    static const char *const decay[3] = {"constant", "step", "cosine"};
+    int v;
+
+    switch (c) {
+    case OPT_LR: return parse_double("lr", arg, 1e-12, 1e6, &o->lr);
+    case OPT_LR_SCALING: return parse_name("lr-scaling", arg, scaling, 2, &o->linear_scaling);
+    case OPT_BASE_LR: return parse_double("base-lr", arg, 1e-12, 1e6, &o->base_lr);
+    case OPT_BASE_BATCH: return parse_long("base-batch", arg, 1, INT_MAX, &o->base_batch);
+    case OPT_WARMUP: return parse_span("warmup", arg, &o->warmup);
+    case OPT_WARMUP_START: return parse_double("warmup-start-lr", arg, 0.0, 1e6, &o->warmup_start);
+    case OPT_DECAY:
+        if (parse_name("decay", arg, decay, 3, &v) != 0) {
+            return -1;
+        }
+        o->decay = (coll_schedule_decay_t)v;
+        return 0;
+    case OPT_MILESTONES: return parse_milestones(arg, o);
+    case OPT_GAMMA: return parse_double("gamma", arg, 1e-12, 1e6, &o->gamma);
+    case OPT_FINAL_LR: return parse_double("final-lr", arg, 0.0, 1e6, &o->final_lr);
+    default: return -1;
+    }
+}
+
 /* Applies one option; returns 0, 1 for --help, -1 for a bad value. */
 static int train_apply(int c, const char *arg, train_opts_t *opts)
 {
+    if (c >= OPT_OPTIMIZER && c <= OPT_EXCLUDE) {
+        return apply_optim(c, arg, &opts->optim);
+    }
+    if (c >= OPT_LR && c <= OPT_FINAL_LR) {
+        return apply_sched(c, arg, &opts->sched);
+    }
     switch (c) {
     case OPT_DATA: opts->data_dir = arg; return 0;
     case OPT_EPOCHS: return parse_int("epochs", arg, 1, &opts->epochs);
     case OPT_STEPS: return parse_long("steps", arg, 1, LONG_MAX, &opts->max_steps);
     case OPT_BATCH: return parse_int("batch", arg, 1, &opts->batch);
     case OPT_HIDDEN: return parse_hidden(arg, opts);
-    case OPT_LR: return parse_float("lr", arg, 1e-12, 1e6, &opts->lr);
-    case OPT_MOMENTUM: return parse_float("momentum", arg, 0.0, 1.0, &opts->momentum);
     case OPT_SEED: return parse_seed(arg, &opts->seed);
-    case OPT_EVAL_EVERY: return parse_int("eval-every", arg, 1, &opts->eval_every);
+    case OPT_EVAL_EVERY: return parse_int("eval-every", arg, 0, &opts->eval_every);
     case OPT_NO_NORMALIZE: opts->normalize = 0; return 0;
     case OPT_THREADS: return parse_int("threads", arg, 1, &opts->threads);
     case OPT_DUMP: opts->dump_path = arg; return 0;
+    case OPT_DUMP_GRADS: opts->dump_grads_path = arg; return 0;
     case OPT_COMM: return parse_comm(arg, opts);
     case OPT_BUCKET_CAP: return parse_cap("bucket-cap-mb", arg, &opts->bucket_cap_bytes);
     case OPT_FIRST_BUCKET_CAP:
         return parse_cap("first-bucket-cap-mb", arg, &opts->first_bucket_cap_bytes);
     case OPT_REPORT_STEPS: opts->report_steps = 1; return 0;
+    case OPT_REPORT_LR: opts->report_lr = 1; return 0;
+    case OPT_REPORT_LAYERS:
+        return parse_long("report-layers", arg, 0, LONG_MAX, &opts->report_layers);
     case OPT_TIMEOUT: return parse_timeout(arg, opts);
     case OPT_TP: return parse_int("tp", arg, 1, &opts->tp);
     case OPT_PP: return parse_int("pp", arg, 1, &opts->pp);
@@ -337,8 +471,94 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     }
 }
 
+/* ---- what the options mean together ----------------------------------------------------- */
+
+/* The optimizer's own defaults for what the command line left out. */
+static void resolve_optim(train_optim_opts_t *o, uint64_t given)
+{
+    train_optim_opts_t d;
+
+    train_optim_defaults(o->kind, &d);
+    o->momentum = (given & GIVEN(OPT_MOMENTUM)) ? o->momentum : d.momentum;
+    o->weight_decay = (given & GIVEN(OPT_WEIGHT_DECAY)) ? o->weight_decay : d.weight_decay;
+    o->beta1 = (given & GIVEN(OPT_BETA1)) ? o->beta1 : d.beta1;
+    o->beta2 = (given & GIVEN(OPT_BETA2)) ? o->beta2 : d.beta2;
+    o->eps = (given & GIVEN(OPT_EPS)) ? o->eps : d.eps;
+    o->exclude_bias = (given & GIVEN(OPT_EXCLUDE)) ? o->exclude_bias : d.exclude_bias;
+}
+
+#define KIND(k) (1u << (k))
+
+/* Options of some optimizers only: refused with the others, rather than silently unused. */
+static int check_optim(const train_optim_opts_t *o, uint64_t given)
+{
+    static const struct {
+        int opt;
+        const char *name;
+        unsigned kinds;
+    } only[] = {
+        {OPT_MOMENTUM, "momentum", KIND(TRAIN_OPTIM_SGD) | KIND(TRAIN_OPTIM_LARS)},
+        {OPT_NESTEROV, "nesterov", KIND(TRAIN_OPTIM_SGD) | KIND(TRAIN_OPTIM_LARS)},
+        {OPT_BETA1, "beta1", KIND(TRAIN_OPTIM_ADAMW) | KIND(TRAIN_OPTIM_LAMB)},
+        {OPT_BETA2, "beta2", KIND(TRAIN_OPTIM_ADAMW) | KIND(TRAIN_OPTIM_LAMB)},
+        {OPT_EPS, "eps", KIND(TRAIN_OPTIM_ADAMW) | KIND(TRAIN_OPTIM_LARS) | KIND(TRAIN_OPTIM_LAMB)},
+        {OPT_LARS_ETA, "lars-eta", KIND(TRAIN_OPTIM_LARS)},
+        {OPT_TRUST_CLAMP, "trust-clamp", KIND(TRAIN_OPTIM_LAMB)},
+    };
+
+    for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++) {
+        if ((given & GIVEN(only[i].opt)) && !(only[i].kinds & KIND(o->kind))) {
+            fprintf(stderr, "coll-train: --%s does not apply to --optimizer %s\n", only[i].name,
+                    train_optim_name(o->kind));
+            return -1;
+        }
+    }
+    if (o->nesterov && !(o->momentum > 0)) {
+        fprintf(stderr, "coll-train: --nesterov needs --momentum > 0\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Nonzero, after saying so, when @p opt was given but means nothing without @p needs. */
+static int misplaced(uint64_t given, int opt, int meaningful, const char *name,
+                     const char *needs)
+{
+    if ((given & GIVEN(opt)) && !meaningful) {
+        fprintf(stderr, "coll-train: --%s needs %s\n", name, needs);
+        return 1;
+    }
+    return 0;
+}
+
+static int check_sched(const train_lr_opts_t *o, uint64_t given)
+{
+    const uint64_t base = GIVEN(OPT_BASE_LR) | GIVEN(OPT_BASE_BATCH);
+    int step = o->decay == COLL_SCHEDULE_STEP, cosine = o->decay == COLL_SCHEDULE_COSINE;
+    int bad = misplaced(given, OPT_BASE_LR, o->linear_scaling, "base-lr", "--lr-scaling linear") |
+              misplaced(given, OPT_BASE_BATCH, o->linear_scaling, "base-batch",
+                        "--lr-scaling linear") |
+              misplaced(given, OPT_WARMUP_START, o->warmup.count > 0, "warmup-start-lr",
+                        "--warmup") |
+              misplaced(given, OPT_MILESTONES, step, "milestones", "--decay step") |
+              misplaced(given, OPT_GAMMA, step, "gamma", "--decay step") |
+              misplaced(given, OPT_FINAL_LR, cosine, "final-lr", "--decay cosine");
+
+    if (o->linear_scaling && ((given & base) != base || (given & GIVEN(OPT_LR)))) {
+        fprintf(stderr, "coll-train: --lr-scaling linear takes --base-lr and --base-batch "
+                        "instead of --lr\n");
+        bad = 1;
+    }
+    if (step && o->n_milestones == 0) {
+        fprintf(stderr, "coll-train: --decay step needs --milestones\n");
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
 int train_parse_args(int argc, char **argv, train_opts_t *opts)
 {
+    uint64_t given = 0;
     int c, rc;
 
     train_defaults(opts);
@@ -347,10 +567,13 @@ int train_parse_args(int argc, char **argv, train_opts_t *opts)
         if (rc != 0) {
             return rc;
         }
+        given |= c >= OPT_DATA && c < OPT_END ? GIVEN(c) : 0;
     }
     if (optind < argc) {
         fprintf(stderr, "coll-train: unexpected argument '%s' (try --help)\n", argv[optind]);
         return -1;
     }
-    return 0;
+    resolve_optim(&opts->optim, given);
+    return check_optim(&opts->optim, given) == 0 && check_sched(&opts->sched, given) == 0 ? 0
+                                                                                          : -1;
 }

@@ -6,7 +6,9 @@
 #define COLL_TRAIN_OPTIONS_H
 
 #include "dist.h"
+#include "lr.h"
 #include "mlp.h"
+#include "optimizer.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,17 +24,22 @@ typedef struct train_opts {
     int batch;                    /**< global batch (all ranks together), >= 1 */
     int hidden[MLP_MAX_LAYERS];   /**< hidden layer widths */
     int n_hidden;                 /**< number of hidden layers, 0 .. MLP_MAX_LAYERS-1 */
-    float lr;                     /**< learning rate, > 0 */
-    float momentum;               /**< SGD momentum, 0 <= momentum < 1 */
+    train_lr_opts_t sched;        /**< the learning-rate schedule (lr.h) */
+    train_optim_opts_t optim;     /**< the optimizer (optimizer.h), defaults resolved */
     uint64_t seed;                /**< seed of the initial weights and of the shuffles */
-    int eval_every;               /**< test accuracy every this many epochs; 0 = at the end only */
+    int eval_every;               /**< test accuracy every this many epochs (default 1); 0 = at
+                                       the end only */
     int normalize;                /**< standardise pixels with the Fashion-MNIST mean and std */
     int threads;                  /**< OpenBLAS threads, >= 1 */
     const char *dump_path;        /**< where rank 0 writes the parameters; NULL = nowhere */
+    const char *dump_grads_path;  /**< where rank 0 writes the last step's gradients; NULL */
     dist_comm_t comm;             /**< how gradients travel (--comm) */
     size_t bucket_cap_bytes;      /**< --bucket-cap-mb in bytes; 0 = the library's default */
     size_t first_bucket_cap_bytes; /**< --first-bucket-cap-mb in bytes; 0 = default */
     int report_steps;             /**< print one line per step (rank 0) */
+    int report_lr;                /**< print the learning rate of every step (rank 0) */
+    long report_layers;           /**< print per-tensor norms and trust ratios of the first
+                                       this many steps (rank 0); 0 = none */
     int timeout_ms;               /**< bound of every wait on a collective */
     int tp, pp, dp;               /**< 3D-parallel layout (train3d.h); 0 when not given */
     int micro_batches;            /**< micro-batches per replica and step; 0 when not given */
