@@ -23,7 +23,7 @@ uint64_t coll__cspec_of(const coll_compression_t *c)
 /* An operation whose count is not the sum of its layout's tensors: it fails on every rank. */
 static coll_status_t wrong_layout_start(coll_op_t *op)
 {
-    const coll_layout_t *l = op->codec->layout;
+    const coll_tensor_layout_t *l = op->codec->layout;
     char msg[160];
 
     snprintf(msg, sizeof(msg), "count %llu is not the %llu elements of layout %016llx's %zu "
@@ -87,7 +87,7 @@ coll_status_t coll_codec_policy_post(coll_op_t *op)
 {
     coll_codec_op_t *c = op->codec;
     uint32_t n = op->job->nnodes;
-    uint64_t tag = coll_tag_make(op->desc.key, COLL_TAG_DESC, 1, 0);
+    uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, COLL_TAG_DESC, 1, 0);
     coll_status_t st = COLL_OK;
 
     if (c == NULL || !c->policy) {

@@ -100,8 +100,8 @@ static coll_status_t post_round(coll_cx_t *cx)
         if (p != cx->r) {
             *x = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .slot = (uint16_t)p,
                                .step = cx->round};
-            st = coll_op_recv(op, p, coll_tag_make(op->desc.key, COLL_TAG_RS, p, cx->round),
-                              cx->recvp[p], cx->recvlen[p], x);
+            uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, COLL_TAG_RS, p, cx->round);
+            st = coll_op_recv(op, p, tag, cx->recvp[p], cx->recvlen[p], x);
         }
     }
     for (uint32_t p = 0; p < cx->n && st == COLL_OK; p++) {
@@ -109,8 +109,8 @@ static coll_status_t post_round(coll_cx_t *cx)
         if (p != cx->r) {
             *x = (coll_xfer_t){.op = op, .kind = COLL_TAG_RS, .is_send = 1,
                                .slot = (uint16_t)p, .step = cx->round};
-            st = coll_op_send(op, p, coll_tag_make(op->desc.key, COLL_TAG_RS, cx->r, cx->round),
-                              bad ? cx->poison_buf : cx->sendp[p],
+            uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, COLL_TAG_RS, cx->r, cx->round);
+            st = coll_op_send(op, p, tag, bad ? cx->poison_buf : cx->sendp[p],
                               bad ? COLL_CX_PREFIX : cx->sendlen[p], x);
         }
     }

@@ -21,7 +21,7 @@ int coll_codec_job_info(const coll_job_t *job, coll_codec_job_info_t *out)
 {
     const coll_codec_job_t *cj = job->engine.codec;
     coll_slot_t *s, *stmp;
-    coll_layout_t *l, *ltmp;
+    coll_tensor_layout_t *l, *ltmp;
 
     if (cj == NULL) {
         return 0;
@@ -42,7 +42,7 @@ int coll_codec_job_info(const coll_job_t *job, coll_codec_job_info_t *out)
         out->buckets++;
         out->residual_bytes += s->pool_bytes;
     }
-    coll_list_for_each_safe(l, ltmp, &cj->layouts, coll_layout_t, link)
+    coll_list_for_each_safe(l, ltmp, &cj->layouts, coll_tensor_layout_t, link)
     {
         out->layouts++;
     }

@@ -27,10 +27,10 @@ typedef struct {
     uint64_t total;    /**< elements: the sum of rows x cols */
     size_t ntensors;
     uint64_t *shape;   /**< 2 per tensor: rows, cols (owned) */
-} coll_layout_t;
+} coll_tensor_layout_t;
 
 /** @return @p job's layout @p layout, or NULL when none was registered. */
-const coll_layout_t *coll__layout_find(const coll_job_t *job, uint64_t layout);
+const coll_tensor_layout_t *coll__layout_find(const coll_job_t *job, uint64_t layout);
 
 /* ---- measurements for auto (estimate.c) ----------------------------------------------------- */
 
@@ -142,7 +142,7 @@ void coll__slot_drop(coll_job_t *job, coll_slot_t *slot);
 
 /** job->engine.codec. */
 typedef struct coll_codec_job {
-    coll_list_t layouts;       /**< coll_layout_t */
+    coll_list_t layouts;       /**< coll_tensor_layout_t */
     coll_list_t slots;         /**< coll_slot_t */
     coll_estimate_t est;
     coll_account_t acct[COLL_COMPRESS_COUNT]; /**< by method run (NONE: uncompressed) */
@@ -171,7 +171,7 @@ typedef struct coll_codec_op {
     coll_compression_t asked;  /**< what the operation asked for (with warm-up and bucket) */
     coll_compression_t run;    /**< what it runs (method NONE: uncompressed) */
     coll_slot_t *slot;         /**< its bucket's slot, NULL when it took none */
-    const coll_layout_t *layout; /**< its registered shapes, or NULL */
+    const coll_tensor_layout_t *layout; /**< its registered shapes, or NULL */
     int commit;                /**< the codec finished: the slot's new residual is valid */
     double codec_s;            /**< seconds of codec work on this node */
     int policy;                /**< an auto operation on several nodes: the policy message */
@@ -268,7 +268,7 @@ typedef struct coll_cx_codec {
     coll_status_t (*round_done)(struct coll_cx *cx);
     /** @return Bytes this node sends for @p count elements on @p nnodes nodes (estimates). */
     double (*wire_bytes)(uint64_t count, uint32_t nnodes, const coll_compression_t *run,
-                         const coll_layout_t *layout);
+                         const coll_tensor_layout_t *layout);
 } coll_cx_codec_t;
 
 /** The exchange's state of one operation (op->algo_state). */

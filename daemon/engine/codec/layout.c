@@ -30,15 +30,15 @@ static uint64_t digest(const uint64_t *shape, size_t n)
     return h != 0 ? h : 1;
 }
 
-const coll_layout_t *coll__layout_find(const coll_job_t *job, uint64_t layout)
+const coll_tensor_layout_t *coll__layout_find(const coll_job_t *job, uint64_t layout)
 {
     const coll_codec_job_t *cj = job->engine.codec;
-    coll_layout_t *l, *tmp;
+    coll_tensor_layout_t *l, *tmp;
 
     if (cj == NULL || layout == 0) {
         return NULL;
     }
-    coll_list_for_each_safe(l, tmp, &cj->layouts, coll_layout_t, link)
+    coll_list_for_each_safe(l, tmp, &cj->layouts, coll_tensor_layout_t, link)
     {
         if (l->layout == layout) {
             return l;
@@ -49,16 +49,16 @@ const coll_layout_t *coll__layout_find(const coll_job_t *job, uint64_t layout)
 
 uint64_t coll_codec_shapes(const coll_job_t *job, uint64_t layout)
 {
-    const coll_layout_t *l = coll__layout_find(job, layout);
+    const coll_tensor_layout_t *l = coll__layout_find(job, layout);
     return l != NULL ? l->digest : 0;
 }
 
 static size_t count_layouts(const coll_codec_job_t *cj)
 {
     size_t n = 0;
-    coll_layout_t *l, *tmp;
+    coll_tensor_layout_t *l, *tmp;
 
-    coll_list_for_each_safe(l, tmp, &cj->layouts, coll_layout_t, link)
+    coll_list_for_each_safe(l, tmp, &cj->layouts, coll_tensor_layout_t, link)
     {
         n++;
     }
@@ -69,8 +69,8 @@ static size_t count_layouts(const coll_codec_job_t *cj)
 static coll_status_t add(coll_job_t *job, const Coll__Wire__Layout *m, char *err, size_t len)
 {
     coll_codec_job_t *cj = coll__codec_job(job);
-    const coll_layout_t *old = coll__layout_find(job, m->layout);
-    coll_layout_t *l;
+    const coll_tensor_layout_t *old = coll__layout_find(job, m->layout);
+    coll_tensor_layout_t *l;
 
     if (old != NULL) {
         if (old->ntensors * 2 == m->n_shape &&

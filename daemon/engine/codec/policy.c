@@ -85,7 +85,7 @@ static coll_fallback_t ruled_out(const coll_desc_t *d, const char **why)
 }
 
 /* Whether PowerSGD at @p rank compresses some matrix of @p l. */
-static int has_matrix(const coll_layout_t *l, unsigned rank)
+static int has_matrix(const coll_tensor_layout_t *l, unsigned rank)
 {
     for (size_t t = 0; l != NULL && t < l->ntensors; t++) {
         uint64_t rows = l->shape[2 * t], cols = l->shape[2 * t + 1];

@@ -45,7 +45,7 @@ typedef struct {
 } tensor_t;
 
 /* Tensor @p t of @p l, with the sums of the factor sizes before it in @p lp, @p ld, @p lb. */
-static tensor_t tensor_at(const coll_layout_t *l, size_t t, unsigned rank, uint64_t *off,
+static tensor_t tensor_at(const coll_tensor_layout_t *l, size_t t, unsigned rank, uint64_t *off,
                           uint64_t *lp, uint64_t *ld, uint64_t *lb)
 {
     tensor_t x = {*off, l->shape[2 * t], l->shape[2 * t + 1], 0, 0, 0};
@@ -66,7 +66,7 @@ static tensor_t tensor_at(const coll_layout_t *l, size_t t, unsigned rank, uint6
 }
 
 /* The sizes of A = [P's | uncompressed tensors] and of the Q array. */
-static void totals(const coll_layout_t *l, unsigned rank, uint64_t *lp, uint64_t *la,
+static void totals(const coll_tensor_layout_t *l, unsigned rank, uint64_t *lp, uint64_t *la,
                    uint64_t *lb)
 {
     uint64_t off = 0, ld = 0;
@@ -134,7 +134,7 @@ static uint64_t seed_of(const coll_cx_t *cx, size_t t)
 /* Q orthonormalized (drawn first), P = M Q; the uncompressed tensors copied into A. */
 static coll_status_t psgd_begin(coll_cx_t *cx)
 {
-    const coll_layout_t *l = cx->c->layout;
+    const coll_tensor_layout_t *l = cx->c->layout;
     psgd_t s = state_of(cx);
     uint64_t off = 0, lp = 0, ld = 0, lb = 0;
 
@@ -160,7 +160,7 @@ static coll_status_t psgd_begin(coll_cx_t *cx)
 /* After round 1: the uncompressed tensors' results; P orthonormalized; Q = M^T P. */
 static void psgd_q(coll_cx_t *cx, const psgd_t *s)
 {
-    const coll_layout_t *l = cx->c->layout;
+    const coll_tensor_layout_t *l = cx->c->layout;
     uint64_t off = 0, lp = 0, ld = 0, lb = 0;
 
     for (size_t t = 0; t < l->ntensors; t++) {
@@ -186,7 +186,7 @@ static float share_of(const coll_cx_t *cx)
 /* After round 3: result = P Q^T, e' = M - a P Q^T. */
 static void psgd_finish(coll_cx_t *cx, const psgd_t *s)
 {
-    const coll_layout_t *l = cx->c->layout;
+    const coll_tensor_layout_t *l = cx->c->layout;
     uint64_t off = 0, lp = 0, ld = 0, lb = 0;
     float a = share_of(cx);
 
@@ -235,7 +235,7 @@ static coll_status_t psgd_round_done(coll_cx_t *cx)
 }
 
 static double psgd_wire(uint64_t count, uint32_t n, const coll_compression_t *run,
-                        const coll_layout_t *layout)
+                        const coll_tensor_layout_t *layout)
 {
     uint64_t lp, la, lb;
 

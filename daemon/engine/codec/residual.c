@@ -43,13 +43,13 @@ static void slot_release_memory(coll_job_t *job, coll_slot_t *s)
 void coll_codec_job_free(coll_job_t *job)
 {
     coll_codec_job_t *cj = job->engine.codec;
-    coll_layout_t *l, *ltmp;
+    coll_tensor_layout_t *l, *ltmp;
     coll_slot_t *s, *stmp;
 
     if (cj == NULL) {
         return;
     }
-    coll_list_for_each_safe(l, ltmp, &cj->layouts, coll_layout_t, link)
+    coll_list_for_each_safe(l, ltmp, &cj->layouts, coll_tensor_layout_t, link)
     {
         coll_list_remove(&l->link);
         free(l);

@@ -106,7 +106,7 @@ static coll_status_t topk_round_done(coll_cx_t *cx)
 }
 
 static double topk_wire(uint64_t count, uint32_t n, const coll_compression_t *run,
-                        const coll_layout_t *layout)
+                        const coll_tensor_layout_t *layout)
 {
     (void)layout;
     return (double)(n - 1) * (double)msg_bytes(coll_topk_k(count, run->ratio), count);

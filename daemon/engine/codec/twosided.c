@@ -221,7 +221,7 @@ static coll_status_t ts_round_done(coll_cx_t *cx)
 }
 
 static double ts_wire(uint64_t count, uint32_t n, const coll_compression_t *run,
-                      const coll_layout_t *layout)
+                      const coll_tensor_layout_t *layout)
 {
     double per = run->method == COLL_COMPRESS_ONEBIT ? 1.0 / 8.0 : 2.0;
     (void)layout;
