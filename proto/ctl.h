@@ -56,8 +56,13 @@ typedef struct {
     uint32_t root;
     uint32_t peer;
     uint32_t algo;
-    uint32_t reserved;
+    uint32_t flags;  /**< COLL_CTL_SUB_*; 0 for a rank's own submission */
 } coll_ctl_sub_t;
+
+/** Submission flag: one for every local rank, whose posts of @c key wait in the job's
+ *  shared-memory area (proto/shm.h); the daemon takes them from there. Only @c key, @c coll
+ *  and @c req_id (the submitting rank's) are meaningful. */
+#define COLL_CTL_SUB_NODE 1u
 
 /** Most step records of one operation (collective.h COLL_MAX_STEPS). */
 #define COLL_CTL_MAX_STEPS 32u

@@ -16,8 +16,9 @@
 #include <protobuf-c/protobuf-c.h>
 
 /** Wire protocol version carried in every envelope (2: completions carry algorithm steps;
- *  3: node joins carry the daemon's pid and kernel id, and refusals). */
-#define COLL_WIRE_VERSION 3u
+ *  3: node joins carry the daemon's pid and kernel id, and refusals; 4: the local ranks'
+ *  shared-memory area after the control blocks, node submissions). */
+#define COLL_WIRE_VERSION 4u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */
