@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 
+#include "engine/shm_watch.h"
 #include "net/control.h"
 
 static const coll_op_t *find_collective(const coll_job_t *job, uint64_t key)
@@ -19,6 +20,7 @@ static const coll_op_t *find_collective(const coll_job_t *job, uint64_t key)
 uint32_t coll_blame_local(const coll_job_t *job, uint64_t key, char *buf, size_t len)
 {
     const coll_op_t *op = find_collective(job, key);
+    coll_shm_wait_t w = {.posted = 0};
     uint32_t missing = 0;
     size_t n = 0;
 
@@ -26,9 +28,12 @@ uint32_t coll_blame_local(const coll_job_t *job, uint64_t key, char *buf, size_t
     if (op != NULL && op->done) {
         return 0; /* every local rank had submitted it */
     }
+    if (op == NULL) { /* the ranks that posted it in shared memory have submitted it */
+        coll_shm_waiting_key(job, key, &w);
+    }
     for (uint32_t l = 0; l < job->local_size && n < len; l++) {
         const coll_session_t *s = job->locals[l];
-        if (op != NULL && op->members[l].session != NULL) {
+        if ((op != NULL && op->members[l].session != NULL) || (l < 64 && (w.posted >> l) & 1)) {
             continue;
         }
         missing++;

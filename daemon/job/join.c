@@ -16,6 +16,7 @@
 #include "net/rdv.h"
 #include "net/transport.h"
 #include "proto/ctl.h"
+#include "proto/shm.h"
 
 static coll_job_t *job_find(coll_daemon_t *d, const char *id)
 {
@@ -103,8 +104,8 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
 {
     uint64_t pool_bytes = (j->pool_bytes ? j->pool_bytes : d->cfg.pool_size);
     coll_job_t *job;
-    coll_status_t st = check_budget(d, j->job, pool_bytes + COLL_CTL_TOTAL(j->local_size), err,
-                                    errlen);
+    coll_status_t st = check_budget(d, j->job, pool_bytes + COLL_POOL_PREFIX(j->local_size),
+                                    err, errlen);
 
     if (st != COLL_OK) {
         return st;
@@ -120,11 +121,12 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     coll_rdv_job_init(job);
     coll_transport_job_init(job);
     coll_list_push(&d->jobs, &job->link);
-    /* The control blocks come first; the pool the job asked for follows. A job with no other
-     * node needs no UCX worker, endpoints or registration (job_alone()). */
-    if ((st = coll_pool_create(job->id, pool_bytes + COLL_CTL_TOTAL(job->local_size),
+    /* The control blocks and the local ranks' shared-memory area come first; the pool the job
+     * asked for follows. A job with no other node needs no UCX worker, endpoints or
+     * registration (job_alone()). */
+    if ((st = coll_pool_create(job->id, pool_bytes + COLL_POOL_PREFIX(job->local_size),
                                &job->pool)) != COLL_OK ||
-        (st = coll_pool_reserve(job->pool, COLL_CTL_TOTAL(job->local_size))) != COLL_OK ||
+        (st = coll_pool_reserve(job->pool, COLL_POOL_PREFIX(job->local_size))) != COLL_OK ||
         (st = coll_doorbell_open(job)) != COLL_OK ||
         (!job_alone(job) && (st = coll_engine_job_open(job)) != COLL_OK)) {
         snprintf(err, errlen, "job %s: cannot create its %s on this node (see daemon log)",
