@@ -42,8 +42,8 @@ class Future(concurrent.futures.Future):
 
     Attributes, set before the future completes:
         operation (str): the collective, e.g. ``"allreduce"``.
-        algo (str): the algorithm that ran it (``"ring"``, ``"rd"``, ``"local"``, ...); may
-            be "" on failure.
+        algo (str): the algorithm that ran it (``"ring"``, ``"rd"``, ``"local"``, ``"shm"``,
+            ...); may be "" on failure.
         timing (Timing | None): its phase times; None on failure.
     """
 

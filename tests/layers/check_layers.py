@@ -10,9 +10,10 @@
             defines must be defined in a layer below it: a call upward is a failure, exactly as
             linking that library alone with the ones below it would fail.
   client    the same for the client library's files (libcollective.a's objects): base.c and
-            the shared base at the bottom, then the timeline and the daemon link (io.c), the
-            requests, the communicator, the collectives and allocations, the bucketer on top;
-            the link reaches the requests only through the table they register.
+            the shared base at the bottom, then the timeline and the links, to the daemon (io.c)
+            and to the other local ranks (shm*.c), the requests, the communicator, the
+            collectives and allocations, the bucketer on top; the links reach the requests only
+            through the table they register.
   self-test the checker catches what it must: an upward include added to a copy of the tree,
             an include by bare name, and upward calls added to the real symbol tables of the
             daemon's layers and of the client library.
@@ -134,7 +135,8 @@ def load_tables(libs):
 # ---- the client library's files -------------------------------------------------------------
 
 CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0, "base.c.o": 1, "env.c.o": 1,
-               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "request.c.o": 3,
+               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "shm.c.o": 2,
+               "shm_progress.c.o": 2, "shm_exec.c.o": 2, "request.c.o": 3,
                "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "bucketer.c.o": 6,
                "bucketer_wait.c.o": 6}
 
