@@ -72,11 +72,6 @@ typedef struct {
     void (*fail_all)(coll_comm_t *c, coll_status_t status);
     /** End one pending request with @p status (the shared-memory path, shm.h). */
     void (*finish)(coll_request_t *r, coll_status_t status);
-    /** Move the collectives in the shared-memory area on; how many requests it finished. */
-    int (*progress)(coll_comm_t *c);
-    /** Poll the control block's event word for a bounded time before the caller sleeps
-     *  (with the lock released); 1 when it moved from @p seen. */
-    int (*spin)(coll_comm_t *c, uint32_t seen);
 } coll__link_ops_t;
 
 /** The request layer's entries for the link (request.c). */

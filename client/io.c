@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "client/internal.h"
+#include "client/shm.h"
 
 /* Longest sleep on the control block before the socket is checked for a dead daemon. */
 #define COLL_CTL_POLL_MS 100
@@ -285,23 +286,20 @@ static void wait_ctl(coll_comm_t *c, int timeout_ms)
 {
     uint32_t seen = atomic_load(&c->ctl->events);
     int slice = timeout_ms < 0 || timeout_ms > COLL_CTL_POLL_MS ? COLL_CTL_POLL_MS : timeout_ms;
+    coll_shm_watch_t w;
 
-    if (c->link->drain(c) + c->link->progress(c) > 0) {
+    if (c->link->drain(c) + coll__shm_progress(c) > 0) {
         return;
     }
     if (frames_pending(c)) {
         wait_socket(c, 0);
         return;
     }
-    if (timeout_ms != 0 && c->link->spin(c, seen)) {
-        c->link->drain(c);
-        c->link->progress(c);
-        return;
-    }
+    coll__shm_watch(c, &w); /* the other local ranks complete these without waking us */
     pthread_mutex_unlock(&c->lock);
-    coll_ctl_wait(c->ctl, seen, slice);
+    coll__shm_wait(c->ctl, &w, seen, slice);
     pthread_mutex_lock(&c->lock);
-    if (c->link->drain(c) + c->link->progress(c) == 0 &&
+    if (c->link->drain(c) + coll__shm_progress(c) == 0 &&
         (frames_pending(c) || atomic_load(&c->ctl->events) == seen)) {
         wait_socket(c, 0);
     }

@@ -325,6 +325,4 @@ const coll__link_ops_t coll__request_link_ops = {
     .drain = coll__ctl_drain,
     .fail_all = coll__req_fail_all,
     .finish = coll__req_finish,
-    .progress = coll__shm_progress,
-    .spin = coll__shm_spin,
 };

@@ -6,6 +6,7 @@
  * A post goes where its key hashes to (the next free post after it when that one is taken), so
  * the other ranks, which look for the same key, usually find it at the first place they look.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,9 @@
 #include "client/shm.h"
 
 /* How long a waiter polls before it sleeps, unless COLL_SPIN_US says otherwise: a peer on
- * another core answers within a few microseconds; longer only delays the ranks that share
- * this core (docs/benchmarks.md, "Latency"). */
+ * another core answers within a few microseconds. With more local ranks than CPUs the waiter
+ * yields its CPU between polls, so that the rank it waits for can run (docs/benchmarks.md,
+ * "Latency"). */
 #define COLL_SHM_SPIN_NS_DEFAULT 20000u
 /* The longest COLL_SPIN_US accepted. */
 #define COLL_SHM_SPIN_US_MAX 10000u
@@ -40,6 +42,14 @@ static uint64_t spin_ns_from_env(void)
     return *end != '\0' || us > COLL_SHM_SPIN_US_MAX ? COLL_SHM_SPIN_NS_DEFAULT : us * 1000u;
 }
 
+/* CPUs this process may run on. */
+static uint32_t cpus(void)
+{
+    cpu_set_t set;
+
+    return sched_getaffinity(0, sizeof(set), &set) == 0 ? (uint32_t)CPU_COUNT(&set) : 1;
+}
+
 coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_bytes)
 {
     coll_shm_t *s;
@@ -58,6 +68,7 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
     s->nnodes = c->node_count;
     s->max_bytes = max_bytes;
     s->spin_ns = spin_ns_from_env();
+    s->oversubscribed = s->nlocal > cpus();
     s->ops.next = s->ops.prev = &s->ops;
     c->shm = s;
     return COLL_OK;
@@ -232,12 +243,26 @@ static coll_status_t check_post(coll_comm_t *c, const coll_shm_desc_t *d)
     return st;
 }
 
+/* Let the other ranks' searches reach slot @p slot of key @p key (before it is published). */
+static void extend_reach(coll_shm_t *s, uint64_t key, uint32_t slot)
+{
+    _Atomic uint32_t *reach = &coll__shm_area(s, s->self)->reach;
+    uint32_t d = (slot + COLL_SHM_SLOTS - coll_shm_slot_of(key)) % COLL_SHM_SLOTS;
+
+    /* With nothing else in flight no post lies further: the reach may shrink. */
+    if (s->ops.next == &s->ops ? atomic_load_explicit(reach, memory_order_relaxed) != d
+                               : atomic_load_explicit(reach, memory_order_relaxed) < d) {
+        atomic_store(reach, d);
+    }
+}
+
 /* Publish @p op's descriptor in post @p slot of this rank's ring. */
 static void publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot)
 {
     coll_shm_post_t *p = coll__shm_post_of(s, s->self, slot);
     uint64_t gen = coll_shm_gen(atomic_load(&p->state)) + 1;
 
+    extend_reach(s, op->d.key, slot);
     op->slot = slot;
     op->state = coll_shm_state(gen, COLL_SHM_POSTED);
     coll_shm_write_desc(p, &op->d);
@@ -280,6 +305,9 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire
     s->ops.prev->next = op;
     s->ops.prev = op;
     r->shm_op = op;
+    if (c->reading) {
+        coll_ctl_notify(c->ctl); /* the thread that waits watches this post too from now on */
+    }
     coll__shm_progress(c);
     return COLL_OK;
 }
@@ -302,27 +330,53 @@ void coll__shm_forget(coll_request_t *r)
     r->shm_op = NULL;
 }
 
-int coll__shm_spin(coll_comm_t *c, uint32_t seen)
+void coll__shm_watch(coll_comm_t *c, coll_shm_watch_t *w)
 {
     coll_shm_t *s = c->shm;
-    uint64_t end;
-    int got = 0;
 
-    if (s == NULL || s->ops.next == &s->ops || s->spin_ns == 0) {
-        return 0;
-    }
-    end = coll__now_ns() + s->spin_ns;
-    pthread_mutex_unlock(&c->lock);
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(&c->ctl->events, memory_order_acquire) != seen) {
-            got = 1;
-            break;
-        }
-        cpu_relax();
-        if (i % 64 == 0 && coll__now_ns() >= end) {
-            break;
+    w->n = 0;
+    w->spin_ns = s != NULL ? s->spin_ns : 0;
+    w->yield = s != NULL && s->oversubscribed;
+    for (coll_shm_op_t *op = s != NULL ? s->ops.next : NULL; op != NULL && op != &s->ops &&
+                                                           w->n < COLL_SHM_SLOTS;
+         op = op->next) {
+        if (op->route == COLL_SHM_ROUTE_LOCAL) {
+            w->word[w->n] = &coll__shm_post_of(s, s->self, op->slot)->state;
+            w->seen[w->n++] = op->state;
         }
     }
-    pthread_mutex_lock(&c->lock);
-    return got;
+}
+
+static int watched_moved(const void *arg)
+{
+    const coll_shm_watch_t *w = arg;
+
+    for (unsigned i = 0; i < w->n; i++) {
+        if (atomic_load_explicit(w->word[i], memory_order_acquire) != w->seen[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void coll__shm_wait(coll_ctl_t *ctl, const coll_shm_watch_t *w, uint32_t seen, int timeout_ms)
+{
+    uint64_t end = timeout_ms != 0 && w->n > 0 && w->spin_ns > 0 ? coll__now_ns() + w->spin_ns
+                                                                 : 0;
+
+    for (unsigned i = 1; end != 0; i++) {
+        if (atomic_load_explicit(&ctl->events, memory_order_acquire) != seen ||
+            watched_moved(w)) {
+            return;
+        }
+        if (w->yield) {
+            sched_yield(); /* the rank we wait for may be runnable on this CPU */
+        } else {
+            cpu_relax();
+        }
+        if ((w->yield || i % 64 == 0) && coll__now_ns() >= end) {
+            break;
+        }
+    }
+    coll_ctl_wait_unless(ctl, seen, timeout_ms, watched_moved, w);
 }

@@ -50,6 +50,7 @@ typedef struct coll_shm {
     uint32_t nnodes;
     uint64_t max_bytes;     /* the daemon's crossover */
     uint64_t spin_ns;       /* how long a waiter polls before it sleeps */
+    int oversubscribed;     /* more local ranks than CPUs this process may run on */
     uint32_t cursor;        /* where the search for a free post starts */
     int slot_freed;         /* a post became free (a full ring waits for this) */
     coll_shm_op_t ops;      /* list head */
@@ -94,13 +95,26 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire
  *         hand over, fail. @return The number of requests it finished. */
 int coll__shm_progress(coll_comm_t *c);
 
+/** What a waiter watches without the lock: the states of this rank's posts that run in the
+ *  area, which the rank completing them changes (it wakes the waiter only when it sleeps). */
+typedef struct {
+    const _Atomic uint64_t *word[COLL_SHM_SLOTS];
+    uint64_t seen[COLL_SHM_SLOTS];
+    unsigned n;
+    uint64_t spin_ns;
+    int yield; /* more local ranks than CPUs: give the CPU to them while polling */
+} coll_shm_watch_t;
+
+/** @brief Fill @p w with what a waiter of @p c watches (nothing without the area). */
+void coll__shm_watch(coll_comm_t *c, coll_shm_watch_t *w);
+
 /**
- * @brief While this rank has collectives in the area, poll the control block's event word for
- *        a bounded time (coll_shm_t.spin_ns) instead of sleeping at once: another rank's
- *        completion usually comes within microseconds. Releases the lock while it polls.
- * @return 1 when an event came (@c events differs from @p seen), 0 otherwise.
+ * @brief Wait, without the lock, for an event on control block @p ctl (its word moving from
+ *        @p seen) or for a watched post to move: with posts to watch, poll for a bounded time
+ *        (coll_shm_watch_t.spin_ns: a completion by a rank on another core comes within
+ *        microseconds), then sleep on the event word for at most @p timeout_ms (0: only look).
  */
-int coll__shm_spin(coll_comm_t *c, uint32_t seen);
+void coll__shm_wait(coll_ctl_t *ctl, const coll_shm_watch_t *w, uint32_t seen, int timeout_ms);
 
 /** @brief Request @p r ends: drop its record and free its post (the request hook). */
 void coll__shm_forget(coll_request_t *r);

@@ -167,12 +167,13 @@ static void complete(coll_comm_t *c, coll_shm_op_t *op)
 
     for (uint32_t l = 0; l < s->nlocal; l++) {
         coll_shm_post_t *p = coll__shm_post_of(s, l, op->peer_slot[l]);
+        p->ready_ns = op->ready_ns;
         p->done_ns = now;
         coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE);
     }
-    for (uint32_t l = 0; l < s->nlocal; l++) {
+    for (uint32_t l = 0; l < s->nlocal; l++) { /* a rank that polls sees its post move */
         if (l != s->self) {
-            coll_ctl_notify(coll_ctl_of(s->base, l));
+            coll_ctl_notify_sleeper(coll_ctl_of(s->base, l));
         }
     }
     coll__shm_count(s, &op->d, (uint32_t)c->world_size, now - op->ready_ns);
@@ -200,11 +201,11 @@ static void run(coll_comm_t *c, coll_shm_op_t *op)
 static void finish_done(coll_shm_op_t *op)
 {
     coll_request_t *r = op->req;
-    uint64_t done = coll__shm_post_of(r->comm->shm, r->comm->shm->self, op->slot)->done_ns;
+    const coll_shm_post_t *p = coll__shm_post_of(r->comm->shm, r->comm->shm->self, op->slot);
 
-    r->timing.ready_ns = r->timing.peers_ns = op->ready_ns;
-    r->timing.reduced_ns = r->timing.done_ns = done;
-    snprintf(r->algo, sizeof(r->algo), "shm");
+    r->timing.ready_ns = r->timing.peers_ns = p->ready_ns;
+    r->timing.reduced_ns = r->timing.done_ns = p->done_ns;
+    memcpy(r->algo, "shm", sizeof("shm"));
     r->comm->link->finish(r, COLL_OK);
 }
 

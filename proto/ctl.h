@@ -196,4 +196,20 @@ void coll_ctl_notify(coll_ctl_t *ctl);
  */
 void coll_ctl_wait(coll_ctl_t *ctl, uint32_t seen, int timeout_ms);
 
+/**
+ * @brief Notify the client only if it announced that it sleeps: for a notifier whose news the
+ *        client also finds without the event word (a word it watches while it polls, checked
+ *        again after announcing the sleep in coll_ctl_wait_unless()). Thread-safe.
+ */
+void coll_ctl_notify_sleeper(coll_ctl_t *ctl);
+
+/**
+ * @brief coll_ctl_wait() that, after announcing the sleep, asks @p moved(@p arg) whether what
+ *        it waits for came meanwhile, and does not sleep then. A notifier using
+ *        coll_ctl_notify_sleeper() after making @p moved true either sees the announcement or
+ *        is seen (each side stores, then reads the other's word, sequentially consistent).
+ */
+void coll_ctl_wait_unless(coll_ctl_t *ctl, uint32_t seen, int timeout_ms,
+                          int (*moved)(const void *arg), const void *arg);
+
 #endif

@@ -54,7 +54,9 @@ int coll_shm_read(const coll_shm_post_t *p, uint32_t phase, uint64_t *state_p,
 int coll_shm_find(const coll_shm_rank_t *r, uint64_t key, uint32_t phase, uint32_t *slot_p,
                   uint64_t *state_p, coll_shm_desc_t *d)
 {
-    for (uint32_t i = 0, at = coll_shm_slot_of(key); i < COLL_SHM_SLOTS; i++) {
+    uint32_t reach = atomic_load(&r->reach);
+
+    for (uint32_t i = 0, at = coll_shm_slot_of(key); i <= reach && i < COLL_SHM_SLOTS; i++) {
         const coll_shm_post_t *p = &r->post[(at + i) % COLL_SHM_SLOTS];
         /* The key first, unsynchronised: only a candidate is read consistently. */
         if (__atomic_load_n(&p->desc_words[0], __ATOMIC_RELAXED) == key &&

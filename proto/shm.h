@@ -111,7 +111,8 @@ typedef struct {
     _Alignas(64) _Atomic uint64_t claim; /**< generation (low 32 bits) << 32 | chunks claimed */
     _Atomic uint32_t chunks_done;        /**< chunks finished */
     uint32_t reserved;
-    uint64_t done_ns; /**< set by the completer before DONE: when the last chunk finished */
+    uint64_t ready_ns; /**< set by the completer before DONE: when the last rank posted */
+    uint64_t done_ns;  /**< set by the completer before DONE: when the last chunk finished */
 } coll_shm_post_t;
 
 /** What a rank's completions of operations in shared memory add to the daemon's counters; the
@@ -128,8 +129,12 @@ typedef struct {
 typedef struct {
     _Alignas(64) uint32_t rank; /**< its global rank (the daemon's, at ready) */
     uint32_t pid;               /**< its process (the daemon's, at ready) */
-    _Atomic uint64_t busy_key;  /**< key of the operation whose chunk it runs, or
-                                     COLL_SHM_IDLE (named when that operation stalls) */
+    _Atomic uint32_t reach;     /**< how far (in slots) past coll_shm_slot_of() any of its
+                                     posts in flight lies: a search looks no further. Raised
+                                     before a post is published; lowered only when none is in
+                                     flight */
+    _Alignas(64) _Atomic uint64_t busy_key; /**< key of the operation whose chunk it runs, or
+                                                 COLL_SHM_IDLE (named when that one stalls) */
     _Alignas(64) coll_shm_stats_t stats; /**< operations it completed (it ran the last chunk) */
     coll_shm_post_t post[COLL_SHM_SLOTS];
 } coll_shm_rank_t;
@@ -191,7 +196,7 @@ int coll_shm_read(const coll_shm_post_t *p, uint32_t phase, uint64_t *state_p,
 
 /**
  * @brief Find the post of key @p key in phase @p phase in rank area @p r, searching from
- *        coll_shm_slot_of(@p key).
+ *        coll_shm_slot_of(@p key) as far as the area's @c reach.
  * @param [out] slot_p, state_p, d Its slot, state word and a consistent copy.
  * @return 1 when found, 0 otherwise.
  */
