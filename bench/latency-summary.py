@@ -16,10 +16,12 @@ LIBS = (("coll", "collectived"), ("mpi", "Open MPI"), ("mpi-tcp", "Open MPI TCP"
 
 
 def read_run(path):
-    """{size: (p50, p90, p99, algo, phases)} of one run's output."""
+    """{size: (p50, p90, p99, algo, phases)} of one run's output (collective-launch prefixes
+    each of a rank's lines with "[r<rank>] ")."""
     rows = {}
     with open(path) as f:
         for line in f:
+            line = re.sub(r"^\[r\d+\] ", "", line)
             if line.startswith("#") or not line.strip():
                 continue
             v = line.split()
