@@ -6,6 +6,7 @@
  * A post goes where its key hashes to (the next free post after it when that one is taken), so
  * the other ranks, which look for the same key, usually find it at the first place they look.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,17 +30,27 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static uint64_t spin_ns_from_env(void)
+/* COLL_SPIN_US (microseconds, 0 .. COLL_SHM_SPIN_US_MAX) into *ns_p; -1 with the reason in
+ * the communicator's error when it is not such a number. */
+static int spin_ns_from_env(coll_comm_t *c, uint64_t *ns_p)
 {
     const char *v = getenv("COLL_SPIN_US");
     char *end;
     unsigned long us;
 
     if (v == NULL || v[0] == '\0') {
-        return COLL_SHM_SPIN_NS_DEFAULT;
+        *ns_p = COLL_SHM_SPIN_NS_DEFAULT;
+        return 0;
     }
+    errno = 0;
     us = strtoul(v, &end, 10);
-    return *end != '\0' || us > COLL_SHM_SPIN_US_MAX ? COLL_SHM_SPIN_NS_DEFAULT : us * 1000u;
+    if (v[0] == '-' || *end != '\0' || errno != 0 || us > COLL_SHM_SPIN_US_MAX) {
+        coll__set_error(c, "COLL_SPIN_US=%s is not a number of microseconds from 0 to %u", v,
+                        COLL_SHM_SPIN_US_MAX);
+        return -1;
+    }
+    *ns_p = us * 1000u;
+    return 0;
 }
 
 /* CPUs this process may run on. */
@@ -53,10 +64,14 @@ static uint32_t cpus(void)
 coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_bytes)
 {
     coll_shm_t *s;
+    uint64_t spin_ns;
 
     if (c->ctl == NULL || shm_bytes != COLL_SHM_TOTAL(c->local_size) ||
         COLL_POOL_PREFIX(c->local_size) > c->pool_bytes) {
         return COLL_OK; /* a daemon without the area: every collective goes to it */
+    }
+    if (spin_ns_from_env(c, &spin_ns) < 0) {
+        return COLL_ERR_INVALID;
     }
     if ((s = calloc(1, sizeof(*s))) == NULL) {
         return COLL_ERR_NOMEM;
@@ -67,7 +82,7 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
     s->nlocal = (uint32_t)c->local_size;
     s->nnodes = c->node_count;
     s->max_bytes = max_bytes;
-    s->spin_ns = spin_ns_from_env();
+    s->spin_ns = spin_ns;
     s->oversubscribed = s->nlocal > cpus();
     s->ops.next = s->ops.prev = &s->ops;
     c->shm = s;

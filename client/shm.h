@@ -72,7 +72,9 @@ static inline coll_shm_post_t *coll__shm_post_of(const coll_shm_t *s, uint32_t l
 /**
  * @brief Use the area when the daemon announced one of the size this library knows
  *        (@p shm_bytes from the join reply); leaves c->shm NULL otherwise.
- * @return COLL_OK (with or without an area); COLL_ERR_NOMEM.
+ *        COLL_SPIN_US sets how long a waiter polls before it sleeps (microseconds, default 20).
+ * @return COLL_OK (with or without an area); COLL_ERR_NOMEM; COLL_ERR_INVALID (the error
+ *         says why) when COLL_SPIN_US is not a number from 0 to 10000.
  */
 coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_bytes);
 

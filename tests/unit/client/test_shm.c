@@ -540,6 +540,37 @@ static void test_node_submission(void **state)
     world_free(w);
 }
 
+/* COLL_SPIN_US: microseconds from 0 to 10000; anything else fails the opening of the area with
+ * a message naming the variable, and leaves no area. */
+static void test_spin_env(void **state)
+{
+    static const char *bad[] = {"abc", "-1", "10001", "5x", "99999999999999999999999"};
+    static const struct {
+        const char *v;
+        uint64_t ns;
+    } good[] = {{"0", 0}, {"10000", 10000000u}, {"", 20000u}};
+    world_t *w = world_new(1, 1);
+    coll_comm_t *c = w->c[0];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        coll__shm_close(c);
+        setenv("COLL_SPIN_US", bad[i], 1);
+        assert_int_equal(coll__shm_open(c, COLL_SHM_TOTAL(1), 1u << 30), COLL_ERR_INVALID);
+        assert_null(c->shm);
+        T_CHECK(strstr(coll_comm_last_error(c), "COLL_SPIN_US"));
+    }
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        setenv("COLL_SPIN_US", good[i].v, 1);
+        assert_int_equal(coll__shm_open(c, COLL_SHM_TOTAL(1), 1u << 30), COLL_OK);
+        assert_non_null(c->shm);
+        assert_int_equal(c->shm->spin_ns, good[i].ns);
+        coll__shm_close(c);
+    }
+    unsetenv("COLL_SPIN_US");
+    world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_failure_wakes_waiters),
         cmocka_unit_test(test_departed_rank),
         cmocka_unit_test(test_node_submission),
+        cmocka_unit_test(test_spin_env),
     };
     return cmocka_run_group_tests_name("client shared-memory path", tests, NULL, NULL);
 }
