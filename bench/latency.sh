@@ -76,6 +76,7 @@ pinned() { [ "$1" = 2 ] && [ "$(nproc)" -ge 2 ]; }
 run_coll() { # dir nodes ranks_per_node
     local cmd=("$BUILD/bench/coll-lat" "${SWEEP[@]}" "${PHASES[@]}")
     if pinned $(($2 * $3)); then # rank r on CPU r
+        # shellcheck disable=SC2016 # the rank's own sh expands them
         cmd=(sh -c 'exec taskset -c "$COLL_RANK" "$@"' pin "${cmd[@]}")
     fi
     run_one "$1/coll-$2x$3" "$LAUNCH" --nodes "$2" --ranks-per-node "$3" --daemon "$DAEMON" \
@@ -85,6 +86,7 @@ run_coll() { # dir nodes ranks_per_node
 run_mpi() { # dir nodes ranks_per_node transport
     local np=$(($2 * $3)) bind=(--bind-to none) btl=()
     pinned "$np" && bind=(--bind-to core)
+    # shellcheck disable=SC2054 # tcp,self is one value of --mca btl
     [ "$4" = tcp ] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
     run_one "$1/mpi${4:+-$4}-$2x$3" mpirun --allow-run-as-root --oversubscribe \
         --mca oob_tcp_if_include lo "${bind[@]}" "${btl[@]}" -np "$np" "$RESDIR/mpi-lat" \
