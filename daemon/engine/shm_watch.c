@@ -81,7 +81,9 @@ int coll_shm_waiting_key(const coll_job_t *job, uint64_t key, coll_shm_wait_t *w
     return 0;
 }
 
-/* Append ", rank R (pid P, what)" for every local rank whose bit in @p mask is @p set. */
+/* Append ", rank R (pid P, node N, what)" for every local rank whose bit in @p mask is @p set:
+ * the form in which job/blame.c names the ranks missing from the daemon's operations, so that
+ * a job's error names a culprit alike whichever path found it. */
 static uint32_t name_ranks(const coll_job_t *job, uint64_t mask, int set, const char *what,
                            char *buf, size_t len)
 {
@@ -93,8 +95,9 @@ static uint32_t name_ranks(const coll_job_t *job, uint64_t mask, int set, const 
             continue;
         }
         const coll_session_t *s = job->locals[l];
-        n += (size_t)snprintf(buf + n, len - n, "%srank %u (pid %d, %s)", n ? ", " : "",
-                              job->ranks[l], s != NULL ? (int)s->cred.pid : -1, what);
+        n += (size_t)snprintf(buf + n, len - n, "%srank %u (pid %d, node %u, %s)", n ? ", " : "",
+                              job->ranks[l], s != NULL ? (int)s->cred.pid : -1, job->node_rank,
+                              what);
         named++;
     }
     return named;

@@ -41,7 +41,8 @@ int coll_shm_waiting_key(const coll_job_t *job, uint64_t key, coll_shm_wait_t *w
 
 /**
  * @brief Describe what waiting collective @p w waits for: the local ranks that have not posted
- *        it ("rank 3 (pid N, not submitted)"), or when all have, those running it.
+ *        it ("rank 3 (pid N, node 0, not submitted)", as job/blame.c names them), or when all
+ *        have, those running it.
  * @return The number of ranks named as not having submitted it.
  */
 uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char *buf,
