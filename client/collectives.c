@@ -3,12 +3,12 @@
  * give the operation its key, send one Submit and return a request.
  */
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
 
 #include "client/internal.h"
 #include "common/compression.h"
 #include "proto/cspec.h"
+#include "client/shm.h"
 
 /* What one call asks for, before it becomes a Submit. */
 typedef struct {
@@ -112,32 +112,6 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
     return COLL_OK;
 }
 
-/* Through the control block when it has room (no socket, and a system call only when the
- * daemon sleeps), else as a socket message. Lock held. */
-static coll_status_t send_submit(coll_comm_t *c, Coll__Wire__Submit *m)
-{
-    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
-    int ring = 0;
-
-    if (c->ctl != NULL && c->broken == COLL_OK) {
-        coll_ctl_sub_t rec = {m->key,    m->count,          m->send_offset, m->recv_offset,
-                              m->layout, m->req_id,         (uint32_t)m->coll,
-                              m->dtype,  m->op,             m->root,        m->peer,
-                              m->algo,   m->group,          m->bucket,      m->warmup,
-                              m->compression};
-        if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
-            if (ring && c->doorbell_fd >= 0) {
-                uint64_t one = 1;
-                (void)!write(c->doorbell_fd, &one, sizeof(one));
-            }
-            return COLL_OK;
-        }
-    }
-    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
-    msg.submit = m;
-    return coll__send(c, &msg);
-}
-
 coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p)
 {
     coll_request_t *r = coll__req_new(c, COLL_REQ_COLLECTIVE);
@@ -155,7 +129,11 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
     r->bucket = -1;
     r->timing.submit_ns = coll__now_ns();
     m->group = c->group;
-    st = send_submit(c->conn, m);
+    /* Collectives of the world without compression meet in the local ranks' shared-memory
+     * area first (shm.h); groups, compression and the rest go to the daemon. */
+    st = c->shm != NULL && m->coll < COLL__WIRE__COLLECTIVE__SEND && m->compression == 0
+             ? coll__shm_post(c, r, m)
+             : coll__submit_send(c->conn, m);
     if (st != COLL_OK) {
         coll__req_release(r);
         return st;
@@ -219,8 +197,10 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
                                 ? &params->compression
                                 : &c->compression);
         st = coll__submit_msg(c, &m, req_p);
-    } else {
-        /* The other ranks would wait for this operation: end the job for them too. */
+    }
+    if (st != COLL_INPROGRESS) {
+        /* The other ranks would wait for this operation: end the job for them too (nothing
+         * happens when the job failed already or the link is gone). */
         coll__abort(k, st, k->last_error);
     }
     pthread_mutex_unlock(&k->lock);

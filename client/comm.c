@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client/internal.h"
+#include "client/shm.h"
 #include "client/timeline.h"
 
 static coll_status_t hello(coll_comm_t *c, int timeout_ms)
@@ -99,7 +100,7 @@ static coll_status_t map_pool(coll_comm_t *c)
         return COLL_ERR_NOMEM;
     }
     find_ctl(c);
-    return COLL_OK;
+    return coll__shm_open(c, c->shm_bytes, c->shm_max_bytes);
 }
 
 static coll_comm_t *comm_new(const coll_comm_params_t *p)
@@ -213,6 +214,8 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
 static void close_connection(coll_comm_t *c)
 {
     pthread_mutex_lock(&c->lock);
+    coll__req_free_all(c);
+    coll__shm_close(c);
     coll__timeline_close(c->timeline);
     c->timeline = NULL;
     pthread_mutex_unlock(&c->lock);
@@ -305,21 +308,10 @@ int coll_comm_local_size(const coll_comm_t *c)
     return c->local_size;
 }
 
-void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason)
+uint64_t coll_comm_shm_max_bytes(const coll_comm_t *c)
 {
-    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
-    Coll__Wire__Abort a = COLL__WIRE__ABORT__INIT;
-    char text[1024];
-
-    if (c->broken != COLL_OK) {
-        return;
-    }
-    snprintf(text, sizeof(text), "%s", reason);
-    a.status = status;
-    a.reason = text;
-    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_ABORT;
-    msg.abort = &a;
-    (void)coll__send(c, &msg);
+    /* Set before the communicator is handed out and never changed: no lock needed. */
+    return c->shm != NULL && c->shm->nnodes == 1 ? c->shm->max_bytes : 0;
 }
 
 coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason)

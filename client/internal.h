@@ -74,6 +74,7 @@ struct coll_request {
     char name[48];
     uint64_t iteration;
     long bucket;          /* -1 unless labelled */
+    struct coll_shm_op *shm_op; /* its post in the shared-memory area (shm.h), or NULL */
 };
 
 /** @brief coll_req_steps() with the communicator's lock held: fills @p steps (room for
@@ -83,8 +84,9 @@ uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)
 /** @return CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t coll__now_ns(void);
 
-/** What the daemon link (io.c) hands up to the requests (request.c), which register it: the
- *  link never calls the request layer by name. Every entry is called with the lock held. */
+/** What the links, to the daemon (io.c) and to the other local ranks (shm.c), hand up to the
+ *  requests (request.c), which register it: the links never call the request layer by name.
+ *  Every entry is called with the lock held. */
 typedef struct {
     /** Handle one decoded DaemonMsg. */
     void (*dispatch)(coll_comm_t *c, const coll_daemon_msg_t *m);
@@ -92,6 +94,8 @@ typedef struct {
     int (*drain)(coll_comm_t *c);
     /** Fail every pending request with @p status (the link broke). */
     void (*fail_all)(coll_comm_t *c, coll_status_t status);
+    /** End one pending request with @p status (the shared-memory path, shm.h). */
+    void (*finish)(coll_request_t *r, coll_status_t status);
 } coll__link_ops_t;
 
 /** The request layer's entries for the link (request.c). */
@@ -140,6 +144,8 @@ struct coll_comm {
     coll_ctl_t *ctl;          /* this rank's control block in the pool, NULL when none */
     uint32_t frames_seen;     /* ctl->frames when the socket was last read */
     uint32_t ctl_bytes;       /* from the join reply */
+    uint64_t shm_bytes;       /* from the join reply: the shared-memory area's size (shm.h) */
+    uint64_t shm_max_bytes;   /* from the join reply: the crossover to the daemon's path */
     coll_alloc_t *allocs;
     size_t nallocs, cap_allocs;
     uint32_t next_id;
@@ -153,6 +159,7 @@ struct coll_comm {
     struct coll_request pending; /* list head: waiting for the daemon */
     struct coll_request done;    /* list head: finished, not yet freed by the user */
     struct coll_timeline *timeline; /* COLL_TIMELINE, NULL when off (timeline.c) */
+    struct coll_shm *shm;     /* the local ranks' shared-memory area (shm.h), NULL when none */
     /* answers to the set-up messages */
     int hello_done;
     int join_done;
@@ -236,6 +243,14 @@ coll_request_t *coll__req_new(coll_comm_t *owner, coll_req_kind_t kind);
 
 /** @brief Unlink and free. Lock held. */
 void coll__req_release(coll_request_t *r);
+
+/** @brief End a pending request with @p status (it moves to comm->done, or is freed when the
+ *         user already freed it). Lock held. */
+void coll__req_finish(coll_request_t *r, coll_status_t status);
+
+/** @brief Send one submission through the control block when it has room, else the socket.
+ *         Lock held. @return COLL_OK or the link's error. */
+coll_status_t coll__submit_send(coll_comm_t *c, Coll__Wire__Submit *m);
 
 /** @brief Fail every pending request with @p status (the link broke). Lock held. */
 void coll__req_fail_all(coll_comm_t *c, coll_status_t status);

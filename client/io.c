@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "client/internal.h"
+#include "client/shm.h"
 
 /* Longest sleep on the control block before the socket is checked for a dead daemon. */
 #define COLL_CTL_POLL_MS 100
@@ -106,6 +107,49 @@ coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg)
     }
     free(frame);
     return c->broken;
+}
+
+/* Through the control block when it has room (no socket, and a system call only when the
+ * daemon sleeps), else as a socket message. Lock held. */
+coll_status_t coll__submit_send(coll_comm_t *c, Coll__Wire__Submit *m)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    int ring = 0;
+
+    if (c->ctl != NULL && c->broken == COLL_OK) {
+        coll_ctl_sub_t rec = {m->key,    m->count,          m->send_offset, m->recv_offset,
+                              m->layout, m->req_id,         (uint32_t)m->coll,
+                              m->dtype,  m->op,             m->root,        m->peer,
+                              m->algo,   m->group,          m->bucket,      m->warmup,
+                              m->compression, m->flags};
+        if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
+            if (ring && c->doorbell_fd >= 0) {
+                uint64_t one = 1;
+                (void)!write(c->doorbell_fd, &one, sizeof(one));
+            }
+            return COLL_OK;
+        }
+    }
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
+    msg.submit = m;
+    return coll__send(c, &msg);
+}
+
+void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__Abort a = COLL__WIRE__ABORT__INIT;
+    char text[1024];
+
+    if (c->broken != COLL_OK) {
+        return;
+    }
+    snprintf(text, sizeof(text), "%s", reason);
+    a.status = status;
+    a.reason = text;
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_ABORT;
+    msg.abort = &a;
+    (void)coll__send(c, &msg);
 }
 
 /* Keep the fds the daemon passed (the pool, its doorbell); close any unexpected extra. */
@@ -243,18 +287,21 @@ static void wait_ctl(coll_comm_t *c, int timeout_ms)
 {
     uint32_t seen = atomic_load(&c->ctl->events);
     int slice = timeout_ms < 0 || timeout_ms > COLL_CTL_POLL_MS ? COLL_CTL_POLL_MS : timeout_ms;
+    coll_shm_watch_t w;
 
-    if (c->link->drain(c) > 0) {
+    if (c->link->drain(c) + coll__shm_progress(c) > 0) {
         return;
     }
     if (frames_pending(c)) {
         wait_socket(c, 0);
         return;
     }
+    coll__shm_watch(c, &w); /* the other local ranks complete these without waking us */
     pthread_mutex_unlock(&c->lock);
-    coll_ctl_wait(c->ctl, seen, slice);
+    coll__shm_wait(c->ctl, &w, seen, slice);
     pthread_mutex_lock(&c->lock);
-    if (c->link->drain(c) == 0 && (frames_pending(c) || atomic_load(&c->ctl->events) == seen)) {
+    if (c->link->drain(c) + coll__shm_progress(c) == 0 &&
+        (frames_pending(c) || atomic_load(&c->ctl->events) == seen)) {
         wait_socket(c, 0);
     }
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "client/internal.h"
+#include "client/shm.h"
 #include "client/timeline.h"
 
 static void unlink_req(coll_request_t *r)
@@ -53,6 +54,7 @@ void coll__req_release(coll_request_t *r)
 /* A finished request waits on comm->done until the user frees it (or the communicator goes). */
 static void finish(coll_request_t *r, coll_status_t status)
 {
+    coll__shm_forget(r);
     r->timing.complete_ns = coll__now_ns();
     unlink_req(r);
     r->status = status;
@@ -63,6 +65,11 @@ static void finish(coll_request_t *r, coll_status_t status)
     } else {
         link_req(&r->comm->done, r);
     }
+}
+
+void coll__req_finish(coll_request_t *r, coll_status_t status)
+{
+    finish(r, status);
 }
 
 void coll__req_fail_all(coll_comm_t *c, coll_status_t status)
@@ -217,6 +224,8 @@ static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
     }
     c->pool_bytes = m->pool_bytes;
     c->ctl_bytes = m->ctl_bytes;
+    c->shm_bytes = m->shm_bytes;
+    c->shm_max_bytes = m->shm_max_bytes;
     c->job_timeout_ms = m->timeout_ms;
     c->epoch = m->epoch;
     c->node_rank = m->node_rank;
@@ -384,4 +393,5 @@ const coll__link_ops_t coll__request_link_ops = {
     .dispatch = coll__dispatch,
     .drain = coll__ctl_drain,
     .fail_all = coll__req_fail_all,
+    .finish = coll__req_finish,
 };

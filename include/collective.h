@@ -235,6 +235,19 @@ COLL_API int coll_comm_local_size(const coll_comm_t *comm);
 COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason);
 
 /**
+ * @brief The largest collective that the local ranks of @p comm run among themselves in shared
+ *        memory, without the daemon on the data path (coll_req_algo() then says "shm"): in a
+ *        job on a single node, with algorithm COLL_ALGO_AUTO. Larger ones, those with a forced
+ *        algorithm and every collective of a job over several nodes go to the daemon (whose
+ *        multi-threaded path takes over above this size). The size counts as coll-perf's does:
+ *        one rank's buffer, the whole (world-sized) buffer of reduce-scatter and all-gather.
+ *        It is the daemon's shm_max_bytes (collectived --help), the same on every local rank.
+ * @return Bytes; 0 when no collective runs there (several nodes, or a daemon without the
+ *         shared-memory area). Thread-safe.
+ */
+COLL_API uint64_t coll_comm_shm_max_bytes(const coll_comm_t *comm);
+
+/**
  * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
  *        whichever thread met it; with @p comm NULL, why the calling thread's last
  *        coll_comm_create() failed. Thread-safe.
@@ -548,10 +561,11 @@ COLL_API coll_status_t coll_req_test(coll_request_t *req);
 COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
 
 /**
- * @brief The algorithm that ran a completed request, e.g. "ring", "rd", "local" ("" while
- *        pending or for requests without one); a compressed allreduce names its method:
- *        "fp16", "bf16", "topk", "onebit", "powersgd" (with auto, the one chosen). Valid until
- *        the request is freed.
+ * @brief The algorithm that ran a completed request, e.g. "ring", "rd", "local" (the daemon on
+ *        a single node), "shm" (the local ranks among themselves in shared memory,
+ *        coll_comm_shm_max_bytes()); a compressed allreduce names its method: "fp16", "bf16",
+ *        "topk", "onebit", "powersgd" (with auto, the one chosen); "" while pending or for
+ *        requests without one. Valid until the request is freed.
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 

@@ -22,15 +22,28 @@ void coll_ctl_notify(coll_ctl_t *ctl)
     }
 }
 
-void coll_ctl_wait(coll_ctl_t *ctl, uint32_t seen, int timeout_ms)
+void coll_ctl_notify_sleeper(coll_ctl_t *ctl)
+{
+    if (atomic_load(&ctl->waiting)) {
+        coll_ctl_notify(ctl);
+    }
+}
+
+void coll_ctl_wait_unless(coll_ctl_t *ctl, uint32_t seen, int timeout_ms,
+                          int (*moved)(const void *arg), const void *arg)
 {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
 
     atomic_store(&ctl->waiting, 1);
-    if (atomic_load(&ctl->events) == seen) {
+    if (atomic_load(&ctl->events) == seen && (moved == NULL || !moved(arg))) {
         futex(&ctl->events, FUTEX_WAIT, seen, timeout_ms < 0 ? NULL : &ts);
     }
     atomic_store(&ctl->waiting, 0);
+}
+
+void coll_ctl_wait(coll_ctl_t *ctl, uint32_t seen, int timeout_ms)
+{
+    coll_ctl_wait_unless(ctl, seen, timeout_ms, NULL, NULL);
 }
 
 int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_ctl_sub_t *rec, int *ring_p)

@@ -60,7 +60,13 @@ typedef struct {
     uint32_t bucket;      /**< compression: the residual (Submit.bucket) */
     uint32_t warmup;      /**< compression: uncompressed operations first */
     uint64_t compression; /**< compression spec (proto/cspec.h) */
+    uint32_t flags;       /**< COLL_CTL_SUB_*; 0 for a rank's own submission */
 } coll_ctl_sub_t;
+
+/** Submission flag: one for every local rank, whose posts of @c key wait in the job's
+ *  shared-memory area (proto/shm_area.h); the daemon takes them from there. Only @c key, @c coll
+ *  and @c req_id (the submitting rank's) are meaningful. */
+#define COLL_CTL_SUB_NODE 1u
 
 /** Most step records of one operation (collective.h COLL_MAX_STEPS). */
 #define COLL_CTL_MAX_STEPS 32u
@@ -195,5 +201,21 @@ void coll_ctl_notify(coll_ctl_t *ctl);
  *        (-1: no limit). Returns at once when a notification came in meanwhile.
  */
 void coll_ctl_wait(coll_ctl_t *ctl, uint32_t seen, int timeout_ms);
+
+/**
+ * @brief Notify the client only if it announced that it sleeps: for a notifier whose news the
+ *        client also finds without the event word (a word it watches while it polls, checked
+ *        again after announcing the sleep in coll_ctl_wait_unless()). Thread-safe.
+ */
+void coll_ctl_notify_sleeper(coll_ctl_t *ctl);
+
+/**
+ * @brief coll_ctl_wait() that, after announcing the sleep, asks @p moved(@p arg) whether what
+ *        it waits for came meanwhile, and does not sleep then. A notifier using
+ *        coll_ctl_notify_sleeper() after making @p moved true either sees the announcement or
+ *        is seen (each side stores, then reads the other's word, sequentially consistent).
+ */
+void coll_ctl_wait_unless(coll_ctl_t *ctl, uint32_t seen, int timeout_ms,
+                          int (*moved)(const void *arg), const void *arg);
 
 #endif

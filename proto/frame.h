@@ -18,7 +18,8 @@
 /** Wire protocol version carried in every envelope (2: completions carry algorithm steps;
  *  3: node joins carry the daemon's pid and kernel id, and refusals; 4: compression in
  *  submissions, descriptors and completions, registered layouts; 5: groups (communicator
- *  split), the parameter service's operations, join waits). */
+ *  split), the parameter service's operations, join waits, the local ranks'
+ *  shared-memory area after the control blocks, node submissions). */
 #define COLL_WIRE_VERSION 5u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u

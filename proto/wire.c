@@ -107,6 +107,10 @@ coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, siz
     /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
     CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
                 (unsigned long long)s->count);
+    CHECK_FIELD((s->flags & ~COLL_CTL_SUB_NODE) == 0 &&
+                    (!(s->flags & COLL_CTL_SUB_NODE) ||
+                     (unsigned)s->coll < COLL__WIRE__COLLECTIVE__SEND),
+                "submit: flags %#x unknown or on a point-to-point transfer", s->flags);
     return check_compression(s, err, errlen);
 }
 
@@ -129,6 +133,7 @@ void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *su
     sub->compression = rec->compression;
     sub->bucket = rec->bucket;
     sub->warmup = rec->warmup;
+    sub->flags = rec->flags;
 }
 
 static coll_status_t check_group_create(const Coll__Wire__GroupCreate *g, char *err,

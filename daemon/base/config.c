@@ -43,6 +43,9 @@ static const cfg_key_t keys[] = {
         "COLL_TIMEOUT_MS)"),
     KEY(rd_max_bytes, CFG_SIZE, "64K",
         "allreduces up to this size use recursive doubling, larger ones the ring (0: always ring)"),
+    KEY(shm_max_bytes, CFG_SIZE, "1M",
+        "collectives of a single-node job up to this size run among its ranks in shared memory, "
+        "without the daemon on the data path; larger ones in the daemon (0: always the daemon)"),
     KEY(kernel_threads, CFG_UINT, "2",
         "threads that split large single-node reductions (0: the loop thread does them)"),
     KEY(loop_stall_ms, CFG_UINT, "1000",

@@ -130,6 +130,8 @@ typedef struct {
     size_t staging_bytes;         /**< size of one block */
     struct coll_codec_job *codec; /**< compression: layouts, residuals (engine/codec/); NULL
                                        until first used */
+    uint64_t shm_done;            /**< collectives its ranks completed in shared memory */
+    uint64_t shm_posted;          /**< collectives its ranks posted there (every one) */
 } coll_job_engine_t;
 
 /** A job on this node. The job layer (job/job.c) owns its life and the fields at the top;
@@ -169,6 +171,9 @@ typedef struct coll_job {
     int handles;                  /**< uv handles not yet closed */
     uint32_t holds;               /**< work off the loop thread that writes into the job's
                                        memory (the engine's kernel-thread tasks): freed at 0 */
+    uint64_t shm_warned[8];       /**< keys of collectives stalled in shared memory that were
+                                       warned about (job/health.c), the newest replacing */
+    uint32_t nshm_warned;
     int closing;
     coll_job_net_t net;
     coll_job_rdv_t rdv;

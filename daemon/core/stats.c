@@ -149,6 +149,37 @@ void coll_stats_op_done(coll_stats_t *st, const coll_stats_op_t *op, double seco
     record_last_large(st, op, seconds);
 }
 
+void coll_stats_shm_done(coll_stats_t *st, unsigned kind, unsigned dtype, uint64_t n,
+                         uint64_t bytes)
+{
+    if (kind < COLL_STATS_KINDS && dtype < COLL_DTYPE_COUNT) {
+        st->ops[kind][dtype].ok += n;
+        st->ops[kind][dtype].bytes += bytes;
+        st->shm_ops[kind] += n;
+    }
+}
+
+void coll_stats_shm_durations(coll_stats_t *st, unsigned kind, const uint64_t *hist,
+                              uint64_t sum_ns)
+{
+    coll_histogram_t *h;
+
+    if (kind >= COLL_STATS_KINDS) {
+        return;
+    }
+    h = &st->duration[kind];
+    for (unsigned i = 0; i <= COLL_STATS_BUCKETS; i++) {
+        h->bucket[i] += hist[i];
+        h->count += hist[i];
+    }
+    h->sum += (double)sum_ns / 1e9;
+}
+
+void coll_stats_shm_posted(coll_stats_t *st, uint64_t n)
+{
+    st->shm_posted += n;
+}
+
 void coll_stats_request_done(coll_stats_t *st, coll_status_t status)
 {
     if (status != COLL_OK) {

@@ -70,6 +70,8 @@ typedef struct coll_stats {
     uint64_t jobs_created;
     coll_stats_last_t last_large;
     coll_stats_compress_t compress[COLL_COMPRESS_COUNT]; /**< by method run (NONE: dense) */
+    uint64_t shm_ops[COLL_STATS_KINDS]; /**< of ops[]: those the ranks ran in shared memory */
+    uint64_t shm_posted;                /**< collectives the ranks posted in shared memory */
 } coll_stats_t;
 
 /** @brief Start counting: zero @p st and record the start time. */
@@ -121,6 +123,19 @@ void coll_stats_op_waited(coll_stats_t *st, unsigned kind, double seconds);
  *         after it started. */
 void coll_stats_op_done(coll_stats_t *st, const coll_stats_op_t *op, double seconds,
                         coll_status_t status);
+
+/** @brief Hook: the local ranks completed @p n @p kind operations of @p dtype (@p bytes in
+ *         all) in shared memory, without the daemon (engine/shm_watch.h). */
+void coll_stats_shm_done(coll_stats_t *st, unsigned kind, unsigned dtype, uint64_t n,
+                         uint64_t bytes);
+
+/** @brief Hook: durations of such operations, binned by the daemon's bounds (@p hist has
+ *         COLL_STATS_BUCKETS + 1 counts), @p sum_ns their sum. */
+void coll_stats_shm_durations(coll_stats_t *st, unsigned kind, const uint64_t *hist,
+                              uint64_t sum_ns);
+
+/** @brief Hook: the local ranks posted @p n collectives in shared memory. */
+void coll_stats_shm_posted(coll_stats_t *st, uint64_t n);
 
 /** @brief Hook: a request completed with @p status (errors are counted). */
 void coll_stats_request_done(coll_stats_t *st, coll_status_t status);

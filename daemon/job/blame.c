@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 
+#include "engine/shm_watch.h"
 #include "net/control.h"
 #include "proto/jobmsg.h"
 
@@ -28,6 +29,7 @@ uint32_t coll_blame_local(const coll_job_t *job, uint32_t group, uint64_t key, c
 {
     const coll_op_t *op = find_collective(job, group, key);
     const coll_group_t *grp = coll_group_find(job, group);
+    coll_shm_wait_t w = {.posted = 0};
     uint32_t missing = 0;
     size_t n = 0;
 
@@ -35,10 +37,13 @@ uint32_t coll_blame_local(const coll_job_t *job, uint32_t group, uint64_t key, c
     if (grp == NULL || (op != NULL && op->done)) {
         return 0; /* no member here, or every local member had submitted it */
     }
+    if (op == NULL && group == 0) { /* the ranks that posted it in shared memory submitted it */
+        coll_shm_waiting_key(job, key, &w);
+    }
     for (uint32_t i = 0; i < grp->nlocal && n < len; i++) {
         uint32_t l = grp->locals[i];
         const coll_session_t *s = job->locals[l];
-        if (op != NULL && op->members[i].session != NULL) {
+        if ((op != NULL && op->members[i].session != NULL) || (l < 64 && (w.posted >> l) & 1)) {
             continue;
         }
         missing++;

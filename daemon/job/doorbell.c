@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "engine/op.h"
 #include "job/session.h"
+#include "job/submission.h"
 #include "proto/ctl.h"
 
 /* Submissions taken per ring per round, so one rank cannot hold the loop. */
@@ -30,7 +31,7 @@ static void submit_record(coll_job_t *job, coll_session_t *s, const coll_ctl_sub
         coll_session_reject(s, why);
         return;
     }
-    coll_op_submit(job, s, &sub);
+    coll_job_submit(job, s, &sub);
 }
 
 /* Ranks submit once the job is ready, and keep doing so after it failed (they are told why). */

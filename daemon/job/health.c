@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "engine/op.h"
+#include "engine/shm_watch.h"
 #include "job/blame.h"
 #include "net/control.h"
 #include "net/transport.h"
@@ -138,6 +139,49 @@ static int check_ops(coll_job_t *job, uint64_t now)
     return 0;
 }
 
+/* Whether the stall of shared-memory collective @p key was warned about; records it if not. */
+static int shm_warned(coll_job_t *job, uint64_t key)
+{
+    uint32_t n = job->nshm_warned < 8 ? job->nshm_warned : 8;
+
+    for (uint32_t i = 0; i < n; i++) {
+        if (job->shm_warned[i] == key) {
+            return 1;
+        }
+    }
+    job->shm_warned[job->nshm_warned++ % 8] = key;
+    return 0;
+}
+
+/* Collectives waiting in the local ranks' shared-memory area (engine/shm_watch.h): the same
+ * stall warning and timeout as the daemon's own operations. Returns 1 when the job failed. */
+static int check_shm(coll_job_t *job, uint64_t now)
+{
+    coll_shm_wait_t w[COLL_SHM_WATCH_MAX];
+    size_t n = coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX);
+    char wait[400], nm[48];
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t age = now > w[i].since_ns ? now - w[i].since_ns : 0;
+        if (age < half_timeout_ns(job)) {
+            break; /* oldest first: the others are younger */
+        }
+        uint32_t missing = coll_shm_describe(job, &w[i], wait, sizeof(wait));
+        coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w[i].coll, .key = w[i].key}, nm,
+                       sizeof(nm));
+        if (age >= op_timeout_ns(job, missing)) {
+            coll_job_fail(job, COLL_ERR_TIMEDOUT, 1, "%s timed out after %" PRIu64 " ms waiting "
+                          "for %s", nm, age / 1000000, wait);
+            return 1;
+        }
+        if (!shm_warned(job, w[i].key)) {
+            coll_warn(COLL_SUB_JOB, "job %s: %s stalled for %" PRIu64 " ms in shared memory, "
+                      "waiting for %s", job->id, nm, age / 1000000, wait);
+        }
+    }
+    return 0;
+}
+
 /* A node that left or was lost fails the job only when this node still waits on it: a node
  * that left cleanly finished every operation it took part in and flushed what it sent, so a
  * receive from it still pending one tick later waits for data that will never come. */
@@ -192,7 +236,8 @@ static void tick_cb(uv_timer_t *t)
         check_prev(job, now);
         log_gone(job);
     }
-    if (job->state == COLL_JOB_READY && !check_ops(job, now)) {
+    coll_shm_harvest(job);
+    if (job->state == COLL_JOB_READY && !check_ops(job, now) && !check_shm(job, now)) {
         check_stranded(job);
     }
     if (job->state == COLL_JOB_READY) {

@@ -15,6 +15,8 @@
 #include "core/staging.h"
 #include "engine/codec/codec.h"
 #include "engine/op.h"
+#include "engine/shm.h"
+#include "engine/shm_watch.h"
 #include "job/doorbell.h"
 #include "job/health.h"
 #include "net/clientlink.h"
@@ -43,6 +45,8 @@ void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *er
         r.ctl_bytes = COLL_CTL_BYTES;
         r.timeout_ms = job->params.timeout_ms;
         r.epoch = job->epoch;
+        r.shm_bytes = COLL_SHM_TOTAL(job->local_size);
+        r.shm_max_bytes = job->d->cfg.shm_max_bytes;
         fds[nfds++] = coll_pool_fd(job->pool);
         fds[nfds++] = job->doorbell_fd;
     }
@@ -81,6 +85,7 @@ static void job_ready(coll_job_t *job, const coll_job_params_t *params)
         return; /* failed while joining: the joins hear */
     }
     job->state = COLL_JOB_READY;
+    coll_shm_init(job, job->d->cfg.shm_max_bytes);
     uv_timer_stop(&job->join_timer);
     coll_health_start(job);
     coll_peerwatch_start(job);
@@ -183,6 +188,7 @@ static void job_failed(coll_job_t *job, int was, int tell_peers)
             coll_control_abort(job, job->error, job->errmsg);
         }
         coll_op_fail_all(job);
+        coll_shm_fail(job); /* the ranks waiting in shared memory */
         return;
     }
     for (uint32_t l = 0; l < job->local_size; l++) {
@@ -194,6 +200,10 @@ static void job_failed(coll_job_t *job, int was, int tell_peers)
 
 void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, const char *reason)
 {
+    if (status == COLL_ERR_MISMATCH) { /* its library found local ranks that disagree */
+        coll_job_fail(job, status, 1, "%s", reason);
+        return;
+    }
     coll_job_fail(job, status, 1, "rank %u (pid %d) ended job %s: %s", s->rank, (int)s->cred.pid,
                   job->id, reason);
 }
@@ -221,11 +231,19 @@ static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
     return n;
 }
 
+/* Collectives waiting in the shared-memory area: every one needs every local rank. */
+static uint32_t shm_pending(const coll_job_t *job)
+{
+    coll_shm_wait_t w[COLL_SHM_WATCH_MAX];
+    return (uint32_t)coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX);
+}
+
 void coll_job_leave(coll_job_t *job, coll_session_t *s)
 {
     /* Its operations, and its submissions still queued in its control block (a rank killed
      * right after submitting: the others wait for them). */
-    uint32_t pending = pending_ops(job, s) + (s->ctl != NULL ? coll_ctl_queued(s->ctl) : 0);
+    uint32_t pending = pending_ops(job, s) + (s->ctl != NULL ? coll_ctl_queued(s->ctl) : 0) +
+                       shm_pending(job);
     coll_op_t *op, *tmp;
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
@@ -242,6 +260,9 @@ void coll_job_leave(coll_job_t *job, coll_session_t *s)
     job->njoined--;
     if (job->left[0] == '\0') {
         snprintf(job->left, sizeof(job->left), "rank %u (pid %d)", s->rank, (int)s->cred.pid);
+    }
+    if (job->state == COLL_JOB_READY) {
+        coll_shm_left(job, job->left); /* its collectives posted later cannot run */
     }
     s->job = NULL;
     s->ctl = NULL;
@@ -273,6 +294,7 @@ void coll_job_free_now(coll_job_t *job)
 
 static void job_release(coll_job_t *job)
 {
+    coll_shm_harvest(job); /* what its ranks counted since the last health tick */
     coll_peerwatch_stop(job);
     coll_op_free_all(job);
     coll_ps_job_free(job);

@@ -41,7 +41,9 @@ void coll_job_ready_alone(coll_job_t *job);
 
 /**
  * @brief Local rank @p s ended the job (coll_comm_abort(), or a submission its library
- *        refused): fail it on every node with @p status and the rank's @p reason.
+ *        refused): fail it on every node with @p status and the rank's @p reason. With
+ *        COLL_ERR_MISMATCH (its library found local ranks that disagree on a collective) the
+ *        reason, which names both descriptors, is the job's message as it is.
  */
 void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, const char *reason);
 

@@ -16,6 +16,7 @@
 #include "net/rdv.h"
 #include "net/transport.h"
 #include "proto/ctl.h"
+#include "proto/shm_area.h"
 
 static coll_job_t *job_find(coll_daemon_t *d, const char *id)
 {
@@ -108,7 +109,7 @@ static coll_status_t check_budget(coll_daemon_t *d, const char *id, uint64_t byt
 /* The job's pool: its control blocks and then @p bytes, charged to the daemon's budget. */
 static coll_status_t create_pool(coll_job_t *job, uint64_t bytes, int on_demand)
 {
-    coll_status_t st = coll_pool_create(job->id, bytes + COLL_CTL_TOTAL(job->local_size),
+    coll_status_t st = coll_pool_create(job->id, bytes + COLL_POOL_PREFIX(job->local_size),
                                         &job->pool);
     if (st == COLL_OK) {
         coll_pool_set_budget(job->pool, &job->d->pool_budget, on_demand);
@@ -132,7 +133,7 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     uint64_t pool_bytes = on_demand ? d->cfg.pool_max : asked;
     coll_job_t *job;
     coll_status_t st = check_budget(d, j->job, (on_demand ? 0 : pool_bytes) +
-                                    COLL_CTL_TOTAL(j->local_size), err, errlen);
+                                    COLL_POOL_PREFIX(j->local_size), err, errlen);
 
     if (st != COLL_OK) {
         return st;
@@ -148,10 +149,11 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     coll_rdv_job_init(job);
     coll_transport_job_init(job);
     coll_list_push(&d->jobs, &job->link);
-    /* The control blocks come first; the pool the job asked for follows. A job with no other
-     * node needs no UCX worker, endpoints or registration (job_alone()). */
+    /* The control blocks and the local ranks' shared-memory area come first; the pool the job
+     * asked for follows. A job with no other node needs no UCX worker, endpoints or
+     * registration (job_alone()). */
     if ((st = create_pool(job, pool_bytes, on_demand)) != COLL_OK ||
-        (st = coll_pool_reserve(job->pool, COLL_CTL_TOTAL(job->local_size))) != COLL_OK ||
+        (st = coll_pool_reserve(job->pool, COLL_POOL_PREFIX(job->local_size))) != COLL_OK ||
         (st = coll_doorbell_open(job)) != COLL_OK ||
         (!job_alone(job) && (st = coll_engine_job_open(job)) != COLL_OK)) {
         snprintf(err, errlen, "job %s: cannot create its %s on this node (see daemon log)",

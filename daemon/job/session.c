@@ -11,6 +11,7 @@
 #include "engine/op.h"
 #include "job/groups.h"
 #include "job/job.h"
+#include "job/submission.h"
 #include "net/clientlink.h"
 
 static void session_close_cb(uv_handle_t *h)
@@ -146,7 +147,7 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
             coll_session_complete(s, m->submit->req_id, COLL_ERR_PROTOCOL,
                                   "submit before joining a job", "");
         } else {
-            coll_op_submit(s->job, s, m->submit);
+            coll_job_submit(s->job, s, m->submit);
         }
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_LAYOUT:

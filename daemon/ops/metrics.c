@@ -13,6 +13,7 @@
 #include "base/loopwatch.h"
 #include "core/stats.h"
 #include "engine/codec/codec.h"
+#include "engine/shm_watch.h"
 #include "engine/op.h"
 #include "ops/report.h"
 #include "ops/service.h"
@@ -390,15 +391,40 @@ static void compression_state(FILE *f, coll_daemon_t *d)
     compression_gauges(f, d);
 }
 
+/* The shared-memory path (engine/shm_watch.h): what the ranks ran without the daemon. */
+static void shm_counters(FILE *f, coll_daemon_t *d)
+{
+    const coll_stats_t *st = &d->stats;
+
+    family(f, "collectived_shm_operations_total", "counter",
+           "Operations the local ranks ran among themselves in shared memory, without the daemon "
+           "on the data path (counted in collectived_operations_total too).");
+    for (unsigned k = 0; k < COLL_STATS_KINDS; k++) {
+        if (st->shm_ops[k] > 0) {
+            fprintf(f, "collectived_shm_operations_total{collective=\"%s\"} %llu\n",
+                    coll_stats_kind_name(k), (unsigned long long)st->shm_ops[k]);
+        }
+    }
+    family(f, "collectived_shm_posted_total", "counter",
+           "Collectives the local ranks posted in shared memory (where they meet before running "
+           "there or going to the daemon).");
+    fprintf(f, "collectived_shm_posted_total %llu\n", (unsigned long long)st->shm_posted);
+}
+
 char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
 {
     const coll_stats_t *st = &d->stats;
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
+    coll_job_t *job, *tmp;
 
     if (f == NULL) {
         return NULL;
+    }
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        coll_shm_harvest(job); /* the ranks' counts since the last health tick */
     }
     daemon_info(f, d);
     jobs_by_state(f, d);
@@ -414,6 +440,7 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
               st->duration);
     histogram(f, "collectived_operation_wait_seconds",
               "Time from the first local submission of an operation to the last one.", st->wait);
+    shm_counters(f, d);
     last_large(f, st);
     errors(f, "collectived_errors_total", "Requests completed with an error, by kind.",
            st->request_errors);

@@ -5,6 +5,7 @@
 
 #include "core/stats.h"
 #include "engine/op.h"
+#include "engine/shm_watch.h"
 
 const char *coll_report_job_state(coll_job_state_t state)
 {
@@ -42,6 +43,12 @@ uint32_t coll_report_pending(const coll_job_t *job, uint64_t now_ns, uint64_t *o
             }
         }
     }
+    /* And those waiting in the local ranks' shared-memory area (oldest first). */
+    coll_shm_wait_t w[COLL_SHM_WATCH_MAX];
+    size_t nw = coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX);
+    if (nw > 0 && now_ns > w[0].since_ns && now_ns - w[0].since_ns > oldest) {
+        oldest = now_ns - w[0].since_ns;
+    }
     *oldest_ns_p = oldest;
-    return n;
+    return n + (uint32_t)nw;
 }

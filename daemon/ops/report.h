@@ -18,7 +18,8 @@ struct coll_op;
 int coll_report_op_pending(const struct coll_op *op);
 
 /**
- * @brief The operations of @p job not done yet.
+ * @brief The operations of @p job not done yet: the daemon's, and the collectives waiting in
+ *        the local ranks' shared-memory area.
  * @param [out] oldest_ns_p Age of the oldest at @p now_ns, 0 when none.
  * @return How many.
  */

@@ -14,6 +14,7 @@
 #include "core/stats.h"
 #include "engine/codec/codec.h"
 #include "engine/op.h"
+#include "engine/shm_watch.h"
 #include "net/control.h"
 #include "ops/report.h"
 #include "ops/service.h"
@@ -149,6 +150,7 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
         json_object_set_new(o, "missing_elsewhere", json_string(elsewhere));
     }
     json_object_set_new(o, "group", json_integer(op->grp->id));
+    json_object_set_new(o, "path", json_string("daemon"));
     json_object_set_new(o, "algo", json_string(running ? op->impl->name
                                                        : coll_algo_name((coll_algo_t)op->desc.algo)));
     if (running) {
@@ -161,9 +163,35 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
     return o;
 }
 
+/* A collective waiting in the local ranks' shared-memory area (engine/shm_watch.h): queued
+ * while a local rank has not posted it, running once all have. */
+static json_t *shm_op_json(const coll_job_t *job, const coll_shm_wait_t *w, uint64_t now)
+{
+    char name[64];
+    json_t *submitted = json_array(), *missing = json_array();
+
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, name, sizeof(name));
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        if (l < 64 && (w->posted >> l) & 1) {
+            json_array_append_new(submitted, json_integer(job->ranks[l]));
+        } else {
+            json_array_append_new(missing, rank_json(job, l));
+        }
+    }
+    return json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:f, s:s, s:o, s:o}", "name", name,
+                     "collective", kind_names[w->coll % 8], "key", (json_int_t)w->key, "dtype",
+                     coll_dtype_name((coll_dtype_t)w->dtype), "count", (json_int_t)w->count,
+                     "state", json_array_size(missing) > 0 ? "queued" : "running", "age_ms",
+                     now > w->since_ns ? (double)(now - w->since_ns) / 1e6 : 0.0, "path",
+                     coll_shm_runs_there(job, w) ? "shm" : "daemon", "submitted_ranks",
+                     submitted, "missing_ranks", missing);
+}
+
 static json_t *ops_json(const coll_job_t *job, uint64_t now)
 {
     json_t *a = json_array();
+    coll_shm_wait_t w[COLL_SHM_WATCH_MAX];
+    size_t n = coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX);
     coll_op_t *op, *tmp;
 
     coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
@@ -172,7 +200,20 @@ static json_t *ops_json(const coll_job_t *job, uint64_t now)
             json_array_append_new(a, op_json(op, now));
         }
     }
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(a, shm_op_json(job, &w[i], now));
+    }
     return a;
+}
+
+/* The shared-memory path: its crossover and what the ranks ran there. */
+static json_t *shm_json(coll_job_t *job)
+{
+    coll_shm_harvest(job);
+    return json_pack("{s:I, s:I, s:I}", "max_bytes",
+                     (json_int_t)(job->nnodes == 1 ? job->d->cfg.shm_max_bytes : 0),
+                     "operations", (json_int_t)job->engine.shm_done, "posted",
+                     (json_int_t)job->engine.shm_posted);
 }
 
 static const char *peer_state(const coll_job_t *job, uint32_t n)
@@ -315,6 +356,7 @@ static json_t *job_json(const coll_job_t *job, uint64_t now)
     json_object_set_new(o, "wire_bytes_sent", json_integer((json_int_t)job->net.bytes_sent));
     json_object_set_new(o, "parameter_service", ps_json(job));
     add_compression(o, job);
+    json_object_set_new(o, "shm", shm_json((coll_job_t *)job));
     return o;
 }
 

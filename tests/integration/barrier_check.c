@@ -8,8 +8,9 @@
  * an all-gather then gives every rank all the times, and every rank's exit must come after the
  * last rank's entry. Rounds use different orders (by rank, reversed, rotated by half the world),
  * so the last rank to enter is on the first node, the last one or in between. Each round runs
- * with every algorithm of --algos (auto, dissemination); coll_req_algo() must name it ("local"
- * on one node).
+ * with every algorithm of --algos (auto, dissemination); coll_req_algo() must name it (on one
+ * node "shm" for auto, where the local ranks meet in shared memory, and "local" for a forced
+ * one, which the daemon runs).
  *
  * Exit status: 0 when everything checked out, 1 on a failed check, 2 on a usage error.
  */
@@ -71,10 +72,13 @@ static void gather_times(const check_ctx_t *c, const opts_t *o, const int64_t mi
     check_buf_free(c, &recv);
 }
 
-/* Auto and forced alike: dissemination is the only barrier algorithm across nodes. */
-static void check_algo(const check_ctx_t *c, const char *got, const char *what)
+/* Dissemination is the only barrier algorithm across nodes; on one node the local ranks meet
+ * in shared memory, unless an algorithm is forced (the daemon's "local" then). */
+static void check_algo(const check_ctx_t *c, const char *got, const char *what, int algo)
 {
-    const char *want = c->nodes == 1 ? "local" : "dissemination";
+    const char *want = c->nodes > 1 ? "dissemination"
+                       : algo == COLL_ALGO_AUTO && coll_comm_shm_max_bytes(c->comm) > 0 ? "shm"
+                                                                                          : "local";
     if (strcmp(got, want) != 0) {
         check_die("%s: coll_req_algo() says '%s', expected '%s'", what, got, want);
     }
@@ -104,7 +108,7 @@ static void run_round(const check_ctx_t *c, const opts_t *o, int round, int algo
     if (st != COLL_OK) {
         check_die("%s: %s: %s", what, coll_err_name(st), coll_comm_last_error(c->comm));
     }
-    check_algo(c, got, what);
+    check_algo(c, got, what, algo);
     gather_times(c, o, times, all);
     for (int r = 0; r < c->world; r++) {
         if (all[2 * r] > last_in) {

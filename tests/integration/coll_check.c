@@ -7,7 +7,8 @@
  *
  * For every operation: the output equals the expected values, an out-of-place input is
  * unchanged, the guard bytes around every buffer are intact, and coll_req_algo() names the
- * forced algorithm ("local" on one node; one that auto may choose otherwise). With --window W,
+ * forced algorithm (on one node "shm" up to coll_comm_shm_max_bytes() under auto, else
+ * "local"; one that auto may choose otherwise). With --window W,
  * W operations are in flight at once; --shuffle mixes the order (the same on every rank), so
  * that different collectives, datatypes and sizes run concurrently.
  *
@@ -178,10 +179,23 @@ static int forced_algo(const case_t *k)
     return forced;
 }
 
+/* Whether the local ranks run the case among themselves (coll_comm_shm_max_bytes()). */
+static int runs_in_shm(const check_ctx_t *c, const case_t *k, int forced)
+{
+    uint64_t bytes = (uint64_t)k->count * coll_dtype_size(k->dt);
+
+    if (k->kind == K_REDUCE_SCATTER || k->kind == K_ALLGATHER) {
+        bytes *= (uint64_t)c->world;
+    }
+    return c->nodes == 1 && forced == COLL_ALGO_AUTO &&
+           bytes <= coll_comm_shm_max_bytes(c->comm);
+}
+
 static void check_algo(const check_ctx_t *c, const slot_t *s)
 {
     int forced = forced_algo(&s->k);
-    const char *want = c->nodes == 1                ? "local"
+    const char *want = runs_in_shm(c, &s->k, forced)  ? "shm"
+                       : c->nodes == 1                ? "local"
                        : forced != COLL_ALGO_AUTO ? coll_algo_name((coll_algo_t)forced)
                                                     : NULL;
     if (want != NULL ? strcmp(s->algo, want) != 0 : !auto_allows(s->k.kind, s->algo)) {

@@ -10,10 +10,11 @@
             defines must be defined in a layer below it: a call upward is a failure, exactly as
             linking that library alone with the ones below it would fail.
   client    the same for the client library's files (libcollective.a's objects): base.c and
-            the shared base at the bottom, then the timeline and the daemon link (io.c), the
-            requests, the communicator, the collectives and allocations, the parameter service,
-            the bucketer and the split, the 3D-parallel layouts (layout.c) on top;
-            the link reaches the requests only through the table they register.
+            the shared base at the bottom, then the timeline and the links, to the daemon (io.c)
+            and to the other local ranks (shm*.c), the requests, the communicator, the
+            collectives and allocations, the parameter service, the bucketer and the split,
+            the 3D-parallel layouts (layout.c) on top; the links reach the requests only
+            through the table they register.
   self-test the checker catches what it must: an upward include added to a copy of the tree,
             an include by bare name, and upward calls added to the real symbol tables of the
             daemon's layers and of the client library.
@@ -138,9 +139,13 @@ CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0,
                # the wire code (proto/), which libcollective.a holds too
                "collective.pb-c.c.o": 0, "frame.c.o": 0, "wire.c.o": 0, "ctl.c.o": 0,
                "desc.c.o": 0, "jobmsg.c.o": 0, "ps_records.c.o": 0, "ps_names.c.o": 0,
-               "compression.c.o": 0,
+               "compression.c.o": 0, "shm_area.c.o": 0,
+               # the reduction kernels (kernels/cpu/), which the local ranks run too
+               "reduce.c.o": 0, "reduce_scalar.c.o": 0, "reduce_avx2.c.o": 0,
+               "reduce_avx512.c.o": 0,
                "debug.c.o": 1, "base.c.o": 1, "env.c.o": 1, "launcher.c.o": 1,
-               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "request.c.o": 3,
+               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "shm.c.o": 2,
+               "shm_progress.c.o": 2, "shm_exec.c.o": 2, "request.c.o": 3,
                "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "ps.c.o": 6, "ps_ckpt.c.o": 6,
                "compress.c.o": 5,
                "bucketer.c.o": 7, "bucketer_wait.c.o": 7, "split_plan.c.o": 1, "split.c.o": 6,

@@ -96,8 +96,10 @@ class Connect(unittest.TestCase):
     def test_stopped_daemon_times_out(self):
         with tempfile.TemporaryDirectory() as tmp:
             sock = os.path.join(tmp, "c.sock")
+            # No shared-memory path: a one-rank job's collectives would complete without the
+            # daemon, and this is about a daemon that stops answering.
             d = subprocess.Popen([DAEMON, "--config", "none", "--socket", sock, "--listen",
-                                  "127.0.0.1:0"], stdin=subprocess.DEVNULL)
+                                  "127.0.0.1:0", "--shm-max-bytes", "0"], stdin=subprocess.DEVNULL)
             try:
                 with one_rank(sock, 1) as comm:
                     x = comm.empty(100)

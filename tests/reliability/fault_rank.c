@@ -6,8 +6,10 @@
  *
  *   JOINED rank=R world=W nodes=N t_mono=S
  *   JOINFAIL status=NAME t_mono=S              (the reason printed on stderr before it)
- *   PROGRESS seq=K                             (every --progress completions)
+ *   PROGRESS seq=K algo=A                      (every --progress completions; A: the
+ *                                              algorithm that ran it, coll_req_algo())
  *   STALL seq=K t_mono=S t_real=S              (--stall-rank: stops submitting at seq K)
+ *   ABORTED seq=K t_mono=S                     (--abort: the stall rank ended the job)
  *   LEFT seq=K t_mono=S                        (--leave: the stall rank leaves instead)
  *   FAILED seq=K status=NAME t_mono=S msg=TEXT (the first failed operation)
  *   ALSO seq=K status=NAME                     (each other operation that was in flight)
@@ -41,6 +43,7 @@
 #define EXIT_FAILED 3
 #define EXIT_JOINFAIL 4
 #define LEAVE_WAIT_MS 500 /* --leave: the others wait this long before operation K */
+#define ABORT_WAIT_MS 200 /* --abort: the stall rank waits this long before it aborts */
 
 typedef struct {
     size_t count;
@@ -50,6 +53,7 @@ typedef struct {
     int stall_rank;
     long stall_after;
     int leave; /* the stall rank leaves (coll_comm_destroy) instead of holding */
+    int abort; /* the stall rank ends the job (coll_comm_abort) before holding */
     int hold_ms;
 } opts_t;
 
@@ -57,6 +61,7 @@ typedef struct {
 typedef struct {
     float *send, *recv;
     coll_request_t *req;
+    char algo[32]; /* of its last completion */
     long seq;     /* the operation it runs, -1 when idle */
     coll_status_t st; /* the submission's status when it did not return COLL_INPROGRESS */
 } slot_t;
@@ -163,6 +168,7 @@ static coll_status_t finish(slot_t *s)
     coll_status_t st = s->st;
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(s->req, -1); /* the library bounds it by the job's timeout + 2 s */
+        snprintf(s->algo, sizeof(s->algo), "%s", coll_req_algo(s->req));
         coll_req_free(s->req);
         s->req = NULL;
     }
@@ -198,6 +204,12 @@ static int stall(const run_t *r, long seq)
 {
     say("STALL seq=%ld t_mono=%.6f t_real=%.6f", seq, clock_s(CLOCK_MONOTONIC),
         clock_s(CLOCK_REALTIME));
+    if (r->o->abort) {
+        usleep(ABORT_WAIT_MS * 1000); /* the others wait in their next collective by then */
+        coll_status_t st = coll_comm_abort(r->comm, "fault_rank --abort");
+        say("ABORTED seq=%ld status=%s t_mono=%.6f", seq, coll_err_name(st),
+            clock_s(CLOCK_MONOTONIC));
+    }
     hold(r->o->hold_ms);
     return 0;
 }
@@ -228,7 +240,7 @@ static int run_loop(run_t *r)
         check(r, s);
         s->seq = -1;
         if (o->progress > 0 && (done + 1) % o->progress == 0) {
-            say("PROGRESS seq=%ld", done);
+            say("PROGRESS seq=%ld algo=%s", done, s->algo);
         }
         if (next < o->iters) {
             if (r->rank == o->stall_rank && next == o->stall_after) {
@@ -250,7 +262,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: fault_rank [--count N] [--window W] [--iters K] [--progress P]\n"
-            "                  [--stall-rank R --stall-after K [--leave]] [--hold-ms T]\n"
+            "                  [--stall-rank R --stall-after K [--leave|--abort]] [--hold-ms T]\n"
             "One rank of a fault-injection test (COLL_* environment): float32 sum allreduces of\n"
             "N elements (default 262144), W in flight (default 2), K of them (default: until\n"
             "one fails), every result checked. Prints JOINED, PROGRESS (every P completions,\n"
@@ -259,6 +271,8 @@ static void usage(FILE *f)
             "  --stall-rank R --stall-after K  rank R stops submitting before operation K\n"
             "  --leave  rank R then leaves the job (LEFT, exit 0) instead of holding it; the\n"
             "           others wait 500 ms before operation K (needs --window 1)\n"
+            "  --abort  rank R ends the job (coll_comm_abort, ABORTED) 200 ms after it\n"
+            "           stopped submitting, and then holds it\n"
             "exit: 0 done, 3 an operation failed, 4 the join failed, 1 a wrong result, 2 usage\n");
 }
 
@@ -282,7 +296,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         {"iters", required_argument, NULL, 'i'},       {"progress", required_argument, NULL, 'p'},
         {"stall-rank", required_argument, NULL, 'r'},  {"stall-after", required_argument, NULL, 'a'},
         {"hold-ms", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
-        {"leave", no_argument, NULL, 'l'},
+        {"leave", no_argument, NULL, 'l'},    {"abort", no_argument, NULL, 'x'},
         {NULL, 0, NULL, 0}};
     int ch;
 
@@ -298,11 +312,13 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'a': o->stall_after = parse_long(optarg, 0, 1L << 40); break;
         case 't': o->hold_ms = (int)parse_long(optarg, 0, 3600000); break;
         case 'l': o->leave = 1; break;
+        case 'x': o->abort = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
     }
-    if (optind != argc || (o->leave && (o->window != 1 || o->stall_rank < 0))) {
+    if (optind != argc || (o->leave && (o->window != 1 || o->stall_rank < 0)) ||
+        (o->abort && (o->leave || o->stall_rank < 0))) {
         usage(stderr);
         exit(2);
     }

@@ -44,6 +44,19 @@ The errors each case expects (the contract these tests pin down):
                 tick (+0.5 s) after that; ranks 0-2 get COLL_ERR_TIMEDOUT naming "rank 3" no
                 earlier than timeout - 0.5 s and no later than timeout + 2 s after the stall.
 
+The shared-memory path (issue 15: 1 node x 3 ranks, 4 KiB allreduces, which the local ranks
+run among themselves, checked through coll_req_algo(); ctest -L latency):
+
+  shm_kill      SIGKILL rank 2 with operations in flight. Ranks 0 and 1, waiting in shared
+                memory: COLL_ERR_JOB naming "rank 2" (its daemon sees it leave while
+                collectives wait there, or the next post finds it gone).
+  shm_stop      SIGSTOP rank 2. Ranks 0 and 1: COLL_ERR_TIMEDOUT naming "rank 2", no earlier
+                than the timeout - 0.5 s (the daemon watches what waits in shared memory).
+  shm_abort     rank 2 stops submitting and calls coll_comm_abort(). Ranks 0 and 1, asleep in
+                shared memory: COLL_ERR_JOB naming "rank 2" within 1 s (the daemon wakes them).
+  shm_shutdown  rank 2 stops submitting; the daemon gets SIGTERM. Ranks 0 and 1, waiting in
+                shared memory: COLL_ERR_JOB "shutting down" within 1 s; the daemon exits 0.
+
 Access control and resources (not timed faults):
 
   job_token     a rank without the job's token, and one with another token, are refused with
@@ -352,6 +365,86 @@ def case_stall(ctx):
     finish(ctx, [0, 1])
 
 
+# ---- the shared-memory path ----------------------------------------------------------------------
+
+SHM_COUNT = 1024  # 4 KiB: below the default crossover, the local ranks run it themselves
+
+
+def shm_job(ctx, job_id, *extra):
+    """1 node x 3 ranks looping on 4 KiB allreduces, which must run in shared memory."""
+    ctx.c.start_daemons(1)
+    job = loop_job(ctx, job_id, [0], 3, SHM_COUNT, 2, *extra)
+    algo = job.rank(0).event("PROGRESS").get("algo")
+    check(algo == "shm", "job %s: its allreduces ran as '%s', not in shared memory" % (job_id,
+                                                                                    algo))
+    return job
+
+
+def case_shm_kill(ctx):
+    job = shm_job(ctx, "shm-kill")
+    victim = job.rank(2)
+    t = inject("SIGKILL rank 2 (pid %d) with allreduces in shared memory" % victim.pid,
+               lambda: victim.signal(signal.SIGKILL))
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 2\b") for r in (0, 1)})
+    expect_status_failed(ctx, [0], job.id, r"\brank 2\b")
+    victim.popen.wait(5)
+    del job.ranks[2]
+    end_job(job)
+    fresh_job(ctx, "shm-kill-fresh", [0], 3)
+    finish(ctx, [0])
+
+
+def case_shm_stop(ctx):
+    job = shm_job(ctx, "shm-stop")
+    victim = job.rank(2)
+    t = inject("SIGSTOP rank 2 (pid %d)" % victim.pid, lambda: victim.signal(signal.SIGSTOP))
+    try:
+        expect_failures(ctx, job, t, {r: ({"COLL_ERR_TIMEDOUT"}, r"\brank 2\b") for r in (0, 1)},
+                        lower=ctx.t_s - 0.5)
+        expect_status_failed(ctx, [0], job.id, r"\brank 2\b")
+    finally:
+        victim.signal(signal.SIGCONT)
+    end_job(job, expect=None)  # rank 2 fails too once it runs again
+    fresh_job(ctx, "shm-stop-fresh", [0], 3)
+    finish(ctx, [0])
+
+
+def stalled_shm_job(ctx, job_id, *extra):
+    """shm_job whose rank 2 stops submitting before its 20th operation; returns the job and
+    the time it stopped (the others then wait in shared memory)."""
+    job = shm_job(ctx, job_id, "--stall-rank", "2", "--stall-after", "20", *extra)
+    job.wait_event("STALL", ranks=[2], timeout=30)
+    return job, float(job.rank(2).event("STALL")["t_mono"])
+
+
+def case_shm_abort(ctx):
+    job, t = stalled_shm_job(ctx, "shm-abort", "--abort")
+    job.wait_event("ABORTED", ranks=[2], timeout=10)
+    t = float(job.rank(2).event("ABORTED")["t_mono"])
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 2\b") for r in (0, 1)})
+    check(max(ctx.times.values()) < 1.0, "the ranks waiting in shared memory heard of the abort "
+          "%.3f s after it" % max(ctx.times.values()))
+    expect_status_failed(ctx, [0], job.id, r"\brank 2\b.*fault_rank --abort")
+    end_job(job, expect=None)  # rank 2 ended the job and exits 0
+    fresh_job(ctx, "shm-abort-fresh", [0], 3)
+    finish(ctx, [0])
+
+
+def case_shm_shutdown(ctx):
+    c = ctx.c
+    job, _ = stalled_shm_job(ctx, "shm-shutdown")
+    time.sleep(0.2)  # ranks 0 and 1 poll, then sleep on their control blocks
+    t = inject("SIGTERM the daemon (pid %d)" % c.daemons[0].pid,
+               lambda: c.daemons[0].signal(signal.SIGTERM))
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"shutting down") for r in (0, 1)})
+    check(max(ctx.times.values()) < 1.0, "the ranks waiting in shared memory heard of the "
+          "shutdown %.3f s after it" % max(ctx.times.values()))
+    check(c.daemons[0].popen.wait(10) == 0, "the daemon did not exit 0 on SIGTERM")
+    c.daemons[0].exit_code = 0
+    end_job(job, expect=None)
+    c.check_no_crash()
+
+
 # ---- access control and resources ---------------------------------------------------------------
 
 def expect_joinfail(proc, status, stderr_pattern, timeout=20):
@@ -469,6 +562,8 @@ CASES = {
     "daemon_kill": case_daemon_kill, "trainer_kill": case_trainer_kill,
     "trainer_leave": case_trainer_leave,
     "daemon_stop": case_daemon_stop, "link_down": case_link_down, "stall": case_stall,
+    "shm_kill": case_shm_kill, "shm_stop": case_shm_stop, "shm_abort": case_shm_abort,
+    "shm_shutdown": case_shm_shutdown,
     "job_token": case_job_token, "peer_secret": case_peer_secret,
     "pool_budget": case_pool_budget,
 }

@@ -1,0 +1,135 @@
+/**
+ * @file shm.h
+ * @brief The local ranks' side of the shared-memory path (proto/shm_area.h): every collective is
+ *        posted there and agreed on by the local ranks; single-node collectives up to the
+ *        daemon's shm_max_bytes then run among the ranks, the others go to the daemon in one
+ *        submission for the node. Internal to libcollective; every function is called with the
+ *        communicator's lock held unless it says otherwise.
+ */
+#ifndef COLL_CLIENT_SHM_H
+#define COLL_CLIENT_SHM_H
+
+#include <stdint.h>
+
+#include "client/internal.h"
+#include "proto/desc.h"
+#include "proto/shm_area.h"
+
+/** How an agreed collective runs. */
+typedef enum {
+    COLL_SHM_ROUTE_LOCAL,  /**< among the local ranks, in shared memory */
+    COLL_SHM_ROUTE_DAEMON, /**< by the daemon, handed over in one node submission */
+} coll_shm_route_t;
+
+/** One collective of this rank in the area: its post until it completed or the daemon took
+ *  it. What the ranks share is in the posts; this is the rank's own bookkeeping. */
+typedef struct coll_shm_op {
+    struct coll_shm_op *prev, *next; /* in coll_shm_t.ops */
+    coll_request_t *req;
+    uint32_t slot;          /* its post in this rank's ring */
+    uint64_t state;         /* the post's state word as published */
+    coll_shm_desc_t d;
+    coll_shm_route_t route;
+    uint32_t nchunks;
+    int agreed;             /* every local rank's post found, all equal to this one */
+    int reported;           /* a mismatch or a departed rank was reported to the daemon */
+    int handed;             /* route DAEMON: the node submission went out (from some rank) */
+    uint64_t ready_ns;      /* the last local rank posted */
+    uint64_t fail_ns;       /* when this rank first saw the job failed with chunks running */
+    /* Every local rank's post of the operation, found at agreement (by local rank). */
+    uint32_t *peer_slot;
+    uint64_t *peer_state;
+    uint64_t *in_off, *out_off;
+} coll_shm_op_t;
+
+/** A communicator's view of its job's area. */
+typedef struct coll_shm {
+    coll_shm_hdr_t *hdr;
+    uint8_t *base;          /* the pool */
+    uint32_t self, nlocal;
+    uint32_t nnodes;
+    uint64_t max_bytes;     /* the daemon's crossover */
+    uint64_t spin_ns;       /* how long a waiter polls before it sleeps */
+    int oversubscribed;     /* more local ranks than CPUs this process may run on */
+    uint32_t cursor;        /* where the search for a free post starts */
+    int slot_freed;         /* a post became free (a full ring waits for this) */
+    coll_shm_op_t ops;      /* list head */
+    coll_shm_op_t *spare;   /* records to reuse */
+} coll_shm_t;
+
+/** @return Local rank @p l's area. */
+static inline coll_shm_rank_t *coll__shm_area(const coll_shm_t *s, uint32_t l)
+{
+    return coll_shm_rank_of(s->base, s->nlocal, l);
+}
+
+/** @return Local rank @p l's post in slot @p slot. */
+static inline coll_shm_post_t *coll__shm_post_of(const coll_shm_t *s, uint32_t l, uint32_t slot)
+{
+    return &coll__shm_area(s, l)->post[slot % COLL_SHM_SLOTS];
+}
+
+/**
+ * @brief Use the area when the daemon announced one of the size this library knows
+ *        (@p shm_bytes from the join reply); leaves c->shm NULL otherwise.
+ *        COLL_SPIN_US sets how long a waiter polls before it sleeps (microseconds, default 20).
+ * @return COLL_OK (with or without an area); COLL_ERR_NOMEM; COLL_ERR_INVALID (the error
+ *         says why) when COLL_SPIN_US is not a number from 0 to 10000.
+ */
+coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_bytes);
+
+/** @brief Free the area's bookkeeping (after every request was released). Safe without one. */
+void coll__shm_close(coll_comm_t *c);
+
+/**
+ * @brief Post collective @p m of request @p r and move it as far as it goes now: the last
+ *        local rank to post agrees, and runs the operation or hands it to the daemon.
+ *        Waits (up to the job's timeout) while this rank's ring is full.
+ * @return COLL_OK: posted (the request completes later, or already has); an error with the
+ *         communicator's message set (nothing posted): COLL_ERR_JOB and the like when the job
+ *         failed earlier or a local rank left it, COLL_ERR_NOT_IN_POOL for a buffer outside
+ *         this rank's allocations, COLL_ERR_INVALID for a key already in flight,
+ *         COLL_ERR_TIMEDOUT when the ring stayed full, COLL_ERR_NOMEM.
+ */
+coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire__Submit *m);
+
+/** @brief Move every collective of this rank in the area on: agree, run chunks, complete,
+ *         hand over, fail. @return The number of requests it finished. */
+int coll__shm_progress(coll_comm_t *c);
+
+/** What a waiter watches without the lock: the states of this rank's posts that run in the
+ *  area, which the rank completing them changes (it wakes the waiter only when it sleeps). */
+typedef struct {
+    const _Atomic uint64_t *word[COLL_SHM_SLOTS];
+    uint64_t seen[COLL_SHM_SLOTS];
+    unsigned n;
+    uint64_t spin_ns;
+    int yield; /* more local ranks than CPUs: give the CPU to them while polling */
+} coll_shm_watch_t;
+
+/** @brief Fill @p w with what a waiter of @p c watches (nothing without the area). */
+void coll__shm_watch(coll_comm_t *c, coll_shm_watch_t *w);
+
+/**
+ * @brief Wait, without the lock, for an event on control block @p ctl (its word moving from
+ *        @p seen) or for a watched post to move: with posts to watch, poll for a bounded time
+ *        (coll_shm_watch_t.spin_ns: a completion by a rank on another core comes within
+ *        microseconds), then sleep on the event word for at most @p timeout_ms (0: only look).
+ */
+void coll__shm_wait(coll_ctl_t *ctl, const coll_shm_watch_t *w, uint32_t seen, int timeout_ms);
+
+/** @brief Request @p r ends: drop its record and free its post (the request hook). */
+void coll__shm_forget(coll_request_t *r);
+
+/** @return The chunks of operation @p d on @p nlocal local ranks (at least 1). */
+uint32_t coll__shm_nchunks(const coll_shm_desc_t *d, uint32_t nlocal);
+
+/** @brief Move and reduce the data of chunk @p k of agreed operation @p op (shm_exec.c). */
+void coll__shm_run_chunk(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
+                         uint32_t world_size);
+
+/** @brief Count a completed operation in this rank's counters for the daemon. */
+void coll__shm_count(const coll_shm_t *s, const coll_shm_desc_t *d, uint32_t world_size,
+                     uint64_t ns);
+
+#endif

@@ -1,0 +1,310 @@
+/*
+ * A posted collective's way through the shared-memory area (proto/shm_area.h): agreement, then
+ * either its chunks run here or it goes to the daemon, and how it ends.
+ *
+ * The ranks agree before any output is written: a rank that finds every local rank's post of
+ * a key compares them with its own, and runs or hands over the operation only when they are
+ * all equal; a rank that finds a difference reports it to the daemon, which fails the job on
+ * every rank (and node) with both descriptors in the message. Whoever finds the operation
+ * agreed first claims its chunks (or the hand-over) through the home post: the last rank to
+ * post does everything itself unless others are waiting too and help, so a rank that posted
+ * and went on computing never holds the others up. The one that finishes the last chunk marks
+ * every rank's post DONE and wakes them through their control blocks' event words.
+ *
+ * A failed job (the header's word, written by the daemon) ends this rank's posts that the
+ * daemon has not taken, with the job's error: first no more chunks may be claimed, and the
+ * chunks another rank is still running get COLL_SHM_FAIL_GRACE_MS to finish, so that no
+ * output is written after its request failed.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "client/shm.h"
+
+/* How long a failed operation waits for chunks that other ranks are running. */
+#define COLL_SHM_FAIL_GRACE_MS 200u
+
+/* Whether two posts describe the same operation (what the daemon's descriptor compares). */
+static int same_op(const coll_shm_desc_t *a, const coll_shm_desc_t *b)
+{
+    return a->key == b->key && a->coll == b->coll && a->count == b->count &&
+           a->dtype == b->dtype && a->op == b->op && a->root == b->root && a->algo == b->algo &&
+           a->layout == b->layout;
+}
+
+static void to_desc(const coll_comm_t *c, const coll_shm_desc_t *p, coll_desc_t *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->magic = COLL_DESC_MAGIC;
+    d->version = COLL_WIRE_VERSION;
+    d->coll = (uint16_t)p->coll;
+    d->key = p->key;
+    d->count = p->count;
+    d->dtype = p->dtype;
+    d->op = p->op;
+    d->world_size = (uint32_t)c->world_size;
+    d->root = p->root;
+    d->algo = p->algo;
+    d->epoch = c->epoch;
+    d->layout = p->layout;
+}
+
+/* Local rank @p l posted another operation under this one's key: the daemon fails the job. */
+static void report_mismatch(coll_comm_t *c, coll_shm_op_t *op, uint32_t l,
+                            const coll_shm_desc_t *theirs)
+{
+    coll_desc_t a, b;
+    char da[200], db[200], nm[48], msg[600];
+
+    to_desc(c, theirs, &a);
+    to_desc(c, &op->d, &b);
+    coll_desc_format(&a, da, sizeof(da));
+    coll_desc_format(&b, db, sizeof(db));
+    coll_desc_name(&b, nm, sizeof(nm));
+    snprintf(msg, sizeof(msg), "%s: rank %u submitted %s but rank %d submitted %s", nm,
+             coll__shm_area(c->shm, l)->rank, da, c->rank, db);
+    coll__abort(c, COLL_ERR_MISMATCH, msg);
+    op->reported = 1;
+}
+
+/* A local rank that left cannot post: the collective can never run. */
+static void report_left(coll_comm_t *c, coll_shm_op_t *op)
+{
+    coll_shm_hdr_t *h = c->shm->hdr;
+    char msg[400];
+
+    snprintf(msg, sizeof(msg), "%.*s left job %s; its collectives cannot run without it (rank "
+             "%d submitted the next one)", COLL_SHM_LEFT_BYTES - 1, h->left_msg, c->job, c->rank);
+    coll__abort(c, COLL_ERR_JOB, msg);
+    op->reported = 1;
+}
+
+/* Every local rank's post of the operation, all equal: 1; 0 while one is missing (or they
+ * differ, which is reported once). */
+static int agree(coll_comm_t *c, coll_shm_op_t *op)
+{
+    coll_shm_t *s = c->shm;
+    uint64_t ready = op->d.post_ns;
+
+    for (uint32_t l = 0; l < s->nlocal; l++) {
+        coll_shm_desc_t d = op->d;
+        uint64_t state = op->state;
+        uint32_t slot = op->slot;
+        if (l != s->self &&
+            !coll_shm_find(coll__shm_area(s, l), op->d.key, COLL_SHM_POSTED, &slot, &state, &d)) {
+            if (!op->reported && atomic_load(&s->hdr->left)) {
+                report_left(c, op);
+            }
+            return 0;
+        }
+        if (!same_op(&d, &op->d)) {
+            if (!op->reported) {
+                report_mismatch(c, op, l, &d);
+            }
+            return 0;
+        }
+        op->peer_slot[l] = slot;
+        op->peer_state[l] = state;
+        op->in_off[l] = d.send_off;
+        op->out_off[l] = d.recv_off;
+        ready = d.post_ns > ready ? d.post_ns : ready;
+    }
+    op->agreed = 1;
+    op->ready_ns = ready;
+    return 1;
+}
+
+static coll_shm_post_t *home(const coll_shm_t *s, const coll_shm_op_t *op)
+{
+    return coll__shm_post_of(s, 0, op->peer_slot[0]);
+}
+
+/* The generation the home post's claim word carries for this operation. */
+static uint64_t claim_gen(const coll_shm_op_t *op)
+{
+    return (uint64_t)(uint32_t)coll_shm_gen(op->peer_state[0]) << 32;
+}
+
+/* One rank sends the node submission; every rank then waits for the daemon to take it. */
+static void hand_over(coll_comm_t *c, coll_shm_op_t *op)
+{
+    uint64_t want = claim_gen(op);
+    Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
+
+    if (!op->handed &&
+        atomic_compare_exchange_strong(&home(c->shm, op)->claim, &want, want + 1)) {
+        m.req_id = op->req->id;
+        m.key = op->d.key;
+        m.coll = (Coll__Wire__Collective)op->d.coll;
+        m.flags = COLL_CTL_SUB_NODE;
+        (void)coll__submit_send(c, &m); /* a broken link fails every request anyway */
+    }
+    op->handed = 1;
+}
+
+/* The next unclaimed chunk of the operation, or -1 when none is left (or claims closed). */
+static int64_t claim(coll_shm_post_t *h, const coll_shm_op_t *op)
+{
+    uint64_t w = atomic_load(&h->claim);
+
+    for (;;) {
+        uint32_t n = (uint32_t)w;
+        if ((w & ~(uint64_t)UINT32_MAX) != claim_gen(op) || (n & COLL_SHM_CLOSED) ||
+            n >= op->nchunks) {
+            return -1;
+        }
+        if (atomic_compare_exchange_weak(&h->claim, &w, w + 1)) {
+            return n;
+        }
+    }
+}
+
+/* The last chunk is done: every rank's outputs are written. */
+static void complete(coll_comm_t *c, coll_shm_op_t *op)
+{
+    coll_shm_t *s = c->shm;
+    uint64_t now = coll__now_ns();
+
+    for (uint32_t l = 0; l < s->nlocal; l++) {
+        coll_shm_post_t *p = coll__shm_post_of(s, l, op->peer_slot[l]);
+        p->ready_ns = op->ready_ns;
+        p->done_ns = now;
+        coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE);
+    }
+    for (uint32_t l = 0; l < s->nlocal; l++) { /* a rank that polls sees its post move */
+        if (l != s->self) {
+            coll_ctl_notify_sleeper(coll_ctl_of(s->base, l));
+        }
+    }
+    coll__shm_count(s, &op->d, (uint32_t)c->world_size, now - op->ready_ns);
+}
+
+/* Run chunks while there are some to claim. */
+static void run(coll_comm_t *c, coll_shm_op_t *op)
+{
+    coll_shm_t *s = c->shm;
+    coll_shm_post_t *h = home(s, op);
+    _Atomic uint64_t *busy = &coll__shm_area(s, s->self)->busy_key;
+    int64_t k;
+
+    while (!atomic_load_explicit(&s->hdr->failed, memory_order_relaxed) &&
+           (k = claim(h, op)) >= 0) {
+        atomic_store_explicit(busy, op->d.key, memory_order_relaxed);
+        coll__shm_run_chunk(s, op, (uint32_t)k, (uint32_t)c->world_size);
+        atomic_store_explicit(busy, COLL_SHM_IDLE, memory_order_relaxed);
+        if (atomic_fetch_add(&h->chunks_done, 1) + 1 == op->nchunks) {
+            complete(c, op);
+        }
+    }
+}
+
+static void finish_done(coll_shm_op_t *op)
+{
+    coll_request_t *r = op->req;
+    const coll_shm_post_t *p = coll__shm_post_of(r->comm->shm, r->comm->shm->self, op->slot);
+
+    r->timing.ready_ns = r->timing.peers_ns = p->ready_ns;
+    r->timing.reduced_ns = r->timing.done_ns = p->done_ns;
+    memcpy(r->algo, "shm", sizeof("shm"));
+    r->comm->link->finish(r, COLL_OK);
+}
+
+/* No more claims; 1 once no chunk of the operation runs any more (or the grace is over). */
+static int quiesced(coll_shm_t *s, coll_shm_op_t *op)
+{
+    coll_shm_post_t *h = home(s, op);
+    uint64_t w = atomic_load(&h->claim), now = coll__now_ns();
+
+    while ((w & ~(uint64_t)UINT32_MAX) == claim_gen(op) && !((uint32_t)w & COLL_SHM_CLOSED) &&
+           !atomic_compare_exchange_weak(&h->claim, &w, w | COLL_SHM_CLOSED)) {
+    }
+    if ((w & ~(uint64_t)UINT32_MAX) != claim_gen(op) ||
+        atomic_load(&h->chunks_done) >= ((uint32_t)w & ~COLL_SHM_CLOSED)) {
+        return 1;
+    }
+    if (op->fail_ns == 0) {
+        op->fail_ns = now;
+    }
+    return now - op->fail_ns >= COLL_SHM_FAIL_GRACE_MS * 1000000ull;
+}
+
+/* The job failed: end the request with its error, unless the daemon has it. 1 when ended. */
+static int fail(coll_comm_t *c, coll_shm_op_t *op)
+{
+    coll_shm_t *s = c->shm;
+    coll_request_t *r = op->req;
+
+    if (op->route == COLL_SHM_ROUTE_LOCAL && op->agreed && !quiesced(s, op)) {
+        return 0;
+    }
+    coll__set_error(c, "%.*s", COLL_SHM_MSG_BYTES - 1, s->hdr->msg);
+    c->link->finish(r, s->hdr->status < 0 ? (coll_status_t)s->hdr->status : COLL_ERR_JOB);
+    return 1;
+}
+
+/* The daemon read the posts: it completes the request; this rank's post is free again. */
+static void taken(coll_shm_op_t *op)
+{
+    coll__shm_forget(op->req);
+}
+
+static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
+{
+    coll_shm_t *s = c->shm;
+    coll_shm_post_t *mine = coll__shm_post_of(s, s->self, op->slot);
+    uint32_t phase = coll_shm_phase(atomic_load(&mine->state));
+    int fresh;
+
+    if (phase == COLL_SHM_DONE) {
+        finish_done(op);
+        return 1;
+    }
+    if (atomic_load_explicit(&s->hdr->failed, memory_order_acquire)) {
+        /* The daemon takes posts before it fails the job: a post it took shows it now. */
+        if (coll_shm_phase(atomic_load(&mine->state)) == COLL_SHM_TAKEN) {
+            taken(op);
+            return 0;
+        }
+        return fail(c, op);
+    }
+    if (phase == COLL_SHM_TAKEN) {
+        taken(op);
+        return 0;
+    }
+    fresh = !op->agreed;
+    if (!op->agreed && !agree(c, op)) {
+        return 0;
+    }
+    if (op->route == COLL_SHM_ROUTE_DAEMON) {
+        hand_over(c, op);
+        return 0;
+    }
+    if (fresh && op->nchunks > 1) { /* waiting ranks may help with the chunks */
+        for (uint32_t l = 0; l < s->nlocal; l++) {
+            if (l != s->self) {
+                coll_ctl_notify(coll_ctl_of(s->base, l));
+            }
+        }
+    }
+    run(c, op);
+    if (coll_shm_phase(atomic_load(&mine->state)) == COLL_SHM_DONE) {
+        finish_done(op);
+        return 1;
+    }
+    return 0;
+}
+
+int coll__shm_progress(coll_comm_t *c)
+{
+    coll_shm_t *s = c->shm;
+    int n = 0;
+
+    if (s == NULL) {
+        return 0;
+    }
+    for (coll_shm_op_t *op = s->ops.next, *next; op != &s->ops; op = next) {
+        next = op->next;
+        n += progress_op(c, op);
+    }
+    return n;
+}

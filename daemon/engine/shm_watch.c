@@ -1,0 +1,164 @@
+/*
+ * The collectives of the shared-memory area as the daemon sees them: a scan of every post for
+ * the waiting ones, and the counters the ranks keep of the completed ones. Called from the
+ * loop (health ticks, /status, /metrics); reads client memory, consistently and bounded.
+ */
+#include "engine/shm_watch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/stats.h"
+#include "engine/shm.h"
+
+/* Merge local rank @p l's post @p d into @p out (n entries); returns the new count. */
+static size_t merge(coll_shm_wait_t *out, size_t n, size_t max, uint32_t l,
+                    const coll_shm_desc_t *d, int busy)
+{
+    size_t i = 0;
+
+    while (i < n && out[i].key != d->key) {
+        i++;
+    }
+    if (i == n) {
+        if (n == max) {
+            return n;
+        }
+        out[n++] = (coll_shm_wait_t){d->key, d->count, d->coll, d->dtype, d->algo, d->post_ns, 0,
+                                     0};
+    }
+    if (d->post_ns < out[i].since_ns) {
+        out[i].since_ns = d->post_ns;
+    }
+    if (l < 64) {
+        out[i].posted |= 1ull << l;
+        out[i].busy |= (uint64_t)(busy != 0) << l;
+    }
+    return n;
+}
+
+static int older(const void *a, const void *b)
+{
+    const coll_shm_wait_t *x = a, *y = b;
+    return x->since_ns < y->since_ns ? -1 : x->since_ns > y->since_ns;
+}
+
+size_t coll_shm_waiting(const coll_job_t *job, coll_shm_wait_t *out, size_t max)
+{
+    size_t n = 0;
+
+    if (job->state != COLL_JOB_READY || job->pool == NULL) {
+        return 0;
+    }
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        const coll_shm_rank_t *r = coll_shm_rank(job, l);
+        uint64_t busy = atomic_load_explicit(&r->busy_key, memory_order_relaxed);
+        for (uint32_t i = 0; i < COLL_SHM_SLOTS; i++) {
+            coll_shm_desc_t d;
+            uint64_t state;
+            if (coll_shm_read(&r->post[i], COLL_SHM_POSTED, &state, &d) &&
+                d.coll < COLL_SHM_KINDS && d.dtype < COLL_DTYPE_COUNT) {
+                n = merge(out, n, max, l, &d, busy == d.key);
+            }
+        }
+    }
+    qsort(out, n, sizeof(*out), older);
+    return n;
+}
+
+int coll_shm_waiting_key(const coll_job_t *job, uint64_t key, coll_shm_wait_t *w)
+{
+    coll_shm_wait_t all[COLL_SHM_WATCH_MAX];
+    size_t n = coll_shm_waiting(job, all, COLL_SHM_WATCH_MAX);
+
+    for (size_t i = 0; i < n; i++) {
+        if (all[i].key == key) {
+            *w = all[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Append ", rank R (pid P, node N, what)" for every local rank whose bit in @p mask is @p set:
+ * the form in which job/blame.c names the ranks missing from the daemon's operations, so that
+ * a job's error names a culprit alike whichever path found it. */
+static uint32_t name_ranks(const coll_job_t *job, uint64_t mask, int set, const char *what,
+                           char *buf, size_t len)
+{
+    size_t n = strlen(buf);
+    uint32_t named = 0;
+
+    for (uint32_t l = 0; l < job->local_size && l < 64 && n < len; l++) {
+        if ((int)((mask >> l) & 1) != set) {
+            continue;
+        }
+        const coll_session_t *s = job->locals[l];
+        n += (size_t)snprintf(buf + n, len - n, "%srank %u (pid %d, node %u, %s)", n ? ", " : "",
+                              job->ranks[l], s != NULL ? (int)s->cred.pid : -1, job->node_rank,
+                              what);
+        named++;
+    }
+    return named;
+}
+
+uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char *buf,
+                           size_t len)
+{
+    uint32_t missing;
+
+    buf[0] = '\0';
+    missing = name_ranks(job, w->posted, 0, "not submitted", buf, len);
+    if (missing == 0 && name_ranks(job, w->busy, 1, "running its part", buf, len) == 0) {
+        snprintf(buf, len, "its local ranks to run it in shared memory");
+    }
+    return missing;
+}
+
+int coll_shm_runs_there(const coll_job_t *job, const coll_shm_wait_t *w)
+{
+    uint64_t bytes = coll_stats_op_bytes(w->coll, w->count,
+                                         coll_dtype_size((coll_dtype_t)w->dtype), job->world_size);
+
+    return job->nnodes == 1 && w->algo == COLL_ALGO_AUTO && coll_shm_hdr(job)->max_bytes > 0 &&
+           bytes <= coll_shm_hdr(job)->max_bytes;
+}
+
+/* The counters of one kind of local rank @p r, taken (zeroed) into the daemon's. */
+static uint64_t harvest_kind(coll_daemon_t *d, coll_shm_stats_t *r, unsigned k)
+{
+    uint64_t hist[COLL_SHM_BUCKETS + 1], ops = 0;
+
+    for (unsigned t = 0; t < COLL_SHM_DTYPES && t < COLL_DTYPE_COUNT; t++) {
+        uint64_t n = atomic_exchange_explicit(&r->ok[k][t], 0, memory_order_relaxed);
+        uint64_t bytes = atomic_exchange_explicit(&r->bytes[k][t], 0, memory_order_relaxed);
+        if (n > 0) {
+            coll_stats_shm_done(&d->stats, k, t, n, bytes);
+            ops += n;
+        }
+    }
+    for (unsigned i = 0; i <= COLL_SHM_BUCKETS; i++) {
+        hist[i] = atomic_exchange_explicit(&r->hist[k][i], 0, memory_order_relaxed);
+    }
+    coll_stats_shm_durations(&d->stats, k, hist,
+                             atomic_exchange_explicit(&r->sum_ns[k], 0, memory_order_relaxed));
+    return ops;
+}
+
+void coll_shm_harvest(coll_job_t *job)
+{
+    if (job->pool == NULL || job->state == COLL_JOB_GATHERING ||
+        job->state == COLL_JOB_RENDEZVOUS) {
+        return;
+    }
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        coll_shm_stats_t *r = &coll_shm_rank(job, l)->stats;
+        uint64_t posted = atomic_exchange_explicit(&r->posted, 0, memory_order_relaxed);
+        coll_stats_shm_posted(&job->d->stats, posted);
+        job->engine.shm_posted += posted;
+        for (unsigned k = 0; k < COLL_SHM_KINDS; k++) {
+            job->engine.shm_done += harvest_kind(job->d, r, k);
+        }
+    }
+}

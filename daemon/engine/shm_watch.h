@@ -1,0 +1,62 @@
+/**
+ * @file shm_watch.h
+ * @brief How the daemon sees the collectives its local ranks run in the shared-memory area
+ *        (proto/shm_area.h) without it: the ones still waiting there (for /status, stall warnings,
+ *        timeouts and blame) and the counters of the completed ones (for /metrics).
+ */
+#ifndef COLL_ENGINE_SHM_WATCH_H
+#define COLL_ENGINE_SHM_WATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/job.h"
+
+/** Most waiting collectives coll_shm_waiting() reports. */
+#define COLL_SHM_WATCH_MAX 64u
+
+/** One collective posted in the area and neither completed nor taken by the daemon. */
+typedef struct {
+    uint64_t key;
+    uint64_t count;
+    uint32_t coll;      /**< coll_kind_t */
+    uint32_t dtype;
+    uint32_t algo;      /**< coll_algo_t asked for (0: auto) */
+    uint64_t since_ns;  /**< its first post (CLOCK_MONOTONIC, as uv_hrtime()) */
+    uint64_t posted;    /**< bit l: local rank l posted it (local ranks below 64) */
+    uint64_t busy;      /**< bit l: local rank l is running one of its chunks */
+} coll_shm_wait_t;
+
+/**
+ * @brief The collectives waiting in @p job's area, oldest first, at most @p max of them.
+ * @return How many were written to @p out (0 for a job that is not ready).
+ */
+size_t coll_shm_waiting(const coll_job_t *job, coll_shm_wait_t *out, size_t max);
+
+/**
+ * @brief The waiting collective of key @p key.
+ * @return 1 with it in @p w, 0 when no local rank posted it (or it completed, or was taken).
+ */
+int coll_shm_waiting_key(const coll_job_t *job, uint64_t key, coll_shm_wait_t *w);
+
+/**
+ * @brief Describe what waiting collective @p w waits for: the local ranks that have not posted
+ *        it ("rank 3 (pid N, node 0, not submitted)", as job/blame.c names them), or when all
+ *        have, those running it.
+ * @return The number of ranks named as not having submitted it.
+ */
+uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char *buf,
+                           size_t len);
+
+/**
+ * @return 1 when waiting collective @p w runs in shared memory once every local rank posted
+ *         it (a single-node job, no forced algorithm, at most the crossover), 0 when it goes to
+ *         the daemon.
+ */
+int coll_shm_runs_there(const coll_job_t *job, const coll_shm_wait_t *w);
+
+/** @brief Add what the ranks counted since the last harvest to the daemon's counters (and to
+ *         the job's shm totals). */
+void coll_shm_harvest(coll_job_t *job);
+
+#endif

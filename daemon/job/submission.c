@@ -1,0 +1,43 @@
+#include "job/submission.h"
+
+#include <stdio.h>
+
+#include "engine/op.h"
+#include "engine/shm.h"
+#include "job/session.h"
+
+/* Every local rank's post of the collective, as that rank's own submission. */
+static void submit_node(coll_job_t *job, const Coll__Wire__Submit *sub)
+{
+    Coll__Wire__Submit subs[COLL_MAX_LOCAL];
+    char err[400];
+    uint32_t who = 0;
+    coll_status_t st;
+
+    if (job->state != COLL_JOB_READY) {
+        return; /* after a failure the ranks end what they posted with its error */
+    }
+    st = coll_shm_take(job, sub->key, subs, &who, err, sizeof(err));
+    if (st == COLL_ERR_PROTOCOL) {
+        coll_session_reject(job->locals[who], err);
+        return;
+    }
+    if (st != COLL_OK) {
+        coll_job_fail(job, st, 1, "%s", err);
+        return;
+    }
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        if (job->locals[l] != NULL) {
+            coll_op_submit(job, job->locals[l], &subs[l]);
+        }
+    }
+}
+
+void coll_job_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub)
+{
+    if (sub->flags & COLL_CTL_SUB_NODE) {
+        submit_node(job, sub);
+    } else {
+        coll_op_submit(job, s, sub);
+    }
+}

@@ -1,0 +1,212 @@
+/**
+ * @file shm_area.h
+ * @brief The shared-memory area of a job's local ranks, right after the control blocks in the
+ *        job's pool: where they agree on each collective and run the small ones among
+ *        themselves, without the daemon on the data path.
+ *
+ * Layout at pool offset COLL_SHM_OFFSET(L) for L local ranks: a header (COLL_SHM_HDR_BYTES),
+ * then one area per local rank (COLL_SHM_RANK_BYTES), each with its counters and a ring of
+ * COLL_SHM_SLOTS posts.
+ *
+ * A rank posts every collective it submits: it writes the descriptor into a free post of its
+ * own ring, then publishes the post's state (generation and phase, sequentially consistent).
+ * The posts of the local ranks meet by key. A rank that finds every local rank's post of a key
+ * compares them; when they all agree, the operation either runs in shared memory (the ranks
+ * claim its chunks through the home post, local rank 0's, and the one that finishes the last
+ * chunk marks every post DONE) or goes to the daemon in one submission for all of them
+ * (coll_ctl_sub_t with COLL_CTL_SUB_NODE), which marks the posts TAKEN when it has read them.
+ *
+ * Writers: each post's descriptor and its FREE and POSTED states only by its rank; DONE by the
+ * rank that completed the operation; TAKEN by the daemon. The header and the rank table only
+ * by the daemon. A reader copies a post's descriptor between two reads of its state and keeps
+ * the copy only when the state did not change (coll_shm_read()).
+ *
+ * Every field is read in place by processes of one host (little-endian, proto/desc.h); the
+ * layout is part of the wire protocol (COLL_WIRE_VERSION).
+ */
+#ifndef COLL_PROTO_SHM_AREA_H
+#define COLL_PROTO_SHM_AREA_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/ctl.h"
+
+/** Bytes of the header. */
+#define COLL_SHM_HDR_BYTES 4096u
+/** Bytes of one local rank's area. */
+#define COLL_SHM_RANK_BYTES 16384u
+/** Posts in a rank's ring: the collectives one rank may have in flight before the daemon took
+ *  them or they completed. */
+#define COLL_SHM_SLOTS 64u
+/** Kinds counted: allreduce .. barrier (coll_kind_t, proto/desc.h). */
+#define COLL_SHM_KINDS 6u
+/** Datatypes counted (coll_dtype_t). */
+#define COLL_SHM_DTYPES 8u
+/** Bounds of the duration histogram (the daemon's, core/stats.h COLL_STATS_BUCKETS). */
+#define COLL_SHM_BUCKETS 18u
+/** Bytes of the job's error message in the header. */
+#define COLL_SHM_MSG_BYTES 512u
+/** Bytes of the message naming a rank that left. */
+#define COLL_SHM_LEFT_BYTES 128u
+/** busy_key of a rank that runs no chunk. */
+#define COLL_SHM_IDLE UINT64_MAX
+
+/** Phases of a post: the low two bits of its state word, the generation above them. */
+enum {
+    COLL_SHM_FREE = 0,   /**< no operation */
+    COLL_SHM_POSTED = 1, /**< submitted, waiting for the other local ranks or running */
+    COLL_SHM_DONE = 2,   /**< completed in shared memory (every output written) */
+    COLL_SHM_TAKEN = 3,  /**< read by the daemon, which completes the request */
+};
+
+/** @return A state word: generation @p gen (62 bits) and phase @p phase. */
+static inline uint64_t coll_shm_state(uint64_t gen, uint32_t phase)
+{
+    return gen << 2 | (phase & 3u);
+}
+
+/** @return The phase of state word @p s. */
+static inline uint32_t coll_shm_phase(uint64_t s)
+{
+    return (uint32_t)(s & 3u);
+}
+
+/** @return The generation of state word @p s. */
+static inline uint64_t coll_shm_gen(uint64_t s)
+{
+    return s >> 2;
+}
+
+/** What one rank posts for one collective: what every local rank must agree on, and its own
+ *  buffers. Offsets are from the start of the pool; count is in elements (as Submit). */
+typedef struct {
+    uint64_t key;
+    uint64_t count;
+    uint64_t layout;
+    uint64_t send_off;
+    uint64_t recv_off;
+    uint64_t post_ns;  /**< CLOCK_MONOTONIC when posted (the daemon's stall clock) */
+    uint32_t coll;     /**< coll_kind_t, allreduce .. barrier */
+    uint32_t dtype;
+    uint32_t op;
+    uint32_t root;
+    uint32_t algo;     /**< coll_algo_t asked for (0: auto) */
+    uint32_t req_id;   /**< the rank's request, which the daemon completes for TAKEN posts */
+} coll_shm_desc_t;
+
+/** Claim word flag: no more chunks may be claimed (the job failed); the low bits keep how many
+ *  were claimed before. */
+#define COLL_SHM_CLOSED 0x80000000u
+
+/** One post. */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t state; /**< coll_shm_state() */
+    /** The descriptor, copied in whole words (coll_shm_write_desc(), coll_shm_read()); @c key
+     *  is word 0. */
+    uint64_t desc_words[sizeof(coll_shm_desc_t) / sizeof(uint64_t)];
+    /* The home post's (local rank 0's) shared progress of its operation; the home rank resets
+     * it before publishing the post. */
+    _Alignas(64) _Atomic uint64_t claim; /**< generation (low 32 bits) << 32 | chunks claimed */
+    _Atomic uint32_t chunks_done;        /**< chunks finished */
+    uint32_t reserved;
+    uint64_t ready_ns; /**< set by the completer before DONE: when the last rank posted */
+    uint64_t done_ns;  /**< set by the completer before DONE: when the last chunk finished */
+} coll_shm_post_t;
+
+/** What a rank's completions of operations in shared memory add to the daemon's counters; the
+ *  daemon takes them with atomic_exchange() (coll_shm_harvest(), daemon/engine/shm_watch.c). */
+typedef struct {
+    _Atomic uint64_t ok[COLL_SHM_KINDS][COLL_SHM_DTYPES];    /**< completed */
+    _Atomic uint64_t bytes[COLL_SHM_KINDS][COLL_SHM_DTYPES]; /**< nccl-tests' sizes of those */
+    _Atomic uint64_t hist[COLL_SHM_KINDS][COLL_SHM_BUCKETS + 1]; /**< durations, by bound */
+    _Atomic uint64_t sum_ns[COLL_SHM_KINDS];                 /**< their sum */
+    _Atomic uint64_t posted;                                 /**< collectives posted */
+} coll_shm_stats_t;
+
+/** One local rank's area. */
+typedef struct {
+    _Alignas(64) uint32_t rank; /**< its global rank (the daemon's, at ready) */
+    uint32_t pid;               /**< its process (the daemon's, at ready) */
+    _Atomic uint32_t reach;     /**< how far (in slots) past coll_shm_slot_of() any of its
+                                     posts in flight lies: a search looks no further. Raised
+                                     before a post is published; lowered only when none is in
+                                     flight */
+    _Alignas(64) _Atomic uint64_t busy_key; /**< key of the operation whose chunk it runs, or
+                                                 COLL_SHM_IDLE (named when that one stalls) */
+    _Alignas(64) coll_shm_stats_t stats; /**< operations it completed (it ran the last chunk) */
+    coll_shm_post_t post[COLL_SHM_SLOTS];
+} coll_shm_rank_t;
+
+/** The header: what only the daemon writes. */
+typedef struct {
+    _Alignas(64) _Atomic uint32_t failed; /**< non-zero once the job failed: status and msg
+                                               were written before */
+    _Atomic uint32_t left;    /**< non-zero once a local rank left the ready job: left_msg */
+    int32_t status;           /**< the job's error (coll_status_t) */
+    uint32_t nlocal;          /**< local ranks */
+    uint64_t max_bytes;       /**< collectives up to this size run here on a single node */
+    double bounds[COLL_SHM_BUCKETS]; /**< the duration histogram's upper bounds, seconds */
+    char msg[COLL_SHM_MSG_BYTES];      /**< why the job failed */
+    char left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P)" of the first rank that left */
+} coll_shm_hdr_t;
+
+_Static_assert(sizeof(coll_shm_hdr_t) <= COLL_SHM_HDR_BYTES, "header fits its slot");
+_Static_assert(sizeof(coll_shm_rank_t) <= COLL_SHM_RANK_BYTES, "rank area fits its slot");
+
+/** Pool offset of the area of a job with @p nlocal local ranks: after the control blocks. */
+#define COLL_SHM_OFFSET(nlocal) COLL_CTL_TOTAL(nlocal)
+/** Bytes of the area of a job with @p nlocal local ranks. */
+#define COLL_SHM_TOTAL(nlocal) (COLL_SHM_HDR_BYTES + (size_t)(nlocal) * COLL_SHM_RANK_BYTES)
+/** Bytes at the start of a pool that no allocation uses: control blocks and this area. */
+#define COLL_POOL_PREFIX(nlocal) (COLL_SHM_OFFSET(nlocal) + COLL_SHM_TOTAL(nlocal))
+
+/** @return The header in a pool mapped at @p base with @p nlocal local ranks. */
+static inline coll_shm_hdr_t *coll_shm_hdr_of(void *base, uint32_t nlocal)
+{
+    return (coll_shm_hdr_t *)(void *)((char *)base + COLL_SHM_OFFSET(nlocal));
+}
+
+/** @return Local rank @p l's area in a pool mapped at @p base with @p nlocal local ranks. */
+static inline coll_shm_rank_t *coll_shm_rank_of(void *base, uint32_t nlocal, uint32_t l)
+{
+    return (coll_shm_rank_t *)(void *)((char *)coll_shm_hdr_of(base, nlocal) +
+                                       COLL_SHM_HDR_BYTES + (size_t)l * COLL_SHM_RANK_BYTES);
+}
+
+/** @return The slot where a post of @p key goes first, and where a search for it starts (a
+ *          taken slot sends it to the next free one). */
+static inline uint32_t coll_shm_slot_of(uint64_t key)
+{
+    return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 58) % COLL_SHM_SLOTS;
+}
+
+/** @brief The owner writes its descriptor into post @p p (while the post is FREE). */
+void coll_shm_write_desc(coll_shm_post_t *p, const coll_shm_desc_t *d);
+
+/**
+ * @brief Copy post @p p's descriptor into @p d if its phase is @p phase, consistently: the
+ *        state is read before and after the copy and must not have changed.
+ * @param [out] state_p The state word the copy belongs to.
+ * @return 1 with a consistent copy, 0 when the post is in another phase or changed meanwhile.
+ */
+int coll_shm_read(const coll_shm_post_t *p, uint32_t phase, uint64_t *state_p,
+                  coll_shm_desc_t *d);
+
+/**
+ * @brief Find the post of key @p key in phase @p phase in rank area @p r, searching from
+ *        coll_shm_slot_of(@p key) as far as the area's @c reach.
+ * @param [out] slot_p, state_p, d Its slot, state word and a consistent copy.
+ * @return 1 when found, 0 otherwise.
+ */
+int coll_shm_find(const coll_shm_rank_t *r, uint64_t key, uint32_t phase, uint32_t *slot_p,
+                  uint64_t *state_p, coll_shm_desc_t *d);
+
+/**
+ * @brief Move post @p p from @p from (a full state word) to phase @p phase of the same
+ *        generation. @return 1 when it moved, 0 when the post was no longer in @p from.
+ */
+int coll_shm_move(coll_shm_post_t *p, uint64_t from, uint32_t phase);
+
+#endif
