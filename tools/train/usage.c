@@ -92,7 +92,9 @@ static void usage_service(FILE *out)
         "                      propagating into the weights. Needs a job (collective-launch);\n"
         "                      refused with --tp, --pp, --dp, --micro-batches, --order,\n"
         "                      --compression, --comm, --bucket-cap-mb, --first-bucket-cap-mb,\n"
-        "                      --report-layers and --dump-grads (exit 2)\n"
+        "                      --report-layers and --dump-grads (exit 2). The epoch lines'\n"
+        "                      comm_ms, exposed_ms and overlap are 0: the service's buckets\n"
+        "                      are not timed\n"
         "\n",
         out);
 }
