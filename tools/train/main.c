@@ -5,8 +5,10 @@
  * gradients are averaged, so every rank applies the same update (optimizer.h, with the lr of
  * the schedule, lr.h) and the weights stay identical. The gradients live in the buckets of a
  * libcollective bucketer: backward reports each layer as it finishes and a full bucket is
- * reduced while backward goes on (--comm). Standalone (no communicator) it is the
- * single-process reference. */
+ * reduced while backward goes on (--comm). With --service the daemons' parameter service
+ * runs the optimizer instead (service.h): backward submits each layer's gradients to it and
+ * the updated parameters come back. Standalone (no communicator) it is the single-process
+ * reference. */
 #include "dist.h"
 #include "dump.h"
 #include "lr.h"
@@ -15,6 +17,7 @@
 #include "optimizer.h"
 #include "options.h"
 #include "rng.h"
+#include "service.h"
 #include "train3d.h"
 
 #include <cblas.h>
@@ -35,6 +38,7 @@ typedef struct trainer {
     double lr;             /* the learning rate of the last step */
     train_tensor_stats_t layer_stats[TRAIN_MAX_TENSORS]; /* --report-layers: last step's */
     dist_grads_t grads;    /* the gradients (bucket views in the job's pool) and their exchange */
+    train_service_t svc;   /* --service: the parameter service, instead of grads and optim */
     float *stats;          /* small buffer for the loss and accuracy reductions, in the pool */
     float *x;              /* input rows: shard x image size */
     uint8_t *y;            /* labels of x */
@@ -125,8 +129,40 @@ static void optimizer_step(trainer_t *t)
     report_step_optim(t, with_stats);
 }
 
-/* One optimizer step on the global batch starting at batch[0]; this rank takes its shard.
- * Backward reports each layer to the bucketer, which reduces full buckets meanwhile. */
+/* Backward, reporting each layer to the bucketer (which reduces full buckets meanwhile) or
+ * to the parameter service (which updates it meanwhile). */
+static void backward(trainer_t *t)
+{
+    if (t->opts.service) {
+        mlp_backward(t->mlp, t->shard, train_service_grad_ready, &t->svc);
+    } else {
+        mlp_backward(t->mlp, t->shard, dist_grad_ready, &t->grads);
+    }
+}
+
+/* The end of the step's exchange (no measurements from the service). */
+static int exchange_wait(trainer_t *t, dist_step_stats_t *ds)
+{
+    if (!t->opts.service) {
+        return dist_grads_wait(&t->grads, ds);
+    }
+    memset(ds, 0, sizeof(*ds));
+    return train_service_wait(&t->svc);
+}
+
+/* The update after the exchange: the trainer's optimizer, or only the lr of the step that the
+ * service applied (--report-lr). */
+static void update_step(trainer_t *t)
+{
+    if (!t->opts.service) {
+        optimizer_step(t);
+        return;
+    }
+    t->lr = coll_schedule_lr(&t->sched, (uint64_t)t->steps_done);
+    report_step_optim(t, 0);
+}
+
+/* One optimizer step on the global batch starting at batch[0]; this rank takes its shard. */
 static int train_step(trainer_t *t, const uint32_t *batch, epoch_stats_t *es)
 {
     const uint32_t *mine = batch + (size_t)t->dist.rank * (size_t)t->shard;
@@ -139,13 +175,13 @@ static int train_step(trainer_t *t, const uint32_t *batch, epoch_stats_t *es)
     mlp_forward(t->mlp, t->x, t->shard);
     es->loss_sum += mlp_loss(t->mlp, t->y, t->shard);
     ts[2] = dist_now_ns();
-    mlp_backward(t->mlp, t->shard, dist_grad_ready, &t->grads);
+    backward(t);
     ts[3] = dist_now_ns();
-    if (dist_grads_wait(&t->grads, &ds) != 0) {
+    if (exchange_wait(t, &ds) != 0) {
         return -1;
     }
     ts[4] = dist_now_ns();
-    optimizer_step(t);
+    update_step(t);
     ts[5] = dist_now_ns();
     dist_span(&t->dist, "forward", ts[1], ts[2]);
     dist_span(&t->dist, "backward", ts[2], ts[3]);
@@ -319,34 +355,48 @@ static int trainer_check_batch(trainer_t *t)
     return 0;
 }
 
+/* The optimizer and the gradients' exchange: the trainer's optimizer and a bucketer, or the
+ * parameter service. Returns the exit status: 0, 1 for a runtime error, 2 for a usage error. */
+static int trainer_exchange_init(trainer_t *t)
+{
+    dist_grads_opts_t go = {t->opts.comm, t->opts.bucket_cap_bytes,
+                            t->opts.first_bucket_cap_bytes, 0, "grads", t->opts.has_compression,
+                            t->opts.compression};
+
+    if (t->opts.service) {
+        return train_service_init(&t->svc, &t->dist, t->mlp, &t->opts.optim, &t->sched);
+    }
+    if (train_optim_init(&t->optim, &t->opts.optim, t->mlp,
+                         t->dist.rank == 0 && t->opts.report_layers > 0) != 0 ||
+        dist_grads_init(&t->grads, &t->dist, t->mlp, &go) != 0) {
+        return 1;
+    }
+    return 0;
+}
+
+/* Returns the exit status, as trainer_exchange_init(). */
 static int trainer_build_model(trainer_t *t)
 {
     int sizes[MLP_MAX_LAYERS + 1];
     int n_layers = t->opts.n_hidden + 1;
     size_t dim = mnist_image_size(&t->train);
-    dist_grads_opts_t go = {t->opts.comm, t->opts.bucket_cap_bytes,
-                            t->opts.first_bucket_cap_bytes, 0, "grads", t->opts.has_compression,
-                            t->opts.compression};
 
     sizes[0] = (int)dim;
     memcpy(sizes + 1, t->opts.hidden, (size_t)t->opts.n_hidden * sizeof(int));
     sizes[n_layers] = MNIST_CLASSES;
     t->stats = dist_alloc(&t->dist, 16);
     if (t->stats == NULL ||
-        mlp_create(sizes, n_layers, t->shard, t->opts.seed, NULL, &t->mlp) != 0 ||
-        train_optim_init(&t->optim, &t->opts.optim, t->mlp,
-                         t->dist.rank == 0 && t->opts.report_layers > 0) != 0 ||
-        dist_grads_init(&t->grads, &t->dist, t->mlp, &go) != 0) {
-        return -1;
+        mlp_create(sizes, n_layers, t->shard, t->opts.seed, NULL, &t->mlp) != 0) {
+        return 1;
     }
     t->x = malloc((size_t)t->shard * dim * sizeof(float));
     t->y = malloc((size_t)t->shard);
     t->order = malloc(t->train.count * sizeof(uint32_t));
     if (t->x == NULL || t->y == NULL || t->order == NULL) {
         fprintf(stderr, "coll-train: out of memory for the batch buffers\n");
-        return -1;
+        return 1;
     }
-    return 0;
+    return trainer_exchange_init(t);
 }
 
 static void trainer_describe(const trainer_t *t)
@@ -363,7 +413,7 @@ static void trainer_describe(const trainer_t *t)
     train_lr_describe(&t->sched, stderr);
     fputs(", ", stderr);
     train_optim_describe(&t->opts.optim, stderr);
-    fputs("\n", stderr);
+    fputs(t->opts.service ? ", in the parameter service\n" : "\n", stderr);
 }
 
 /* Returns the exit status: 0, 1 for a runtime error, 2 for a usage error. */
@@ -378,8 +428,9 @@ static int trainer_init(trainer_t *t)
                           &t->sched) != 0) {
         return 2;
     }
-    if (trainer_build_model(t) != 0) {
-        return 1;
+    int rc = trainer_build_model(t);
+    if (rc != 0) {
+        return rc;
     }
     trainer_describe(t);
     return 0;
@@ -387,6 +438,7 @@ static int trainer_init(trainer_t *t)
 
 static void trainer_fini(trainer_t *t)
 {
+    train_service_fini(&t->svc);
     dist_grads_fini(&t->grads);
     train_optim_fini(&t->optim);
     mlp_destroy(t->mlp);

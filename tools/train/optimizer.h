@@ -25,7 +25,7 @@
 #define COLL_TRAIN_OPTIMIZER_H
 
 #include "mlp.h"
-#include "optim.h"
+#include "kernels/cpu/optim.h"
 
 #include <stddef.h>
 #include <stdint.h>

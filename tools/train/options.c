@@ -33,6 +33,7 @@ enum {
     OPT_MICRO,
     OPT_ORDER,
     OPT_COMPRESSION,
+    OPT_SERVICE,
     /* The optimizer (apply_optim), from OPT_OPTIMIZER to OPT_EXCLUDE. */
     OPT_OPTIMIZER,
     OPT_MOMENTUM,
@@ -86,6 +87,7 @@ static const struct option train_long_opts[] = {
     {"micro-batches", required_argument, NULL, OPT_MICRO},
     {"order", required_argument, NULL, OPT_ORDER},
     {"compression", required_argument, NULL, OPT_COMPRESSION},
+    {"service", no_argument, NULL, OPT_SERVICE},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
     {"nesterov", no_argument, NULL, OPT_NESTEROV},
@@ -466,6 +468,7 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     case OPT_MICRO: return parse_int("micro-batches", arg, 1, &opts->micro_batches);
     case OPT_ORDER: opts->order = arg; return 0;
     case OPT_COMPRESSION: return parse_compression(arg, opts);
+    case OPT_SERVICE: opts->service = 1; return 0;
     case 'h': train_usage(stdout); return 1;
     default: fprintf(stderr, "coll-train: try --help\n"); return -1;
     }
@@ -556,6 +559,41 @@ static int check_sched(const train_lr_opts_t *o, uint64_t given)
     return bad ? -1 : 0;
 }
 
+/* What --service cannot be combined with (service.h): the 3D trainer keeps its optimizer, the
+ * service's buckets are one per network layer, and the daemons neither report per-tensor
+ * norms nor keep the gradients. */
+static int check_service(uint64_t given)
+{
+    static const struct {
+        int opt;
+        const char *name;
+        const char *why;
+    } refused[] = {
+        {OPT_TP, "tp", "the 3D trainer runs its own optimizer"},
+        {OPT_PP, "pp", "the 3D trainer runs its own optimizer"},
+        {OPT_DP, "dp", "the 3D trainer runs its own optimizer"},
+        {OPT_MICRO, "micro-batches", "the 3D trainer runs its own optimizer"},
+        {OPT_ORDER, "order", "the 3D trainer runs its own optimizer"},
+        {OPT_COMPRESSION, "compression", "compression of the service's buckets is not wired "
+                                         "in coll-train"},
+        {OPT_COMM, "comm", "the service's buckets are one per network layer"},
+        {OPT_BUCKET_CAP, "bucket-cap-mb", "the service's buckets are one per network layer"},
+        {OPT_FIRST_BUCKET_CAP, "first-bucket-cap-mb",
+         "the service's buckets are one per network layer"},
+        {OPT_REPORT_LAYERS, "report-layers", "the daemons do not report per-tensor norms"},
+        {OPT_DUMP_GRADS, "dump-grads", "the service consumes the gradient buffer"},
+    };
+
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        if (given & GIVEN(refused[i].opt)) {
+            fprintf(stderr, "coll-train: --service cannot be used with --%s: %s\n",
+                    refused[i].name, refused[i].why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int train_parse_args(int argc, char **argv, train_opts_t *opts)
 {
     uint64_t given = 0;
@@ -574,6 +612,9 @@ int train_parse_args(int argc, char **argv, train_opts_t *opts)
         return -1;
     }
     resolve_optim(&opts->optim, given);
+    if (opts->service && check_service(given) != 0) {
+        return -1;
+    }
     return check_optim(&opts->optim, given) == 0 && check_sched(&opts->sched, given) == 0 ? 0
                                                                                           : -1;
 }

@@ -46,6 +46,7 @@ typedef struct train_opts {
     const char *order;            /**< rank order of the layout, e.g. "tp-dp-pp" */
     int has_compression;          /**< --compression was given */
     coll_compression_t compression; /**< --compression (collective.h) */
+    int service;                  /**< --service: the optimizer runs in the daemons (service.h) */
 } train_opts_t;
 
 /** @brief Print the help text to @p out. */

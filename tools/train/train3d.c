@@ -138,7 +138,7 @@ static int step(t3_t *t, const uint32_t *batch)
     }
     t->acc.tp_fwd += t->shard.allreduces_fwd - fwd;
     t->acc.tp_bwd += t->shard.allreduces_bwd - bwd;
-    mlp_sgd_step(t->shard.mlp, t->opts->lr, t->opts->momentum);
+    mlp_sgd_step(t->shard.mlp, (float)t->opts->sched.lr, (float)t->opts->optim.momentum);
     t1 = dist_now_ns();
     if (t->steps_done > 0) { /* the first step lays out and rebuilds the buckets */
         t->acc.measured++;

@@ -74,6 +74,31 @@ static void usage_optimizer(FILE *out)
         out);
 }
 
+/* The parameter service (service.h). */
+static void usage_service(FILE *out)
+{
+    fputs(
+        "parameter service (docs/parameter-service.md):\n"
+        "  --service           the optimizer runs in the daemons instead of in the trainer\n"
+        "                      (ZeRO-1: each node's daemon keeps the optimizer state of its\n"
+        "                      shard): backward submits each layer's gradients to the\n"
+        "                      service (coll_ps_step_bucket_async, one bucket per network\n"
+        "                      layer) and the updated parameters come back into the pool.\n"
+        "                      The optimizer and schedule options above map one to one onto\n"
+        "                      the service's (the same kernels): sgd with dampening 0, lamb\n"
+        "                      with the paper's bias correction and eps outside the square\n"
+        "                      root, --clip-grad-norm without an eps. One difference: a\n"
+        "                      gradient that is not finite fails the run (exit 1) instead of\n"
+        "                      propagating into the weights. Needs a job (collective-launch);\n"
+        "                      refused with --tp, --pp, --dp, --micro-batches, --order,\n"
+        "                      --compression, --comm, --bucket-cap-mb, --first-bucket-cap-mb,\n"
+        "                      --report-layers and --dump-grads (exit 2). The epoch lines'\n"
+        "                      comm_ms, exposed_ms and overlap are 0: the service's buckets\n"
+        "                      are not timed\n"
+        "\n",
+        out);
+}
+
 /* The learning-rate schedule (lr.h). */
 static void usage_schedule(FILE *out)
 {
@@ -169,6 +194,7 @@ void train_usage(FILE *out)
     usage_general(out);
     usage_optimizer(out);
     usage_schedule(out);
+    usage_service(out);
     usage_parallel(out);
     usage_reports(out);
     usage_output(out);
