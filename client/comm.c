@@ -214,7 +214,6 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
 static void close_connection(coll_comm_t *c)
 {
     pthread_mutex_lock(&c->lock);
-    coll__req_free_all(c);
     coll__shm_close(c);
     coll__timeline_close(c->timeline);
     c->timeline = NULL;

@@ -62,6 +62,9 @@ enum {
 
 /* Bit of an option in the set of those given. */
 #define GIVEN(opt) (1ull << ((opt) - OPT_DATA))
+/* The options that ask for the 3D-parallel trainer (train3d.h). */
+#define GIVEN_3D \
+    (GIVEN(OPT_TP) | GIVEN(OPT_PP) | GIVEN(OPT_DP) | GIVEN(OPT_MICRO) | GIVEN(OPT_ORDER))
 
 static const struct option train_long_opts[] = {
     {"data", required_argument, NULL, OPT_DATA},
@@ -594,6 +597,35 @@ static int check_service(uint64_t given)
     return 0;
 }
 
+/* The long name of option @p opt. */
+static const char *opt_name(int opt)
+{
+    for (const struct option *o = train_long_opts; o->name != NULL; o++) {
+        if (o->val == opt) {
+            return o->name;
+        }
+    }
+    return "?";
+}
+
+/* What the 3D-parallel trainer (train3d.h) does not take: it runs SGD with --momentum at the
+ * constant --lr, and reduces its dp gradients uncompressed. */
+static int check_3d(uint64_t given)
+{
+    for (int c = OPT_DATA; c < OPT_END; c++) {
+        int refused = c == OPT_COMPRESSION || c == OPT_REPORT_LAYERS || c == OPT_DUMP_GRADS ||
+                      (c >= OPT_OPTIMIZER && c <= OPT_FINAL_LR && c != OPT_MOMENTUM &&
+                       c != OPT_LR);
+        if (refused && (given & GIVEN(c))) {
+            fprintf(stderr, "coll-train: --tp/--pp/--dp cannot be used with --%s: the 3D-parallel "
+                    "trainer runs SGD with --momentum at a constant --lr, uncompressed\n",
+                    opt_name(c));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int train_parse_args(int argc, char **argv, train_opts_t *opts)
 {
     uint64_t given = 0;
@@ -612,7 +644,8 @@ int train_parse_args(int argc, char **argv, train_opts_t *opts)
         return -1;
     }
     resolve_optim(&opts->optim, given);
-    if (opts->service && check_service(given) != 0) {
+    if ((opts->service && check_service(given) != 0) ||
+        ((given & GIVEN_3D) && check_3d(given) != 0)) {
         return -1;
     }
     return check_optim(&opts->optim, given) == 0 && check_sched(&opts->sched, given) == 0 ? 0
