@@ -88,6 +88,9 @@ static coll_comm_t *rank_comm(world_t *w, uint32_t l)
     pthread_cond_init(&c->cond, NULL);
     assert_int_equal(coll_frame_reader_init(&c->reader, COLL_FRAME_MAX_CLIENT), COLL_OK);
     c->link = &coll__request_link_ops;
+    c->conn = c; /* the world communicator of its own connection, as coll_comm_create() makes */
+    c->refs = 1;
+    c->owner = pthread_self();
     c->fd = sv[0];
     w->daemon_fd[l] = sv[1];
     c->passed_fd[0] = c->passed_fd[1] = c->doorbell_fd = -1;
@@ -134,7 +137,7 @@ static void world_free(world_t *w)
     for (uint32_t l = 0; l < w->nlocal; l++) {
         coll_comm_t *c = w->c[l];
         pthread_mutex_lock(&c->lock);
-        coll__req_free_all(c);
+        coll__req_free_owned(c);
         coll__shm_close(c);
         pthread_mutex_unlock(&c->lock);
         close(c->fd);
