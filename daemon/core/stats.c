@@ -153,8 +153,8 @@ void coll_stats_shm_done(coll_stats_t *st, unsigned kind, unsigned dtype, uint64
                          uint64_t bytes)
 {
     if (kind < COLL_STATS_KINDS && dtype < COLL_DTYPE_COUNT) {
-        st->ops[kind][dtype].ok += n;
-        st->ops[kind][dtype].bytes += bytes;
+        st->ops[kind][dtype][COLL_COMPRESS_NONE].ok += n; /* shared memory never compresses */
+        st->ops[kind][dtype][COLL_COMPRESS_NONE].bytes += bytes;
         st->shm_ops[kind] += n;
     }
 }

@@ -76,8 +76,10 @@ static int make_groups(t3_t *t)
 
 static int build_model(t3_t *t)
 {
-    dist_grads_opts_t go = {t->opts->comm, t->opts->bucket_cap_bytes,
-                            t->opts->first_bucket_cap_bytes, 0, "grads"};
+    /* The dp reduction is uncompressed (options.c refuses --compression here). */
+    dist_grads_opts_t go = {.comm = t->opts->comm, .cap_bytes = t->opts->bucket_cap_bytes,
+                            .first_cap_bytes = t->opts->first_bucket_cap_bytes, .name = "grads",
+                            .has_compression = 1};
     shard_layout_t lay;
     char err[256];
 
