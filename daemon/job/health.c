@@ -98,12 +98,11 @@ static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
  * says what was missing, is the one every rank gets. */
 #define COLL_BLAME_GRACE_MS 500u
 
-static uint64_t op_timeout_ns(const coll_op_t *op, uint32_t missing_local)
+static uint64_t op_timeout_ns(const coll_job_t *job, uint32_t nnodes, uint32_t missing_local)
 {
-    const coll_job_t *job = op->job;
     uint64_t grace = 2 * coll_health_tick_ms(job);
 
-    if (missing_local > 0 || op->grp->nnodes == 1) {
+    if (missing_local > 0 || nnodes == 1) {
         grace = 0;
     }
     return (job->params.timeout_ms + (grace < COLL_BLAME_GRACE_MS ? grace : COLL_BLAME_GRACE_MS)) *
@@ -124,7 +123,7 @@ static int check_ops(coll_job_t *job, uint64_t now)
         }
         uint32_t missing = describe_wait(op, wait, sizeof(wait));
         coll_desc_name(&op->desc, nm, sizeof(nm));
-        if (age >= op_timeout_ns(op, missing)) {
+        if (age >= op_timeout_ns(job, op->grp->nnodes, missing)) {
             coll_job_fail(job, COLL_ERR_TIMEDOUT, 1, "%s timed out after %" PRIu64 " ms waiting "
                           "for %s", nm, age / 1000000, wait);
             return 1;
@@ -169,7 +168,7 @@ static int check_shm(coll_job_t *job, uint64_t now)
         uint32_t missing = coll_shm_describe(job, &w[i], wait, sizeof(wait));
         coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w[i].coll, .key = w[i].key}, nm,
                        sizeof(nm));
-        if (age >= op_timeout_ns(job, missing)) {
+        if (age >= op_timeout_ns(job, job->nnodes, missing)) {
             coll_job_fail(job, COLL_ERR_TIMEDOUT, 1, "%s timed out after %" PRIu64 " ms waiting "
                           "for %s", nm, age / 1000000, wait);
             return 1;

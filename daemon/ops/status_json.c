@@ -179,7 +179,7 @@ static json_t *shm_op_json(const coll_job_t *job, const coll_shm_wait_t *w, uint
         }
     }
     return json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:f, s:s, s:o, s:o}", "name", name,
-                     "collective", kind_names[w->coll % 8], "key", (json_int_t)w->key, "dtype",
+                     "collective", coll_stats_kind_name(w->coll), "key", (json_int_t)w->key, "dtype",
                      coll_dtype_name((coll_dtype_t)w->dtype), "count", (json_int_t)w->count,
                      "state", json_array_size(missing) > 0 ? "queued" : "running", "age_ms",
                      now > w->since_ns ? (double)(now - w->since_ns) / 1e6 : 0.0, "path",
