@@ -3,7 +3,6 @@
  * COLL_COMPRESSION, coll-train --compression and the Python API, and its inverse.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +23,15 @@ const char *coll_compress_method_name(coll_compress_method_t method)
     return (unsigned)method < COLL_COMPRESS_COUNT ? names[method] : "unknown";
 }
 
+/* Rounded half up by hand: libcollective.a must link statically without libm. */
 uint32_t coll__compress_ratio_units(double ratio)
 {
-    double u = nearbyint(ratio * COLL_COMPRESS_RATIO_UNITS);
-    return u < 1.0 ? 1u : (uint32_t)u;
+    double u = ratio * COLL_COMPRESS_RATIO_UNITS + 0.5;
+
+    if (!(u >= 1.0)) {
+        return 1u; /* also NaN */
+    }
+    return u >= 4294967295.0 ? UINT32_MAX : (uint32_t)u;
 }
 
 coll_status_t coll__compression_check(const coll_compression_t *c)
@@ -69,8 +73,8 @@ static int parse_param(coll_compression_t *c, const char *p, size_t len)
         c->ratio = v;
         return 0;
     }
-    if (c->method == COLL_COMPRESS_POWERSGD && v == floor(v) && v >= 1 &&
-        v <= COLL_COMPRESS_MAX_RANK) {
+    if (c->method == COLL_COMPRESS_POWERSGD && v >= 1 && v <= COLL_COMPRESS_MAX_RANK &&
+        v == (double)(unsigned)v) {
         c->rank = (unsigned)v;
         return 0;
     }

@@ -319,6 +319,22 @@ static void register_layouts(const check_ctx_t *c, const bucket_t *b)
     }
 }
 
+/* Every rank has allocated its buffers: a barrier (uncompressed, so it cannot mismatch). */
+static void sync_ranks(const check_ctx_t *c)
+{
+    coll_request_t *r = NULL;
+    coll_status_t st = coll_barrier_async(c->comm, NULL, &r);
+
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(r, 60000);
+    }
+    coll_req_free(r);
+    if (st != COLL_OK) {
+        check_die("barrier before the mismatch: %s (%s)", coll_err_name(st),
+                  coll_comm_last_error(c->comm));
+    }
+}
+
 /* Every step of one bucket size; returns 0 when the job ended (an expected mismatch). */
 static int run_bucket(const check_ctx_t *c, const opts_t *o, bucket_t *b, int index)
 {
@@ -333,6 +349,9 @@ static int run_bucket(const check_ctx_t *c, const opts_t *o, bucket_t *b, int in
     }
     check_buf_alloc(c, b->count * sizeof(float), 0, &buf);
     copy.data = malloc(b->count * sizeof(float) + 1);
+    if (o->mismatch_rank >= 0) {
+        sync_ranks(c); /* or a slow rank's allocation meets the mismatch of the others */
+    }
     for (int t = 0; t < o->steps && go; t++) {
         go = step(c, o, b, &m, (float *)(void *)buf.data, (float *)(void *)copy.data, want,
                   (uint32_t)t, (uint64_t)index * 1000 + (uint64_t)t + 1);
