@@ -68,17 +68,10 @@ static coll_status_t request_layout(coll_comm_t *c, uint64_t layout, size_t n,
     l.shape = (uint64_t *)shapes;
     msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_LAYOUT;
     msg.layout = &l;
-    st = coll__send(c, &msg);
-    if (st == COLL_OK) {
-        st = coll__wait_flag(c, &r->done, COLL_LAYOUT_TIMEOUT_MS);
-    }
+    st = coll__req_exchange(c, r, &msg, COLL_LAYOUT_TIMEOUT_MS);
     if (st == COLL_OK) {
         st = r->status;
-    }
-    if (r->done) {
         coll__req_release(r);
-    } else {
-        r->detached = 1;
     }
     return st;
 }

@@ -252,6 +252,16 @@ void coll__req_finish(coll_request_t *r, coll_status_t status);
  *         Lock held. @return COLL_OK or the link's error. */
 coll_status_t coll__submit_send(coll_comm_t *c, Coll__Wire__Submit *m);
 
+/**
+ * @brief Send @p msg, which carries the id of request @p r of @p c, on c's connection and wait
+ *        up to @p timeout_ms for the daemon's answer to it. Connection lock held.
+ * @return COLL_OK: r is answered (the answer's own status in r->status) and still the caller's,
+ *         to read and coll__req_release(); otherwise the link's error or COLL_ERR_TIMEDOUT, and
+ *         r is gone (released, or freed when a late answer comes).
+ */
+coll_status_t coll__req_exchange(coll_comm_t *c, coll_request_t *r, coll_client_msg_t *msg,
+                                 int timeout_ms);
+
 /** @brief Fail every pending request with @p status (the link broke). Lock held. */
 void coll__req_fail_all(coll_comm_t *c, coll_status_t status);
 

@@ -40,18 +40,11 @@ static coll_status_t request_alloc(coll_comm_t *c, size_t bytes, uint64_t *offse
     a.bytes = bytes;
     msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_ALLOC;
     msg.alloc = &a;
-    st = coll__send(c, &msg);
-    if (st == COLL_OK) {
-        st = coll__wait_flag(c, &r->done, COLL_ALLOC_TIMEOUT_MS);
-    }
+    st = coll__req_exchange(c, r, &msg, COLL_ALLOC_TIMEOUT_MS);
     if (st == COLL_OK) {
         st = r->status;
         *offset_p = r->offset;
-    }
-    if (r->done) {
         coll__req_release(r);
-    } else {
-        r->detached = 1;
     }
     return st;
 }

@@ -323,6 +323,30 @@ coll_status_t coll_req_wait(coll_request_t *r, int timeout_ms)
     return st;
 }
 
+/* Free @p r now when it is done, else when its answer comes. Lock held. */
+static void drop(coll_request_t *r)
+{
+    if (r->done) {
+        coll__req_release(r);
+    } else {
+        r->detached = 1;
+    }
+}
+
+coll_status_t coll__req_exchange(coll_comm_t *c, coll_request_t *r, coll_client_msg_t *msg,
+                                 int timeout_ms)
+{
+    coll_status_t st = coll__send(c->conn, msg);
+
+    if (st == COLL_OK) {
+        st = coll__wait_flag(c->conn, &r->done, timeout_ms);
+    }
+    if (st != COLL_OK) {
+        drop(r);
+    }
+    return st;
+}
+
 void coll_req_free(coll_request_t *r)
 {
     coll_comm_t *c;
@@ -331,11 +355,7 @@ void coll_req_free(coll_request_t *r)
     }
     c = r->comm;
     pthread_mutex_lock(&c->lock);
-    if (r->done) {
-        coll__req_release(r);
-    } else {
-        r->detached = 1;
-    }
+    drop(r);
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -32,16 +32,9 @@ coll_status_t coll__group_request(coll_comm_t *c, coll_client_msg_t *msg, uint32
         return COLL_ERR_NOMEM;
     }
     *req_id = r->id;
-    st = coll__send(c->conn, msg);
-    if (st == COLL_OK) {
-        st = coll__wait_flag(c->conn, &r->done, COLL_GROUP_TIMEOUT_MS);
-    }
+    st = coll__req_exchange(c, r, msg, COLL_GROUP_TIMEOUT_MS);
     if (st == COLL_OK) {
         *r_p = r;
-    } else if (r->done) {
-        coll__req_release(r);
-    } else {
-        r->detached = 1;
     }
     return st;
 }
