@@ -41,6 +41,20 @@ def load(path):
     return a
 
 
+# The distance the weights moved and the control's distance must exceed this many tolerances,
+# or a comparison within the tolerance proves nothing.
+SEPARATION = 20
+
+
+def require_separation(name, moved, control, tol):
+    """Raise TestFailure unless training moved the weights by @moved and the control run lies
+    @control away, both at least SEPARATION x @tol."""
+    if moved < SEPARATION * tol or control < SEPARATION * tol:
+        raise TestFailure("%s: training moved the weights by %.3g and the control is %.3g "
+                          "away: below %d x %g, the comparison proves nothing"
+                          % (name, moved, control, SEPARATION, tol))
+
+
 def normwise(a, b):
     """max|a-b| / max|b|, and the index of the largest difference."""
     worst = max(range(len(a)), key=lambda i: abs(a[i] - b[i]))

@@ -43,7 +43,6 @@ OPTIMIZERS = [
     ("lamb", ["--optimizer", "lamb", "--lr", "0.01", "--trust-clamp", "0.01,10",
               "--clip-grad-norm", "1"], 1e-3),
 ]
-SEPARATION = 20  # the control and the distance moved must exceed this many tolerances
 
 
 def standalone(args, dump, extra):
@@ -74,10 +73,7 @@ def check(name, init, ref, dp, control, tol):
     if not rel <= tol:
         raise TestFailure("%s: 2-rank weights differ from standalone by %.3g > %g"
                           % (name, rel, tol))
-    if moved < SEPARATION * tol or off < SEPARATION * tol:
-        raise TestFailure("%s: training moved the weights by %.3g and the control is %.3g "
-                          "away: below %d x %g, the comparison proves nothing"
-                          % (name, moved, off, SEPARATION, tol))
+    equivalence.require_separation(name, moved, off, tol)
 
 
 def run(args, tmp):
