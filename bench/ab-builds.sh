@@ -53,9 +53,21 @@ run() {
     local min max
     min=$(echo "$SIZES" | awk '{print $1}')
     max=$(echo "$SIZES" | awk '{print $NF}')
+    # shellcheck disable=SC2046 # budget_and_json gives several words, none with spaces
     timeout 900 "$build/tools/collective-launch" --nodes "$nodes" --ranks-per-node "$rpn" \
         --daemon "$build/daemon/collectived" -- "$build/bench/coll-perf" -b "$min" -e "$max" \
-        -f 256 -T "$BUDGET" --json "$out" >"$out.txt" 2>&1 || { say "run failed: $out.txt"; return 1; }
+        -f 256 $(budget_and_json "$build" "$out") >"$out.txt" 2>&1 ||
+        { say "run failed: $out.txt"; return 1; }
+}
+
+# The time budget and JSON flags of BUILD's coll-perf: nccl-tests' flags since issue 16
+# (--time-budget, -J; -T became the timeout), -T and --json before.
+budget_and_json() {
+    if "$1/bench/coll-perf" --help 2>&1 | grep -q -- --time-budget; then
+        echo "--time-budget $BUDGET -J $2"
+    else
+        echo "-T $BUDGET --json $2"
+    fi
 }
 
 failed=0
@@ -81,8 +93,8 @@ def busbw(label, shape, size):
     for path in sorted(glob.glob(os.path.join(resdir, "%s-%s-rep*.json" % (label, shape)))):
         with open(path) as f:
             for row in json.load(f)["rows"]:
-                if row["bytes"] == size:
-                    out.append(row["busbw"])
+                if row["bytes"] == size:  # coll-perf before issue 16 had no placements
+                    out.append(row["busbw"] if "busbw" in row else row["out_of_place"]["busbw"])
     return out
 print("| shape | size | busbw A (GB/s) | busbw B (GB/s) | B / A | A min-max | B min-max |")
 print("|---|---|---|---|---|---|---|")
