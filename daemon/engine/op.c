@@ -275,9 +275,14 @@ static void op_start(coll_op_t *op)
     coll_stats_op_waited(&job->d->stats, op->desc.coll,
                          (double)(op->t_start_ns - op->t_submit_ns) / 1e9);
     map_buffers(op);
+    /* Held: a failure of the codec (a busy bucket, no memory for its residual) fails the job,
+     * which completes this operation and would free it under the codec. */
+    op->inflight++;
     op->impl = coll_codec_start(op);
+    op->inflight--;
     if (op->done) {
-        return; /* it failed the job (a busy bucket, no memory for its residual) */
+        coll_op_maybe_free(op);
+        return;
     }
     if (op->impl == NULL) {
         op->impl =

@@ -335,7 +335,9 @@ cm_t *cm_new(uint32_t nodes, uint32_t local, uint64_t count, int avg, const char
     snprintf(m->job, sizeof(m->job), "%s", job);
     m->bucket = bucket;
     m->nt = nt;
-    memcpy(m->shape, shape, 2 * nt * sizeof(uint64_t));
+    if (nt > 0) {
+        memcpy(m->shape, shape, 2 * nt * sizeof(uint64_t));
+    }
     for (uint32_t n = 0; n < nodes; n++) {
         m->e[n] = calloc(count + 1, sizeof(float));
         m->s[n] = calloc(count + 1, sizeof(float));
