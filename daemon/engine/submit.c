@@ -74,9 +74,9 @@ static const char *bad_rank(const coll_group_t *grp, uint32_t me, const Coll__Wi
     if (sub->root >= grp->size) {
         return "root";
     }
-    if ((kind == COLL_KIND_SEND || kind == COLL_KIND_RECV) &&
-        (sub->peer >= grp->size || sub->peer == me)) {
-        return "peer";
+    if (sub->peer >= grp->size ||
+        ((kind == COLL_KIND_SEND || kind == COLL_KIND_RECV) && sub->peer == me)) {
+        return "peer"; /* a collective's peer is 0; a message's the other rank */
     }
     return NULL;
 }

@@ -142,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_in_t in = {data, size};
     static coll_job_t job;
+    static coll_daemon_t daemon;
     coll_session_t self = {0}, other = {0};
     const uint32_t *node_ranks[1] = {&self.rank};
     uint32_t local_of[1] = {0};
@@ -157,6 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "pool");
     }
     memset(&job, 0, sizeof(job));
+    job.d = &daemon; /* no parameter service: its operations are refused */
     snprintf(job.id, sizeof(job.id), "fuzz");
     job.world_size = 1 + (uint32_t)fuzz_take(&in, 1) % 8;
     job.pool = pool;
