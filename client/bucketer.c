@@ -405,8 +405,7 @@ void *coll__bk_view_of(const coll_bucketer_t *b, const coll__bplan_t *plan, cons
 
 static uint64_t make_key(const coll_bucketer_t *b, uint64_t iteration, unsigned bucket)
 {
-    return ((uint64_t)b->key_space << KEY_SPACE_SHIFT) | ((iteration & KEY_ITER_MASK) << 16) |
-           bucket;
+    return coll__space_key(b->key_space, iteration, bucket);
 }
 
 coll_op_params_t coll__bk_op_params(const coll_bucketer_t *b, uint64_t iteration, unsigned bucket)

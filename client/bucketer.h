@@ -12,12 +12,8 @@
 #include "client/bucket_plan.h"
 #include "client/internal.h"
 
-/* Keys (coll_op_params_t): key space in bits 24-26, iteration in 16-23, bucket in 0-15, all
- * inside the 27 bits of a key that tell operations in flight apart (proto/tag.h); at most one
- * iteration of a bucketer is in flight. The two highest bucket numbers are the rebuild's own
- * collectives. */
-#define KEY_ITER_MASK 0xFFull
-#define KEY_SPACE_SHIFT 24
+/* Keys: coll__space_key() of the key space, the iteration and the bucket. The two highest bucket
+ * numbers are the rebuild's own collectives. */
 #define KEY_BROADCAST 0xFFFFu
 #define KEY_AGREE 0xFFFEu
 #define MAX_BUCKETS 0xFFFEu

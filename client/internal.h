@@ -290,6 +290,18 @@ int coll__algo_parse(const char *name);
 int coll__ctl_drain(coll_comm_t *c);
 
 /**
+ * @brief The key of a keyed collective the library makes itself (the bucketer's buckets, the
+ *        parameter service's steps; python/collective/ddp.py follows the same layout): key
+ *        space @p space (0..7) in bits 24-26, @p iteration mod 256 in bits 16-23, @p low (a
+ *        bucket or a control code) in bits 0-15. All inside the 27 key bits a collective's tag
+ *        carries (proto/tag.h), so at most one iteration of a key space may be in flight.
+ */
+static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsigned low)
+{
+    return ((uint64_t)(space & 7u) << 24) | ((iteration & 0xFFu) << 16) | (low & 0xFFFFu);
+}
+
+/**
  * @brief Submit a checked operation @p m (key, kind, fields; req_id is filled in) and return
  *        its request, on @p c (the world or a group: m->group is set) over c->conn.
  *        c->conn->lock held.

@@ -9,14 +9,12 @@
 #include "client/ps.h"
 #include "proto/ps_records.h"
 
-/* Key bits, within the 27 a collective's tag carries (collective.h), as the bucketer's: the key
- * space (24..26), the step mod 256 (16..23), the bucket or a control code (0..15). */
-#define PS_KEY_STEP_MASK 0xFFull
+/* Keys: coll__space_key() of the key space, the step and the bucket or a control code. */
 enum { PS_CODE_BROADCAST = 0xFFF0, PS_CODE_REGISTER = 0xFFF1 };
 
 uint64_t coll__ps_key(const coll_ps_t *ps, uint64_t step, unsigned code)
 {
-    return ((uint64_t)ps->key_space << 24) | ((step & PS_KEY_STEP_MASK) << 16) | code;
+    return coll__space_key(ps->key_space, step, code);
 }
 
 size_t coll_ps_num_buckets(const coll_ps_t *ps)
