@@ -71,6 +71,9 @@ int ps_ref_compress(ps_ref_t *r, const char *spec, uint32_t nodes, uint32_t loca
     if (coll_compression_parse(spec, &z) != COLL_OK) {
         return -1;
     }
+    if (nodes == 1) {
+        return 0;
+    }
     r->warmup = z.warmup;
     for (int l = 0; l < PS_MODEL_LAYERS; l++) {
         count[ps_model_buckets[l]] += ps_model_counts[l];

@@ -35,8 +35,9 @@ int ps_ref_init(ps_ref_t *r, const coll_ps_optim_t *o, const coll_ps_schedule_t 
                 const unsigned *flags, int world);
 
 /* Compress every later step's gradients as the service does with @p spec (fp16, bf16, onebit,
- * topk; coll_compression_parse() text) on @p nodes nodes of @p local ranks each.
- * @return 0; -1 for a spec the models refuse, or out of memory. */
+ * topk; coll_compression_parse() text) on @p nodes nodes of @p local ranks each: on one node
+ * not at all (a job on one node never compresses). @return 0; -1 for a spec the models refuse,
+ * or out of memory. */
 int ps_ref_compress(ps_ref_t *r, const char *spec, uint32_t nodes, uint32_t local);
 
 /* The weights := @p w (n float32): the next ps_ref_step() predicts the service's step from

@@ -43,6 +43,9 @@ the reference's layer)):
                      (each bucket's worker residuals carried over the steps, no server side)
                      and whose optimizer state is its own; the final parameters more than
                      10 x COMPRESS_TOL from the uncompressed reference (compression showed).
+                     Also onebit,warmup=5 (the first 5 steps exact, then from a zero residual),
+                     topk:0.1,noef, and onebit on 1 node x 4 ranks, which never compresses: the
+                     parameters within TOL of the uncompressed reference.
   compress_wire_bytes  K compressed steps: the bytes each node sent, by /status (the job's
                      wire bytes, and compression.by_method), equal K x (the compressed
                      reduce-scatter + the float32 all-gather of the node's chunk + for lamb the
@@ -346,28 +349,34 @@ HDR = 16      # compress_wire.h's header
 DESC = 128    # the descriptor every operation sends to the next node
 
 
-def compressed_equivalence(ctx, spec, opt, steps=30):
-    job = run_ok(ctx, [0, 1], 2, ["--optimizer", opt, "--steps", str(steps), "--check",
-                                  str(COMPRESS_TOL), "--compression", spec])
+def compressed_equivalence(ctx, spec, opt, steps=30, nodes=(0, 1), rpn=2):
+    job = run_ok(ctx, list(nodes), rpn, ["--optimizer", opt, "--steps", str(steps), "--check",
+                                         str(COMPRESS_TOL), "--compression", spec])
     worst, apart = 0.0, None
     for r, p in job.ranks.items():
         ev = p.event("RESULT")
         check(ev is not None, "rank %d printed no RESULT" % r)
         worst = max(worst, float(ev["maxrel"]))
         apart = float(ev["apart"])
-    log("%s %s on 2 x 2, %d steps: max relative difference of a step from the compressed "
+    log("%s %s on %d x %d, %d steps: max relative difference of a step from the compressed "
         "reference %.3g (tolerance %g); the parameters end %.3g from the uncompressed reference"
-        % (spec, opt, steps, worst, COMPRESS_TOL, apart))
-    check(apart > 10 * COMPRESS_TOL, "%s %s: the parameters are only %.3g from the uncompressed "
-          "reference: the test would not see compression" % (spec, opt, apart))
+        % (spec, opt, len(nodes), rpn, steps, worst, COMPRESS_TOL, apart))
+    if len(nodes) == 1:
+        check(apart <= TOL, "%s %s on one node: %.3g from the uncompressed reference, which it "
+              "should be within %g of (one node never compresses)" % (spec, opt, apart, TOL))
+    else:
+        check(apart > 10 * COMPRESS_TOL, "%s %s: the parameters are only %.3g from the "
+              "uncompressed reference: the test would not see compression" % (spec, opt, apart))
 
 
-def case_compress(specs):
+def case_compress(specs, extra):
     def run(ctx):
         ctx.c.start_daemons(2)
         for spec in specs:
             for opt in ("sgd", "lamb"):
                 compressed_equivalence(ctx, spec, opt)
+        for spec, nodes, rpn in extra:
+            compressed_equivalence(ctx, spec, "sgd", nodes=nodes, rpn=rpn)
     return run
 
 
@@ -465,9 +474,10 @@ def case_compress_faults(ctx):
 
 
 CASES = {"equivalence_%s" % o: case_equivalence(o) for o in ("sgd", "adamw", "lars", "lamb")}
-CASES.update({"compress_fp16": case_compress(("fp16", "bf16")),
-              "compress_onebit": case_compress(("onebit",)),
-              "compress_topk": case_compress(("topk:0.1",)),
+CASES.update({"compress_fp16": case_compress(("fp16", "bf16"), ()),
+              "compress_onebit": case_compress(("onebit",), (("onebit,warmup=5", (0, 1), 2),
+                                                             ("onebit", (0,), 4))),
+              "compress_topk": case_compress(("topk:0.1",), (("topk:0.1,noef", (0, 1), 2),)),
               "compress_wire_bytes": case_compress_wire_bytes,
               "compress_faults": case_compress_faults})
 CASES.update({"equivalence_clip": case_equivalence_clip, "per_bucket": case_per_bucket,
