@@ -5,8 +5,9 @@
  *
  *   JOINED rank=R world=W nodes=N local=L
  *   RESULT steps=S maxrel=X at=I ... apart=Y  (--check: against the double reference, ps_ref.c;
- *                                        with --compression Y is how far that reference is
- *                                        from the uncompressed one, 0 without)
+ *                                        with --compression X is the largest difference of a
+ *                                        step from it, Y how far the parameters end from the
+ *                                        uncompressed reference; Y is 0 without)
  *   PHASE name=NAME                      (--bytes: waits for a line on stdin after each)
  *   PROGRESS step=S                      (--loop: every 10 steps)
  *   FAILED step=S status=NAME t_mono=T msg=TEXT   (the first failed call)
@@ -213,7 +214,28 @@ static coll_status_t step_per_bucket(run_t *r)
     return st;
 }
 
-static double maxrel(const double *ref, const double *x, size_t n, size_t *at);
+/* The largest |x - ref| / max(|ref|, the root mean square of ref's layer), and where. */
+static double maxrel(const double *ref, const double *x, size_t n, size_t *at)
+{
+    double worst = 0;
+
+    for (size_t a = 0; a < n; a += ps_model_counts[ps_model_layer(a)]) {
+        size_t len = ps_model_counts[ps_model_layer(a)];
+        double rms = 0;
+        for (size_t i = a; i < a + len; i++) {
+            rms += ref[i] * ref[i];
+        }
+        rms = sqrt(rms / (double)len);
+        for (size_t i = a; i < a + len; i++) {
+            double d = fabs(x[i] - ref[i]) / fmax(fabs(ref[i]), rms);
+            if (!(d <= worst)) {
+                worst = d;
+                *at = i;
+            }
+        }
+    }
+    return worst;
+}
 
 /* The reference's prediction of the step from the parameters before it, against the step's. */
 static int track_step(run_t *r)
@@ -258,28 +280,6 @@ static int train(run_t *r, int steps)
     return 0;
 }
 
-/* The largest |x - ref| / max(|ref|, the root mean square of ref's layer), and where. */
-static double maxrel(const double *ref, const double *x, size_t n, size_t *at)
-{
-    double worst = 0;
-
-    for (size_t a = 0; a < n; a += ps_model_counts[ps_model_layer(a)]) {
-        size_t len = ps_model_counts[ps_model_layer(a)];
-        double rms = 0;
-        for (size_t i = a; i < a + len; i++) {
-            rms += ref[i] * ref[i];
-        }
-        rms = sqrt(rms / (double)len);
-        for (size_t i = a; i < a + len; i++) {
-            double d = fabs(x[i] - ref[i]) / fmax(fabs(ref[i]), rms);
-            if (!(d <= worst)) {
-                worst = d;
-                *at = i;
-            }
-        }
-    }
-    return worst;
-}
 
 /* A reference of the run's settings, compressed as the service with @p spec (NULL: exact). */
 static int ref_new(const run_t *r, const char *spec, ps_ref_t *ref)

@@ -47,7 +47,8 @@ the reference's layer)):
                      topk:0.1,noef, and onebit on 1 node x 4 ranks, which never compresses: the
                      parameters within TOL of the uncompressed reference.
   compress_wire_bytes  K compressed steps: the bytes each node sent, by /status (the job's
-                     wire bytes, and compression.by_method), equal K x (the compressed
+                     wire bytes, and compression.by_method, which /metrics'
+                     collectived_compression_wire_bytes_total repeats), equal K x (the compressed
                      reduce-scatter + the float32 all-gather of the node's chunk + for lamb the
                      exchange of sums), computed here from the wire formats; the ratio to K
                      uncompressed ring allreduces of the same gradients is printed.
@@ -418,6 +419,15 @@ def by_method(st, method):
     return m if m is not None else {"operations": 0, "wire_bytes": 0, "dense_bytes": 0}
 
 
+def method_metric(d, name, job_id, method):
+    code, body = h.http_get(d.status_sock, "/metrics", 3.0)
+    check(code == 200, "node %d: GET /metrics answered %d" % (d.node, code))
+    m = re.search(r'^%s\{job_id="%s",method="%s"\} (\S+)$' % (name, re.escape(job_id), method),
+                  body, re.M)
+    check(m is not None, "node %d: no %s of job %s, method %s" % (d.node, name, job_id, method))
+    return float(m.group(1))
+
+
 def case_compress_wire_bytes(ctx):
     ctx.c.start_daemons(2)
     k = 5
@@ -430,9 +440,14 @@ def case_compress_wire_bytes(ctx):
         mid = ps_status(ctx, job)
         go(job, 3)
         after = ps_status(ctx, job)
+        metrics = [method_metric(d, "collectived_compression_wire_bytes_total", job.id, method)
+                   for d in ctx.c.daemons]
         go(job, None)
         job.wait_exit(60, expect=0)
         for n in range(2):
+            check(metrics[n] == by_method(after[n], method)["wire_bytes"],
+                  "node %d: /metrics says %d wire bytes of %s, /status %d"
+                  % (n, metrics[n], method, by_method(after[n], method)["wire_bytes"]))
             ar = mid[n]["wire_bytes_sent"] - before[n]["wire_bytes_sent"]
             ps = after[n]["wire_bytes_sent"] - mid[n]["wire_bytes_sent"]
             a, b = by_method(mid[n], method), by_method(after[n], method)
