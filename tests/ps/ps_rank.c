@@ -501,15 +501,12 @@ static coll_status_t flat_create(run_t *r, coll_ps_optimizer_t kind)
     return coll_ps_create(r->comm, &p, &r->ps);
 }
 
-static int loop_mode(run_t *r)
+/* Steps of --loop until the first failure: 0, or the exit status. */
+static int loop_steps(run_t *r, float *ref, float *buf)
 {
-    float *ref = calloc(r->n, sizeof(float)), *buf = calloc(r->n, sizeof(float));
     coll_optim_sgd_params_t p = {.momentum = 0.9};
-    coll_status_t st = COLL_ERR_NOMEM;
+    coll_status_t st;
 
-    if (ref == NULL || buf == NULL || (st = flat_create(r, COLL_PS_SGD)) != COLL_OK) {
-        return ref && buf ? failed(r, 0, st) : EXIT_WRONG;
-    }
     memcpy(ref, r->w, r->n * sizeof(float));
     for (int t = 1; t <= r->o->loop; t++) {
         coll_optim_step_t s = {.lr = 0.01, .step = (uint64_t)t};
@@ -530,9 +527,23 @@ static int loop_mode(run_t *r)
             fflush(stdout);
         }
     }
+    return 0;
+}
+
+static int loop_mode(run_t *r)
+{
+    float *ref = calloc(r->n, sizeof(float)), *buf = calloc(r->n, sizeof(float));
+    coll_status_t st = COLL_ERR_NOMEM;
+    int rc;
+
+    if (ref == NULL || buf == NULL || (st = flat_create(r, COLL_PS_SGD)) != COLL_OK) {
+        rc = ref && buf ? failed(r, 0, st) : EXIT_WRONG;
+    } else {
+        rc = loop_steps(r, ref, buf);
+    }
     free(ref);
     free(buf);
-    return 0;
+    return rc;
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
