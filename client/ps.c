@@ -1,12 +1,15 @@
 /*
  * The parameter service's client side (collective_ps.h): the registration record built into
  * the pool (proto/ps_records.h), the broadcast of rank 0's parameters, and each bucket's step as one
- * PS_STEP operation whose key is (key space, step, bucket), as the bucketer's keys are.
+ * PS_STEP operation whose key is (key space, step, bucket), as the bucketer's keys are, and
+ * whose compression (if any) uses the residual of bucket (key space, bucket), as a bucketer's.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/ps.h"
+#include "common/compression.h"
+#include "proto/cspec.h"
 #include "proto/ps_records.h"
 
 /* Keys: coll__space_key() of the key space, the step and the bucket or a control code. */
@@ -89,6 +92,25 @@ static void reg_build(const coll_ps_params_t *p, void *reg)
     reg_sched(&p->schedule, &h->sched);
 }
 
+/* The methods whose reduction leaves each node its chunk of the sum (docs/parameter-service.md). */
+static coll_status_t check_compression(coll_comm_t *c, const coll_compression_t *z)
+{
+    if (coll__compression_check(z) != COLL_OK) {
+        coll__set_error(c, "coll_ps_create: invalid compression (method %d, ratio %g, flags %#x)",
+                        (int)z->method, z->ratio, z->flags);
+        return COLL_ERR_INVALID;
+    }
+    if (z->method == COLL_COMPRESS_POWERSGD || z->method == COLL_COMPRESS_AUTO) {
+        coll__set_error(c, "coll_ps_create: the parameter service compresses with fp16, bf16, "
+                        "onebit or topk, not %s (%s)", coll_compress_method_name(z->method),
+                        z->method == COLL_COMPRESS_AUTO
+                            ? "auto chooses per allreduce"
+                            : "PowerSGD needs matrix shapes the service does not have");
+        return COLL_ERR_UNSUPPORTED;
+    }
+    return COLL_OK;
+}
+
 static coll_status_t check_params(coll_comm_t *c, const coll_ps_params_t *p)
 {
     if (p == NULL || p->layers == NULL || p->params == NULL || p->num_layers == 0 ||
@@ -109,7 +131,8 @@ static coll_status_t check_params(coll_comm_t *c, const coll_ps_params_t *p)
             return COLL_ERR_INVALID;
         }
     }
-    return COLL_OK;
+    return (p->field_mask & COLL_PS_PARAM_COMPRESSION) ? check_compression(c, &p->compression)
+                                                       : COLL_OK;
 }
 
 /* Buckets' ranges and step counters, from the checked record. */
@@ -132,6 +155,9 @@ static coll_status_t ps_new(coll_comm_t *c, const coll_ps_params_t *p, const col
     ps->bucket_steps = (uint64_t *)(void *)(ps->bucket_count + nb);
     ps->key_space = (p->field_mask & COLL_PS_PARAM_KEY_SPACE) ? p->key_space
                                                               : COLL_BUCKETER_KEY_SPACES - 1;
+    if (p->field_mask & COLL_PS_PARAM_COMPRESSION) {
+        ps->compression = p->compression;
+    }
     for (size_t i = 0, off = 0; i < p->num_layers; off += p->layers[i++].count) {
         if (ps->bucket_count[p->layers[i].bucket] == 0) {
             ps->bucket_off[p->layers[i].bucket] = off;
@@ -283,6 +309,12 @@ coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const floa
         m.count = ps->bucket_count[bucket];
         m.root = (uint32_t)bucket;
         m.layout = ps->bucket_steps[bucket] + 1;
+        if (ps->compression.method != COLL_COMPRESS_NONE) {
+            m.compression = coll_cspec_pack(&ps->compression,
+                                            coll__compress_ratio_units(ps->compression.ratio));
+            m.bucket = (uint32_t)ps->key_space << 16 | (uint32_t)bucket;
+            m.warmup = ps->compression.warmup;
+        }
         st = coll__submit_msg(c, &m, req_p);
         ps->bucket_steps[bucket] += st == COLL_INPROGRESS;
     } else {

@@ -23,6 +23,7 @@ struct coll_ps {
     uint64_t *bucket_steps; /**< [num_buckets] steps submitted */
     uint64_t fingerprint;   /**< of the registration (proto/ps_records.h) */
     unsigned key_space;
+    coll_compression_t compression; /**< of every step (method NONE: exact) */
 };
 
 /** @return The key of the service's operation for @p step and bucket (or code) @p code. */

@@ -574,7 +574,8 @@ COLL_API const char *coll_req_algo(const coll_request_t *req);
  *        uncompressed ring would have sent for it (2 (N-1) / N x count x element bytes per node
  *        for an allreduce of N nodes): their quotient is the compression ratio. Data messages
  *        only (not the 128-byte descriptors); 0 and 0 for jobs on one node and for operations
- *        other than allreduce.
+ *        other than allreduce and the parameter service's steps (coll_ps_step_bucket_async(),
+ *        whose uncompressed ring is that of an allreduce of the bucket).
  * @param [out] sent  Bytes sent by the node.
  * @param [out] dense The uncompressed ring's bytes.
  * @return COLL_OK; COLL_INPROGRESS while pending (nothing written). Thread-safe.

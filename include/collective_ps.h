@@ -39,6 +39,20 @@ extern "C" {
  * have left the bucket's parameters partly updated (and the gradient buffer overwritten): the
  * job is over then, resume it from a checkpoint (coll_ps_save()).
  *
+ * Compression (coll_ps_params_t.compression; docs/parameter-service.md): compressed gradients
+ * in, exact parameters out. With fp16, bf16 or onebit each step is round 0 of the compressed
+ * allreduce of 1-bit Adam (Tang et al. 2021; DeepSpeed's compressed_allreduce): every node
+ * sends each other node its chunk of (its local ranks' gradients + its residual) encoded, and
+ * keeps the encoding error as the bucket's residual; the owner of a chunk sums the decoded
+ * contributions exactly, in float32, and its optimizer updates the chunk from that average;
+ * the updated parameters are all-gathered in float32. There is no server-side compression
+ * (the gradient is not sent back). With topk every node sends its selected entries of the
+ * whole bucket to every node and each owner takes its chunk of the sum. Bytes between nodes per
+ * step: the compressed reduce-scatter (or the TopK sets) plus a float32 all-gather of the
+ * parameters, about half of an uncompressed step's for 1-bit, three quarters for fp16. A job on
+ * one node never compresses. The residuals are not in checkpoints (coll_ps_save()): a resumed
+ * job starts them from zero.
+ *
  * Threads: a service is used from one thread at a time, except that requests of
  * coll_ps_step_bucket_async() may be waited on from any thread.
  */
@@ -163,7 +177,8 @@ typedef struct {
 
 /** Fields of ::coll_ps_params_t that are set. */
 enum {
-    COLL_PS_PARAM_KEY_SPACE = 1u << 0, /**< key_space */
+    COLL_PS_PARAM_KEY_SPACE = 1u << 0,   /**< key_space */
+    COLL_PS_PARAM_COMPRESSION = 1u << 1, /**< compression */
 };
 
 /** Parameters of coll_ps_create(). */
@@ -178,6 +193,15 @@ typedef struct {
     coll_ps_schedule_t schedule;
     unsigned key_space;            /**< 0 .. COLL_BUCKETER_KEY_SPACES-1 (default 7): keys of
                                         its operations, apart from the bucketers' */
+    coll_compression_t compression; /**< how every step's gradients travel between nodes
+                                        (see above): NONE (the default: exact), FP16, BF16,
+                                        ONEBIT or TOPK, with their ratio, COLL_COMPRESS_NO_EF
+                                        and warmup (coll_compression_parse() reads the text
+                                        form); its bucket is ignored: bucket k of the service
+                                        keeps its own residual, compression bucket
+                                        (key_space << 16 | k) as a bucketer's. The
+                                        communicator's default (COLL_COMPRESSION) does not
+                                        apply to the service. */
 } coll_ps_params_t;
 
 /**
@@ -188,8 +212,11 @@ typedef struct {
  *        state in the job's pool. One service per job.
  * @param [out] ps_p The service; free it with coll_ps_destroy().
  * @return COLL_OK; COLL_ERR_INVALID for bad parameters (NULL, no layers, a count of 0, buckets
- *         out of order, settings the optimizer refuses, a bad schedule; the message names it)
- *         or a job that has a service already; COLL_ERR_NOT_IN_POOL for a buffer outside the
+ *         out of order, settings the optimizer refuses, a bad schedule, an invalid compression
+ *         spec; the message names it) or a job that has a service already;
+ *         COLL_ERR_UNSUPPORTED for compression with POWERSGD (the service has no matrix shapes)
+ *         or AUTO; ranks that ask for different compression register, and their first step
+ *         fails with COLL_ERR_MISMATCH on every rank; COLL_ERR_NOT_IN_POOL for a buffer outside the
  *         rank's allocations; COLL_ERR_POOL_FULL when a node's pool cannot hold its shard of
  *         the state (the message gives the bytes); COLL_ERR_MISMATCH; the errors of a
  *         collective (COLL_ERR_JOB, COLL_ERR_PEER, COLL_ERR_CLOSED, COLL_ERR_TIMEDOUT);

@@ -491,6 +491,20 @@ static int agreement_xfer(coll_op_t *op, coll_xfer_t *x)
     return 1;
 }
 
+/* A stage's transfer that completed: a send, or a receive of the length it expected. */
+static void stage_xfer(coll_op_t *op, coll_xfer_t *x)
+{
+    char nm[64];
+
+    if (x->is_send || x->length == x->expect) {
+        op->stage->on_xfer(op, x);
+        return;
+    }
+    coll_job_fail(op->job, COLL_ERR_MISMATCH, 1,
+                  "%s: expected %zu bytes from node %u, got %zu (ranks disagree on the count)",
+                  name(&op->desc, nm, sizeof(nm)), x->expect, x->peer, x->length);
+}
+
 static void dispatch(coll_op_t *op, coll_xfer_t *x)
 {
     coll_job_t *job = op->job;
@@ -504,7 +518,9 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
     if (agreement_xfer(op, x)) {
         return;
     }
-    if (op->impl->flags & COLL_IMPL_OWN_ERRORS) {
+    if (x->kind == COLL_XFER_STAGE && x->status == UCS_OK) {
+        stage_xfer(op, x); /* the stage's own, whatever the algorithm (a compressed step's too) */
+    } else if (op->impl->flags & COLL_IMPL_OWN_ERRORS) {
         op->impl->on_xfer(op, x);
     } else if (!x->is_send && x->status == UCS_ERR_MESSAGE_TRUNCATED) {
         /* More bytes than posted: the data outran the descriptor of a larger count. */
@@ -513,8 +529,6 @@ static void dispatch(coll_op_t *op, coll_xfer_t *x)
                       "the count)", name(&op->desc, nm, sizeof(nm)), x->peer, x->expect);
     } else if (x->status != UCS_OK) {
         coll_op_xfer_failed(op, x);
-    } else if (x->kind == COLL_XFER_STAGE && (x->is_send || x->length == x->expect)) {
-        op->stage->on_xfer(op, x);
     } else if (x->is_send) {
         op->impl->on_xfer(op, x);
     } else if (x->length != x->expect && !(op->impl->flags & COLL_IMPL_SELF_CHECK)) {

@@ -21,6 +21,13 @@
  * coll_stage_release(), after which every piece goes through distribute() and the all-gather.
  * The bytes of the reduce-scatter and the all-gather are those of an allreduce either way.
  *
+ * A compressed step (its submission asked for compression: engine/codec/staged.c) runs the
+ * codec's reduction between nodes instead of the ring's reduce-scatter, writes this node's chunk
+ * of the decoded, averaged gradient into local rank 0's input, and hands the stage the same
+ * pieces in the same order (reduced(), all_reduced() and the release with a barrier,
+ * distribute()); the all-gather of the updated chunk is float32 and exact. Its bytes are the
+ * codec's reduction plus that all-gather.
+ *
  * Every callback runs on the loop thread and does bounded work (one piece) unless it says
  * otherwise. A callback that fails the job (coll_job_fail()) leaves op->done set; the
  * algorithm checks it before going on.
@@ -60,6 +67,10 @@ typedef struct coll_stage_ops {
     void (*done)(struct coll_op *op, coll_status_t status);
     /** Nothing of the operation is in flight any more: free op->stage_state. */
     void (*end)(struct coll_op *op);
+    /** A compressed step only: this node's sum of its local ranks' gradients (and its
+     *  compression residual) holds a non-finite value at bucket element @p elem, found before
+     *  anything of it was sent; fail the job, saying where. */
+    void (*nonfinite)(struct coll_op *op, uint64_t elem);
 } coll_stage_ops_t;
 
 /** What the layer above does for the engine with the parameter service's operations

@@ -159,6 +159,7 @@ void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
         d->compression = sub->compression;
         d->bucket = sub->bucket;
         d->warmup = sub->warmup;
-        d->shapes = coll_codec_shapes(job, sub->layout);
+        /* A parameter-service step's layout field is its step number (no shapes). */
+        d->shapes = kind == COLL_KIND_PS_STEP ? 0 : coll_codec_shapes(job, sub->layout);
     }
 }

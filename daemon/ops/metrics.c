@@ -340,7 +340,8 @@ static void compression_bytes(FILE *f, coll_daemon_t *d)
                                         "collectived_compression_wire_bytes_total",
                                         "collectived_compression_dense_bytes_total"};
     static const char *const helps[] = {
-        "Allreduces of the job between nodes, by the compression method that ran.",
+        "Allreduces and parameter-service steps of the job between nodes, by the compression "
+        "method that ran.",
         "Bytes this node sent for them.", "Bytes the uncompressed ring would have sent."};
     coll_codec_job_info_t ci;
     coll_job_t *job, *tmp;

@@ -8,12 +8,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "proto/cspec.h"
 #include "ps/internal.h"
 
 static coll_status_t refuse(char *err, size_t errlen, const coll_session_t *s, const char *what)
 {
     snprintf(err, errlen, "rank %u: %s", s->rank, what);
     return COLL_ERR_INVALID;
+}
+
+/* Steps compress with the methods whose reduction leaves each node its chunk of the sum
+ * (engine/codec/staged.c): PowerSGD needs matrix shapes the service has no notion of, and auto
+ * chooses per allreduce. */
+static coll_status_t check_compression(const coll_session_t *s, const Coll__Wire__Submit *sub,
+                                       char *err, size_t errlen)
+{
+    coll_compression_t c;
+
+    if (sub->compression == 0 || (coll_cspec_unpack(sub->compression, &c) &&
+                                  (c.method == COLL_COMPRESS_FP16 ||
+                                   c.method == COLL_COMPRESS_BF16 ||
+                                   c.method == COLL_COMPRESS_ONEBIT ||
+                                   c.method == COLL_COMPRESS_TOPK))) {
+        return COLL_OK;
+    }
+    snprintf(err, errlen, "rank %u: parameter service steps compress with fp16, bf16, onebit "
+             "or topk, not %s", s->rank, coll_compress_method_name(c.method));
+    return COLL_ERR_UNSUPPORTED;
 }
 
 static coll_status_t check_step(const coll_ps_job_t *ps, const coll_session_t *s,
@@ -33,7 +54,7 @@ static coll_status_t check_step(const coll_ps_job_t *ps, const coll_session_t *s
                  ps->buckets[sub->root].count);
         return COLL_ERR_INVALID;
     }
-    return COLL_OK;
+    return check_compression(s, sub, err, errlen);
 }
 
 static coll_status_t ps_check(const coll_job_t *job, const coll_session_t *s,

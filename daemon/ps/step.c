@@ -12,7 +12,9 @@
  *                              every node (round 0), every bucket of the step waits for the
  *                              others (clip.c), the chunk's gradients are scaled, then as above
  * A sum that is not finite fails the job on every rank before any piece of the bucket is
- * distributed: no rank reports a step whose parameters took a NaN.
+ * distributed: no rank reports a step whose parameters took a NaN. A compressed step
+ * (engine/codec/staged.c) hands the stage the decoded, averaged gradient the same way; a node
+ * whose own gradients are not finite fails the job before it sends them (stage_nonfinite()).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -149,6 +151,20 @@ static void stage_distribute(coll_op_t *op, uint64_t off, uint64_t len)
     }
 }
 
+/* A compressed step: this node's gradients hold a NaN or infinity at bucket element @p elem. */
+static void stage_nonfinite(coll_op_t *op, uint64_t elem)
+{
+    ps_op_t *s = op->stage_state;
+    uint32_t l = s->b->first_layer;
+    char what[48];
+
+    for (uint64_t start = 0; elem >= start + s->ps->layers[l].count; l++) {
+        start += s->ps->layers[l].count;
+    }
+    snprintf(what, sizeof(what), "the gradient of layer %u", l);
+    coll_ps_fail_nonfinite(op, s, what);
+}
+
 static void stage_done(coll_op_t *op, coll_status_t status)
 {
     ps_op_t *s = op->stage_state;
@@ -175,6 +191,7 @@ static const coll_stage_ops_t ps_stage = {
     .on_xfer = coll_ps_exchange_xfer,
     .done = stage_done,
     .end = stage_end,
+    .nonfinite = stage_nonfinite,
 };
 
 /* One allocation: the state, the sums per span, the exchange's vectors and transfers. */

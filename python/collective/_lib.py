@@ -135,6 +135,7 @@ class PsOptim(ctypes.Structure):
 PS_MAX_MILESTONES = 16
 # coll_ps_params_t.field_mask bits.
 PS_PARAM_KEY_SPACE = 1 << 0
+PS_PARAM_COMPRESSION = 1 << 1
 
 
 class PsSchedule(ctypes.Structure):
@@ -172,6 +173,7 @@ class PsParams(ctypes.Structure):
         ("optim", PsOptim),
         ("schedule", PsSchedule),
         ("key_space", ctypes.c_uint),
+        ("compression", Compression),
     ]
 
 

@@ -14,13 +14,16 @@ There is no gradient allreduce in the loop (no DDP): :meth:`ServiceOptimizer.ste
 rank's gradients to the daemons, which average them (a reduce-scatter), apply the optimizer to
 the shard of the parameters their node owns (ZeRO-1: each node holds 1/nodes of the optimizer
 state) and all-gather the updated parameters into every rank's model (include/collective_ps.h,
-docs/parameter-service.md). Imports torch.
+docs/parameter-service.md). With ``compression="onebit"`` (or fp16, bf16, topk:RATIO) the
+gradients travel compressed with error feedback and the parameters come back exact. Imports
+torch.
 """
 
 import ctypes
 import weakref
 
 from . import _lib
+from .comm import parse_compression
 from .errors import make_error
 
 STATE_DICT_VERSION = 1
@@ -163,6 +166,12 @@ class ServiceOptimizer:
             service operation per bucket and step).
         key_space (int): 0..7 (default 7), the key space of the service's operations: one
             that no bucketer of the job uses (bucketers default to 0; coll_ps_params_t).
+        compression (str): how each step's gradients travel between nodes
+            (coll_ps_params_t.compression): ``"fp16"``, ``"bf16"``, ``"onebit"`` or
+            ``"topk:RATIO"``, optionally with ``,noef`` and ``,warmup=N``; the owner's optimizer
+            sees the decoded sum and the parameters come back in float32. None (the default)
+            or ``"none"``: exact. ``"powersgd:R"`` and ``"auto"`` raise CollectiveError
+            (COLL_ERR_UNSUPPORTED).
         **settings: the optimizer's settings, defaults those of its reference
             (coll_ps_optim_init): ``momentum``, ``dampening``, ``weight_decay``,
             ``nesterov``, ``betas``, ``eps``, ``eta``, ``lamb_bias`` (``"paper"``, ``"none"``,
@@ -171,7 +180,8 @@ class ServiceOptimizer:
 
     Raises ValueError or TypeError for bad arguments, before any communication;
     :class:`~collective.CollectiveError` for what the library refuses (settings out of range,
-    ranks passing different layers: COLL_ERR_MISMATCH; COLL_ERR_POOL_FULL).
+    ranks passing different layers: COLL_ERR_MISMATCH; COLL_ERR_POOL_FULL; ranks asking for
+    different compression: COLL_ERR_MISMATCH at the first step).
 
     A parameter without a gradient at :meth:`step` counts as a zero gradient. Errors of a step
     (a lost peer, a non-finite gradient) raise CollectiveError; the parameters may then be
@@ -181,10 +191,11 @@ class ServiceOptimizer:
     """
 
     def __init__(self, comm, params, optimizer="sgd", lr=0.01, *, schedule=None,
-                 bucket_cap_mb=25.0, key_space=None, **settings):
+                 bucket_cap_mb=25.0, key_space=None, compression=None, **settings):
         import torch
         self._lib = comm._lib
         self._native = comm._native
+        z = parse_compression(self._lib, compression) if compression is not None else None
         o = _optim(self._lib, optimizer, settings)
         sched = _schedule(self._lib, lr, schedule)
         tensors, flags = _layers(params, o.weight_decay)
@@ -206,6 +217,8 @@ class ServiceOptimizer:
                           optim=o, schedule=sched)
         if key_space is not None:
             p.field_mask, p.key_space = _lib.PS_PARAM_KEY_SPACE, int(key_space)
+        if z is not None:
+            p.field_mask, p.compression = p.field_mask | _lib.PS_PARAM_COMPRESSION, z
         ps = ctypes.c_void_p()
         self._check(self._lib.coll_ps_create(self._native.handle(), ctypes.byref(p),
                                              ctypes.byref(ps)), "coll_ps_create")

@@ -146,8 +146,9 @@ static void apply_span(const cm_t *m, const span_t *sp, uint64_t n, float weight
     }
 }
 
-/* The server of chunk c: y = s + contributions, re-encoded; out = decode(y). */
-static void server(cm_t *m, span_t sp[][CM_MAX_NODES], uint32_t c, double *out)
+/* The server of chunk c: y = s + contributions, re-encoded; out = decode(y). @p reduced: the
+ * parameter service's owner instead, out = 0 + the contributions, no server residual. */
+static void server(cm_t *m, span_t sp[][CM_MAX_NODES], uint32_t c, double *out, int reduced)
 {
     uint64_t off, len;
     float *y, *dec;
@@ -157,24 +158,30 @@ static void server(cm_t *m, span_t sp[][CM_MAX_NODES], uint32_t c, double *out)
     y = calloc(len + 1, sizeof(float));
     dec = calloc(len + 1, sizeof(float));
     s.unit = calloc(len + 1, sizeof(double));
-    if (m->ef) {
+    if (m->ef && !reduced) {
         memcpy(y, m->s[c], len * sizeof(float));
     }
     for (uint32_t n = 0; n < m->n; n++) {
         apply_span(m, &sp[n][c], len, m->w, y, 0);
     }
-    encode_span(m, y, len, &s);
-    apply_span(m, &s, len, 1.0f, dec, 1);
-    for (uint64_t i = 0; i < len; i++) {
-        out[off + i] = dec[i];
-        m->s[c][i] = y[i] - dec[i];
+    if (reduced) {
+        for (uint64_t i = 0; i < len; i++) {
+            out[off + i] = y[i];
+        }
+    } else {
+        encode_span(m, y, len, &s);
+        apply_span(m, &s, len, 1.0f, dec, 1);
+        for (uint64_t i = 0; i < len; i++) {
+            out[off + i] = dec[i];
+            m->s[c][i] = y[i] - dec[i];
+        }
     }
     free(s.unit);
     free(y);
     free(dec);
 }
 
-static void twosided(cm_t *m, double *out)
+static void twosided(cm_t *m, double *out, int reduced)
 {
     static span_t sp[CM_MAX_NODES][CM_MAX_NODES];
 
@@ -189,7 +196,7 @@ static void twosided(cm_t *m, double *out)
         }
     }
     for (uint32_t c = 0; c < m->n; c++) {
-        server(m, sp, c, out);
+        server(m, sp, c, out, reduced);
     }
     for (uint32_t n = 0; n < m->n; n++) {
         for (uint32_t c = 0; c < m->n; c++) {
@@ -355,7 +362,20 @@ void cm_step(cm_t *m, uint32_t step, cm_input_fn in, void *arg, double *out)
     switch (m->z.method) {
     case COLL_COMPRESS_TOPK: topk(m, out); break;
     case COLL_COMPRESS_POWERSGD: powersgd(m, out); break;
-    default: twosided(m, out); break;
+    default: twosided(m, out, 0); break;
+    }
+}
+
+void cm_step_reduced(cm_t *m, uint32_t step, cm_input_fn in, void *arg, double *out)
+{
+    if (m->z.method == COLL_COMPRESS_POWERSGD) {
+        return;
+    }
+    gather(m, step, in, arg);
+    if (m->z.method == COLL_COMPRESS_TOPK) {
+        topk(m, out);
+    } else {
+        twosided(m, out, 1);
     }
 }
 

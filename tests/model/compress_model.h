@@ -47,6 +47,16 @@ cm_t *cm_new(uint32_t nodes, uint32_t local, uint64_t count, int avg, const char
 /** @brief One operation at step @p step: @p out (count) = what every rank receives. */
 void cm_step(cm_t *m, uint32_t step, cm_input_fn in, void *arg, double *out);
 
+/**
+ * @brief One parameter-service step's reduction at step @p step (docs/parameter-service.md):
+ *        fp16, bf16, 1-bit: the compressed reduce-scatter alone, @p out[i] = the sum over
+ *        nodes in rank order of the decoded contributions times the weight, in float32 from
+ *        0, for the chunk that holds i (no server residual, no second encoding; the worker
+ *        residuals as cm_step()); TopK: cm_step()'s result. PowerSGD is not modelled (the
+ *        service refuses it): @p out untouched.
+ */
+void cm_step_reduced(cm_t *m, uint32_t step, cm_input_fn in, void *arg, double *out);
+
 /** @return Node @p node's worker residual (count floats). */
 const float *cm_residual(const cm_t *m, uint32_t node);
 

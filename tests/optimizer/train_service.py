@@ -29,11 +29,21 @@ image is within rounding of zero flips with a one-ulp change, and the unit's gra
 With --seed 1, SGD meets one at step 15 (fc0 row 3; 1.8e-7 at step 14, 1.9e-5 at 15, 1e-3 at
 20); --seed 2 meets none in 20 steps for these settings, so the test uses it.
 
---check usage: --service with --tp 2 and with --compression fp16 exits 2 with a message naming
-the option, and a standalone --service run (no daemons) exits 2 saying it needs a job.
+--check compression: --service --compression fp16 and onebit (SGD as above): the bytes each
+step sent (the epoch line's wire_mb_per_step, from coll_req_wire_bytes()) are those of the
+compressed reduce-scatter plus the float32 all-gather of node 0's chunks, computed here from the
+wire formats; the weights differ from the uncompressed --service run's (normwise > 1e-6:
+compression ran) and the test accuracy is within ACCURACY_MARGIN of that run's (measured:
+0.7515 uncompressed, 0.7514 fp16, 0.7536 onebit). The algorithm itself is checked step by step
+against its reference by tests/ps (ps_compress_*).
+
+--check usage: --service with --tp 2 and with --compression powersgd:2 exits 2 with a message
+naming the option, and a standalone --service run (no daemons) exits 2 saying it needs a job.
 """
 
+import math
 import os
+import re
 import sys
 import tempfile
 
@@ -100,6 +110,57 @@ def equivalence_runs(args, tmp):
         check(name, init, ref, svc, control, tol)
 
 
+# 784-128-64-10: one bucket per network layer, weight and bias
+SERVICE_BUCKETS = [784 * 128 + 128, 128 * 64 + 64, 64 * 10 + 10]
+COMPRESSIONS = ["fp16", "onebit"]
+ACCURACY_MARGIN = 0.02
+
+
+def step_bytes(spec, node=0, nodes=2):
+    """Bytes node @node sends per step: each other node's chunk of every bucket encoded, behind
+    the 144-byte prefix and a 16-byte header, then its own chunk in float32 to each other node
+    (docs/parameter-service.md); chunks of ceil(count / nodes) rounded up to 16 elements."""
+    total = 0
+    for count in SERVICE_BUCKETS:
+        per = math.ceil(math.ceil(count / nodes) / 16) * 16
+        ch = [max(0, min(count, (c + 1) * per) - min(count, c * per)) for c in range(nodes)]
+        enc = (lambda n: 16 + math.ceil(n / 8)) if spec == "onebit" else (lambda n: 16 + 2 * n)
+        total += sum(144 + enc(ch[p]) for p in range(nodes) if p != node)
+        total += (nodes - 1) * (144 + 16 + 4 * ch[node])
+    return total
+
+
+def last_field(lines, name):
+    vals = [float(m.group(1)) for m in (re.search(r"\b%s=(\S+)" % name, ln) for ln in lines)
+            if m]
+    if not vals:
+        raise TestFailure("no %s in the output" % name)
+    return vals[-1]
+
+
+def compression_runs(args, tmp):
+    steps = ["--steps", str(args.steps)]
+    opts = OPTIMIZERS[0][1]
+    ref = os.path.join(tmp, "svc.f32")
+    acc = last_field(two_by_two(args, ref, NET + steps + opts + ["--service"]), "test_accuracy")
+    for spec in COMPRESSIONS:
+        out = os.path.join(tmp, "svc-%s.f32" % spec)
+        lines = two_by_two(args, out, NET + steps + opts + ["--service", "--compression", spec])
+        mb, want = last_field(lines, "wire_mb_per_step"), step_bytes(spec) / 1e6
+        rel, _ = equivalence.normwise(equivalence.load(out), equivalence.load(ref))
+        got = last_field(lines, "test_accuracy")
+        harness.log("--service --compression %s: %.4f MB per step on node 0 (expected %.4f), "
+                    "ratio %.2f; weights %.3g from the uncompressed --service run, test "
+                    "accuracy %.4f (uncompressed %.4f)"
+                    % (spec, mb, want, last_field(lines, "compression_ratio"), rel, got, acc))
+        if abs(mb - want) > 0.6e-4:
+            raise TestFailure("%s: %.4f MB per step, expected %.4f" % (spec, mb, want))
+        if not rel > 1e-6 or abs(got - acc) > ACCURACY_MARGIN:
+            raise TestFailure("%s: weights %.3g from the uncompressed run (want > 1e-6), test "
+                              "accuracy %.4f against %.4f (margin %g)"
+                              % (spec, rel, got, acc, ACCURACY_MARGIN))
+
+
 def expect_usage_error(lines, rc, words, what):
     text = "\n".join(lines)
     if rc != 2 or not all(w in text for w in words):
@@ -109,7 +170,8 @@ def expect_usage_error(lines, rc, words, what):
 
 
 def usage_runs(args):
-    for extra, option in ((["--tp", "2"], "--tp"), (["--compression", "fp16"], "--compression")):
+    for extra, option in ((["--tp", "2"], "--tp"),
+                          (["--compression", "powersgd:2"], "--compression powersgd")):
         rc, lines = harness.run([args.train, "--service", "--steps", "1"] + extra, args.timeout)
         expect_usage_error(lines, rc, ["--service cannot be used with " + option], option)
     rc, lines = harness.run([args.train, "--service", "--steps", "1"] + NET, args.timeout)
@@ -119,15 +181,16 @@ def usage_runs(args):
 def main():
     p = harness.parser(__doc__.splitlines()[0])
     p.add_argument("--train", required=True, help="coll-train binary")
-    p.add_argument("--check", choices=("equivalence", "usage"), required=True)
+    p.add_argument("--check", choices=("equivalence", "compression", "usage"), required=True)
     p.add_argument("--steps", type=int, default=20)
     args = p.parse_args()
     if args.check == "usage":
         harness.main(lambda: usage_runs(args))
         return
     harness.dataset_or_skip()
+    runs = equivalence_runs if args.check == "equivalence" else compression_runs
     with tempfile.TemporaryDirectory(prefix="coll-optim-service-") as tmp:
-        harness.main(lambda: equivalence_runs(args, tmp))
+        harness.main(lambda: runs(args, tmp))
 
 
 if __name__ == "__main__":

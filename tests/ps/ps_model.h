@@ -22,6 +22,7 @@
 #include <collective.h>
 
 #define PS_MODEL_LAYERS 6
+#define PS_MODEL_BUCKETS 3
 
 static const size_t ps_model_counts[PS_MODEL_LAYERS] = {2000, 40, 30000, 64, 5000, 10};
 static const size_t ps_model_buckets[PS_MODEL_LAYERS] = {0, 0, 1, 1, 2, 2};

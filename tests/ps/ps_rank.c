@@ -4,7 +4,10 @@
  * optimizer, trains it with the service and says what happened on stdout, one line per event:
  *
  *   JOINED rank=R world=W nodes=N local=L
- *   RESULT steps=S maxrel=X at=I         (--check: against the double reference, ps_ref.c)
+ *   RESULT steps=S maxrel=X at=I ... apart=Y  (--check: against the double reference, ps_ref.c;
+ *                                        with --compression X is the largest difference of a
+ *                                        step from it, Y how far the parameters end from the
+ *                                        uncompressed reference; Y is 0 without)
  *   PHASE name=NAME                      (--bytes: waits for a line on stdin after each)
  *   PROGRESS step=S                      (--loop: every 10 steps)
  *   FAILED step=S status=NAME t_mono=T msg=TEXT   (the first failed call)
@@ -30,9 +33,17 @@
  *   --per-bucket     each step submits its buckets one at a time, last first (the order of a
  *                    backward pass), and waits for each before submitting the next: a bucket's
  *                    update must not wait for the step's other buckets
+ *   --compression S  the service compresses every step's gradients with S (fp16, onebit,
+ *                    topk:0.1, ...: coll_compression_parse()); --check then compares every
+ *                    step with the reference of the compressed reduce-scatter
+ *                    (ps_ref_compress()) replaying it from the service's weights before the
+ *                    step (ps_ref_sync()): maxrel is the largest difference over the steps,
+ *                    apart that of the final parameters from the uncompressed reference
  *   --fault F        nan: rank 1 puts a NaN into its gradient of step 3; mismatch: rank 1
  *                    registers other layers; unknown: an unknown optimizer; pool: a model too
- *                    large for the pool. The first error is printed as FAILED (exit 3).
+ *                    large for the pool; compression: rank 1 asks for fp16 (onebit when the
+ *                    others ask for fp16); compression-node: so do the ranks of the last
+ *                    node. The first error is printed as FAILED (exit 3).
  *
  * Exit status: 0 done, 1 a wrong result, 2 usage, 3 FAILED.
  */
@@ -66,6 +77,7 @@ typedef struct {
     double clip;
     double trust_max;
     int per_bucket;
+    const char *compression;
 } opts_t;
 
 typedef struct {
@@ -79,6 +91,10 @@ typedef struct {
     size_t n;
     float *w, *g;
     coll_ps_t *ps;
+    ps_ref_t *track;   /* --compression with --check: the reference replaying every step */
+    float *prev;       /* the parameters before the step */
+    double track_worst;
+    size_t track_at;
 } run_t;
 
 static double now_mono(void)
@@ -129,12 +145,34 @@ static int settings(run_t *r)
     return 0;
 }
 
+/* --compression, or another method for rank 1 (--fault compression) or for the ranks of the
+ * last node (--fault compression-node). */
+static coll_status_t compression(const run_t *r, coll_ps_params_t *p)
+{
+    const char *spec = r->o->compression, *f = r->o->fault;
+    int last_node = r->rank / (r->world / r->nodes) == r->nodes - 1;
+
+    if (f && ((strcmp(f, "compression") == 0 && r->rank == 1) ||
+              (strcmp(f, "compression-node") == 0 && last_node))) {
+        spec = spec != NULL && strcmp(spec, "fp16") == 0 ? "onebit" : "fp16";
+    }
+    if (spec == NULL) {
+        return COLL_OK;
+    }
+    p->field_mask |= COLL_PS_PARAM_COMPRESSION;
+    return coll_compression_parse(spec, &p->compression);
+}
+
 static coll_status_t create(run_t *r)
 {
     coll_ps_params_t p = {.params = r->w, .layers = r->layers, .num_layers = PS_MODEL_LAYERS,
                           .optim = r->optim, .schedule = r->sched};
     coll_ps_layer_t other[PS_MODEL_LAYERS];
+    coll_status_t st = compression(r, &p);
 
+    if (st != COLL_OK) {
+        return st;
+    }
     if (r->o->fault && strcmp(r->o->fault, "mismatch") == 0 && r->rank == 1) {
         memcpy(other, r->layers, sizeof(other));
         other[0].count -= 16;
@@ -176,50 +214,117 @@ static coll_status_t step_per_bucket(run_t *r)
     return st;
 }
 
+/* The largest |x - ref| / max(|ref|, the root mean square of ref's layer), and where. */
+static double maxrel(const double *ref, const double *x, size_t n, size_t *at)
+{
+    double worst = 0;
+
+    for (size_t a = 0; a < n; a += ps_model_counts[ps_model_layer(a)]) {
+        size_t len = ps_model_counts[ps_model_layer(a)];
+        double rms = 0;
+        for (size_t i = a; i < a + len; i++) {
+            rms += ref[i] * ref[i];
+        }
+        rms = sqrt(rms / (double)len);
+        for (size_t i = a; i < a + len; i++) {
+            double d = fabs(x[i] - ref[i]) / fmax(fabs(ref[i]), rms);
+            if (!(d <= worst)) {
+                worst = d;
+                *at = i;
+            }
+        }
+    }
+    return worst;
+}
+
+/* The reference's prediction of the step from the parameters before it, against the step's. */
+static int track_step(run_t *r)
+{
+    double *w = malloc(r->n * sizeof(double)), d;
+    size_t at = 0;
+
+    if (w == NULL) {
+        return EXIT_WRONG;
+    }
+    ps_ref_sync(r->track, r->prev);
+    ps_ref_step(r->track);
+    for (size_t i = 0; i < r->n; i++) {
+        w[i] = r->w[i];
+    }
+    d = maxrel(r->track->w, w, r->n, &at);
+    if (!(d <= r->track_worst)) {
+        r->track_worst = d;
+        r->track_at = at;
+    }
+    free(w);
+    return 0;
+}
+
 static int train(run_t *r, int steps)
 {
     for (int k = 0; k < steps; k++) {
         uint64_t t = coll_ps_steps(r->ps) + 1;
         coll_status_t st;
         grads(r, t);
+        if (r->track != NULL) {
+            memcpy(r->prev, r->w, r->n * sizeof(float));
+        }
         st = r->o->per_bucket ? step_per_bucket(r) : coll_ps_step(r->ps, r->g);
         if (st != COLL_OK) {
             return failed(r, t, st);
+        }
+        if (r->track != NULL && track_step(r) != 0) {
+            return EXIT_WRONG;
         }
     }
     return 0;
 }
 
+
+/* A reference of the run's settings, compressed as the service with @p spec (NULL: exact). */
+static int ref_new(const run_t *r, const char *spec, ps_ref_t *ref)
+{
+    if (ps_ref_init(ref, &r->optim, &r->sched, r->flags, r->world) != 0) {
+        return -1;
+    }
+    if (spec != NULL && ps_ref_compress(ref, spec, (uint32_t)r->nodes,
+                                        (uint32_t)(r->world / r->nodes)) != 0) {
+        ps_ref_fini(ref);
+        return -1;
+    }
+    return 0;
+}
+
+/* Without compression: the parameters against the reference trained alone. With it: the
+ * largest difference of a step from the replaying reference (train()), and how far the
+ * parameters are from the uncompressed reference. */
 static int check(const run_t *r)
 {
     ps_ref_t ref;
-    double worst = 0;
+    double *w = malloc(r->n * sizeof(double)), worst, apart = 0;
     size_t at = 0;
 
-    if (ps_ref_init(&ref, &r->optim, &r->sched, r->flags, r->world) != 0) {
+    if (w == NULL || ref_new(r, NULL, &ref) != 0) {
+        free(w);
         return EXIT_WRONG;
     }
     while (ref.t < coll_ps_steps(r->ps)) {
         ps_ref_step(&ref);
     }
-    for (size_t i = 0, a = 0; a < r->n; a += ps_model_counts[ps_model_layer(a)]) {
-        size_t n = ps_model_counts[ps_model_layer(a)];
-        double rms = 0;
-        for (i = a; i < a + n; i++) {
-            rms += ref.w[i] * ref.w[i];
-        }
-        rms = sqrt(rms / (double)n);
-        for (i = a; i < a + n; i++) {
-            double d = fabs((double)r->w[i] - ref.w[i]) / fmax(fabs(ref.w[i]), rms);
-            if (!(d <= worst)) {
-                worst = d;
-                at = i;
-            }
-        }
+    for (size_t i = 0; i < r->n; i++) {
+        w[i] = r->w[i];
     }
-    printf("RESULT steps=%llu maxrel=%.3e at=%zu service=%.9g reference=%.9g\n",
-           (unsigned long long)ref.t, worst, at, (double)r->w[at], ref.w[at]);
+    worst = maxrel(ref.w, w, r->n, &at);
+    if (r->track != NULL) {
+        apart = worst;
+        worst = r->track_worst;
+        at = r->track_at;
+    }
+    printf("RESULT steps=%llu maxrel=%.3e at=%zu service=%.9g reference=%.9g apart=%.3e\n",
+           (unsigned long long)ref.t, worst, at, w[at],
+           r->track != NULL ? r->track->w[at] : ref.w[at], apart);
     ps_ref_fini(&ref);
+    free(w);
     return worst <= r->o->check ? 0 : EXIT_WRONG;
 }
 
@@ -396,15 +501,12 @@ static coll_status_t flat_create(run_t *r, coll_ps_optimizer_t kind)
     return coll_ps_create(r->comm, &p, &r->ps);
 }
 
-static int loop_mode(run_t *r)
+/* Steps of --loop until the first failure: 0, or the exit status. */
+static int loop_steps(run_t *r, float *ref, float *buf)
 {
-    float *ref = calloc(r->n, sizeof(float)), *buf = calloc(r->n, sizeof(float));
     coll_optim_sgd_params_t p = {.momentum = 0.9};
-    coll_status_t st = COLL_ERR_NOMEM;
+    coll_status_t st;
 
-    if (ref == NULL || buf == NULL || (st = flat_create(r, COLL_PS_SGD)) != COLL_OK) {
-        return ref && buf ? failed(r, 0, st) : EXIT_WRONG;
-    }
     memcpy(ref, r->w, r->n * sizeof(float));
     for (int t = 1; t <= r->o->loop; t++) {
         coll_optim_step_t s = {.lr = 0.01, .step = (uint64_t)t};
@@ -425,9 +527,23 @@ static int loop_mode(run_t *r)
             fflush(stdout);
         }
     }
+    return 0;
+}
+
+static int loop_mode(run_t *r)
+{
+    float *ref = calloc(r->n, sizeof(float)), *buf = calloc(r->n, sizeof(float));
+    coll_status_t st = COLL_ERR_NOMEM;
+    int rc;
+
+    if (ref == NULL || buf == NULL || (st = flat_create(r, COLL_PS_SGD)) != COLL_OK) {
+        rc = ref && buf ? failed(r, 0, st) : EXIT_WRONG;
+    } else {
+        rc = loop_steps(r, ref, buf);
+    }
     free(ref);
     free(buf);
-    return 0;
+    return rc;
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
@@ -438,7 +554,8 @@ static int parse(int argc, char **argv, opts_t *o)
         {"optimizer", 1, 0, 'o'}, {"steps", 1, 0, 's'}, {"check", 1, 0, 'c'},
         {"save", 1, 0, 'S'}, {"load", 1, 0, 'L'}, {"dump", 1, 0, 'd'}, {"bytes", 1, 0, 'b'},
         {"loop", 1, 0, 'l'}, {"count", 1, 0, 'n'}, {"fault", 1, 0, 'f'}, {"clip", 1, 0, 'C'},
-        {"trust-max", 1, 0, 'T'}, {"per-bucket", 0, 0, 'P'}, {0, 0, 0, 0}};
+        {"trust-max", 1, 0, 'T'}, {"per-bucket", 0, 0, 'P'}, {"compression", 1, 0, 'Z'},
+        {0, 0, 0, 0}};
     int c;
 
     *o = (opts_t){.optimizer = "sgd", .steps = 50, .check = -1, .count = 1 << 20,
@@ -458,6 +575,7 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'C': o->clip = atof(optarg); break;
         case 'T': o->trust_max = atof(optarg); break;
         case 'P': o->per_bucket = 1; break;
+        case 'Z': o->compression = optarg; break;
         default: return -1;
         }
     }
@@ -481,6 +599,29 @@ static int setup(run_t *r)
     return flat || settings(r) == 0 ? 0 : EXIT_USAGE;
 }
 
+/* --compression with --check: the reference that replays every step (train()). */
+static int track_new(run_t *r)
+{
+    ps_ref_t *track = calloc(1, sizeof(*track));
+
+    if (track == NULL || (r->prev = malloc(r->n * sizeof(float))) == NULL ||
+        ref_new(r, r->o->compression, track) != 0) {
+        free(track);
+        return EXIT_WRONG;
+    }
+    r->track = track;
+    return 0;
+}
+
+static void track_free(run_t *r)
+{
+    if (r->track != NULL) {
+        ps_ref_fini(r->track);
+        free(r->track);
+    }
+    free(r->prev);
+}
+
 static int run(run_t *r)
 {
     int rc;
@@ -500,6 +641,9 @@ static int run(run_t *r)
     }
     if (rc == 0 && r->o->bytes > 0) {
         return bytes_mode(r);
+    }
+    if (rc == 0 && r->o->compression != NULL && r->o->check >= 0) {
+        rc = track_new(r);
     }
     rc = rc ? rc : train(r, r->o->steps);
     rc = rc || r->o->check < 0 ? rc : check(r);
@@ -521,8 +665,8 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: ps_rank [--optimizer sgd|adamw|lars|lamb] [--steps N] "
                 "[--check TOL] [--save DIR] [--load DIR] [--dump FILE] [--bytes K] [--loop N] "
-                "[--count N] [--fault nan|mismatch|unknown|pool] [--clip X] [--trust-max X] "
-                "[--per-bucket]\n");
+                "[--count N] [--fault nan|mismatch|unknown|pool|compression|compression-node] "
+                "[--clip X] [--trust-max X] [--per-bucket] [--compression SPEC]\n");
         return EXIT_USAGE;
     }
     if ((st = coll_comm_create(NULL, &r.comm)) != COLL_OK) {
@@ -541,6 +685,7 @@ int main(int argc, char **argv)
     if (rc == 0) {
         printf("DONE steps=%llu\n", (unsigned long long)(r.ps ? coll_ps_steps(r.ps) : 0));
     }
+    track_free(&r);
     coll_ps_destroy(r.ps);
     coll_comm_destroy(r.comm);
     return rc;

@@ -2,7 +2,8 @@
  * The reference (ps_ref.h): SGD as torch.optim.SGD, AdamW as torch.optim.AdamW, LARS as the
  * MLPerf reference (lars_optimizer.py), LAMB as the paper's Algorithm 2 with the trust clamp of
  * DeepSpeed, global clipping as the service documents it; all in double, layer by layer over the
- * whole layer (no shards).
+ * whole layer (no shards). Compressed gradients come from the reference models of
+ * tests/model/compress_model.h.
  */
 #include "ps_ref.h"
 
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_model.h"
+#include "../model/compress_model.h"
 
 double ps_ref_lr(const coll_ps_schedule_t *s, uint64_t t)
 {
@@ -62,8 +63,42 @@ int ps_ref_init(ps_ref_t *r, const coll_ps_optim_t *o, const coll_ps_schedule_t 
     return 0;
 }
 
+int ps_ref_compress(ps_ref_t *r, const char *spec, uint32_t nodes, uint32_t local)
+{
+    coll_compression_t z;
+    size_t count[PS_MODEL_BUCKETS] = {0};
+
+    if (coll_compression_parse(spec, &z) != COLL_OK) {
+        return -1;
+    }
+    if (nodes == 1) {
+        return 0;
+    }
+    r->warmup = z.warmup;
+    for (int l = 0; l < PS_MODEL_LAYERS; l++) {
+        count[ps_model_buckets[l]] += ps_model_counts[l];
+    }
+    for (uint32_t b = 0; b < PS_MODEL_BUCKETS; b++) {
+        if ((r->cm[b] = cm_new(nodes, local, count[b], 1, spec, "", b, NULL, 0)) == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void ps_ref_sync(ps_ref_t *r, const float *w)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        r->w[i] = w[i];
+    }
+}
+
 void ps_ref_fini(ps_ref_t *r)
 {
+    for (int b = 0; b < PS_MODEL_BUCKETS; b++) {
+        cm_free(r->cm[b]);
+        r->cm[b] = NULL;
+    }
     free(r->w);
     free(r->s0);
     free(r->s1);
@@ -80,8 +115,34 @@ static double sumsq(const double *x, size_t n)
     return s;
 }
 
+/* A rank's float32 gradient of bucket element i, at the reference's weights in float32. */
+typedef struct {
+    const ps_ref_t *r;
+    size_t off; /* the bucket's first element */
+} grad_arg_t;
+
+static float rank_grad(uint32_t rank, uint32_t step, uint64_t i, void *arg)
+{
+    const grad_arg_t *a = arg;
+    return ps_model_grad((float)a->r->w[a->off + i], (int)rank, step, a->off + i);
+}
+
+/* Every bucket's compressed reduce-scatter, averaged (compress_model.h). */
+static void compressed_gradients(ps_ref_t *r, uint64_t t)
+{
+    size_t off = 0;
+
+    for (uint32_t b = 0; b < PS_MODEL_BUCKETS; b++) {
+        grad_arg_t a = {r, off};
+        cm_step_reduced(r->cm[b], (uint32_t)t, rank_grad, &a, r->g + off);
+        for (int l = 0; l < PS_MODEL_LAYERS; l++) {
+            off += ps_model_buckets[l] == b ? ps_model_counts[l] : 0;
+        }
+    }
+}
+
 /* Each rank computes its gradient in float from float weights; here from the reference's. */
-static void gradients(ps_ref_t *r, uint64_t t)
+static void exact_gradients(ps_ref_t *r, uint64_t t)
 {
     for (size_t i = 0; i < r->n; i++) {
         double acc = 0;
@@ -89,6 +150,15 @@ static void gradients(ps_ref_t *r, uint64_t t)
             acc += ps_model_a(i) * (r->w[i] - ps_model_c(i)) + ps_model_noise(k, t, i);
         }
         r->g[i] = acc / r->world;
+    }
+}
+
+static void gradients(ps_ref_t *r, uint64_t t)
+{
+    if (r->cm[0] != NULL && t > r->warmup) {
+        compressed_gradients(r, t);
+    } else {
+        exact_gradients(r, t);
     }
     if (r->o.clip_grad_norm > 0) {
         double q = (sqrt(sumsq(r->g, r->n)) + r->o.clip_eps) / r->o.clip_grad_norm;

@@ -36,12 +36,33 @@ the reference's layer)):
                      gets an error within the job's timeout + 2 s (ranks 0-1 COLL_ERR_PEER,
                      ranks 2-3 COLL_ERR_CLOSED) and none has reported a step whose parameters
                      differ from the update's (ps_rank --loop checks every step bit for bit).
+  compress_<m>       fp16 (and bf16), onebit, topk: 30 steps of sgd (momentum) and lamb with
+                     compressed gradients; after every step every rank's parameters within
+                     COMPRESS_TOL of the reference's step from the parameters before it, whose
+                     gradient is the compressed reduce-scatter of tests/model/compress_model.c
+                     (each bucket's worker residuals carried over the steps, no server side)
+                     and whose optimizer state is its own; the final parameters more than
+                     10 x COMPRESS_TOL from the uncompressed reference (compression showed).
+                     Also onebit,warmup=5 (the first 5 steps exact, then from a zero residual),
+                     topk:0.1,noef, and onebit on 1 node x 4 ranks, which never compresses: the
+                     parameters within TOL of the uncompressed reference.
+  compress_wire_bytes  K compressed steps: the bytes each node sent, by /status (the job's
+                     wire bytes, and compression.by_method, which /metrics'
+                     collectived_compression_wire_bytes_total repeats), equal K x (the compressed
+                     reduce-scatter + the float32 all-gather of the node's chunk + for lamb the
+                     exchange of sums), computed here from the wire formats; the ratio to K
+                     uncompressed ring allreduces of the same gradients is printed.
+  compress_faults    a rank (on the same node, then on the other node) that asks for other
+                     compression: COLL_ERR_MISMATCH on every rank naming both; powersgd and
+                     auto: COLL_ERR_UNSUPPORTED; a NaN gradient with onebit: COLL_ERR_INVALID
+                     naming the step, bucket and layer; the daemons then serve a compressed run.
 
 Exit status: 0 pass, 1 fail (with the daemons' logs and the ranks' output), 77 skip.
 """
 
 import argparse
 import json
+import math
 import os
 import re
 import signal
@@ -56,6 +77,7 @@ import relharness as h  # noqa: E402
 from relharness import TestFailure, check, log  # noqa: E402
 
 TOL = 1e-5
+COMPRESS_TOL = 1e-6  # the steps differ from the reference by float32 rounding: 2.7e-7 at most here
 TIMEOUT_MS = 5000
 
 
@@ -123,9 +145,9 @@ def case_single_node(ctx):
         equivalence(ctx, [0], 4, opt)
 
 
-def hold_job(ctx, opt, k):
+def hold_job(ctx, opt, k, extra=()):
     """A 2 x 2 job in --bytes mode, stopped at its first phase."""
-    job = ctx.job([0, 1], 2, ["--optimizer", opt, "--bytes", str(k)])
+    job = ctx.job([0, 1], 2, ["--optimizer", opt, "--bytes", str(k)] + list(extra))
     job.wait_event("PHASE", timeout=60, count=1)
     return job
 
@@ -318,7 +340,161 @@ def case_daemon_kill(ctx):
     ctx.c.daemons[1].exit_code = ctx.c.daemons[1].popen.returncode
 
 
+# ---- compression ------------------------------------------------------------------------------
+
+MODEL_COUNTS = [2000, 40, 30000, 64, 5000, 10]  # ps_model.h: layers, two per bucket
+BUCKETS = [MODEL_COUNTS[0] + MODEL_COUNTS[1], MODEL_COUNTS[2] + MODEL_COUNTS[3],
+           MODEL_COUNTS[4] + MODEL_COUNTS[5]]
+PREFIX = 144  # the exchange's descriptor and header in front of every message
+HDR = 16      # compress_wire.h's header
+DESC = 128    # the descriptor every operation sends to the next node
+
+
+def compressed_equivalence(ctx, spec, opt, steps=30, nodes=(0, 1), rpn=2):
+    job = run_ok(ctx, list(nodes), rpn, ["--optimizer", opt, "--steps", str(steps), "--check",
+                                         str(COMPRESS_TOL), "--compression", spec])
+    worst, apart = 0.0, None
+    for r, p in job.ranks.items():
+        ev = p.event("RESULT")
+        check(ev is not None, "rank %d printed no RESULT" % r)
+        worst = max(worst, float(ev["maxrel"]))
+        apart = float(ev["apart"])
+    log("%s %s on %d x %d, %d steps: max relative difference of a step from the compressed "
+        "reference %.3g (tolerance %g); the parameters end %.3g from the uncompressed reference"
+        % (spec, opt, len(nodes), rpn, steps, worst, COMPRESS_TOL, apart))
+    if len(nodes) == 1:
+        check(apart <= TOL, "%s %s on one node: %.3g from the uncompressed reference, which it "
+              "should be within %g of (one node never compresses)" % (spec, opt, apart, TOL))
+    else:
+        check(apart > 10 * COMPRESS_TOL, "%s %s: the parameters are only %.3g from the "
+              "uncompressed reference: the test would not see compression" % (spec, opt, apart))
+
+
+def case_compress(specs, extra):
+    def run(ctx):
+        ctx.c.start_daemons(2)
+        for spec in specs:
+            for opt in ("sgd", "lamb"):
+                compressed_equivalence(ctx, spec, opt)
+        for spec, nodes, rpn in extra:
+            compressed_equivalence(ctx, spec, "sgd", nodes=nodes, rpn=rpn)
+    return run
+
+
+def chunks(count, nodes=2):
+    """plan.h: chunks of ceil(count / nodes) rounded up to 16 float32 (a 64-byte line)."""
+    per = -(-count // nodes)
+    per = -(-per // 16) * 16
+    return [max(0, min(count, (c + 1) * per) - min(count, c * per)) for c in range(nodes)]
+
+
+def topk_k(count, ratio):
+    return max(1, math.ceil(ratio * count))
+
+
+def index_bytes(count):
+    return 1 if count <= 1 << 8 else 2 if count <= 1 << 16 else 3 if count <= 1 << 24 else 4
+
+
+def step_bytes(spec, opt, node, nodes=2):
+    """Bytes node @node sends in one compressed step of every bucket (data, no descriptor)."""
+    total = 0
+    for count in BUCKETS:
+        ch = chunks(count, nodes)
+        others = [p for p in range(nodes) if p != node]
+        if spec.startswith("topk:"):
+            k = topk_k(count, float(spec.split(":")[1]))
+            total += len(others) * (PREFIX + HDR + (4 + index_bytes(count)) * k)
+        else:
+            per = (lambda n: HDR + -(-n // 8)) if spec == "onebit" else (lambda n: HDR + 2 * n)
+            total += sum(PREFIX + per(ch[p]) for p in others)
+        total += len(others) * (PREFIX + HDR + 4 * ch[node])  # the float32 all-gather
+        if opt in ("lars", "lamb"):
+            total += len(others) * 16 * 2  # the sums of the bucket's two layers
+    return total
+
+
+def by_method(st, method):
+    m = st.get("compression", {}).get("by_method", {}).get(method)
+    return m if m is not None else {"operations": 0, "wire_bytes": 0, "dense_bytes": 0}
+
+
+def method_metric(d, name, job_id, method):
+    code, body = h.http_get(d.status_sock, "/metrics", 3.0)
+    check(code == 200, "node %d: GET /metrics answered %d" % (d.node, code))
+    m = re.search(r'^%s\{job_id="%s",method="%s"\} (\S+)$' % (name, re.escape(job_id), method),
+                  body, re.M)
+    check(m is not None, "node %d: no %s of job %s, method %s" % (d.node, name, job_id, method))
+    return float(m.group(1))
+
+
+def case_compress_wire_bytes(ctx):
+    ctx.c.start_daemons(2)
+    k = 5
+    for opt, spec in (("sgd", "fp16"), ("sgd", "onebit"), ("lamb", "onebit"),
+                      ("sgd", "topk:0.03")):
+        method = spec.split(":")[0]
+        job = hold_job(ctx, opt, k, ["--compression", spec])
+        before = ps_status(ctx, job)
+        go(job, 2)
+        mid = ps_status(ctx, job)
+        go(job, 3)
+        after = ps_status(ctx, job)
+        metrics = [method_metric(d, "collectived_compression_wire_bytes_total", job.id, method)
+                   for d in ctx.c.daemons]
+        go(job, None)
+        job.wait_exit(60, expect=0)
+        for n in range(2):
+            check(metrics[n] == by_method(after[n], method)["wire_bytes"],
+                  "node %d: /metrics says %d wire bytes of %s, /status %d"
+                  % (n, metrics[n], method, by_method(after[n], method)["wire_bytes"]))
+            ar = mid[n]["wire_bytes_sent"] - before[n]["wire_bytes_sent"]
+            ps = after[n]["wire_bytes_sent"] - mid[n]["wire_bytes_sent"]
+            a, b = by_method(mid[n], method), by_method(after[n], method)
+            want = k * step_bytes(spec, opt, n)
+            dense = k * sum(4 * c for c in BUCKETS)
+            log("%s %s node %d: %d steps sent %d bytes (%d of data, expected %d), %d ring "
+                "allreduces %d: %.4f x; compression.by_method.%s: %d operations, %d wire, %d "
+                "dense bytes" % (spec, opt, n, k, ps, b["wire_bytes"] - a["wire_bytes"], want, k,
+                                 ar, ps / ar, method, b["operations"] - a["operations"],
+                                 b["wire_bytes"] - a["wire_bytes"],
+                                 b["dense_bytes"] - a["dense_bytes"]))
+            check(b["wire_bytes"] - a["wire_bytes"] == want, "%s %s node %d: the steps sent %d "
+                  "bytes of data, expected %d" % (spec, opt, n, b["wire_bytes"] - a["wire_bytes"],
+                                                 want))
+            check(ps == want + k * len(BUCKETS) * DESC, "%s %s node %d: the job's wire bytes %d, "
+                  "expected %d" % (spec, opt, n, ps, want + k * len(BUCKETS) * DESC))
+            check(b["operations"] - a["operations"] == k * len(BUCKETS) and
+                  b["dense_bytes"] - a["dense_bytes"] == dense,
+                  "%s %s node %d: by_method counts %d operations and %d dense bytes"
+                  % (spec, opt, n, b["operations"] - a["operations"],
+                     b["dense_bytes"] - a["dense_bytes"]))
+
+
+def case_compress_faults(ctx):
+    ctx.c.start_daemons(2)
+    for fault in ("compression", "compression-node"):
+        expect_failed(ctx.job([0, 1], 2, ["--optimizer", "sgd", "--compression", "onebit",
+                                          "--fault", fault]),
+                      "COLL_ERR_MISMATCH", r"compression=(onebit|fp16).*compression=(onebit|fp16)"
+                      r"|disagree on the count, datatype or compression")
+    for spec, name in (("powersgd:2", "powersgd"), ("auto", "auto")):
+        expect_failed(ctx.job([0, 1], 2, ["--optimizer", "sgd", "--compression", spec]),
+                      "COLL_ERR_UNSUPPORTED|COLL_ERR_JOB", r"not %s" % name)
+    expect_failed(ctx.job([0, 1], 2, ["--optimizer", "adamw", "--compression", "onebit",
+                                      "--fault", "nan"]),
+                  "COLL_ERR_INVALID", r"step 3, bucket \d+: the gradient of layer \d+ is not "
+                  r"finite")
+    compressed_equivalence(ctx, "onebit", "sgd", steps=10)
+
+
 CASES = {"equivalence_%s" % o: case_equivalence(o) for o in ("sgd", "adamw", "lars", "lamb")}
+CASES.update({"compress_fp16": case_compress(("fp16", "bf16"), ()),
+              "compress_onebit": case_compress(("onebit",), (("onebit,warmup=5", (0, 1), 2),
+                                                             ("onebit", (0,), 4))),
+              "compress_topk": case_compress(("topk:0.1",), (("topk:0.1,noef", (0, 1), 2),)),
+              "compress_wire_bytes": case_compress_wire_bytes,
+              "compress_faults": case_compress_faults})
 CASES.update({"equivalence_clip": case_equivalence_clip, "per_bucket": case_per_bucket,
               "single_node": case_single_node,
               "state_bytes": case_state_bytes, "wire_bytes": case_wire_bytes,

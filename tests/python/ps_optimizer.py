@@ -23,6 +23,11 @@ Checks (each printed):
 With --fault nan instead: rank 1's gradient of step 3 holds a NaN; step() raises
 CollectiveError COLL_ERR_INVALID saying the gradient is not finite on every rank (no rank's
 step 3 returns as if it had succeeded).
+With --compression SPEC instead (ServiceOptimizer(..., compression=SPEC)): after --steps steps
+the parameters are bitwise equal on every rank, not within 1e-6 of torch.optim's on the exact
+global batch (the gradients did travel compressed), and the loss on a held-out batch fell below
+its initial value (the C tests, tests/ps, check the algorithm against its reference step by
+step).
 
 Exit status: 0 pass, 1 a check failed, 77 skip (torch missing).
 """
@@ -54,6 +59,7 @@ def parse_args():
     p.add_argument("--tolerance", type=float, default=1e-5)
     p.add_argument("--min-change", type=float, default=0.01)
     p.add_argument("--fault", choices=("nan",), help="see the module's doc")
+    p.add_argument("--compression", help="see the module's doc")
     return p.parse_args()
 
 
@@ -229,6 +235,39 @@ def run_nan(args, comm):
              name == "COLL_ERR_INVALID" and "not finite" in text)]
 
 
+def run_compressed(args, comm):
+    rank = comm.rank
+    b = args.batch // comm.world_size
+    cls, kw, sched = settings(args)
+    sched = dict(sched, base_batch=args.base_batch, global_batch=args.batch)
+    single, service = mlp(), mlp()
+    ref_opt = cls(groups(single), **kw)
+    opt = ServiceOptimizer(comm, groups(service), args.optimizer, schedule=sched,
+                           bucket_cap_mb=BUCKET_CAP_MB, compression=args.compression, **kw)
+
+    def ref_lr(t):
+        for g in ref_opt.param_groups:
+            g["lr"] = lr_at(args, kw["lr"], sched, t)
+
+    def held_out_loss(model):
+        x, y = batch(args, 10 ** 6)
+        with torch.no_grad():
+            return torch.nn.CrossEntropyLoss()(model(x), y).item()
+
+    before = held_out_loss(service)
+    train(args, single, ref_opt, range(args.steps), rank, None, ref_lr)
+    train(args, service, opt, range(args.steps), rank, b, lambda t: None)
+    worst = max_relative(service, single)
+    after, exact = held_out_loss(service), held_out_loss(single)
+    return [
+        ("parameters bitwise equal on every rank", same_everywhere(comm, flat(service))),
+        ("%s with %s: max relative difference to torch.optim on the exact batch after %d steps "
+         "%.3g > 1e-6" % (args.optimizer, args.compression, args.steps, worst), worst > 1e-6),
+        ("held-out loss %.4f -> %.4f (torch.optim on the exact batch: %.4f)"
+         % (before, after, exact), after < before),
+    ]
+
+
 def offsets(model):
     out, off = [], 0
     for p in model.parameters():
@@ -244,7 +283,12 @@ def main():
             common.log("FAIL: global batch %d does not split over %d ranks"
                        % (args.batch, comm.world_size))
             return 1
-        checks = run_nan(args, comm) if args.fault else run(args, comm)
+        if args.fault:
+            checks = run_nan(args, comm)
+        elif args.compression:
+            checks = run_compressed(args, comm)
+        else:
+            checks = run(args, comm)
     for what, ok in checks:
         common.log("%s: %s" % ("ok" if ok else "FAIL", what))
     return 0 if all(ok for _, ok in checks) else 1

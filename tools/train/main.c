@@ -140,14 +140,14 @@ static void backward(trainer_t *t)
     }
 }
 
-/* The end of the step's exchange (no measurements from the service). */
+/* The end of the step's exchange (of the service's, only the bytes on the wire). */
 static int exchange_wait(trainer_t *t, dist_step_stats_t *ds)
 {
     if (!t->opts.service) {
         return dist_grads_wait(&t->grads, ds);
     }
     memset(ds, 0, sizeof(*ds));
-    return train_service_wait(&t->svc);
+    return train_service_wait(&t->svc, &ds->wire_bytes, &ds->dense_bytes);
 }
 
 /* The update after the exchange: the trainer's optimizer, or only the lr of the step that the
@@ -364,7 +364,8 @@ static int trainer_exchange_init(trainer_t *t)
                             t->opts.compression};
 
     if (t->opts.service) {
-        return train_service_init(&t->svc, &t->dist, t->mlp, &t->opts.optim, &t->sched);
+        return train_service_init(&t->svc, &t->dist, t->mlp, &t->opts.optim, &t->sched,
+                                  t->opts.has_compression ? &t->opts.compression : NULL);
     }
     if (train_optim_init(&t->optim, &t->opts.optim, t->mlp,
                          t->dist.rank == 0 && t->opts.report_layers > 0) != 0 ||

@@ -563,9 +563,9 @@ static int check_sched(const train_lr_opts_t *o, uint64_t given)
 }
 
 /* What --service cannot be combined with (service.h): the 3D trainer keeps its optimizer, the
- * service's buckets are one per network layer, and the daemons neither report per-tensor
- * norms nor keep the gradients. */
-static int check_service(uint64_t given)
+ * service's buckets are one per network layer, the daemons neither report per-tensor norms nor
+ * keep the gradients, and the service compresses with fp16, bf16, onebit or topk only. */
+static int check_service(uint64_t given, const train_opts_t *opts)
 {
     static const struct {
         int opt;
@@ -577,8 +577,6 @@ static int check_service(uint64_t given)
         {OPT_DP, "dp", "the 3D trainer runs its own optimizer"},
         {OPT_MICRO, "micro-batches", "the 3D trainer runs its own optimizer"},
         {OPT_ORDER, "order", "the 3D trainer runs its own optimizer"},
-        {OPT_COMPRESSION, "compression", "compression of the service's buckets is not wired "
-                                         "in coll-train"},
         {OPT_COMM, "comm", "the service's buckets are one per network layer"},
         {OPT_BUCKET_CAP, "bucket-cap-mb", "the service's buckets are one per network layer"},
         {OPT_FIRST_BUCKET_CAP, "first-bucket-cap-mb",
@@ -593,6 +591,13 @@ static int check_service(uint64_t given)
                     refused[i].name, refused[i].why);
             return -1;
         }
+    }
+    if (opts->has_compression && (opts->compression.method == COLL_COMPRESS_POWERSGD ||
+                                  opts->compression.method == COLL_COMPRESS_AUTO)) {
+        fprintf(stderr, "coll-train: --service cannot be used with --compression %s: the "
+                "parameter service compresses with fp16, bf16, onebit or topk\n",
+                coll_compress_method_name(opts->compression.method));
+        return -1;
     }
     return 0;
 }
@@ -644,7 +649,7 @@ int train_parse_args(int argc, char **argv, train_opts_t *opts)
         return -1;
     }
     resolve_optim(&opts->optim, given);
-    if ((opts->service && check_service(given) != 0) ||
+    if ((opts->service && check_service(given, opts) != 0) ||
         ((given & GIVEN_3D) && check_3d(given) != 0)) {
         return -1;
     }

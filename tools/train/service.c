@@ -95,7 +95,8 @@ static void service_layers(const mlp_t *mlp, const train_optim_opts_t *o,
 }
 
 int train_service_init(train_service_t *s, dist_t *dist, mlp_t *mlp,
-                       const train_optim_opts_t *optim, const coll_schedule_t *sched)
+                       const train_optim_opts_t *optim, const coll_schedule_t *sched,
+                       const coll_compression_t *compression)
 {
     coll_ps_layer_t layers[2 * MLP_MAX_LAYERS];
     coll_ps_params_t p = {0};
@@ -118,10 +119,14 @@ int train_service_init(train_service_t *s, dist_t *dist, mlp_t *mlp,
     p.num_layers = 2 * (size_t)mlp->n_layers;
     train_service_optim(optim, &p.optim);
     train_service_schedule(sched, &p.schedule);
+    if (compression != NULL) {
+        p.field_mask |= COLL_PS_PARAM_COMPRESSION;
+        p.compression = *compression;
+    }
     st = coll_ps_create(dist->comm, &p, &s->ps);
     if (st != COLL_OK) {
         service_report(s, "coll_ps_create", st);
-        return st == COLL_ERR_INVALID ? 2 : 1;
+        return st == COLL_ERR_INVALID || st == COLL_ERR_UNSUPPORTED ? 2 : 1;
     }
     return 0;
 }
@@ -148,15 +153,21 @@ void train_service_grad_ready(void *arg, const mlp_t *mlp, int layer)
     }
 }
 
-int train_service_wait(train_service_t *s)
+int train_service_wait(train_service_t *s, uint64_t *wire, uint64_t *dense)
 {
     coll_status_t first = s->submit_st;
 
+    *wire = *dense = 0;
     for (int l = 0; l < s->mlp->n_layers; l++) {
+        uint64_t sent = 0, ring = 0;
         if (s->reqs[l] == NULL) {
             continue;
         }
         coll_status_t st = coll_req_wait(s->reqs[l], s->dist->timeout_ms);
+        if (st == COLL_OK && coll_req_wire_bytes(s->reqs[l], &sent, &ring) == COLL_OK) {
+            *wire += sent;
+            *dense += ring;
+        }
         coll_req_free(s->reqs[l]);
         s->reqs[l] = NULL;
         if (st != COLL_OK && first == COLL_OK) {

@@ -19,6 +19,11 @@
  * the trainer's coll_schedule_t field by field; the service's step t uses the lr of t - 1, as
  * the trainer does.
  *
+ * Compression (--compression fp16, bf16, onebit, topk:RATIO, with ,noef and ,warmup=N): every
+ * bucket's step compresses its gradients between nodes (collective_ps.h: the compressed
+ * reduce-scatter with error feedback, the optimizer on the owner's decoded sum, a float32
+ * all-gather of the parameters); the epoch lines show the bytes each node sent for the steps.
+ *
  * The mlp_t's layers point at the pool's parameters after train_service_init(); mlp->params
  * keeps the initial values and is not updated (dump.h reads the layers). Not thread-safe.
  */
@@ -56,11 +61,14 @@ void train_service_schedule(const coll_schedule_t *s, coll_ps_schedule_t *p);
 /**
  * @brief Move the parameters of @p mlp into the pool, bind its gradients to a pool buffer and
  *        register both with the service (coll_ps_create(), collective over the job).
+ * @param [in] compression How every step's gradients travel between nodes; NULL: exactly.
  * @return 0; 2 after printing why for a standalone run (a usage error: the service lives in
- *         the daemons); 1 after printing the libcollective error.
+ *         the daemons) or settings the service refuses; 1 after printing the libcollective
+ *         error.
  */
 int train_service_init(train_service_t *s, dist_t *dist, mlp_t *mlp,
-                       const train_optim_opts_t *optim, const coll_schedule_t *sched);
+                       const train_optim_opts_t *optim, const coll_schedule_t *sched,
+                       const coll_compression_t *compression);
 
 /** @brief mlp_grad_ready_fn: submit bucket @p layer of the step (@p arg: the service). A
  *         failure is kept for train_service_wait(). */
@@ -69,9 +77,11 @@ void train_service_grad_ready(void *arg, const mlp_t *mlp, int layer);
 /**
  * @brief Wait for every bucket of the step (each at most dist->timeout_ms): the network's
  *        parameters are then updated on this rank.
+ * @param [out] wire  Bytes this node sent for the step's buckets (coll_req_wire_bytes()).
+ * @param [out] dense What the uncompressed ring would have sent for them.
  * @return 0; -1 after printing the first error (the job is over then).
  */
-int train_service_wait(train_service_t *s);
+int train_service_wait(train_service_t *s, uint64_t *wire, uint64_t *dense);
 
 /** @brief Free the service and the pool buffers. Safe on a zeroed train_service_t. */
 void train_service_fini(train_service_t *s);

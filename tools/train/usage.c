@@ -91,10 +91,14 @@ static void usage_service(FILE *out)
         "                      gradient that is not finite fails the run (exit 1) instead of\n"
         "                      propagating into the weights. Needs a job (collective-launch);\n"
         "                      refused with --tp, --pp, --dp, --micro-batches, --order,\n"
-        "                      --compression, --comm, --bucket-cap-mb, --first-bucket-cap-mb,\n"
-        "                      --report-layers and --dump-grads (exit 2). The epoch lines'\n"
-        "                      comm_ms, exposed_ms and overlap are 0: the service's buckets\n"
-        "                      are not timed\n"
+        "                      --comm, --bucket-cap-mb, --first-bucket-cap-mb,\n"
+        "                      --report-layers, --dump-grads and --compression powersgd or\n"
+        "                      auto (exit 2). With --compression fp16, bf16, onebit or\n"
+        "                      topk:RATIO each step's gradients travel compressed (error\n"
+        "                      feedback; the owner's optimizer sees the decoded sum) and the\n"
+        "                      parameters come back in float32. The epoch lines' comm_ms,\n"
+        "                      exposed_ms and overlap are 0: the service's buckets are not\n"
+        "                      timed\n"
         "\n",
         out);
 }

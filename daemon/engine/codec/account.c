@@ -1,11 +1,13 @@
 /*
- * Bytes on the wire: every allreduce of a job on several nodes is counted under the method it
+ * Bytes on the wire: every allreduce and parameter-service step (an allreduce whose all-gather
+ * carries the updated parameters) of a job on several nodes is counted under the method it
  * ran (none when uncompressed), with the bytes this node sent for it (data messages, from
  * coll_op_send(); not the 128-byte descriptors) and what the uncompressed ring would have sent,
  * (N - 1) / N x count x (the reduce-scatter's element bytes + the all-gather's): 8 per element
  * for float32, 6 for 16-bit floats (float32 partials, 16-bit results). Per job in /status and
  * /metrics (collectived_compression_*{job_id, method}), per daemon in /metrics, per operation in
- * the completion (coll_req_wire_bytes()). The link estimate of auto is fed from here too.
+ * the completion (coll_req_wire_bytes()). The link estimate of auto is fed from here too, by
+ * allreduces only (a step's time includes its optimizer).
  */
 #include "core/stats.h"
 #include "engine/codec/internal.h"
@@ -31,8 +33,8 @@ void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t)
     coll_account_t *a;
     double seconds;
 
-    if (op->desc.coll != COLL_KIND_ALLREDUCE || job->nnodes < 2 ||
-        (cj = coll__codec_job(job)) == NULL) {
+    if ((op->desc.coll != COLL_KIND_ALLREDUCE && op->desc.coll != COLL_KIND_PS_STEP) ||
+        job->nnodes < 2 || (cj = coll__codec_job(job)) == NULL) {
         return;
     }
     t->wire_bytes = op->sent_bytes;
@@ -45,6 +47,9 @@ void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t)
     a->wire_bytes += t->wire_bytes;
     a->dense_bytes += t->dense_bytes;
     coll_stats_compressed(&job->d->stats, m, t->wire_bytes, t->dense_bytes);
+    if (op->desc.coll != COLL_KIND_ALLREDUCE) {
+        return;
+    }
     /* From when the previous node was known to be there (estimate.c). */
     seconds = (double)(coll_stats_now_ns() - (op->t_peers_ns > op->t_start_ns ? op->t_peers_ns
                                                                              : op->t_start_ns)) *

@@ -43,7 +43,10 @@ static coll_codec_op_t *op_state(coll_op_t *op)
         coll_cspec_unpack(op->desc.compression, &c->asked);
         c->asked.warmup = op->desc.warmup;
         c->asked.bucket = op->desc.bucket;
-        c->layout = coll__layout_find(op->job, op->desc.layout);
+        /* A parameter-service step's layout field is its step number, not a fingerprint. */
+        c->layout = op->desc.coll == COLL_KIND_PS_STEP
+                        ? NULL
+                        : coll__layout_find(op->job, op->desc.layout);
     }
     op->codec = c;
     return c;
@@ -80,7 +83,8 @@ const coll_impl_t *coll_codec_start(coll_op_t *op)
                                               sizeof(c->slot->auto_why));
         }
     }
-    return coll__cx_impl(c->run.method);
+    return op->desc.coll == COLL_KIND_PS_STEP ? coll__cx_staged_impl(c->run.method)
+                                              : coll__cx_impl(c->run.method);
 }
 
 coll_status_t coll_codec_policy_post(coll_op_t *op)

@@ -13,6 +13,8 @@
  *   twosided.c  fp16, bf16 and 1-bit: compressed reduce-scatter, server error, all-gather
  *   topk.c      TopK: all-gather of (index, value) sets
  *   powersgd.c  PowerSGD: P and Q allreduced, the rest of the bucket dense
+ *   staged.c    the parameter service's steps: the codec's reduction, the optimizer on this
+ *               node's chunk (engine/stage.h), a float32 all-gather of the parameters
  *   account.c   bytes on the wire per job and method
  *
  * Compression applies between nodes only: every local rank's input is summed first, densely and

@@ -26,6 +26,13 @@
  * fails the operation (not the job) with COLL_ERR_INVALID, outputs untouched. The residual is
  * never committed by a failed operation (internal.h), so it stays as it was on every node.
  *
+ * A parameter-service step (op->stage, staged.c) runs the codec's reduction rounds, hands this
+ * node's chunk of the reduced gradient to the stage, and once the stage let it go (at once, or
+ * after a barrier stage's release: cx_release()) all-gathers the updated parameters in one
+ * more round, float32. A non-finite value in a node's input fails the job there (the stage
+ * names the layer), before anything is sent, as the ring's steps do; a poisoned reduction
+ * (a codec that cannot encode) fails the job too: a step that fails ends it.
+ *
  * Tags: (key, reduce-scatter kind, step = sending node, column = round).
  */
 #include <inttypes.h>
@@ -37,6 +44,7 @@
 #include "core/stats.h"
 #include "engine/codec/internal.h"
 #include "engine/combine.h"
+#include "engine/stage.h"
 #include "proto/tag.h"
 
 static double now_s(void)
@@ -87,7 +95,11 @@ static coll_status_t post_round(coll_cx_t *cx)
     int bad = cx->poison != COLL_OK;
     coll_status_t st = COLL_OK;
 
-    cx->codec->layout(cx);
+    if (cx->staged) {
+        coll__staged_layout(cx);
+    } else {
+        cx->codec->layout(cx);
+    }
     write_prefix(cx, cx->poison_buf, bad ? cx->poison : COLL_OK);
     for (uint32_t p = 0; p < cx->n && !bad; p++) {
         if (p != cx->r) {
@@ -158,13 +170,44 @@ static void overflowed(coll_cx_t *cx)
     poison(cx, COLL_ERR_INVALID, msg);
 }
 
+/* A staged operation's chunk may go (the stage's release, or at once without a barrier): the
+ * stage's output, then the all-gather. */
+static void cx_release(coll_op_t *op)
+{
+    coll_cx_t *cx = op->algo_state;
+    coll_status_t st;
+
+    coll__staged_distribute(cx);
+    if (!op->done && (st = post_round(cx)) != COLL_OK) {
+        coll_job_fail(op->job, st, 1, "%s: posting the all-gather failed", op->impl->name);
+    }
+}
+
+/* A staged operation's reduction is over and its chunk with the stage. */
+static void staged_handoff(coll_cx_t *cx)
+{
+    coll_op_t *op = cx->op;
+
+    coll_op_mark_reduced(op);
+    if (cx->poison != COLL_OK) {
+        coll_job_fail(op->job, cx->poison, 1, "job %s: parameter service step: %s", op->job->id,
+                      cx->poison_msg);
+    } else if (op->stage_barrier) {
+        op->stage->all_reduced(op); /* it releases now or later (cx_release()) */
+    } else {
+        cx_release(op);
+    }
+}
+
 /* Every transfer of the round completed. */
 static void round_complete(coll_cx_t *cx)
 {
     coll_status_t st = COLL_OK;
     double t0 = now_s();
 
-    if (cx->poison == COLL_OK && (st = cx->codec->round_done(cx)) == COLL_ERR_INVALID) {
+    if (cx->poison == COLL_OK &&
+        (st = cx->staged ? coll__staged_round_done(cx) : cx->codec->round_done(cx)) ==
+            COLL_ERR_INVALID) {
         overflowed(cx);
         st = COLL_OK;
     }
@@ -172,8 +215,12 @@ static void round_complete(coll_cx_t *cx)
     if (st != COLL_OK) {
         coll_job_fail(cx->op->job, st, 1, "job %s: compressed allreduce (%s): a malformed "
                       "message", cx->op->job->id, cx->op->impl->name);
-    } else if (++cx->round == cx->codec->rounds) {
+    } else if (cx->op->done) {
+        return; /* the stage failed the job */
+    } else if (++cx->round == cx->rounds) {
         finish(cx);
+    } else if (cx->staged && cx->round + 1 == cx->rounds) {
+        staged_handoff(cx);
     } else if ((st = post_round(cx)) != COLL_OK) {
         coll_job_fail(cx->op->job, st, 1, "%s: posting a transfer failed", cx->op->impl->name);
     }
@@ -250,7 +297,9 @@ static void gather_input(coll_cx_t *cx)
 
     cx->in = s->res[s->cur ^ 1];
     coll_combine_locals(op, 0, cx->count, cx->in, s->ef ? s->res[s->cur] : NULL, 0);
-    if ((bad = first_nonfinite(cx->in, cx->count)) < cx->count) {
+    if ((bad = first_nonfinite(cx->in, cx->count)) < cx->count && cx->staged) {
+        op->stage->nonfinite(op, bad); /* a step fails the job, naming the layer */
+    } else if (bad < cx->count) {
         snprintf(msg, sizeof(msg), "compression bucket %u: the gradient summed on node %u "
                  "(ranks from %u) has a non-finite value at element %" PRIu64 "; the "
                  "operation failed on every rank and the residuals are unchanged",
@@ -280,6 +329,8 @@ static coll_cx_t *cx_new(coll_op_t *op)
     cx->n = n;
     cx->r = op->job->node_rank;
     cx->count = op->desc.count;
+    cx->staged = op->stage != NULL;
+    cx->rounds = cx->staged ? cx->codec->staged_rounds + 1 : cx->codec->rounds;
     cx->weight = op->desc.op == COLL_AVG && !coll_combine_transforms_raw(op)
                      ? 1.0f / (float)op->desc.world_size
                      : 1.0f;
@@ -292,13 +343,16 @@ static coll_status_t cx_memory(coll_cx_t *cx)
 {
     coll_slot_sizes_t sz = {0};
     int half = cx->op->desc.dtype != COLL_FLOAT32;
-    coll_status_t st = cx->codec->sizes(cx, &sz);
+    coll_status_t st = cx->staged ? coll__staged_sizes(cx, &sz) : cx->codec->sizes(cx, &sz);
 
     sz.work_elems += half ? cx->count : 0;
     if (st == COLL_OK) {
         st = coll__slot_memory(cx->op, cx->slot, coll__cspec_of(&cx->c->run), &sz);
     }
-    if (st == COLL_OK) {
+    if (st == COLL_OK && cx->staged) {
+        /* The reduced gradient goes where the ring's steps put it: the gradient buffer. */
+        cx->outf = (float *)(void *)cx->op->in[0];
+    } else if (st == COLL_OK) {
         cx->outf = half ? cx->slot->work + (sz.work_elems - cx->count)
                         : (float *)cx->op->out[0];
     }
@@ -322,7 +376,14 @@ static coll_status_t cx_start(coll_op_t *op)
         finish(cx);
         return COLL_OK;
     }
+    /* Held: a step whose input is not finite fails the job, which completes the operation. */
+    op->inflight++;
     gather_input(cx);
+    op->inflight--;
+    if (op->done) {
+        coll_op_maybe_free(op); /* op may be gone now; the caller does not look at it again */
+        return COLL_OK;
+    }
     if (cx->poison == COLL_OK && cx->codec->begin(cx) == COLL_ERR_INVALID) {
         overflowed(cx);
     }
@@ -349,9 +410,30 @@ static const coll_impl_t impls[COLL_COMPRESS_COUNT] = {
     [COLL_COMPRESS_POWERSGD] = CX_IMPL("powersgd"),
 };
 
+/* The parameter service's steps: the same, and a barrier stage's release. */
+#define CX_STAGED_IMPL(nm)                                                                         \
+    {                                                                                              \
+        .name = nm, .flags = COLL_IMPL_SELF_CHECK | COLL_IMPL_OWN_ERRORS, .start = cx_start,       \
+        .on_xfer = cx_on_xfer, .cleanup = cx_cleanup, .release = cx_release                        \
+    }
+
+static const coll_impl_t staged_impls[COLL_COMPRESS_COUNT] = {
+    [COLL_COMPRESS_FP16] = CX_STAGED_IMPL("fp16"),
+    [COLL_COMPRESS_BF16] = CX_STAGED_IMPL("bf16"),
+    [COLL_COMPRESS_TOPK] = CX_STAGED_IMPL("topk"),
+    [COLL_COMPRESS_ONEBIT] = CX_STAGED_IMPL("onebit"),
+};
+
 const coll_impl_t *coll__cx_impl(coll_compress_method_t method)
 {
     return coll__cx_codec(method) != NULL ? &impls[method] : NULL;
+}
+
+const coll_impl_t *coll__cx_staged_impl(coll_compress_method_t method)
+{
+    const coll_cx_codec_t *codec = coll__cx_codec(method);
+
+    return codec != NULL && codec->staged_rounds > 0 ? &staged_impls[method] : NULL;
 }
 
 const coll_cx_codec_t *coll__cx_codec(coll_compress_method_t method)

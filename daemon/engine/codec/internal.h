@@ -95,6 +95,7 @@ typedef struct coll_slot {
     uint32_t dtype;
     uint64_t layout;
     uint64_t shapes;
+    uint32_t kind;         /**< the operations' kind (allreduce, parameter-service step) */
     uint64_t asked;        /**< compression asked for (cspec) */
     uint32_t warmup;       /**< and its warm-up */
     /* What its memory is laid out for: a change of method zeroes the residual. */
@@ -269,6 +270,14 @@ typedef struct coll_cx_codec {
     /** @return Bytes this node sends for @p count elements on @p nnodes nodes (estimates). */
     double (*wire_bytes)(uint64_t count, uint32_t nnodes, const coll_compression_t *run,
                          const coll_tensor_layout_t *layout);
+    /** A parameter-service step (staged.c): the rounds of the reduction alone, after which
+     *  this node's chunk of cx->plan holds the reduced gradient in cx->outf; 0 when the method
+     *  cannot run a step. */
+    unsigned staged_rounds;
+    /** The last of those rounds completed: this node's chunk of the reduction into cx->outf,
+     *  without a server side (NULL: round_done, which writes the whole result). Errors as
+     *  round_done. */
+    coll_status_t (*staged_done)(struct coll_cx *cx);
 } coll_cx_codec_t;
 
 /** The exchange's state of one operation (op->algo_state). */
@@ -281,6 +290,11 @@ typedef struct coll_cx {
     uint64_t count;
     float weight;           /**< of each node's contribution: 1, or 1/world for COLL_AVG */
     unsigned round;
+    unsigned rounds;        /**< of this operation: the codec's, or for a staged one its
+                                 staged_rounds and the all-gather of the stage's output */
+    int staged;             /**< a parameter-service step (op->stage, staged.c) */
+    size_t ag_send_off, ag_recv_off; /**< staged: the all-gather's areas in the slot's send and
+                                          recv buffers */
     uint32_t waiting;       /**< transfers of the round not completed */
     float *in;              /**< count float32: the local ranks' sum + the residual; becomes
                                  the new residual */
@@ -310,6 +324,10 @@ static inline size_t coll__cx_align(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+/** @return The implementation of @p method's parameter-service step (exchange.c, staged.c),
+ *          or NULL when the method cannot run one (POWERSGD, AUTO, NONE). */
+const coll_impl_t *coll__cx_staged_impl(coll_compress_method_t method);
+
 /** @return The codec of @p method (FP16, BF16, TOPK, ONEBIT, POWERSGD), or NULL. */
 const coll_cx_codec_t *coll__cx_codec(coll_compress_method_t method);
 
@@ -322,6 +340,31 @@ uint64_t coll__cspec_of(const coll_compression_t *c);
 /** The codecs. */
 extern const coll_cx_codec_t coll__cx_fp16, coll__cx_bf16, coll__cx_onebit, coll__cx_topk,
     coll__cx_powersgd;
+
+/* ---- the parameter service's steps (staged.c) ------------------------------------------------ */
+
+/** @brief The slot memory of a staged operation: the codec's, without a server residual, and
+ *         the all-gather of this node's updated chunk (its offsets into cx->ag_*_off).
+ *         @return The codec's sizes() status. */
+coll_status_t coll__staged_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz);
+
+/** @brief Point round cx->round's messages: the codec's during the reduction, the float32
+ *         all-gather's in the last round. */
+void coll__staged_layout(coll_cx_t *cx);
+
+/**
+ * @brief Every transfer of round cx->round of a staged operation completed: a reduction round
+ *        goes to the codec; after the last of them this node's chunk of the reduced gradient
+ *        (in op->in[0]) goes piece by piece to the stage's reduced(); after the all-gather
+ *        every node's chunk of the parameters lands in local rank 0's output.
+ * @return COLL_OK (the stage may have failed the job: op->done); the codec's errors;
+ *         COLL_ERR_PROTOCOL for a malformed all-gather message.
+ */
+coll_status_t coll__staged_round_done(coll_cx_t *cx);
+
+/** @brief The stage let the chunk go: distribute() on every piece, then the all-gather's
+ *         message of the updated chunk (unless the stage failed the job). */
+void coll__staged_distribute(coll_cx_t *cx);
 
 /* ---- shared by the codecs (dense.c) ----------------------------------------------------------- */
 

@@ -3,7 +3,8 @@
  * they agreed on (the descriptor) and what they all saw (their bucket's operations):
  *
  *  1. A job on one node is exact: nothing compresses (compression is only ever between nodes).
- *  2. Fallbacks, from the descriptor alone: an operation other than an allreduce with SUM or AVG,
+ *  2. Fallbacks, from the descriptor alone: an operation other than an allreduce with SUM or AVG
+ *     or a parameter-service step (engine/stage.h: an averaged allreduce with a stage),
  *     a datatype other than float32, float16 and bfloat16, PowerSGD without registered shapes or
  *     with no matrix that compression would shrink, TopK beyond 2^32 - 1 elements. Such an
  *     operation runs uncompressed, exactly; logged once per job and reason, counted.
@@ -73,8 +74,10 @@ static void fallback(coll_op_t *op, coll_fallback_t reason, const char *why)
 /* Why the descriptor alone rules compression out, or COLL_FALLBACK_REASONS. */
 static coll_fallback_t ruled_out(const coll_desc_t *d, const char **why)
 {
-    if (d->coll != COLL_KIND_ALLREDUCE || (d->op != COLL_SUM && d->op != COLL_AVG)) {
-        *why = "compression applies to allreduce with sum or avg only";
+    if ((d->coll != COLL_KIND_ALLREDUCE && d->coll != COLL_KIND_PS_STEP) ||
+        (d->op != COLL_SUM && d->op != COLL_AVG)) {
+        *why = "compression applies to allreduce with sum or avg (and the parameter service's "
+               "steps) only";
         return COLL_FALLBACK_OP;
     }
     if (d->dtype != COLL_FLOAT32 && d->dtype != COLL_FLOAT16 && d->dtype != COLL_BFLOAT16) {

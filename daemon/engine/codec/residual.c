@@ -4,10 +4,11 @@
  * residual (double buffered: internal.h), the server residual of the two-sided codecs, PowerSGD's
  * warm-started Q, and the wire buffers of one operation, laid out for the method that runs.
  *
- * The reset rule: a bucket whose count, datatype, layout (fingerprint or shapes) or asked-for
- * compression differs from its slot's last operation starts over: residual zero, Q drawn anew,
- * warm-up counted from 0 (DDP rebuilds its buckets after the first iteration; the bucketer does
- * too). Counted in collectived_compression_resets_total{reason="bucket"}. A change of the
+ * The reset rule: a bucket whose kind of operation (allreduce or parameter-service step), count,
+ * datatype, layout (fingerprint or shapes; a step's layout field is its step number and does
+ * not count) or asked-for compression differs from its slot's last operation starts over:
+ * residual zero, Q drawn anew, warm-up counted from 0 (DDP rebuilds its buckets after the first
+ * iteration; the bucketer does too). Counted in collectived_compression_resets_total{reason="bucket"}. A change of the
  * method that runs (auto's choice, the end of the warm-up) keeps the warm-up count but zeroes
  * the residual when the method's memory differs (reason="method").
  */
@@ -81,7 +82,9 @@ static coll_slot_t *slot_find(coll_codec_job_t *cj, uint32_t bucket)
 static void slot_reset_if_changed(coll_job_t *job, coll_codec_job_t *cj, coll_slot_t *s,
                                   const coll_desc_t *d)
 {
-    if (s->count == d->count && s->dtype == d->dtype && s->layout == d->layout &&
+    int same_layout = d->coll == COLL_KIND_PS_STEP || s->layout == d->layout;
+
+    if (s->kind == d->coll && s->count == d->count && s->dtype == d->dtype && same_layout &&
         s->shapes == d->shapes && s->asked == d->compression && s->warmup == d->warmup) {
         return;
     }
@@ -92,6 +95,7 @@ static void slot_reset_if_changed(coll_job_t *job, coll_codec_job_t *cj, coll_sl
                    "): its residual starts over", job->id, s->bucket, s->count, d->count);
     }
     slot_release_memory(job, s);
+    s->kind = d->coll;
     s->count = d->count;
     s->dtype = d->dtype;
     s->layout = d->layout;

@@ -12,6 +12,9 @@
  * bytes grow with the node count while a dense ring's stay at 2 (N - 1) / N of the bucket
  * (docs/compression.md measures where each wins). A message buffer has room for u32 indices:
  * the kernel writes them, they are packed in place before sending, unpacked in place on arrival.
+ *
+ * A parameter-service step (staged.c) runs the same round and sums every set over the whole
+ * bucket; each node's optimizer takes its own chunk of the sum.
  */
 #include <string.h>
 
@@ -120,4 +123,5 @@ const coll_cx_codec_t coll__cx_topk = {
     .begin = topk_begin,
     .round_done = topk_round_done,
     .wire_bytes = topk_wire,
+    .staged_rounds = 1,
 };

@@ -18,6 +18,10 @@
  * issue's variant; DeepSpeed has one worker scale per buffer), never diluted by padding (the
  * chunks are exact, there is none). fp16 and bf16: a power-of-two scale per chunk, so that no
  * 16-bit value overflows (kernels/cpu/cast.h); sums are float32.
+ *
+ * A parameter-service step (staged.c) runs round 0 only: node r's sum of the decoded
+ * contributions, without its server residual and not encoded again, is the gradient its
+ * optimizer sees; the parameters go back instead of round 1.
  */
 #include <string.h>
 
@@ -179,22 +183,32 @@ static coll_status_t ts_begin(coll_cx_t *cx)
     return st;
 }
 
+/* y (this node's chunk) += every node's decoded contribution times the weight, in rank order. */
+static coll_status_t ts_add(coll_cx_t *cx, const fmt_t *f, float *y)
+{
+    uint64_t mine = coll_plan_chunk(&cx->plan, cx->r).len;
+    coll_status_t st = COLL_OK;
+
+    for (uint32_t k = 0; k < cx->n && st == COLL_OK; k++) {
+        st = apply(f, k == cx->r ? send_at(cx, f, k) : cx->recvp[k], mine, cx->weight, y, 0);
+    }
+    return st;
+}
+
 /* The server: y = s + the contributions in rank order; encode y; keep s' = y - decode. */
 static coll_status_t ts_server(coll_cx_t *cx, const fmt_t *f)
 {
     coll_slot_t *s = cx->slot;
     uint64_t mine = coll_plan_chunk(&cx->plan, cx->r).len;
     float *y = s->srv[s->cur ^ 1];
-    coll_status_t st = COLL_OK;
+    coll_status_t st;
 
     if (s->ef) {
         memcpy(y, s->srv[s->cur], mine * sizeof(float));
     } else {
         memset(y, 0, mine * sizeof(float));
     }
-    for (uint32_t k = 0; k < cx->n && st == COLL_OK; k++) {
-        st = apply(f, k == cx->r ? send_at(cx, f, k) : cx->recvp[k], mine, cx->weight, y, 0);
-    }
+    st = ts_add(cx, f, y);
     if (st == COLL_OK) {
         st = encode(f, y, mine, server_msg(cx, f));
     }
@@ -220,6 +234,17 @@ static coll_status_t ts_round_done(coll_cx_t *cx)
     return st == COLL_ERR_INVALID ? COLL_ERR_PROTOCOL : st;
 }
 
+/* A parameter-service step: this node's chunk of the sum (0 + the contributions in rank order,
+ * as the server's without a residual) into the result, where the stage reads it. */
+static coll_status_t ts_staged_done(coll_cx_t *cx)
+{
+    coll_range_t mine = coll_plan_chunk(&cx->plan, cx->r);
+    float *y = cx->outf + mine.off;
+
+    memset(y, 0, mine.len * sizeof(float));
+    return ts_add(cx, fmt_of(cx), y);
+}
+
 static double ts_wire(uint64_t count, uint32_t n, const coll_compression_t *run,
                       const coll_tensor_layout_t *layout)
 {
@@ -231,7 +256,8 @@ static double ts_wire(uint64_t count, uint32_t n, const coll_compression_t *run,
 #define TWOSIDED(m)                                                                                \
     {                                                                                              \
         .method = m, .rounds = 2, .sizes = ts_sizes, .layout = ts_layout, .begin = ts_begin,       \
-        .round_done = ts_round_done, .wire_bytes = ts_wire                                         \
+        .round_done = ts_round_done, .wire_bytes = ts_wire, .staged_rounds = 1,                    \
+        .staged_done = ts_staged_done                                                              \
     }
 
 const coll_cx_codec_t coll__cx_fp16 = TWOSIDED(COLL_COMPRESS_FP16);

@@ -10,8 +10,13 @@
  *   reduced() sees the average of every rank's input in local rank 0's input;
  *   every rank's output holds the stage's values; the bytes sent are an allreduce's;
  *   a stage that fails the job from reduced() ends the operation with its error on that node's
- *   ranks, none reports success, and with a barrier no output was written.
+ *   ranks, none reports success, and with a barrier no output was written;
+ *   compressed steps (engine/codec/staged.c) with fp16, whose encoding of these integer inputs
+ *   is exact: the same pieces and values, the bytes of the compressed reduce-scatter and the
+ *   float32 all-gather; a NaN in a node's input reaches the stage's nonfinite() on that node
+ *   before anything of it is sent.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +29,8 @@
 
 #include "engine/stage.h"
 #include "fake_net.h"
+#include "kernels/cpu/compress_wire.h"
+#include "proto/cspec.h"
 
 #define SEG 1024 /* bytes: 256 floats */
 
@@ -39,6 +46,11 @@ typedef struct {
     coll_op_t *waiting[FAKE_MAX_NODES];
     int all_reduced[FAKE_MAX_NODES];
     int done_ok[FAKE_MAX_NODES];
+    uint64_t cspec;       /* compression of the steps (proto/cspec.h), 0: none */
+    int nan_node;         /* -1, or the node one of whose inputs is a NaN at element nan_at */
+    size_t nan_at;
+    int nonfinite[FAKE_MAX_NODES]; /* nonfinite() calls, with the element it named */
+    uint64_t nonfinite_elem[FAKE_MAX_NODES];
 } stage_test_t;
 
 static stage_test_t T;
@@ -112,8 +124,15 @@ static void st_end(coll_op_t *op)
     op->stage_state = NULL;
 }
 
+static void st_nonfinite(coll_op_t *op, uint64_t elem)
+{
+    T.nonfinite[op->job->node_rank]++;
+    T.nonfinite_elem[op->job->node_rank] = elem;
+    coll_job_fail(op->job, COLL_ERR_INVALID, 1, "test stage: not finite");
+}
+
 static const coll_stage_ops_t stage = {st_reduced, st_all_reduced, st_distribute, st_on_xfer,
-                                       st_done, st_end};
+                                       st_done, st_end, st_nonfinite};
 
 static coll_status_t hk_check(const coll_job_t *job, const coll_session_t *s,
                               const Coll__Wire__Submit *sub, char *err, size_t errlen)
@@ -147,6 +166,11 @@ static void submit(size_t count)
                 g[i] = input(n * w.nlocal + l, i);
                 p[i] = -1.0f;
             }
+            if ((int)n == T.nan_node && l == 0) {
+                g[T.nan_at] = NAN;
+            }
+            s.compression = T.cspec;
+            s.bucket = T.cspec != 0 ? 5 : 0;
             s.req_id = 9;
             s.key = 77;
             s.coll = COLL__WIRE__COLLECTIVE__PS_STEP;
@@ -208,12 +232,35 @@ static void check_outputs(size_t count)
     }
 }
 
-static void run(uint32_t nodes, uint32_t nlocal, size_t count, int barrier, int defer)
+/* What the nodes send for a compressed fp16 step: per node every other node's chunk in 16 bits
+ * and its own in float32 to every other node, each behind the 144-byte prefix, and the
+ * descriptor. */
+static size_t fp16_step_bytes(uint32_t nodes, size_t count)
+{
+    coll_plan_t plan;
+    size_t b = 0;
+
+    coll_plan_init(&plan, count, nodes, sizeof(float), (size_t)1 << 30);
+    for (uint32_t n = 0; n < nodes; n++) {
+        for (uint32_t p = 0; p < nodes; p++) {
+            if (p != n) {
+                b += 144 + coll_cast_wire_bytes(coll_plan_chunk(&plan, p).len);
+                b += 144 + coll_f32_wire_bytes(coll_plan_chunk(&plan, n).len);
+            }
+        }
+        b += sizeof(coll_desc_t);
+    }
+    return b;
+}
+
+static void run_spec(uint32_t nodes, uint32_t nlocal, size_t count, int barrier, int defer,
+                     uint64_t cspec)
 {
     size_t allreduce_bytes = 0;
 
     fake_net_init(&w, nodes, nlocal, SEG, 4 << 20, FAKE_RENDEZVOUS);
-    T = (stage_test_t){.barrier = barrier, .defer = defer, .fail_node = -1, .count = count};
+    T = (stage_test_t){.barrier = barrier, .defer = defer, .fail_node = -1, .count = count,
+                       .cspec = cspec, .nan_node = -1};
     T.reduced = calloc(count + 1, 1);
     T.distributed = calloc(count + 1, 1);
     submit(count);
@@ -226,14 +273,65 @@ static void run(uint32_t nodes, uint32_t nlocal, size_t count, int barrier, int 
     }
     check_outputs(count);
     /* Per node a ring allreduce sends every chunk but one twice, and a descriptor. */
-    for (uint32_t n = 0; nodes > 1 && n < nodes; n++) {
+    for (uint32_t n = 0; nodes > 1 && cspec == 0 && n < nodes; n++) {
         coll_plan_t plan;
         coll_plan_init(&plan, count, nodes, sizeof(float), SEG);
         allreduce_bytes += 2 * count * sizeof(float) + sizeof(coll_desc_t) -
                            (coll_plan_chunk(&plan, n).len +
                             coll_plan_chunk(&plan, (n + 1) % nodes).len) * sizeof(float);
     }
-    assert_int_equal(bytes_sent(), allreduce_bytes);
+    assert_int_equal(bytes_sent(), cspec == 0 ? allreduce_bytes : fp16_step_bytes(nodes, count));
+    free(T.reduced);
+    free(T.distributed);
+    fake_net_free(&w);
+}
+
+static void run(uint32_t nodes, uint32_t nlocal, size_t count, int barrier, int defer)
+{
+    run_spec(nodes, nlocal, count, barrier, defer, 0);
+}
+
+static uint64_t fp16_spec(void)
+{
+    coll_compression_t z = {.method = COLL_COMPRESS_FP16};
+    return coll_cspec_pack(&z, 0);
+}
+
+/* Compressed steps: without a barrier, with one released at once and later; 1 / world is a
+ * power of two, so the average of the exactly encoded sums is exact too. */
+static void test_staged_compressed(void **state)
+{
+    (void)state;
+    run_spec(2, 2, 5000, 0, 0, fp16_spec());
+    run_spec(4, 1, 4099, 0, 0, fp16_spec());
+    run_spec(2, 2, 5000, 1, 0, fp16_spec());
+    run_spec(4, 2, 3001, 1, 1, fp16_spec());
+}
+
+/* A NaN in node 1's input: its stage's nonfinite() names the element, no rank succeeds, and
+ * no output was written anywhere. */
+static void test_staged_compressed_nan(void **state)
+{
+    (void)state;
+    fake_net_init(&w, 2, 2, SEG, 4 << 20, FAKE_RENDEZVOUS);
+    T = (stage_test_t){.fail_node = -1, .count = 3000, .cspec = fp16_spec(), .nan_node = 1,
+                       .nan_at = 2345};
+    T.reduced = calloc(3001, 1);
+    T.distributed = calloc(3001, 1);
+    submit(3000);
+    assert_int_equal(T.nonfinite[1], 1);
+    assert_int_equal(T.nonfinite_elem[1], 2345);
+    assert_int_equal(T.nonfinite[0], 0);
+    for (uint32_t n = 0; n < 2; n++) {
+        for (uint32_t l = 0; l < 2; l++) {
+            const fake_done_t *d = fake_net_done(&w, n, l, 9);
+            assert_true(d == NULL || d->status != COLL_OK);
+            for (size_t i = 0; i < 3000; i++) {
+                assert_true(bufs[1][n][l][i] == -1.0f);
+            }
+        }
+        assert_int_equal(T.done_ok[n], 0);
+    }
     free(T.reduced);
     free(T.distributed);
     fake_net_free(&w);
@@ -270,7 +368,7 @@ static void test_stage_failure(void **state)
     (void)state;
     for (int barrier = 0; barrier < 2; barrier++) {
         fake_net_init(&w, 2, 2, SEG, 4 << 20, FAKE_RENDEZVOUS);
-        T = (stage_test_t){.barrier = barrier, .fail_node = 1, .count = 3000};
+        T = (stage_test_t){.barrier = barrier, .fail_node = 1, .count = 3000, .nan_node = -1};
         T.reduced = calloc(3001, 1);
         T.distributed = calloc(3001, 1);
         submit(3000);
@@ -304,6 +402,8 @@ int main(void)
         cmocka_unit_test(test_staged_barrier),
         cmocka_unit_test(test_staged_barrier_released_later),
         cmocka_unit_test(test_stage_failure),
+        cmocka_unit_test(test_staged_compressed),
+        cmocka_unit_test(test_staged_compressed_nan),
     };
     return cmocka_run_group_tests_name("engine stages", tests, NULL, NULL);
 }
