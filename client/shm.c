@@ -84,6 +84,10 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
     s->max_bytes = max_bytes;
     s->spin_ns = spin_ns;
     s->oversubscribed = s->nlocal > cpus();
+    /* On several nodes the daemon takes part in every allreduce reduced here (route NODE): a
+     * polling rank takes the CPU from it or from the rank it waits for (docs/benchmarks.md,
+     * "Allreduces reduced in shared memory between nodes"). */
+    s->crowded = s->nnodes > 1 && s->nlocal + 1 > cpus();
     s->ops.next = s->ops.prev = &s->ops;
     c->shm = s;
     return COLL_OK;
@@ -370,12 +374,12 @@ void coll__shm_watch(coll_comm_t *c, coll_shm_watch_t *w)
     coll_shm_t *s = c->shm;
 
     w->n = 0;
-    w->spin_ns = s != NULL ? s->spin_ns : 0;
+    w->spin_ns = s != NULL && !s->crowded ? s->spin_ns : 0;
     w->yield = s != NULL && s->oversubscribed;
     for (coll_shm_op_t *op = s != NULL ? s->ops.next : NULL; op != NULL && op != &s->ops &&
                                                            w->n < COLL_SHM_SLOTS;
          op = op->next) {
-        if (op->route != COLL_SHM_ROUTE_DAEMON) {
+        if (op->route != COLL_SHM_ROUTE_DAEMON && !coll__shm_node_with_daemon(s, op)) {
             w->word[w->n] = &coll__shm_post_of(s, s->self, op->slot)->state;
             w->seen[w->n++] = op->state;
         }

@@ -60,6 +60,8 @@ typedef struct coll_shm {
     int node_none;          /* the pool had no room for them: never ask again */
     uint64_t spin_ns;       /* how long a waiter polls before it sleeps */
     int oversubscribed;     /* more local ranks than CPUs this process may run on */
+    int crowded;            /* several nodes, and the local ranks with the daemon outnumber the
+                               CPUs: a waiter sleeps at once, it does not poll */
     uint32_t cursor;        /* where the search for a free post starts */
     int slot_freed;         /* a post became free (a full ring waits for this) */
     coll_shm_op_t ops;      /* list head */
@@ -173,6 +175,14 @@ void coll__shm_node_put(coll_shm_t *s, uint64_t off);
  *         buffer as the daemon left it is visible), or 0 while its inter-node phase runs.
  */
 uint64_t coll__shm_node_word(const coll_shm_t *s, const coll_shm_op_t *op);
+
+/**
+ * @return 1 while agreed route-NODE operation @p op is in the daemons' hands (its reduce done,
+ *         the node word not yet written): a waiter then sleeps at once instead of polling,
+ *         which would take the CPU from the daemons (a message between nodes and two wake-ups
+ *         away); the daemon wakes it. 0 otherwise, or for any other operation.
+ */
+int coll__shm_node_with_daemon(const coll_shm_t *s, const coll_shm_op_t *op);
 
 /** @brief The reduce of route-NODE operation @p op is complete: hand its inter-node phase to
  *         the daemon (COLL_CTL_SUB_REDUCED), from this rank. */

@@ -73,6 +73,18 @@ uint64_t coll__shm_node_word(const coll_shm_t *s, const coll_shm_op_t *op)
                : 0;
 }
 
+int coll__shm_node_with_daemon(const coll_shm_t *s, const coll_shm_op_t *op)
+{
+    const coll_shm_post_t *h;
+
+    if (op->route != COLL_SHM_ROUTE_NODE || !op->agreed) {
+        return 0;
+    }
+    h = coll__shm_post_of(s, 0, op->peer_slot[0]);
+    return atomic_load_explicit(&h->chunks_done, memory_order_relaxed) >= op->nchunks / 2 &&
+           coll__shm_node_word(s, op) == 0;
+}
+
 void coll__shm_node_hand_over(coll_comm_t *c, const coll_shm_op_t *op)
 {
     Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
