@@ -46,7 +46,7 @@ static const cfg_key_t keys[] = {
     KEY(shm_max_bytes, CFG_SIZE, "1M",
         "collectives of a single-node job up to this size run among its ranks in shared memory, "
         "without the daemon on the data path; larger ones in the daemon (0: always the daemon)"),
-    KEY(shm_node_max_bytes, CFG_SIZE, "4K",
+    KEY(shm_node_max_bytes, CFG_SIZE, "16K",
         "allreduces of a multi-node job up to this size are reduced among each node's ranks in "
         "shared memory, the daemons run only the inter-node phase on one buffer per node, and "
         "the ranks copy the result out (0: the daemon does all of it; the default is the "
