@@ -6,10 +6,11 @@
 # each build and their ratio B / A, with the min-max.
 #
 #   bench/ab-builds.sh -a BUILD_A -b BUILD_B [-R 5] [-s "4K 1M 256M"] [-S "1x4 2x2"] [-T 2]
-#                      [-o DIR]
+#                      [-f 256] [-o DIR]
 #
 # BUILD_A and BUILD_B are build directories (each with daemon/collectived, bench/coll-perf and
-# tools/collective-launch). -T: seconds per size (coll-perf -T). Raw outputs in DIR (default
+# tools/collective-launch). -T: seconds per size (coll-perf -T). -f: the factor between the
+# sizes coll-perf sweeps from the first to the last of -s (256; 4 for 4K 16K 64K 256K 1M). Raw outputs in DIR (default
 # /tmp/ab-builds-<date>): <build>-<shape>-rep<k>.json; the markdown table goes to stdout.
 # Every run is bounded by timeout. Exit status 1 when a run failed or a result was wrong.
 set -u
@@ -18,6 +19,7 @@ REPEATS=5
 SIZES="4K 1M 256M"
 SHAPES="1x4 2x2"
 BUDGET=2
+FACTOR=256
 A=
 B=
 RESDIR=
@@ -25,7 +27,7 @@ RESDIR=
 say() { echo "ab-builds.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
 
-while getopts "a:b:R:s:S:T:o:" opt; do
+while getopts "a:b:R:s:S:T:f:o:" opt; do
     case $opt in
     a) A=$OPTARG ;;
     b) B=$OPTARG ;;
@@ -33,8 +35,9 @@ while getopts "a:b:R:s:S:T:o:" opt; do
     s) SIZES=$OPTARG ;;
     S) SHAPES=$OPTARG ;;
     T) BUDGET=$OPTARG ;;
+    f) FACTOR=$OPTARG ;;
     o) RESDIR=$OPTARG ;;
-    *) die "usage: ab-builds.sh -a BUILD_A -b BUILD_B [-R N] [-s SIZES] [-S SHAPES] [-T S] [-o DIR]" ;;
+    *) die "usage: ab-builds.sh -a BUILD_A -b BUILD_B [-R N] [-s SIZES] [-S SHAPES] [-T S] [-f F] [-o DIR]" ;;
     esac
 done
 [ -n "$A" ] && [ -n "$B" ] || die "give both builds: -a BUILD_A -b BUILD_B"
@@ -56,7 +59,7 @@ run() {
     # shellcheck disable=SC2046 # budget_and_json gives several words, none with spaces
     timeout 900 "$build/tools/collective-launch" --nodes "$nodes" --ranks-per-node "$rpn" \
         --daemon "$build/daemon/collectived" -- "$build/bench/coll-perf" -b "$min" -e "$max" \
-        -f 256 $(budget_and_json "$build" "$out") >"$out.txt" 2>&1 ||
+        -f "$FACTOR" $(budget_and_json "$build" "$out") >"$out.txt" 2>&1 ||
         { say "run failed: $out.txt"; return 1; }
 }
 

@@ -112,12 +112,34 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
     return COLL_OK;
 }
 
+/* Local rank 0 of a multi-node job takes its node buffers from the pool before its first
+ * allreduce (shm.h, route NODE). A pool without room for them is no error: the allreduces then
+ * go to the daemon whole, and the last error the user may read is left as it was. */
+static void node_buffers(coll_comm_t *c, const Coll__Wire__Submit *m)
+{
+    uint64_t bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll), off = 0;
+    char saved[sizeof(c->conn->last_error)];
+
+    if (bytes == 0) {
+        return;
+    }
+    memcpy(saved, c->conn->last_error, sizeof(saved));
+    if (coll__mem_alloc(c->conn, (size_t)bytes, &off) != COLL_OK) {
+        off = 0;
+        memcpy(c->conn->last_error, saved, sizeof(saved));
+    }
+    coll__shm_node_provide(c->shm, off, bytes);
+}
+
 coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p)
 {
-    coll_request_t *r = coll__req_new(c, COLL_REQ_COLLECTIVE);
+    coll_request_t *r;
     coll_status_t st;
 
-    if (r == NULL) {
+    if (c->shm != NULL && m->compression == 0) {
+        node_buffers(c, m);
+    }
+    if ((r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
         return COLL_ERR_NOMEM;
     }
     m->req_id = r->id;

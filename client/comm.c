@@ -313,6 +313,14 @@ uint64_t coll_comm_shm_max_bytes(const coll_comm_t *c)
     return c->shm != NULL && c->shm->nnodes == 1 ? c->shm->max_bytes : 0;
 }
 
+uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *c)
+{
+    /* The header is written before the join reply (the job is ready): it does not change. */
+    return c->shm != NULL && c->shm->nnodes > 1 && c->shm->nlocal > 1
+               ? c->shm->hdr->node_max_bytes
+               : 0;
+}
+
 coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason)
 {
     coll_comm_t *c = comm != NULL ? comm->conn : NULL;

@@ -280,6 +280,16 @@ void coll__req_free_owned(coll_comm_t *owner);
 coll_status_t coll__group_request(coll_comm_t *c, coll_client_msg_t *msg, uint32_t *req_id,
                                   coll_request_t **r_p);
 
+/**
+ * @brief Ask the daemon for an allocation of @p bytes in the pool for this rank, without
+ *        listing it among the user's (the library's own buffers). Lock held; @p c the
+ *        connection.
+ * @param [out] offset_p Its pool offset.
+ * @return COLL_OK; the daemon's refusal (COLL_ERR_POOL_FULL, with its message as the last
+ *         error); the link's error or COLL_ERR_TIMEDOUT.
+ */
+coll_status_t coll__mem_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p);
+
 /** @brief Parse an algorithm name ("auto", "ring", "rd", ...); -1 when unknown. */
 int coll__algo_parse(const char *name);
 

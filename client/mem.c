@@ -26,7 +26,7 @@ static coll_status_t remember(coll_comm_t *c, uint64_t offset, uint64_t bytes)
     return COLL_OK;
 }
 
-static coll_status_t request_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p)
+coll_status_t coll__mem_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p)
 {
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__MemAlloc a = COLL__WIRE__MEM_ALLOC__INIT;
@@ -60,7 +60,7 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p)
         return COLL_ERR_INVALID;
     }
     pthread_mutex_lock(&c->lock);
-    st = request_alloc(c, bytes, &offset);
+    st = coll__mem_alloc(c, bytes, &offset);
     if (st == COLL_OK) {
         st = remember(c, offset, bytes);
     }

@@ -84,6 +84,10 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
     s->max_bytes = max_bytes;
     s->spin_ns = spin_ns;
     s->oversubscribed = s->nlocal > cpus();
+    /* On several nodes the daemon takes part in every allreduce reduced here (route NODE): a
+     * polling rank takes the CPU from it or from the rank it waits for (docs/benchmarks.md,
+     * "Allreduces reduced in shared memory between nodes"). */
+    s->crowded = s->nnodes > 1 && s->nlocal + 1 > cpus();
     s->ops.next = s->ops.prev = &s->ops;
     c->shm = s;
     return COLL_OK;
@@ -198,6 +202,9 @@ static coll_shm_route_t route_of(const coll_comm_t *c, const coll_shm_desc_t *d)
 {
     uint64_t bytes = d->count * coll_dtype_size((coll_dtype_t)d->dtype);
 
+    if (coll__shm_node_route(c->shm, d)) {
+        return COLL_SHM_ROUTE_NODE;
+    }
     if (d->coll == COLL_KIND_REDUCE_SCATTER || d->coll == COLL_KIND_ALLGATHER) {
         bytes *= (uint64_t)c->world_size;
     }
@@ -252,8 +259,8 @@ static coll_status_t check_post(coll_comm_t *c, const coll_shm_desc_t *d)
         coll__set_error(c, "rank %d submitted %s twice", c->rank, nm);
         st = COLL_ERR_INVALID;
     }
-    if (st == COLL_OK && route_of(c, d) == COLL_SHM_ROUTE_LOCAL) {
-        st = check_buffers(c, d);
+    if (st == COLL_OK && route_of(c, d) != COLL_SHM_ROUTE_DAEMON) {
+        st = check_buffers(c, d); /* the other local ranks read and write them */
     }
     return st;
 }
@@ -284,6 +291,7 @@ static void publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot)
     if (s->self == 0) { /* the home post: the operation's chunks start unclaimed */
         atomic_store_explicit(&p->claim, (uint64_t)(uint32_t)gen << 32, memory_order_relaxed);
         atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->node, 0, memory_order_relaxed);
     }
     /* Sequentially consistent: of two ranks posting at once, at least one sees the other. */
     atomic_store(&p->state, op->state);
@@ -291,14 +299,28 @@ static void publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot)
                               memory_order_relaxed);
 }
 
+/* The route of @p d; local rank 0 names a route-NODE collective's node buffer in its post
+ * (none free: the collective goes to the daemon whole, and the others read that there). */
+static coll_shm_route_t take_route(coll_comm_t *c, coll_shm_desc_t *d)
+{
+    coll_shm_route_t route = route_of(c, d);
+
+    if (route == COLL_SHM_ROUTE_NODE && c->shm->self == 0 &&
+        (d->node_off = coll__shm_node_get(c, d)) == 0) {
+        route = COLL_SHM_ROUTE_DAEMON;
+    }
+    return route;
+}
+
 coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire__Submit *m)
 {
     coll_shm_t *s = c->shm;
     coll_shm_desc_t d = {m->key,  m->count, m->layout,         m->send_offset, m->recv_offset,
                          r->timing.submit_ns, (uint32_t)m->coll, m->dtype, m->op, m->root,
-                         m->algo, r->id};
+                         m->algo, r->id, 0};
     coll_shm_op_t *op;
     coll_status_t st = check_post(c, &d);
+    coll_shm_route_t route = st == COLL_OK ? take_route(c, &d) : COLL_SHM_ROUTE_DAEMON;
     int slot = -1;
 
     if (st == COLL_OK) {
@@ -308,12 +330,13 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire
         st = COLL_ERR_NOMEM;
     }
     if (st != COLL_OK) {
+        coll__shm_node_put(s, d.node_off);
         return st;
     }
     op->req = r;
     op->d = d;
-    op->route = route_of(c, &d);
-    op->nchunks = coll__shm_nchunks(&d, s->nlocal);
+    op->route = route;
+    op->nchunks = coll__shm_nchunks(&d, s->nlocal) * (route == COLL_SHM_ROUTE_NODE ? 2 : 1);
     publish(s, op, (uint32_t)slot);
     op->next = &s->ops;
     op->prev = s->ops.prev;
@@ -337,6 +360,7 @@ void coll__shm_forget(coll_request_t *r)
     }
     atomic_store(&coll__shm_post_of(s, s->self, op->slot)->state,
                  coll_shm_state(coll_shm_gen(op->state), COLL_SHM_FREE));
+    coll__shm_node_put(s, op->d.node_off);
     s->slot_freed = 1;
     op->prev->next = op->next;
     op->next->prev = op->prev;
@@ -350,12 +374,12 @@ void coll__shm_watch(coll_comm_t *c, coll_shm_watch_t *w)
     coll_shm_t *s = c->shm;
 
     w->n = 0;
-    w->spin_ns = s != NULL ? s->spin_ns : 0;
+    w->spin_ns = s != NULL && !s->crowded ? s->spin_ns : 0;
     w->yield = s != NULL && s->oversubscribed;
     for (coll_shm_op_t *op = s != NULL ? s->ops.next : NULL; op != NULL && op != &s->ops &&
                                                            w->n < COLL_SHM_SLOTS;
          op = op->next) {
-        if (op->route == COLL_SHM_ROUTE_LOCAL) {
+        if (op->route != COLL_SHM_ROUTE_DAEMON && !coll__shm_node_with_daemon(s, op)) {
             w->word[w->n] = &coll__shm_post_of(s, s->self, op->slot)->state;
             w->seen[w->n++] = op->state;
         }

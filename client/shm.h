@@ -2,8 +2,10 @@
  * @file shm.h
  * @brief The local ranks' side of the shared-memory path (proto/shm_area.h): every collective is
  *        posted there and agreed on by the local ranks; single-node collectives up to the
- *        daemon's shm_max_bytes then run among the ranks, the others go to the daemon in one
- *        submission for the node. Internal to libcollective; every function is called with the
+ *        daemon's shm_max_bytes then run among the ranks; allreduces of a multi-node job up to
+ *        its shm_node_max_bytes are reduced and distributed among them around the daemon's
+ *        inter-node phase (shm_node.c); the others go to the daemon in one submission for the
+ *        node. Internal to libcollective; every function is called with the
  *        communicator's lock held unless it says otherwise.
  */
 #ifndef COLL_CLIENT_SHM_H
@@ -19,6 +21,8 @@
 typedef enum {
     COLL_SHM_ROUTE_LOCAL,  /**< among the local ranks, in shared memory */
     COLL_SHM_ROUTE_DAEMON, /**< by the daemon, handed over in one node submission */
+    COLL_SHM_ROUTE_NODE,   /**< a multi-node allreduce: reduced here into local rank 0's node
+                                buffer, the inter-node phase by the daemon, distributed here */
 } coll_shm_route_t;
 
 /** One collective of this rank in the area: its post until it completed or the daemon took
@@ -30,7 +34,8 @@ typedef struct coll_shm_op {
     uint64_t state;         /* the post's state word as published */
     coll_shm_desc_t d;
     coll_shm_route_t route;
-    uint32_t nchunks;
+    uint32_t nchunks;       /* route NODE: the reduce's chunks, then as many to distribute */
+    uint64_t node_off;      /* route NODE: the node buffer (from local rank 0's post) */
     int agreed;             /* every local rank's post found, all equal to this one */
     int reported;           /* a mismatch or a departed rank was reported to the daemon */
     int handed;             /* route DAEMON: the node submission went out (from some rank) */
@@ -49,8 +54,14 @@ typedef struct coll_shm {
     uint32_t self, nlocal;
     uint32_t nnodes;
     uint64_t max_bytes;     /* the daemon's crossover */
+    uint64_t node_off;      /* local rank 0: its node buffers (one allocation), 0 before */
+    uint64_t node_bytes;    /* bytes of each of them */
+    uint32_t node_busy;     /* bit i: node buffer i holds an operation in flight */
+    int node_none;          /* the pool had no room for them: never ask again */
     uint64_t spin_ns;       /* how long a waiter polls before it sleeps */
     int oversubscribed;     /* more local ranks than CPUs this process may run on */
+    int crowded;            /* several nodes, and the local ranks with the daemon outnumber the
+                               CPUs: a waiter sleeps at once, it does not poll */
     uint32_t cursor;        /* where the search for a free post starts */
     int slot_freed;         /* a post became free (a full ring waits for this) */
     coll_shm_op_t ops;      /* list head */
@@ -124,9 +135,58 @@ void coll__shm_forget(coll_request_t *r);
 /** @return The chunks of operation @p d on @p nlocal local ranks (at least 1). */
 uint32_t coll__shm_nchunks(const coll_shm_desc_t *d, uint32_t nlocal);
 
-/** @brief Move and reduce the data of chunk @p k of agreed operation @p op (shm_exec.c). */
+/** @brief Move and reduce the data of chunk @p k of agreed operation @p op (shm_exec.c); for
+ *         route NODE, chunks below nchunks / 2 reduce a piece of every input into the node
+ *         buffer, the others copy a piece of it to every output. */
 void coll__shm_run_chunk(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
                          uint32_t world_size);
+
+/**
+ * @return Whether collective @p d of a multi-node job takes route NODE: an allreduce of a
+ *         reducible dtype and op (coll_shm_node_reducible()) without a forced algorithm, up to
+ *         the header's node_max_bytes, with more than one local rank.
+ */
+int coll__shm_node_route(const coll_shm_t *s, const coll_shm_desc_t *d);
+
+/**
+ * @return The bytes of node buffers local rank 0 should allocate before posting a collective
+ *         of kind @p coll (COLL_SHM_NODE_BUFS of node_max_bytes, rounded to cache lines): only
+ *         for the first allreduce of a multi-node job with more than one local rank; 0 when
+ *         it has them, was refused them, or needs none.
+ */
+uint64_t coll__shm_node_wanted(const coll_shm_t *s, uint32_t coll);
+
+/** @brief Local rank 0 got its node buffers, @p bytes at pool offset @p off (0: the pool had no
+ *         room; no allreduce is reduced here then, and none is asked again). */
+void coll__shm_node_provide(coll_shm_t *s, uint64_t off, uint64_t bytes);
+
+/**
+ * @brief Local rank 0: a free node buffer for collective @p d (route NODE).
+ * @return Its pool offset; 0 when every one is in use or there are none (the collective then
+ *         goes to the daemon whole; nothing is reported).
+ */
+uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_shm_desc_t *d);
+
+/** @brief Local rank 0: node buffer @p off is free again (0: nothing to do). */
+void coll__shm_node_put(coll_shm_t *s, uint64_t off);
+
+/**
+ * @return The home post's node word for agreed route-NODE operation @p op (acquire: the node
+ *         buffer as the daemon left it is visible), or 0 while its inter-node phase runs.
+ */
+uint64_t coll__shm_node_word(const coll_shm_t *s, const coll_shm_op_t *op);
+
+/**
+ * @return 1 while agreed route-NODE operation @p op is in the daemons' hands (its reduce done,
+ *         the node word not yet written): a waiter then sleeps at once instead of polling,
+ *         which would take the CPU from the daemons (a message between nodes and two wake-ups
+ *         away); the daemon wakes it. 0 otherwise, or for any other operation.
+ */
+int coll__shm_node_with_daemon(const coll_shm_t *s, const coll_shm_op_t *op);
+
+/** @brief The reduce of route-NODE operation @p op is complete: hand its inter-node phase to
+ *         the daemon (COLL_CTL_SUB_REDUCED), from this rank. */
+void coll__shm_node_hand_over(coll_comm_t *c, const coll_shm_op_t *op);
 
 /** @brief Count a completed operation in this rank's counters for the daemon. */
 void coll__shm_count(const coll_shm_t *s, const coll_shm_desc_t *d, uint32_t world_size,

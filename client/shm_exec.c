@@ -8,6 +8,11 @@
  * (an element of an input is read before the chunk that reads it writes the same element of
  * the output). Reductions use the kernels of kernels/cpu, as the daemon does: every input
  * combined in one call, 16-bit floats in float32, AVG scaled as collective.h says.
+ *
+ * A multi-node allreduce (route NODE) has twice the chunks: the first half reduces the inputs
+ * into the node buffer, a partial result for the daemon's inter-node phase (AVG not yet
+ * divided, coll_shm_node_reducible() dtypes only, so the partial keeps the dtype); the second
+ * half, once the daemon wrote the result there, copies it to every output.
  */
 #include <string.h>
 
@@ -55,10 +60,10 @@ static uint32_t local_of(const coll_shm_t *s, uint32_t rank)
     return 0;
 }
 
-/* dst = the reduction of every local rank's input at element @p off, @p len elements; the
- * kernel reduces in place only through its first source. */
-static void reduce_inputs(const coll_shm_t *s, const coll_shm_op_t *op, uint64_t off,
-                          uint64_t len, uint8_t *dst, uint32_t world_size)
+/* dst = the reduction of every local rank's input at element @p off, @p len elements, the
+ * final result unless @p partial; the kernel reduces in place only through its first source. */
+static void reduce_into(const coll_shm_t *s, const coll_shm_op_t *op, uint64_t off,
+                        uint64_t len, uint8_t *dst, uint32_t world_size, int partial)
 {
     const void *src[COLL_REDUCE_MAX_SRCS];
     size_t es = coll_dtype_size((coll_dtype_t)op->d.dtype);
@@ -72,7 +77,8 @@ static void reduce_inputs(const coll_shm_t *s, const coll_shm_op_t *op, uint64_t
     }
     coll_reduce(&(coll_reduce_args_t){
         .dtype = (coll_dtype_t)op->d.dtype, .op = (coll_redop_t)op->d.op,
-        .world_size = world_size, .finalize = 1, .dst = dst, .src = src, .nsrc = s->nlocal,
+        .world_size = world_size, .finalize = !partial, .dst = dst, .src = src,
+        .nsrc = s->nlocal,
         .raw_mask = s->nlocal >= 64 ? UINT64_MAX : (1ull << s->nlocal) - 1, .count = len});
 }
 
@@ -95,13 +101,13 @@ static void run_whole(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
 
     switch ((coll_kind_t)op->d.coll) {
     case COLL_KIND_ALLREDUCE:
-        reduce_inputs(s, op, off, len, out0, world_size);
+        reduce_into(s, op, off, len, out0, world_size, 0);
         for (uint32_t l = 1; l < s->nlocal; l++) {
             copy_unless_same(s->base + op->out_off[l] + off * es, out0, len * es);
         }
         break;
     case COLL_KIND_REDUCE:
-        reduce_inputs(s, op, off, len, s->base + op->out_off[root] + off * es, world_size);
+        reduce_into(s, op, off, len, s->base + op->out_off[root] + off * es, world_size, 0);
         break;
     default: /* broadcast */
         for (uint32_t l = 0; l < s->nlocal; l++) {
@@ -124,8 +130,8 @@ static void run_blocked(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k
     if (op->d.coll == COLL_KIND_REDUCE_SCATTER) {
         /* Block b of every input is the output of the rank whose global rank is b. */
         uint32_t owner = local_of(s, b);
-        reduce_inputs(s, op, (uint64_t)b * op->d.count + off, len,
-                      s->base + op->out_off[owner] + off * es, world_size);
+        reduce_into(s, op, (uint64_t)b * op->d.count + off, len,
+                    s->base + op->out_off[owner] + off * es, world_size, 0);
         return;
     }
     /* All-gather: local rank b's input goes to block rank(b) of every output. */
@@ -136,10 +142,33 @@ static void run_blocked(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k
     }
 }
 
+/* Route NODE: chunk @p k of the reduce into the node buffer, or of the copy out of it. */
+static void run_node(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
+                     uint32_t world_size)
+{
+    size_t es = coll_dtype_size((coll_dtype_t)op->d.dtype);
+    uint32_t half = op->nchunks / 2, piece = k < half ? k : k - half;
+    uint64_t off = piece * per_chunk(&op->d);
+    uint64_t len = op->d.count - off < per_chunk(&op->d) ? op->d.count - off : per_chunk(&op->d);
+    uint8_t *node = s->base + op->node_off + off * es;
+
+    if (k < half) {
+        reduce_into(s, op, off, len, node, world_size, 1);
+        return;
+    }
+    for (uint32_t l = 0; l < s->nlocal; l++) {
+        copy_unless_same(s->base + op->out_off[l] + off * es, node, len * es);
+    }
+}
+
 void coll__shm_run_chunk(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
                          uint32_t world_size)
 {
     if (op->d.count == 0) {
+        return;
+    }
+    if (op->route == COLL_SHM_ROUTE_NODE) {
+        run_node(s, op, k, world_size);
         return;
     }
     switch ((coll_kind_t)op->d.coll) {

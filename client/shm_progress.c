@@ -11,6 +11,12 @@
  * and went on computing never holds the others up. The one that finishes the last chunk marks
  * every rank's post DONE and wakes them through their control blocks' event words.
  *
+ * An allreduce of a multi-node job (route NODE) has two runs of chunks around the daemon: the
+ * rank that finishes the last chunk of the reduce hands the node buffer over
+ * (COLL_CTL_SUB_REDUCED); the distribution's chunks may be claimed once the daemon's node word
+ * is in the home post, and its last one completes the operation as above. The daemon counts
+ * such an operation among its own, so the ranks do not count it again.
+ *
  * A failed job (the header's word, written by the daemon) ends this rank's posts that the
  * daemon has not taken, with the job's error: first no more chunks may be claimed, and the
  * chunks another rank is still running get COLL_SHM_FAIL_GRACE_MS to finish, so that no
@@ -107,7 +113,11 @@ static int agree(coll_comm_t *c, coll_shm_op_t *op)
         op->peer_state[l] = state;
         op->in_off[l] = d.send_off;
         op->out_off[l] = d.recv_off;
+        op->node_off = l == 0 ? d.node_off : op->node_off;
         ready = d.post_ns > ready ? d.post_ns : ready;
+    }
+    if (op->route == COLL_SHM_ROUTE_NODE && op->node_off == 0) {
+        op->route = COLL_SHM_ROUTE_DAEMON; /* local rank 0 had no node buffer free */
     }
     op->agreed = 1;
     op->ready_ns = ready;
@@ -142,15 +152,16 @@ static void hand_over(coll_comm_t *c, coll_shm_op_t *op)
     op->handed = 1;
 }
 
-/* The next unclaimed chunk of the operation, or -1 when none is left (or claims closed). */
-static int64_t claim(coll_shm_post_t *h, const coll_shm_op_t *op)
+/* The next unclaimed chunk of the operation below @p limit, or -1 when none is left (or claims
+ * closed). */
+static int64_t claim(coll_shm_post_t *h, const coll_shm_op_t *op, uint32_t limit)
 {
     uint64_t w = atomic_load(&h->claim);
 
     for (;;) {
         uint32_t n = (uint32_t)w;
         if ((w & ~(uint64_t)UINT32_MAX) != claim_gen(op) || (n & COLL_SHM_CLOSED) ||
-            n >= op->nchunks) {
+            n >= limit) {
             return -1;
         }
         if (atomic_compare_exchange_weak(&h->claim, &w, w + 1)) {
@@ -164,11 +175,18 @@ static void complete(coll_comm_t *c, coll_shm_op_t *op)
 {
     coll_shm_t *s = c->shm;
     uint64_t now = coll__now_ns();
+    uint64_t node = op->route == COLL_SHM_ROUTE_NODE ? coll__shm_node_word(s, op) : 0;
 
     for (uint32_t l = 0; l < s->nlocal; l++) {
         coll_shm_post_t *p = coll__shm_post_of(s, l, op->peer_slot[l]);
         p->ready_ns = op->ready_ns;
         p->done_ns = now;
+        if (node != 0) { /* every rank takes the daemons' part from its own post */
+            const coll_shm_post_t *h = coll__shm_post_of(s, 0, op->peer_slot[0]);
+            p->peers_ns = h->peers_ns;
+            p->reduced_ns = h->reduced_ns;
+            atomic_store_explicit(&p->node, node, memory_order_relaxed);
+        }
         coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE);
     }
     for (uint32_t l = 0; l < s->nlocal; l++) { /* a rank that polls sees its post move */
@@ -176,7 +194,22 @@ static void complete(coll_comm_t *c, coll_shm_op_t *op)
             coll_ctl_notify_sleeper(coll_ctl_of(s->base, l));
         }
     }
-    coll__shm_count(s, &op->d, (uint32_t)c->world_size, now - op->ready_ns);
+    if (op->route == COLL_SHM_ROUTE_LOCAL) { /* the daemon counted a NODE one */
+        coll__shm_count(s, &op->d, (uint32_t)c->world_size, now - op->ready_ns);
+    }
+}
+
+/* Chunks that may be claimed now: all of them, or for route NODE the reduce's until the
+ * daemon's inter-node phase ended well. */
+static uint32_t claimable(const coll_shm_t *s, const coll_shm_op_t *op)
+{
+    uint64_t w;
+
+    if (op->route != COLL_SHM_ROUTE_NODE) {
+        return op->nchunks;
+    }
+    w = coll__shm_node_word(s, op);
+    return w != 0 && coll_shm_node_status(w) == COLL_OK ? op->nchunks : op->nchunks / 2;
 }
 
 /* Run chunks while there are some to claim. */
@@ -188,12 +221,16 @@ static void run(coll_comm_t *c, coll_shm_op_t *op)
     int64_t k;
 
     while (!atomic_load_explicit(&s->hdr->failed, memory_order_relaxed) &&
-           (k = claim(h, op)) >= 0) {
+           (k = claim(h, op, claimable(s, op))) >= 0) {
+        uint32_t done;
         atomic_store_explicit(busy, op->d.key, memory_order_relaxed);
         coll__shm_run_chunk(s, op, (uint32_t)k, (uint32_t)c->world_size);
         atomic_store_explicit(busy, COLL_SHM_IDLE, memory_order_relaxed);
-        if (atomic_fetch_add(&h->chunks_done, 1) + 1 == op->nchunks) {
+        done = atomic_fetch_add(&h->chunks_done, 1) + 1;
+        if (done == op->nchunks) {
             complete(c, op);
+        } else if (op->route == COLL_SHM_ROUTE_NODE && done == op->nchunks / 2) {
+            coll__shm_node_hand_over(c, op); /* the node sum is complete */
         }
     }
 }
@@ -201,11 +238,20 @@ static void run(coll_comm_t *c, coll_shm_op_t *op)
 static void finish_done(coll_shm_op_t *op)
 {
     coll_request_t *r = op->req;
-    const coll_shm_post_t *p = coll__shm_post_of(r->comm->shm, r->comm->shm->self, op->slot);
+    const coll_shm_t *s = r->comm->shm;
+    const coll_shm_post_t *p = coll__shm_post_of(s, s->self, op->slot);
 
     r->timing.ready_ns = r->timing.peers_ns = p->ready_ns;
     r->timing.reduced_ns = r->timing.done_ns = p->done_ns;
-    memcpy(r->algo, "shm", sizeof("shm"));
+    if (op->route == COLL_SHM_ROUTE_NODE) { /* "shm+rd": around the daemons' algorithm */
+        uint64_t w = atomic_load_explicit(&p->node, memory_order_relaxed);
+        r->timing.peers_ns = p->peers_ns;     /* the local reduce, then the daemons' check */
+        r->timing.reduced_ns = p->reduced_ns; /* the daemons' reduction; then distribution */
+        snprintf(r->algo, sizeof(r->algo), "shm+%s",
+                 coll_algo_name((coll_algo_t)coll_shm_node_algo(w)));
+    } else {
+        memcpy(r->algo, "shm", sizeof("shm"));
+    }
     r->comm->link->finish(r, COLL_OK);
 }
 
@@ -234,12 +280,25 @@ static int fail(coll_comm_t *c, coll_shm_op_t *op)
     coll_shm_t *s = c->shm;
     coll_request_t *r = op->req;
 
-    if (op->route == COLL_SHM_ROUTE_LOCAL && op->agreed && !quiesced(s, op)) {
+    if (op->route != COLL_SHM_ROUTE_DAEMON && op->agreed && !quiesced(s, op)) {
         return 0;
     }
     coll__set_error(c, "%.*s", COLL_SHM_MSG_BYTES - 1, s->hdr->msg);
     c->link->finish(r, s->hdr->status < 0 ? (coll_status_t)s->hdr->status : COLL_ERR_JOB);
     return 1;
+}
+
+/* The daemon ended route-NODE operation @p op's inter-node phase with an error while the job
+ * goes on (the job's own failures come through the header): end the request with it. */
+static void node_failed(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
+{
+    char nm[48];
+
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)op->d.coll, .key = op->d.key}, nm,
+                   sizeof(nm));
+    coll__set_error(c, "rank %d: the daemon ended the inter-node phase of %s with %s", c->rank,
+                    nm, coll_strerror(st));
+    c->link->finish(op->req, st);
 }
 
 /* The daemon read the posts: it completes the request; this rank's post is free again. */
@@ -253,6 +312,7 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
     coll_shm_t *s = c->shm;
     coll_shm_post_t *mine = coll__shm_post_of(s, s->self, op->slot);
     uint32_t phase = coll_shm_phase(atomic_load(&mine->state));
+    uint64_t node;
     int fresh;
 
     if (phase == COLL_SHM_DONE) {
@@ -279,7 +339,13 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
         hand_over(c, op);
         return 0;
     }
-    if (fresh && op->nchunks > 1) { /* waiting ranks may help with the chunks */
+    node = op->route == COLL_SHM_ROUTE_NODE ? coll__shm_node_word(s, op) : 0;
+    if (node != 0 && coll_shm_node_status(node) != COLL_OK) {
+        node_failed(c, op, (coll_status_t)coll_shm_node_status(node));
+        return 1;
+    }
+    /* Waiting ranks may help with the chunks (of the reduce, for route NODE). */
+    if (fresh && op->nchunks > (op->route == COLL_SHM_ROUTE_NODE ? 2u : 1u)) {
         for (uint32_t l = 0; l < s->nlocal; l++) {
             if (l != s->self) {
                 coll_ctl_notify(coll_ctl_of(s->base, l));

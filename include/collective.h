@@ -248,6 +248,23 @@ COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason);
 COLL_API uint64_t coll_comm_shm_max_bytes(const coll_comm_t *comm);
 
 /**
+ * @brief The largest allreduce that a job over several nodes reduces among the local ranks of
+ *        @p comm in shared memory before the daemons' inter-node algorithm, which then runs on
+ *        one buffer per node, and distributes among them after it (coll_req_algo() then says
+ *        "shm+rd" or "shm+ring"): with COLL_ALGO_AUTO, on a node with more than one rank of
+ *        the job, for every dtype and reduction whose partial results keep the dtype (all but
+ *        float16 and bfloat16 with COLL_SUM, COLL_AVG and COLL_PROD, which the daemons
+ *        accumulate in float32). Local rank 0 keeps four node buffers of this size in the
+ *        pool, taken on first use: an allreduce that finds none free, or a pool without room
+ *        for them, runs in the daemon whole, with the same result. The size counts one rank's
+ *        buffer. It is the daemon's shm_node_max_bytes (collectived --help), the same on every
+ *        local rank.
+ * @return Bytes; 0 when no allreduce runs so (a single node, one local rank, or a daemon
+ *         without it). Thread-safe.
+ */
+COLL_API uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *comm);
+
+/**
  * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
  *        whichever thread met it; with @p comm NULL, why the calling thread's last
  *        coll_comm_create() failed. Thread-safe.
@@ -563,9 +580,11 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
 /**
  * @brief The algorithm that ran a completed request, e.g. "ring", "rd", "local" (the daemon on
  *        a single node), "shm" (the local ranks among themselves in shared memory,
- *        coll_comm_shm_max_bytes()); a compressed allreduce names its method: "fp16", "bf16",
- *        "topk", "onebit", "powersgd" (with auto, the one chosen); "" while pending or for
- *        requests without one. Valid until the request is freed.
+ *        coll_comm_shm_max_bytes()), "shm+rd" and "shm+ring" (reduced and distributed among
+ *        the local ranks around the daemons' algorithm, coll_comm_shm_node_max_bytes()); a
+ *        compressed allreduce names its method: "fp16", "bf16", "topk", "onebit", "powersgd"
+ *        (with auto, the one chosen); "" while pending or for requests without one. Valid
+ *        until the request is freed.
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 

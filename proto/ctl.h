@@ -67,6 +67,11 @@ typedef struct {
  *  shared-memory area (proto/shm_area.h); the daemon takes them from there. Only @c key, @c coll
  *  and @c req_id (the submitting rank's) are meaningful. */
 #define COLL_CTL_SUB_NODE 1u
+/** Submission flag, with COLL_CTL_SUB_NODE on an allreduce: the local ranks reduced their
+ *  inputs into the node buffer of local rank 0's post (coll_shm_desc_t.node_off); the daemon
+ *  runs the inter-node phase on that buffer alone and leaves the posts to the ranks, which
+ *  distribute the result once the home post's node word says so (proto/shm_area.h). */
+#define COLL_CTL_SUB_REDUCED 2u
 
 /** Most step records of one operation (collective.h COLL_MAX_STEPS). */
 #define COLL_CTL_MAX_STEPS 32u

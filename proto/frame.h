@@ -20,7 +20,7 @@
  *  submissions, descriptors and completions, registered layouts; 5: groups (communicator
  *  split), the parameter service's operations, join waits, the local ranks'
  *  shared-memory area after the control blocks, node submissions). */
-#define COLL_WIRE_VERSION 5u
+#define COLL_WIRE_VERSION 6u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */

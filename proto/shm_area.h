@@ -16,10 +16,19 @@
  * chunk marks every post DONE) or goes to the daemon in one submission for all of them
  * (coll_ctl_sub_t with COLL_CTL_SUB_NODE), which marks the posts TAKEN when it has read them.
  *
+ * An allreduce of a job over several nodes, up to the header's node_max_bytes, takes a third
+ * way (COLL_CTL_SUB_REDUCED): the local ranks reduce their inputs into one of local rank 0's
+ * node buffers (its post's node_off), in chunks as above; the rank that finishes the last of
+ * those hands the operation to the daemon, which reads the posts without taking them, runs the
+ * inter-node phase on that buffer alone (input and output) and writes the home post's node
+ * word; the ranks then copy the buffer to every output, in chunks again, and the one that
+ * finishes the last marks every post DONE.
+ *
  * Writers: each post's descriptor and its FREE and POSTED states only by its rank; DONE by the
- * rank that completed the operation; TAKEN by the daemon. The header and the rank table only
- * by the daemon. A reader copies a post's descriptor between two reads of its state and keeps
- * the copy only when the state did not change (coll_shm_read()).
+ * rank that completed the operation (with the node word of the home post copied into each);
+ * TAKEN and the home post's node word by the daemon. The
+ * header and the rank table only by the daemon. A reader copies a post's descriptor between two
+ * reads of its state and keeps the copy only when the state did not change (coll_shm_read()).
  *
  * Every field is read in place by processes of one host (little-endian, proto/desc.h); the
  * layout is part of the wire protocol (COLL_WIRE_VERSION).
@@ -30,6 +39,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <collective.h>
 
 #include "proto/ctl.h"
 
@@ -94,7 +105,54 @@ typedef struct {
     uint32_t root;
     uint32_t algo;     /**< coll_algo_t asked for (0: auto) */
     uint32_t req_id;   /**< the rank's request, which the daemon completes for TAKEN posts */
+    uint64_t node_off; /**< local rank 0's post of a multi-node allreduce: the node buffer its
+                            local ranks reduce into (a pool offset, 0: none free, the daemon
+                            runs it whole); 0 in every other post. Not compared */
 } coll_shm_desc_t;
+
+/** Node buffers local rank 0 keeps for node-reduced allreduces in flight at once: a further
+ *  one goes to the daemon whole. */
+#define COLL_SHM_NODE_BUFS 4u
+
+/** Node word flag: the daemon completed the inter-node phase. */
+#define COLL_SHM_NODE_DONE 0x80000000u
+
+/**
+ * @return The node word of a home post of generation @p gen (its low 32 bits are kept) whose
+ *         inter-node phase the daemon completed with @p status (COLL_OK or a negative
+ *         coll_status_t above -32768) by algorithm @p algo (coll_algo_t, below 256).
+ */
+static inline uint64_t coll_shm_node_word(uint64_t gen, int32_t status, uint32_t algo)
+{
+    return (uint64_t)(uint32_t)gen << 32 | COLL_SHM_NODE_DONE | (algo & 0xffu) << 16 |
+           ((uint32_t)-status & 0xffffu);
+}
+
+/** @return The status of node word @p w (COLL_OK or negative). */
+static inline int32_t coll_shm_node_status(uint64_t w)
+{
+    return -(int32_t)(w & 0xffffu);
+}
+
+/** @return The algorithm (coll_algo_t) of node word @p w. */
+static inline uint32_t coll_shm_node_algo(uint64_t w)
+{
+    return (uint32_t)(w >> 16) & 0xffu;
+}
+
+/**
+ * @return 1 when an allreduce of @p dtype and @p op (coll_dtype_t, coll_redop_t) is reduced
+ *         among the local ranks before the inter-node phase of a multi-node job: every one
+ *         whose partial results keep the dtype, that is all but the float16 and bfloat16 sum,
+ *         average and product, whose partials travel between nodes in float32 (rounded once,
+ *         at the end) and whose raw inputs an average scales.
+ */
+static inline int coll_shm_node_reducible(uint32_t dtype, uint32_t op)
+{
+    return dtype < COLL_DTYPE_COUNT && op < COLL_REDOP_COUNT &&
+           !((dtype == COLL_FLOAT16 || dtype == COLL_BFLOAT16) &&
+             (op == COLL_SUM || op == COLL_AVG || op == COLL_PROD));
+}
 
 /** Claim word flag: no more chunks may be claimed (the job failed); the low bits keep how many
  *  were claimed before. */
@@ -113,6 +171,15 @@ typedef struct {
     uint32_t reserved;
     uint64_t ready_ns; /**< set by the completer before DONE: when the last rank posted */
     uint64_t done_ns;  /**< set by the completer before DONE: when the last chunk finished */
+    /** The home post's inter-node phase of a node-reduced allreduce: 0 while it runs, then
+     *  coll_shm_node_word() by the daemon (the home rank resets it before publishing); the
+     *  completer copies it into every post of the operation before DONE. */
+    _Atomic uint64_t node;
+    /* Of a node-reduced allreduce, set by the daemon in the home post before the node word and
+     * copied into every post by the completer: when the daemon checked the other nodes'
+     * descriptors, and when its reduction ended (CLOCK_MONOTONIC ns, coll_req_timing()). */
+    uint64_t peers_ns;
+    uint64_t reduced_ns;
 } coll_shm_post_t;
 
 /** What a rank's completions of operations in shared memory add to the daemon's counters; the
@@ -147,6 +214,8 @@ typedef struct {
     int32_t status;           /**< the job's error (coll_status_t) */
     uint32_t nlocal;          /**< local ranks */
     uint64_t max_bytes;       /**< collectives up to this size run here on a single node */
+    uint64_t node_max_bytes;  /**< on several nodes, allreduces up to this size are reduced
+                                   and distributed here (COLL_CTL_SUB_REDUCED); 0: none */
     double bounds[COLL_SHM_BUCKETS]; /**< the duration histogram's upper bounds, seconds */
     char msg[COLL_SHM_MSG_BYTES];      /**< why the job failed */
     char left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P)" of the first rank that left */

@@ -107,10 +107,14 @@ coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, siz
     /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
     CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
                 (unsigned long long)s->count);
-    CHECK_FIELD((s->flags & ~COLL_CTL_SUB_NODE) == 0 &&
+    CHECK_FIELD((s->flags & ~(COLL_CTL_SUB_NODE | COLL_CTL_SUB_REDUCED)) == 0 &&
                     (!(s->flags & COLL_CTL_SUB_NODE) ||
-                     (unsigned)s->coll < COLL__WIRE__COLLECTIVE__SEND),
-                "submit: flags %#x unknown or on a point-to-point transfer", s->flags);
+                     (unsigned)s->coll < COLL__WIRE__COLLECTIVE__SEND) &&
+                    (!(s->flags & COLL_CTL_SUB_REDUCED) ||
+                     ((s->flags & COLL_CTL_SUB_NODE) &&
+                      s->coll == COLL__WIRE__COLLECTIVE__ALLREDUCE)),
+                "submit: flags %#x unknown, on a point-to-point transfer, or reduced on what is "
+                "not a node allreduce", s->flags);
     return check_compression(s, err, errlen);
 }
 

@@ -46,6 +46,11 @@ static const cfg_key_t keys[] = {
     KEY(shm_max_bytes, CFG_SIZE, "1M",
         "collectives of a single-node job up to this size run among its ranks in shared memory, "
         "without the daemon on the data path; larger ones in the daemon (0: always the daemon)"),
+    KEY(shm_node_max_bytes, CFG_SIZE, "16K",
+        "allreduces of a multi-node job up to this size are reduced among each node's ranks in "
+        "shared memory, the daemons run only the inter-node phase on one buffer per node, and "
+        "the ranks copy the result out (0: the daemon does all of it; the default is the "
+        "crossover measured in docs/benchmarks.md)"),
     KEY(kernel_threads, CFG_UINT, "2",
         "threads that split large single-node reductions (0: the loop thread does them)"),
     KEY(loop_stall_ms, CFG_UINT, "1000",

@@ -31,6 +31,8 @@ typedef struct {
     uint64_t timeout_ms;     /**< bound of every wait of a job (health.h) */
     uint64_t rd_max_bytes;   /**< allreduces up to this size use recursive doubling */
     uint64_t shm_max_bytes;  /**< single-node collectives up to this size run in shared memory */
+    uint64_t shm_node_max_bytes; /**< multi-node allreduces up to this size are reduced and
+                                      distributed in shared memory */
     uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
     uint64_t loop_stall_ms;  /**< a loop callback longer than this is a stall (loopwatch.h) */
     uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */

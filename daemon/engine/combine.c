@@ -44,7 +44,7 @@ void coll_combine_locals(coll_op_t *op, uint64_t off, uint64_t len, void *dst,
         a.f32_mask = (uint64_t)f32;
         src[n++] = partial;
     }
-    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+    for (uint32_t l = 0; l < op->nbufs; l++) {
         a.raw_mask |= 1ull << n;
         src[n++] = (const uint8_t *)op->in[l] + off * op->esize;
     }

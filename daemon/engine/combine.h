@@ -25,7 +25,8 @@ size_t coll_combine_partial_esize(const coll_op_t *op);
 
 /**
  * @brief dst = partial (when not NULL) combined with in[l][off .. off+len) of every local
- *        member of the operation's group.
+ *        member of the operation's group (of its one node buffer, op->nbufs == 1, for a
+ *        node-reduced allreduce).
  *        @p partial and, unless @p finalize, @p dst hold partial results
  *        (coll_combine_partial_esize() per element); with @p finalize, @p dst is an output.
  * @param [in] off      Element offset of the piece in the local ranks' inputs.

@@ -31,7 +31,7 @@ static const char *name(const coll_desc_t *d, char *buf, size_t len)
     return buf;
 }
 
-static coll_op_t *op_find(coll_job_t *job, const coll_group_t *grp, uint64_t key)
+coll_op_t *coll_op_find(coll_job_t *job, const coll_group_t *grp, uint64_t key)
 {
     coll_op_t *op, *tmp;
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
@@ -57,6 +57,7 @@ coll_op_t *coll_op_create(coll_job_t *job, coll_group_t *grp, const coll_desc_t 
     grp->ops++;
     op->desc = *desc;
     op->esize = coll_dtype_size((coll_dtype_t)desc->dtype);
+    op->nbufs = l;
     op->members = (coll_op_member_t *)(op + 1);
     op->in = (const void **)(op->members + l);
     op->out = (void **)(op->in + l);
@@ -83,8 +84,6 @@ static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_des
     coll_job_fail(op->job, COLL_ERR_MISMATCH, 1, "%s: %s submitted %s but rank %u submitted %s",
                   name(mine, nm, sizeof(nm)), who, a, s->rank, b);
 }
-
-static void op_start(coll_op_t *op);
 
 /* A submission this node refuses (bad buffers, root or peer, overlap, a repeated key, no
  * memory) can never complete on the other ranks either: it fails the job on every node, with
@@ -158,7 +157,7 @@ static void add_member(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
                        const Coll__Wire__Submit *sub, const coll_desc_t *desc)
 {
     char err[256], nm[64];
-    coll_op_t *op = op_find(job, grp, sub->key);
+    coll_op_t *op = coll_op_find(job, grp, sub->key);
     uint32_t i = grp->local_of[s->local_rank];
 
     if (op == NULL && (op = coll_op_create(job, grp, desc)) == NULL) {
@@ -176,7 +175,7 @@ static void add_member(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
     if (!coll_desc_equal(&op->desc, desc)) {
         fail_local_mismatch(op, s, desc);
     } else if (op->nsubmitted == grp->nlocal) {
-        op_start(op);
+        coll_op_start(op);
     }
 }
 
@@ -224,12 +223,17 @@ static coll_status_t desc_exchange(coll_op_t *op)
     return st;
 }
 
-/* Daemon addresses of every local member's buffers (NULL where its role uses none). */
+/* Daemon addresses of every local member's buffers (NULL where its role uses none); a
+ * node-reduced allreduce has one, its node buffer. */
 static void map_buffers(coll_op_t *op)
 {
     const coll_group_t *grp = op->grp;
     uint8_t *base = coll_pool_base(op->job->pool);
 
+    if (op->node.off != 0) {
+        op->in[0] = op->out[0] = op->desc.count > 0 ? base + op->node.off : NULL;
+        return;
+    }
     for (uint32_t l = 0; l < grp->nlocal; l++) {
         uint64_t se, re;
         coll_submit_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
@@ -264,7 +268,7 @@ static int ps_start(coll_op_t *op)
     return st == COLL_OK;
 }
 
-static void op_start(coll_op_t *op)
+void coll_op_start(coll_op_t *op)
 {
     coll_job_t *job = op->job;
     int remote = op->grp->nnodes > 1; /* op may be freed by the time it is looked at again */
@@ -345,7 +349,12 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     if (op->stage != NULL) {
         op->stage->done(op, status);
     }
-    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+    if (op->node.off != 0) { /* the ranks distribute the result, or end with the error */
+        coll_shm_node_done(op->job, &op->node, status,
+                           op->desc.algo < COLL_ALGO_REFUSED ? op->desc.algo : COLL_ALGO_AUTO,
+                           t.peers_ns, t.reduced_ns);
+    }
+    for (uint32_t l = 0; l < op->grp->nlocal && op->node.off == 0; l++) {
         coll_op_member_t *m = &op->members[l];
         if (m->session != NULL) {
             coll_session_complete_op(m->session, m->req_id, status, error,

@@ -15,6 +15,7 @@
 #include "base/list.h"
 #include "core/job.h"
 #include "engine/plan.h"
+#include "engine/shm.h"
 #include "net/transport.h"
 #include "proto/ctl.h"
 #include "proto/desc.h"
@@ -97,11 +98,24 @@ typedef struct coll_op {
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
     uint64_t sent_bytes;       /**< data this node sent for it (not descriptors) */
     struct coll_codec_op *codec; /**< its compression (engine/codec/), NULL when none asked */
+    uint32_t nbufs;            /**< local members whose buffers the algorithm reads and writes:
+                                    the group's nlocal, or 1 for a node-reduced allreduce */
+    coll_shm_home_t node;      /**< a node-reduced allreduce (node.off != 0, node_op.h): its one
+                                    buffer, in[0] = out[0], is local rank 0's node buffer, and
+                                    its completion goes to the home post, not to the ranks */
 } coll_op_t;
 
 /** @brief A new operation of group @p grp of @p job described by @p desc, linked into
  *         job->engine.ops (it holds @p grp until freed); NULL: no memory. */
 coll_op_t *coll_op_create(coll_job_t *job, coll_group_t *grp, const coll_desc_t *desc);
+
+/** @return The operation of group @p grp with key @p key that is not done (not a
+ *          point-to-point transfer), or NULL. */
+coll_op_t *coll_op_find(coll_job_t *job, const coll_group_t *grp, uint64_t key);
+
+/** @brief Every local member submitted @p op, whose descriptors agree: start it (the descriptor
+ *         exchange with the previous node, then the algorithm). @p op may be freed on return. */
+void coll_op_start(coll_op_t *op);
 
 /**
  * @brief Handle a client's Submit: validate it (its group must be one the rank registered),

@@ -26,12 +26,13 @@ coll_shm_rank_t *coll_shm_rank(const coll_job_t *job, uint32_t l)
     return coll_shm_rank_of(coll_pool_base(job->pool), job->local_size, l);
 }
 
-void coll_shm_init(coll_job_t *job, uint64_t max_bytes)
+void coll_shm_init(coll_job_t *job, uint64_t max_bytes, uint64_t node_max_bytes)
 {
     coll_shm_hdr_t *h = coll_shm_hdr(job);
 
     h->nlocal = job->local_size;
     h->max_bytes = max_bytes;
+    h->node_max_bytes = job->nnodes > 1 ? node_max_bytes : 0;
     for (unsigned i = 0; i < COLL_SHM_BUCKETS; i++) {
         h->bounds[i] = coll_stats_bucket_bound(i);
     }
@@ -59,9 +60,11 @@ static void to_submit(const coll_shm_desc_t *d, Coll__Wire__Submit *sub)
     sub->layout = d->layout;
 }
 
-/* Local rank @p l's post of @p key, copied and checked into @p sub; its slot and state. */
+/* Local rank @p l's post of @p key, copied and checked into @p sub; its slot and state, and
+ * (when @p desc is not NULL) the post itself. */
 static coll_status_t read_post(coll_job_t *job, uint32_t l, uint64_t key, Coll__Wire__Submit *sub,
-                               uint32_t *slot_p, uint64_t *state_p, char *err, size_t len)
+                               uint32_t *slot_p, uint64_t *state_p, coll_shm_desc_t *desc,
+                               char *err, size_t len)
 {
     coll_shm_desc_t d;
     char why[256];
@@ -78,36 +81,8 @@ static coll_status_t read_post(coll_job_t *job, uint32_t l, uint64_t key, Coll__
                  d.coll >= COLL_SHM_KINDS ? "not a collective" : why);
         return COLL_ERR_PROTOCOL;
     }
-    return COLL_OK;
-}
-
-coll_status_t coll_shm_take(coll_job_t *job, uint64_t key, Coll__Wire__Submit *subs,
-                            uint32_t *who_p, char *err, size_t len)
-{
-    uint32_t slot[COLL_MAX_LOCAL];
-    uint64_t state[COLL_MAX_LOCAL];
-
-    for (uint32_t l = 0; l < job->local_size; l++) {
-        coll_status_t st;
-        coll__wire__submit__init(&subs[l]);
-        if (job->locals[l] == NULL) {
-            state[l] = 0;
-            continue; /* it left: the engine refuses the operation with that reason */
-        }
-        if ((st = read_post(job, l, key, &subs[l], &slot[l], &state[l], err, len)) != COLL_OK) {
-            *who_p = l;
-            return st;
-        }
-    }
-    for (uint32_t l = 0; l < job->local_size; l++) {
-        if (state[l] != 0 &&
-            !coll_shm_move(&coll_shm_rank(job, l)->post[slot[l]], state[l], COLL_SHM_TAKEN)) {
-            /* Only the rank itself (misbehaving) changes a post that every rank agreed on. */
-            snprintf(err, len, "its post of collective key %" PRIu64 " changed while the "
-                     "daemon took it", key);
-            *who_p = l;
-            return COLL_ERR_PROTOCOL;
-        }
+    if (desc != NULL) {
+        *desc = d;
     }
     return COLL_OK;
 }
@@ -119,6 +94,96 @@ static void wake_all(coll_job_t *job)
     for (uint32_t l = 0; l < job->local_size; l++) {
         coll_ctl_notify(coll_ctl_of(base, l));
     }
+}
+
+/* Every local rank's post of @p key, copied and checked into @p subs, with its slot and state
+ * (state 0 for a rank that has left); local rank 0's descriptor in @p home. */
+static coll_status_t read_posts(coll_job_t *job, uint64_t key, Coll__Wire__Submit *subs,
+                                uint32_t *slot, uint64_t *state, coll_shm_desc_t *home,
+                                uint32_t *who_p, char *err, size_t len)
+{
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        coll_status_t st;
+        coll__wire__submit__init(&subs[l]);
+        state[l] = 0;
+        if (job->locals[l] == NULL) {
+            continue; /* it left: the engine refuses the operation with that reason */
+        }
+        if ((st = read_post(job, l, key, &subs[l], &slot[l], &state[l], l == 0 ? home : NULL,
+                            err, len)) != COLL_OK) {
+            *who_p = l;
+            return st;
+        }
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll_shm_take(coll_job_t *job, uint64_t key, Coll__Wire__Submit *subs,
+                            uint32_t *who_p, char *err, size_t len)
+{
+    uint32_t slot[COLL_MAX_LOCAL];
+    uint64_t state[COLL_MAX_LOCAL];
+    coll_status_t st = read_posts(job, key, subs, slot, state, NULL, who_p, err, len);
+
+    for (uint32_t l = 0; l < job->local_size && st == COLL_OK; l++) {
+        if (state[l] != 0 &&
+            !coll_shm_move(&coll_shm_rank(job, l)->post[slot[l]], state[l], COLL_SHM_TAKEN)) {
+            /* Only the rank itself (misbehaving) changes a post that every rank agreed on. */
+            snprintf(err, len, "its post of collective key %" PRIu64 " changed while the "
+                     "daemon took it", key);
+            *who_p = l;
+            return COLL_ERR_PROTOCOL;
+        }
+    }
+    return st;
+}
+
+coll_status_t coll_shm_read_reduced(coll_job_t *job, uint64_t key, Coll__Wire__Submit *subs,
+                                    coll_shm_home_t *home, uint32_t *who_p, char *err,
+                                    size_t len)
+{
+    uint32_t slot[COLL_MAX_LOCAL];
+    uint64_t state[COLL_MAX_LOCAL];
+    coll_shm_desc_t d = {0};
+    coll_status_t st;
+
+    if (job->locals[0] == NULL) {
+        snprintf(err, len, "%s left job %s; its collectives cannot run without it", job->left,
+                 job->id);
+        *who_p = 0;
+        return COLL_ERR_JOB;
+    }
+    if ((st = read_posts(job, key, subs, slot, state, &d, who_p, err, len)) != COLL_OK) {
+        return st;
+    }
+    if (d.coll != COLL_KIND_ALLREDUCE || d.node_off == 0 ||
+        !coll_shm_node_reducible(d.dtype, d.op)) {
+        snprintf(err, len, "collective key %" PRIu64 " handed over as reduced in shared "
+                 "memory, but its home post names no node buffer for it", key);
+        *who_p = 0;
+        return COLL_ERR_PROTOCOL;
+    }
+    *home = (coll_shm_home_t){.off = d.node_off, .slot = slot[0], .state = state[0]};
+    return COLL_OK;
+}
+
+void coll_shm_node_done(coll_job_t *job, const coll_shm_home_t *home, coll_status_t status,
+                        uint32_t algo, uint64_t peers_ns, uint64_t reduced_ns)
+{
+    coll_shm_post_t *p;
+
+    if (job->pool == NULL || (status != COLL_OK && job->state == COLL_JOB_FAILED)) {
+        return; /* a failed job: the header tells the ranks, with its message */
+    }
+    p = &coll_shm_rank(job, 0)->post[home->slot % COLL_SHM_SLOTS];
+    p->peers_ns = peers_ns;
+    p->reduced_ns = reduced_ns;
+    /* Release: the ranks that see the word see the node buffer as the algorithm left it. */
+    atomic_store_explicit(&p->node, coll_shm_node_word(coll_shm_gen(home->state),
+                                                       status < -0xffff ? COLL_ERR_JOB : status,
+                                                       algo),
+                          memory_order_release);
+    wake_all(job);
 }
 
 void coll_shm_fail(coll_job_t *job)

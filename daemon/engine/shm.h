@@ -1,9 +1,11 @@
 /**
  * @file shm.h
  * @brief The daemon's part in its job's shared-memory area (proto/shm_area.h): it sets the area up,
- *        takes the posts of a node submission, and tells the ranks when the job fails or a
- *        rank left. The ranks run small single-node collectives there without the daemon;
- *        engine/shm_watch.h is how the daemon still sees them.
+ *        takes the posts of a node submission (or reads them, for an allreduce they reduce
+ *        and distribute themselves around its inter-node phase), and tells the ranks when
+ *        that phase ended, when the job fails or a rank left. The ranks run small single-node
+ *        collectives there without the daemon; engine/shm_watch.h is how the daemon still
+ *        sees them.
  */
 #ifndef COLL_ENGINE_SHM_H
 #define COLL_ENGINE_SHM_H
@@ -20,11 +22,20 @@ coll_shm_hdr_t *coll_shm_hdr(const coll_job_t *job);
 /** @return Local rank @p l's area. */
 coll_shm_rank_t *coll_shm_rank(const coll_job_t *job, uint32_t l);
 
+/** Local rank 0's post of a node-reduced allreduce (proto/shm_area.h): where its local ranks
+ *  reduced their inputs, and the post whose node word the daemon writes at the end. */
+typedef struct {
+    uint64_t off;   /**< the node buffer: a pool offset, inside one of local rank 0's allocations */
+    uint32_t slot;  /**< the home post's slot */
+    uint64_t state; /**< its state word (generation) when read */
+} coll_shm_home_t;
+
 /**
  * @brief Fill the header and the rank table once every local rank joined and the job is
- *        ready: ranks, pids, the crossover @p max_bytes, the histogram bounds.
+ *        ready: ranks, pids, the crossovers @p max_bytes (single node) and @p node_max_bytes
+ *        (node-reduced allreduces, only with several nodes), the histogram bounds.
  */
-void coll_shm_init(coll_job_t *job, uint64_t max_bytes);
+void coll_shm_init(coll_job_t *job, uint64_t max_bytes, uint64_t node_max_bytes);
 
 /**
  * @brief Take every local rank's post of collective @p key (a node submission): copy each,
@@ -37,6 +48,30 @@ void coll_shm_init(coll_job_t *job, uint64_t max_bytes);
  */
 coll_status_t coll_shm_take(coll_job_t *job, uint64_t key, Coll__Wire__Submit *subs,
                             uint32_t *who_p, char *err, size_t len);
+
+/**
+ * @brief Read every local rank's post of node-reduced allreduce @p key (a node submission
+ *        with COLL_CTL_SUB_REDUCED), as coll_shm_take() but leaving the posts to the ranks:
+ *        @p subs[l] as local rank l's Submit, @p home from local rank 0's post.
+ * @param [out] who_p On a refusal: the local rank whose post is at fault.
+ * @return COLL_OK; COLL_ERR_PROTOCOL (a malformed post, or a home post without a node buffer)
+ *         or COLL_ERR_JOB (a rank withdrew its post, or local rank 0 left) with the reason in
+ *         @p err.
+ */
+coll_status_t coll_shm_read_reduced(coll_job_t *job, uint64_t key, Coll__Wire__Submit *subs,
+                                    coll_shm_home_t *home, uint32_t *who_p, char *err,
+                                    size_t len);
+
+/**
+ * @brief The inter-node phase of the node-reduced allreduce at @p home ended with @p status
+ *        (COLL_OK or an error) by algorithm @p algo, its descriptors checked at @p peers_ns
+ *        and its reduction done at @p reduced_ns (uv_hrtime(); 0 when not reached): write them
+ *        and the home post's node word, and wake every local rank, which then distribute the
+ *        node buffer (or end with the error). Nothing is written for a failed job, whose
+ *        header tells the ranks.
+ */
+void coll_shm_node_done(coll_job_t *job, const coll_shm_home_t *home, coll_status_t status,
+                        uint32_t algo, uint64_t peers_ns, uint64_t reduced_ns);
 
 /** @brief The job failed: its status and message go to the header, every local rank is woken
  *         (those waiting in the area end their posts with that error). */

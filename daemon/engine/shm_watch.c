@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/stats.h"
+#include "engine/op.h"
 #include "engine/shm.h"
 
 /* Merge local rank @p l's post @p d into @p out (n entries); returns the new count. */
@@ -25,8 +26,8 @@ static size_t merge(coll_shm_wait_t *out, size_t n, size_t max, uint32_t l,
         if (n == max) {
             return n;
         }
-        out[n++] = (coll_shm_wait_t){d->key, d->count, d->coll, d->dtype, d->algo, d->post_ns, 0,
-                                     0};
+        out[n++] = (coll_shm_wait_t){d->key, d->count, d->coll, d->dtype, d->algo, d->op,
+                                     d->post_ns, 0, 0};
     }
     if (d->post_ns < out[i].since_ns) {
         out[i].since_ns = d->post_ns;
@@ -44,6 +45,20 @@ static int older(const void *a, const void *b)
     return x->since_ns < y->since_ns ? -1 : x->since_ns > y->since_ns;
 }
 
+/* Whether the daemon runs the inter-node phase of node-reduced allreduce @p key now. */
+static int with_daemon(const coll_job_t *job, uint64_t key)
+{
+    coll_op_t *op, *tmp;
+
+    coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
+    {
+        if (!op->done && op->node.off != 0 && op->desc.key == key) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 size_t coll_shm_waiting(const coll_job_t *job, coll_shm_wait_t *out, size_t max)
 {
     size_t n = 0;
@@ -58,7 +73,8 @@ size_t coll_shm_waiting(const coll_job_t *job, coll_shm_wait_t *out, size_t max)
             coll_shm_desc_t d;
             uint64_t state;
             if (coll_shm_read(&r->post[i], COLL_SHM_POSTED, &state, &d) &&
-                d.coll < COLL_SHM_KINDS && d.dtype < COLL_DTYPE_COUNT) {
+                d.coll < COLL_SHM_KINDS && d.dtype < COLL_DTYPE_COUNT &&
+                !(job->nnodes > 1 && with_daemon(job, d.key))) {
                 n = merge(out, n, max, l, &d, busy == d.key);
             }
         }
@@ -120,9 +136,14 @@ int coll_shm_runs_there(const coll_job_t *job, const coll_shm_wait_t *w)
 {
     uint64_t bytes = coll_stats_op_bytes(w->coll, w->count,
                                          coll_dtype_size((coll_dtype_t)w->dtype), job->world_size);
+    const coll_shm_hdr_t *h = coll_shm_hdr(job);
 
-    return job->nnodes == 1 && w->algo == COLL_ALGO_AUTO && coll_shm_hdr(job)->max_bytes > 0 &&
-           bytes <= coll_shm_hdr(job)->max_bytes;
+    if (job->nnodes > 1) {
+        return w->coll == COLL_KIND_ALLREDUCE && w->algo == COLL_ALGO_AUTO &&
+               coll_shm_node_reducible(w->dtype, w->op) && h->node_max_bytes > 0 &&
+               bytes <= h->node_max_bytes;
+    }
+    return w->algo == COLL_ALGO_AUTO && h->max_bytes > 0 && bytes <= h->max_bytes;
 }
 
 /* The counters of one kind of local rank @p r, taken (zeroed) into the daemon's. */

@@ -22,13 +22,16 @@ typedef struct {
     uint32_t coll;      /**< coll_kind_t */
     uint32_t dtype;
     uint32_t algo;      /**< coll_algo_t asked for (0: auto) */
+    uint32_t op;        /**< coll_redop_t */
     uint64_t since_ns;  /**< its first post (CLOCK_MONOTONIC, as uv_hrtime()) */
     uint64_t posted;    /**< bit l: local rank l posted it (local ranks below 64) */
     uint64_t busy;      /**< bit l: local rank l is running one of its chunks */
 } coll_shm_wait_t;
 
 /**
- * @brief The collectives waiting in @p job's area, oldest first, at most @p max of them.
+ * @brief The collectives waiting in @p job's area, oldest first, at most @p max of them; not
+ *        the node-reduced allreduces whose inter-node phase the daemon runs (its operations
+ *        stand for them then).
  * @return How many were written to @p out (0 for a job that is not ready).
  */
 size_t coll_shm_waiting(const coll_job_t *job, coll_shm_wait_t *out, size_t max);
@@ -50,8 +53,9 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
 
 /**
  * @return 1 when waiting collective @p w runs in shared memory once every local rank posted
- *         it (a single-node job, no forced algorithm, at most the crossover), 0 when it goes to
- *         the daemon.
+ *         it (a single-node job, no forced algorithm, at most the crossover; on several nodes,
+ *         an allreduce reduced and distributed there, up to the node crossover, possibly: local
+ *         rank 0 may have no node buffer free), 0 when it goes to the daemon.
  */
 int coll_shm_runs_there(const coll_job_t *job, const coll_shm_wait_t *w);
 

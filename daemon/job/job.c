@@ -85,7 +85,7 @@ static void job_ready(coll_job_t *job, const coll_job_params_t *params)
         return; /* failed while joining: the joins hear */
     }
     job->state = COLL_JOB_READY;
-    coll_shm_init(job, job->d->cfg.shm_max_bytes);
+    coll_shm_init(job, job->d->cfg.shm_max_bytes, job->d->cfg.shm_node_max_bytes);
     uv_timer_stop(&job->join_timer);
     coll_health_start(job);
     coll_peerwatch_start(job);

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 
+#include "engine/node_op.h"
 #include "engine/op.h"
 #include "engine/shm.h"
 #include "job/session.h"
@@ -33,9 +34,35 @@ static void submit_node(coll_job_t *job, const Coll__Wire__Submit *sub)
     }
 }
 
+/* Every local rank's post of an allreduce they reduced in shared memory: its inter-node phase. */
+static void submit_reduced(coll_job_t *job, const Coll__Wire__Submit *sub)
+{
+    Coll__Wire__Submit subs[COLL_MAX_LOCAL];
+    coll_shm_home_t home;
+    char err[400];
+    uint32_t who = 0;
+    coll_status_t st;
+
+    if (job->state != COLL_JOB_READY) {
+        return; /* after a failure the ranks end what they posted with its error */
+    }
+    st = coll_shm_read_reduced(job, sub->key, subs, &home, &who, err, sizeof(err));
+    if (st == COLL_ERR_PROTOCOL) {
+        coll_session_reject(job->locals[who], err);
+        return;
+    }
+    if (st != COLL_OK) {
+        coll_job_fail(job, st, 1, "%s", err);
+        return;
+    }
+    coll_op_submit_reduced(job, subs, &home);
+}
+
 void coll_job_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub)
 {
-    if (sub->flags & COLL_CTL_SUB_NODE) {
+    if (sub->flags & COLL_CTL_SUB_REDUCED) {
+        submit_reduced(job, sub);
+    } else if (sub->flags & COLL_CTL_SUB_NODE) {
         submit_node(job, sub);
     } else {
         coll_op_submit(job, s, sub);

@@ -206,12 +206,15 @@ static json_t *ops_json(const coll_job_t *job, uint64_t now)
     return a;
 }
 
-/* The shared-memory path: its crossover and what the ranks ran there. */
+/* The shared-memory path: its crossovers and what the ranks ran there (node-reduced
+ * allreduces count among the daemon's operations). */
 static json_t *shm_json(coll_job_t *job)
 {
     coll_shm_harvest(job);
-    return json_pack("{s:I, s:I, s:I}", "max_bytes",
+    return json_pack("{s:I, s:I, s:I, s:I}", "max_bytes",
                      (json_int_t)(job->nnodes == 1 ? job->d->cfg.shm_max_bytes : 0),
+                     "node_max_bytes",
+                     (json_int_t)(job->nnodes > 1 ? job->d->cfg.shm_node_max_bytes : 0),
                      "operations", (json_int_t)job->engine.shm_done, "posted",
                      (json_int_t)job->engine.shm_posted);
 }

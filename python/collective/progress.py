@@ -43,7 +43,7 @@ class Future(concurrent.futures.Future):
     Attributes, set before the future completes:
         operation (str): the collective, e.g. ``"allreduce"``.
         algo (str): the algorithm that ran it (``"ring"``, ``"rd"``, ``"local"``, ``"shm"``,
-            ...); may be "" on failure.
+            ``"shm+rd"``, ``"shm+ring"``, ...); may be "" on failure.
         timing (Timing | None): its phase times; None on failure.
         wire_bytes (int): bytes its node sent to other nodes for it; dense_bytes (int): what
             the uncompressed ring would have sent (coll_req_wire_bytes()); 0 on one node.

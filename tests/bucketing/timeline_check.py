@@ -8,7 +8,8 @@ Checks, on the files of a real run (784-300-200-100-10, three buckets, 8 steps):
     bytes and algorithm in its args; phase events ("wait local ranks", "reduce", "complete", and
     "wait other nodes" / "distribute" on the ring) each inside the [ts, ts + dur] of an
     allreduce on the same track; inside each allreduce exactly its algorithm's steps on 2 nodes
-    ("reduce-scatter step 1/1", "all-gather step 1/1"; "round 1/1"), one after the other; the spans forward, backward, optimizer and "grads wait_all"
+    ("reduce-scatter step 1/1", "all-gather step 1/1"; "round 1/1"; none for "shm+rd" and
+    "shm+ring"), one after the other; the spans forward, backward, optimizer and "grads wait_all"
     on the track "step"; metadata naming the process "rank <r>";
   - a run stopped by SIGTERM in the middle (no coll_comm_destroy) leaves files that still parse
     and hold the events written until then;
@@ -80,7 +81,7 @@ def check_allreduces(path, events, tracks, steps):
     for e in colls:
         a = e["args"]
         if tracks[e["tid"]] != "grads bucket %d" % a["bucket"] or a["bytes"] <= 0 or \
-                a["algo"] not in ("ring", "rd") or a["op"] != "avg":
+                a["algo"] not in STEP_NAMES or a["op"] != "avg":
             raise TestFailure("%s: unexpected allreduce event %s" % (path, e))
     return colls
 
@@ -105,8 +106,11 @@ def check_phases(path, events, colls):
 
 
 # The algorithm's steps on 2 nodes (coll_req_steps()): the ring's one reduce-scatter and one
-# all-gather step, recursive doubling's one round.
-STEP_NAMES = {"ring": ["reduce-scatter step 1/1", "all-gather step 1/1"], "rd": ["round 1/1"]}
+# all-gather step, recursive doubling's one round; none for the allreduces the local ranks
+# reduce and distribute in shared memory around the daemons' algorithm ("shm+rd", "shm+ring":
+# the daemons' steps are not handed to the ranks), whose phases the timeline still shows.
+STEP_NAMES = {"ring": ["reduce-scatter step 1/1", "all-gather step 1/1"], "rd": ["round 1/1"],
+              "shm+ring": [], "shm+rd": []}
 
 
 def check_steps(path, events, colls):

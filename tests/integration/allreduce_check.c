@@ -11,7 +11,8 @@
  * out-of-place input must be unchanged. With --window W, W operations are in flight at once;
  * with --keyed they carry explicit keys and every rank submits them in another order.
  *
- * Mismatch mode (--mismatch-rank R): rank R submits a different count for the same operation
+ * Mismatch mode (--mismatch-rank R, or --mismatch-node N for every rank of a node): rank R
+ * submits a different count for the same operation
  * (with --mismatch-layout: the same count but another tensor layout fingerprint,
  * coll_op_params_t.layout). Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS,
  * with both counts (both layouts) in the message of coll_comm_last_error(), its output (and
@@ -531,13 +532,14 @@ static void check_layouts_named(const char *msg)
 static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
 {
     size_t other = o->mismatch_layout ? count : count + 1 + count / 2;
-    size_t mine = c->rank == o->mismatch_rank ? other : count;
+    int odd = c->rank == o->mismatch_rank || c->rank / c->local_size == o->mismatch_node;
+    size_t mine = odd ? other : count;
     bufs_t b;
     char msg[1024];
 
     bufs_alloc(c, mine, is_inplace(o, c->rank), &b);
     if (o->mismatch_layout) {
-        b.layout = c->rank == o->mismatch_rank ? LAYOUT_ODD : LAYOUT_REST;
+        b.layout = odd ? LAYOUT_ODD : LAYOUT_REST;
     }
     /* Every rank holds its buffers before anyone submits: a mismatch among the local ranks of
      * one node fails the job at once, after which the others could not allocate. */
@@ -551,8 +553,9 @@ static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
     double dt = now_s() - t0;
     snprintf(msg, sizeof(msg), "%s", coll_comm_last_error(c->comm));
     if (st != COLL_ERR_MISMATCH) {
-        die("rank %d submitted count %zu, the others %zu: expected COLL_ERR_MISMATCH within %d "
-            "ms, got %s (%s) after %.3f s; last error: '%s'", o->mismatch_rank, other, count,
+        die("rank %d (or node %d) submitted count %zu, the others %zu: expected "
+            "COLL_ERR_MISMATCH within %d ms, got %s (%s) after %.3f s; last error: '%s'",
+            o->mismatch_rank, o->mismatch_node, other, count,
             MISMATCH_DEADLINE_MS, coll_err_name(st), coll_strerror(st), dt, msg);
     }
     if (o->mismatch_layout) {
@@ -625,9 +628,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < o.ncounts; k++) {
         max_count = counts[k] > max_count ? counts[k] : max_count;
     }
-    if (o.mismatch_rank >= c.world) {
-        fprintf(stderr, "allreduce_check: --mismatch-rank %d >= world size %d\n",
-                o.mismatch_rank, c.world);
+    if (o.mismatch_rank >= c.world || o.mismatch_node >= c.nodes) {
+        fprintf(stderr, "allreduce_check: --mismatch-rank %d or --mismatch-node %d beyond the "
+                "world (%d ranks, %d nodes)\n", o.mismatch_rank, o.mismatch_node, c.world, c.nodes);
         return 2;
     }
     params.pool_bytes = pool_bytes_for(max_count + max_count / 2 + 1, c.local_size) * o.window;
@@ -640,7 +643,7 @@ int main(int argc, char **argv)
         die("communicator has world %d local %d, environment said %d and %d",
             coll_comm_world_size(c.comm), coll_comm_local_size(c.comm), c.world, c.local_size);
     }
-    if (o.mismatch_rank >= 0) {
+    if (o.mismatch_rank >= 0 || o.mismatch_node >= 0) {
         run_mismatch(&c, &o, counts[0]);
     } else {
         for (int k = 0; k < o.ncounts; k++) {

@@ -30,6 +30,7 @@ typedef struct {
     place_t place;
     int mismatch_rank; /* -1: correctness mode */
     int mismatch_layout; /* mismatch mode: the layout differs, not the count */
+    int mismatch_node; /* -1, or mismatch mode: every rank of this node submits the other count */
     int late_rank;     /* -1: none */
     int late_ms;       /* how long late_rank waits before submitting in mismatch mode */
     int timeout_ms;

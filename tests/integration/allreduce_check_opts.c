@@ -16,7 +16,7 @@ void allreduce_check_usage(FILE *f)
             "usage: allreduce_check [--counts LIST] [--op sum|avg] [--iters K] [--window W]\n"
             "                       [--keyed]\n"
             "                       [--inplace|--outofplace|--mixed] [--mismatch-rank R\n"
-            "                       [--mismatch-layout]]\n"
+            "                       [--mismatch-layout]] [--mismatch-node N]\n"
             "                       [--late-rank K [--late-ms D]] [--timeout-ms T]\n"
             "Run as every rank of a collective-launch job; checks coll_allreduce_async().\n"
             "  --counts LIST   comma-separated element counts (default 0,1,N-1,N+1,1000003):\n"
@@ -32,6 +32,8 @@ void allreduce_check_usage(FILE *f)
             "  --mismatch-rank R  rank R submits another count than the others for the first\n"
             "                  count of LIST; every rank must get COLL_ERR_MISMATCH\n"
             "  --mismatch-layout  rank R submits the same count but another tensor layout\n"
+            "  --mismatch-node N  every rank of node N submits another count: its local ranks\n"
+            "                  agree, the daemons find the mismatch between nodes\n"
             "                  fingerprint (coll_op_params_t.layout) than the others\n"
             "  --late-rank K   in mismatch mode, rank K submits --late-ms later than the others\n"
             "  --late-ms D     that delay in milliseconds (default 500)\n"
@@ -61,6 +63,7 @@ void allreduce_check_parse_opts(int argc, char **argv, opts_t *o)
         {"outofplace", no_argument, NULL, 'O'},     {"mixed", no_argument, NULL, 'M'},
         {"mismatch-rank", required_argument, NULL, 'm'},
         {"mismatch-layout", no_argument, NULL, 'Y'},
+        {"mismatch-node", required_argument, NULL, 'n'},
         {"window", required_argument, NULL, 'w'},   {"keyed", no_argument, NULL, 'k'},
         {"late-rank", required_argument, NULL, 'l'}, {"late-ms", required_argument, NULL, 'L'},
         {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
@@ -69,7 +72,7 @@ void allreduce_check_parse_opts(int argc, char **argv, opts_t *o)
     int ch, bad = 0;
 
     *o = (opts_t){.op = COLL_SUM, .iters = 2, .place = PLACE_OUT, .mismatch_rank = -1, .window = 1,
-                  .late_rank = -1, .late_ms = 500, .timeout_ms = 120000};
+                  .mismatch_node = -1, .late_rank = -1, .late_ms = 500, .timeout_ms = 120000};
     split_counts(o, "0,1,N-1,N+1,1000003");
     while (!bad && (ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
@@ -84,6 +87,7 @@ void allreduce_check_parse_opts(int argc, char **argv, opts_t *o)
         case 'M': o->place = PLACE_MIXED; break;
         case 'm': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_rank = (int)v; break;
         case 'Y': o->mismatch_layout = 1; break;
+        case 'n': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_node = (int)v; break;
         case 'w': bad = check_parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
         case 'k': o->keyed = 1; break;
         case 'l': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;

@@ -7,7 +7,8 @@
  *
  * For every operation: the output equals the expected values, an out-of-place input is
  * unchanged, the guard bytes around every buffer are intact, and coll_req_algo() names the
- * forced algorithm (on one node "shm" up to coll_comm_shm_max_bytes() under auto, else
+ * forced algorithm (on one node "shm" up to coll_comm_shm_max_bytes() under auto, on several
+ * nodes "shm+rd" or "shm+ring" for the allreduces up to coll_comm_shm_node_max_bytes(), else
  * "local"; one that auto may choose otherwise). With --window W,
  * W operations are in flight at once; --shuffle mixes the order (the same on every rank), so
  * that different collectives, datatypes and sizes run concurrently.
@@ -191,14 +192,37 @@ static int runs_in_shm(const check_ctx_t *c, const case_t *k, int forced)
            bytes <= coll_comm_shm_max_bytes(c->comm);
 }
 
-static void check_algo(const check_ctx_t *c, const slot_t *s)
+/* Whether the local ranks of a multi-node job reduce the case and distribute its result around
+ * the daemons' algorithm (coll_comm_shm_node_max_bytes()): an allreduce under auto whose
+ * partial results keep the dtype (not 16-bit floats summed, averaged or multiplied). */
+static int node_reduced(const check_ctx_t *c, const case_t *k, int forced)
+{
+    uint64_t max = coll_comm_shm_node_max_bytes(c->comm);
+    int half = k->dt == COLL_FLOAT16 || k->dt == COLL_BFLOAT16;
+    int accumulates = k->op == COLL_SUM || k->op == COLL_AVG || k->op == COLL_PROD;
+
+    return max > 0 && k->kind == K_ALLREDUCE && forced == COLL_ALGO_AUTO &&
+           !(half && accumulates) && (uint64_t)k->count * coll_dtype_size(k->dt) <= max;
+}
+
+/* Node-reduced: "shm+" and an algorithm auto may choose; with more operations in flight than
+ * local rank 0's node buffers (4), some run in the daemon whole. */
+static int node_algo_ok(const opts_t *o, const slot_t *s)
+{
+    return strncmp(s->algo, "shm+", 4) == 0 ? auto_allows(s->k.kind, s->algo + 4)
+                                            : o->window > 4 && auto_allows(s->k.kind, s->algo);
+}
+
+static void check_algo(const check_ctx_t *c, const opts_t *o, const slot_t *s)
 {
     int forced = forced_algo(&s->k);
+    int node = node_reduced(c, &s->k, forced);
     const char *want = runs_in_shm(c, &s->k, forced)  ? "shm"
                        : c->nodes == 1                ? "local"
                        : forced != COLL_ALGO_AUTO ? coll_algo_name((coll_algo_t)forced)
                                                     : NULL;
-    if (want != NULL ? strcmp(s->algo, want) != 0 : !auto_allows(s->k.kind, s->algo)) {
+    if (node ? !node_algo_ok(o, s)
+             : want != NULL ? strcmp(s->algo, want) != 0 : !auto_allows(s->k.kind, s->algo)) {
         check_die("%s: coll_req_algo() says '%s', expected %s%s%s", s->what, s->algo,
                   want != NULL ? "'" : "one that auto may choose", want != NULL ? want : "",
                   want != NULL ? "'" : "");
@@ -429,7 +453,7 @@ static void slot_finish(const check_ctx_t *c, const opts_t *o, slot_t *s, double
         check_die("%s: %s (%s): %s", s->what, coll_err_name(s->st), coll_strerror(s->st),
                   coll_comm_last_error(c->comm));
     } else {
-        check_algo(c, s);
+        check_algo(c, o, s);
         check_output(c, s);
         check_input_kept(c, s);
         note_auto_algo(s);

@@ -57,6 +57,14 @@ run among themselves, checked through coll_req_algo(); ctest -L latency):
   shm_shutdown  rank 2 stops submitting; the daemon gets SIGTERM. Ranks 0 and 1, waiting in
                 shared memory: COLL_ERR_JOB "shutting down" within 1 s; the daemon exits 0.
 
+Multi-node allreduces reduced and distributed among each node's ranks around the daemons'
+algorithm (2 nodes x 2 ranks, 4 KiB, checked through coll_req_algo() "shm+rd"):
+
+  node_kill     SIGKILL rank 1 with operations in flight. Ranks 0, 2 and 3: COLL_ERR_JOB naming
+                "rank 1" (its daemon sees it leave while collectives wait).
+  node_abort    rank 1 stops submitting and calls coll_comm_abort(). Ranks 0, 2 and 3, asleep
+                in shared memory or in the daemons: COLL_ERR_JOB naming "rank 1" within 1 s.
+
 Access control and resources (not timed faults):
 
   job_token     a rank without the job's token, and one with another token, are refused with
@@ -445,6 +453,43 @@ def case_shm_shutdown(ctx):
     c.check_no_crash()
 
 
+def node_job(ctx, job_id, *extra):
+    """2 nodes x 2 ranks looping on 4 KiB allreduces, which each node's ranks must reduce and
+    distribute in shared memory around the daemons' recursive doubling."""
+    ctx.c.start_daemons(2)
+    job = loop_job(ctx, job_id, [0, 1], 2, SHM_COUNT, 2, *extra)
+    algo = job.rank(0).event("PROGRESS").get("algo")
+    check(algo == "shm+rd", "job %s: its allreduces ran as '%s', not 'shm+rd'" % (job_id, algo))
+    return job
+
+
+def case_node_kill(ctx):
+    job = node_job(ctx, "node-kill")
+    victim = job.rank(1)
+    t = inject("SIGKILL rank 1 (pid %d) with allreduces in shared memory" % victim.pid,
+               lambda: victim.signal(signal.SIGKILL))
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 1\b") for r in (0, 2, 3)})
+    expect_status_failed(ctx, [0, 1], job.id, r"\brank 1\b")
+    victim.popen.wait(5)
+    del job.ranks[1]
+    end_job(job)
+    fresh_job(ctx, "node-kill-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_node_abort(ctx):
+    job = node_job(ctx, "node-abort", "--stall-rank", "1", "--stall-after", "20", "--abort")
+    job.wait_event("ABORTED", ranks=[1], timeout=30)
+    t = float(job.rank(1).event("ABORTED")["t_mono"])
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 1\b") for r in (0, 2, 3)})
+    check(max(ctx.times.values()) < 1.0, "the waiting ranks heard of the abort %.3f s after it"
+          % max(ctx.times.values()))
+    expect_status_failed(ctx, [0, 1], job.id, r"\brank 1\b.*fault_rank --abort")
+    end_job(job, expect=None)  # rank 1 ended the job and exits 0
+    fresh_job(ctx, "node-abort-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
 # ---- access control and resources ---------------------------------------------------------------
 
 def expect_joinfail(proc, status, stderr_pattern, timeout=20):
@@ -563,7 +608,8 @@ CASES = {
     "trainer_leave": case_trainer_leave,
     "daemon_stop": case_daemon_stop, "link_down": case_link_down, "stall": case_stall,
     "shm_kill": case_shm_kill, "shm_stop": case_shm_stop, "shm_abort": case_shm_abort,
-    "shm_shutdown": case_shm_shutdown,
+    "shm_shutdown": case_shm_shutdown, "node_kill": case_node_kill,
+    "node_abort": case_node_abort,
     "job_token": case_job_token, "peer_secret": case_peer_secret,
     "pool_budget": case_pool_budget,
 }

@@ -84,7 +84,7 @@ static void finish(coll_op_t *op, rd_t *d)
 
     coll_combine_finish(op, op->out[0], d->mine + sizeof(coll_desc_t), op->desc.count);
     /* An empty operation has no buffers (NULL), which memcpy must not be given even for 0. */
-    for (uint32_t l = 1; l < op->grp->nlocal && out_bytes > 0; l++) {
+    for (uint32_t l = 1; l < op->nbufs && out_bytes > 0; l++) {
         memcpy(op->out[l], op->out[0], out_bytes);
     }
     coll_op_algo_done(op);

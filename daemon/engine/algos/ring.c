@@ -114,7 +114,7 @@ static uint8_t *at(const void *base, const coll_op_t *op, uint64_t elems)
 /* Local rank 0's output holds every all-gathered piece; the others get copies. */
 static void copy_to_other_locals(coll_op_t *op, coll_piece_t p)
 {
-    for (uint32_t l = 1; l < op->grp->nlocal; l++) {
+    for (uint32_t l = 1; l < op->nbufs; l++) {
         memcpy(at(op->out[l], op, p.off), at(op->out[0], op, p.off), bytes(op, p.len));
     }
 }
@@ -442,7 +442,7 @@ static coll_status_t ring_start(coll_op_t *op)
     g->r = grp->node_rank;
     g->next = (g->r + 1) % g->n;
     g->prev = (g->r + g->n - 1) % g->n;
-    g->nlocal = grp->nlocal;
+    g->nlocal = op->nbufs; /* 1 for a node-reduced allreduce: the node buffer */
     g->partial_esize = coll_combine_partial_esize(op);
     /* Step 0 sends a partial result: a combination of the inputs unless one raw input already
      * is one (a single local rank, no scaling, the input's own size). */

@@ -8,8 +8,10 @@
  * Cases: every collective at 1..4 ranks (counts 0, 1, 5 and two chunks; in place and out of
  * place) against values computed here; keyed operations submitted in another order on every
  * rank; a mismatch (an Abort with both descriptors, then every rank fails, outputs untouched);
- * a failed job waking waiters; a departed rank; and the hand-over of a multi-node job's
- * collective to the daemon in exactly one node submission.
+ * a failed job waking waiters; a departed rank; the hand-over of a multi-node job's
+ * collective to the daemon in exactly one node submission; and a multi-node allreduce reduced
+ * into local rank 0's node buffer, handed over once, and distributed after the daemon's word
+ * (or ended with the error the word carries, outputs untouched).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -45,6 +47,7 @@
 #define MAXL 4
 #define BUF (512u * 1024u) /* each rank's send and receive buffers: 4 x 20000 floats */
 #define WAIT_MS 10000
+#define NODE_BYTES (128u * 1024u) /* node_max_bytes of the node-reduced cases */
 
 typedef struct world {
     uint32_t nlocal, nnodes;
@@ -122,7 +125,7 @@ static world_t *world_new(uint32_t nlocal, uint32_t nnodes)
 
     w->nlocal = nlocal;
     w->nnodes = nnodes;
-    w->pool_bytes = COLL_POOL_PREFIX(MAXL) + MAXL * 2 * BUF;
+    w->pool_bytes = COLL_POOL_PREFIX(MAXL) + MAXL * 2 * BUF + COLL_SHM_NODE_BUFS * NODE_BYTES;
     w->pool = aligned_alloc(4096, w->pool_bytes);
     memset(w->pool, 0, w->pool_bytes);
     init_area(w);
@@ -543,6 +546,110 @@ static void test_node_submission(void **state)
     world_free(w);
 }
 
+/* ---- a multi-node allreduce reduced in shared memory around the daemon's phase ------------ */
+
+#define NODE_COUNT 20000 /* two chunks of the reduce, two of the distribution */
+#define OTHER_NODE 1000.0f /* what the fake daemon adds: the other node's sum, everywhere */
+
+/* Local rank 0's node buffers, after every rank's (the library allocates them; here given). */
+#define NODE_REGION (COLL_POOL_PREFIX(MAXL) + MAXL * 2 * BUF)
+
+static void run_reduced(world_t *w, uint32_t l, void *p)
+{
+    coll_status_t want = *(const coll_status_t *)p, st;
+    float *out = l % 2 ? sendbuf(w, l) : recvbuf(w, l); /* odd ranks in place */
+    coll_request_t *r = NULL;
+    char algo[32];
+
+    fill(w, l, NODE_COUNT);
+    T_EQ(DONE(coll_allreduce_async(w->c[l], sendbuf(w, l), out, NODE_COUNT, COLL_FLOAT32,
+                                   COLL_SUM, NULL, &r), algo), want);
+    for (size_t i = 0; i < NODE_COUNT; i++) {
+        T_CHECK(out[i] == (want == COLL_OK ? sum_at(w, i) + OTHER_NODE
+                                           : l % 2 ? input(l, i) : -1e30f));
+    }
+    T_CHECK(want == COLL_OK ? strcmp(algo, "shm+rd") == 0
+                            : strstr(coll_comm_last_error(w->c[l]), "inter-node phase") != NULL);
+}
+
+/* The one node submission of the reduced allreduce: no output written, the node sum in local
+ * rank 0's node buffer; then the other node's part is added and the node word written. */
+static void play_inter_node(world_t *w, const coll_ctl_sub_t *rec, coll_status_t status)
+{
+    coll_shm_rank_t *home = coll_shm_rank_of(w->pool, w->nlocal, 0);
+    uint32_t slot;
+    uint64_t state;
+    coll_shm_desc_t d;
+    float *node;
+
+    T_CHECK(coll_shm_find(home, rec->key, COLL_SHM_POSTED, &slot, &state, &d));
+    T_EQ(d.node_off, NODE_REGION);
+    node = (float *)(void *)(w->pool + d.node_off);
+    for (size_t i = 0; i < NODE_COUNT; i++) {
+        T_CHECK(node[i] == sum_at(w, i));
+        for (uint32_t l = 0; l < w->nlocal; l++) {
+            T_CHECK(l % 2 ? sendbuf(w, l)[i] == input(l, i) : recvbuf(w, l)[i] == -1e30f);
+        }
+        node[i] += OTHER_NODE;
+    }
+    atomic_store_explicit(&home->post[slot].node,
+                          coll_shm_node_word(coll_shm_gen(state), status, COLL_ALGO_RD),
+                          memory_order_release);
+    for (uint32_t l = 0; l < w->nlocal; l++) {
+        coll_ctl_notify(coll_ctl_of(w->pool, l));
+    }
+}
+
+static coll_status_t g_node_status; /* what the fake daemon's node word says */
+
+static void *daemon_for_reduced(void *p)
+{
+    world_t *w = p;
+    coll_ctl_sub_t rec;
+    uint32_t found = 0;
+
+    for (int tries = 0; found == 0 && tries < WAIT_MS; tries++) {
+        for (uint32_t l = 0; l < w->nlocal; l++) {
+            while (coll_ctl_take(coll_ctl_of(w->pool, l), &rec) == 1) {
+                T_EQ(rec.flags, COLL_CTL_SUB_NODE | COLL_CTL_SUB_REDUCED);
+                found++;
+            }
+        }
+        usleep(found == 0 ? 1000 : 0);
+    }
+    T_EQ(found, 1);
+    play_inter_node(w, &rec, g_node_status);
+    usleep(20000);
+    for (uint32_t l = 0; l < w->nlocal; l++) {
+        T_EQ(coll_ctl_take(coll_ctl_of(w->pool, l), &rec), 0); /* exactly one in all */
+    }
+    return NULL;
+}
+
+static void reduced_case(uint32_t nlocal, coll_status_t status)
+{
+    world_t *w = world_new(nlocal, 2);
+    pthread_t d;
+
+    coll_shm_hdr_of(w->pool, nlocal)->node_max_bytes = NODE_BYTES;
+    w->c[0]->shm->node_off = NODE_REGION;
+    w->c[0]->shm->node_bytes = NODE_BYTES;
+    g_node_status = status;
+    pthread_create(&d, NULL, daemon_for_reduced, w);
+    on_every_rank(w, run_reduced, &status);
+    pthread_join(d, NULL);
+    T_EQ(w->c[0]->shm->node_busy, 0); /* the node buffer is free again */
+    world_free(w);
+}
+
+static void test_node_reduced(void **state)
+{
+    reduced_case(2, COLL_OK);
+    reduced_case(3, COLL_OK);
+    reduced_case(4, COLL_OK);
+    reduced_case(3, COLL_ERR_UNSUPPORTED);
+}
+
 /* COLL_SPIN_US: microseconds from 0 to 10000; anything else fails the opening of the area with
  * a message naming the variable, and leaves no area. */
 static void test_spin_env(void **state)
@@ -583,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_failure_wakes_waiters),
         cmocka_unit_test(test_departed_rank),
         cmocka_unit_test(test_node_submission),
+        cmocka_unit_test(test_node_reduced),
         cmocka_unit_test(test_spin_env),
     };
     return cmocka_run_group_tests_name("client shared-memory path", tests, NULL, NULL);

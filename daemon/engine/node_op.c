@@ -1,0 +1,105 @@
+/*
+ * A node-reduced allreduce in the daemon: one operation for every local rank, as if the node had
+ * a single rank whose buffer is the node buffer (input and output, in place). The engine's
+ * algorithms read and write only op->nbufs local buffers, so they move nothing else; the local
+ * ranks' own buffers are never touched here, only checked as for their own submissions.
+ */
+#include "engine/node_op.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "engine/op.h"
+#include "engine/submit.h"
+
+/* The checks of every local rank's own submission; COLL_OK or an error with the reason. */
+static coll_status_t check_ranks(coll_job_t *job, coll_group_t *grp, const Coll__Wire__Submit *subs,
+                                 char *err, size_t len)
+{
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        coll_status_t st;
+        if (job->locals[l] == NULL) {
+            snprintf(err, len, "%s left job %s; the collectives of its communicators cannot "
+                     "run without it", job->left, job->id);
+            return COLL_ERR_JOB;
+        }
+        if ((st = coll_submit_check(job, grp, job->locals[l], &subs[l], err, len)) != COLL_OK) {
+            return st;
+        }
+    }
+    if (coll_op_find(job, grp, subs[0].key) != NULL) {
+        snprintf(err, len, "allreduce key %" PRIu64 " was handed to the daemon twice",
+                 subs[0].key);
+        return COLL_ERR_PROTOCOL;
+    }
+    return COLL_OK;
+}
+
+/* Every local rank's descriptor equals local rank 0's (@p desc); COLL_ERR_MISMATCH with both
+ * in @p err otherwise. */
+static coll_status_t check_agree(coll_job_t *job, coll_group_t *grp, const Coll__Wire__Submit *subs,
+                                 const coll_desc_t *desc, char *err, size_t len)
+{
+    char a[200], b[200], nm[64];
+    coll_desc_t d;
+
+    for (uint32_t l = 1; l < job->local_size; l++) {
+        coll_submit_desc(job, grp, &subs[l], &d);
+        if (!coll_desc_equal(desc, &d)) {
+            coll_desc_format(desc, a, sizeof(a));
+            coll_desc_format(&d, b, sizeof(b));
+            coll_desc_name(&d, nm, sizeof(nm));
+            snprintf(err, len, "%s: rank %u submitted %s but rank %u submitted %s", nm,
+                     job->locals[0]->rank, a, job->locals[l]->rank, b);
+            return COLL_ERR_MISMATCH;
+        }
+    }
+    return COLL_OK;
+}
+
+void coll_op_submit_reduced(coll_job_t *job, const Coll__Wire__Submit *subs,
+                            const coll_shm_home_t *home)
+{
+    coll_group_t *grp = job->world;
+    char err[640];
+    coll_desc_t desc;
+    coll_op_t *op;
+    coll_status_t st = check_ranks(job, grp, subs, err, sizeof(err));
+
+    if (st == COLL_OK) {
+        coll_submit_desc(job, grp, &subs[0], &desc);
+        st = check_agree(job, grp, subs, &desc, err, sizeof(err));
+    }
+    if (st == COLL_OK &&
+        !coll_pool_range_owned(job->pool, home->off,
+                               subs[0].count * coll_dtype_size((coll_dtype_t)subs[0].dtype),
+                               job->locals[0])) {
+        snprintf(err, sizeof(err), "rank %u: its node buffer [%" PRIu64 ", +%" PRIu64 ") is "
+                 "not inside its allocations in the pool of job %s", job->locals[0]->rank,
+                 home->off, subs[0].count * coll_dtype_size((coll_dtype_t)subs[0].dtype),
+                 job->id);
+        st = COLL_ERR_PROTOCOL;
+    }
+    if (st == COLL_OK && (op = coll_op_create(job, grp, &desc)) == NULL) {
+        snprintf(err, sizeof(err), "daemon out of memory");
+        st = COLL_ERR_NOMEM;
+    }
+    if (st == COLL_ERR_MISMATCH) {
+        coll_job_fail(job, st, 1, "%s", err);
+        return;
+    }
+    if (st != COLL_OK) {
+        coll_job_fail(job, st, 1, "job %s: the allreduce the ranks of node %u reduced in shared "
+                      "memory was refused: %s", job->id, job->node_rank, err);
+        return;
+    }
+    op->nbufs = 1;
+    op->node = *home;
+    for (uint32_t l = 0; l < job->local_size; l++) {
+        coll_session_t *s = job->locals[l];
+        op->members[grp->local_of[l]] =
+            (coll_op_member_t){s, subs[l].req_id, subs[l].send_offset, subs[l].recv_offset};
+    }
+    op->nsubmitted = grp->nlocal;
+    coll_op_start(op);
+}
