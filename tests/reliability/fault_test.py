@@ -231,16 +231,24 @@ def case_trainer_kill(ctx):
     c = ctx.c
     c.start_daemons(2)
     job = loop_job(ctx, "kill-trainer", [0, 1], 2, 1 << 18, 4)
-    victim = job.rank(3)
-    t = inject("SIGKILL rank 3 (pid %d) with allreduces in flight" % victim.pid,
-               lambda: victim.signal(signal.SIGKILL))
-    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 3\b") for r in (0, 1, 2)})
-    expect_status_failed(ctx, [0, 1], job.id, r"\brank 3\b")
-    victim.popen.wait(5)
-    del job.ranks[3]
-    end_job(job)
+    kill_rank(ctx, job, 3, "with allreduces in flight", [0, 1])
     fresh_job(ctx, "kill-trainer-fresh", [0, 1], 2)
     finish(ctx, [0, 1])
+
+
+def kill_rank(ctx, job, rank, doing, nodes):
+    """SIGKILL rank @rank of @job while it is @doing: every other rank fails with COLL_ERR_JOB
+    naming it, the status of @nodes' daemons shows the job failed, and the job is ended."""
+    victim = job.rank(rank)
+    t = inject("SIGKILL rank %d (pid %d) %s" % (rank, victim.pid, doing),
+               lambda: victim.signal(signal.SIGKILL))
+    pattern = r"\brank %d\b" % rank
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, pattern)
+                                  for r in list(job.ranks) if r != rank})
+    expect_status_failed(ctx, nodes, job.id, pattern)
+    victim.popen.wait(5)
+    del job.ranks[rank]
+    end_job(job)
 
 
 def case_trainer_leave(ctx):
@@ -390,14 +398,7 @@ def shm_job(ctx, job_id, *extra):
 
 def case_shm_kill(ctx):
     job = shm_job(ctx, "shm-kill")
-    victim = job.rank(2)
-    t = inject("SIGKILL rank 2 (pid %d) with allreduces in shared memory" % victim.pid,
-               lambda: victim.signal(signal.SIGKILL))
-    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 2\b") for r in (0, 1)})
-    expect_status_failed(ctx, [0], job.id, r"\brank 2\b")
-    victim.popen.wait(5)
-    del job.ranks[2]
-    end_job(job)
+    kill_rank(ctx, job, 2, "with allreduces in shared memory", [0])
     fresh_job(ctx, "shm-kill-fresh", [0], 3)
     finish(ctx, [0])
 
@@ -465,14 +466,7 @@ def node_job(ctx, job_id, *extra):
 
 def case_node_kill(ctx):
     job = node_job(ctx, "node-kill")
-    victim = job.rank(1)
-    t = inject("SIGKILL rank 1 (pid %d) with allreduces in shared memory" % victim.pid,
-               lambda: victim.signal(signal.SIGKILL))
-    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 1\b") for r in (0, 2, 3)})
-    expect_status_failed(ctx, [0, 1], job.id, r"\brank 1\b")
-    victim.popen.wait(5)
-    del job.ranks[1]
-    end_job(job)
+    kill_rank(ctx, job, 1, "with allreduces in shared memory", [0, 1])
     fresh_job(ctx, "node-kill-fresh", [0, 1], 2)
     finish(ctx, [0, 1])
 
