@@ -288,6 +288,28 @@ static int fail(coll_comm_t *c, coll_shm_op_t *op)
     return 1;
 }
 
+/* The daemon ended route-NODE operation @p op's inter-node phase with node word @p node, an
+ * error: every other local rank's post moves to DONE carrying the word, for a rank that has not
+ * agreed yet cannot find the others' posts once they end theirs (it would wait for the job's
+ * timeout). The word goes in first, by compare-and-swap from the 0 a post starts with, and is
+ * taken back when the post is no longer this operation's (its owner ended and reused it). */
+static void node_failed_posts(coll_shm_t *s, const coll_shm_op_t *op, uint64_t node)
+{
+    for (uint32_t l = 0; l < s->nlocal; l++) {
+        coll_shm_post_t *p = coll__shm_post_of(s, l, op->peer_slot[l]);
+        uint64_t was = 0;
+        int wrote = atomic_compare_exchange_strong(&p->node, &was, node);
+        if (l == s->self || (!wrote && was != node)) {
+            continue;
+        }
+        if (!coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE) && wrote) {
+            was = node;
+            atomic_compare_exchange_strong(&p->node, &was, 0);
+        }
+        coll_ctl_notify(coll_ctl_of(s->base, l));
+    }
+}
+
 /* The daemon ended route-NODE operation @p op's inter-node phase with an error while the job
  * goes on (the job's own failures come through the header): end the request with it. */
 static void node_failed(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
@@ -316,7 +338,12 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
     int fresh;
 
     if (phase == COLL_SHM_DONE) {
-        finish_done(op);
+        node = op->route == COLL_SHM_ROUTE_NODE ? atomic_load(&mine->node) : 0;
+        if ((node & COLL_SHM_NODE_DONE) && coll_shm_node_status(node) != COLL_OK) {
+            node_failed(c, op, (coll_status_t)coll_shm_node_status(node)); /* node_failed_posts */
+        } else {
+            finish_done(op);
+        }
         return 1;
     }
     if (atomic_load_explicit(&s->hdr->failed, memory_order_acquire)) {
@@ -341,6 +368,7 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
     }
     node = op->route == COLL_SHM_ROUTE_NODE ? coll__shm_node_word(s, op) : 0;
     if (node != 0 && coll_shm_node_status(node) != COLL_OK) {
+        node_failed_posts(s, op, node);
         node_failed(c, op, (coll_status_t)coll_shm_node_status(node));
         return 1;
     }

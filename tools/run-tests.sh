@@ -34,10 +34,11 @@ step() {
     echo "==== run-tests: $name: $result"
 }
 
-# What runs under ThreadSanitizer: the tests where threads share state (several threads on one
-# communicator, concurrent operations, the bucketer's hooks, the kernel threads of large
-# reductions) and the fault tests (the daemon's loop, the loop watch's thread, failures).
-TSAN_TESTS='integration\.(threads_|window_|engine_concurrent|engine_allreduce_large|bucketing_(order|stall|timeout))|reliability\.(fault_|blame_)'
+# What runs under ThreadSanitizer: the tests where threads share state (the shared-memory
+# path's flags and futexes with threads as ranks, several threads on one communicator,
+# concurrent operations, the bucketer's hooks, the kernel threads of large reductions) and the
+# fault tests (the daemon's loop, the loop watch's thread, failures).
+TSAN_TESTS='unit\.shm|integration\.(threads_|window_|engine_concurrent|engine_allreduce_large|bucketing_(order|stall|timeout))|reliability\.(fault_|blame_)'
 # ThreadSanitizer slows every callback 5-15x: on two loaded cores one UCX drive then holds the
 # loop past the default loop_stall_ms (1 s), and the tests fail on the daemon's warning about a
 # stall that is only the sanitizer's. Under TSan the loop watch warns from 10 s. ASan slows them
