@@ -156,6 +156,18 @@ void on_every_rank(world_t *w, void (*fn)(world_t *, uint32_t, void *), void *ar
     }
 }
 
+void with_daemon(uint32_t nlocal, uint32_t nnodes, void *(*daemon)(void *),
+                 void (*fn)(world_t *, uint32_t, void *), void *arg)
+{
+    world_t *w = world_new(nlocal, nnodes);
+    pthread_t d;
+
+    pthread_create(&d, NULL, daemon, w);
+    on_every_rank(w, fn, arg);
+    pthread_join(d, NULL);
+    world_free(w);
+}
+
 
 coll_status_t finish_req(coll_status_t st, coll_request_t *r, char *algo)
 {

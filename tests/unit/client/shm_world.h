@@ -52,6 +52,10 @@ float *sendbuf(world_t *w, uint32_t l);
 float *recvbuf(world_t *w, uint32_t l);
 /* Runs fn(w, l, arg) on one thread per local rank and joins them. */
 void on_every_rank(world_t *w, void (*fn)(world_t *, uint32_t, void *), void *arg);
+/* A world of nlocal ranks on nnodes nodes in which daemon(w) runs on a thread of its own while
+ * fn(w, l, arg) runs on every rank; both joined, the world freed. */
+void with_daemon(uint32_t nlocal, uint32_t nnodes, void *(*daemon)(void *),
+                 void (*fn)(world_t *, uint32_t, void *), void *arg);
 
 /* The status of submission @p expr (which sets r) after its wait; the algorithm into @p algo. */
 #define DONE(expr, algo) (st = (expr), finish_req(st, r, (algo)))

@@ -228,13 +228,7 @@ static void *daemon_on_mismatch(void *p)
 
 static void test_mismatch_reported_nothing_written(void **state)
 {
-    world_t *w = world_new(2, 1);
-    pthread_t d;
-
-    pthread_create(&d, NULL, daemon_on_mismatch, w);
-    on_every_rank(w, run_mismatch, NULL);
-    pthread_join(d, NULL);
-    world_free(w);
+    with_daemon(2, 1, daemon_on_mismatch, run_mismatch, NULL);
 }
 
 /* ---- a failed job wakes the ranks that wait, and later posts fail at once ----------------- */

@@ -78,13 +78,7 @@ static void *daemon_for_node(void *p)
 
 static void test_node_submission(void **state)
 {
-    world_t *w = world_new(2, 2);
-    pthread_t d;
-
-    pthread_create(&d, NULL, daemon_for_node, w);
-    on_every_rank(w, run_node, NULL);
-    pthread_join(d, NULL);
-    world_free(w);
+    with_daemon(2, 2, daemon_for_node, run_node, NULL);
 }
 
 /* ---- a multi-node allreduce reduced in shared memory around the daemon's phase ------------ */
