@@ -340,7 +340,8 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
     if (phase == COLL_SHM_DONE) {
         node = op->route == COLL_SHM_ROUTE_NODE ? atomic_load(&mine->node) : 0;
         if ((node & COLL_SHM_NODE_DONE) && coll_shm_node_status(node) != COLL_OK) {
-            node_failed(c, op, (coll_status_t)coll_shm_node_status(node)); /* node_failed_posts */
+            /* another rank saw the daemon's error first (node_failed_posts) */
+            node_failed(c, op, (coll_status_t)coll_shm_node_status(node));
         } else {
             finish_done(op);
         }
