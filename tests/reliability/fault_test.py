@@ -62,6 +62,8 @@ algorithm (2 nodes x 2 ranks, 4 KiB, checked through coll_req_algo() "shm+rd"):
 
   node_kill     SIGKILL rank 1 with operations in flight. Ranks 0, 2 and 3: COLL_ERR_JOB naming
                 "rank 1" (its daemon sees it leave while collectives wait).
+  node_stop     SIGSTOP rank 1. Ranks 0, 2 and 3, waiting in shared memory or in the daemons:
+                COLL_ERR_TIMEDOUT naming "rank 1", no earlier than the timeout - 0.5 s.
   node_abort    rank 1 stops submitting and calls coll_comm_abort(). Ranks 0, 2 and 3, asleep
                 in shared memory or in the daemons: COLL_ERR_JOB naming "rank 1" within 1 s.
 
@@ -471,6 +473,22 @@ def case_node_kill(ctx):
     finish(ctx, [0, 1])
 
 
+def case_node_stop(ctx):
+    job = node_job(ctx, "node-stop")
+    victim = job.rank(1)
+    t = inject("SIGSTOP rank 1 (pid %d)" % victim.pid, lambda: victim.signal(signal.SIGSTOP))
+    try:
+        expect_failures(ctx, job, t,
+                        {r: ({"COLL_ERR_TIMEDOUT"}, r"\brank 1\b") for r in (0, 2, 3)},
+                        lower=ctx.t_s - 0.5)
+        expect_status_failed(ctx, [0, 1], job.id, r"\brank 1\b")
+    finally:
+        victim.signal(signal.SIGCONT)
+    end_job(job, expect=None)  # rank 1 fails too once it runs again
+    fresh_job(ctx, "node-stop-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
 def case_node_abort(ctx):
     job = node_job(ctx, "node-abort", "--stall-rank", "1", "--stall-after", "20", "--abort")
     job.wait_event("ABORTED", ranks=[1], timeout=30)
@@ -603,7 +621,7 @@ CASES = {
     "daemon_stop": case_daemon_stop, "link_down": case_link_down, "stall": case_stall,
     "shm_kill": case_shm_kill, "shm_stop": case_shm_stop, "shm_abort": case_shm_abort,
     "shm_shutdown": case_shm_shutdown, "node_kill": case_node_kill,
-    "node_abort": case_node_abort,
+    "node_stop": case_node_stop, "node_abort": case_node_abort,
     "job_token": case_job_token, "peer_secret": case_peer_secret,
     "pool_budget": case_pool_budget,
 }
