@@ -31,8 +31,8 @@ coll_status_t coll_service_own_socket(coll_daemon_t *d, const char *path)
     }
     if (coll_config_group(name, &gid) < 0) {
         /* Only the default can be missing: the configuration refused an unknown group. */
-        coll_info(COLL_SUB_CORE, "group %s does not exist: %s keeps the daemon's group", name,
-                  path);
+        coll_info(COLL_SUB_CORE, "%s: mode 0660, the daemon's own group (socket_group %s is "
+                  "not defined on this host until systemd-sysusers creates it)", path, name);
         return chmod(path, 0660) == 0 ? COLL_OK : COLL_ERR_IO;
     }
     /* The service runs with the group as its own (Group=): the socket has it already. */
