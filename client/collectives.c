@@ -114,7 +114,8 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
 
 /* Local rank 0 of a multi-node job takes its node buffers from the pool before its first
  * allreduce (shm.h, route NODE). A pool without room for them is no error: the allreduces then
- * go to the daemon whole, and the last error the user may read is left as it was. */
+ * go to the daemon whole (said once at COLL_DEBUG=WARN, the default), and the last error the
+ * user may read is left as it was. */
 static void node_buffers(coll_comm_t *c, const Coll__Wire__Submit *m)
 {
     uint64_t bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll), off = 0;
@@ -125,6 +126,10 @@ static void node_buffers(coll_comm_t *c, const Coll__Wire__Submit *m)
     }
     memcpy(saved, c->conn->last_error, sizeof(saved));
     if (coll__mem_alloc(c->conn, (size_t)bytes, &off) != COLL_OK) {
+        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: no room in the pool for the %llu bytes "
+                    "of node buffers (%s): its node's allreduces go to the daemon whole, not "
+                    "reduced in shared memory first",
+                    c->rank, c->job, (unsigned long long)bytes, c->conn->last_error);
         off = 0;
         memcpy(c->conn->last_error, saved, sizeof(saved));
     }

@@ -80,6 +80,13 @@ static inline coll_shm_post_t *coll__shm_post_of(const coll_shm_t *s, uint32_t l
     return &coll__shm_area(s, l)->post[slot % COLL_SHM_SLOTS];
 }
 
+/** @return The inter-node steps beside local rank @p l's post in @p slot. */
+static inline coll_shm_steps_t *coll__shm_steps_of(const coll_shm_t *s, uint32_t l,
+                                                   uint32_t slot)
+{
+    return &coll__shm_area(s, l)->steps[slot % COLL_SHM_SLOTS];
+}
+
 /**
  * @brief Use the area when the daemon announced one of the size this library knows
  *        (@p shm_bytes from the join reply); leaves c->shm NULL otherwise.

@@ -185,6 +185,10 @@ static void complete(coll_comm_t *c, coll_shm_op_t *op)
             const coll_shm_post_t *h = coll__shm_post_of(s, 0, op->peer_slot[0]);
             p->peers_ns = h->peers_ns;
             p->reduced_ns = h->reduced_ns;
+            if (l != 0) {
+                coll_shm_steps_t *st = coll__shm_steps_of(s, l, op->peer_slot[l]);
+                *st = *coll__shm_steps_of(s, 0, op->peer_slot[0]);
+            }
             atomic_store_explicit(&p->node, node, memory_order_relaxed);
         }
         coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE);
@@ -235,6 +239,27 @@ static void run(coll_comm_t *c, coll_shm_op_t *op)
     }
 }
 
+/* The daemons' steps of a node-reduced allreduce, as the daemon's completion would carry them:
+ * counted from @p r's ready_ns instead of the daemon's start. Records that do not check out (a
+ * rank's own post, but written by another process) are dropped whole. */
+static void take_steps(coll_request_t *r, const coll_shm_steps_t *st)
+{
+    uint32_t n = st->n;
+    uint64_t shift_us = st->base_ns > r->timing.ready_ns
+                            ? (st->base_ns - r->timing.ready_ns) / 1000 : 0;
+
+    r->nsteps = 0;
+    if (n > COLL_CTL_MAX_STEPS || !coll_ctl_steps_valid(st->steps, n)) {
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t rec = st->steps[i];
+        r->steps[i] = coll_ctl_step_pack(coll_ctl_step_phase(rec), coll_ctl_step_last(rec),
+                                         coll_ctl_step_end_us(rec) + shift_us);
+    }
+    r->nsteps = n;
+}
+
 static void finish_done(coll_shm_op_t *op)
 {
     coll_request_t *r = op->req;
@@ -247,6 +272,7 @@ static void finish_done(coll_shm_op_t *op)
         uint64_t w = atomic_load_explicit(&p->node, memory_order_relaxed);
         r->timing.peers_ns = p->peers_ns;     /* the local reduce, then the daemons' check */
         r->timing.reduced_ns = p->reduced_ns; /* the daemons' reduction; then distribution */
+        take_steps(r, coll__shm_steps_of(s, s->self, op->slot));
         snprintf(r->algo, sizeof(r->algo), "shm+%s",
                  coll_algo_name((coll_algo_t)coll_shm_node_algo(w)));
     } else {

@@ -19,8 +19,10 @@
  *  3: node joins carry the daemon's pid and kernel id, and refusals; 4: compression in
  *  submissions, descriptors and completions, registered layouts; 5: groups (communicator
  *  split), the parameter service's operations, join waits, the local ranks'
- *  shared-memory area after the control blocks, node submissions). */
-#define COLL_WIRE_VERSION 6u
+ *  shared-memory area after the control blocks, node submissions; 6: node-reduced
+ *  allreduces, COLL_CTL_SUB_REDUCED and the posts' node buffers; 7: their inter-node steps in
+ *  the shared-memory area). */
+#define COLL_WIRE_VERSION 7u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */

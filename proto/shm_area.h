@@ -26,7 +26,7 @@
  *
  * Writers: each post's descriptor and its FREE and POSTED states only by its rank; DONE by the
  * rank that completed the operation (with the node word of the home post copied into each);
- * TAKEN and the home post's node word by the daemon. The
+ * TAKEN and the home post's node word and steps by the daemon. The
  * header and the rank table only by the daemon. A reader copies a post's descriptor between two
  * reads of its state and keeps the copy only when the state did not change (coll_shm_read()).
  *
@@ -47,7 +47,7 @@
 /** Bytes of the header. */
 #define COLL_SHM_HDR_BYTES 4096u
 /** Bytes of one local rank's area. */
-#define COLL_SHM_RANK_BYTES 16384u
+#define COLL_SHM_RANK_BYTES 32768u
 /** Posts in a rank's ring: the collectives one rank may have in flight before the daemon took
  *  them or they completed. */
 #define COLL_SHM_SLOTS 64u
@@ -182,6 +182,16 @@ typedef struct {
     uint64_t reduced_ns;
 } coll_shm_post_t;
 
+/** The inter-node steps of a node-reduced allreduce (coll_req_steps()), beside each post:
+ *  written by the daemon for the home post before the node word, copied by the completer for
+ *  every post of the operation before DONE, read by the post's rank once it sees DONE. */
+typedef struct {
+    uint64_t base_ns; /**< the daemon's start of the operation: the records count from it */
+    uint32_t n;       /**< records in @c steps, at most COLL_CTL_MAX_STEPS */
+    uint32_t reserved;
+    uint64_t steps[COLL_CTL_MAX_STEPS]; /**< coll_ctl_step_pack() */
+} coll_shm_steps_t;
+
 /** What a rank's completions of operations in shared memory add to the daemon's counters; the
  *  daemon takes them with atomic_exchange() (coll_shm_harvest(), daemon/engine/shm_watch.c). */
 typedef struct {
@@ -204,6 +214,8 @@ typedef struct {
                                                  COLL_SHM_IDLE (named when that one stalls) */
     _Alignas(64) coll_shm_stats_t stats; /**< operations it completed (it ran the last chunk) */
     coll_shm_post_t post[COLL_SHM_SLOTS];
+    coll_shm_steps_t steps[COLL_SHM_SLOTS]; /**< of the post in the same slot (kept apart: the
+                                                 posts stay three cache lines each) */
 } coll_shm_rank_t;
 
 /** The header: what only the daemon writes. */

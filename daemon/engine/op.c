@@ -352,7 +352,7 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     if (op->node.off != 0) { /* the ranks distribute the result, or end with the error */
         coll_shm_node_done(op->job, &op->node, status,
                            op->desc.algo < COLL_ALGO_REFUSED ? op->desc.algo : COLL_ALGO_AUTO,
-                           t.peers_ns, t.reduced_ns);
+                           &t);
     }
     for (uint32_t l = 0; l < op->grp->nlocal && op->node.off == 0; l++) {
         coll_op_member_t *m = &op->members[l];

@@ -168,16 +168,23 @@ coll_status_t coll_shm_read_reduced(coll_job_t *job, uint64_t key, Coll__Wire__S
 }
 
 void coll_shm_node_done(coll_job_t *job, const coll_shm_home_t *home, coll_status_t status,
-                        uint32_t algo, uint64_t peers_ns, uint64_t reduced_ns)
+                        uint32_t algo, const coll_ctl_times_t *t)
 {
+    coll_shm_rank_t *r;
     coll_shm_post_t *p;
+    coll_shm_steps_t *st;
 
     if (job->pool == NULL || (status != COLL_OK && job->state == COLL_JOB_FAILED)) {
         return; /* a failed job: the header tells the ranks, with its message */
     }
-    p = &coll_shm_rank(job, 0)->post[home->slot % COLL_SHM_SLOTS];
-    p->peers_ns = peers_ns;
-    p->reduced_ns = reduced_ns;
+    r = coll_shm_rank(job, 0);
+    p = &r->post[home->slot % COLL_SHM_SLOTS];
+    st = &r->steps[home->slot % COLL_SHM_SLOTS];
+    p->peers_ns = t->peers_ns;
+    p->reduced_ns = t->reduced_ns;
+    st->base_ns = t->ready_ns;
+    st->n = t->nsteps;
+    memcpy(st->steps, t->steps, t->nsteps * sizeof(t->steps[0]));
     /* Release: the ranks that see the word see the node buffer as the algorithm left it. */
     atomic_store_explicit(&p->node, coll_shm_node_word(coll_shm_gen(home->state),
                                                        status < -0xffff ? COLL_ERR_JOB : status,

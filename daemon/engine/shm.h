@@ -64,14 +64,14 @@ coll_status_t coll_shm_read_reduced(coll_job_t *job, uint64_t key, Coll__Wire__S
 
 /**
  * @brief The inter-node phase of the node-reduced allreduce at @p home ended with @p status
- *        (COLL_OK or an error) by algorithm @p algo, its descriptors checked at @p peers_ns
- *        and its reduction done at @p reduced_ns (uv_hrtime(); 0 when not reached): write them
- *        and the home post's node word, and wake every local rank, which then distribute the
- *        node buffer (or end with the error). Nothing is written for a failed job, whose
- *        header tells the ranks.
+ *        (COLL_OK or an error) by algorithm @p algo, with the phase times and steps @p t
+ *        (ready_ns, peers_ns, reduced_ns: uv_hrtime(), 0 when not reached; nsteps records
+ *        from ready_ns): write those and the home post's node word, and wake every local
+ *        rank, which then distribute the node buffer (or end with the error). Nothing is
+ *        written for a failed job, whose header tells the ranks.
  */
 void coll_shm_node_done(coll_job_t *job, const coll_shm_home_t *home, coll_status_t status,
-                        uint32_t algo, uint64_t peers_ns, uint64_t reduced_ns);
+                        uint32_t algo, const coll_ctl_times_t *t);
 
 /** @brief The job failed: its status and message go to the header, every local rank is woken
  *         (those waiting in the area end their posts with that error). */

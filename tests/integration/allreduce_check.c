@@ -292,13 +292,18 @@ static uint32_t phase_records(const coll_req_step_t *st, uint32_t n, uint32_t *i
 /* The algorithm's steps of a completed allreduce (coll_req_steps()): the ring's N-1
  * reduce-scatter then N-1 all-gather steps; recursive doubling's log2(p) rounds, preceded by a
  * fold and followed by an unfold on the nodes beyond the power of two p and their partners;
- * none on one node. End times rise and lie between ready and done. */
+ * none on one node. The same for an allreduce the local ranks reduced around the daemons'
+ * algorithm ("shm+rd", "shm+ring"). End times rise and lie between ready and done. */
 static void check_steps(const ctx_t *c, coll_request_t *req, size_t count)
 {
     coll_req_step_t st[COLL_MAX_STEPS];
     coll_req_timing_t t;
     uint32_t n = 0, i = 0, p = 1, rounds = 0, want_rs = 0, folds, unfolds;
     const char *algo = coll_req_algo(req);
+
+    if (strncmp(algo, "shm+", 4) == 0) {
+        algo += 4;
+    }
 
     if (coll_req_steps(req, st, &n) != COLL_OK || coll_req_timing(req, &t) != COLL_OK) {
         die("count %zu: no steps or timing for a completed request", count);

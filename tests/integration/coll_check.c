@@ -9,7 +9,8 @@
  * unchanged, the guard bytes around every buffer are intact, and coll_req_algo() names the
  * forced algorithm (on one node "shm" up to coll_comm_shm_max_bytes() under auto, on several
  * nodes "shm+rd" or "shm+ring" for the allreduces up to coll_comm_shm_node_max_bytes(), else
- * "local"; one that auto may choose otherwise). With --window W,
+ * "local"; one that auto may choose otherwise, as for every allreduce with --node-whole).
+ * With --window W,
  * W operations are in flight at once; --shuffle mixes the order (the same on every rank), so
  * that different collectives, datatypes and sizes run concurrently.
  *
@@ -216,7 +217,7 @@ static int node_algo_ok(const opts_t *o, const slot_t *s)
 static void check_algo(const check_ctx_t *c, const opts_t *o, const slot_t *s)
 {
     int forced = forced_algo(&s->k);
-    int node = node_reduced(c, &s->k, forced);
+    int node = !o->node_whole && node_reduced(c, &s->k, forced);
     const char *want = runs_in_shm(c, &s->k, forced)  ? "shm"
                        : c->nodes == 1                ? "local"
                        : forced != COLL_ALGO_AUTO ? coll_algo_name((coll_algo_t)forced)

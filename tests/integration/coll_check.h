@@ -28,6 +28,7 @@ typedef struct {
     int iters;
     int window;
     int shuffle;
+    int node_whole; /* every multi-node allreduce runs in the daemon whole (no node buffers) */
     int timeout_ms;
     coll_status_t expect; /* COLL_OK, or the error every operation must fail with */
 } opts_t;

@@ -11,6 +11,7 @@ static void usage(FILE *f)
         "usage: coll_check [--colls LIST] [--dtypes LIST] [--ops LIST] [--counts LIST]\n"
         "                  [--algos LIST] [--place LIST] [--roots LIST] [--iters K]\n"
         "                  [--window W] [--shuffle] [--timeout-ms T] [--expect-error NAME]\n"
+        "                  [--node-whole]\n"
         "Run as every rank of a collective-launch job; checks every combination of:\n"
         "  --colls LIST   allreduce,reduce_scatter,allgather,broadcast,reduce or all (default)\n"
         "  --dtypes LIST  datatype names as coll_dtype_name() spells them, or all (default)\n"
@@ -29,6 +30,8 @@ static void usage(FILE *f)
         "  --iters K      repetitions of each case with other data (default 1)\n"
         "  --window W     operations in flight at once, 1..%d (default 1)\n"
         "  --shuffle      run the cases in a shuffled order (the same on every rank)\n"
+        "  --node-whole   the pool has no room for local rank 0's node buffers: every\n"
+        "                 multi-node allreduce must run in the daemon whole (rd or ring)\n"
         "  --timeout-ms T bound on each wait (default 60000)\n"
         "  --expect-error NAME  every operation must fail with this status (e.g.\n"
         "                 COLL_ERR_UNSUPPORTED) and leave its buffers untouched\n",
@@ -152,6 +155,7 @@ static int parse_opt(int ch, const char *arg, opts_t *o)
     case 'i': return check_parse_int(arg, 1, 1000, &v) < 0 || (o->iters = (int)v) < 0;
     case 'w': return check_parse_int(arg, 1, MAX_WINDOW, &v) < 0 || (o->window = (int)v) < 0;
     case 's': o->shuffle = 1; return 0;
+    case 'n': o->node_whole = 1; return 0;
     case 't': return check_parse_int(arg, 1, 3600000, &v) < 0 || (o->timeout_ms = (int)v) < 0;
     case 'e': return parse_status(arg, &o->expect) < 0;
     case 'h': usage(stdout); exit(0);
@@ -168,7 +172,8 @@ void parse_opts(int argc, char **argv, opts_t *o)
         {"roots", required_argument, NULL, 'r'},      {"iters", required_argument, NULL, 'i'},
         {"window", required_argument, NULL, 'w'},     {"shuffle", no_argument, NULL, 's'},
         {"timeout-ms", required_argument, NULL, 't'}, {"expect-error", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
+        {"node-whole", no_argument, NULL, 'n'},       {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     int ch, bad = 0;
 
     set_defaults(o);
