@@ -174,6 +174,8 @@ typedef struct coll_job {
     uint64_t shm_warned[8];       /**< keys of collectives stalled in shared memory that were
                                        warned about (job/health.c), the newest replacing */
     uint32_t nshm_warned;
+    uint32_t shm_left_ticks;      /**< health ticks in a row that found collectives waiting in
+                                       shared memory after a local rank left (job/health.c) */
     int closing;
     coll_job_net_t net;
     coll_job_rdv_t rdv;

@@ -231,19 +231,28 @@ static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
     return n;
 }
 
-/* Collectives waiting in the shared-memory area: every one needs every local rank. */
-static uint32_t shm_pending(const coll_job_t *job)
+/* Collectives waiting in the shared-memory area that local rank @p l had posted. */
+static uint32_t shm_pending(const coll_job_t *job, uint32_t l)
 {
     coll_shm_wait_t w[COLL_SHM_WATCH_MAX];
-    return (uint32_t)coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX);
+    size_t n = coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX);
+    uint32_t own = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        own += l < 64 && (w[i].posted >> l & 1);
+    }
+    return own;
 }
 
 void coll_job_leave(coll_job_t *job, coll_session_t *s)
 {
-    /* Its operations, and its submissions still queued in its control block (a rank killed
-     * right after submitting: the others wait for them). */
+    /* Its operations, its submissions still queued in its control block (a rank killed right
+     * after submitting: the others wait for them), and its posts waiting in shared memory.
+     * Posts of the others alone are judged by the health ticks (job/health.c): a rank that
+     * saw its last collective DONE may leave while the rank that completed it still marks
+     * the others' posts. */
     uint32_t pending = pending_ops(job, s) + (s->ctl != NULL ? coll_ctl_queued(s->ctl) : 0) +
-                       shm_pending(job);
+                       shm_pending(job, s->local_rank);
     coll_op_t *op, *tmp;
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)

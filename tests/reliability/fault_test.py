@@ -66,6 +66,9 @@ algorithm (2 nodes x 2 ranks, 4 KiB, checked through coll_req_algo() "shm+rd"):
                 COLL_ERR_TIMEDOUT naming "rank 1", no earlier than the timeout - 0.5 s.
   node_abort    rank 1 stops submitting and calls coll_comm_abort(). Ranks 0, 2 and 3, asleep
                 in shared memory or in the daemons: COLL_ERR_JOB naming "rank 1" within 1 s.
+  node_leave    rank 3 leaves between operations (communicator destroyed, nothing pending).
+                Ranks 0, 1 and 2: COLL_ERR_JOB naming "rank 3", well before the timeout (its
+                daemon finds rank 2's next allreduce waiting in shared memory without it).
 
 Access control and resources (not timed faults):
 
@@ -502,6 +505,22 @@ def case_node_abort(ctx):
     finish(ctx, [0, 1])
 
 
+def case_node_leave(ctx):
+    job = node_job(ctx, "node-leave", "--window", "1", "--stall-rank", "3", "--stall-after", "20",
+                   "--leave")
+    job.wait_event("LEFT", ranks=[3], timeout=30)
+    t = float(job.rank(3).event("LEFT")["t_mono"])
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 3\b") for r in (0, 1, 2)})
+    check(max(ctx.times.values()) < ctx.t_s / 2, "errors %.3f s after the rank left: not the "
+          "leave's verdict" % max(ctx.times.values()))
+    expect_status_failed(ctx, [0, 1], job.id, r"\brank 3\b")
+    check(job.rank(3).popen.wait(10) == 0, "the leaving rank did not exit 0")
+    del job.ranks[3]
+    end_job(job)
+    fresh_job(ctx, "node-leave-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
 # ---- access control and resources ---------------------------------------------------------------
 
 def expect_joinfail(proc, status, stderr_pattern, timeout=20):
@@ -621,7 +640,7 @@ CASES = {
     "daemon_stop": case_daemon_stop, "link_down": case_link_down, "stall": case_stall,
     "shm_kill": case_shm_kill, "shm_stop": case_shm_stop, "shm_abort": case_shm_abort,
     "shm_shutdown": case_shm_shutdown, "node_kill": case_node_kill,
-    "node_stop": case_node_stop, "node_abort": case_node_abort,
+    "node_stop": case_node_stop, "node_abort": case_node_abort, "node_leave": case_node_leave,
     "job_token": case_job_token, "peer_secret": case_peer_secret,
     "pool_budget": case_pool_budget,
 }
