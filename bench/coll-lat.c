@@ -176,8 +176,14 @@ int main(int argc, char **argv)
     }
     if (c.rank == 0) {
         lat_header("collectived", c.world, c.nodes, o.phases);
-        printf("# shared-memory path up to %llu bytes (coll_comm_shm_max_bytes)\n",
-               (unsigned long long)coll_comm_shm_max_bytes(c.comm));
+        if (c.nodes > 1) {
+            printf("# allreduces reduced in shared memory around the daemons up to %llu bytes "
+                   "(coll_comm_shm_node_max_bytes)\n",
+                   (unsigned long long)coll_comm_shm_node_max_bytes(c.comm));
+        } else {
+            printf("# shared-memory path up to %llu bytes (coll_comm_shm_max_bytes)\n",
+                   (unsigned long long)coll_comm_shm_max_bytes(c.comm));
+        }
     }
     for (size_t b = o.minb; b <= o.maxb; b *= (size_t)o.factor) {
         run_size(&c, &o, b);

@@ -59,7 +59,7 @@ static void pool_full_message(const coll_daemon_t *d, const coll_job_t *job, uin
                  (unsigned long long)b->limit);
     } else {
         snprintf(err, errlen,
-                 "pool of job %s on this node is full: %llu bytes asked, %zu of %zu free "
+                 "pool of job %s on this node has no room: %llu bytes asked, %zu of %zu free "
                  "(raise %s)",
                  job->id, (unsigned long long)bytes, coll_pool_free_bytes(job->pool),
                  coll_pool_size(job->pool),

@@ -25,12 +25,15 @@ void check_set_prog(const char *prog)
 
 void check_die(const char *fmt, ...)
 {
+    /* One write: the launcher may end this rank as soon as another one exits. */
+    char msg[2048];
     va_list ap;
-    fprintf(stderr, "%s: rank %d: FAIL: ", g_prog, g_rank);
+    int n = snprintf(msg, sizeof(msg), "%s: rank %d: FAIL: ", g_prog, g_rank);
+
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "%s\n", msg);
     fflush(stderr);
     exit(1);
 }

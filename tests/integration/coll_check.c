@@ -222,8 +222,12 @@ static void check_algo(const check_ctx_t *c, const opts_t *o, const slot_t *s)
                        : c->nodes == 1                ? "local"
                        : forced != COLL_ALGO_AUTO ? coll_algo_name((coll_algo_t)forced)
                                                     : NULL;
-    if (node ? !node_algo_ok(o, s)
-             : want != NULL ? strcmp(s->algo, want) != 0 : !auto_allows(s->k.kind, s->algo)) {
+    if (node && !node_algo_ok(o, s)) {
+        check_die("%s: coll_req_algo() says '%s', expected 'shm+' and one that auto may choose "
+                  "(reduced in shared memory around the daemons%s)", s->what, s->algo,
+                  o->window > 4 ? ", or in the daemon whole beyond the 4 node buffers" : "");
+    }
+    if (!node && (want != NULL ? strcmp(s->algo, want) != 0 : !auto_allows(s->k.kind, s->algo))) {
         check_die("%s: coll_req_algo() says '%s', expected %s%s%s", s->what, s->algo,
                   want != NULL ? "'" : "one that auto may choose", want != NULL ? want : "",
                   want != NULL ? "'" : "");
