@@ -152,14 +152,39 @@ static int shm_warned(coll_job_t *job, uint64_t key)
     return 0;
 }
 
-/* Collectives waiting in the local ranks' shared-memory area (engine/shm_watch.h): the same
- * stall warning and timeout as the daemon's own operations. Returns 1 when the job failed. */
+/* Collectives in shared memory after a local rank left the ready job (coll_job_leave() takes
+ * those it had posted): they need it, unless they were complete and their completer was still
+ * marking the posts, or ran before it left. Waiting at two ticks in a row, a whole tick apart,
+ * they can never run. @p n: how many wait now. Returns 1 when the job failed. */
+static int check_shm_left(coll_job_t *job, size_t n)
+{
+    if (job->left[0] == '\0') {
+        return 0;
+    }
+    if (n == 0) {
+        job->shm_left_ticks = 0;
+        return 0;
+    }
+    if (++job->shm_left_ticks < 2) {
+        return 0;
+    }
+    coll_job_fail(job, COLL_ERR_JOB, 1, "%s left job %s with %zu operations pending",
+                  job->left, job->id, n);
+    return 1;
+}
+
+/* Collectives waiting in the local ranks' shared-memory area (engine/shm_watch.h), scanned once
+ * a tick: check_shm_left(), then the same stall warning and timeout as the daemon's own
+ * operations. Returns 1 when the job failed. */
 static int check_shm(coll_job_t *job, uint64_t now)
 {
     coll_shm_wait_t w[COLL_SHM_WATCH_MAX];
     size_t n = coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX);
     char wait[400], nm[48];
 
+    if (check_shm_left(job, n)) {
+        return 1;
+    }
     for (size_t i = 0; i < n; i++) {
         uint64_t age = now > w[i].since_ns ? now - w[i].since_ns : 0;
         if (age < half_timeout_ns(job)) {
@@ -179,30 +204,6 @@ static int check_shm(coll_job_t *job, uint64_t now)
         }
     }
     return 0;
-}
-
-/* Collectives in shared memory after a local rank left the ready job (coll_job_leave() takes
- * those it had posted): they need it, unless they were complete and their completer was still
- * marking the posts, or ran before it left. Waiting at two ticks in a row, a whole tick apart,
- * they can never run. Returns 1 when the job failed. */
-static int check_shm_left(coll_job_t *job)
-{
-    coll_shm_wait_t w[COLL_SHM_WATCH_MAX];
-    size_t n;
-
-    if (job->left[0] == '\0') {
-        return 0;
-    }
-    if ((n = coll_shm_waiting(job, w, COLL_SHM_WATCH_MAX)) == 0) {
-        job->shm_left_ticks = 0;
-        return 0;
-    }
-    if (++job->shm_left_ticks < 2) {
-        return 0;
-    }
-    coll_job_fail(job, COLL_ERR_JOB, 1, "%s left job %s with %zu operations pending",
-                  job->left, job->id, n);
-    return 1;
 }
 
 /* A node that left or was lost fails the job only when this node still waits on it: a node
@@ -260,8 +261,7 @@ static void tick_cb(uv_timer_t *t)
         log_gone(job);
     }
     coll_shm_harvest(job);
-    if (job->state == COLL_JOB_READY && !check_shm_left(job) && !check_ops(job, now) &&
-        !check_shm(job, now)) {
+    if (job->state == COLL_JOB_READY && !check_ops(job, now) && !check_shm(job, now)) {
         check_stranded(job);
     }
     if (job->state == COLL_JOB_READY) {
