@@ -15,7 +15,7 @@ Checks:
     to 1e-2 by step 30 (a single process with 4 micro-batches against 1), while on an Intel
     Xeon the two agree; with equal micro-batch sizes the layouts differ from the standalone run
     only in summation order. Why 1e-5: the single process's own rounding noise is 3e-7 to
-    7e-7 after 30 steps (the reference against the same run with half as many, twice as
+    7e-7 after 30 steps (the reference against the same run with twice as many, half as
     large, micro-batches, printed by this test), and the layouts measure 4e-7 to 7e-7;
     training moved the weights by 1.7 (the test requires >= 0.1). Past about 35 steps at this
     learning rate the network amplifies such noise tenfold every 5 steps, so the comparison is
@@ -88,13 +88,13 @@ def micro_args(micro):
 
 
 def noise_floor(init, ref, tmp, args, micro):
-    """The standalone run with half as many micro-batches, twice as large: its distance to the
+    """The standalone run with twice as many micro-batches, half as large: its distance to the
     reference is the single process's own rounding noise."""
-    half = os.path.join(tmp, "standalone-half.f32")
-    equivalence.train_standalone(args, args.steps, half, micro_args(micro // 2))
-    rel, _ = equivalence.normwise(equivalence.load(half), equivalence.load(ref))
+    twice = os.path.join(tmp, "standalone-twice.f32")
+    equivalence.train_standalone(args, args.steps, twice, micro_args(micro * 2))
+    rel, _ = equivalence.normwise(equivalence.load(twice), equivalence.load(ref))
     harness.log("rounding noise of one process (%d micro-batches vs %d): normwise %.3g"
-                % (micro // 2, micro, rel))
+                % (micro * 2, micro, rel))
 
 
 def main():
