@@ -249,7 +249,8 @@ static int handshake(coll_peer_link_t *l, const coll_peer_msg_t *m)
 {
     int body = m->body_case;
     int shake = body == COLL__WIRE__PEER_MSG__BODY_CHALLENGE ||
-                body == COLL__WIRE__PEER_MSG__BODY_AUTH || body == COLL__WIRE__PEER_MSG__BODY_AUTH_OK;
+                body == COLL__WIRE__PEER_MSG__BODY_AUTH ||
+                body == COLL__WIRE__PEER_MSG__BODY_AUTH_OK;
 
     if (body == COLL__WIRE__PEER_MSG__BODY_CHALLENGE && !l->accepted) {
         on_challenge(l, m->challenge);
@@ -291,7 +292,7 @@ static void link_on_frame(coll_peer_link_t *l, const uint8_t *p, size_t n)
         if (!l->trusted) {
             link_trusted(l); /* no secret: the first message ends the handshake's bounds */
         } else if (l->accepted) {
-            uv_timer_again(&l->timer);
+            uv_timer_start(&l->timer, idle_cb, l->d->cfg.peer_idle_ms, 0);
         }
         l->ops->on_msg(l, m);
     }

@@ -472,7 +472,8 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
     errors(f, "collectived_job_failures_total", "Jobs that failed on this node, by kind.",
            st->job_failures);
     errors(f, "collectived_job_refusals_total",
-           "Jobs this node refused (pool budget, pool, a job token, no node secret), by kind.", st->job_refusals);
+           "Jobs this node refused (pool budget, pool, a job token, no node secret), by kind.",
+           st->job_refusals);
     pools_and_pending(f, d);
     wire_and_service(f, d);
     peers(f, d);

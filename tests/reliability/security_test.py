@@ -426,6 +426,11 @@ class NoIpv6:
 def case_ipv6_fail_fast(args, c):
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
         raise Skip("needs root, unshare and ip for a network namespace without IPv6")
+    probe = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up && sysctl -qw "
+                            "net.ipv6.conf.all.disable_ipv6=1"], capture_output=True, text=True,
+                           timeout=10)
+    if probe.returncode != 0:
+        raise Skip("cannot make a network namespace without IPv6 here: %s" % probe.stderr.strip())
     d = c.start_daemons(1, netns=NoIpv6())[0]
     job = c.start_job("v6", [0, 0], 1, rank_argv(args), timeout_ms=60000, token=None,
                       env={"COLL_ROOT": "[::1]:29510"}, ranks=[0])
