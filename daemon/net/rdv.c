@@ -374,12 +374,16 @@ static void root_on_node_join(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
     }
 }
 
+static void root_on_down(coll_peer_link_t *l, coll_status_t st, const char *why);
+
 static void root_on_msg(coll_peer_link_t *l, coll_peer_msg_t *m)
 {
     Coll__Wire__NodeJoin *j = m->node_join;
 
     if (m->body_case != COLL__WIRE__PEER_MSG__BODY_NODE_JOIN || l->owner != NULL) {
         coll_warn(COLL_SUB_RDV, "control link %s: unexpected message; closing", l->peer);
+        /* A member's link takes its node out of the rendezvous before it goes. */
+        root_on_down(l, COLL_ERR_PROTOCOL, "it sent an unexpected message");
         coll_link_close(l);
         return;
     }
