@@ -22,19 +22,17 @@
 #include "engine/workers.h"
 #include "job/doorbell.h"
 #include "job/job.h"
+#include "job/formation.h"
 #include "job/session.h"
+#include "net/accept.h"
 #include "net/rdv.h"
 #include "net/transport.h"
 #include "ops/service.h"
 #include "ps/service.h"
 
-static void listener_cb(uv_stream_t *server, int status)
+static void client_cb(coll_acceptor_t *a, int fd, const struct sockaddr_storage *peer)
 {
-    if (status < 0) {
-        coll_warn(COLL_SUB_SESSION, "client accept: %s", uv_strerror(status));
-        return;
-    }
-    coll_session_accept(server->data, server);
+    coll_session_open(coll_acceptor_data(a), fd, a);
 }
 
 /* A socket file left by a daemon that died is removed; one a live daemon answers on is not. */
@@ -80,22 +78,30 @@ static coll_status_t make_socket_dir(const char *path)
     return COLL_OK;
 }
 
+/* The client socket has no connection limit and keeps no descriptors in reserve: local jobs
+ * get what the status server and the peers must leave (net/accept.h). */
 static coll_status_t listen_clients(coll_daemon_t *d)
 {
     const char *path = d->cfg.socket;
-    int rc;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    coll_acceptor_params_t p = {.listener = COLL_LISTENER_CLIENT, .what = "client socket",
+                                .cb = client_cb, .data = d};
+    char err[128];
+    int fd;
 
     if (make_socket_dir(path) != COLL_OK || clear_stale_socket(path) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
-    uv_pipe_init(d->loop, &d->listener, 0);
-    d->listener.data = d;
-    if ((rc = uv_pipe_bind(&d->listener, path)) != 0 ||
-        (rc = uv_listen((uv_stream_t *)&d->listener, 128, listener_cb)) != 0) {
-        coll_error(COLL_SUB_CORE, "client socket %s: %s", path, uv_strerror(rc));
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (coll_acceptor_bind((struct sockaddr *)&sa, sizeof(sa), &fd, err, sizeof(err)) !=
+        COLL_OK) {
+        coll_error(COLL_SUB_CORE, "client socket %s: %s", path, err);
         return COLL_ERR_IO;
     }
     d->listening = 1;
+    if (coll_acceptor_open(d, fd, &p, &d->clients) != COLL_OK) {
+        return COLL_ERR_IO;
+    }
     /* Owner and group only: the group of trainers that may use this daemon. */
     chmod(path, 0660);
     coll_info(COLL_SUB_CORE, "clients connect on %s", path);
@@ -108,8 +114,8 @@ static coll_status_t write_addr_file(coll_daemon_t *d)
     char tmp[4200];
     FILE *f;
 
-    if (d->cfg.addr_file[0] == '\0') {
-        return COLL_OK;
+    if (d->cfg.addr_file[0] == '\0' || d->control_addr[0] == '\0') {
+        return COLL_OK; /* no control listener: nothing to tell */
     }
     snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.addr_file);
     f = fopen(tmp, "w");
@@ -158,6 +164,29 @@ static void read_kernel_id(coll_daemon_t *d)
     memcpy(d->kernel_id + 16, &ns, sizeof(ns));
 }
 
+/* The control listener, when the node secret (or the consent to go without one) allows it;
+ * the log says which, as /status does (peers.mode). */
+static coll_status_t listen_peers(coll_daemon_t *d)
+{
+    switch (d->auth.mode) {
+    case COLL_PEERS_AUTHENTICATED:
+        coll_info(COLL_SUB_RDV, "peers authenticate with the node secret in %s",
+                  d->cfg.peer_secret_file);
+        break;
+    case COLL_PEERS_UNAUTHENTICATED:
+        coll_warn(COLL_SUB_RDV, "peers are not authenticated (%s; allow_unauthenticated_peers "
+                  "= 1): any process that reaches %s may join jobs and read their data",
+                  d->auth.why, d->cfg.listen);
+        break;
+    case COLL_PEERS_OFF:
+        coll_info(COLL_SUB_RDV, "no control listener: %s; this daemon runs single-node jobs "
+                  "only (collectived --make-secret creates a secret: the same file on every "
+                  "node)", d->auth.why);
+        return COLL_OK;
+    }
+    return coll_rdv_listen(d);
+}
+
 static void signal_cb(uv_signal_t *h, int signum)
 {
     coll_info(COLL_SUB_CORE, "signal %d: shutting down", signum);
@@ -203,6 +232,7 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     coll_list_init(&d->jobs);
     coll_list_init(&d->peer_links);
     coll_list_init(&d->rdvs);
+    coll_list_init(&d->barred_jobs);
     coll_stats_init(&d->stats, d->cfg.busbw_min_bytes);
     coll_job_layer_init(d);
     d->stage_hooks = &coll_ps_hooks;
@@ -220,11 +250,13 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     coll_doorbell_start(d);
     d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
     if ((st = coll_loopwatch_start(loop, d->cfg.loop_stall_ms)) != COLL_OK ||
-        (st = coll_auth_load(&d->auth, d->cfg.peer_secret_file)) != COLL_OK ||
+        (st = coll_auth_load(&d->auth, d->cfg.peer_secret_file,
+                             coll_config_source(&d->cfg, "peer_secret_file") != COLL_CFG_DEFAULT,
+                             d->cfg.allow_unauthenticated_peers != 0)) != COLL_OK ||
         (st = coll_transport_init(d)) != COLL_OK ||
         (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
         (st = listen_clients(d)) != COLL_OK ||
-        (st = coll_rdv_listen(d)) != COLL_OK || (st = coll_service_start(d)) != COLL_OK ||
+        (st = listen_peers(d)) != COLL_OK || (st = coll_service_start(d)) != COLL_OK ||
         (st = write_addr_file(d)) != COLL_OK) {
         coll_daemon_stop(d);
         return st;
@@ -255,9 +287,11 @@ void coll_daemon_stop(coll_daemon_t *d)
         coll_session_close(s, "daemon shutting down");
     }
     coll_rdv_close_all(d);
+    coll_formation_clear(d);
     coll_workers_stop(d);
     coll_doorbell_stop(d);
-    close_handle((uv_handle_t *)&d->listener);
+    coll_acceptor_close(d->clients); /* freed once its last session is */
+    d->clients = NULL;
     close_handle((uv_handle_t *)&d->sig_int);
     close_handle((uv_handle_t *)&d->sig_term);
     close_handle((uv_handle_t *)&d->sig_hup);

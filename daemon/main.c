@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/auth.h"
 #include "base/config.h"
 #include "base/log.h"
 #include "daemon.h"
@@ -25,6 +26,11 @@ int main(int argc, char **argv)
     case COLL_CONFIG_ERROR:
         coll_config_cleanup(&d.cfg);
         return 2;
+    case COLL_CONFIG_MAKE_SECRET:
+        rc = coll_auth_make_secret(d.cfg.peer_secret_file, d.cfg.make_secret_owner) == COLL_OK
+                 ? 0 : 1;
+        coll_config_cleanup(&d.cfg);
+        return rc;
     case COLL_CONFIG_RUN:
         break;
     }

@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
+#include "base/auth.h"
 #include "base/log.h"
 #include "base/stream.h"
 #include "common/size.h"
@@ -25,9 +27,9 @@ static const cfg_key_t keys[] = {
     KEY(socket, CFG_STRING, "/run/collectived/collectived.sock",
         "Unix socket where trainers connect"),
     KEY(listen, CFG_STRING, "127.0.0.1:29510",
-        "host:port of the control listener for peer daemons (port 0: any free port); an "
-        "address other hosts reach (0.0.0.0:29510) needs peer_secret_file or "
-        "allow_unauthenticated_peers"),
+        "host:port of the control listener for peer daemons (port 0: any free port); opened "
+        "only with a node secret (peer_secret_file) or allow_unauthenticated_peers = 1, and "
+        "another address than the default is refused without either"),
     KEY(addr_file, CFG_STRING, "",
         "file to write the bound control address to once ready (for launchers and tests)"),
     KEY(pool_size, CFG_SIZE, "0",
@@ -77,12 +79,37 @@ static const cfg_key_t keys[] = {
     KEY(pool_budget, CFG_SIZE, "0",
         "bytes all jobs' pools on this node may use together; a job that would exceed it is "
         "refused (0: half of the machine's memory)"),
-    KEY(peer_secret_file, CFG_STRING, "",
-        "file (mode 0600, >= 16 bytes) with the secret every daemon of the cluster shares; "
-        "daemons then authenticate each other before a rendezvous (\"\": off)"),
+    KEY(peer_secret_file, CFG_STRING, COLL_AUTH_DEFAULT_SECRET,
+        "the node secret (mode 0600, >= 16 bytes) every daemon of the cluster shares: daemons "
+        "authenticate each other with it before anything else; collectived --make-secret "
+        "creates it. Without one (the default file missing or unreadable, or \"\") the daemon "
+        "runs single-node jobs only: no control listener, no connection to peers"),
     KEY(allow_unauthenticated_peers, CFG_UINT, "0",
-        "1: accept a listen address other hosts can reach without peer_secret_file (any host "
-        "that reaches the port may then join jobs; only on a network of trusted hosts)"),
+        "1: without a node secret, listen for and connect to peers unauthenticated (any process "
+        "that reaches the listen port, any local user on loopback, may then join jobs and read "
+        "their data: only for hosts and networks of trusted users)"),
+    KEY(peer_max_connections, CFG_UINT, "256",
+        "control connections accepted at once; beyond it the listener waits (the kernel's "
+        "backlog holds new ones) until one closes (1..65536)"),
+    KEY(peer_max_per_address, CFG_UINT, "64",
+        "control connections accepted at once from one remote address; one beyond it is closed "
+        "at once, logged and counted (1..65536)"),
+    KEY(peer_handshake_bytes, CFG_SIZE, "1K",
+        "bytes a control connection may send before it authenticated (a handshake needs about "
+        "150); a connection that sends more is closed, logged and counted (256..64K)"),
+    KEY(peer_handshake_ms, CFG_UINT, "2000",
+        "time a control connection has to authenticate (with no secret: to send its first "
+        "message) before it is closed, logged and counted (100..60000)"),
+    KEY(peer_idle_ms, CFG_UINT, "30000",
+        "an accepted control connection that is not waiting in a rendezvous is closed after "
+        "this long without a message (1000..3600000)"),
+    KEY(status_max_connections, CFG_UINT, "64",
+        "status connections served at once; beyond it the listener waits (the kernel's backlog "
+        "holds new ones) until one closes (1..4096)"),
+    KEY(fd_reserve, CFG_UINT, "64",
+        "file descriptors kept for local jobs: the control listener closes a new connection "
+        "(logged and counted) when fewer than this many are free, the status server when "
+        "fewer than half; the client socket takes what is left (0..65536)"),
     KEY(log_file, CFG_STRING, "",
         "file the log goes to instead of stderr (\"\": stderr, the journal under systemd); "
         "SIGHUP reopens it"),
@@ -194,6 +221,8 @@ static void usage(FILE *out)
     fprintf(out, "  --config PATH      configuration file (env COLLD_CONFIG; default %s;\n"
                  "                     none: no file)\n"
                  "  --print-config     print the effective configuration (a valid file) and exit\n"
+                 "  --make-secret[=USER]  create peer_secret_file (a random node secret, mode\n"
+                 "                     0600, given to USER) unless it exists, and exit\n"
                  "  --version          print the version and exit\n"
                  "  --help             this text\n\n"
                  "SIGHUP reopens log_file and applies the keys that may change while it runs:\n"
@@ -325,23 +354,6 @@ static int numeric_hostport(const char *text)
             uv_ip6_addr(host, port, &sa) == 0);
 }
 
-/* Whether a numeric host:port is on the loopback interface (127.0.0.0/8, ::1), which no other
- * host reaches. */
-static int loopback_hostport(const char *text)
-{
-    char host[64];
-    int port;
-    struct sockaddr_in6 sa6;
-
-    if (coll_parse_hostport(text, host, sizeof(host), &port) < 0) {
-        return 0;
-    }
-    if (uv_ip6_addr(host, port, &sa6) == 0) {
-        return IN6_IS_ADDR_LOOPBACK(&sa6.sin6_addr);
-    }
-    return strncmp(host, "127.", 4) == 0;
-}
-
 /* A value that failed a check: "collectived: KEY=VALUE (ORIGIN): REASON" on stderr. */
 static int refuse(const coll_config_t *cfg, const origin_t origin, const char *name,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -384,12 +396,16 @@ static int check_addresses(const coll_config_t *cfg, const origin_t origin)
         return refuse(cfg, origin, "status_listen", "not a numeric host:port (e.g. "
                       "127.0.0.1:9464 or [::]:9464)");
     }
-    if (!loopback_hostport(cfg->listen) && cfg->peer_secret_file[0] == '\0' &&
-        !cfg->allow_unauthenticated_peers) {
-        return refuse(cfg, origin, "listen", "other hosts can reach this address, and without "
-                      "peer_secret_file any of them could join jobs and read their data; set "
-                      "peer_secret_file (the same secret on every node), or "
-                      "allow_unauthenticated_peers = 1 on a network of trusted hosts only");
+    /* A listener other than the default one needs a node secret to authenticate peers with,
+     * or the consent to go without one; on the default address (which --print-config writes
+     * out too) a daemon without a secret runs single-node jobs and opens no listener. */
+    if (strcmp(cfg->listen, coll__cfg_key_find("listen")->def) != 0 && !cfg->make_secret &&
+        !cfg->allow_unauthenticated_peers && access(cfg->peer_secret_file, R_OK) != 0) {
+        return refuse(cfg, origin, "listen", "no node secret to authenticate peers with "
+                      "(peer_secret_file \"%s\": %s): create one with collectived --make-secret "
+                      "(the same file on every node), or set allow_unauthenticated_peers = 1 for "
+                      "hosts and networks of trusted users only", cfg->peer_secret_file,
+                      cfg->peer_secret_file[0] ? strerror(errno) : "none");
     }
     return 0;
 }
@@ -432,6 +448,30 @@ static int check_group(const coll_config_t *cfg, const origin_t origin)
                   "systemd-sysusers, or set \"\" to keep the daemon's group)");
 }
 
+/* The bounds of what one connection may cost (net/accept.h, net/link.c, ops/status.c). */
+static int check_limits(const coll_config_t *cfg, const origin_t origin)
+{
+    static const struct {
+        const char *name;
+        uint64_t lo, hi;
+    } bounds[] = {
+        {"peer_max_connections", 1, 65536},   {"peer_max_per_address", 1, 65536},
+        {"peer_handshake_bytes", 256, 65536}, {"peer_handshake_ms", 100, 60000},
+        {"peer_idle_ms", 1000, 3600000},      {"status_max_connections", 1, 4096},
+        {"fd_reserve", 0, 65536},
+    };
+
+    for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+        const cfg_key_t *key = coll__cfg_key_find(bounds[i].name);
+        uint64_t v = *(const uint64_t *)((const char *)cfg + key->offset);
+        if (v < bounds[i].lo || v > bounds[i].hi) {
+            return refuse(cfg, origin, bounds[i].name, "must be %llu..%llu",
+                          (unsigned long long)bounds[i].lo, (unsigned long long)bounds[i].hi);
+        }
+    }
+    return 0;
+}
+
 static int check_values(const coll_config_t *cfg, const origin_t origin)
 {
     uint32_t mask;
@@ -463,6 +503,9 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     if (cfg->kernel_threads > 64) {
         return refuse(cfg, origin, "kernel_threads", "must be 0..64");
     }
+    if (check_limits(cfg, origin) < 0) {
+        return -1;
+    }
     if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0 &&
         strcmp(cfg->ucx_error_mode, "auto") != 0) {
         return refuse(cfg, origin, "ucx_error_mode", "must be none, peer or auto");
@@ -472,10 +515,11 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
 
 /* ---- flags ---- */
 
-/* Returns 1 for --print-config, 0 to run, -1 after an error, 2 after --help or --version. */
+/* Returns 1 for --print-config, 0 to run, -1 after an error, 2 after --help or --version
+ * (--make-secret sets cfg->make_secret). */
 static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv)
 {
-    struct option opts[NKEYS + 5];
+    struct option opts[NKEYS + 6];
     char names[NKEYS][64];
     int print = 0, c, idx;
 
@@ -487,7 +531,8 @@ static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv
     opts[NKEYS + 1] = (struct option){"help", no_argument, NULL, 'h'};
     opts[NKEYS + 2] = (struct option){"config", required_argument, NULL, 'c'};
     opts[NKEYS + 3] = (struct option){"version", no_argument, NULL, 'V'};
-    opts[NKEYS + 4] = (struct option){NULL, 0, NULL, 0};
+    opts[NKEYS + 4] = (struct option){"make-secret", optional_argument, NULL, 'm'};
+    opts[NKEYS + 5] = (struct option){NULL, 0, NULL, 0};
     optind = 0; /* 0, not 1: glibc then also forgets a half-parsed cluster of short options */
     while ((c = getopt_long(argc, argv, ":h", opts, &idx)) != -1) {
         if (c == 'h' || c == 'V') {
@@ -498,6 +543,10 @@ static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv
             print = 1;
         } else if (c == 'c') {
             continue; /* read before every other layer */
+        } else if (c == 'm') {
+            cfg->make_secret = 1;
+            snprintf(cfg->make_secret_owner, sizeof(cfg->make_secret_owner), "%s",
+                     optarg != NULL ? optarg : "");
         } else if (c >= 0 && c < (int)NKEYS) {
             char from[80];
             snprintf(from, sizeof(from), "flag --%s", names[c]);
@@ -546,7 +595,7 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
         print_config(cfg, origin);
         return COLL_CONFIG_EXIT;
     }
-    return COLL_CONFIG_RUN;
+    return cfg->make_secret ? COLL_CONFIG_MAKE_SECRET : COLL_CONFIG_RUN;
 }
 
 coll_config_source_t coll_config_source(const coll_config_t *cfg, const char *name)

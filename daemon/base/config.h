@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 /** Room for the keys of the table in config.c (checked at compile time there). */
-#define COLL_CONFIG_MAX_KEYS 32
+#define COLL_CONFIG_MAX_KEYS 48
 
 /** Effective configuration. Strings are owned by the struct (coll_config_cleanup()). */
 typedef struct {
@@ -36,7 +36,7 @@ typedef struct {
     uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
     uint64_t loop_stall_ms;  /**< a loop callback longer than this is a stall (loopwatch.h) */
     uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */
-    char *peer_secret_file;  /**< shared secret for peer authentication ("" = off) */
+    char *peer_secret_file;  /**< the node secret daemons authenticate each other with (auth.h) */
     uint64_t require_job_token; /**< 1: joining needs a job token */
     char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
     char *log_level;         /**< error, warn, info, debug, trace */
@@ -45,9 +45,18 @@ typedef struct {
     char *status_listen;     /**< host:port of the TCP status server ("" when off) */
     char *socket_group;      /**< group given the client and status sockets ("" keeps ours) */
     uint64_t busbw_min_bytes; /**< operations this large or larger set the busbw gauges */
-    uint64_t allow_unauthenticated_peers; /**< 1: a reachable listener needs no peer secret */
+    uint64_t allow_unauthenticated_peers; /**< 1: without a secret, peers unauthenticated */
+    uint64_t peer_max_connections; /**< accepted control links open at once */
+    uint64_t peer_max_per_address; /**< of them, from one remote address */
+    uint64_t peer_handshake_bytes; /**< bytes a control link may send before authenticating */
+    uint64_t peer_handshake_ms; /**< time a control link has to authenticate */
+    uint64_t peer_idle_ms;   /**< an accepted link that is no rendezvous' member: idle bound */
+    uint64_t status_max_connections; /**< status connections open at once */
+    uint64_t fd_reserve;     /**< descriptors the control and status listeners leave free */
     char *log_file;          /**< the log's file ("" = stderr); SIGHUP reopens it */
     char *config_file;       /**< the file that was read, "" when none */
+    int make_secret;         /**< --make-secret: create peer_secret_file and exit */
+    char make_secret_owner[64]; /**< --make-secret=USER: the user to give it to ("" keeps) */
     int argc;                /**< the command line it was built from (main()'s, for reloads) */
     char **argv;
     unsigned char source[COLL_CONFIG_MAX_KEYS]; /**< coll_config_source_t of each key */
@@ -63,6 +72,7 @@ typedef enum { COLL_CFG_DEFAULT, COLL_CFG_FILE, COLL_CFG_ENV, COLL_CFG_FLAG } co
 typedef enum {
     COLL_CONFIG_RUN,   /**< start the daemon */
     COLL_CONFIG_EXIT,  /**< --help or --print-config was served; exit 0 */
+    COLL_CONFIG_MAKE_SECRET, /**< --make-secret: create peer_secret_file (auth.h), then exit */
     COLL_CONFIG_ERROR, /**< invalid input; a message naming key, value and reason was printed */
 } coll_config_result_t;
 

@@ -26,8 +26,8 @@
 typedef struct coll_daemon {
     uv_loop_t *loop;
     coll_config_t cfg;
-    uv_pipe_t listener;     /**< client socket */
-    uv_tcp_t control;       /**< control listener for peer daemons */
+    struct coll_acceptor *clients; /**< the client socket's (net/accept.h), or NULL */
+    struct coll_acceptor *control; /**< the control listener's, or NULL (no peers) */
     char control_addr[80];  /**< bound control address, host:port */
     const struct coll_link_ops *control_ops; /**< what accepted control links call
                                                   (net/link.h) */
@@ -49,6 +49,8 @@ typedef struct coll_daemon {
     coll_list_t jobs;       /**< coll_job_t */
     coll_list_t peer_links; /**< coll_peer_link_t, both directions (net/link.h) */
     coll_list_t rdvs;       /**< coll_rdv_t: rendezvous this daemon serves as root */
+    coll_list_t barred_jobs; /**< job names refused for a while: two formations met
+                                  (job/formation.c) */
     char hostname[64];
     uint8_t kernel_id[24];  /**< boot id and pid namespace (COLL_WIRE_KERNEL_ID_BYTES) */
     int listening;          /**< the client socket file is ours to remove */

@@ -12,6 +12,7 @@
 #define COLL_CORE_JOB_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <ucp/api/ucp.h>
 #include <uv.h>
 
@@ -152,7 +153,9 @@ typedef struct coll_job {
     uint32_t *ranks;              /**< global rank by local rank */
     uint32_t timeout_ms;          /**< bound of the rendezvous (and the job, when alone) */
     uint32_t requested_timeout_ms; /**< what the ranks asked for with COLL_TIMEOUT_MS (0: none) */
-    uint8_t token_digest[32];     /**< of the job token its first rank here gave (base/auth.h) */
+    uint8_t token_digest[32];     /**< names the job with its id: of the job token its first
+                                       rank here gave, or of that rank's uid (base/auth.h) */
+    uid_t owner_uid;              /**< the uid of that first rank (job/formation.c) */
     uv_timer_t join_timer;        /**< fails the join when the job has not met in time */
     uv_timer_t health_timer;      /**< heartbeats, stalls, timeouts (job/health.c) */
     coll_pool_t *pool;

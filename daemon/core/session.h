@@ -26,6 +26,7 @@ typedef struct coll_session {
     coll_frame_reader_t reader;
     uint64_t id;             /**< for logs */
     struct ucred cred;       /**< peer pid, uid, gid (SO_PEERCRED) */
+    struct coll_acceptor *acceptor; /**< whose place it holds (net/accept.h) */
     int hello;               /**< Hello received */
     int closing;
     int protocol_error;      /**< closed for breaking the protocol (logged as an error) */

@@ -210,3 +210,25 @@ void coll_stats_job_failed(coll_stats_t *st, coll_status_t status)
 {
     st->job_failures[coll_stats_error_index(status)]++;
 }
+
+void coll_stats_refused(coll_stats_t *st, coll_listener_t listener, coll_refusal_t reason)
+{
+    if (listener < COLL_LISTENERS && reason < COLL_REFUSED_REASONS) {
+        st->refused[listener][reason]++;
+    }
+}
+
+const char *coll_stats_listener_name(unsigned listener)
+{
+    static const char *const names[COLL_LISTENERS] = {"client", "status", "control"};
+    return listener < COLL_LISTENERS ? names[listener] : "?";
+}
+
+const char *coll_stats_refusal_name(unsigned reason)
+{
+    static const char *const names[COLL_REFUSED_REASONS] = {
+        "max_connections", "per_address",   "fd_reserve", "fd_limit",
+        "auth",            "handshake_bytes", "handshake_timeout", "idle",
+        "protocol",        "worker_address"};
+    return reason < COLL_REFUSED_REASONS ? names[reason] : "?";
+}

@@ -55,6 +55,29 @@ typedef struct {
     uint64_t dense_bytes; /**< what the uncompressed ring would have sent */
 } coll_stats_compress_t;
 
+/** The daemon's listeners, for the counts of connections they refused (net/accept.h). */
+typedef enum {
+    COLL_LISTENER_CLIENT,  /**< the client socket */
+    COLL_LISTENER_STATUS,  /**< the status server (Unix socket and TCP) */
+    COLL_LISTENER_CONTROL, /**< the control listener for peer daemons */
+    COLL_LISTENERS
+} coll_listener_t;
+
+/** Why a connection was closed before it was served, or a listener held back (a limit hit). */
+typedef enum {
+    COLL_REFUSED_MAX_CONNECTIONS, /**< the listener had its most connections open: it waited */
+    COLL_REFUSED_PER_ADDRESS,     /**< its address had peer_max_per_address open */
+    COLL_REFUSED_FD_RESERVE,      /**< fewer descriptors were free than fd_reserve */
+    COLL_REFUSED_EMFILE,          /**< the descriptor limit (EMFILE, ENFILE) */
+    COLL_REFUSED_AUTH,            /**< it failed, or did not try, peer authentication */
+    COLL_REFUSED_HANDSHAKE_BYTES, /**< it sent more than peer_handshake_bytes unauthenticated */
+    COLL_REFUSED_HANDSHAKE_TIME,  /**< it did not authenticate within peer_handshake_ms */
+    COLL_REFUSED_IDLE,            /**< silent for peer_idle_ms outside a rendezvous */
+    COLL_REFUSED_PROTOCOL,        /**< a frame it sent was not a message it may send */
+    COLL_REFUSED_WORKER_ADDRESS,  /**< its UCX worker address does not pass (ucx_address.h) */
+    COLL_REFUSED_REASONS
+} coll_refusal_t;
+
 /** Everything counted since the daemon started. */
 typedef struct coll_stats {
     uint64_t start_ns;  /**< uv_hrtime() at start */
@@ -72,6 +95,8 @@ typedef struct coll_stats {
     coll_stats_compress_t compress[COLL_COMPRESS_COUNT]; /**< by method run (NONE: dense) */
     uint64_t shm_ops[COLL_STATS_KINDS]; /**< of ops[]: those the ranks ran in shared memory */
     uint64_t shm_posted;                /**< collectives the ranks posted in shared memory */
+    uint64_t refused[COLL_LISTENERS][COLL_REFUSED_REASONS]; /**< connections refused, by
+                                                                 listener and reason */
 } coll_stats_t;
 
 /** @brief Start counting: zero @p st and record the start time. */
@@ -153,5 +178,14 @@ void coll_stats_job_refused(coll_stats_t *st, coll_status_t status);
 
 /** @brief Hook: a job failed with @p status. */
 void coll_stats_job_failed(coll_stats_t *st, coll_status_t status);
+
+/** @brief Hook: listener @p listener refused a connection (or held back) for @p reason. */
+void coll_stats_refused(coll_stats_t *st, coll_listener_t listener, coll_refusal_t reason);
+
+/** @return The metric label of @p listener ("client", "status", "control"). */
+const char *coll_stats_listener_name(unsigned listener);
+
+/** @return The metric label of @p reason ("max_connections", "handshake_bytes", ...). */
+const char *coll_stats_refusal_name(unsigned reason);
 
 #endif

@@ -19,11 +19,13 @@
 #include "engine/shm_watch.h"
 #include "job/doorbell.h"
 #include "job/health.h"
+#include "net/accept.h"
 #include "net/clientlink.h"
 #include "net/control.h"
 #include "net/transport.h"
 #include "net/peerwatch.h"
 #include "net/rdv.h"
+#include "net/ucx_address.h"
 #include "ps/service.h"
 #include "proto/ctl.h"
 #include "proto/tag.h"
@@ -147,6 +149,30 @@ static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply
     return COLL_OK;
 }
 
+/* Every other node's UCX worker address must pass the check before UCX reads it
+ * (net/ucx_address.h); returns COLL_OK, or fails the job naming the node. */
+static coll_status_t check_addresses(coll_job_t *job)
+{
+    char why[160];
+
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        const coll_node_t *n = &job->nodes[i];
+        if (i == job->node_rank ||
+            coll_ucx_address_check(n->worker_address, n->worker_address_len, why,
+                                   sizeof(why)) == COLL_OK) {
+            continue;
+        }
+        coll_refusal_note(job->d, COLL_LISTENER_CONTROL, COLL_REFUSED_WORKER_ADDRESS,
+                          "job %s: the UCX worker address of node %u (%s) cannot be used "
+                          "(%zu bytes: %s)", job->id, i, n->host, n->worker_address_len, why);
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: root %s sent a UCX worker address of "
+                      "node %u (%s) that cannot be used: %s", job->id, job->root, i, n->host,
+                      why);
+        return COLL_ERR_RENDEZVOUS;
+    }
+    return COLL_OK;
+}
+
 static void rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
 {
     coll_job_params_t params;
@@ -169,6 +195,9 @@ static void rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
         return;
     }
     job->node_rank = r->node_rank;
+    if (check_addresses(job) != COLL_OK) {
+        return;
+    }
     job->epoch = r->epoch;
     params = (coll_job_params_t){r->params->timeout_ms, r->params->segment_bytes,
                                  r->params->pipeline_depth, r->params->rd_max_bytes};

@@ -3,7 +3,6 @@
  * transport) within the daemon's budget, the others must agree with it, and once all are in
  * the job is ready at once (every rank here) or registers at its root (net/rdv.h).
  */
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,23 +11,12 @@
 #include "core/stats.h"
 #include "engine/op.h"
 #include "job/doorbell.h"
+#include "job/formation.h"
 #include "job/job.h"
 #include "net/rdv.h"
 #include "net/transport.h"
 #include "proto/ctl.h"
 #include "proto/shm_area.h"
-
-static coll_job_t *job_find(coll_daemon_t *d, const char *id)
-{
-    coll_job_t *job, *tmp;
-    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
-    {
-        if (!job->closing && strcmp(job->id, id) == 0) {
-            return job;
-        }
-    }
-    return NULL;
-}
 
 /* First at COLL_JOIN_NOTE_MS, to tell the ranks what they wait for (the timer repeats once,
  * at the job's timeout), then at the timeout. */
@@ -123,7 +111,8 @@ static int job_alone(const coll_job_t *job)
     return job->local_size == job->world_size;
 }
 
-static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, char *err,
+static coll_status_t job_create(coll_daemon_t *d, const coll_session_t *s,
+                                const Coll__Wire__JoinJob *j, const uint8_t *digest, char *err,
                                 size_t errlen, coll_job_t **job_p)
 {
     /* A job that asks for no size, with the default pool_size 0, gets a pool of pool_max that
@@ -167,7 +156,8 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     } else {
         uv_timer_start(&job->join_timer, join_timeout_cb, job->timeout_ms, 0);
     }
-    coll_auth_token_digest(job->id, j->token, job->token_digest);
+    memcpy(job->token_digest, digest, sizeof(job->token_digest));
+    job->owner_uid = s->cred.uid;
     coll_stats_job_created(&d->stats);
     coll_info(COLL_SUB_JOB, "job %s: created (world size %u, %u local ranks, pool %llu bytes%s)",
               job->id, job->world_size, job->local_size,
@@ -176,97 +166,73 @@ static coll_status_t job_create(coll_daemon_t *d, const Coll__Wire__JoinJob *j, 
     return COLL_OK;
 }
 
-/* A join for an existing job must agree with it; returns a message when it does not. */
-static const char *join_conflict(const coll_job_t *job, const coll_session_t *s,
-                                 const Coll__Wire__JoinJob *j, char *buf, size_t len)
-{
-    if (job->state != COLL_JOB_GATHERING) {
-        snprintf(buf, len, "job %s is already %s on this node; use a new job id", job->id,
-                 job->state == COLL_JOB_FAILED ? "failed" : "formed");
-    } else if (j->world_size != job->world_size || j->local_size != job->local_size) {
-        snprintf(buf, len, "rank %u says world size %u, local size %u; earlier ranks of job %s "
-                 "said %u, %u", j->rank, j->world_size, j->local_size, job->id,
-                 job->world_size, job->local_size);
-    } else if (strcmp(j->root, job->root) != 0) {
-        snprintf(buf, len, "rank %u says root %s; earlier ranks said %s", j->rank, j->root,
-                 job->root);
-    } else if (job->locals[j->local_rank] != NULL) {
-        snprintf(buf, len, "local rank %u of job %s is already taken by rank %u (pid %d)",
-                 j->local_rank, job->id, job->locals[j->local_rank]->rank,
-                 (int)job->locals[j->local_rank]->cred.pid);
-    } else {
-        for (uint32_t l = 0; l < job->local_size; l++) {
-            if (job->locals[l] != NULL && job->ranks[l] == j->rank) {
-                snprintf(buf, len, "rank %u of job %s joined twice on this node", j->rank,
-                         job->id);
-                return buf;
-            }
-        }
-        return NULL;
-    }
-    return buf;
-}
-
-/* Only ranks with the job's token may join it (and see its pool). Returns a message when this
- * one may not. */
-static const char *token_refusal(coll_daemon_t *d, const coll_job_t *job,
-                                 const Coll__Wire__JoinJob *j, char *buf, size_t len)
-{
-    uint8_t digest[COLL_AUTH_BYTES];
-
-    if (d->cfg.require_job_token && j->token[0] == '\0') {
-        snprintf(buf, len, "this daemon requires a job token (set COLL_JOB_TOKEN)");
-        return buf;
-    }
-    if (job == NULL) {
-        return NULL;
-    }
-    coll_auth_token_digest(job->id, j->token, digest);
-    if (sodium_memcmp(digest, job->token_digest, sizeof(digest)) != 0) {
-        snprintf(buf, len, "wrong job token for job %s", job->id);
-        return buf;
-    }
-    return NULL;
-}
-
 /* This node cannot hold the job (its pool budget, no memory for the pool): the rank hears why,
  * and so does the job's root, which fails the rendezvous on every node at once. */
 static void refuse_job(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j,
-                       coll_status_t st, const char *why)
+                       const uint8_t *digest, coll_status_t st, const char *why)
 {
     coll_error(COLL_SUB_JOB, "refused job %s for rank %u (pid %d): %s", j->job, j->rank,
                (int)s->cred.pid, why);
     coll_stats_job_refused(&d->stats, st);
     coll_job_reply_join(s, st, why, NULL);
-    if (j->root[0] != '\0') {
-        coll_rdv_refuse(d, j, st, why);
+    if (j->root[0] != '\0' && j->local_size != j->world_size) {
+        coll_rdv_refuse(d, j, digest, st, why);
     }
+}
+
+/* What this daemon refuses whatever job the join names: a rank without a token where one is
+ * required, too many local ranks, a job over several nodes without a node secret. */
+static coll_status_t daemon_refusal(coll_daemon_t *d, const Coll__Wire__JoinJob *j, char *err,
+                                    size_t errlen)
+{
+    if (d->cfg.require_job_token && j->token[0] == '\0') {
+        snprintf(err, errlen, "this daemon requires a job token (set COLL_JOB_TOKEN)");
+        return COLL_ERR_DENIED;
+    }
+    if (j->local_size > COLL_MAX_LOCAL) {
+        snprintf(err, errlen, "local size %u above the limit of %u", j->local_size,
+                 COLL_MAX_LOCAL);
+        return COLL_ERR_INVALID;
+    }
+    if (j->local_size != j->world_size && d->auth.mode == COLL_PEERS_OFF) {
+        snprintf(err, errlen, "job %s spans several nodes (world size %u, %u ranks here), but "
+                 "this daemon talks to no peer: %s; create a node secret with collectived "
+                 "--make-secret (the same file on every node) and restart it", j->job,
+                 j->world_size, j->local_size, d->auth.why);
+        return COLL_ERR_DENIED;
+    }
+    return COLL_OK;
+}
+
+static void join_refused(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j,
+                         coll_status_t st, const char *err)
+{
+    COLL_LOG(st == COLL_ERR_DENIED ? COLL_LOG_WARN : COLL_LOG_INFO, COLL_SUB_JOB,
+             "refused rank %u (pid %d, uid %d) of job %s: %s", j->rank, (int)s->cred.pid,
+             (int)s->cred.uid, j->job, err);
+    if (st == COLL_ERR_DENIED) {
+        coll_stats_job_refused(&d->stats, st);
+    }
+    coll_job_reply_join(s, st, err, NULL);
 }
 
 void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJob *j)
 {
-    char err[512];
-    coll_job_t *job = job_find(d, j->job);
-    coll_status_t st;
+    char err[768];
+    uint8_t digest[COLL_AUTH_BYTES];
+    coll_job_t *job = NULL;
+    coll_status_t st = daemon_refusal(d, j, err, sizeof(err));
 
-    if (token_refusal(d, job, j, err, sizeof(err)) != NULL) {
-        coll_warn(COLL_SUB_JOB, "refused rank %u (pid %d, uid %d) of job %s: %s", j->rank,
-                  (int)s->cred.pid, (int)s->cred.uid, j->job, err);
-        coll_job_reply_join(s, COLL_ERR_DENIED, err, NULL);
+    coll_auth_job_digest(j->job, j->token, s->cred.uid, digest);
+    if (st == COLL_OK) {
+        st = coll_formation_find(d, s, j, digest, &job, err, sizeof(err));
+    }
+    if (st != COLL_OK) {
+        join_refused(d, s, j, st, err);
         return;
     }
-    if (j->local_size > COLL_MAX_LOCAL) {
-        snprintf(err, sizeof(err), "local size %u above the limit of %u", j->local_size,
-                 COLL_MAX_LOCAL);
-        coll_job_reply_join(s, COLL_ERR_INVALID, err, NULL);
-        return;
-    }
-    if (job != NULL && join_conflict(job, s, j, err, sizeof(err)) != NULL) {
-        coll_job_reply_join(s, COLL_ERR_RENDEZVOUS, err, NULL);
-        return;
-    }
-    if (job == NULL && (st = job_create(d, j, err, sizeof(err), &job)) != COLL_OK) {
-        refuse_job(d, s, j, st, err);
+    if (job == NULL && (st = job_create(d, s, j, digest, err, sizeof(err), &job)) != COLL_OK) {
+        refuse_job(d, s, j, digest, st, err);
         return;
     }
     job->locals[j->local_rank] = s;

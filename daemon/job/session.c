@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "engine/codec/codec.h"
@@ -12,11 +13,15 @@
 #include "job/groups.h"
 #include "job/job.h"
 #include "job/submission.h"
+#include "net/accept.h"
 #include "net/clientlink.h"
 
 static void session_close_cb(uv_handle_t *h)
 {
     coll_session_t *s = h->data;
+    struct sockaddr_storage local = {.ss_family = AF_UNIX};
+
+    coll_acceptor_release(s->acceptor, &local);
     coll_frame_reader_cleanup(&s->reader);
     free(s);
 }
@@ -225,29 +230,31 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
-void coll_session_accept(coll_daemon_t *d, uv_stream_t *listener)
+void coll_session_open(coll_daemon_t *d, int fd, struct coll_acceptor *a)
 {
     static uint64_t next_id = 1;
+    struct sockaddr_storage local = {.ss_family = AF_UNIX};
     coll_session_t *s = calloc(1, sizeof(*s));
     socklen_t len = sizeof(s->cred);
-    uv_os_fd_t fd;
 
     if (s == NULL || coll_frame_reader_init(&s->reader, COLL_FRAME_MAX_CLIENT) != COLL_OK) {
         coll_error(COLL_SUB_SESSION, "accepting a client: out of memory");
         free(s);
+        close(fd);
+        coll_acceptor_release(a, &local);
         return;
     }
     s->d = d;
     s->id = next_id++;
+    s->acceptor = a;
+    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len);
     uv_pipe_init(d->loop, &s->pipe, 0);
     s->pipe.data = s;
     coll_list_push(&d->sessions, &s->link);
-    if (uv_accept(listener, (uv_stream_t *)&s->pipe) != 0) {
+    if (uv_pipe_open(&s->pipe, fd) != 0) {
+        close(fd);
         coll_session_close(s, "accept failed");
         return;
-    }
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0) {
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len);
     }
     coll_debug(COLL_SUB_SESSION, "session %llu: pid %d uid %d connected", (unsigned long long)s->id,
                (int)s->cred.pid, (int)s->cred.uid);

@@ -9,10 +9,12 @@
 #include "core/session.h"
 
 /**
- * @brief Accept a client on @p listener and start reading its frames.
- * Errors are logged; a failed accept does not affect other sessions.
+ * @brief Open the session of a client whose connection @p fd the client listener's acceptor
+ *        @p a accepted (net/accept.h), and start reading its frames; the session gives its
+ *        place back when it closes. Errors are logged (and close @p fd); they do not affect
+ *        other sessions.
  */
-void coll_session_accept(coll_daemon_t *d, uv_stream_t *listener);
+void coll_session_open(coll_daemon_t *d, int fd, struct coll_acceptor *a);
 
 /**
  * @brief Cut off a client that broke the protocol: an error logged once with @p why, then

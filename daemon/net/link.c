@@ -3,10 +3,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/auth.h"
 #include "base/log.h"
 #include "base/stream.h"
+#include "net/accept.h"
 
 /* Where the handshake stands: the accepting side sends a challenge and waits for the answer
  * (AWAIT_AUTH); the connecting side waits for the challenge, answers with its own and waits
@@ -18,6 +21,9 @@ static void try_next(coll_peer_link_t *l);
 
 static void link_free(coll_peer_link_t *l)
 {
+    if (l->acceptor != NULL) {
+        coll_acceptor_release(l->acceptor, &l->addr);
+    }
     coll_frame_reader_cleanup(&l->reader);
     if (l->addrs != NULL) {
         uv_freeaddrinfo(l->addrs);
@@ -44,7 +50,7 @@ void coll_link_close(coll_peer_link_t *l)
     if (!uv_is_closing((uv_handle_t *)&l->tcp)) {
         uv_close((uv_handle_t *)&l->tcp, handle_closed);
     }
-    uv_close((uv_handle_t *)&l->attempt_timer, handle_closed);
+    uv_close((uv_handle_t *)&l->timer, handle_closed);
 }
 
 /* The link failed: tell its owner once, then close it. */
@@ -80,11 +86,84 @@ static coll_peer_link_t *link_new(coll_daemon_t *d, const coll_link_ops_t *ops, 
     l->ops = ops;
     l->owner = owner;
     uv_tcp_init(d->loop, &l->tcp);
-    uv_timer_init(d->loop, &l->attempt_timer);
-    l->tcp.data = l->attempt_timer.data = l;
+    uv_timer_init(d->loop, &l->timer);
+    l->tcp.data = l->timer.data = l;
     l->handles = 2;
     coll_list_push(&d->peer_links, &l->link);
     return l;
+}
+
+/* Count and log a link this daemon refuses (accepted side), then close it. */
+static void link_refuse(coll_peer_link_t *l, coll_refusal_t why, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void link_refuse(coll_peer_link_t *l, coll_refusal_t why, const char *fmt, ...)
+{
+    char text[320];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    coll_refusal_note(l->d, COLL_LISTENER_CONTROL, why, "rejected peer %s: %s", l->peer, text);
+    link_fail(l, COLL_ERR_DENIED, "peer %s: %s", l->peer, text);
+}
+
+/* An accepted link that is no rendezvous' member, silent for peer_idle_ms: closed. A member
+ * waits as long as its rendezvous does (the job's timeout, on the node's side). */
+static void idle_cb(uv_timer_t *t)
+{
+    coll_peer_link_t *l = t->data;
+
+    if (l->owner != NULL) {
+        uv_timer_start(&l->timer, idle_cb, l->d->cfg.peer_idle_ms, 0);
+        return;
+    }
+    link_refuse(l, COLL_REFUSED_IDLE, "no message for %llu ms outside a rendezvous "
+                "(peer_idle_ms)", (unsigned long long)l->d->cfg.peer_idle_ms);
+}
+
+static void handshake_timeout_cb(uv_timer_t *t)
+{
+    coll_peer_link_t *l = t->data;
+
+    if (l->accepted) {
+        link_refuse(l, COLL_REFUSED_HANDSHAKE_TIME, "%s within %llu ms (peer_handshake_ms)",
+                    l->d->auth.enabled ? "it did not authenticate" : "no message came",
+                    (unsigned long long)l->d->cfg.peer_handshake_ms);
+        return;
+    }
+    link_fail(l, COLL_ERR_RENDEZVOUS, "root %s did not authenticate within %llu ms (is "
+              "peer_secret_file set there, to the same secret?)", l->peer,
+              (unsigned long long)l->d->cfg.peer_handshake_ms);
+}
+
+/* What a link may send before it is trusted: the handshake's peer_handshake_bytes, or without
+ * a secret its first message, a NodeJoin. */
+static size_t untrusted_budget(const coll_peer_link_t *l)
+{
+    return l->d->auth.enabled ? l->d->cfg.peer_handshake_bytes : COLL_LINK_ACCEPTED_FRAME_MAX;
+}
+
+/* Until it is trusted a link may send untrusted_budget() bytes, in frames no larger, and has
+ * peer_handshake_ms. */
+static void link_untrusted(coll_peer_link_t *l)
+{
+    l->reader.max_frame = untrusted_budget(l);
+    uv_timer_start(&l->timer, handshake_timeout_cb, l->d->cfg.peer_handshake_ms, 0);
+}
+
+/* Authenticated (or, without a secret, its first message came): the bounds of a trusted
+ * link. */
+static void link_trusted(coll_peer_link_t *l)
+{
+    l->auth_state = LINK_AUTH_DONE;
+    l->trusted = 1;
+    l->reader.max_frame = l->accepted ? COLL_LINK_ACCEPTED_FRAME_MAX : COLL_FRAME_MAX_PEER;
+    uv_timer_stop(&l->timer);
+    if (l->accepted) {
+        uv_timer_start(&l->timer, idle_cb, l->d->cfg.peer_idle_ms, 0);
+    }
 }
 
 void coll_link_send(coll_peer_link_t *l, coll_peer_msg_t *msg)
@@ -119,16 +198,14 @@ static void on_auth(coll_peer_link_t *l, const Coll__Wire__Auth *a)
     uint8_t mac[COLL_AUTH_BYTES];
 
     if (!coll_auth_check(&l->d->auth, "node", l->nonce, a->mac.data, a->mac.len)) {
-        coll_warn(COLL_SUB_RDV, "rejected peer %s: authentication failed (another secret?)",
-                  l->peer);
-        link_fail(l, COLL_ERR_DENIED, "peer %s failed authentication", l->peer);
+        link_refuse(l, COLL_REFUSED_AUTH, "authentication failed (another secret?)");
         return;
     }
     coll_auth_mac(&l->d->auth, "root", a->nonce.data, mac);
     ok.mac = (ProtobufCBinaryData){sizeof(mac), mac};
     out.body_case = COLL__WIRE__PEER_MSG__BODY_AUTH_OK;
     out.auth_ok = &ok;
-    l->auth_state = LINK_AUTH_DONE;
+    link_trusted(l);
     coll_debug(COLL_SUB_RDV, "control link %s: peer authenticated", l->peer);
     coll_link_send(l, &out);
 }
@@ -163,7 +240,7 @@ static void on_auth_ok(coll_peer_link_t *l, const Coll__Wire__AuthOk *ok)
                   "secret?)", l->peer);
         return;
     }
-    l->auth_state = LINK_AUTH_DONE;
+    link_trusted(l);
     l->ops->on_up(l);
 }
 
@@ -171,19 +248,22 @@ static void on_auth_ok(coll_peer_link_t *l, const Coll__Wire__AuthOk *ok)
 static int handshake(coll_peer_link_t *l, const coll_peer_msg_t *m)
 {
     int body = m->body_case;
+    int shake = body == COLL__WIRE__PEER_MSG__BODY_CHALLENGE ||
+                body == COLL__WIRE__PEER_MSG__BODY_AUTH ||
+                body == COLL__WIRE__PEER_MSG__BODY_AUTH_OK;
 
-    if (body == COLL__WIRE__PEER_MSG__BODY_CHALLENGE) {
+    if (body == COLL__WIRE__PEER_MSG__BODY_CHALLENGE && !l->accepted) {
         on_challenge(l, m->challenge);
     } else if (body == COLL__WIRE__PEER_MSG__BODY_AUTH && l->auth_state == LINK_AWAIT_AUTH) {
         on_auth(l, m->auth);
     } else if (body == COLL__WIRE__PEER_MSG__BODY_AUTH_OK && l->auth_state == LINK_AWAIT_OK) {
         on_auth_ok(l, m->auth_ok);
-    } else if (l->auth_state == LINK_AWAIT_AUTH) {
-        coll_warn(COLL_SUB_RDV, "rejected peer %s: it did not authenticate (set "
-                  "peer_secret_file on its daemon)", l->peer);
-        link_fail(l, COLL_ERR_DENIED, "peer %s did not authenticate", l->peer);
-    } else if (l->auth_state != LINK_AUTH_DONE || body == COLL__WIRE__PEER_MSG__BODY_AUTH ||
-               body == COLL__WIRE__PEER_MSG__BODY_AUTH_OK) {
+    } else if (l->accepted && l->auth_state == LINK_AWAIT_AUTH) {
+        link_refuse(l, COLL_REFUSED_AUTH, "it sent another message before authenticating (is "
+                    "peer_secret_file set on its daemon?)");
+    } else if (l->accepted && shake) {
+        link_refuse(l, COLL_REFUSED_PROTOCOL, "a handshake message out of turn");
+    } else if (l->auth_state != LINK_AUTH_DONE || shake) {
         link_fail(l, COLL_ERR_RENDEZVOUS, "%s sent an unexpected message", l->peer);
     } else {
         return 0;
@@ -200,11 +280,20 @@ static void link_on_frame(coll_peer_link_t *l, const uint8_t *p, size_t n)
     coll_status_t st = coll_wire_unpack_peer(p, n, &m, err, sizeof(err));
 
     if (st != COLL_OK) {
-        coll_warn(COLL_SUB_RDV, "control link %s: %s; closing", l->peer, err);
-        link_fail(l, COLL_ERR_RENDEZVOUS, "bad message from %s: %s", l->peer, err);
+        if (l->accepted) {
+            link_refuse(l, COLL_REFUSED_PROTOCOL, "%s", err);
+        } else {
+            coll_warn(COLL_SUB_RDV, "control link %s: %s; closing", l->peer, err);
+            link_fail(l, COLL_ERR_RENDEZVOUS, "bad message from %s: %s", l->peer, err);
+        }
         return;
     }
     if (!handshake(l, m)) {
+        if (!l->trusted) {
+            link_trusted(l); /* no secret: the first message ends the handshake's bounds */
+        } else if (l->accepted) {
+            uv_timer_start(&l->timer, idle_cb, l->d->cfg.peer_idle_ms, 0);
+        }
         l->ops->on_msg(l, m);
     }
     coll__wire__peer_msg__free_unpacked(m, NULL);
@@ -216,11 +305,36 @@ static void link_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     uint8_t *p;
     size_t len;
 
+    /* Before it is trusted: never more room than it may still send. */
+    if (!l->trusted) {
+        suggested = untrusted_budget(l) - l->unauth_bytes;
+    }
     if (coll_frame_reader_space(&l->reader, suggested, &p, &len) != COLL_OK) {
         *buf = uv_buf_init(NULL, 0);
         return;
     }
-    *buf = uv_buf_init((char *)p, (unsigned)len);
+    *buf = uv_buf_init((char *)p, (unsigned)(len < suggested ? len : suggested));
+}
+
+/* Bytes from a link not yet trusted count against its budget; returns 0 when over. */
+static int within_budget(coll_peer_link_t *l, size_t n)
+{
+    if (l->trusted) {
+        return 1;
+    }
+    l->unauth_bytes += n;
+    if (l->unauth_bytes < untrusted_budget(l)) {
+        return 1;
+    }
+    if (l->accepted) {
+        link_refuse(l, COLL_REFUSED_HANDSHAKE_BYTES, "%zu bytes before it authenticated "
+                    "(peer_handshake_bytes %llu)", l->unauth_bytes,
+                    (unsigned long long)l->d->cfg.peer_handshake_bytes);
+    } else {
+        link_fail(l, COLL_ERR_RENDEZVOUS, "root %s sent %zu bytes without authenticating",
+                  l->peer, l->unauth_bytes);
+    }
+    return 0;
 }
 
 static void link_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -240,55 +354,53 @@ static void link_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
         link_on_frame(l, p, n);
     }
     if (!l->closing && st == COLL_ERR_PROTOCOL) {
-        coll_warn(COLL_SUB_RDV, "control link %s: frame above %u bytes; closing", l->peer,
-                  COLL_FRAME_MAX_PEER);
-        link_fail(l, COLL_ERR_PROTOCOL, "%s sent a frame above %u bytes", l->peer,
-                  COLL_FRAME_MAX_PEER);
+        if (l->accepted) {
+            link_refuse(l, COLL_REFUSED_PROTOCOL, "a frame above %zu bytes",
+                        l->reader.max_frame);
+        } else {
+            coll_warn(COLL_SUB_RDV, "control link %s: frame above %zu bytes; closing", l->peer,
+                      l->reader.max_frame);
+            link_fail(l, COLL_ERR_PROTOCOL, "%s sent a frame above %zu bytes", l->peer,
+                      l->reader.max_frame);
+        }
+        return;
+    }
+    if (!l->closing && nread > 0) {
+        (void)within_budget(l, (size_t)nread);
     }
 }
 
 /* ---- accepting ------------------------------------------------------------------------------- */
 
-static void format_sockaddr(const struct sockaddr *sa, char *buf, size_t len)
+/* A connection the control listener accepted (accept.h checked its limits). */
+static void accept_cb(coll_acceptor_t *a, int fd, const struct sockaddr_storage *peer)
 {
-    char host[64] = "?";
-    int port = 0;
+    coll_daemon_t *d = coll_acceptor_data(a);
+    coll_peer_link_t *l = link_new(d, d->control_ops, NULL);
 
-    if (sa->sa_family == AF_INET) {
-        uv_ip4_name((const struct sockaddr_in *)sa, host, sizeof(host));
-        port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
-        snprintf(buf, len, "%s:%d", host, port);
-    } else {
-        uv_ip6_name((const struct sockaddr_in6 *)sa, host, sizeof(host));
-        port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
-        snprintf(buf, len, "[%s]:%d", host, port);
-    }
-}
-
-static void accept_cb(uv_stream_t *server, int status)
-{
-    coll_daemon_t *d = server->data;
-    coll_peer_link_t *l;
-    struct sockaddr_storage ss;
-    int sl = sizeof(ss);
-
-    if (status < 0 || (l = link_new(d, d->control_ops, NULL)) == NULL) {
-        coll_warn(COLL_SUB_RDV, "control accept: %s", status < 0 ? uv_strerror(status) : "no memory");
+    if (l == NULL) {
+        coll_warn(COLL_SUB_RDV, "control accept: no memory");
+        close(fd);
+        coll_acceptor_release(a, peer);
         return;
     }
-    if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
+    l->accepted = 1;
+    l->acceptor = a;
+    l->addr = *peer;
+    coll_acceptor_name(peer, l->peer, sizeof(l->peer));
+    if (uv_tcp_open(&l->tcp, fd) != 0) {
+        close(fd);
         coll_link_close(l);
         return;
     }
     uv_tcp_nodelay(&l->tcp, 1);
-    snprintf(l->peer, sizeof(l->peer), "?");
-    if (uv_tcp_getpeername(&l->tcp, (struct sockaddr *)&ss, &sl) == 0) {
-        format_sockaddr((struct sockaddr *)&ss, l->peer, sizeof(l->peer));
-    }
     coll_debug(COLL_SUB_RDV, "control link from %s", l->peer);
+    link_untrusted(l);
     uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
     if (d->auth.enabled) {
         send_challenge(l);
+    } else {
+        l->auth_state = LINK_AUTH_DONE;
     }
 }
 
@@ -300,12 +412,13 @@ static int resolve_numeric(const char *host, int port, struct sockaddr_storage *
     return uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss);
 }
 
-static void bound_address(coll_daemon_t *d, const char *host)
+static void bound_address(coll_daemon_t *d, int fd, const char *host)
 {
     struct sockaddr_storage ss;
-    int sl = sizeof(ss), port;
+    socklen_t sl = sizeof(ss);
+    int port;
 
-    uv_tcp_getsockname(&d->control, (struct sockaddr *)&ss, &sl);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
     port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
                                          : ((struct sockaddr_in6 *)&ss)->sin6_port);
     /* A wildcard address is no use to peers: advertise the host name instead. */
@@ -318,9 +431,14 @@ static void bound_address(coll_daemon_t *d, const char *host)
 
 coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_ops_t *ops)
 {
-    char host[64];
-    int port, rc;
+    char host[64], err[128];
+    int port, fd;
     struct sockaddr_storage ss;
+    coll_acceptor_params_t p = {
+        .listener = COLL_LISTENER_CONTROL, .what = "control listener",
+        .max = (unsigned)d->cfg.peer_max_connections,
+        .max_per_addr = (unsigned)d->cfg.peer_max_per_address,
+        .reserve = (unsigned)d->cfg.fd_reserve, .cb = accept_cb, .data = d};
 
     if (coll_parse_hostport(d->cfg.listen, host, sizeof(host), &port) < 0 ||
         resolve_numeric(host, port, &ss) != 0) {
@@ -328,15 +446,18 @@ coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_ops_t *ops)
                    "0.0.0.0:29510 or [::]:29510)", d->cfg.listen);
         return COLL_ERR_INVALID;
     }
-    uv_tcp_init(d->loop, &d->control);
-    d->control.data = d;
     d->control_ops = ops;
-    if ((rc = uv_tcp_bind(&d->control, (struct sockaddr *)&ss, 0)) != 0 ||
-        (rc = uv_listen((uv_stream_t *)&d->control, 128, accept_cb)) != 0) {
-        coll_error(COLL_SUB_RDV, "control listener on %s: %s", d->cfg.listen, uv_strerror(rc));
+    if (coll_acceptor_bind((struct sockaddr *)&ss, ss.ss_family == AF_INET
+                               ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6),
+                           &fd, err, sizeof(err)) != COLL_OK) {
+        coll_error(COLL_SUB_RDV, "control listener on %s: %s", d->cfg.listen, err);
         return COLL_ERR_IO;
     }
-    bound_address(d, host);
+    bound_address(d, fd, host);
+    if (coll_acceptor_open(d, fd, &p, &d->control) != COLL_OK) {
+        d->control_addr[0] = '\0';
+        return COLL_ERR_IO;
+    }
     coll_info(COLL_SUB_RDV, "control listener on %s", d->control_addr);
     return COLL_OK;
 }
@@ -346,12 +467,15 @@ coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_ops_t *ops)
 static void connected(coll_peer_link_t *l)
 {
     uv_tcp_nodelay(&l->tcp, 1);
-    uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
     if (l->d->auth.enabled) {
         /* Nothing leaves before the other side proved it holds the secret. */
         l->auth_state = LINK_AWAIT_CHALLENGE;
+        link_untrusted(l);
+        uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
         return;
     }
+    link_trusted(l);
+    uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
     l->ops->on_up(l);
 }
 
@@ -369,12 +493,21 @@ static void reconnect_closed(uv_handle_t *h)
     try_next(l);
 }
 
+/* Errors that no retry cures for that address: this host cannot reach it at all (e.g. an
+ * IPv6 address where IPv6 is off). Refused or timed out may pass: the root may not be up. */
+static int permanent(int status)
+{
+    return status == UV_EADDRNOTAVAIL || status == UV_ENETUNREACH || status == UV_EAFNOSUPPORT;
+}
+
 static void attempt_failed(coll_peer_link_t *l, int status)
 {
-    uv_timer_stop(&l->attempt_timer);
+    uv_timer_stop(&l->timer);
+    l->transient |= !permanent(status);
     if (l->next_addr == NULL) {
-        link_fail(l, COLL_ERR_CONNREFUSED, "connecting to %s (%s): %s", l->peer, l->tried,
-                  uv_strerror(status));
+        link_fail(l, l->transient ? COLL_ERR_CONNREFUSED : COLL_ERR_RENDEZVOUS,
+                  "connecting to %s (%s): %s%s", l->peer, l->tried, uv_strerror(status),
+                  l->transient ? "" : " (this host cannot reach that address; no retry)");
         return;
     }
     coll_debug(COLL_SUB_RDV, "connecting to %s: %s: %s; trying the next address", l->peer,
@@ -389,7 +522,7 @@ static void connect_cb(uv_connect_t *req, int status)
     if (l->closing || status == UV_ECANCELED) {
         return; /* closed meanwhile, or cut short by the attempt timer */
     }
-    uv_timer_stop(&l->attempt_timer);
+    uv_timer_stop(&l->timer);
     if (status < 0) {
         attempt_failed(l, status);
     } else {
@@ -408,14 +541,14 @@ static void try_next(coll_peer_link_t *l)
     int rc;
 
     l->next_addr = a->ai_next;
-    format_sockaddr(a->ai_addr, l->tried, sizeof(l->tried));
+    coll_acceptor_name((const struct sockaddr_storage *)a->ai_addr, l->tried, sizeof(l->tried));
     l->connect.data = l;
     rc = uv_tcp_connect(&l->connect, &l->tcp, a->ai_addr, connect_cb);
     if (rc < 0) {
         attempt_failed(l, rc);
         return;
     }
-    uv_timer_start(&l->attempt_timer, attempt_timeout_cb, COLL_LINK_ATTEMPT_MS, 0);
+    uv_timer_start(&l->timer, attempt_timeout_cb, COLL_LINK_ATTEMPT_MS, 0);
 }
 
 static void resolved_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -485,7 +618,6 @@ void coll_link_close_all(coll_daemon_t *d)
 {
     coll_peer_link_t *l, *tmp;
     coll_list_for_each_safe(l, tmp, &d->peer_links, coll_peer_link_t, link) { coll_link_close(l); }
-    if (d->control.loop != NULL && !uv_is_closing((uv_handle_t *)&d->control)) {
-        uv_close((uv_handle_t *)&d->control, NULL);
-    }
+    coll_acceptor_close(d->control); /* freed once its last link is */
+    d->control = NULL;
 }

@@ -5,9 +5,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "base/auth.h"
 #include "base/log.h"
+#include "net/accept.h"
 #include "net/link.h"
+#include "net/ucx_address.h"
 
 /* A rendezvous this daemon serves as root: the nodes of one job that registered so far, or,
  * once it failed, why (kept until @c expires so that late nodes hear it at once). */
@@ -202,8 +206,16 @@ static void rdv_complete(coll_rdv_t *rdv)
     free(ptrs);
 }
 
-/* The rendezvous of @p j's job: the one gathering, a failed one that still holds (same
- * token), or a new one. Failed ones past their time are dropped on the way. */
+/* Whether @p rdv is the rendezvous of the job named @p job and @p digest (base/auth.h: jobs of
+ * one id and another token, or another user's, never meet). */
+static int rdv_named(const coll_rdv_t *rdv, const char *job, const uint8_t *digest, size_t len)
+{
+    return strcmp(rdv->job, job) == 0 && len == sizeof(rdv->token_digest) &&
+           sodium_memcmp(digest, rdv->token_digest, sizeof(rdv->token_digest)) == 0;
+}
+
+/* The rendezvous of @p j's job: the one gathering, a failed one that still holds, or a new
+ * one. Failed ones past their time are dropped on the way. */
 static coll_rdv_t *rdv_get(coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
 {
     coll_rdv_t *rdv, *tmp, *found = NULL;
@@ -211,12 +223,9 @@ static coll_rdv_t *rdv_get(coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
 
     coll_list_for_each_safe(rdv, tmp, &d->rdvs, coll_rdv_t, link)
     {
-        int same = strcmp(rdv->job, j->job) == 0;
-        if (rdv->failed != COLL_OK && (now >= rdv->expires || (same &&
-            (j->token_digest.len != sizeof(rdv->token_digest) ||
-             memcmp(j->token_digest.data, rdv->token_digest, sizeof(rdv->token_digest)) != 0)))) {
+        if (rdv->failed != COLL_OK && now >= rdv->expires) {
             rdv_free(rdv);
-        } else if (same) {
+        } else if (rdv_named(rdv, j->job, j->token_digest.data, j->token_digest.len)) {
             found = rdv;
         }
     }
@@ -234,7 +243,7 @@ static coll_rdv_t *rdv_get(coll_daemon_t *d, const Coll__Wire__NodeJoin *j)
     return found;
 }
 
-int coll_rdv_describe(coll_daemon_t *d, const char *job, char *buf, size_t len)
+int coll_rdv_describe(coll_daemon_t *d, const coll_job_t *job, char *buf, size_t len)
 {
     coll_rdv_t *rdv, *rtmp;
     rdv_member_t *m, *mtmp;
@@ -242,7 +251,8 @@ int coll_rdv_describe(coll_daemon_t *d, const char *job, char *buf, size_t len)
 
     coll_list_for_each_safe(rdv, rtmp, &d->rdvs, coll_rdv_t, link)
     {
-        if (rdv->failed != COLL_OK || strcmp(rdv->job, job) != 0) {
+        if (rdv->failed != COLL_OK ||
+            !rdv_named(rdv, job->id, job->token_digest, sizeof(job->token_digest))) {
             continue;
         }
         n = (size_t)snprintf(buf, len, "%u of %u ranks have registered here", rdv->nranks,
@@ -272,12 +282,6 @@ static const char *rdv_conflict(coll_rdv_t *rdv, const Coll__Wire__NodeJoin *j,
     }
     coll_list_for_each_safe(m, tmp, &rdv->members, rdv_member_t, link)
     {
-        if (m->join->token_digest.len != j->token_digest.len ||
-            memcmp(m->join->token_digest.data, j->token_digest.data, j->token_digest.len) != 0) {
-            snprintf(buf, len, "nodes %s (%s) and %s (%s) disagree on the job token",
-                     m->join->host, m->l->peer, j->host, from);
-            return buf;
-        }
         for (size_t a = 0; a < j->n_ranks; a++) {
             for (size_t b = 0; b < m->join->n_ranks; b++) {
                 if (j->ranks[a] == m->join->ranks[b]) {
@@ -309,13 +313,37 @@ static void root_on_refusal(coll_peer_link_t *l, coll_rdv_t *rdv, Coll__Wire__No
     coll__wire__node_join__free_unpacked(j, NULL);
 }
 
+/* A node whose worker address UCX could not read safely (net/ucx_address.h): its join alone is
+ * refused, with the reason; the rendezvous goes on for the others. Returns 1 when refused. */
+static int bad_worker_address(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
+{
+    char why[160], msg[512];
+
+    if (j->refusal != 0 ||
+        coll_ucx_address_check(j->worker_address.data, j->worker_address.len, why,
+                               sizeof(why)) == COLL_OK) {
+        return 0;
+    }
+    snprintf(msg, sizeof(msg), "node %s (%s) of job %s sent a UCX worker address that cannot be "
+             "used (%zu bytes: %s); its join is refused", j->host, l->peer, j->job,
+             j->worker_address.len, why);
+    coll_refusal_note(l->d, COLL_LISTENER_CONTROL, COLL_REFUSED_WORKER_ADDRESS, "%s", msg);
+    send_reply_error(l, COLL_ERR_RENDEZVOUS, msg);
+    coll__wire__node_join__free_unpacked(j, NULL);
+    return 1;
+}
+
 static void root_on_node_join(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
 {
     char msg[1024];
     const char *conflict;
-    coll_rdv_t *rdv = rdv_get(l->d, j);
+    coll_rdv_t *rdv;
     rdv_member_t *m;
 
+    if (bad_worker_address(l, j)) {
+        return;
+    }
+    rdv = rdv_get(l->d, j);
     if (rdv != NULL && j->refusal != 0) {
         root_on_refusal(l, rdv, j);
         return;
@@ -346,12 +374,16 @@ static void root_on_node_join(coll_peer_link_t *l, Coll__Wire__NodeJoin *j)
     }
 }
 
+static void root_on_down(coll_peer_link_t *l, coll_status_t st, const char *why);
+
 static void root_on_msg(coll_peer_link_t *l, coll_peer_msg_t *m)
 {
     Coll__Wire__NodeJoin *j = m->node_join;
 
     if (m->body_case != COLL__WIRE__PEER_MSG__BODY_NODE_JOIN || l->owner != NULL) {
         coll_warn(COLL_SUB_RDV, "control link %s: unexpected message; closing", l->peer);
+        /* A member's link takes its node out of the rendezvous before it goes. */
+        root_on_down(l, COLL_ERR_PROTOCOL, "it sent an unexpected message");
         coll_link_close(l);
         return;
     }
@@ -456,6 +488,11 @@ void coll_rdv_join(coll_job_t *job)
     if (job->state != COLL_JOB_RENDEZVOUS) {
         return;
     }
+    if (job->d->auth.mode == COLL_PEERS_OFF) {
+        coll_job_fail(job, COLL_ERR_DENIED, 0, "job %s spans several nodes, but this daemon "
+                      "talks to no peer: %s", job->id, job->d->auth.why);
+        return;
+    }
     st = coll_link_connect(job->d, job->root, &node_ops, job, &job->rdv.link, err, sizeof(err));
     if (st != COLL_OK) {
         job->rdv.link = NULL;
@@ -532,14 +569,14 @@ static void refusal_on_down(coll_peer_link_t *l, coll_status_t st, const char *w
 
 static const coll_link_ops_t refusal_ops = {refusal_on_up, refusal_on_msg, refusal_on_down};
 
-void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, coll_status_t status,
-                     const char *why)
+void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, const uint8_t *digest,
+                     coll_status_t status, const char *why)
 {
-    rdv_refusal_t *r = calloc(1, sizeof(*r));
+    rdv_refusal_t *r;
     coll_peer_link_t *l;
     char err[320];
 
-    if (r == NULL) {
+    if (d->auth.mode == COLL_PEERS_OFF || (r = calloc(1, sizeof(*r))) == NULL) {
         return;
     }
     snprintf(r->job, sizeof(r->job), "%s", j->job);
@@ -547,7 +584,7 @@ void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, coll_status
     r->timeout_ms = j->timeout_ms;
     r->status = status;
     snprintf(r->error, sizeof(r->error), "%s", why);
-    coll_auth_token_digest(j->job, j->token, r->token_digest);
+    memcpy(r->token_digest, digest, sizeof(r->token_digest));
     if (coll_link_connect(d, j->root, &refusal_ops, r, &l, err, sizeof(err)) != COLL_OK) {
         coll_warn(COLL_SUB_RDV, "could not tell root %s that job %s is refused here: %s", j->root,
                   j->job, err);

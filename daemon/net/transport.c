@@ -1,5 +1,6 @@
 #include "net/transport.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,7 +8,41 @@
 #include "base/log.h"
 #include "base/loopwatch.h"
 #include "net/control.h"
+#include "net/ucx_address.h"
 #include "proto/tag.h"
+
+/* Worker addresses from peers are checked in UCX 1.13's packed format before UCX reads them
+ * (net/ucx_address.h). Unified mode packs none of the lengths that check needs: refuse it; and
+ * say so when another UCX release runs, whose format may differ. */
+static coll_status_t check_address_format(const ucp_config_t *config)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    unsigned major, minor, release;
+    int unified;
+
+    if (f == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    ucp_config_print(config, f, NULL, UCS_CONFIG_PRINT_CONFIG);
+    fclose(f);
+    unified = text != NULL && strstr(text, "UCX_UNIFIED_MODE=y") != NULL;
+    free(text);
+    if (unified) {
+        coll_error(COLL_SUB_UCX, "UCX_UNIFIED_MODE=y: its worker addresses cannot be checked "
+                   "before UCX reads them (net/ucx_address.h); unset it");
+        return COLL_ERR_TRANSPORT;
+    }
+    ucp_get_version(&major, &minor, &release);
+    if (major != COLL_UCX_ADDRESS_MAJOR || minor != COLL_UCX_ADDRESS_MINOR) {
+        coll_warn(COLL_SUB_UCX, "peers' worker addresses are checked in the format of UCX %d.%d; "
+                  "this is UCX %u.%u.%u: a job whose addresses do not pass fails at its "
+                  "rendezvous with the reason", COLL_UCX_ADDRESS_MAJOR, COLL_UCX_ADDRESS_MINOR,
+                  major, minor, release);
+    }
+    return COLL_OK;
+}
 
 coll_status_t coll_transport_init(coll_daemon_t *d)
 {
@@ -18,6 +53,10 @@ coll_status_t coll_transport_init(coll_daemon_t *d)
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         coll_error(COLL_SUB_UCX, "reading UCX configuration: %s", ucs_status_string(st));
+        return COLL_ERR_TRANSPORT;
+    }
+    if (check_address_format(config) != COLL_OK) {
+        ucp_config_release(config);
         return COLL_ERR_TRANSPORT;
     }
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;

@@ -245,6 +245,30 @@ static void peers(FILE *f, coll_daemon_t *d)
     }
 }
 
+/* How this daemon meets peers, and the connections its listeners refused (net/accept.h). */
+static void refusals(FILE *f, const coll_daemon_t *d)
+{
+    static const char *const modes[] = COLL_PEER_MODE_NAMES;
+
+    family(f, "collectived_peer_auth_mode", "gauge",
+           "1 for how this daemon meets peer daemons: authenticated (a node secret), "
+           "unauthenticated (allow_unauthenticated_peers), off (no control listener).");
+    for (unsigned m = 0; m < 3; m++) {
+        fprintf(f, "collectived_peer_auth_mode{mode=\"%s\"} %d\n", modes[m],
+                (unsigned)d->auth.mode == m);
+    }
+    family(f, "collectived_connections_refused_total", "counter",
+           "Connections a listener closed before serving them, or times it filled up "
+           "(max_connections), by listener and reason.");
+    for (unsigned l = 0; l < COLL_LISTENERS; l++) {
+        for (unsigned r = 0; r < COLL_REFUSED_REASONS; r++) {
+            fprintf(f, "collectived_connections_refused_total{listener=\"%s\",reason=\"%s\"} "
+                    "%llu\n", coll_stats_listener_name(l), coll_stats_refusal_name(r),
+                    (unsigned long long)d->stats.refused[l][r]);
+        }
+    }
+}
+
 /* Every job's wire bytes, and the parameter service's gauges of the jobs that have one. */
 static void wire_and_service(FILE *f, coll_daemon_t *d)
 {
@@ -448,10 +472,12 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
     errors(f, "collectived_job_failures_total", "Jobs that failed on this node, by kind.",
            st->job_failures);
     errors(f, "collectived_job_refusals_total",
-           "Jobs this node refused to create (pool budget, pool), by kind.", st->job_refusals);
+           "Jobs this node refused (pool budget, pool, a job token, no node secret), by kind.",
+           st->job_refusals);
     pools_and_pending(f, d);
     wire_and_service(f, d);
     peers(f, d);
+    refusals(f, d);
     coll_metrics_process(f);
     wire_totals(f, st);
     compression_bytes(f, d);

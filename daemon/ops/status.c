@@ -15,22 +15,21 @@
 #include "base/list.h"
 #include "base/log.h"
 #include "base/stream.h"
+#include "net/accept.h"
 #include "ops/metrics.h"
 #include "ops/report.h"
 #include "ops/service.h"
 #include "ops/status_json.h"
 
-/** The listeners and their connections; freed when the last handle closed after close(). */
+/** The listeners and their connections; freed when the last connection closed after close(). */
 struct coll_status_server {
     coll_daemon_t *d;
-    uv_pipe_t pipe;    /**< Unix listener */
-    uv_tcp_t tcp;      /**< TCP listener */
-    int pipe_open;
-    int tcp_open;
+    coll_acceptor_t *unix_listener; /**< net/accept.h; NULL when off */
+    coll_acceptor_t *tcp_listener;
     int socket_bound;  /**< the socket file is ours to remove */
     char tcp_addr[80];
     coll_list_t conns; /**< conn_t */
-    int handles;       /**< listeners and connections not yet closed */
+    int handles;       /**< connections not yet closed */
     int closing;
 };
 
@@ -45,6 +44,8 @@ typedef struct {
     uv_timer_t timer;
     coll_list_t link;
     coll_status_server_t *srv;
+    coll_acceptor_t *acceptor; /**< whose place it holds */
+    struct sockaddr_storage peer;
     coll_http_request_t req;
     char buf[2048];
     char *resp;
@@ -68,6 +69,7 @@ static void conn_closed_cb(uv_handle_t *h)
     if (--c->handles > 0) {
         return;
     }
+    coll_acceptor_release(c->acceptor, &c->peer);
     free(c->resp);
     server_unref(c->srv);
     free(c);
@@ -162,7 +164,6 @@ static void conn_answer(conn_t *c)
     uv_buf_t buf;
 
     uv_read_stop(&c->u.stream);
-    uv_timer_stop(&c->timer);
     c->resp = coll_status_answer(c->srv->d, &c->req, &len);
     if (c->resp == NULL) {
         conn_close(c);
@@ -199,37 +200,55 @@ static void idle_cb(uv_timer_t *t)
     conn_close(t->data);
 }
 
-static void accept_cb(uv_stream_t *listener, int status)
+/* A connection one of the listeners accepted (net/accept.h checked the limits). */
+static void accept_cb(coll_acceptor_t *a, int fd, const struct sockaddr_storage *peer)
 {
-    coll_status_server_t *srv = listener->data;
-    conn_t *c;
+    coll_status_server_t *srv = coll_acceptor_data(a);
+    conn_t *c = calloc(1, sizeof(*c));
+    int rc;
 
-    if (status < 0) {
-        coll_warn(COLL_SUB_STATUS, "status accept: %s", uv_strerror(status));
-        return;
-    }
-    if ((c = calloc(1, sizeof(*c))) == NULL) {
+    if (c == NULL) {
         coll_warn(COLL_SUB_STATUS, "status accept: out of memory");
+        close(fd);
+        coll_acceptor_release(a, peer);
         return;
     }
     c->srv = srv;
+    c->acceptor = a;
+    c->peer = *peer;
     c->handles = 2;
     srv->handles++;
     coll_http_request_init(&c->req);
-    if (listener == (uv_stream_t *)&srv->pipe) {
+    if (peer->ss_family == AF_UNIX) {
         uv_pipe_init(srv->d->loop, &c->u.pipe, 0);
+        rc = uv_pipe_open(&c->u.pipe, fd);
     } else {
         uv_tcp_init(srv->d->loop, &c->u.tcp);
+        rc = uv_tcp_open(&c->u.tcp, fd);
     }
     uv_timer_init(srv->d->loop, &c->timer);
     c->u.handle.data = c->timer.data = c;
     coll_list_push(&srv->conns, &c->link);
-    if (uv_accept(listener, &c->u.stream) != 0) {
+    if (rc != 0) {
+        close(fd);
         conn_close(c);
         return;
     }
     uv_timer_start(&c->timer, idle_cb, COLL_STATUS_IDLE_MS, 0);
     uv_read_start(&c->u.stream, alloc_cb, read_cb);
+}
+
+/* Both listeners: the status_max_connections served at once, and half the descriptor
+ * reserve: /status still answers when peers took what the control listener may take. */
+static coll_status_t open_acceptor(coll_status_server_t *srv, int fd, const char *what,
+                                   coll_acceptor_t **a_p)
+{
+    coll_acceptor_params_t p = {
+        .listener = COLL_LISTENER_STATUS, .what = what,
+        .max = (unsigned)srv->d->cfg.status_max_connections,
+        .reserve = (unsigned)srv->d->cfg.fd_reserve / 2, .cb = accept_cb, .data = srv};
+
+    return coll_acceptor_open(srv->d, fd, &p, a_p);
 }
 
 /* ---- listeners ---- */
@@ -275,55 +294,36 @@ static coll_status_t listen_unix(coll_status_server_t *srv)
 {
     const char *path = srv->d->cfg.status_socket;
     coll_status_t st = prepare_socket_path(path);
-    int rc;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char err[128];
+    int fd;
 
     if (st != COLL_OK) {
         return st;
     }
-    uv_pipe_init(srv->d->loop, &srv->pipe, 0);
-    srv->pipe.data = srv;
-    srv->pipe_open = 1;
-    srv->handles++;
-    if ((rc = uv_pipe_bind(&srv->pipe, path)) != 0) {
-        coll_error(COLL_SUB_STATUS, "status socket %s: %s", path, uv_strerror(rc));
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (coll_acceptor_bind((struct sockaddr *)&sa, sizeof(sa), &fd, err, sizeof(err)) !=
+        COLL_OK) {
+        coll_error(COLL_SUB_STATUS, "status socket %s: %s", path, err);
         return COLL_ERR_IO;
     }
     srv->socket_bound = 1;
-    if ((rc = uv_listen((uv_stream_t *)&srv->pipe, 16, accept_cb)) != 0) {
-        coll_error(COLL_SUB_STATUS, "status socket %s: %s", path, uv_strerror(rc));
-        return COLL_ERR_IO;
+    if ((st = open_acceptor(srv, fd, "status socket", &srv->unix_listener)) != COLL_OK ||
+        (st = coll_service_own_socket(srv->d, path)) != COLL_OK) {
+        return st;
     }
-    st = coll_service_own_socket(srv->d, path);
-    if (st == COLL_OK) {
-        coll_info(COLL_SUB_STATUS, "status server on %s", path);
-    }
-    return st;
-}
-
-static void tcp_bound_addr(coll_status_server_t *srv)
-{
-    struct sockaddr_storage ss;
-    char host[64] = "?";
-    int sl = sizeof(ss), port = 0;
-
-    uv_tcp_getsockname(&srv->tcp, (struct sockaddr *)&ss, &sl);
-    if (ss.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof(host));
-        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        snprintf(srv->tcp_addr, sizeof(srv->tcp_addr), "[%s]:%d", host, port);
-    } else {
-        uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof(host));
-        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        snprintf(srv->tcp_addr, sizeof(srv->tcp_addr), "%s:%d", host, port);
-    }
+    coll_info(COLL_SUB_STATUS, "status server on %s", path);
+    return COLL_OK;
 }
 
 static coll_status_t listen_tcp(coll_status_server_t *srv)
 {
     const char *addr = srv->d->cfg.status_listen;
     struct sockaddr_storage ss;
-    char host[64];
-    int port, rc;
+    socklen_t sl = sizeof(ss);
+    char host[64], err[128];
+    int port, fd;
+    coll_status_t st;
 
     /* The configuration checked the form already. */
     if (coll_parse_hostport(addr, host, sizeof(host), &port) < 0 ||
@@ -332,16 +332,17 @@ static coll_status_t listen_tcp(coll_status_server_t *srv)
         coll_error(COLL_SUB_STATUS, "status_listen=%s: not a numeric host:port", addr);
         return COLL_ERR_INVALID;
     }
-    uv_tcp_init(srv->d->loop, &srv->tcp);
-    srv->tcp.data = srv;
-    srv->tcp_open = 1;
-    srv->handles++;
-    if ((rc = uv_tcp_bind(&srv->tcp, (struct sockaddr *)&ss, 0)) != 0 ||
-        (rc = uv_listen((uv_stream_t *)&srv->tcp, 64, accept_cb)) != 0) {
-        coll_error(COLL_SUB_STATUS, "status listener on %s: %s", addr, uv_strerror(rc));
+    if (coll_acceptor_bind((struct sockaddr *)&ss, ss.ss_family == AF_INET
+                               ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6),
+                           &fd, err, sizeof(err)) != COLL_OK) {
+        coll_error(COLL_SUB_STATUS, "status listener on %s: %s", addr, err);
         return COLL_ERR_IO;
     }
-    tcp_bound_addr(srv);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    coll_acceptor_name(&ss, srv->tcp_addr, sizeof(srv->tcp_addr));
+    if ((st = open_acceptor(srv, fd, "status listener", &srv->tcp_listener)) != COLL_OK) {
+        return st;
+    }
     coll_info(COLL_SUB_STATUS, "status server on tcp %s", srv->tcp_addr);
     return COLL_OK;
 }
@@ -371,11 +372,6 @@ coll_status_t coll_status_server_open(coll_daemon_t *d, coll_status_server_t **s
     return st;
 }
 
-static void listener_closed_cb(uv_handle_t *h)
-{
-    server_unref(h->data);
-}
-
 void coll_status_server_close(coll_status_server_t *srv)
 {
     conn_t *c, *tmp;
@@ -388,12 +384,8 @@ void coll_status_server_close(coll_status_server_t *srv)
     {
         conn_close(c);
     }
-    if (srv->pipe_open) {
-        uv_close((uv_handle_t *)&srv->pipe, listener_closed_cb);
-    }
-    if (srv->tcp_open) {
-        uv_close((uv_handle_t *)&srv->tcp, listener_closed_cb);
-    }
+    coll_acceptor_close(srv->unix_listener); /* each freed once its last connection is */
+    coll_acceptor_close(srv->tcp_listener);
     if (srv->socket_bound) {
         unlink(srv->d->cfg.status_socket);
     }

@@ -4,8 +4,13 @@
  *        (status_listen), served by the daemon's loop. GET /status (JSON), GET /metrics
  *        (Prometheus), GET /healthz, GET / (an index).
  *
- * One request per connection; a connection that sends no complete request within
- * COLL_STATUS_IDLE_MS is closed. Answers are built whole on the loop thread (report.h).
+ * One request per connection, of at most 2 KiB; a connection lives at most COLL_STATUS_IDLE_MS
+ * (its request, the answer and its write: a client that does not read is cut off). Both
+ * listeners take connections through acceptors (net/accept.h) with the kernel's largest backlog:
+ * status_max_connections are served at once (a burst waits in the backlog), and none is taken
+ * when fewer than half fd_reserve descriptors are free (the control listener leaves all of it:
+ * /status answers while peers hold what they may). Answers are built whole on the loop thread
+ * (report.h).
  */
 #ifndef COLL_STATUS_H
 #define COLL_STATUS_H
@@ -17,7 +22,7 @@
 #include "base/http.h"
 #include "core/daemon.h"
 
-/** A connection must send its request within this time, milliseconds. */
+/** The longest a status connection lives, milliseconds. */
 #define COLL_STATUS_IDLE_MS 10000
 
 typedef struct coll_status_server coll_status_server_t;

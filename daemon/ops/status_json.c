@@ -363,6 +363,30 @@ static json_t *job_json(const coll_job_t *job, uint64_t now)
     return o;
 }
 
+/* How this daemon meets peers: its mode, why (without a secret), its control links, and the
+ * connections its listeners refused, by reason (the metric's counts, summed). */
+static json_t *peers_mode_json(const coll_daemon_t *d)
+{
+    static const char *const modes[] = COLL_PEER_MODE_NAMES;
+    json_t *refused = json_object();
+    size_t links = 0;
+    coll_list_t *e;
+
+    for (e = d->peer_links.next; e != &d->peer_links; e = e->next) {
+        links++;
+    }
+    for (unsigned r = 0; r < COLL_REFUSED_REASONS; r++) {
+        uint64_t n = 0;
+        for (unsigned l = 0; l < COLL_LISTENERS; l++) {
+            n += d->stats.refused[l][r];
+        }
+        json_object_set_new(refused, coll_stats_refusal_name(r), json_integer((json_int_t)n));
+    }
+    return json_pack("{s:s, s:s, s:s, s:I, s:o}", "mode", modes[d->auth.mode], "why",
+                     d->auth.why, "secret_file", d->cfg.peer_secret_file, "control_links",
+                     (json_int_t)links, "refused", refused);
+}
+
 static json_t *node_json(const coll_daemon_t *d)
 {
     const coll_service_t *svc = d->service;
@@ -380,6 +404,7 @@ static json_t *node_json(const coll_daemon_t *d)
     json_object_set_new(o, "status_listen",
                         json_string(svc != NULL ? coll_service_tcp_addr(svc) : ""));
     json_object_set_new(o, "config_file", json_string(d->cfg.config_file));
+    json_object_set_new(o, "peers", peers_mode_json(d));
     /* Bytes malloc has handed out and not taken back (glibc; 0 under sanitizers, whose
      * allocators keep their own books): what a leak makes grow, unlike RSS, which also counts
      * pool pages first touched and memory the allocator keeps for reuse. */

@@ -9,8 +9,11 @@
   sighup                  SIGHUP reopens log_file (rotated away) and applies the keys that may
                           change at run time to new jobs, names those that need a restart, and
                           keeps the running configuration when the file became invalid
-  listen_security         the default listener is loopback; one that other hosts reach is
-                          refused without peer_secret_file unless allow_unauthenticated_peers
+  listen_security         the default listener is loopback; any other listener is refused
+                          without a node secret unless allow_unauthenticated_peers;
+                          `--make-secret` makes one (mode 0600) and keeps an existing one; a
+                          daemon without one opens no control listener and says so in /status
+                          (peers.mode "off")
 """
 
 import grp
@@ -162,22 +165,47 @@ def test_listen_security(args, work):
     rc, out = daemon_cmd(args, "--config", "none", "--print-config")
     expect(rc == 0 and values(out)["listen"].startswith("127.0.0.1:"),
            "the default listener is not loopback: %s" % values(out).get("listen"))
-    for addr in ("0.0.0.0:29510", "[::]:29510", "10.1.2.3:29510"):
-        rc, out = daemon_cmd(args, "--config", "none", "--listen", addr, "--print-config")
-        expect(rc == 2 and "without peer_secret_file" in out,
-               "listen %s without a peer secret was accepted (%d): %s" % (addr, rc, out))
+    expect(values(out)["peer_secret_file"] == "/etc/collectived/peer.secret",
+           "the default node secret is %s" % values(out).get("peer_secret_file"))
+    missing = os.path.join(work, "missing.secret")
+    for addr in ("0.0.0.0:29510", "[::]:29510", "127.0.0.1:0"):
+        rc, out = daemon_cmd(args, "--config", "none", "--listen", addr, "--peer-secret-file",
+                             missing, "--print-config")
+        expect(rc == 2 and "no node secret" in out,
+               "listen %s without a node secret was accepted (%d): %s" % (addr, rc, out))
     rc, out = daemon_cmd(args, "--config", "none", "--listen", "0.0.0.0:29510",
-                         "--allow-unauthenticated-peers", "1", "--print-config")
+                         "--peer-secret-file", missing, "--allow-unauthenticated-peers", "1",
+                         "--print-config")
     expect(rc == 0, "allow_unauthenticated_peers = 1 did not allow it: " + out)
     secret = os.path.join(work, "peer.secret")
-    fd = os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.write(fd, os.urandom(32))
-    os.close(fd)
+    for _ in range(2):
+        rc, out = daemon_cmd(args, "--config", "none", "--peer-secret-file", secret,
+                             "--make-secret")
+        expect(rc == 0, "--make-secret failed: " + out)
+    made = os.stat(secret)
+    expect(made.st_mode & 0o777 == 0o600 and made.st_size == 65 and "exists; kept" in out,
+           "--make-secret made mode %o, %d bytes; the second run said: %s"
+           % (made.st_mode & 0o777, made.st_size, out))
     for addr in ("0.0.0.0:29510", "[::1]:29510", "127.0.0.2:29510"):
-        extra = ["--peer-secret-file", secret] if addr.startswith("0.") else []
         rc, out = daemon_cmd(args, "--config", "none", "--listen", addr, "--print-config",
-                             *extra)
-        expect(rc == 0, "listen %s %s refused: %s" % (addr, extra, out))
+                             "--peer-secret-file", secret)
+        expect(rc == 0, "listen %s with a secret refused: %s" % (addr, out))
+    peers_off(args, work)
+
+
+def peers_off(args, work):
+    """A daemon without a node secret (here none on purpose; the default file missing does the
+    same): up, single-node jobs only, no control listener, said in /status."""
+    d = opslib.Daemon(args.daemon, work, "nopeers", ["--peer-secret-file", ""],
+                      peers=False).wait_ready()
+    try:
+        peers = opslib.status_json(d.status)["node"]["peers"]
+        expect(peers["mode"] == "off" and "peer_secret_file" in peers["why"],
+               "peers of a daemon without a secret: %s\n%s" % (peers, d.log()))
+        expect(not os.path.exists(d.addr_file), "it wrote a control address")
+        opslib.check_no_warnings(d.log(), "a daemon without a node secret")
+    finally:
+        expect(d.stop() == 0, "the daemon did not stop cleanly:\n" + d.log())
 
 
 TESTS = {name[len("test_"):]: fn for name, fn in globals().items() if name.startswith("test_")}

@@ -38,11 +38,13 @@ def test_no_capabilities(args, work):
     os.mkdir(shared)
     os.chmod(shared, 0o1777)  # the daemons' directories, writable by nobody
     ds = []
+    secret = opslib.node_secret(os.path.join(shared, "peer.secret"))
+    os.chown(secret, 65534, 65534)  # the daemons' own, as the unit's --make-secret=USER does
     try:
         for k in range(2):
             os.mkdir(os.path.join(shared, "node%d" % k), 0o777)
             os.chmod(os.path.join(shared, "node%d" % k), 0o777)
-            ds.append(opslib.Daemon(args.daemon, shared, "node%d" % k,
+            ds.append(opslib.Daemon(args.daemon, shared, "node%d" % k, secret=secret,
                                     wrap=unprivileged([])).wait_ready())
         caps = open("/proc/%d/status" % ds[0].proc.pid).read()
         expect(re.search(r"^CapBnd:\s+0+$", caps, re.M) and
@@ -90,14 +92,23 @@ def test_k8s_example(args, work):
         value = value if isinstance(value, str) else (value.group(1) if value else "")
         expect(not re.match(r"(0\.0\.0\.0|\[::\]):", value),
                "%s binds every interface: %s" % (key, value))
-    expect(any(v.get("secret") for v in pod["volumes"]), "no Secret volume for the peer secret")
+    secrets_ = {v["name"] for v in pod["volumes"] if v.get("secret")}
+    mounts = [m["mountPath"] for m in box["volumeMounts"] if m["name"] in secrets_]
+    secret_file = re.search(r"^\s*peer_secret_file\s*=\s*(\S+)", conf, re.M)
+    expect(secret_file and any(secret_file.group(1).startswith(m.rstrip("/") + "/")
+                               for m in mounts),
+           "the node secret %s is not in a Secret volume (%s)"
+           % (secret_file.group(1) if secret_file else None, mounts))
     path = os.path.join(work, "collectived.conf")
     with open(path, "w") as f:
         f.write(conf)
     daemon_env = dict(opslib.test_env(), **{k: v for k, v in env.items()
                                             if k.startswith("COLLD_")})
+    # The Secret's file is not here: one of the test's own stands in for it.
+    secret = opslib.node_secret(os.path.join(work, "peer.secret"))
     rc, out = opslib.run([args.daemon, "--config", path, "--socket-group", "",
-                          "--print-config"], env=daemon_env, check=False)
+                          "--peer-secret-file", secret, "--print-config"], env=daemon_env,
+                         check=False)
     expect(rc == 0, "the daemon refuses the example's configuration:\n" + out)
     expect("status_listen = 10.0.0.5:9464" in out and "listen = 10.0.0.5:29510" in out,
            "the listeners are not the node's address:\n" + out)

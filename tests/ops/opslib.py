@@ -7,6 +7,7 @@ is tested) and their own socket directory, so the status socket is <dir>/status.
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -102,11 +103,24 @@ def test_env():
             if not k.startswith("COLL_") and not k.startswith("COLLD_")}
 
 
+def node_secret(path):
+    """The node secret at @path, made (mode 0600, random) unless it is there: daemons that
+    share it authenticate each other."""
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+    return path
+
+
 class Daemon:
     """One collectived in <work>/<name>/, its output in <work>/<name>/log; @wrap: a command
-    that runs it (e.g. setpriv ... as another user)."""
+    that runs it (e.g. setpriv ... as another user). Its node secret: @secret, else
+    <work>/peer.secret (made on first use, shared by the daemons of one work directory). With
+    @peers False it gets neither a secret nor a control listener (single-node jobs only)."""
 
-    def __init__(self, binary, work, name, extra=(), env=None, wrap=()):
+    def __init__(self, binary, work, name, extra=(), env=None, wrap=(), secret=None,
+                 peers=True):
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir, exist_ok=True)
         self.name = name
@@ -114,8 +128,13 @@ class Daemon:
         self.status = os.path.join(self.dir, "status.sock")
         self.addr_file = os.path.join(self.dir, "control.addr")
         self.log_path = os.path.join(self.dir, "log")
-        self.argv = [binary, "--config", "none", "--socket", self.socket, "--listen",
-                     "127.0.0.1:0", "--addr-file", self.addr_file] + list(extra)
+        self.peers = peers
+        self.argv = [binary, "--config", "none", "--socket", self.socket]
+        if peers:
+            secret = secret or node_secret(os.path.join(work, "peer.secret"))
+            self.argv += ["--listen", "127.0.0.1:0", "--peer-secret-file", secret,
+                          "--addr-file", self.addr_file]
+        self.argv += list(extra)
         self.logf = open(self.log_path, "wb")
         self.proc = subprocess.Popen(list(wrap) + self.argv, stdin=subprocess.DEVNULL,
                                      stdout=self.logf,
@@ -128,6 +147,8 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise TestFailure("%s exited with %d before it was ready:\n%s"
                                   % (self.name, self.proc.returncode, self.log()))
+            if not self.peers:  # no control address to wait for: the status server
+                return "none" if "ready on" in self.log() else None
             try:
                 with open(self.addr_file) as f:
                     text = f.read()

@@ -57,8 +57,9 @@ class Connect(unittest.TestCase):
             t = threading.Thread(target=rank)
             t.start()
             time.sleep(LATE_S)
-            d = subprocess.Popen([DAEMON, "--config", "none", "--socket", sock, "--listen",
-                                  "127.0.0.1:0"],
+            # One rank: no peers, so no node secret and no control listener.
+            d = subprocess.Popen([DAEMON, "--config", "none", "--socket", sock,
+                                  "--peer-secret-file", ""],
                                  stdin=subprocess.DEVNULL)
             try:
                 t.join(60)
@@ -98,8 +99,9 @@ class Connect(unittest.TestCase):
             sock = os.path.join(tmp, "c.sock")
             # No shared-memory path: a one-rank job's collectives would complete without the
             # daemon, and this is about a daemon that stops answering.
-            d = subprocess.Popen([DAEMON, "--config", "none", "--socket", sock, "--listen",
-                                  "127.0.0.1:0", "--shm-max-bytes", "0"], stdin=subprocess.DEVNULL)
+            d = subprocess.Popen([DAEMON, "--config", "none", "--socket", sock,
+                                  "--peer-secret-file", "", "--shm-max-bytes", "0"],
+                                 stdin=subprocess.DEVNULL)
             try:
                 with one_rank(sock, 1) as comm:
                     x = comm.empty(100)

@@ -5,6 +5,7 @@
  * completed or one fails. It tells the test what happens on stdout, one line per event:
  *
  *   JOINED rank=R world=W nodes=N t_mono=S
+ *   HOLDING t_mono=S                           (--hold-start: buffers allocated, waiting)
  *   JOINFAIL status=NAME t_mono=S              (the reason printed on stderr before it)
  *   PROGRESS seq=K algo=A                      (every --progress completions; A: the
  *                                              algorithm that ran it, coll_req_algo())
@@ -21,7 +22,10 @@
  * daemons' /status while the failed job still exists, then closes the pipe.
  *
  * An operation in flight at a failure must fail too, or complete with the right data: a result
- * reported as success with partial data fails the test.
+ * reported as success with partial data fails the test. --seed S changes every rank's data (the
+ * ranks of one job share it: ranks of two jobs with different seeds that end up in one job see
+ * wrong sums); --hold-start makes the rank wait, once JOINED, until its standard input closes
+ * before the first operation.
  *
  * Exit status: 0 DONE, 3 FAILED (the test decides whether that was expected), 4 JOINFAIL,
  * 1 a wrong result or another broken promise, 2 a usage error.
@@ -55,6 +59,8 @@ typedef struct {
     int leave; /* the stall rank leaves (coll_comm_destroy) instead of holding */
     int abort; /* the stall rank ends the job (coll_comm_abort) before holding */
     int hold_ms;
+    int hold_start; /* wait for stdin to close before the first operation */
+    uint32_t seed;  /* mixed into every input */
 } opts_t;
 
 /* One operation slot: its buffers stay allocated for the whole run. */
@@ -109,16 +115,16 @@ static void say(const char *fmt, ...)
 
 /* ---- data: small integers, so that float32 sums are exact in any order -------------------- */
 
-static int input_value(int rank, size_t i, long seq)
+static int input_value(int rank, size_t i, long seq, uint32_t seed)
 {
-    uint32_t h = (uint32_t)i * 2654435761u ^ (uint32_t)seq * 40503u;
+    uint32_t h = (uint32_t)i * 2654435761u ^ (uint32_t)seq * 40503u ^ seed * 2246822519u;
     return (int)(((uint32_t)(rank + 1) * (1u + h % 97u)) % 512u) - 256;
 }
 
 static void fill(const run_t *r, slot_t *s)
 {
     for (size_t i = 0; i < r->o->count; i++) {
-        s->send[i] = (float)input_value(r->rank, i, s->seq);
+        s->send[i] = (float)input_value(r->rank, i, s->seq, r->o->seed);
         s->recv[i] = -1e30f;
     }
 }
@@ -128,7 +134,7 @@ static void check(const run_t *r, const slot_t *s)
     for (size_t i = 0; i < r->o->count; i++) {
         int want = 0;
         for (int q = 0; q < r->world; q++) {
-            want += input_value(q, i, s->seq);
+            want += input_value(q, i, s->seq, r->o->seed);
         }
         if (s->recv[i] != (float)want) {
             die("operation %ld completed with COLL_OK but element %zu of %zu is %.9g, expected "
@@ -263,6 +269,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: fault_rank [--count N] [--window W] [--iters K] [--progress P]\n"
             "                  [--stall-rank R --stall-after K [--leave|--abort]] [--hold-ms T]\n"
+            "                  [--seed S] [--hold-start]\n"
             "One rank of a fault-injection test (COLL_* environment): float32 sum allreduces of\n"
             "N elements (default 262144), W in flight (default 2), K of them (default: until\n"
             "one fails), every result checked. Prints JOINED, PROGRESS (every P completions,\n"
@@ -273,6 +280,8 @@ static void usage(FILE *f)
             "           others wait 500 ms before operation K (needs --window 1)\n"
             "  --abort  rank R ends the job (coll_comm_abort, ABORTED) 200 ms after it\n"
             "           stopped submitting, and then holds it\n"
+            "  --seed S       mix S into every input (default 0)\n"
+            "  --hold-start   once joined, wait until stdin closes before operating\n"
             "exit: 0 done, 3 an operation failed, 4 the join failed, 1 a wrong result, 2 usage\n");
 }
 
@@ -297,6 +306,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         {"stall-rank", required_argument, NULL, 'r'},  {"stall-after", required_argument, NULL, 'a'},
         {"hold-ms", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
         {"leave", no_argument, NULL, 'l'},    {"abort", no_argument, NULL, 'x'},
+        {"seed", required_argument, NULL, 's'}, {"hold-start", no_argument, NULL, 'H'},
         {NULL, 0, NULL, 0}};
     int ch;
 
@@ -313,6 +323,8 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 't': o->hold_ms = (int)parse_long(optarg, 0, 3600000); break;
         case 'l': o->leave = 1; break;
         case 'x': o->abort = 1; break;
+        case 's': o->seed = (uint32_t)parse_long(optarg, 0, 0x7fffffff); break;
+        case 'H': o->hold_start = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -367,6 +379,10 @@ int main(int argc, char **argv)
     say("JOINED rank=%d world=%d nodes=%d t_mono=%.6f", r.rank, r.world, r.nodes,
         clock_s(CLOCK_MONOTONIC));
     alloc_slots(&r);
+    if (o.hold_start) {
+        say("HOLDING t_mono=%.6f", clock_s(CLOCK_MONOTONIC));
+        hold(o.hold_ms);
+    }
     rc = run_loop(&r);
     coll_comm_destroy(r.comm);
     return rc;

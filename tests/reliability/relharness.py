@@ -66,6 +66,13 @@ def check(cond, msg):
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
+def write_secret(path, data):
+    """A node secret file (mode 0600, as the daemon requires)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 def _child_setup():
     """Runs in each child before exec: SIGKILL when the test dies, own process group."""
     _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
@@ -383,6 +390,8 @@ class Cluster:
     def __init__(self, daemon, name):
         self.daemon_bin = os.path.abspath(daemon)
         self.dir = tempfile.mkdtemp(prefix="crel-%s-" % name)
+        self.secret = os.path.join(self.dir, "peer.secret")
+        write_secret(self.secret, secrets.token_hex(32).encode() + b"\n")
         self.daemons = []
         self.jobs = []
         self.netns = None
@@ -411,9 +420,12 @@ class Cluster:
         self.netns = Netns(n)
         return self.netns
 
-    def start_daemons(self, n, args=(), node_args=None, netns=None, env=None):
+    def start_daemons(self, n, args=(), node_args=None, netns=None, env=None, wait_addr=True):
         """Start @n daemons (more when called again); @node_args(k) gives extra arguments of
-        daemon k. Waits for their control addresses; returns the new Daemon objects."""
+        daemon k. Every daemon gets the cluster's node secret (self.secret) unless its
+        arguments name another peer_secret_file. Waits for their control addresses (with
+        @wait_addr; a daemon without a secret has no control listener) and /status; returns
+        the new Daemon objects."""
         new = []
         for _ in range(n):
             k = len(self.daemons)
@@ -422,11 +434,10 @@ class Cluster:
             listen = "%s:0" % (netns.addr(k) if netns else "127.0.0.1")
             argv = [self.daemon_bin, "--config", "none", "--socket",
                     os.path.join(node_dir, "collectived.sock"), "--listen", listen,
+                    "--peer-secret-file", self.secret,
                     "--addr-file", os.path.join(node_dir, "control.addr")] + list(args)
             if node_args is not None:
                 argv += list(node_args(k))
-            if netns:  # private addresses of namespaces on this host
-                argv += ["--allow-unauthenticated-peers", "1"]
             if len(os.path.join(node_dir, "collectived.sock")) > SUN_PATH_MAX:
                 raise TestFailure("socket path too long; set TMPDIR to a shorter directory")
             if netns:
@@ -438,8 +449,12 @@ class Cluster:
             self.daemons.append(d)
             new.append(d)
         for d in new:
-            d.addr = wait_until(lambda: self._read_addr(d), 20, "node %d's control address"
-                                % d.node)
+            if wait_addr:
+                d.addr = wait_until(lambda: self._read_addr(d), 20, "node %d's control address"
+                                    % d.node)
+            else:
+                wait_until(lambda: d.alive() and os.path.exists(d.status_sock), 20,
+                           "node %d's status socket" % d.node)
             st = d.status()
             check(st["node"]["pid"] == d.pid, "node %d: /status says pid %s, we started %d"
                   % (d.node, st["node"]["pid"], d.pid))

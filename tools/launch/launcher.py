@@ -133,7 +133,17 @@ class Launcher:
 
     # -- daemons ---------------------------------------------------------------------------
 
+    def make_secret(self):
+        """The node secret this run's daemons authenticate each other with: 32 random bytes as
+        hex, mode 0600 in the run's private directory, removed with it."""
+        path = os.path.join(self.dir, "peer.secret")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        return path
+
     def start_daemons(self, daemon):
+        secret = self.make_secret()
         for k in range(self.nodes):
             node_dir = os.path.join(self.dir, "node%d" % k)
             os.mkdir(node_dir, 0o700)
@@ -142,11 +152,10 @@ class Launcher:
                 raise LaunchError("socket path %s is longer than %d bytes; set TMPDIR to a shorter "
                                   "directory" % (sock, SUN_PATH_MAX))
             listen = self.netns.listen(k) if self.netns else "127.0.0.1:0"
-            argv = [daemon, "--socket", sock, "--listen", listen,
+            argv = [daemon, "--socket", sock, "--listen", listen, "--peer-secret-file", secret,
                     "--addr-file", os.path.join(node_dir, "control.addr")] + self.args.daemon_arg
             if self.netns:
-                # Private addresses of namespaces on this host, which no other host reaches.
-                argv = self.netns.wrap(k, argv + ["--allow-unauthenticated-peers", "1"])
+                argv = self.netns.wrap(k, argv)
             if self.args.verbose:
                 log("node %d: %s" % (k, " ".join(argv)))
             prefix = "[d%d] " % k

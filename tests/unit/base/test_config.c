@@ -200,7 +200,8 @@ static void test_every_key_has_a_flag(void **state)
                     "127.0.0.1:0",        "--addr-file",     "/tmp/a", "--pool-size",
                     "1M",                 "--pool-max",      "2M",     "--segment-size",
                     "8K",                 "--pipeline-depth", "64",    "--log-level",
-                    "trace",              "--log-subsys",    "job,engine", NULL};
+                    "trace",              "--log-subsys",    "job,engine",
+                    "--allow-unauthenticated-peers", "1", NULL};
 
     assert_int_equal(coll_config_load(ARGC(argv), argv, &cfg), COLL_CONFIG_RUN);
     assert_string_equal(cfg.socket, "/tmp/s");

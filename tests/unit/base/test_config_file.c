@@ -224,7 +224,7 @@ static void test_sections_comments_and_inline_comments(void **state)
     write_file("# comment\n; another\n\n[collectived]\npool_size = 2M ; inline comment\n"
                "  \nlisten=127.0.0.1:1234\nsegment_size : 8K\n"
                "socket = /tmp/a#b.sock   # '#' after a space starts a comment, as ';' does\n"
-               "addr_file =  # empty\n");
+               "addr_file =  # empty\nallow_unauthenticated_peers = 1\n");
     assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_RUN);
     assert_int_equal(cfg.pool_size, 2 * MiB);
     assert_string_equal(cfg.listen, "127.0.0.1:1234");
@@ -338,15 +338,65 @@ static void test_listen_addresses_checked(void **state)
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *good[] = {"collectived", "--config", "none", (char *)cases[i].flag,
-                        (char *)cases[i].good, NULL};
-        char *bad[] = {"collectived", "--config", "none", (char *)cases[i].flag,
-                       (char *)cases[i].bad, NULL};
+        char *good[] = {"collectived", "--config", "none", "--allow-unauthenticated-peers",
+                        "1", (char *)cases[i].flag, (char *)cases[i].good, NULL};
+        char *bad[] = {"collectived", "--config", "none", "--allow-unauthenticated-peers",
+                       "1", (char *)cases[i].flag, (char *)cases[i].bad, NULL};
 
         assert_int_equal(load(ARGC(good), good), COLL_CONFIG_RUN);
         assert_int_equal(load(ARGC(bad), bad), COLL_CONFIG_ERROR);
         assert_contains(capture_text(), cases[i].message);
     }
+}
+
+/* A listener other than the default needs a node secret, or the consent to go without one;
+ * the default address needs neither (no listener then), nor does --make-secret. */
+static void test_listener_needs_a_secret(void **state)
+{
+    char *none[] = {"collectived", "--config", "none", "--listen", "127.0.0.1:0",
+                    "--peer-secret-file", "", NULL};
+    char *missing[] = {"collectived", "--config", "none", "--listen", "127.0.0.1:0",
+                       "--peer-secret-file", "/nonexistent/peer.secret", NULL};
+    char *allowed[] = {"collectived", "--config", "none", "--listen", "127.0.0.1:0",
+                       "--peer-secret-file", "", "--allow-unauthenticated-peers", "1", NULL};
+    char *with[] = {"collectived", "--config", "none", "--listen", "127.0.0.1:0",
+                    "--peer-secret-file", path, NULL};
+    char *defaults[] = {"collectived", "--config", "none", "--peer-secret-file", "",
+                        "--listen", "127.0.0.1:29510", NULL};
+    char *make[] = {"collectived", "--config", "none", "--listen", "127.0.0.1:0",
+                    "--peer-secret-file", "/nonexistent/peer.secret", "--make-secret=nobody",
+                    NULL};
+
+    assert_int_equal(load(ARGC(none), none), COLL_CONFIG_ERROR);
+    assert_contains(capture_text(), "listen=127.0.0.1:0 (flag): no node secret");
+    assert_int_equal(load(ARGC(missing), missing), COLL_CONFIG_ERROR);
+    assert_contains(capture_text(), "\"/nonexistent/peer.secret\": No such file or directory");
+    assert_int_equal(load(ARGC(allowed), allowed), COLL_CONFIG_RUN);
+    write_file("secret secret secret\n");
+    assert_int_equal(load(ARGC(with), with), COLL_CONFIG_RUN);
+    assert_int_equal(load(ARGC(defaults), defaults), COLL_CONFIG_RUN);
+    assert_int_equal(load(ARGC(make), make), COLL_CONFIG_MAKE_SECRET);
+    assert_true(cfg.make_secret);
+    assert_string_equal(cfg.make_secret_owner, "nobody");
+}
+
+/* What one connection may cost is bounded, and so are the bounds. */
+static void test_connection_limits_checked(void **state)
+{
+    char *small[] = {"collectived", "--config", "none", "--peer-handshake-bytes", "100", NULL};
+    char *zero[] = {"collectived", "--config", "none", "--status-max-connections", "0", NULL};
+    char *ok[] = {"collectived", "--config", "none", "--peer-handshake-bytes", "4K",
+                  "--peer-max-connections", "8", "--fd-reserve", "0", NULL};
+
+    assert_int_equal(load(ARGC(small), small), COLL_CONFIG_ERROR);
+    assert_contains(capture_text(), "peer_handshake_bytes=100 (flag): must be 256..65536");
+    assert_int_equal(load(ARGC(zero), zero), COLL_CONFIG_ERROR);
+    assert_contains(capture_text(), "status_max_connections=0 (flag): must be 1..4096");
+    assert_int_equal(load(ARGC(ok), ok), COLL_CONFIG_RUN);
+    assert_int_equal(cfg.peer_handshake_bytes, 4096);
+    assert_int_equal(cfg.peer_max_connections, 8);
+    assert_int_equal(cfg.fd_reserve, 0);
+    assert_int_equal(cfg.peer_idle_ms, 30000);
 }
 
 static void test_socket_group(void **state)
@@ -389,6 +439,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_checked_values_name_their_origin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listen_addresses_checked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_listener_needs_a_secret, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_limits_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_socket_group, setup, teardown),
     };
     return cmocka_run_group_tests_name("config_file", tests, NULL, NULL);

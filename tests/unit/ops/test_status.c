@@ -135,6 +135,9 @@ static int world_setup(void **state)
     memset(&w, 0, sizeof(w));
     coll_list_init(&w.d.sessions);
     coll_list_init(&w.d.jobs);
+    coll_list_init(&w.d.peer_links);
+    w.d.auth.mode = COLL_PEERS_AUTHENTICATED;
+    w.d.cfg.peer_secret_file = "/etc/collectived/peer.secret";
     snprintf(w.d.hostname, sizeof(w.d.hostname), "node-a");
     snprintf(w.d.control_addr, sizeof(w.d.control_addr), "10.0.0.1:29510");
     w.d.cfg.socket = "/run/x/c.sock";
@@ -268,6 +271,7 @@ static void test_status_members_peers_pool(void **state)
 
     w.nodes[1].gone = COLL_ERR_PEER;
     snprintf(w.nodes[1].gone_why, sizeof(w.nodes[1].gone_why), "connection lost");
+    coll_stats_refused(&w.d.stats, COLL_LISTENER_CONTROL, COLL_REFUSED_HANDSHAKE_BYTES);
     doc = status_doc();
     job = json_array_get(json_object_get(doc, "jobs"), 0);
     assert_string_equal(json_string_value(json_object_get(job, "id")), "job\"7");
@@ -286,6 +290,10 @@ static void test_status_members_peers_pool(void **state)
                      1 << 20);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "node"),
                                                         "sessions")), 2);
+    peers = json_object_get(json_object_get(doc, "node"), "peers");
+    assert_string_equal(json_string_value(json_object_get(peers, "mode")), "authenticated");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(peers, "refused"),
+                                                        "handshake_bytes")), 1);
     json_decref(doc);
 }
 
@@ -305,6 +313,8 @@ static void test_metrics_counts(void **state)
     coll_stats_op_done(&w.d.stats, &counted, 1e-3, COLL_ERR_MISMATCH);
     coll_stats_request_done(&w.d.stats, COLL_ERR_TIMEDOUT);
     coll_stats_job_failed(&w.d.stats, COLL_ERR_PEER);
+    coll_stats_refused(&w.d.stats, COLL_LISTENER_CONTROL, COLL_REFUSED_AUTH);
+    coll_stats_refused(&w.d.stats, COLL_LISTENER_CONTROL, COLL_REFUSED_AUTH);
     text = coll_report_metrics(&w.d, &len);
     assert_non_null(text);
     assert_int_equal(strlen(text), len);
@@ -319,6 +329,10 @@ static void test_metrics_counts(void **state)
                           "le=\"+Inf\"} 1\n");
     assert_contains(text, "collectived_errors_total{kind=\"COLL_ERR_TIMEDOUT\"} 1\n");
     assert_contains(text, "collectived_job_failures_total{kind=\"COLL_ERR_PEER\"} 1\n");
+    assert_contains(text, "collectived_connections_refused_total{listener=\"control\","
+                          "reason=\"auth\"} 2\n");
+    assert_contains(text, "collectived_peer_auth_mode{mode=\"authenticated\"} 1\n");
+    assert_contains(text, "collectived_peer_auth_mode{mode=\"off\"} 0\n");
     assert_contains(text, "collectived_last_large_operation_bytes{collective=\"allreduce\","
                           "dtype=\"float32\",world_size=\"4\"} 4000\n");
     /* The job id is escaped; the peer is up. */
