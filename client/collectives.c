@@ -56,6 +56,15 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, Coll__Wir
                         "with coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
         return COLL_ERR_NOT_IN_POOL;
     }
+    /* Before anything is posted: on the shared-memory path no daemon looks at the buffers. */
+    if (!coll_kind_overlap_ok((coll_kind_t)s->coll, (uint32_t)comm->rank, (uint64_t)so,
+                              s->send_elems * es, (uint64_t)ro, s->recv_elems * es)) {
+        coll__set_error(comm, "rank %d: send buffer [%lld, +%zu) and receive buffer [%lld, "
+                        "+%zu) of the %s overlap: only the in-place layout of this collective "
+                        "may", comm->rank, (long long)so, s->send_elems * es, (long long)ro,
+                        s->recv_elems * es, coll_kind_name((coll_kind_t)s->coll));
+        return COLL_ERR_INVALID;
+    }
     m->send_offset = (uint64_t)so;
     m->recv_offset = (uint64_t)ro;
     return COLL_OK;

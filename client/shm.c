@@ -143,21 +143,6 @@ static int free_slot(const coll_shm_t *s, uint64_t key)
     return -1;
 }
 
-/* Elements a rank reads and writes (the daemon's coll_submit_extent()). */
-static void extent(const coll_shm_desc_t *d, uint32_t world, uint32_t rank, uint64_t *send_p,
-                   uint64_t *recv_p)
-{
-    *send_p = *recv_p = d->count;
-    switch ((coll_kind_t)d->coll) {
-    case COLL_KIND_REDUCE_SCATTER: *send_p = d->count * world; break;
-    case COLL_KIND_ALLGATHER: *recv_p = d->count * world; break;
-    case COLL_KIND_BROADCAST: *send_p = rank == d->root ? d->count : 0; break;
-    case COLL_KIND_REDUCE: *recv_p = rank == d->root ? d->count : 0; break;
-    case COLL_KIND_BARRIER: *send_p = *recv_p = 0; break;
-    default: break;
-    }
-}
-
 /* [off, off + len) inside one of this rank's allocations (len 0: anywhere in the pool). */
 static int owned(const coll_comm_t *c, uint64_t off, uint64_t len)
 {
@@ -178,7 +163,8 @@ static coll_status_t check_buffers(coll_comm_t *c, const coll_shm_desc_t *d)
 {
     uint64_t se, re, es = coll_dtype_size((coll_dtype_t)d->dtype);
 
-    extent(d, (uint32_t)c->world_size, (uint32_t)c->rank, &se, &re);
+    coll_kind_extent((coll_kind_t)d->coll, d->count, (uint32_t)c->world_size, (uint32_t)c->rank,
+                     d->root, &se, &re);
     if (!owned(c, d->send_off, se * es) || !owned(c, d->recv_off, re * es)) {
         coll__set_error(c, "rank %d: %s buffer is not one of this rank's allocations in the "
                         "pool; allocate it with coll_mem_alloc()", c->rank,
