@@ -51,6 +51,7 @@ extern "C" {
     X(OK, 0, "success")                                                                            \
     X(INPROGRESS, 1, "operation in progress")                                                      \
     X(ERR_NOMEM, -12, "out of memory")                                                             \
+    X(ERR_BUSY, -16, "resource busy (a buffer still in use by a pending request)")                 \
     X(ERR_INVALID, -22, "invalid argument")                                                        \
     X(ERR_IO, -5, "input/output error")                                                            \
     X(ERR_CONNREFUSED, -111, "connection refused (is collectived running?)")                       \
@@ -286,9 +287,13 @@ COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
 COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p);
 
 /**
- * @brief Return a buffer from coll_mem_alloc() to the pool. It must not be in use by a pending
- *        request.
- * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation.
+ * @brief Return a buffer from coll_mem_alloc() to the pool. A buffer that a pending request of
+ *        any communicator of the connection still reads or writes stays allocated: free it
+ *        after the request completed (coll_req_wait() or coll_req_test() returned its status).
+ * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation;
+ *         COLL_ERR_BUSY when a pending request uses a byte of it (nothing changes; the message
+ *         names the operation); COLL_ERR_CLOSED when the daemon is gone (the buffer is freed
+ *         with the job).
  */
 COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 
@@ -445,7 +450,12 @@ enum {
  * different orders: operations with the same key are matched, e.g. a DDP bucket (bucket id,
  * iteration). Keys must be unique among the operations in flight on a communicator; only the
  * low 27 bits of a collective's key (bit 39 is the library's mark of call-order numbers) and the
- * low 23 bits of a point-to-point key are significant. Operations of different communicators
+ * low 23 bits of a point-to-point key are significant. A collective submitted while a request
+ * of the communicator with the same significant key bits is pending (a send or receive: the
+ * same peer and key bits) is refused with COLL_ERR_INVALID and fails the job on every rank;
+ * the pending request then ends with COLL_ERR_INVALID too, whatever the daemons did with it
+ * (its output holds either its old bytes or its result: it may have finished on its node
+ * before the key came again). Operations of different communicators
  * (a group and its parent, two groups: collective_groups.h) never match, whatever their keys.
  * @c algo overrides COLL_ALGO for this operation.
  * @c layout is a fingerprint of how the buffer is made of tensors (e.g. a hash of each
