@@ -13,7 +13,7 @@
  *   and no rank's output changes;
  *   a send failing in the middle of a step fails the job naming the node;
  *   a broadcast whose nodes name different roots fails before any output is written (the
- *   root's node's included).
+ *   root's node's included); an operation's buffers count as in flight until it completes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "fake_net.h"
+#include "engine/inflight.h"
 #include "proto/tag.h"
 
 #define SEG 1024 /* bytes: 256 floats, so mid-sized counts span several segments */
@@ -321,6 +322,46 @@ static void test_bcast_roots_differ(void **state)
     fake_net_free(&w);
 }
 
+/* The buffers of an operation that waits for another node are in flight until it completes:
+ * a free of them is refused (engine/inflight.h), of another allocation not. */
+static void test_buffers_in_flight(void **state)
+{
+    const uint64_t count = 1000;
+    float *other;
+    bufs_t b;
+    char what[48];
+
+    fake_net_init(&w, 2, 1, SEG, 4 << 20, FAKE_EAGER);
+    alloc_bufs(&b, count, count);
+    other = fake_net_alloc(&w, 0, 0, 256);
+    for (uint32_t n = 0; n < 2; n++) {
+        Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+        s.req_id = 7;
+        s.key = 5;
+        s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
+        s.dtype = COLL_FLOAT32;
+        s.count = count;
+        s.algo = COLL_ALGO_RING;
+        s.send_offset = offset(n, b.send[n][0]);
+        s.recv_offset = offset(n, b.recv[n][0]);
+        coll_op_submit(&w.job[n], &w.sess[n][0], &s);
+        fake_net_run(&w);
+        if (n == 0) { /* node 1 has not submitted yet */
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.send[0][0]),
+                                           what, sizeof(what)));
+            assert_string_equal(what, "allreduce key 5");
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.recv[0][0]),
+                                           what, sizeof(what)));
+            assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, other), what,
+                                            sizeof(what)));
+        }
+    }
+    expect_done(COLL_OK);
+    assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.send[0][0]), what,
+                                    sizeof(what)));
+    fake_net_free(&w);
+}
+
 /* Node 1's third send fails (its peer died mid-step): the job fails naming the node. */
 static void test_failure_mid_step(void **state)
 {
@@ -354,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_no_output_before_agreement),
         cmocka_unit_test(test_failure_mid_step),
         cmocka_unit_test(test_bcast_roots_differ),
+        cmocka_unit_test(test_buffers_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
