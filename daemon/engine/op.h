@@ -79,7 +79,7 @@ typedef struct coll_op {
     int algo_done;             /**< the algorithm finished moving data */
     int stall_warned;          /**< the stall warning was logged (health.c) */
     coll_status_t algo_status; /**< how it finished (COLL_OK unless coll_op_algo_failed()) */
-    char algo_error[160];
+    char algo_error[256];
     int done;                  /**< completed or failed; waits for inflight == 0 to be freed */
     /* Descriptor check with the previous node of the ring. */
     coll_desc_t peer_desc;
