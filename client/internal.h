@@ -138,6 +138,8 @@ struct coll_comm {
     int doorbell_fd;          /* the job's doorbell, -1 when none */
     coll_ctl_job_t *ctl_job;  /* the job header of the control area */
     coll_status_t broken;     /* COLL_OK while the daemon link works */
+    uint64_t link_check_ns;   /* conn: when the socket is next looked at for a daemon that is
+                                 gone (coll__link_check()) */
     char job[COLL_JOB_ID_MAX + 1];
     int rank, world_size, local_rank, local_size; /* in this communicator */
     uint32_t node_rank;       /* conn: this node among the job's */
@@ -222,6 +224,16 @@ int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t err
  *        Lock held. Does nothing when the link to the daemon is broken (the job fails anyway).
  */
 void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason);
+
+/**
+ * @brief Once a health tick of the job (coll_job_tick_ms()), by CLOCK_MONOTONIC @p now_ns:
+ *        whether the daemon closed the socket (it exited or was killed). Collectives on the
+ *        shared-memory path complete without it, so without this a rank would run on after
+ *        its daemon died. A closed link ends every pending request with COLL_ERR_CLOSED (after
+ *        the other local ranks' chunks on its buffers stopped) and every later call. Cheap
+ *        between ticks (one comparison). Lock held; nothing is done while another thread reads.
+ */
+void coll__link_check(coll_comm_t *c, uint64_t now_ns);
 
 /** @brief Send one ClientMsg (version filled in). Called with the lock held. */
 coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg);

@@ -118,6 +118,7 @@ void coll__req_finish(coll_request_t *r, coll_status_t status)
 
 void coll__req_fail_all(coll_comm_t *c, coll_status_t status)
 {
+    coll__shm_stop(c); /* no other local rank writes their outputs after they failed */
     while (c->pending.next != &c->pending) {
         finish(c->pending.next, status);
     }

@@ -190,11 +190,15 @@ static coll_shm_route_t route_of(const coll_comm_t *c, const coll_shm_desc_t *d)
                : COLL_SHM_ROUTE_DAEMON;
 }
 
-/* Whether the job can still take this collective: not failed, every local rank still in it. */
+/* Whether the job can still take this collective: its daemon there, not failed, every local
+ * rank still in it. */
 static coll_status_t check_job(coll_comm_t *c)
 {
     coll_shm_hdr_t *h = c->shm->hdr;
 
+    if (c->conn->broken != COLL_OK) {
+        return c->conn->broken; /* the message says why */
+    }
     if (atomic_load_explicit(&h->failed, memory_order_acquire)) {
         coll__set_error(c, "job %s failed earlier: %.*s", c->job, COLL_SHM_MSG_BYTES - 1, h->msg);
         return h->status < 0 ? (coll_status_t)h->status : COLL_ERR_JOB;
@@ -289,10 +293,13 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire
                          r->timing.submit_ns, (uint32_t)m->coll, m->dtype, m->op, m->root,
                          m->algo, r->id, 0};
     coll_shm_op_t *op;
-    coll_status_t st = check_post(c, &d);
-    coll_shm_route_t route = st == COLL_OK ? take_route(c, &d) : COLL_SHM_ROUTE_DAEMON;
+    coll_status_t st;
+    coll_shm_route_t route;
     int slot = -1;
 
+    coll__link_check(c->conn, r->timing.submit_ns);
+    st = check_post(c, &d);
+    route = st == COLL_OK ? take_route(c, &d) : COLL_SHM_ROUTE_DAEMON;
     if (st == COLL_OK) {
         st = wait_slot(c, d.key, &slot);
     }

@@ -10,11 +10,11 @@
 #include "job/blame.h"
 #include "net/control.h"
 #include "net/transport.h"
+#include "proto/ctl.h"
 
 uint64_t coll_health_tick_ms(const coll_job_t *job)
 {
-    uint64_t t = job->params.timeout_ms / 8;
-    return t < 50 ? 50 : t > COLL_HEALTH_TICK_MAX_MS ? COLL_HEALTH_TICK_MAX_MS : t;
+    return coll_job_tick_ms(job->params.timeout_ms);
 }
 
 static uint64_t half_timeout_ns(const coll_job_t *job)
