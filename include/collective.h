@@ -282,7 +282,12 @@ COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
  * @param [out] ptr_p  Start of the buffer, 64-byte aligned; owned by @p comm until
  *                     coll_mem_free() or coll_comm_destroy().
  * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when the pool has no room
- *         (the message gives pool size and free bytes); COLL_ERR_CLOSED when the daemon is gone.
+ *         (the message gives pool size and free bytes); after the job failed, the status it
+ *         failed with (what its requests got: COLL_ERR_MISMATCH, COLL_ERR_PEER,
+ *         COLL_ERR_TIMEDOUT, COLL_ERR_JOB, ...; the message says it failed earlier, and why);
+ *         COLL_ERR_CLOSED when the daemon is gone; COLL_ERR_TIMEDOUT when it did not answer
+ *         within 30 s; COLL_ERR_NOMEM when the library is out of memory; COLL_ERR_PROTOCOL for
+ *         an answer outside the pool.
  */
 COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p);
 
@@ -480,9 +485,11 @@ typedef struct {
  *   place. Send and receive buffers are either the same (in place) or do not overlap.
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
- *   COLL_ERR_INVALID (bad dtype, op, root, peer; overlapping buffers), COLL_ERR_NOT_IN_POOL (a
- *   buffer outside this rank's allocations), COLL_ERR_JOB (the job failed earlier; see
- *   coll_comm_last_error()), COLL_ERR_CLOSED (the daemon is gone), COLL_ERR_NOMEM.
+ *   COLL_ERR_INVALID (bad dtype, op, root, peer; overlapping buffers; a key in flight, see
+ *   coll_op_params_t), COLL_ERR_NOT_IN_POOL (a buffer outside this rank's allocations), the
+ *   job's error when it failed earlier (COLL_ERR_JOB or the status it failed with, e.g.
+ *   COLL_ERR_MISMATCH; see coll_comm_last_error()), COLL_ERR_CLOSED (the daemon is gone),
+ *   COLL_ERR_NOMEM.
  * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
  *   dtype, op, root or algorithm; no output was written), COLL_ERR_UNSUPPORTED (forced algorithm
  *   cannot run this collective), COLL_ERR_PEER, COLL_ERR_JOB, COLL_ERR_CLOSED.
