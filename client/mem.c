@@ -85,8 +85,8 @@ static coll_status_t release(coll_comm_t *c, size_t i)
     if (r != NULL) {
         coll_desc_name(&(coll_desc_t){.coll = (uint16_t)r->coll, .key = r->key}, nm, sizeof(nm));
         coll__set_error(c, "coll_mem_free: rank %d's buffer at %p is in use by its pending %s; "
-                        "free it once the request completed", c->rank, (void *)(c->pool + a->offset),
-                        nm);
+                        "free it once the request completed", c->rank,
+                        (void *)(c->pool + a->offset), nm);
         return COLL_ERR_BUSY;
     }
     f.offset = a->offset;
