@@ -56,6 +56,15 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, Coll__Wir
                         "with coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
         return COLL_ERR_NOT_IN_POOL;
     }
+    /* Before anything is posted: on the shared-memory path no daemon looks at the buffers. */
+    if (!coll_kind_overlap_ok((coll_kind_t)s->coll, (uint32_t)comm->rank, (uint64_t)so,
+                              s->send_elems * es, (uint64_t)ro, s->recv_elems * es)) {
+        coll__set_error(comm, "rank %d: send buffer [%lld, +%zu) and receive buffer [%lld, "
+                        "+%zu) of the %s overlap: only the in-place layout of this collective "
+                        "may", comm->rank, (long long)so, s->send_elems * es, (long long)ro,
+                        s->recv_elems * es, coll_kind_name((coll_kind_t)s->coll));
+        return COLL_ERR_INVALID;
+    }
     m->send_offset = (uint64_t)so;
     m->recv_offset = (uint64_t)ro;
     return COLL_OK;
@@ -136,11 +145,45 @@ static void node_buffers(coll_comm_t *c, const Coll__Wire__Submit *m)
     coll__shm_node_provide(c->shm, off, bytes);
 }
 
+/* A key (or a point-to-point key, direction and peer) already in flight: the tags could not
+ * tell the two operations apart. Both fail, and the job with them (the caller aborts it). */
+static coll_status_t check_key(coll_comm_t *c, const Coll__Wire__Submit *m)
+{
+    coll_request_t *r = coll__req_same_key(c, m);
+    char nm[48];
+
+    if (r == NULL) {
+        return COLL_OK;
+    }
+    r->key_reused = 1;
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)m->coll, .key = m->key}, nm, sizeof(nm));
+    coll__set_error(c, "rank %d submitted %s while an operation of that key was still in "
+                    "flight; keys must be unique among the operations in flight, so both fail",
+                    c->rank, nm);
+    return COLL_ERR_INVALID;
+}
+
+/* The pool bytes the operation reads and writes, for coll_mem_free() (coll__req_using()). */
+static void note_buffers(const coll_comm_t *c, const Coll__Wire__Submit *m, coll_request_t *r)
+{
+    uint64_t se, re, es = coll_dtype_size((coll_dtype_t)m->dtype);
+
+    coll_kind_extent((coll_kind_t)m->coll, m->count, (uint32_t)c->world_size, (uint32_t)c->rank,
+                     m->root, &se, &re);
+    r->send_off = m->send_offset;
+    r->send_bytes = se * es;
+    r->recv_off = m->recv_offset;
+    r->recv_bytes = re * es;
+}
+
 coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p)
 {
     coll_request_t *r;
-    coll_status_t st;
+    coll_status_t st = check_key(c, m);
 
+    if (st != COLL_OK) {
+        return st;
+    }
     if (c->shm != NULL && m->compression == 0) {
         node_buffers(c, m);
     }
@@ -153,6 +196,8 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
     r->op = m->op;
     r->key = m->key;
     r->count = m->count;
+    r->peer = m->peer;
+    note_buffers(c, m, r);
     r->bucket = -1;
     r->timing.submit_ns = coll__now_ns();
     m->group = c->group;

@@ -70,6 +70,11 @@ struct coll_request {
     uint32_t coll;        /* Coll__Wire__Collective */
     uint32_t dtype, op;
     uint64_t key, count;
+    uint32_t peer;        /* COLL_REQ_COLLECTIVE: a point-to-point transfer's other rank */
+    int key_reused;       /* its key was submitted again while it was in flight: it ends with
+                             COLL_ERR_INVALID whatever the daemon answers */
+    uint64_t send_off, send_bytes; /* COLL_REQ_COLLECTIVE: the pool bytes it reads ... */
+    uint64_t recv_off, recv_bytes; /* ... and writes (coll_kind_extent()); 0 bytes: none */
     char track[32];       /* "" unless labelled */
     char name[48];
     uint64_t iteration;
@@ -133,6 +138,8 @@ struct coll_comm {
     int doorbell_fd;          /* the job's doorbell, -1 when none */
     coll_ctl_job_t *ctl_job;  /* the job header of the control area */
     coll_status_t broken;     /* COLL_OK while the daemon link works */
+    uint64_t link_check_ns;   /* conn: when the socket is next looked at for a daemon that is
+                                 gone (coll__link_check()) */
     char job[COLL_JOB_ID_MAX + 1];
     int rank, world_size, local_rank, local_size; /* in this communicator */
     uint32_t node_rank;       /* conn: this node among the job's */
@@ -218,6 +225,16 @@ int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t err
  */
 void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason);
 
+/**
+ * @brief Once a health tick of the job (coll_job_tick_ms()), by CLOCK_MONOTONIC @p now_ns:
+ *        whether the daemon closed the socket (it exited or was killed). Collectives on the
+ *        shared-memory path complete without it, so without this a rank would run on after
+ *        its daemon died. A closed link ends every pending request with COLL_ERR_CLOSED (after
+ *        the other local ranks' chunks on its buffers stopped) and every later call. Cheap
+ *        between ticks (one comparison). Lock held; nothing is done while another thread reads.
+ */
+void coll__link_check(coll_comm_t *c, uint64_t now_ns);
+
 /** @brief Send one ClientMsg (version filled in). Called with the lock held. */
 coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg);
 
@@ -240,6 +257,20 @@ void coll__set_error(coll_comm_t *c, const char *fmt, ...) __attribute__((format
 /** @brief New request of @p kind of communicator @p owner, linked into its connection's
  *         pending list. Connection lock held. */
 coll_request_t *coll__req_new(coll_comm_t *owner, coll_req_kind_t kind);
+
+/**
+ * @return The pending collective or point-to-point request of communicator @p owner that
+ *         submission @p m would be confused with (one whose key the tags cannot tell from
+ *         m's: the same collective key, or the same point-to-point direction, peer and key),
+ *         or NULL. Connection lock held.
+ */
+coll_request_t *coll__req_same_key(const coll_comm_t *owner, const Coll__Wire__Submit *m);
+
+/**
+ * @return A pending collective request of connection @p c that reads or writes a byte of the
+ *         pool range [@p off, @p off + @p bytes), or NULL. Connection lock held.
+ */
+coll_request_t *coll__req_using(const coll_comm_t *c, uint64_t off, uint64_t bytes);
 
 /** @brief Unlink and free. Lock held. */
 void coll__req_release(coll_request_t *r);
@@ -315,7 +346,10 @@ static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsig
  * @brief Submit a checked operation @p m (key, kind, fields; req_id is filled in) and return
  *        its request, on @p c (the world or a group: m->group is set) over c->conn.
  *        c->conn->lock held.
- * @return COLL_INPROGRESS and the request; COLL_ERR_NOMEM; the link's error.
+ * @return COLL_INPROGRESS and the request; COLL_ERR_INVALID (nothing submitted) when a request
+ *         of @p c with a key the tags cannot tell from m's is still pending (coll__req_same_key():
+ *         that request then ends with COLL_ERR_INVALID too, whatever its outcome); COLL_ERR_NOMEM;
+ *         the link's error and the shared-memory path's (coll__shm_post()).
  */
 coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p);
 

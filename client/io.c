@@ -263,10 +263,44 @@ static void wait_socket(coll_comm_t *c, int timeout_ms)
         process_frames(c);
     } else if (st != COLL_INPROGRESS) {
         if (c->last_error[0] == '\0' || c->broken == COLL_OK) {
-            coll__set_error(c, "connection to collectived lost");
+            coll__set_error(c, "rank %d of job %s: connection to collectived lost (the daemon "
+                            "exited, was killed or closed it: its log says which)", c->rank,
+                            c->job);
         }
         c->broken = st == COLL_ERR_NOMEM ? st : COLL_ERR_CLOSED;
     }
+}
+
+/* The reading thread, once a tick: whether the daemon closed the socket. What it wrote before
+ * is read and handled, then the end sets c->broken. */
+static void check_closed(coll_comm_t *c, uint64_t now_ns)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+
+    if (now_ns < c->link_check_ns || c->broken != COLL_OK) {
+        return;
+    }
+    c->link_check_ns = now_ns + coll_job_tick_ms(c->job_timeout_ms) * 1000000;
+    if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        return;
+    }
+    for (int i = 0; i < 64 && c->broken == COLL_OK; i++) { /* 64 reads of 4 KiB or more */
+        wait_socket(c, 0);
+    }
+}
+
+void coll__link_check(coll_comm_t *c, uint64_t now_ns)
+{
+    if (c->reading || now_ns < c->link_check_ns) {
+        return;
+    }
+    c->reading = 1;
+    check_closed(c, now_ns);
+    c->reading = 0;
+    if (c->broken != COLL_OK) {
+        c->link->fail_all(c, c->broken);
+    }
+    pthread_cond_broadcast(&c->cond);
 }
 
 /* The daemon said it wrote socket frames we have not read yet. */
@@ -282,14 +316,16 @@ static int frames_pending(coll_comm_t *c)
 
 /* With a control block: take completions from its ring, read the socket only when the daemon
  * wrote to it, and sleep on the block's futex otherwise. The sleep is bounded so that a daemon
- * that died (and can no longer wake us) is noticed on the socket. */
+ * that died (and can no longer wake us) is noticed on the socket; so is a daemon that died
+ * while the local ranks keep completing collectives among themselves, once a tick. */
 static void wait_ctl(coll_comm_t *c, int timeout_ms)
 {
     uint32_t seen = atomic_load(&c->ctl->events);
     int slice = timeout_ms < 0 || timeout_ms > COLL_CTL_POLL_MS ? COLL_CTL_POLL_MS : timeout_ms;
     coll_shm_watch_t w;
 
-    if (c->link->drain(c) + coll__shm_progress(c) > 0) {
+    check_closed(c, coll__now_ns()); /* operations that complete in shared memory do not */
+    if (c->broken != COLL_OK || c->link->drain(c) + coll__shm_progress(c) > 0) {
         return;
     }
     if (frames_pending(c)) {

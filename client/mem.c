@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "client/internal.h"
+#include "proto/desc.h"
 
 /* An allocation answer is local work for the daemon; this only bounds a daemon that hangs. */
 #define COLL_ALLOC_TIMEOUT_MS 30000
@@ -71,21 +72,39 @@ coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p)
     return st;
 }
 
+/* Allocation @p i goes back to the daemon, unless a pending request still uses it: the
+ * operation would then write into whatever the pool gives out next. */
+static coll_status_t release(coll_comm_t *c, size_t i)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__MemFree f = COLL__WIRE__MEM_FREE__INIT;
+    const coll_alloc_t *a = &c->allocs[i];
+    const coll_request_t *r = coll__req_using(c, a->offset, a->bytes);
+    char nm[48];
+
+    if (r != NULL) {
+        coll_desc_name(&(coll_desc_t){.coll = (uint16_t)r->coll, .key = r->key}, nm, sizeof(nm));
+        coll__set_error(c, "coll_mem_free: rank %d's buffer at %p is in use by its pending %s; "
+                        "free it once the request completed", c->rank,
+                        (void *)(c->pool + a->offset), nm);
+        return COLL_ERR_BUSY;
+    }
+    f.offset = a->offset;
+    c->allocs[i] = c->allocs[--c->nallocs];
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_FREE;
+    msg.free = &f;
+    return coll__send(c, &msg);
+}
+
 coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr)
 {
     coll_comm_t *c = comm->conn;
-    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
-    Coll__Wire__MemFree f = COLL__WIRE__MEM_FREE__INIT;
     coll_status_t st = COLL_ERR_NOT_IN_POOL;
 
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->nallocs; i++) {
         if (c->pool + c->allocs[i].offset == (uint8_t *)ptr) {
-            f.offset = c->allocs[i].offset;
-            c->allocs[i] = c->allocs[--c->nallocs];
-            msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_FREE;
-            msg.free = &f;
-            st = coll__send(c, &msg);
+            st = release(c, i);
             break;
         }
     }

@@ -10,6 +10,7 @@
 #include "client/internal.h"
 #include "client/shm.h"
 #include "client/timeline.h"
+#include "proto/tag.h"
 
 static void unlink_req(coll_request_t *r)
 {
@@ -51,9 +52,52 @@ void coll__req_release(coll_request_t *r)
     free(r);
 }
 
+static int is_p2p(uint32_t coll)
+{
+    return coll == COLL__WIRE__COLLECTIVE__SEND || coll == COLL__WIRE__COLLECTIVE__RECV;
+}
+
+coll_request_t *coll__req_same_key(const coll_comm_t *owner, const Coll__Wire__Submit *m)
+{
+    const coll_comm_t *c = owner->conn;
+    uint64_t p2p_mask = (1ull << COLL_TAG_P2P_KEY_BITS) - 1;
+
+    for (coll_request_t *r = c->pending.next; r != &c->pending; r = r->next) {
+        if (r->kind != COLL_REQ_COLLECTIVE || r->owner != owner ||
+            is_p2p(r->coll) != is_p2p((uint32_t)m->coll)) {
+            continue;
+        }
+        if (is_p2p(r->coll) ? r->coll == (uint32_t)m->coll && r->peer == m->peer &&
+                                  ((r->key ^ m->key) & p2p_mask) == 0
+                            : coll_tag_key(r->key) == coll_tag_key(m->key)) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static int overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+    return alen > 0 && blen > 0 && a < b + blen && b < a + alen;
+}
+
+coll_request_t *coll__req_using(const coll_comm_t *c, uint64_t off, uint64_t bytes)
+{
+    for (coll_request_t *r = c->pending.next; r != &c->pending; r = r->next) {
+        if (r->kind == COLL_REQ_COLLECTIVE && (overlaps(r->send_off, r->send_bytes, off, bytes) ||
+                                               overlaps(r->recv_off, r->recv_bytes, off, bytes))) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
 /* A finished request waits on comm->done until the user frees it (or the communicator goes). */
 static void finish(coll_request_t *r, coll_status_t status)
 {
+    if (r->key_reused && status == COLL_OK) {
+        status = COLL_ERR_INVALID; /* the user reused its key: the job fails, this one too */
+    }
     coll__shm_forget(r);
     r->timing.complete_ns = coll__now_ns();
     unlink_req(r);
@@ -74,6 +118,7 @@ void coll__req_finish(coll_request_t *r, coll_status_t status)
 
 void coll__req_fail_all(coll_comm_t *c, coll_status_t status)
 {
+    coll__shm_stop(c); /* no other local rank writes their outputs after they failed */
     while (c->pending.next != &c->pending) {
         finish(c->pending.next, status);
     }

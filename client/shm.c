@@ -143,21 +143,6 @@ static int free_slot(const coll_shm_t *s, uint64_t key)
     return -1;
 }
 
-/* Elements a rank reads and writes (the daemon's coll_submit_extent()). */
-static void extent(const coll_shm_desc_t *d, uint32_t world, uint32_t rank, uint64_t *send_p,
-                   uint64_t *recv_p)
-{
-    *send_p = *recv_p = d->count;
-    switch ((coll_kind_t)d->coll) {
-    case COLL_KIND_REDUCE_SCATTER: *send_p = d->count * world; break;
-    case COLL_KIND_ALLGATHER: *recv_p = d->count * world; break;
-    case COLL_KIND_BROADCAST: *send_p = rank == d->root ? d->count : 0; break;
-    case COLL_KIND_REDUCE: *recv_p = rank == d->root ? d->count : 0; break;
-    case COLL_KIND_BARRIER: *send_p = *recv_p = 0; break;
-    default: break;
-    }
-}
-
 /* [off, off + len) inside one of this rank's allocations (len 0: anywhere in the pool). */
 static int owned(const coll_comm_t *c, uint64_t off, uint64_t len)
 {
@@ -178,7 +163,8 @@ static coll_status_t check_buffers(coll_comm_t *c, const coll_shm_desc_t *d)
 {
     uint64_t se, re, es = coll_dtype_size((coll_dtype_t)d->dtype);
 
-    extent(d, (uint32_t)c->world_size, (uint32_t)c->rank, &se, &re);
+    coll_kind_extent((coll_kind_t)d->coll, d->count, (uint32_t)c->world_size, (uint32_t)c->rank,
+                     d->root, &se, &re);
     if (!owned(c, d->send_off, se * es) || !owned(c, d->recv_off, re * es)) {
         coll__set_error(c, "rank %d: %s buffer is not one of this rank's allocations in the "
                         "pool; allocate it with coll_mem_alloc()", c->rank,
@@ -186,16 +172,6 @@ static coll_status_t check_buffers(coll_comm_t *c, const coll_shm_desc_t *d)
         return COLL_ERR_NOT_IN_POOL;
     }
     return COLL_OK;
-}
-
-static int in_flight(const coll_shm_t *s, uint64_t key)
-{
-    for (const coll_shm_op_t *op = s->ops.next; op != &s->ops; op = op->next) {
-        if (op->d.key == key) {
-            return 1;
-        }
-    }
-    return 0;
 }
 
 static coll_shm_route_t route_of(const coll_comm_t *c, const coll_shm_desc_t *d)
@@ -214,11 +190,15 @@ static coll_shm_route_t route_of(const coll_comm_t *c, const coll_shm_desc_t *d)
                : COLL_SHM_ROUTE_DAEMON;
 }
 
-/* Whether the job can still take this collective: not failed, every local rank still in it. */
+/* Whether the job can still take this collective: its daemon there, not failed, every local
+ * rank still in it. */
 static coll_status_t check_job(coll_comm_t *c)
 {
     coll_shm_hdr_t *h = c->shm->hdr;
 
+    if (c->conn->broken != COLL_OK) {
+        return c->conn->broken; /* the message says why */
+    }
     if (atomic_load_explicit(&h->failed, memory_order_acquire)) {
         coll__set_error(c, "job %s failed earlier: %.*s", c->job, COLL_SHM_MSG_BYTES - 1, h->msg);
         return h->status < 0 ? (coll_status_t)h->status : COLL_ERR_JOB;
@@ -251,14 +231,8 @@ static coll_status_t wait_slot(coll_comm_t *c, uint64_t key, int *slot_p)
 
 static coll_status_t check_post(coll_comm_t *c, const coll_shm_desc_t *d)
 {
-    char nm[48];
     coll_status_t st = check_job(c);
 
-    if (st == COLL_OK && in_flight(c->shm, d->key)) {
-        coll_desc_name(&(coll_desc_t){.coll = (uint16_t)d->coll, .key = d->key}, nm, sizeof(nm));
-        coll__set_error(c, "rank %d submitted %s twice", c->rank, nm);
-        st = COLL_ERR_INVALID;
-    }
     if (st == COLL_OK && route_of(c, d) != COLL_SHM_ROUTE_DAEMON) {
         st = check_buffers(c, d); /* the other local ranks read and write them */
     }
@@ -319,10 +293,13 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire
                          r->timing.submit_ns, (uint32_t)m->coll, m->dtype, m->op, m->root,
                          m->algo, r->id, 0};
     coll_shm_op_t *op;
-    coll_status_t st = check_post(c, &d);
-    coll_shm_route_t route = st == COLL_OK ? take_route(c, &d) : COLL_SHM_ROUTE_DAEMON;
+    coll_status_t st;
+    coll_shm_route_t route;
     int slot = -1;
 
+    coll__link_check(c->conn, r->timing.submit_ns);
+    st = check_post(c, &d);
+    route = st == COLL_OK ? take_route(c, &d) : COLL_SHM_ROUTE_DAEMON;
     if (st == COLL_OK) {
         st = wait_slot(c, d.key, &slot);
     }

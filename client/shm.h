@@ -103,10 +103,11 @@ void coll__shm_close(coll_comm_t *c);
  * @brief Post collective @p m of request @p r and move it as far as it goes now: the last
  *        local rank to post agrees, and runs the operation or hands it to the daemon.
  *        Waits (up to the job's timeout) while this rank's ring is full.
+ *        Once a health tick it looks whether the daemon is still there (coll__link_check()).
  * @return COLL_OK: posted (the request completes later, or already has); an error with the
  *         communicator's message set (nothing posted): COLL_ERR_JOB and the like when the job
- *         failed earlier or a local rank left it, COLL_ERR_NOT_IN_POOL for a buffer outside
- *         this rank's allocations, COLL_ERR_INVALID for a key already in flight,
+ *         failed earlier or a local rank left it, COLL_ERR_CLOSED when the daemon is gone,
+ *         COLL_ERR_NOT_IN_POOL for a buffer outside this rank's allocations,
  *         COLL_ERR_TIMEDOUT when the ring stayed full, COLL_ERR_NOMEM.
  */
 coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire__Submit *m);
@@ -114,6 +115,14 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire
 /** @brief Move every collective of this rank in the area on: agree, run chunks, complete,
  *         hand over, fail. @return The number of requests it finished. */
 int coll__shm_progress(coll_comm_t *c);
+
+/**
+ * @brief The link to the daemon broke (its requests are about to fail): no more chunks of this
+ *        rank's agreed collectives may be claimed, and those another rank runs get up to
+ *        COLL_SHM_FAIL_GRACE_MS to finish, so that nothing writes this rank's outputs after
+ *        its requests failed. Sleeps meanwhile (with the lock held). Safe without the area.
+ */
+void coll__shm_stop(coll_comm_t *c);
 
 /** What a waiter watches without the lock: the states of this rank's posts that run in the
  *  area, which the rank completing them changes (it wakes the waiter only when it sleeps). */

@@ -24,6 +24,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "client/shm.h"
 
@@ -413,6 +414,19 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
         return 1;
     }
     return 0;
+}
+
+void coll__shm_stop(coll_comm_t *c)
+{
+    coll_shm_t *s = c->shm;
+    const struct timespec pause = {0, 100000};
+
+    for (coll_shm_op_t *op = s != NULL ? s->ops.next : NULL; op != NULL && op != &s->ops;
+         op = op->next) {
+        while (op->route != COLL_SHM_ROUTE_DAEMON && op->agreed && !quiesced(s, op)) {
+            nanosleep(&pause, NULL); /* quiesced() gives up after COLL_SHM_FAIL_GRACE_MS */
+        }
+    }
 }
 
 int coll__shm_progress(coll_comm_t *c)

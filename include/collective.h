@@ -51,6 +51,7 @@ extern "C" {
     X(OK, 0, "success")                                                                            \
     X(INPROGRESS, 1, "operation in progress")                                                      \
     X(ERR_NOMEM, -12, "out of memory")                                                             \
+    X(ERR_BUSY, -16, "resource busy (a buffer still in use by a pending request)")                 \
     X(ERR_INVALID, -22, "invalid argument")                                                        \
     X(ERR_IO, -5, "input/output error")                                                            \
     X(ERR_CONNREFUSED, -111, "connection refused (is collectived running?)")                       \
@@ -281,14 +282,16 @@ COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
  * @param [out] ptr_p  Start of the buffer, 64-byte aligned; owned by @p comm until
  *                     coll_mem_free() or coll_comm_destroy().
  * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when the pool has no room
- *         (the message gives pool size and free bytes); COLL_ERR_CLOSED when the daemon is gone.
+ *         (the message gives pool size and free bytes); once the job failed, the status it
+ *         failed with; COLL_ERR_CLOSED, COLL_ERR_TIMEDOUT (no answer in 30 s), COLL_ERR_NOMEM.
  */
 COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p);
 
 /**
- * @brief Return a buffer from coll_mem_alloc() to the pool. It must not be in use by a pending
- *        request.
- * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation.
+ * @brief Return a buffer from coll_mem_alloc() to the pool, once no pending request uses it.
+ * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation;
+ *         COLL_ERR_BUSY when a pending request reads or writes a byte of it (nothing changes;
+ *         the message names the operation); COLL_ERR_CLOSED when the daemon is gone.
  */
 COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 
@@ -445,9 +448,11 @@ enum {
  * different orders: operations with the same key are matched, e.g. a DDP bucket (bucket id,
  * iteration). Keys must be unique among the operations in flight on a communicator; only the
  * low 27 bits of a collective's key (bit 39 is the library's mark of call-order numbers) and the
- * low 23 bits of a point-to-point key are significant. Operations of different communicators
- * (a group and its parent, two groups: collective_groups.h) never match, whatever their keys.
- * @c algo overrides COLL_ALGO for this operation.
+ * low 23 bits of a point-to-point key are significant; one submitted again while in flight (a
+ * send or receive: to the same peer) is refused with COLL_ERR_INVALID, failing the job and the
+ * pending request of that key. Operations of different communicators (a group and its parent,
+ * two groups: collective_groups.h) never match, whatever their keys. @c algo overrides
+ * COLL_ALGO for this operation.
  * @c layout is a fingerprint of how the buffer is made of tensors (e.g. a hash of each
  * tensor's name, count and dtype in order; the bucketer sets one per bucket). The daemons
  * compare it across ranks like the count and dtype: ranks whose buckets hold different
@@ -470,9 +475,9 @@ typedef struct {
  *   place. Send and receive buffers are either the same (in place) or do not overlap.
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
- *   COLL_ERR_INVALID (bad dtype, op, root, peer; overlapping buffers), COLL_ERR_NOT_IN_POOL (a
- *   buffer outside this rank's allocations), COLL_ERR_JOB (the job failed earlier; see
- *   coll_comm_last_error()), COLL_ERR_CLOSED (the daemon is gone), COLL_ERR_NOMEM.
+ *   COLL_ERR_INVALID (bad dtype, op, root, peer; overlapping buffers; a key in flight),
+ *   COLL_ERR_NOT_IN_POOL (a buffer outside this rank's allocations), the job's error once it
+ *   failed (coll_comm_last_error() says why), COLL_ERR_CLOSED (daemon gone), COLL_ERR_NOMEM.
  * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
  *   dtype, op, root or algorithm; no output was written), COLL_ERR_UNSUPPORTED (forced algorithm
  *   cannot run this collective), COLL_ERR_PEER, COLL_ERR_JOB, COLL_ERR_CLOSED.

@@ -165,6 +165,24 @@ typedef struct {
 _Static_assert(sizeof(coll_ctl_t) <= COLL_CTL_BYTES, "control block fits its slot");
 _Static_assert(sizeof(coll_ctl_job_t) <= COLL_CTL_JOB_BYTES, "job header fits its slot");
 
+/** Shortest and longest health tick of a job (coll_job_tick_ms()). The longest keeps the
+ *  daemon's verdicts, taken once a tick, within the library's own bound of timeout + 1 s. */
+#define COLL_JOB_TICK_MIN_MS 50u
+#define COLL_JOB_TICK_MAX_MS 250u
+
+/**
+ * @return The health tick, in milliseconds, of a job whose timeout is @p timeout_ms: an eighth
+ *         of it, COLL_JOB_TICK_MIN_MS to COLL_JOB_TICK_MAX_MS. The daemon checks the job once a
+ *         tick (heartbeats, stalls, timeouts); a local rank that runs collectives in the
+ *         shared-memory area without it looks once a tick whether the daemon is still there.
+ */
+static inline uint64_t coll_job_tick_ms(uint64_t timeout_ms)
+{
+    uint64_t t = timeout_ms / 8;
+    return t < COLL_JOB_TICK_MIN_MS ? COLL_JOB_TICK_MIN_MS
+                                    : t > COLL_JOB_TICK_MAX_MS ? COLL_JOB_TICK_MAX_MS : t;
+}
+
 /** Bytes of the control area of a job with @p nlocal local ranks. */
 #define COLL_CTL_TOTAL(nlocal) (COLL_CTL_JOB_BYTES + (size_t)(nlocal) * COLL_CTL_BYTES)
 

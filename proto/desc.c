@@ -13,6 +13,42 @@ const char *coll_kind_name(coll_kind_t kind)
     return (unsigned)kind < sizeof(colls) / sizeof(colls[0]) ? colls[kind] : "operation";
 }
 
+void coll_kind_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
+                      uint32_t root, uint64_t *send_p, uint64_t *recv_p)
+{
+    uint64_t send = count, recv = count;
+
+    switch (kind) {
+    case COLL_KIND_REDUCE_SCATTER: send = count * world_size; break;
+    case COLL_KIND_ALLGATHER: recv = count * world_size; break;
+    case COLL_KIND_BROADCAST: send = rank == root ? count : 0; break;
+    case COLL_KIND_REDUCE: recv = rank == root ? count : 0; break;
+    case COLL_KIND_BARRIER: send = recv = 0; break;
+    case COLL_KIND_SEND: recv = 0; break;
+    case COLL_KIND_RECV: send = 0; break;
+    case COLL_KIND_PS_REGISTER: recv = 0; break;
+    case COLL_KIND_PS_SAVE: send = 0; break;
+    case COLL_KIND_PS_LOAD: send = recv = 0; break;
+    default: break;
+    }
+    *send_p = send;
+    *recv_p = recv;
+}
+
+int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t sbytes,
+                         uint64_t ro, uint64_t rbytes)
+{
+    if (sbytes == 0 || rbytes == 0 || so + sbytes <= ro || ro + rbytes <= so) {
+        return 1;
+    }
+    switch (kind) {
+    case COLL_KIND_REDUCE_SCATTER: return ro == so + rank * rbytes;
+    case COLL_KIND_ALLGATHER: return so == ro + rank * sbytes;
+    case COLL_KIND_PS_STEP: return 0; /* the gradients are the scratch of the parameters */
+    default: return so == ro && sbytes == rbytes;
+    }
+}
+
 /* " compression=topk:0.01,warmup=5 bucket=3 shapes=..."; what ran once it was decided. */
 static void append_compression(const coll_desc_t *d, char *buf, size_t len)
 {

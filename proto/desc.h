@@ -19,6 +19,28 @@
 const char *coll_kind_name(coll_kind_t kind);
 
 /**
+ * @brief Elements rank @p rank (of a communicator of @p world_size ranks, @p root one of them)
+ *        reads from its send buffer and writes to its receive buffer in an operation of
+ *        @p kind of @p count elements (per rank, as the API counts them). The library and the
+ *        daemon check buffers with it, so they agree on every byte an operation may touch.
+ */
+void coll_kind_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
+                      uint32_t root, uint64_t *send_p, uint64_t *recv_p);
+
+/**
+ * @brief Whether rank @p rank may place its send bytes [@p so, @p so + @p sbytes) and receive
+ *        bytes [@p ro, @p ro + @p rbytes) of an operation of @p kind so: apart, or in place the
+ *        one way the collective allows (the same buffer; for reduce-scatter the receive buffer
+ *        is the rank's own block of the send buffer, for all-gather the other way round; never
+ *        for a parameter-service step). Empty ranges never overlap. Offsets and sizes are the
+ *        pool's (no sum overflows). The library checks this at submission, before anything
+ *        is posted, and every daemon again for what reaches it.
+ * @return 1 when allowed, 0 when the ranges overlap otherwise.
+ */
+int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t sbytes,
+                         uint64_t ro, uint64_t rbytes);
+
+/**
  * @brief Name an operation for messages: "allreduce #12" (the 13th collective a rank called
  *        without a key, counting from 0) or "allreduce key 4097" (a key the user gave).
  */
@@ -108,6 +130,28 @@ void coll_desc_format(const coll_desc_t *d, char *buf, size_t len);
 
 /** @return The name of @p kind, e.g. "reduce-scatter"; "operation" when out of range. */
 const char *coll_kind_name(coll_kind_t kind);
+
+/**
+ * @brief Elements rank @p rank (of a communicator of @p world_size ranks, @p root one of them)
+ *        reads from its send buffer and writes to its receive buffer in an operation of
+ *        @p kind of @p count elements (per rank, as the API counts them). The library and the
+ *        daemon check buffers with it, so they agree on every byte an operation may touch.
+ */
+void coll_kind_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
+                      uint32_t root, uint64_t *send_p, uint64_t *recv_p);
+
+/**
+ * @brief Whether rank @p rank may place its send bytes [@p so, @p so + @p sbytes) and receive
+ *        bytes [@p ro, @p ro + @p rbytes) of an operation of @p kind so: apart, or in place the
+ *        one way the collective allows (the same buffer; for reduce-scatter the receive buffer
+ *        is the rank's own block of the send buffer, for all-gather the other way round; never
+ *        for a parameter-service step). Empty ranges never overlap. Offsets and sizes are the
+ *        pool's (no sum overflows). The library checks this at submission, before anything
+ *        is posted, and every daemon again for what reaches it.
+ * @return 1 when allowed, 0 when the ranges overlap otherwise.
+ */
+int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t sbytes,
+                         uint64_t ro, uint64_t rbytes);
 
 /**
  * @brief Name an operation for messages: "allreduce #12" (the 13th collective a rank called

@@ -236,8 +236,8 @@ static void map_buffers(coll_op_t *op)
     }
     for (uint32_t l = 0; l < grp->nlocal; l++) {
         uint64_t se, re;
-        coll_submit_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
-                           coll_group_rank_of_local(grp, l), op->desc.root, &se, &re);
+        coll_kind_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
+                         coll_group_rank_of_local(grp, l), op->desc.root, &se, &re);
         op->in[l] = se > 0 ? base + op->members[l].send_off : NULL;
         op->out[l] = re > 0 ? base + op->members[l].recv_off : NULL;
     }

@@ -78,8 +78,10 @@ typedef struct coll_op {
     coll_list_t parked;        /**< receives completed before the descriptor check */
     int algo_done;             /**< the algorithm finished moving data */
     int stall_warned;          /**< the stall warning was logged (health.c) */
+    int blame_asked;           /**< the other nodes were asked which of their ranks did not
+                                    submit it (health.c, before the stall warning) */
     coll_status_t algo_status; /**< how it finished (COLL_OK unless coll_op_algo_failed()) */
-    char algo_error[160];
+    char algo_error[256];
     int done;                  /**< completed or failed; waits for inflight == 0 to be freed */
     /* Descriptor check with the previous node of the ring. */
     coll_desc_t peer_desc;

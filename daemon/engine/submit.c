@@ -9,46 +9,6 @@
 #include "engine/combine.h"
 #include "engine/stage.h"
 
-void coll_submit_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
-                        uint32_t root, uint64_t *send_p, uint64_t *recv_p)
-{
-    uint64_t send = count, recv = count;
-
-    switch (kind) {
-    case COLL_KIND_REDUCE_SCATTER: send = count * world_size; break;
-    case COLL_KIND_ALLGATHER: recv = count * world_size; break;
-    case COLL_KIND_BROADCAST: send = rank == root ? count : 0; break;
-    case COLL_KIND_REDUCE: recv = rank == root ? count : 0; break;
-    case COLL_KIND_BARRIER: send = recv = 0; break;
-    case COLL_KIND_SEND: recv = 0; break;
-    case COLL_KIND_RECV: send = 0; break;
-    case COLL_KIND_PS_REGISTER: recv = 0; break;
-    case COLL_KIND_PS_SAVE: send = 0; break;
-    case COLL_KIND_PS_LOAD: send = recv = 0; break;
-    default: break;
-    }
-    *send_p = send;
-    *recv_p = recv;
-}
-
-/* In place: the same buffer, or for reduce-scatter / all-gather the rank's own block of the
- * larger one. Anything else must not overlap. */
-static int overlap_allowed(const Coll__Wire__Submit *sub, uint32_t rank, uint64_t sbytes,
-                           uint64_t rbytes)
-{
-    uint64_t so = sub->send_offset, ro = sub->recv_offset;
-
-    if (sbytes == 0 || rbytes == 0 || so + sbytes <= ro || ro + rbytes <= so) {
-        return 1;
-    }
-    switch ((coll_kind_t)sub->coll) {
-    case COLL_KIND_REDUCE_SCATTER: return ro == so + rank * rbytes;
-    case COLL_KIND_ALLGATHER: return so == ro + rank * sbytes;
-    case COLL_KIND_PS_STEP: return 0; /* the gradients are the scratch of the parameters */
-    default: return so == ro && sbytes == rbytes;
-    }
-}
-
 /* The parameter service's submissions: the layer above checks what only it knows. */
 static coll_status_t ps_check(const coll_job_t *job, const coll_group_t *grp,
                               const coll_session_t *s, const Coll__Wire__Submit *sub,
@@ -110,7 +70,7 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
         snprintf(err, errlen, "rank %u: count %" PRIu64 " overflows", s->rank, sub->count);
         return COLL_ERR_INVALID;
     }
-    coll_submit_extent((coll_kind_t)sub->coll, sub->count, grp->size, me, sub->root, &se, &re);
+    coll_kind_extent((coll_kind_t)sub->coll, sub->count, grp->size, me, sub->root, &se, &re);
     if ((se > 0 && !coll_pool_range_owned(job->pool, sub->send_offset, se * es, s)) ||
         (re > 0 && !coll_pool_range_owned(job->pool, sub->recv_offset, re * es, s))) {
         snprintf(err, errlen,
@@ -119,7 +79,8 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
                  s->rank, sub->send_offset, se * es, sub->recv_offset, re * es, job->id);
         return COLL_ERR_NOT_IN_POOL;
     }
-    if (!overlap_allowed(sub, me, se * es, re * es)) {
+    if (!coll_kind_overlap_ok((coll_kind_t)sub->coll, me, sub->send_offset, se * es,
+                             sub->recv_offset, re * es)) {
         snprintf(err, errlen, "rank %u: send and receive buffers overlap (only the in-place "
                  "layouts of this collective may)", s->rank);
         return COLL_ERR_INVALID;

@@ -11,13 +11,6 @@
 #include "proto/desc.h"
 
 /**
- * @brief Elements rank @p rank (of a communicator of @p world_size ranks, @p root one of them)
- *        reads from its send buffer and writes to its receive buffer.
- */
-void coll_submit_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
-                        uint32_t root, uint64_t *send_p, uint64_t *recv_p);
-
-/**
  * @brief Check @p sub of a local member of @p grp: root and peer ranks of the group (another
  *        rank for a peer), its buffers inside the session's own allocations, sizes without
  *        overflow, and in place only where the collective allows it.

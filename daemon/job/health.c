@@ -10,11 +10,11 @@
 #include "job/blame.h"
 #include "net/control.h"
 #include "net/transport.h"
+#include "proto/ctl.h"
 
 uint64_t coll_health_tick_ms(const coll_job_t *job)
 {
-    uint64_t t = job->params.timeout_ms / 8;
-    return t < 50 ? 50 : t > COLL_HEALTH_TICK_MAX_MS ? COLL_HEALTH_TICK_MAX_MS : t;
+    return coll_job_tick_ms(job->params.timeout_ms);
 }
 
 static uint64_t half_timeout_ns(const coll_job_t *job)
@@ -109,31 +109,53 @@ static uint64_t op_timeout_ns(const coll_job_t *job, uint32_t nnodes, uint32_t m
            1000000ull;
 }
 
-/* Stall warning at half the timeout, failure at the timeout. Returns 1 when the job failed. */
+/* The stall warning of @p op, once, when it can name what it waits for: the ranks here or the
+ * other nodes' answer (asked two ticks before), or at the latest two ticks after half the
+ * timeout, naming the nodes whose data has not come. */
+static void warn_stall(coll_op_t *op, uint64_t age, uint32_t named, const char *wait)
+{
+    uint64_t late = half_timeout_ns(op->job) + 2 * coll_health_tick_ms(op->job) * 1000000ull;
+    char nm[64];
+
+    if (op->stall_warned || (named == 0 && age < late)) {
+        return;
+    }
+    op->stall_warned = 1;
+    coll_desc_name(&op->desc, nm, sizeof(nm));
+    coll_warn(COLL_SUB_JOB, "job %s: %s stalled for %" PRIu64 " ms, waiting for %s",
+              op->job->id, nm, age / 1000000, wait);
+}
+
+/* Stall warning at half the timeout, failure at the timeout; the other nodes are asked who did
+ * not submit two ticks before the warning, so that it names the ranks. Returns 1 when the job
+ * failed. */
 static int check_ops(coll_job_t *job, uint64_t now)
 {
+    uint64_t ask = half_timeout_ns(job) - 2 * coll_health_tick_ms(job) * 1000000ull;
     coll_op_t *op, *tmp;
     char wait[400], nm[64];
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
         uint64_t age = now > op->t_submit_ns ? now - op->t_submit_ns : 0;
-        if (op->done || age < half_timeout_ns(job)) {
+        if (op->done || age < ask) {
+            continue;
+        }
+        if (!op->blame_asked) {
+            op->blame_asked = 1;
+            coll_blame_ask(op);
+        }
+        if (age < half_timeout_ns(job)) {
             continue;
         }
         uint32_t missing = describe_wait(op, wait, sizeof(wait));
-        coll_desc_name(&op->desc, nm, sizeof(nm));
         if (age >= op_timeout_ns(job, op->grp->nnodes, missing)) {
+            coll_desc_name(&op->desc, nm, sizeof(nm));
             coll_job_fail(job, COLL_ERR_TIMEDOUT, 1, "%s timed out after %" PRIu64 " ms waiting "
                           "for %s", nm, age / 1000000, wait);
             return 1;
         }
-        if (!op->stall_warned) {
-            op->stall_warned = 1;
-            coll_blame_ask(op);
-            coll_warn(COLL_SUB_JOB, "job %s: %s stalled for %" PRIu64 " ms, waiting for %s",
-                      job->id, nm, age / 1000000, wait);
-        }
+        warn_stall(op, age, missing, wait);
     }
     return 0;
 }

@@ -24,11 +24,8 @@ void coll_health_start(coll_job_t *job);
 /** @brief Stop it (the job failed or closes). */
 void coll_health_stop(coll_job_t *job);
 
-/** Longest check period: the daemon decides within a tick of a deadline, and must do so
- *  before the library's own bound of timeout + 1 s. */
-#define COLL_HEALTH_TICK_MAX_MS 250u
-
-/** @return The check period of @p job in milliseconds: timeout / 8, 50 .. 250 ms. */
+/** @return The check period of @p job in milliseconds: timeout / 8, 50 .. 250 ms
+ *          (coll_job_tick_ms(), which its ranks use too). */
 uint64_t coll_health_tick_ms(const coll_job_t *job);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "engine/codec/codec.h"
+#include "engine/inflight.h"
 #include "engine/op.h"
 #include "job/groups.h"
 #include "job/job.h"
@@ -104,6 +105,26 @@ static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
     coll_session_send(s, &msg);
 }
 
+/* A free has no answer: a refused one is logged. An allocation that an operation in flight
+ * still uses stays until the job ends (the library refuses such a free with COLL_ERR_BUSY
+ * before it sends it, so only a client without it gets here). */
+static void on_free(coll_session_t *s, uint64_t off)
+{
+    char what[48];
+
+    if (s->job == NULL || s->job->pool == NULL) {
+        coll_warn(COLL_SUB_SESSION, "session %llu: free of offset %llu before joining a job",
+                  (unsigned long long)s->id, (unsigned long long)off);
+    } else if (coll_inflight_uses(s->job, s, off, what, sizeof(what))) {
+        coll_warn(COLL_SUB_SESSION, "session %llu (rank %u of job %s): free of offset %llu "
+                  "refused: its %s still uses it (kept until the job ends)",
+                  (unsigned long long)s->id, s->rank, s->job->id, (unsigned long long)off, what);
+    } else if (coll_pool_free(s->job->pool, off, s) != COLL_OK) {
+        coll_warn(COLL_SUB_SESSION, "session %llu: free of offset %llu it does not own",
+                  (unsigned long long)s->id, (unsigned long long)off);
+    }
+}
+
 static void on_hello(coll_session_t *s, const Coll__Wire__Hello *h)
 {
     coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
@@ -142,10 +163,7 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
         on_alloc(s, m->alloc);
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_FREE:
-        if (s->job == NULL || coll_pool_free(s->job->pool, m->free->offset, s) != COLL_OK) {
-            coll_warn(COLL_SUB_SESSION, "session %llu: free of offset %llu it does not own",
-                      (unsigned long long)s->id, (unsigned long long)m->free->offset);
-        }
+        on_free(s, m->free->offset);
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
         if (s->job == NULL) {

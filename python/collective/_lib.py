@@ -26,6 +26,7 @@ SONAME = "libcollective.so.0"
 # Status codes this module needs by value (the full table lives in the library).
 COLL_OK = 0
 COLL_INPROGRESS = 1
+COLL_ERR_BUSY = -16
 COLL_ERR_INVALID = -22
 COLL_ERR_TIMEDOUT = -110
 COLL_ERR_CLOSED = -1005

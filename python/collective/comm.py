@@ -246,7 +246,8 @@ class Communicator:
         """Return the pool allocation @x lies in to the pool now instead of at garbage
         collection. @x and every view of that allocation must not be used afterwards (their
         memory may be handed out again). Raises ValueError when @x is not in a live
-        allocation of this communicator."""
+        allocation of this communicator, CollectiveError COLL_ERR_BUSY (nothing changes) while
+        an operation in flight still uses it."""
         self._native.free(address(x))
 
     # ---- compression ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ import ctypes
 import threading
 import weakref
 
+from . import _lib
 from .errors import make_error
 from .types import numpy_dtype, torch_dtype
 
@@ -87,15 +88,17 @@ class Native:
         """Return the allocation that contains @addr to the pool now (coll_mem_free).
 
         Arrays still referring to it must not be used afterwards: their memory may be handed
-        out again. Raises ValueError when @addr is in no live allocation.
+        out again. Raises ValueError when @addr is in no live allocation, and CollectiveError
+        COLL_ERR_BUSY (the allocation stays) while an operation in flight still uses it.
         """
         with self._lock:
             start = self._find(addr)
             if start is None:
                 raise ValueError("address 0x%x is not in a live pool allocation" % addr)
-            del self._allocs[start]
-            if self.ptr is not None:
-                self.check(self.lib.coll_mem_free(self.ptr, start), "coll_mem_free")
+            st = self.lib.coll_mem_free(self.ptr, start) if self.ptr is not None else 0
+            if st != _lib.COLL_ERR_BUSY:
+                del self._allocs[start]
+            self.check(st, "coll_mem_free")
 
     def _find(self, addr):
         for start, (nbytes, _) in list(self._allocs.items()):  # a finalizer may run here

@@ -77,8 +77,8 @@ static void check_buffers(const coll_job_t *job, const coll_session_t *s,
 
     FUZZ_CHECK(sub->root < job->world_size && sub->peer < job->world_size,
                "root %u or peer %u outside world %u", sub->root, sub->peer, job->world_size);
-    coll_submit_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank, sub->root,
-                       &se, &re);
+    coll_kind_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank, sub->root,
+                     &se, &re);
     FUZZ_CHECK(se <= UINT64_MAX / es && re <= UINT64_MAX / es, "buffer sizes overflow");
     FUZZ_CHECK(se == 0 || inside(a, n, sub->send_offset, se * es, s),
                "send buffer [%llu, +%llu) is not inside this rank's allocations",

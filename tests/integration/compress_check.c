@@ -18,6 +18,8 @@
  *   --nan-rank R    rank R's input has a NaN at step 1: every rank must get COLL_ERR_INVALID
  *                   at that step, outputs untouched; the next step matches the model with the
  *                   residuals of before
+ *   --overflow      at step 1 every rank's last element is 2^127, finite, but the sum over
+ *                   two nodes (of one rank each) overflows float32: the same as --nan-rank
  *   --reset         PowerSGD: the last step names another layout of the same size: the model
  *                   starts over (the daemon's reset rule)
  *   --auto-check    auto: every step, every rank ran the same method (a min and max allreduce
@@ -41,7 +43,7 @@
 typedef struct {
     const char *spec, *mismatch_spec, *layout;
     char count_tokens[MAX_COUNTS][32];
-    int ncounts, steps, avg, mismatch_rank, nan_rank, reset, auto_check;
+    int ncounts, steps, avg, mismatch_rank, nan_rank, overflow, reset, auto_check;
 } opts_t;
 
 static float input(uint32_t rank, uint32_t step, uint64_t i, void *arg)
@@ -117,7 +119,7 @@ static void parse(int argc, char **argv, opts_t *o)
         {"spec", 1, 0, 's'},  {"counts", 1, 0, 'c'},         {"layout", 1, 0, 'l'},
         {"steps", 1, 0, 't'}, {"avg", 0, 0, 'a'},            {"mismatch-rank", 1, 0, 'm'},
         {"mismatch-spec", 1, 0, 'M'}, {"nan-rank", 1, 0, 'n'}, {"reset", 0, 0, 'r'},
-        {"auto-check", 0, 0, 'A'}, {0, 0, 0, 0}};
+        {"auto-check", 0, 0, 'A'}, {"overflow", 0, 0, 'o'}, {0, 0, 0, 0}};
     int c;
     long v;
 
@@ -134,6 +136,7 @@ static void parse(int argc, char **argv, opts_t *o)
         case 'n': o->nan_rank = atoi(optarg); break;
         case 'r': o->reset = 1; break;
         case 'A': o->auto_check = 1; break;
+        case 'o': o->overflow = 1; break;
         default: check_usage_error("unknown option");
         }
     }
@@ -246,10 +249,10 @@ static coll_status_t expected(const check_ctx_t *c, const opts_t *o, uint32_t t)
     if (o->mismatch_rank >= 0) {
         return COLL_ERR_MISMATCH;
     }
-    return o->nan_rank >= 0 && t == 1 ? COLL_ERR_INVALID : COLL_OK;
+    return (o->nan_rank >= 0 || o->overflow) && t == 1 ? COLL_ERR_INVALID : COLL_OK;
 }
 
-/* Step t's input into @p buf (a NaN where --nan-rank says). */
+/* Step t's input into @p buf (a NaN where --nan-rank says, 2^127 where --overflow does). */
 static void fill(const check_ctx_t *c, const opts_t *o, float *buf, uint64_t count, uint32_t t)
 {
     for (uint64_t i = 0; i < count; i++) {
@@ -257,6 +260,9 @@ static void fill(const check_ctx_t *c, const opts_t *o, float *buf, uint64_t cou
     }
     if (c->rank == o->nan_rank && t == 1 && count > 0) {
         buf[count / 2] = NAN;
+    }
+    if (o->overflow && t == 1 && count > 0) {
+        buf[count - 1] = 0x1p127f;
     }
 }
 

@@ -4,8 +4,10 @@
   stall_1x3   3 nodes x 1 rank; rank 2 stops submitting before its 6th allreduce. Ranks 0 and 1
               get COLL_ERR_TIMEDOUT naming "rank 2" (not their own node) within the timeout
               + 2 s of the stall; while it stalls, nodes 0 and 1 show rank 2 in /status
-              (missing_elsewhere), and their logs name it.
-  stall_2x2   2 nodes x 2 ranks; rank 3 stops: ranks 0-2 get COLL_ERR_TIMEDOUT naming "rank 3".
+              (missing_elsewhere), and the stall warning every node logs at half the timeout
+              names it (not only the node whose data has not come).
+  stall_2x2   2 nodes x 2 ranks; rank 3 stops: ranks 0-2 get COLL_ERR_TIMEDOUT naming "rank 3",
+              and both nodes' stall warnings name it.
   budget      2 nodes x 1 rank; node 1's pool_budget (64 MiB) is below the job's pool (128 MiB).
               Both ranks fail to join within 1 s of each other with COLL_ERR_NOMEM and a message
               naming the budget; node 1 logs the refusal once and counts it in
@@ -50,10 +52,23 @@ def stall_case(args, c, nodes, rpn, victim):
               % (r, victim, ev.get("msg")))
         check(dt <= TIMEOUT_MS / 1000 + SLACK_S + h.SANITIZER_SLACK_S,
               "rank %d got its error %.3f s after the stall" % (r, dt))
+    check_warnings(c, [k for k in range(nodes) if rpn > 1 or k != victim // rpn], victim)
     job.release()
     job.wait_exit(20)
     c.check_no_crash()
     c.stop_daemons()
+
+
+def check_warnings(c, nodes, victim):
+    """The stall warning of each of @nodes (the nodes with a rank that submitted, logged at
+    half the timeout) names rank @victim."""
+    for k in nodes:
+        lines = [t for _, level, _, t in c.daemons[k].log_lines()
+                 if level == "warn" and "stalled" in t]
+        check(lines, "node %d logged no stall warning" % k)
+        check(re.search(r"\brank %d\b" % victim, lines[0]), "node %d's stall warning does not "
+              "name rank %d: %s" % (k, victim, lines[0]))
+        log("node %d: %s" % (k, lines[0]))
 
 
 def check_status_names(c, nodes, pattern):

@@ -6,7 +6,9 @@
  * Broadcast: the root's node sends every segment from the root rank's buffer; each following
  * node receives it straight into local rank 0's output, copies it to its other local ranks and
  * forwards it from there. A node posts those receives only after it checked its predecessor's
- * descriptor (on_desc), so no output is written before the agreement.
+ * descriptor (on_desc), so no output is written before the agreement; the root's node, which
+ * sends at once, copies into its own ranks' outputs only after its check too (ranks that name
+ * different roots each take their own node for the root's: the check fails them all).
  *
  * Reduce: the chain starts at the node after the root's and ends at the root's node. The first
  * node sends the sum of its local inputs; each following node receives a partial result into
@@ -84,7 +86,9 @@ static coll_status_t bcast_col_start(coll_op_t *op, chain_t *ch, chain_col_t *c)
 
     if (ch->pos == 0) {
         src = at(op->in[ch->root_local], op, seg.off);
-        copy_bcast(op, src, seg);
+        if (op->desc_ok) { /* else chain_on_desc() copies it */
+            copy_bcast(op, src, seg);
+        }
         return post(op, ch, c, 1, src, seg.len);
     }
     return post(op, ch, c, 0, at(op->out[0], op, seg.off), seg.len);
@@ -160,9 +164,21 @@ static coll_status_t start_columns(coll_op_t *op, chain_t *ch)
     return st;
 }
 
+/* The root's node agreed: its local outputs get the segments it sent before. */
+static void root_copy_sent(coll_op_t *op, const chain_t *ch)
+{
+    for (uint64_t j = 0; j < ch->next_seg; j++) {
+        coll_range_t seg = coll_plan_segment(&op->plan, 0, j);
+        copy_bcast(op, at(op->in[ch->root_local], op, seg.off), seg);
+    }
+}
+
 static void chain_on_desc(coll_op_t *op)
 {
     chain_t *ch = op->algo_state;
+    if (ch != NULL && ch->bcast && ch->pos == 0) {
+        root_copy_sent(op, ch);
+    }
     if (ch != NULL && ch->waiting_desc) {
         ch->waiting_desc = 0;
         if (start_columns(op, ch) != COLL_OK) {

@@ -1,7 +1,8 @@
 /*
  * A float32 array allreduced without loss over two rounds of the exchange: a reduce-scatter in
  * which node c sums every node's chunk c in rank order, and an all-gather of the sums. Every
- * node ends with the same bits (each chunk is summed once, by its owner). PowerSGD's factors
+ * node ends with the same bits (each chunk is summed once, by its owner); a sum that is not
+ * finite is found by its owner, which fails the operation in the all-gather. PowerSGD's factors
  * and the tensors it does not compress travel so (powersgd.c). Chunks are coll_plan_init()'s,
  * whole cache lines; messages are COLL_WIRE_F32 spans behind the exchange's prefix, each
  * message buffer starting on a cache line.
@@ -115,7 +116,7 @@ coll_status_t coll__dense_rs_reduce(coll_cx_t *cx, const float *own, uint64_t le
         }
         add_weighted(dst, v, mine.len, mine.off, split, weight, s == 0);
     }
-    return COLL_OK;
+    return coll__cx_first_nonfinite(dst, mine.len) < mine.len ? COLL_ERR_INVALID : COLL_OK;
 }
 
 void coll__dense_ag_write(coll_cx_t *cx, const float *sums, uint64_t len, uint8_t *send)

@@ -20,11 +20,13 @@
  * received.
  *
  * Non-finite values: a node whose input has a NaN or an infinity, or a codec that cannot encode
- * (a sum that overflows float32), sends every remaining message of the operation without a
- * payload and with the error in its cx header; every node that receives one does the same.
+ * or sum (a sum that overflows float32), sends every remaining message of the operation without
+ * a payload and with the error in its cx header; every node that receives one does the same.
  * Every node still completes every round (nobody waits for a message that does not come), then
- * fails the operation (not the job) with COLL_ERR_INVALID, outputs untouched. The residual is
- * never committed by a failed operation (internal.h), so it stays as it was on every node.
+ * fails the operation (not the job) with COLL_ERR_INVALID, outputs untouched. A codec finds an
+ * overflow before it writes anything of the result: in the last round every node decides alike
+ * from the same messages (TopK's sets, PowerSGD's factors). The residual is never committed by
+ * a failed operation (internal.h), so it stays as it was on every node.
  *
  * A parameter-service step (op->stage, staged.c) runs the codec's reduction rounds, hands this
  * node's chunk of the reduced gradient to the stage, and once the stage let it go (at once, or
@@ -52,8 +54,7 @@ static double now_s(void)
     return (double)coll_stats_now_ns() * 1e-9;
 }
 
-/* The index of the first non-finite element of @p x, or @p n. */
-static uint64_t first_nonfinite(const float *x, uint64_t n)
+uint64_t coll__cx_first_nonfinite(const float *x, uint64_t n)
 {
     const uint32_t *b = (const uint32_t *)(const void *)x;
 
@@ -232,7 +233,7 @@ static int check_received(coll_cx_t *cx, coll_xfer_t *x)
     coll_job_t *job = cx->op->job;
     const uint8_t *buf = cx->recvp[x->slot];
     coll_cx_hdr_t h;
-    char msg[200], nm[48];
+    char msg[256], nm[48];
 
     coll_desc_name(&cx->op->desc, nm, sizeof(nm));
     if (x->length < COLL_CX_PREFIX) {
@@ -254,9 +255,10 @@ static int check_received(coll_cx_t *cx, coll_xfer_t *x)
     if (h.status != COLL_OK) {
         snprintf(msg, sizeof(msg), "%s: node %u (ranks from %u): %s", nm, x->peer,
                  job->nodes[x->peer].ranks[0],
-                 h.status == COLL_ERR_INVALID ? "a non-finite gradient (NaN or infinity); "
-                                                "the operation failed on every rank and the "
-                                                "residuals are unchanged"
+                 h.status == COLL_ERR_INVALID ? "a non-finite gradient (NaN or infinity) or "
+                                                "a sum that overflows float32; the operation "
+                                                "failed on every rank and the residuals are "
+                                                "unchanged"
                                               : coll_strerror((coll_status_t)h.status));
         poison(cx, COLL_ERR_INVALID, msg);
     }
@@ -297,7 +299,7 @@ static void gather_input(coll_cx_t *cx)
 
     cx->in = s->res[s->cur ^ 1];
     coll_combine_locals(op, 0, cx->count, cx->in, s->ef ? s->res[s->cur] : NULL, 0);
-    if ((bad = first_nonfinite(cx->in, cx->count)) < cx->count && cx->staged) {
+    if ((bad = coll__cx_first_nonfinite(cx->in, cx->count)) < cx->count && cx->staged) {
         op->stage->nonfinite(op, bad); /* a step fails the job, naming the layer */
     } else if (bad < cx->count) {
         snprintf(msg, sizeof(msg), "compression bucket %u: the gradient summed on node %u "

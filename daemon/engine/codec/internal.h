@@ -307,10 +307,14 @@ typedef struct coll_cx {
     size_t *recvlen;        /**< exact bytes expected */
     coll_xfer_t *xs;        /**< 2n: receive from p at [p], send to p at [n + p] */
     coll_status_t poison;   /**< a node's failure: the remaining rounds carry no data */
-    char poison_msg[200];
+    char poison_msg[256];
     uint8_t poison_buf[COLL_CX_PREFIX];
     void *state;            /**< the codec's own */
 } coll_cx_t;
+
+/** @return The index of the first non-finite element (NaN or infinity) of the @p n float32
+ *          values at @p x, or @p n when there is none. */
+uint64_t coll__cx_first_nonfinite(const float *x, uint64_t n);
 
 /** @return Payload of message buffer @p buf (after the prefix). */
 static inline uint8_t *coll__cx_payload(uint8_t *buf)
@@ -385,7 +389,9 @@ void coll__dense_rs_write(coll_cx_t *cx, const float *src, uint64_t len, uint8_t
  * @brief After the reduce-scatter: @p dst (this node's chunk) = every node's contribution in
  *        rank order, this node's from the array @p own; array positions below @p split times
  *        1, the others times @p weight.
- * @return COLL_OK; COLL_ERR_PROTOCOL for a malformed message.
+ * @return COLL_OK; COLL_ERR_PROTOCOL for a malformed message; COLL_ERR_INVALID when a sum is
+ *         not finite (it overflowed float32, or a contribution was not finite): the operation
+ *         fails on every node, which hears it from this one in the next round.
  */
 coll_status_t coll__dense_rs_reduce(coll_cx_t *cx, const float *own, uint64_t len,
                                     uint64_t split, float weight, float *dst);

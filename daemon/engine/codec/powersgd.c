@@ -25,10 +25,15 @@
  * (error feedback's identity).
  *
  * Both allreduces are dense.c's (a reduce-scatter of chunks summed by their owner in rank
- * order, then an all-gather), so every node has the same P and Q bits. Orthonormalization is
+ * order, then an all-gather), so every node has the same P and Q bits. A sum that overflows
+ * float32 (or a P or Q that did) is found by its chunk's owner and fails the operation on
+ * every node before any of the result is written; so does a Q whose reconstruction P Q^T could
+ * overflow (psgd_too_large(), the same answer on every node). Orthonormalization is
  * the kernel's Gram-Schmidt with epsilon 0 (PyTorch's default orthogonalization_epsilon): an
  * all-zero column stays zero instead of becoming NaN (kernels/cpu/lowrank.h).
  */
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "engine/codec/internal.h"
@@ -157,7 +162,8 @@ static coll_status_t psgd_begin(coll_cx_t *cx)
     return COLL_OK;
 }
 
-/* After round 1: the uncompressed tensors' results; P orthonormalized; Q = M^T P. */
+/* After round 1: P orthonormalized; Q = M^T P. (The uncompressed tensors' sums wait in A until
+ * the last round: nothing of the result is written before every sum was found finite.) */
 static void psgd_q(coll_cx_t *cx, const psgd_t *s)
 {
     const coll_tensor_layout_t *l = cx->c->layout;
@@ -166,7 +172,6 @@ static void psgd_q(coll_cx_t *cx, const psgd_t *s)
     for (size_t t = 0; t < l->ntensors; t++) {
         tensor_t x = tensor_at(l, t, cx->c->run.rank, &off, &lp, &ld, &lb);
         if (x.rank == 0) {
-            memcpy(cx->outf + x.off, s->ar + s->lp + x.p_off, x.rows * x.cols * sizeof(float));
             continue;
         }
         coll_lowrank_orthonormalize(s->ar + x.p_off, x.rows, x.rank, 0.0f);
@@ -183,7 +188,31 @@ static float share_of(const coll_cx_t *cx)
     return cx->weight != 1.0f ? (float)local : (float)local / (float)cx->op->desc.world_size;
 }
 
-/* After round 3: result = P Q^T, e' = M - a P Q^T. */
+/* Whether a reconstruction P Q^T could overflow float32: P's columns are orthonormal (every
+ * |p| <= 1), so |(P Q^T)_ij| <= the sum of row j of Q. Q is the same on every node, and so is
+ * the answer. */
+static int psgd_too_large(const coll_cx_t *cx)
+{
+    const coll_tensor_layout_t *l = cx->c->layout;
+    uint64_t off = 0, lp = 0, ld = 0, lb = 0;
+
+    for (size_t t = 0; t < l->ntensors; t++) {
+        tensor_t x = tensor_at(l, t, cx->c->run.rank, &off, &lp, &ld, &lb);
+        const float *q = cx->slot->q + x.q_off; /* column-major, cols x rank */
+        for (uint64_t j = 0; j < x.cols && x.rank > 0; j++) {
+            double row = 0;
+            for (unsigned r = 0; r < x.rank; r++) {
+                row += fabs((double)q[r * x.cols + j]);
+            }
+            if (row >= FLT_MAX / 2) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* After round 3: result = P Q^T (the uncompressed tensors: their sums), e' = M - a P Q^T. */
 static void psgd_finish(coll_cx_t *cx, const psgd_t *s)
 {
     const coll_tensor_layout_t *l = cx->c->layout;
@@ -194,7 +223,9 @@ static void psgd_finish(coll_cx_t *cx, const psgd_t *s)
         tensor_t x = tensor_at(l, t, cx->c->run.rank, &off, &lp, &ld, &lb);
         float *m = cx->in + x.off, *out = cx->outf + x.off;
         const float *p = s->ar + x.p_off, *q = cx->slot->q + x.q_off;
-        if (x.rank > 0 && a == 1.0f) {
+        if (x.rank == 0) {
+            memcpy(out, s->ar + s->lp + x.p_off, x.rows * x.cols * sizeof(float));
+        } else if (a == 1.0f) {
             coll_lowrank_residual(p, q, x.rows, x.cols, x.rank, m, out);
         } else if (x.rank > 0) {
             coll_lowrank_reconstruct(p, q, x.rows, x.cols, x.rank, out);
@@ -212,8 +243,9 @@ static coll_status_t psgd_round_done(coll_cx_t *cx)
 
     switch (cx->round) {
     case 0:
-        st = coll__dense_rs_reduce(cx, s.a, s.la, s.lp, cx->weight, s.red);
-        coll__dense_ag_write(cx, s.red, s.la, cx->slot->send);
+        if ((st = coll__dense_rs_reduce(cx, s.a, s.la, s.lp, cx->weight, s.red)) == COLL_OK) {
+            coll__dense_ag_write(cx, s.red, s.la, cx->slot->send);
+        }
         break;
     case 1:
         if ((st = coll__dense_ag_collect(cx, s.red, s.la, s.ar)) == COLL_OK) {
@@ -222,11 +254,15 @@ static coll_status_t psgd_round_done(coll_cx_t *cx)
         }
         break;
     case 2:
-        st = coll__dense_rs_reduce(cx, s.qloc, s.lb, 0, cx->weight, s.red);
-        coll__dense_ag_write(cx, s.red, s.lb, cx->slot->send);
+        if ((st = coll__dense_rs_reduce(cx, s.qloc, s.lb, 0, cx->weight, s.red)) == COLL_OK) {
+            coll__dense_ag_write(cx, s.red, s.lb, cx->slot->send);
+        }
         break;
     default:
         if ((st = coll__dense_ag_collect(cx, s.red, s.lb, cx->slot->q)) == COLL_OK) {
+            st = psgd_too_large(cx) ? COLL_ERR_INVALID : COLL_OK;
+        }
+        if (st == COLL_OK) {
             psgd_finish(cx, &s);
         }
         break;

@@ -11,7 +11,9 @@
  *   nodes r-s..r (checked by content of every reduce-scatter message);
  *   no output before agreement: a node with another count fails the job with both descriptors
  *   and no rank's output changes;
- *   a send failing in the middle of a step fails the job naming the node.
+ *   a send failing in the middle of a step fails the job naming the node;
+ *   a broadcast whose nodes name different roots fails before any output is written (the
+ *   root's node's included); an operation's buffers count as in flight until it completes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +26,7 @@
 #include <cmocka.h>
 
 #include "fake_net.h"
+#include "engine/inflight.h"
 #include "proto/tag.h"
 
 #define SEG 1024 /* bytes: 256 floats, so mid-sized counts span several segments */
@@ -282,6 +285,83 @@ static void test_no_output_before_agreement(void **state)
     fake_net_free(&w);
 }
 
+/* A broadcast whose ranks name different roots (node 0's ranks rank 0, node 1's rank 2):
+ * each node takes itself for the root's, and sends at once; the descriptor check fails the
+ * job before any output is written, on the root's node too. */
+static void test_bcast_roots_differ(void **state)
+{
+    const uint64_t count = 3000;
+    bufs_t b;
+
+    fake_net_init(&w, 2, 2, SEG, 4 << 20, FAKE_EAGER);
+    alloc_bufs(&b, count, count);
+    for (uint32_t n = 0; n < 2; n++) {
+        for (uint32_t l = 0; l < 2; l++) {
+            Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+            s.req_id = 7;
+            s.key = 5;
+            s.coll = COLL__WIRE__COLLECTIVE__BROADCAST;
+            s.dtype = COLL_FLOAT32;
+            s.count = count;
+            s.send_offset = offset(n, b.send[n][l]);
+            s.recv_offset = offset(n, b.recv[n][l]);
+            s.root = 2 * n;
+            coll_op_submit(&w.job[n], &w.sess[n][l], &s);
+        }
+    }
+    fake_net_run(&w);
+    for (uint32_t n = 0; n < 2; n++) {
+        assert_int_equal(w.job[n].state, COLL_JOB_FAILED);
+        assert_int_equal(w.job[n].error, COLL_ERR_MISMATCH);
+        for (uint32_t l = 0; l < 2; l++) {
+            for (size_t i = 0; i < count; i++) {
+                check_elem(n, l, i, b.recv[n][l][i], -1.0f);
+            }
+        }
+    }
+    fake_net_free(&w);
+}
+
+/* The buffers of an operation that waits for another node are in flight until it completes:
+ * a free of them is refused (engine/inflight.h), of another allocation not. */
+static void test_buffers_in_flight(void **state)
+{
+    const uint64_t count = 1000;
+    float *other;
+    bufs_t b;
+    char what[48];
+
+    fake_net_init(&w, 2, 1, SEG, 4 << 20, FAKE_EAGER);
+    alloc_bufs(&b, count, count);
+    other = fake_net_alloc(&w, 0, 0, 256);
+    for (uint32_t n = 0; n < 2; n++) {
+        Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+        s.req_id = 7;
+        s.key = 5;
+        s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
+        s.dtype = COLL_FLOAT32;
+        s.count = count;
+        s.algo = COLL_ALGO_RING;
+        s.send_offset = offset(n, b.send[n][0]);
+        s.recv_offset = offset(n, b.recv[n][0]);
+        coll_op_submit(&w.job[n], &w.sess[n][0], &s);
+        fake_net_run(&w);
+        if (n == 0) { /* node 1 has not submitted yet */
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.send[0][0]),
+                                           what, sizeof(what)));
+            assert_string_equal(what, "allreduce key 5");
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.recv[0][0]),
+                                           what, sizeof(what)));
+            assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, other), what,
+                                            sizeof(what)));
+        }
+    }
+    expect_done(COLL_OK);
+    assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.send[0][0]), what,
+                                    sizeof(what)));
+    fake_net_free(&w);
+}
+
 /* Node 1's third send fails (its peer died mid-step): the job fails naming the node. */
 static void test_failure_mid_step(void **state)
 {
@@ -314,6 +394,8 @@ int main(void)
         cmocka_unit_test(test_ring_schedule),
         cmocka_unit_test(test_no_output_before_agreement),
         cmocka_unit_test(test_failure_mid_step),
+        cmocka_unit_test(test_bcast_roots_differ),
+        cmocka_unit_test(test_buffers_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

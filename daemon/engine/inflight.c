@@ -1,0 +1,81 @@
+/*
+ * A rank's buffers in flight: the library refuses coll_mem_free() of a buffer its pending
+ * requests use (client/mem.c); this is the daemon's own check of the free it is sent, for a
+ * client that did not (job/session.c keeps such an allocation until the job ends).
+ */
+#include "engine/inflight.h"
+
+#include "core/pool.h"
+#include "engine/op.h"
+#include "engine/shm.h"
+
+/* Whether [@p b, @p b + @p len) lies in @p s's allocation that starts at @p off. */
+static int in_alloc(const coll_job_t *job, const coll_session_t *s, uint64_t off, uint64_t b,
+                    uint64_t len)
+{
+    return len > 0 && b >= off && coll_pool_range_owned(job->pool, off, b - off + len, s);
+}
+
+/* Whether member @p l of @p op (whose session is the allocation's owner) uses it. */
+static int member_uses(const coll_op_t *op, uint32_t l, uint64_t off)
+{
+    const coll_op_member_t *m = &op->members[l];
+    const coll_group_t *grp = op->grp;
+    uint64_t se, re;
+
+    coll_kind_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
+                     coll_group_rank_of_local(grp, l), op->desc.root, &se, &re);
+    return in_alloc(op->job, m->session, off, m->send_off, se * op->esize) ||
+           in_alloc(op->job, m->session, off, m->recv_off, re * op->esize);
+}
+
+static int op_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, char *what,
+                   size_t len)
+{
+    coll_op_t *op, *tmp;
+
+    coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
+    {
+        for (uint32_t l = 0; l < op->grp->nlocal && !op->done; l++) {
+            if (op->members[l].session == s && member_uses(op, l, off)) {
+                coll_desc_name(&op->desc, what, len);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The rank's posts that wait or run in the shared-memory area (a completed one is DONE). */
+static int post_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, char *what,
+                     size_t len)
+{
+    const coll_shm_rank_t *r = coll_shm_rank(job, s->local_rank);
+
+    for (uint32_t i = 0; i < COLL_SHM_SLOTS; i++) {
+        coll_shm_desc_t d;
+        uint64_t state, se, re, es;
+        if (!coll_shm_read(&r->post[i], COLL_SHM_POSTED, &state, &d) ||
+            (es = coll_dtype_size((coll_dtype_t)d.dtype)) == 0 || d.coll >= COLL_SHM_KINDS) {
+            continue;
+        }
+        coll_kind_extent((coll_kind_t)d.coll, d.count, job->world_size, s->rank, d.root, &se,
+                         &re);
+        if ((se <= UINT64_MAX / es && in_alloc(job, s, off, d.send_off, se * es)) ||
+            (re <= UINT64_MAX / es && in_alloc(job, s, off, d.recv_off, re * es))) {
+            coll_desc_name(&(coll_desc_t){.coll = (uint16_t)d.coll, .key = d.key}, what, len);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int coll_inflight_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, char *what,
+                       size_t len)
+{
+    if (job->pool == NULL) {
+        return 0;
+    }
+    return op_uses(job, s, off, what, len) ||
+           (job->state == COLL_JOB_READY && post_uses(job, s, off, what, len));
+}
