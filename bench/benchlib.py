@@ -29,6 +29,7 @@ BUILT = {
     "COMPRESS_BW": "bench/compress-bw",
     "OVERLAP": "bench/overlap",
     "TRAIN": "tools/coll-train",
+    "PLAN": "tools/plan",
     "PYLIB": "python",
 }
 

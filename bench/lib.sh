@@ -283,3 +283,16 @@ mpi_cluster_cmd() {
              --mca oob_tcp_if_include "$NETNS_DEV" --mca btl_tcp_if_include "$NETNS_DEV"
              --mca pml ob1 --mca btl tcp,vader,self --mca mpi_yield_when_idle 1 -np "$np")
 }
+
+# ---- two builds side by side (ab-latency.sh, ab-builds.sh) ----------------------------------
+
+# ab_check_builds BUILD_A BUILD_B TOOL: both given, each with the daemon, the launcher and TOOL.
+ab_check_builds() {
+    local d f
+    [ -n "$1" ] && [ -n "$2" ] || die "give both builds: -a BUILD_A -b BUILD_B"
+    for d in "$1" "$2"; do
+        for f in daemon/collectived "$3" tools/collective-launch; do
+            [ -x "$d/$f" ] || die "$d/$f is missing (build it first)"
+        done
+    done
+}
