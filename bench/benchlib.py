@@ -175,7 +175,10 @@ def main(argv):
         for name in BUILT:
             print("%s=%s" % (name, shlex.quote(built(argv[1], name))))
         return 0
-    sys.stderr.write("usage: benchlib.py shell-paths BUILD_DIR\n")
+    if len(argv) == 2 and argv[0] == "bytes":
+        print(parse_size(argv[1]))
+        return 0
+    sys.stderr.write("usage: benchlib.py shell-paths BUILD_DIR | bytes SIZE\n")
     return 2
 
 

@@ -216,8 +216,8 @@ bench_repeat() {
 
 # ---- the cluster of network namespaces (netns.sh) -------------------------------------------
 
-# cluster_hosts, cluster_ranks: H and M of --cluster HxM.
-cluster_hosts() { echo "${CLUSTER%x*}"; }
+# cluster_hosts, cluster_ranks: H and M of --cluster HxM (inside the cluster, H is its size).
+cluster_hosts() { if in_cluster; then echo "$NETNS_COUNT"; else echo "${CLUSTER%x*}"; fi; }
 cluster_ranks() { echo "${CLUSTER#*x}"; }
 
 # in_cluster: whether this process runs inside netns.sh (its NETNS_* variables are set).
