@@ -75,8 +75,8 @@ def _wrong(text):
 
 
 def parse_lat(path):
-    """{size: (p50, p90, p99, algo, phases)} of a coll-lat or mpi-lat output (us); phases is the
-    four phase medians of coll-lat -p, or None."""
+    """{size: (p50, p90, p99, algo, phases, mean)} of a coll-lat or mpi-lat output (us); phases
+    is the four phase medians of coll-lat -p, or None."""
     rows = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -87,7 +87,7 @@ def parse_lat(path):
             if len(v) < 7 or not v[0].isdigit():
                 continue
             phases = [float(x) for x in v[7:11]] if len(v) >= 11 else None
-            rows[int(v[0])] = (float(v[2]), float(v[3]), float(v[4]), v[6], phases)
+            rows[int(v[0])] = (float(v[2]), float(v[3]), float(v[4]), v[6], phases, float(v[5]))
     return rows
 
 

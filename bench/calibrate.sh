@@ -5,10 +5,11 @@
 #   bench/calibrate.sh [--rates "1gbit 10gbit"] [-R N] [-o DIR] [-Q SECONDS]
 #
 # Per rate, on two hosts of bench/netns.sh joined by links of that rate:
-#   iperf3 -t 3 from host 1 to host 0: what the link carries (reported, not used);
-#   ucx_perftest -t tag_lat over TCP between the hosts at 8 B, 64 KiB, 1 MiB and 4 MiB: the
-#     one-way latency of a message, fitted as alpha_direct + S beta (the ping-pong: alpha_direct
-#     is what a leader's own endpoint costs; beta the link per byte);
+#   iperf3 -t 3 from host 1 to host 0: what the link carries while it streams, beta;
+#   ucx_perftest -t tag_lat over TCP between the hosts at 8 B, 64 KiB, 1 MiB and 4 MiB, the
+#     ping-pong: alpha_direct (8 B: what a leader's own endpoint costs); its slope is reported
+#     (a message after an idle turn restarts TCP's slow start and finds the token bucket full:
+#     not the streaming rate the algorithms see);
 #   coll-lat -p on 2 daemons x 1 rank, 8 B to 64 KiB: recursive doubling's one round.
 #     alpha_op = the median of arrive + notify (the hand-offs between a rank and its daemon),
 #     alpha = p50 at 8 B - alpha_op (a message between daemons, with the wake-ups);

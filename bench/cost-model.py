@@ -68,30 +68,45 @@ def link_constants(rdir):
     """(constants, notes) of one rate from its rep directories."""
     reps = sorted(glob.glob(os.path.join(rdir, "rep*")))
     c, notes = {}, {}
+    # The fastest repetition of each size: other work on the machine only ever slows a
+    # ping-pong down (both ends poll), so the fastest is the closest to the link.
     pts = []
     for s in PINGPONG_SIZES:
-        t = medians([os.path.join(r, "pingpong-%d.txt" % s) for r in reps], ucx_p50_us)
-        if t is not None:
-            pts.append((s, t * 1e-6))
-    if len(pts) >= 2:
-        a, b = fit_line(pts)
-        c["alpha_direct"], c["beta"] = max(pts[0][1], 0.0), max(b, 0.0)
-        notes["alpha_direct"] = "ucx_perftest tag_lat p50 at 8 B over TCP between two hosts"
-        notes["beta"] = "slope of the ping-pong (%s): %.3f Gbit/s" % (
-            ", ".join("%s %.1f us" % (bl.fmt_size(s), t * 1e6) for s, t in pts),
-            8e-9 / b if b > 0 else 0)
+        ts = [ucx_p50_us(os.path.join(r, "pingpong-%d.txt" % s)) for r in reps
+              if os.path.exists(os.path.join(r, "pingpong-%d.txt" % s))]
+        ts = [t for t in ts if t is not None]
+        if ts:
+            pts.append((s, min(ts) * 1e-6))
+    if len(pts) >= 3 and pts[0][0] == 8:
+        _, b = fit_line(pts[1:])  # the slope from 64 KiB up, where bytes dominate
+        c["alpha_direct"] = pts[0][1]
+        notes["alpha_direct"] = "ucx_perftest tag_lat p50 at 8 B over TCP between two hosts " \
+                                "(the fastest of the repetitions)"
+        notes["pingpong"] = "ping-pong %s (the fastest of the repetitions): slope from 64 KiB " \
+                            "%.3f Gbit/s" % (", ".join("%s %.1f us" % (bl.fmt_size(s), t * 1e6)
+                                                        for s, t in pts),
+                                             8e-9 / b if b > 0 else 0)
+    # beta is the streaming rate: the algorithms keep the link busy with segments in flight,
+    # while a ping-pong's large messages each start a TCP connection that went idle (slow
+    # start again) through a token bucket that refilled meanwhile (docs/cost-model.md).
     gbps = medians([os.path.join(r, "iperf3.txt") for r in reps], iperf_gbps)
     if gbps:
         notes["iperf3"] = "%.2f Gbit/s" % gbps
+        c["beta"] = 8 / (gbps * 1e9)
+        notes["beta"] = "iperf3 between the two hosts, one stream, median: %.2f Gbit/s" % gbps
     lat = [bl.parse_lat(os.path.join(r, "coll-lat-2x1.txt")) for r in reps
            if os.path.exists(os.path.join(r, "coll-lat-2x1.txt"))]
+    # The benchmarks time the mean of a batch (coll-perf), so the constants are means too:
+    # the mean latency of a small allreduce between two daemons is alpha_op + alpha, split as
+    # the phases' medians split it (arrive + notify: the hand-offs; peers + reduce: the round).
     small = [row for rows in lat for s, row in rows.items() if s <= 512 and row[4]]
     if small:
-        c["alpha_op"] = statistics.median(r[4][0] + r[4][3] for r in small) * 1e-6
-        p50 = statistics.median(r[0] for r in small) * 1e-6
-        c["alpha"] = max(p50 - c["alpha_op"], 0.0)
-        notes["alpha_op"] = "coll-lat -p 2x1, arrive + notify, median over 8-512 B"
-        notes["alpha"] = "coll-lat 2x1 p50 at 8-512 B (%.1f us) - alpha_op" % (p50 * 1e6)
+        mean = statistics.median(r[5] for r in small) * 1e-6
+        share = statistics.median((r[4][0] + r[4][3]) / sum(r[4]) for r in small)
+        c["alpha_op"], c["alpha"] = mean * share, mean * (1 - share)
+        notes["alpha_op"] = "coll-lat -p 2x1, 8-512 B: the mean latency (%.1f us) times the " \
+                            "share of arrive + notify in the phases (%.2f)" % (mean * 1e6, share)
+        notes["alpha"] = "the rest of that mean: peers + reduce, recursive doubling's round"
     return c, notes
 
 
@@ -112,10 +127,10 @@ def host_constants(hdir):
     c, notes = {}, {}
     rows = bl.parse_lat(os.path.join(hdir, "coll-lat-1x2.txt")) \
         if os.path.exists(os.path.join(hdir, "coll-lat-1x2.txt")) else {}
-    small = [r[0] for s, r in rows.items() if 16 <= s <= 512]
+    small = [r[5] for s, r in rows.items() if 16 <= s <= 512]
     if small:
         c["alpha_shm"] = statistics.median(small) * 1e-6
-        notes["alpha_shm"] = "coll-lat 1x2 (pinned) p50 at 16-512 B (shared memory)"
+        notes["alpha_shm"] = "coll-lat 1x2 (pinned) mean latency at 16-512 B (shared memory)"
     path = os.path.join(hdir, "reduce-bw.txt")
     if os.path.exists(path):
         rows, isa = table_rows(path, 4)
@@ -164,12 +179,12 @@ def calibrate(resdir, rates):
             f.write("# cost model constants, links of %s (bench/calibrate.sh)\n" % rate)
             for k, v in sorted(c.items()):
                 f.write("%s = %.6g  # %s\n" % (k, v, notes.get(k, notes.get("codec_*", ""))))
-            if "iperf3" in notes:
-                f.write("# iperf3: %s\n" % notes["iperf3"])
+            if "pingpong" in notes:
+                f.write("# %s\n" % notes["pingpong"])
         for k, v in c.items():
             rows.setdefault(k, {})[rate] = (v, notes.get(k, notes.get("codec_*", "")))
-        if "iperf3" in notes:
-            rows.setdefault("(iperf3)", {})[rate] = (notes["iperf3"], "")
+        if "pingpong" in notes:
+            rows.setdefault("(ping-pong)", {})[rate] = (notes["pingpong"].split(": ")[-1], "")
     cells = []
     for k in sorted(rows):
         vals = [rows[k].get(r, ("-", ""))[0] for r in rates]
@@ -291,8 +306,10 @@ def extrapolate(args):
             "compressed allreduces (%s) are lossy and never named best.\n\n" %
             (n, l, n * l, " --params " + os.path.basename(args.params) if args.params else "",
              ", ".join(lossy)) + bl.table(head, rows))
-    wins = winners(cost, args.params, l)
-    text += "\nThe fastest exact algorithm by node count (rows) and size (columns):\n\n" + wins
+    text += ("\nThe fastest exact algorithm by node count (rows) and size (columns), %d ranks "
+             "per node:\n\n" % l + winners(cost, args.params, l, None))
+    text += ("\nThe same among the algorithms the daemons run today (%s):\n\n" %
+             ", ".join(TODAY) + winners(cost, args.params, l, TODAY))
     with open(os.path.join(args.out, "cost-%d.md" % n), "w") as f:
         f.write(text)
     sys.stdout.write(text)
@@ -305,11 +322,22 @@ def fmt_s(s):
         "%.2f s" % s
 
 
-def winners(cost, params, l):
+TODAY = ("ring", "rd", "node_rd", "node_ring")
+
+
+def winners(cost, params, l, among):
+    """A table of the fastest exact algorithm per node count and size (@among: only those)."""
     nodes = [2 ** k for k in range(1, 11)]
     grid = sweep(cost, params, nodes, l, 8, 1 << 30)
     sizes = sorted({r[1] for r in grid})
-    best = {(r[0], r[1]): r[2] for r in grid if r[5]}
+    best = {}
+    for r in grid:
+        if r[6] or (among and r[2] not in among):
+            continue
+        key = (r[0], r[1])
+        if key not in best or r[3] < best[key][1]:
+            best[key] = (r[2], r[3])
+    best = {k: v[0] for k, v in best.items()}
     return bl.table(["nodes"] + [bl.fmt_size(s) for s in sizes],
                     [[str(n)] + [best.get((n, s), "-") for s in sizes] for n in nodes])
 

@@ -4,7 +4,7 @@ rank of a job; bench/ddp-resnet.sh runs it on namespace hosts (collective-launch
 --netns-ranks) and compares the ways of reducing the gradients.
 
     ddp-resnet.py --comm gloo|collectived|hook [--compression SPEC] [--steps 60] [--warmup 5]
-                  [--batch 32] [--lr 0.05] [--eval 2000] [--data DIR]
+                  [--batch 32] [--lr 0.02] [--eval 2000] [--data DIR]
 
   gloo         dist.init_process_group("gloo"): DDP's own allreduce over gloo (TCP)
   collectived  dist.init_process_group("collectived"): DDP's own allreduce through collectived's
@@ -48,7 +48,7 @@ def parse_args():
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=32, help="images per rank and step")
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--eval", type=int, default=2000, help="test images for the accuracy")
     p.add_argument("--data", default=DATA)
     return p.parse_args()

@@ -63,10 +63,10 @@ def main(argv):
     for name, rs in sorted(runs.items(), key=lambda kv: kv[0] != "gloo"):
         ms = statistics.median(float(r["step_ms"]) for r in rs)
         acc = float(rs[-1]["test_acc"])
-        rows.append([name, len(rs), "%.0f" % ms, bl.ratio(ms, base) if name != "gloo" else "-",
+        torch_run = name not in ("gloo", "coll-train")
+        rows.append([name, len(rs), "%.0f" % ms, bl.ratio(ms, base) if torch_run else "-",
                      "%.2f %%" % acc,
-                     "%+.2f" % (acc - base_acc) if base_acc is not None and name != "gloo" and
-                     name != "coll-train" else "-",
+                     "%+.2f" % (acc - base_acc) if base_acc is not None and torch_run else "-",
                      rs[-1].get("wire_mb_per_step", "-")])
     print("Step time in ms (the slowest rank's median over the timed steps; the median over "
           "repetitions); collectived / gloo of the step times (below 1: faster than gloo); test "

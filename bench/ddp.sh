@@ -4,7 +4,7 @@
 # hook with and without compression), and the demo trainer coll-train; step times and accuracy.
 #
 #   bench/ddp.sh [--cluster 2x2] [--rate 1gbit] [--configs "CONFIG ..."] [--steps 60]
-#                [--warmup 5] [--batch 32] [-R 1] [-o DIR]
+#                [--warmup 5] [--batch 32] [--lr 0.02] [-R 1] [-o DIR]
 #
 # CONFIG is one of
 #   gloo             DDP over torch's gloo backend
@@ -16,7 +16,8 @@
 # (bench/netns.sh, links of --rate: 1 Gbit/s by default) of M ranks each (--cluster HxM, default
 # 2x2), the daemon and the ranks of host k in namespace k (collective-launch --netns-ranks), gloo
 # on the hosts' veth devices. The torch runs take the same images in the same order (seed 1):
-# --steps timed steps after --warmup, --batch images per rank. A repetition runs every
+# --steps timed steps after --warmup, --batch images per rank, SGD at --lr (0.05 made short
+# runs jump between losses of 0.5 and 4). A repetition runs every
 # configuration once, the order rotated; the table gives per configuration the median over
 # repetitions of the step time (the slowest rank's median over steps), its ratio to gloo's, the
 # test accuracy of the last repetition (rank 0's model, 2,000 test images) and its difference
@@ -35,7 +36,7 @@ set -u
 bench_init ddp.sh
 CLUSTER=2x2 RUN_LIMIT=1800 QUIET_WAIT=60 REPEATS=1
 CONFIGS="gloo collectived hook:powersgd:2 hook:topk:0.01"
-STEPS=60 WARM=5 BATCH=32
+STEPS=60 WARM=5 BATCH=32 LR=0.02
 ARGS=("$@")
 
 while [ $# -gt 0 ]; do
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$(bench_value --steps "${2:-}" "$NUM") || exit 2; shift 2 ;;
     --warmup) WARM=$(bench_value --warmup "${2:-}" "$NUM") || exit 2; shift 2 ;;
     --batch) BATCH=$(bench_value --batch "${2:-}" "$NUM") || exit 2; shift 2 ;;
+    --lr) LR=$(bench_value --lr "${2:-}" "$REAL") || exit 2; shift 2 ;;
     *) bench_option "$@" || bench_usage_error "$1"; shift "$BENCH_SHIFT" ;;
     esac
 done
@@ -61,7 +63,7 @@ run_config() { # dir config
     [ "$comm" != "$c" ] && spec=${c#*:}
     run_one "$dir/$name" env PYTHONPATH="$PYLIB" GLOO_SOCKET_IFNAME="$NETNS_DEV" \
         COLL_POOL_SIZE=1G "${LAUNCH_CMD[@]}" -- "$PY" "$HERE/ddp-resnet.py" --comm "$comm" \
-        --compression "$spec" --steps "$STEPS" --warmup "$WARM" --batch "$BATCH"
+        --compression "$spec" --steps "$STEPS" --warmup "$WARM" --batch "$BATCH" --lr "$LR"
 }
 
 if in_cluster; then
@@ -73,7 +75,8 @@ bench_resdir ddp
 ensure_packages python3-torch python3-torchvision dataset-fashion-mnist iproute2
 build_targets collectived coll-train collective
 wait_quiet
-{ describe_machine; echo "configs: $CONFIGS; steps $STEPS after $WARM; batch $BATCH per rank"; } \
+{ describe_machine; echo "configs: $CONFIGS; steps $STEPS after $WARM; batch $BATCH per rank;" \
+    "lr $LR"; } \
     >"$RESDIR/machine.txt"
 say "results in $RESDIR"
 cluster_run $((REPEATS * 6 * RUN_LIMIT)) "${ARGS[@]}" -o "$RESDIR" || FAILED=1
