@@ -21,7 +21,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 bench_init ab-builds.sh
 REPEATS=5 BUDGET=2 RUN_LIMIT=900
-SIZES="4K 1M 256M" SHAPES="1x4 2x2" FACTOR=256 A= B=
+SIZES="4K 1M 256M" SHAPES="1x4 2x2" FACTOR=256 A='' B=''
 
 while [ $# -gt 0 ]; do
     case $1 in

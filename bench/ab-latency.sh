@@ -22,7 +22,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 bench_init ab-latency.sh
 REPEATS=5 MINB=4K MAXB=1M ITERS=2000 BUDGET=2 RUN_LIMIT=600
-SHAPE=2x2 FACTOR=4 A= B=
+SHAPE=2x2 FACTOR=4 A='' B=''
 
 while [ $# -gt 0 ]; do
     case $1 in

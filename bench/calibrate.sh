@@ -46,6 +46,7 @@ done
 
 # ucx_perftest ping-pong of SIZE bytes between host 1 and host 0's server, into FILE.
 pingpong() { # file size
+    # shellcheck disable=SC2054 # tcp,self is one value
     local ucx=(env UCX_TLS=tcp,self UCX_NET_DEVICES="$NETNS_DEV")
     ip netns exec "${NETNS_PREFIX}0" "${ucx[@]}" timeout 60 ucx_perftest -p "$PORT" \
         >"$1.server" 2>&1 &

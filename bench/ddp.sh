@@ -51,16 +51,16 @@ while [ $# -gt 0 ]; do
 done
 
 run_config() { # dir config
-    local dir=$1 c=$2 name
-    name=$(echo "$c" | tr ':' '-')
+    local dir=$1 cfg=$2 name
+    name=$(echo "$cfg" | tr ':' '-')
     launch_cmd "$(cluster_hosts)" "$(cluster_ranks)"
-    if [ "$c" = coll-train ]; then
+    if [ "$cfg" = coll-train ]; then
         run_one "$dir/$name" env COLL_POOL_SIZE=1G "${LAUNCH_CMD[@]}" -- \
             "$TRAIN" --steps "$((STEPS + WARM))" --epochs 1 --report-steps
         return
     fi
-    local comm=${c%%:*} spec=none
-    [ "$comm" != "$c" ] && spec=${c#*:}
+    local comm=${cfg%%:*} spec=none
+    [ "$comm" != "$cfg" ] && spec=${cfg#*:}
     run_one "$dir/$name" env PYTHONPATH="$PYLIB" GLOO_SOCKET_IFNAME="$NETNS_DEV" \
         COLL_POOL_SIZE=1G "${LAUNCH_CMD[@]}" -- "$PY" "$HERE/ddp-resnet.py" --comm "$comm" \
         --compression "$spec" --steps "$STEPS" --warmup "$WARM" --batch "$BATCH" --lr "$LR"

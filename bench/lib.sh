@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # sourced; it sets what the scripts read
 # bench/lib.sh: what the bench scripts share; sourced, not run. A script starts with
 #
 #     . "$(dirname "$0")/lib.sh"
@@ -26,8 +27,8 @@ bench_init() {
     PY=/usr/bin/python3 # Debian's, which sees python3-torch and numpy
     eval "$(python3 "$HERE/benchlib.py" shell-paths "$BUILD")" ||
         { echo "$PROG: bench/benchlib.py failed" >&2; exit 1; }
-    REPEATS=3 RESDIR= MINB=8 MAXB=1M ITERS=100 WARMUP=5 BUDGET=1 RUN_LIMIT=600 QUIET_WAIT=180
-    CLUSTER= RATE=1gbit QDISC=tbf NICE=0
+    REPEATS=3 RESDIR='' MINB=8 MAXB=1M ITERS=100 WARMUP=5 BUDGET=1 RUN_LIMIT=600 QUIET_WAIT=180
+    CLUSTER='' RATE=1gbit QDISC=tbf NICE=0
     FAILED=0
 }
 
