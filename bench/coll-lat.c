@@ -20,7 +20,7 @@
 
 typedef struct {
     coll_comm_t *comm;
-    int rank, world, nodes;
+    int rank, world, nodes, inplace;
     float *send, *recv;
     double *mine, *all;       /* per-iteration times: this rank's, every rank's */
     double *phase[NPHASES];   /* this rank's phase times per iteration (-p) */
@@ -41,8 +41,8 @@ static double one(ctx_t *c, size_t count, int it)
     coll_request_t *r;
     coll_req_timing_t t;
     double t0 = lat_now_s(), dt;
-    coll_status_t st = coll_allreduce_async(c->comm, c->send, c->recv, count, COLL_FLOAT32,
-                                            COLL_SUM, NULL, &r);
+    coll_status_t st = coll_allreduce_async(c->comm, c->inplace ? c->recv : c->send, c->recv,
+                                            count, COLL_FLOAT32, COLL_SUM, NULL, &r);
 
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(r, -1);
@@ -165,6 +165,7 @@ int main(int argc, char **argv)
     c.rank = coll_comm_rank(c.comm);
     c.world = coll_comm_world_size(c.comm);
     c.nodes = c.world / coll_comm_local_size(c.comm);
+    c.inplace = o.inplace;
     alloc(&c, (void **)&c.send, o.maxb);
     alloc(&c, (void **)&c.recv, o.maxb);
     alloc(&c, (void **)&c.mine, (size_t)o.iters * sizeof(double));
@@ -175,7 +176,7 @@ int main(int argc, char **argv)
         c.phase[p] = calloc((size_t)o.iters, sizeof(double));
     }
     if (c.rank == 0) {
-        lat_header("collectived", c.world, c.nodes, o.phases);
+        lat_header("collectived", c.world, c.nodes, o.phases, o.inplace);
         if (c.nodes > 1) {
             printf("# allreduces reduced in shared memory around the daemons up to %llu bytes "
                    "(coll_comm_shm_node_max_bytes)\n",

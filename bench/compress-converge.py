@@ -36,6 +36,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import benchlib as bl  # noqa: E402
 # (label, spec, extra coll-train arguments)
 METHODS = [(s, s, []) for s in ["none", "fp16", "bf16", "onebit", "powersgd:2", "topk:0.01",
                                 "topk:0.001", "topk:0.01,noef"]] + \
@@ -50,9 +52,9 @@ FIELD = re.compile(r"(\w+)=([0-9.e+-]+)")
 
 def run_job(build, nodes, ranks, train_args, out_path, timeout):
     """One coll-train job under collective-launch; returns its output lines (rank 0's epochs)."""
-    cmd = [build + "/tools/collective-launch", "--nodes", str(nodes), "--ranks-per-node",
-           str(ranks), "--daemon", build + "/daemon/collectived", "--timeout", str(timeout),
-           "--", build + "/tools/coll-train"] + train_args
+    cmd = [bl.built(build, "LAUNCH"), "--nodes", str(nodes), "--ranks-per-node",
+           str(ranks), "--daemon", bl.built(build, "DAEMON"), "--timeout", str(timeout),
+           "--", bl.built(build, "TRAIN")] + train_args
     env = {k: v for k, v in os.environ.items() if not k.startswith("COLL_")}
     start = time.monotonic()
     p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -30,6 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import benchlib as bl  # noqa: E402
 LINKS = ["loopback", "1gbit", "100mbit"]
 METHODS = ["none", "fp16", "onebit", "powersgd:2", "topk:0.01", "auto"]
 STEP = re.compile(r"^\[r0\] step (\d+) step_ms=([0-9.]+)")
@@ -39,10 +41,10 @@ FIELD = re.compile(r"(\w+)=([0-9.e+-]+)")
 def command(args, link, spec):
     """The command line of one job (under netns.sh for a shaped link)."""
     build = args.build
-    train = [build + "/tools/coll-train", "--steps", str(args.steps), "--epochs", "1",
+    train = [bl.built(build, "TRAIN"), "--steps", str(args.steps), "--epochs", "1",
              "--hidden", args.hidden, "--report-steps", "--compression", spec]
-    launch = [build + "/tools/collective-launch", "--nodes", "2", "--ranks-per-node", "1",
-              "--daemon", build + "/daemon/collectived", "--timeout", str(args.limit)]
+    launch = [bl.built(build, "LAUNCH"), "--nodes", "2", "--ranks-per-node", "1",
+              "--daemon", bl.built(build, "DAEMON"), "--timeout", str(args.limit)]
     if link == "loopback":
         return launch + ["--"] + train
     # netns.sh gives the command NETNS_PREFIX and NETNS_ADDR_TEMPLATE: expand them there.

@@ -38,18 +38,16 @@
 # still succeeds: its accuracy says so).
 set -u
 
-HERE=$(cd "$(dirname "$0")" && pwd)
-TOP=$(dirname "$HERE")
-BUILD=${BUILD_DIR:-$TOP/build-bench}
-RESDIR=
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init large-batch.sh
+RUN_LIMIT=7200
 EPOCHS=10
 HIDDEN=512,512
 NODES=2
 RANKS=2
 JOBS=1
 WARMUP=2ep
-NICE=0
-RUN_LIMIT=7200
 BASE_LR=0.1
 LARS_LR=4
 LAMB_LR=0.04
@@ -57,53 +55,24 @@ ONLY=
 LAYER_STEPS=14
 EXTRA=()
 
-say() { echo "large-batch.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
-
 while [ $# -gt 0 ]; do
     case $1 in
-    -o) RESDIR=${2:?}; shift 2 ;;
-    -E) EPOCHS=${2:?}; shift 2 ;;
+    -E) EPOCHS=$(bench_value -E "${2:-}" "$NUM") || exit 2; shift 2 ;;
     -H) HIDDEN=${2:?}; shift 2 ;;
-    -n) NODES=${2:?}; shift 2 ;;
-    -r) RANKS=${2:?}; shift 2 ;;
-    -j) JOBS=${2:?}; shift 2 ;;
+    -n) NODES=$(bench_value -n "${2:-}" "$NUM") || exit 2; shift 2 ;;
+    -r) RANKS=$(bench_value -r "${2:-}" "$NUM") || exit 2; shift 2 ;;
+    -j) JOBS=$(bench_value -j "${2:-}" "$NUM") || exit 2; shift 2 ;;
     -W) WARMUP=${2:?}; shift 2 ;;
-    -N) NICE=${2:?}; shift 2 ;;
-    -L) RUN_LIMIT=${2:?}; shift 2 ;;
-    --base-lr) BASE_LR=${2:?}; shift 2 ;;
-    --lars-lr) LARS_LR=${2:?}; shift 2 ;;
-    --lamb-lr) LAMB_LR=${2:?}; shift 2 ;;
+    --base-lr) BASE_LR=$(bench_value --base-lr "${2:-}" "$REAL") || exit 2; shift 2 ;;
+    --lars-lr) LARS_LR=$(bench_value --lars-lr "${2:-}" "$REAL") || exit 2; shift 2 ;;
+    --lamb-lr) LAMB_LR=$(bench_value --lamb-lr "${2:-}" "$REAL") || exit 2; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
-    *) say "unknown option $1 (see --help)"; exit 2 ;;
+    *) bench_option "$@" || bench_usage_error "$1"; shift "$BENCH_SHIFT" ;;
     esac
 done
-RESDIR=${RESDIR:-/tmp/coll-large-batch-$(date +%Y%m%d-%H%M%S)}
-LAUNCH=$BUILD/tools/collective-launch
-DAEMON=$BUILD/daemon/collectived
-TRAIN=$BUILD/tools/coll-train
 COMMON=(--hidden "$HIDDEN" --epochs "$EPOCHS" --seed 1 --decay cosine
         --report-layers "$LAYER_STEPS" ${DATA:+--data "$DATA"})
-
-build() {
-    if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-        cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || return 1
-    fi
-    cmake --build "$BUILD" -j "$(nproc)" --target collectived coll-train >&2
-}
-
-# wrap NAME PROGRAM: $RESDIR/bin/NAME runs PROGRAM at nice $NICE, in its session's autogroup too.
-wrap() {
-    mkdir -p "$RESDIR/bin" || return 1
-    cat >"$RESDIR/bin/$1" <<EOF
-#!/bin/sh
-[ -w /proc/self/autogroup ] && echo $NICE >/proc/self/autogroup
-exec nice -n $NICE "$2" "\$@"
-EOF
-    chmod +x "$RESDIR/bin/$1"
-}
 
 # train NAME [coll-train args]: one job, its output in $RESDIR/NAME.txt; status 1 when it failed.
 train() {
@@ -139,22 +108,17 @@ run() {
     PIDS+=($!)
 }
 
-mkdir -p "$RESDIR" || die "cannot create $RESDIR"
-build || die "build failed"
+bench_resdir large-batch
+build_targets collectived coll-train
 if [ "$NICE" != 0 ]; then
-    wrap collectived "$DAEMON" && wrap coll-train "$TRAIN" || die "cannot write $RESDIR/bin"
-    DAEMON=$RESDIR/bin/collectived
-    TRAIN=$RESDIR/bin/coll-train
+    DAEMON=$(bench_nice_wrapper collectived "$DAEMON") || exit 1
+    TRAIN=$(bench_nice_wrapper coll-train "$TRAIN") || exit 1
 fi
-{ echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"; echo "kernel: $(uname -r)"
-  echo "cpus: $(nproc), $(lscpu | sed -n 's/^Model name: *//p')"
-  echo "commit: $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null)," \
-       "diff $(git -C "$TOP" diff HEAD 2>/dev/null | sha256sum | cut -c1-12)"
+{ describe_machine
   echo "shape: $NODES nodes x $RANKS ranks (0: one process); $JOBS at a time; epochs $EPOCHS;" \
        "hidden $HIDDEN; warmup $WARMUP; nice $NICE"
   echo "lr: base $BASE_LR, lars $LARS_LR, lamb $LAMB_LR; extra: ${EXTRA[*]}"
   echo "runs: ${ONLY:-all}"; } >>"$RESDIR/machine.txt"
-FAILED=0
 PIDS=()
 SCALED=(--lr-scaling linear --base-lr "$BASE_LR" --base-batch 256)
 run sgd-b256 --batch 256 --lr "$BASE_LR"

@@ -6,7 +6,7 @@
  * would take longer than -T seconds, at least 10), each timed on every rank from just before
  * the submit to the return of its wait (CLOCK_MONOTONIC). The sample of an iteration is the
  * mean over the ranks of their times for it; p50, p90 and p99 are percentiles of those samples
- * (nearest rank), "mean" their mean. float32 sum allreduce, out of place.
+ * (nearest rank), "mean" their mean. float32 sum allreduce, out of place (-I: in place).
  */
 #ifndef COLL_BENCH_LAT_COMMON_H
 #define COLL_BENCH_LAT_COMMON_H
@@ -26,6 +26,7 @@ typedef struct {
     int iters, warmup;
     double budget_s;
     int phases; /* coll-lat only: the phase times of collectived's requests */
+    int inplace; /* -I: in place, on the output buffer */
 } lat_opts_t;
 
 static inline double lat_now_s(void)
@@ -49,9 +50,10 @@ static inline size_t lat_parse_size(const char *s)
 
 static inline void lat_usage(const char *prog)
 {
-    fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-T SEC]%s\n"
+    fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-T SEC] "
+                    "[-I]%s\n"
                     "  float32 sum allreduce latency, p50/p90/p99 per size (defaults: 8 B .. "
-                    "1 MiB, x2, 2000 iterations, 50 warmup, 2 s per size)\n",
+                    "1 MiB, x2, 2000 iterations, 50 warmup, 2 s per size); -I in place\n",
             prog, strcmp(prog, "coll-lat") == 0 ? " [-p]\n  -p  also the phases of one "
                                                   "operation (coll_req_timing())" : "");
 }
@@ -62,7 +64,7 @@ static inline int lat_parse(int argc, char **argv, const char *prog, lat_opts_t 
     int c;
     *o = (lat_opts_t){.minb = 8, .maxb = 1u << 20, .factor = 2, .iters = 2000, .warmup = 50,
                       .budget_s = 2.0};
-    while ((c = getopt(argc, argv, "b:e:f:n:w:T:ph")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:n:w:T:pIh")) != -1) {
         switch (c) {
         case 'b': o->minb = lat_parse_size(optarg); break;
         case 'e': o->maxb = lat_parse_size(optarg); break;
@@ -71,6 +73,7 @@ static inline int lat_parse(int argc, char **argv, const char *prog, lat_opts_t 
         case 'w': o->warmup = atoi(optarg); break;
         case 'T': o->budget_s = atof(optarg); break;
         case 'p': o->phases = 1; break;
+        case 'I': o->inplace = 1; break;
         default: lat_usage(prog); return 2;
         }
     }
@@ -103,10 +106,10 @@ static inline double lat_pct(const double *v, int n, double p)
 }
 
 /* The table's header. */
-static inline void lat_header(const char *lib, int world, int nodes, int phases)
+static inline void lat_header(const char *lib, int world, int nodes, int phases, int inplace)
 {
-    printf("# %s: allreduce float32 sum, out of place, %d ranks (%d nodes x %d)\n", lib, world,
-           nodes, world / nodes);
+    printf("# %s: allreduce float32 sum, %s, %d ranks (%d nodes x %d)\n", lib,
+           inplace ? "in place" : "out of place", world, nodes, world / nodes);
     printf("# per iteration: the mean over ranks of submit-to-wait-return; percentiles over "
            "iterations, microseconds\n");
     printf("#%11s %7s %9s %9s %9s %9s %8s%s\n", "size(B)", "iters", "p50", "p90", "p99", "mean",

@@ -6,7 +6,8 @@
  *   mpicc -O2 -o mpi-allreduce bench/mpi-allreduce.c
  *   mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo -np 4 ./mpi-allreduce
  *
- * float32 MPI_SUM, out of place, on MPI_COMM_WORLD. For each size: -w warmup operations; one
+ * float32 MPI_SUM, out of place (-I: in place, MPI_IN_PLACE, as torch gloo always is), on
+ * MPI_COMM_WORLD. For each size: -w warmup operations; one
  * operation timed to choose the iteration count (at most -n, fewer when -n of them would take
  * longer than -T seconds, never fewer than 3); MPI_Barrier; the batch back to back; per-rank
  * times (CLOCK_MONOTONIC) gathered to rank 0. With -c 1 one more operation on fresh data,
@@ -28,9 +29,12 @@
 typedef struct {
     size_t minb, maxb;
     long factor;
-    int iters, warmup, check;
+    int iters, warmup, check, inplace;
     double budget_s;
 } opts_t;
+
+/* -I: every operation in place, on the output buffer. */
+static int g_inplace;
 
 static double now_s(void)
 {
@@ -57,7 +61,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
     int c;
     *o = (opts_t){.minb = 4096, .maxb = 64u << 20, .factor = 4, .iters = 100, .warmup = 5,
                   .check = 1, .budget_s = 5.0};
-    while ((c = getopt(argc, argv, "b:e:f:n:w:T:c:h")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:n:w:T:c:Ih")) != -1) {
         switch (c) {
         case 'b': o->minb = parse_size(optarg); break;
         case 'e': o->maxb = parse_size(optarg); break;
@@ -66,6 +70,7 @@ static int parse_options(int argc, char **argv, opts_t *o)
         case 'w': o->warmup = atoi(optarg); break;
         case 'T': o->budget_s = atof(optarg); break;
         case 'c': o->check = atoi(optarg); break;
+        case 'I': o->inplace = 1; break;
         default: return -1;
         }
     }
@@ -105,7 +110,8 @@ static long count_wrong(const float *p, size_t count, int nranks, uint64_t seed)
 
 static void allreduce(float *s, float *r, size_t count)
 {
-    MPI_Allreduce(s, r, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(g_inplace ? MPI_IN_PLACE : s, r, (int)count, MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
 }
 
 /* Per-op seconds of this rank, after choosing the batch size *iters_p. */
@@ -138,8 +144,12 @@ static double time_size(const opts_t *o, float *s, float *r, size_t count, int *
 static long check_size(float *s, float *r, size_t count, int rank, int nranks, uint64_t seed)
 {
     long wrong, total = 0;
-    fill(s, count, rank, seed);
-    memset(r, 0x7f, count * sizeof(float));
+    if (g_inplace) {
+        fill(r, count, rank, seed);
+    } else {
+        fill(s, count, rank, seed);
+        memset(r, 0x7f, count * sizeof(float));
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     allreduce(s, r, count);
     wrong = count_wrong(r, count, nranks, seed);
@@ -153,8 +163,8 @@ static void print_header(const opts_t *o, int nranks)
     int len;
     MPI_Get_library_version(ver, &len);
     ver[strcspn(ver, "\n")] = '\0';
-    printf("# mpi-allreduce: MPI_Allreduce, %d ranks, float32 sum, out of place; %s\n", nranks,
-           ver);
+    printf("# mpi-allreduce: MPI_Allreduce, %d ranks, float32 sum, %s; %s\n", nranks,
+           o->inplace ? "in place" : "out of place", ver);
     printf("# sizes %zu..%zu B x%ld, warmup %d, iters <= %d, budget %g s per size (at least %d "
            "iters), check %s\n", o->minb, o->maxb, o->factor, o->warmup, o->iters, o->budget_s,
            MIN_ITERS, o->check ? "on" : "off");
@@ -200,11 +210,12 @@ int main(int argc, char **argv)
     if (parse_options(argc, argv, &o) < 0) {
         if (rank == 0) {
             fprintf(stderr, "usage: mpi-allreduce [-b min] [-e max] [-f factor] [-n iters] "
-                            "[-w warmup] [-T seconds per size] [-c 0|1]\n");
+                            "[-w warmup] [-T seconds per size] [-c 0|1] [-I]\n");
         }
         MPI_Finalize();
         return 2;
     }
+    g_inplace = o.inplace;
     s = malloc(o.maxb);
     r = malloc(o.maxb);
     times = malloc(sizeof(double) * (size_t)nranks);

@@ -11,7 +11,7 @@
 #include "lat-common.h"
 
 typedef struct {
-    int rank, world;
+    int rank, world, inplace;
     float *send, *recv;
     double *mine, *all;
 } ctx_t;
@@ -19,7 +19,8 @@ typedef struct {
 static double one(ctx_t *c, size_t count)
 {
     double t0 = lat_now_s();
-    MPI_Allreduce(c->send, c->recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(c->inplace ? MPI_IN_PLACE : c->send, c->recv, (int)count, MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
     return lat_now_s() - t0;
 }
 
@@ -67,6 +68,7 @@ int main(int argc, char **argv)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c.world);
+    c.inplace = o.inplace;
     c.send = calloc(o.maxb / sizeof(float) + 1, sizeof(float));
     c.recv = calloc(o.maxb / sizeof(float) + 1, sizeof(float));
     c.mine = calloc((size_t)o.iters, sizeof(double));
@@ -76,7 +78,7 @@ int main(int argc, char **argv)
     }
     gethostname(host, sizeof(host));
     if (c.rank == 0) {
-        lat_header("open-mpi", c.world, nodes, 0);
+        lat_header("open-mpi", c.world, nodes, 0, o.inplace);
         printf("# host %s; the transport is what mpirun was given (latency.sh says)\n", host);
     }
     for (size_t b = o.minb; b <= o.maxb; b *= (size_t)o.factor) {

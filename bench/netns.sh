@@ -1,19 +1,24 @@
 #!/bin/bash
 # netns.sh: run a command while N network namespaces, joined by shaped links, exist.
 #
-#   bench/netns.sh [-n N] [-r RATE] [-t SECONDS] [-s SUBNET] -- CMD [ARGS...]
+#   bench/netns.sh [-n N] [-r RATE] [-q tbf|htb] [-t SECONDS] [-s SUBNET] -- CMD [ARGS...]
 #   bench/netns.sh --cleanup PREFIX [-n N]
 #
-# Creates namespaces <P>0 .. <P>N-1 and a switch namespace <P>sw holding a bridge. Namespace k
-# has device veth0 with address SUBNET.(k+1)/24, paired with port p<k> on the bridge. Every link
-# is shaped on both ends (egress of veth0 and of p<k>) with
-#     tc qdisc add dev ... root tbf rate RATE burst 1mb latency 50ms
+# A cluster of N hosts on this machine: namespaces <P>0 .. <P>N-1 and a switch namespace <P>sw
+# holding a bridge. Host k has device veth0 with address SUBNET.(k+1)/24, paired with port p<k>
+# on the bridge. Every link is shaped on both ends (egress of veth0 and of p<k>), by default
+# with a token bucket,
+#     tc qdisc add dev ... root tbf rate RATE burst B latency 50ms
+# (B = the bytes of 5 ms at RATE, at least 64 KiB), or with -q htb by one HTB class
+#     tc qdisc add dev ... root handle 1: htb default 10
+#     tc class add dev ... parent 1: classid 1:10 htb rate RATE ceil RATE burst B
 # (RATE 1gbit by default; a ring allreduce reaches 95 % of it, 0.119 GB/s busbw; -r none
 # leaves the links unshaped). netem is not available in this kernel, so no delay or
-# loss is added.
+# loss is added. bench/calibrate.sh measures what the links carry (iperf3, ping-pong).
 #
 # P is a prefix unique to this run ("cpn<pid>x"), so nothing that this script did not create is
-# ever touched. CMD runs in the root namespace with
+# ever touched. On start it removes what an earlier run left behind after a SIGKILL: the
+# namespaces named cpn<pid>x... whose pid is no longer alive. CMD runs in the root namespace with
 #     NETNS_PREFIX=P  NETNS_COUNT=N  NETNS_ADDR_TEMPLATE=SUBNET.{k+1}  NETNS_DEV=veth0
 # so that for example
 #     bench/netns.sh -- sh -c 'build/tools/collective-launch --nodes $NETNS_COUNT \
@@ -29,6 +34,7 @@ set -u
 
 N=4
 RATE=1gbit
+QDISC=tbf
 LIMIT_S=1800
 SUBNET=10.9.0
 PREFIX="cpn$$x"
@@ -48,6 +54,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     -n) N=${2:?}; shift 2 ;;
     -r) RATE=${2:?}; shift 2 ;;
+    -q) QDISC=${2:?}; shift 2 ;;
     -t) LIMIT_S=${2:?}; shift 2 ;;
     -s) SUBNET=${2:?}; shift 2 ;;
     --cleanup) PREFIX=${2:?}; CLEANUP_ONLY=1; shift 2 ;;
@@ -65,6 +72,8 @@ if [ $CLEANUP_ONLY = 0 ] && [ $# -eq 0 ]; then
     echo "netns.sh: no command given after --" >&2
     exit 2
 fi
+case $QDISC in tbf | htb) ;; *) echo "netns.sh: -q wants tbf or htb" >&2; exit 2 ;; esac
+case $RATE in none | [0-9]*bit) ;; *) echo "netns.sh: -r wants a rate like 1gbit or none" >&2; exit 2 ;; esac
 if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
     die "needs ip and tc (Debian iproute2)"
 fi
@@ -92,6 +101,41 @@ if [ $CLEANUP_ONLY = 1 ]; then
     exit 0
 fi
 
+# The namespaces of earlier runs whose script is gone (killed before its trap ran): cpn<pid>x*
+# with no process <pid>. At most the namespaces that exist, each deletion bounded.
+remove_leftovers() {
+    local ns pid
+    for ns in $(timeout $STEP_S ip netns list | awk '{print $1}' | grep -E '^cpn[0-9]+x'); do
+        pid=${ns#cpn}
+        pid=${pid%%x*}
+        if [ "$pid" != $$ ] && ! kill -0 "$pid" 2>/dev/null; then
+            echo "netns.sh: removing $ns, left by an earlier run (pid $pid)" >&2
+            timeout $STEP_S ip netns del "$ns" || echo "netns.sh: could not delete $ns" >&2
+        fi
+    done
+}
+
+# Token-bucket bytes: 5 ms at RATE, at least 64 KiB.
+burst_bytes() {
+    local bits
+    bits=$(echo "$RATE" | awk '{ v = $0 + 0; u = substr($0, length(v) + 1, 1);
+        m = u == "k" ? 1e3 : u == "m" ? 1e6 : u == "g" ? 1e9 : 1; printf "%d", v * m }')
+    awk -v b="$bits" 'BEGIN { x = b / 8 * 0.005; printf "%d", x < 65536 ? 65536 : x }'
+}
+
+# shape NS DEV: the link's egress on DEV in namespace NS.
+shape() {
+    local burst
+    burst=$(burst_bytes)
+    if [ "$QDISC" = htb ]; then
+        run tc -n "$1" qdisc add dev "$2" root handle 1: htb default 10
+        run tc -n "$1" class add dev "$2" parent 1: classid 1:10 htb rate "$RATE" ceil "$RATE" \
+            burst "$burst" cburst "$burst"
+    else
+        run tc -n "$1" qdisc add dev "$2" root tbf rate "$RATE" burst "$burst" latency 50ms
+    fi
+}
+
 # Bounded ip/tc call that names what failed.
 run() {
     timeout $STEP_S "$@" || die "failed: $*"
@@ -115,8 +159,8 @@ setup() {
         run ip -n "$sw" link set "p$k" master br0
         run ip -n "$sw" link set "p$k" up
         if [ "$RATE" != none ]; then
-            run tc -n "$ns" qdisc add dev veth0 root tbf rate "$RATE" burst 1mb latency 50ms
-            run tc -n "$sw" qdisc add dev "p$k" root tbf rate "$RATE" burst 1mb latency 50ms
+            shape "$ns" veth0
+            shape "$sw" "p$k"
         fi
     done
     # Every namespace reaches the first one (when ping is installed; iputils-ping).
@@ -140,9 +184,10 @@ trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 trap 'on_signal 129' HUP
 
+remove_leftovers
 setup
 echo "netns.sh: $N namespaces ${PREFIX}0..${PREFIX}$((N - 1)) on bridge ${PREFIX}sw," \
-    "addresses $SUBNET.1-$((N)), links ${RATE/none/unshaped}" >&2
+    "addresses $SUBNET.1-$((N)), links ${RATE/none/unshaped} ($QDISC)" >&2
 export NETNS_PREFIX=$PREFIX NETNS_COUNT=$N NETNS_ADDR_TEMPLATE="$SUBNET.{k+1}" NETNS_DEV=veth0
 timeout -k 10 "$LIMIT_S" "$@" &
 child=$!

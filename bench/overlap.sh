@@ -25,7 +25,7 @@
 # -N nice of every daemon and trainer (default 0: unchanged; e.g. -5 on a shared machine), set
 # as the autogroup nice too, since collective-launch starts each process in its own session and
 # with autogroup scheduling a process's nice only counts within its session; -L bound of one run
-# in seconds (900); -Q seconds to wait for a load average below 1.0 before each run (0; it
+# in seconds (900); -Q seconds to wait for a load average below 0.5 before each run (0; it
 # measures anyway after a warning); --only NAME runs only that configuration.
 # Environment: BUILD_DIR (default <repo>/build-bench, configured Release when new).
 #
@@ -35,73 +35,26 @@
 # bench/overlap-summary.py DIR... gives the medians over several results directories.
 set -u
 
-HERE=$(cd "$(dirname "$0")" && pwd)
-TOP=$(dirname "$HERE")
-BUILD=${BUILD_DIR:-$TOP/build-bench}
-RESDIR=
-ROUNDS=8
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init overlap.sh
+REPEATS=8 RUN_LIMIT=900 QUIET_WAIT=0
 STEPS=2
 IMAGES=512
-NICE=0
-RUN_LIMIT=900
-QUIET_WAIT=0
 ONLY=
 MODEL=(--hidden 1024x12 --bucket-cap-mb 4 --first-bucket-cap-mb 1)
 EXTRA=()
 
-say() { echo "overlap.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
-
 while [ $# -gt 0 ]; do
     case $1 in
-    -o) RESDIR=${2:?}; shift 2 ;;
-    -R) ROUNDS=${2:?}; shift 2 ;;
-    -S) STEPS=${2:?}; shift 2 ;;
-    -B) IMAGES=${2:?}; shift 2 ;;
-    -N) NICE=${2:?}; shift 2 ;;
-    -L) RUN_LIMIT=${2:?}; shift 2 ;;
-    -Q) QUIET_WAIT=${2:?}; shift 2 ;;
+    -S) STEPS=$(bench_value -S "${2:-}" "$NUM") || exit 2; shift 2 ;;
+    -B) IMAGES=$(bench_value -B "${2:-}" "$NUM") || exit 2; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
-    *) say "unknown option $1 (see --help)"; exit 2 ;;
+    *) bench_option "$@" || bench_usage_error "$1"; shift "$BENCH_SHIFT" ;;
     esac
 done
-RESDIR=${RESDIR:-/tmp/coll-overlap-$(date +%Y%m%d-%H%M%S)}
-LAUNCH=$BUILD/tools/collective-launch
-DAEMON=$BUILD/daemon/collectived
-OVERLAP=$BUILD/bench/overlap
-
-build() {
-    if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-        cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2 || return 1
-    fi
-    cmake --build "$BUILD" -j "$(nproc)" --target collectived overlap >&2
-}
-
-# wrap NAME PROGRAM: $RESDIR/bin/NAME runs PROGRAM at nice $NICE, in its session's autogroup too.
-wrap() {
-    mkdir -p "$RESDIR/bin" || return 1
-    cat >"$RESDIR/bin/$1" <<EOF
-#!/bin/sh
-[ -w /proc/self/autogroup ] && echo $NICE >/proc/self/autogroup
-exec nice -n $NICE "$2" "\$@"
-EOF
-    chmod +x "$RESDIR/bin/$1"
-}
-
-# Wait (bounded) for a quiet machine: other work moves these numbers by tens of percent.
-wait_quiet() {
-    local waited=0 load
-    while load=$(cut -d' ' -f1 /proc/loadavg) && awk "BEGIN{exit !($load >= 1.0)}"; do
-        if [ "$waited" -ge "$QUIET_WAIT" ]; then
-            [ "$QUIET_WAIT" -eq 0 ] || say "warning: load average $load after ${waited}s"
-            return
-        fi
-        sleep 10
-        waited=$((waited + 10))
-    done
-}
+ROUNDS=$REPEATS
 
 # run NAME NODES RANKS SHAPED [extra overlap args]
 run() {
@@ -142,21 +95,16 @@ run() {
       echo; } >>"$RESDIR/table.md"
 }
 
-mkdir -p "$RESDIR" || die "cannot create $RESDIR"
-build || die "build failed"
+bench_resdir overlap
+build_targets collectived overlap
 if [ "$NICE" != 0 ]; then
-    wrap collectived "$DAEMON" && wrap overlap "$OVERLAP" || die "cannot write $RESDIR/bin"
-    DAEMON=$RESDIR/bin/collectived
-    OVERLAP=$RESDIR/bin/overlap
+    DAEMON=$(bench_nice_wrapper collectived "$DAEMON") || exit 1
+    OVERLAP=$(bench_nice_wrapper overlap "$OVERLAP") || exit 1
 fi
-{ echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"; echo "kernel: $(uname -r)"
-  echo "cpus: $(nproc), $(lscpu | sed -n 's/^Model name: *//p')"
-  echo "commit: $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null)," \
-       "diff $(git -C "$TOP" diff HEAD 2>/dev/null | sha256sum | cut -c1-12)"
+{ describe_machine
   echo "model: ${MODEL[*]} ${EXTRA[*]}, $IMAGES images per rank, rounds $ROUNDS, steps $STEPS," \
        "nice $NICE"; } >"$RESDIR/machine.txt"
 : >"$RESDIR/table.md"
-FAILED=0
 run loopback-2x1 2 1 0
 run loopback-2x2 2 2 0
 run shaped-2x1 2 1 1

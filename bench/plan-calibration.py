@@ -30,11 +30,18 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-from plan.config import Cluster, Layout, Training  # noqa: E402
-from plan.memory import stage_memory  # noqa: E402
-from plan.model import MLP, param_count  # noqa: E402
-from plan.planner import estimate, factorizations  # noqa: E402
+sys.path.insert(0, HERE)
+import benchlib as bl  # noqa: E402
+
+
+def import_planner(build):
+    """coll-plan's package (plan/) from the build tree: the tool this script measures."""
+    global Cluster, Layout, Training, stage_memory, MLP, param_count, estimate, factorizations
+    sys.path.insert(0, os.path.dirname(bl.built(build, "PLAN")))
+    from plan.config import Cluster, Layout, Training
+    from plan.memory import stage_memory
+    from plan.model import MLP, param_count
+    from plan.planner import estimate, factorizations
 
 BATCH, MICRO, RANKS = 256, 4, 4
 MEMORY = re.compile(r"^\[r(\d+)\] memory: rank \d+ tp=(\d+) pp=(\d+) dp=(\d+) vmhwm_kb=(\d+)$")
@@ -54,15 +61,14 @@ def run(cmd, timeout=900):
 
 
 def launch(b, cmd):
-    return run([os.path.join(b, "tools", "collective-launch"), "--nodes", "1",
-                "--ranks-per-node", str(RANKS), "--daemon",
-                os.path.join(b, "daemon", "collectived"), "--"] + cmd)
+    return run([bl.built(b, "LAUNCH"), "--nodes", "1", "--ranks-per-node", str(RANKS),
+                "--daemon", bl.built(b, "DAEMON"), "--"] + cmd)
 
 
 def train_layout(args, hidden, layout, steps):
     """{rank: (stage, kb)} and rank 0's mean step in seconds."""
     tp, pp, dp = layout
-    lines = launch(args.build, [os.path.join(args.build, "tools", "coll-train"), "--hidden",
+    lines = launch(args.build, [bl.built(args.build, "TRAIN"), "--hidden",
                                 hidden, "--batch", str(BATCH), "--micro-batches", str(MICRO),
                                 "--steps", str(steps), "--tp", str(tp), "--pp", str(pp),
                                 "--dp", str(dp)])
@@ -77,7 +83,7 @@ def train_layout(args, hidden, layout, steps):
 def compute_rate(args, params, steps):
     """FLOP/s of one coll-train process while RANKS of them run at once (the ranks' share of
     the machine): 6 x params x images / compute time per step."""
-    train = os.path.join(args.build, "tools", "coll-train")
+    train = bl.built(args.build, "TRAIN")
     env = {k: v for k, v in os.environ.items() if not k.startswith("COLL_")}
     procs = [subprocess.Popen([train, "--hidden", args.hidden, "--batch", str(BATCH // RANKS),
                                "--steps", str(steps)], stdout=subprocess.PIPE,
@@ -93,7 +99,7 @@ def compute_rate(args, params, steps):
 def link(args):
     """(bandwidth B/s, latency s) of the ring model from allreduces of 64 KiB and 4 MiB:
     t = 2 (n-1)/n bytes/bw + 2 (n-1) alpha."""
-    out = launch(args.build, [os.path.join(args.build, "bench", "coll-perf"), "-b", "64K",
+    out = launch(args.build, [bl.built(args.build, "PERF"), "-b", "64K",
                               "-e", "4M", "-f", "64", "-n", "20", "-T", "2", "-c", "0"])
     t = {int(m.group(1)): float(m.group(2)) * 1e-6 for m in map(PERF.match, out) if m}
     (s1, t1), (s2, t2) = sorted(t.items())
@@ -180,6 +186,7 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", help="write the measurements and estimates here")
     args = p.parse_args()
+    import_planner(args.build)
     m = measure(args)
     rows, est, meas, tau = compare(m)
     report(m, rows, est, meas, tau)

@@ -13,86 +13,63 @@
 # run failed.
 set -u
 
-HERE=$(cd "$(dirname "$0")" && pwd)
-TOP=$(dirname "$HERE")
-BUILD=${BUILD_DIR:-$TOP/build-bench}
-REPEATS=3
-RESDIR=
-MINB=64K
-MAXB=16M
-BUDGET=0.5
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init shm-crossover.sh
+MINB=64K MAXB=16M BUDGET=0.5 QUIET_WAIT=60 RUN_LIMIT=300
 SHAPES="1x2 1x4"
-QUIET_WAIT=60
-RUN_LIMIT=300
-
-say() { echo "shm-crossover.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
 
 while [ $# -gt 0 ]; do
     case $1 in
-    -R) REPEATS=${2:?}; shift 2 ;;
-    -o) RESDIR=${2:?}; shift 2 ;;
-    -b) MINB=${2:?}; shift 2 ;;
-    -e) MAXB=${2:?}; shift 2 ;;
-    -T) BUDGET=${2:?}; shift 2 ;;
     -S) SHAPES=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 0 ;;
-    *) say "unknown option $1 (see --help)"; exit 2 ;;
+    *) bench_option "$@" || bench_usage_error "$1"; shift "$BENCH_SHIFT" ;;
     esac
 done
-
-# shellcheck source=bench/lib.sh
-. "$HERE/lib.sh"
 
 run_path() { # dir path shape
     local limit=1G
     [ "$2" = daemon ] && limit=0
-    COLLD_SHM_MAX_BYTES=$limit run_one "$1/$2-$3" "$BUILD/tools/collective-launch" \
-        --nodes 1 --ranks-per-node "${3#*x}" --daemon "$BUILD/daemon/collectived" \
-        --timeout "$((RUN_LIMIT - 20))" -- "$BUILD/bench/coll-lat" -b "$MINB" -e "$MAXB" -f 2 \
-        -T "$BUDGET"
+    launch_cmd 1 "${3#*x}"
+    COLLD_SHM_MAX_BYTES=$limit run_one "$1/$2-$3" "${LAUNCH_CMD[@]}" -- \
+        "$LAT" -b "$MINB" -e "$MAXB" -f 2 -T "$BUDGET"
 }
 
-RESDIR=${RESDIR:-/tmp/coll-crossover-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$RESDIR" || die "cannot create $RESDIR"
+run_config() { # dir shape path
+    run_path "$1" "$3" "$2"
+}
+
+bench_resdir crossover
 build_targets collectived coll-lat
 wait_quiet
 describe_machine >"$RESDIR/machine.txt"
-for ((k = 1; k <= REPEATS; k++)); do
-    mkdir -p "$RESDIR/rep$k"
-    say "repetition $k of $REPEATS (load $(cut -d' ' -f1 /proc/loadavg))"
-    for s in $SHAPES; do
-        if ((k % 2)); then paths="shm daemon"; else paths="daemon shm"; fi
-        for p in $paths; do
-            run_path "$RESDIR/rep$k" "$p" "$s"
-        done
-    done
+CONFIGS=()
+for s in $SHAPES; do
+    CONFIGS+=("$s shm" "$s daemon")
 done
+bench_repeat run_config "${CONFIGS[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESDIR/machine.txt"
-python3 - "$RESDIR" "$HERE/latency-summary.py" >"$RESDIR/table.md" <<'EOF' || FAILED=1
-import glob, importlib.util, os, statistics, sys
+python3 - "$RESDIR" "$HERE" >"$RESDIR/table.md" <<'EOF' || FAILED=1
+import os, re, sys
 
-spec = importlib.util.spec_from_file_location("summary", sys.argv[2])
-summary = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(summary)
-p50 = {}  # (path, shape) -> {size: [p50 of each repetition]}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "rep*", "*.txt"))):
-    path, shape = os.path.basename(f)[:-4].split("-")
-    for size, row in summary.read_run(f).items():
-        p50.setdefault((path, shape), {}).setdefault(size, []).append(row[0])
+sys.path.insert(0, sys.argv[2])
+import benchlib as bl
+
+runs, problems = bl.repetitions(sys.argv[1], re.compile(r"(shm|daemon)-\d+x\d+"), bl.parse_lat)
 print(open(os.path.join(sys.argv[1], "machine.txt")).read())
-for shape in sorted({s for _, s in p50}):
-    shm, dmn = p50[("shm", shape)], p50[("daemon", shape)]
+for shape in sorted({n.split("-")[1] for n in runs}, key=bl.shape_key):
+    shm, dmn = runs.get("shm-" + shape, {}), runs.get("daemon-" + shape, {})
     sizes = sorted(set(shm) & set(dmn))
     print("\n### %s: p50 (us), median over repetitions\n" % shape)
-    print("| size | shared memory | daemon | shm / daemon |\n|---|---|---|---|")
-    faster = []
+    rows, faster = [], []
     for s in sizes:
-        a, b = statistics.median(shm[s]), statistics.median(dmn[s])
+        a, b = bl.med(shm[s], 0), bl.med(dmn[s], 0)
         faster.append(b < a)
-        print("| %s | %.1f | %.1f | %.2f |" % (summary.fmt_size(s), a, b, a / b))
+        rows.append([bl.fmt_size(s), "%.1f" % a, "%.1f" % b, bl.ratio(a, b)])
+    sys.stdout.write(bl.table(["size", "shared memory", "daemon", "shm / daemon"], rows))
     cross = next((s for i, s in enumerate(sizes) if all(faster[i:])), None)
-    print("\ncrossover: %s" % (summary.fmt_size(cross) if cross else "none measured (shm faster)"))
+    print("\ncrossover: %s" % (bl.fmt_size(cross) if cross else "none measured (shm faster)"))
+for p in problems:
+    print("PROBLEM: " + p)
 EOF
 cat "$RESDIR/table.md"
 say "results in $RESDIR"

@@ -8,8 +8,9 @@ collectived. Run it with Debian's interpreter, which sees python3-torch:
 
 By default it starts --world-size processes itself (torch.multiprocessing). With --rank it runs
 one rank only, for ranks started separately: every rank then needs the same --init file://PATH.
-With --netns-prefix P it starts rank r as `ip netns exec P<r> ... --rank r` (one rank per network
-namespace, gloo on device --ifname there; the file rendezvous works across namespaces).
+With --netns-prefix P it starts rank r as `ip netns exec P<h> ... --rank r`, h = r // M with M
+= --ranks-per-netns (1 by default: one rank per network namespace), gloo on device --ifname
+there; the file rendezvous works across namespaces.
 
 float32 SUM, in place (dist.all_reduce is always in place). For each size: -w warmup operations;
 one operation timed to choose the iteration count (at most -n, fewer when -n of them would take
@@ -161,6 +162,8 @@ def parse_args(argv):
     p.add_argument("--init", help="init_method, e.g. file:///tmp/x (default: a new temp file)")
     p.add_argument("--netns-prefix", metavar="P", help="run rank r in network namespace P<r>")
     p.add_argument("--ifname", default="lo", help="GLOO_SOCKET_IFNAME with --netns-prefix")
+    p.add_argument("--ranks-per-netns", type=int, default=1, metavar="M",
+                   help="with --netns-prefix: ranks r*M .. r*M+M-1 in namespace P<r>")
     p.add_argument("-b", "--min-bytes", type=parse_size, default=4096)
     p.add_argument("-e", "--max-bytes", type=parse_size, default=64 << 20)
     p.add_argument("-f", "--factor", type=int, default=4)
@@ -171,6 +174,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.min_bytes < 4 or args.max_bytes < args.min_bytes or args.factor < 2:
         p.error("need 4 <= -b <= -e and -f >= 2")
+    if args.ranks_per_netns < 1 or args.world_size % args.ranks_per_netns:
+        p.error("--ranks-per-netns must divide --world-size")
     if args.rank is not None and not (args.init or "").startswith("file://"):
         p.error("--rank needs --init file://PATH, the same for every rank")
     return args
@@ -191,11 +196,12 @@ def spawn(args, init):
 
 
 def spawn_netns(args, argv, init):
-    """Rank r as `ip netns exec P<r> python3 this --rank r`; rank 0's output is ours."""
+    """Rank r as `ip netns exec P<r // M> python3 this --rank r`; rank 0's output is ours."""
     procs = []
     env = dict(os.environ, GLOO_SOCKET_IFNAME=args.ifname)
     for r in range(args.world_size):
-        cmd = ["ip", "netns", "exec", "%s%d" % (args.netns_prefix, r), sys.executable,
+        host = r // args.ranks_per_netns
+        cmd = ["ip", "netns", "exec", "%s%d" % (args.netns_prefix, host), sys.executable,
                os.path.abspath(__file__), "--rank", str(r), "--init", init] + argv
         procs.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                       stdout=None if r == 0 else subprocess.DEVNULL))
@@ -213,14 +219,15 @@ def spawn_netns(args, argv, init):
 
 
 def without_netns_options(argv):
-    """argv less --netns-prefix/--ifname (and their values), for the per-rank commands."""
+    """argv less the netns options (and their values), for the per-rank commands."""
     out, skip = [], False
+    names = ("--netns-prefix", "--ifname", "--ranks-per-netns")
     for a in argv:
         if skip:
             skip = False
-        elif a in ("--netns-prefix", "--ifname"):
+        elif a in names:
             skip = True
-        elif not a.startswith(("--netns-prefix=", "--ifname=")):
+        elif not a.startswith(tuple(n + "=" for n in names)):
             out.append(a)
     return out
 

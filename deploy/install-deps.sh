@@ -10,6 +10,8 @@
 # torch.distributed backend (issue 16): libtorch-dev (the C++ headers and CMake package of torch
 # 1.13, matching python3-torch; brings python3-dev) and pybind11-dev for python/torch_backend.
 # Ecosystem (issue 16): openmpi-bin (mpirun launches ranks that read OMPI_COMM_WORLD_*).
+# Benchmarks (bench/, docs/benchmarking.md): libopenmpi-dev (mpicc for the Open MPI side),
+# iperf3 and iputils-ping (the namespace cluster's links), python3-torchvision (resnet18 with DDP).
 # Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
 set -eu
 
@@ -22,7 +24,7 @@ python3-numpy python3-torch
 clang libclang-rt-14-dev
 python3-matplotlib
 libtorch-dev pybind11-dev
-openmpi-bin"
+openmpi-bin libopenmpi-dev iperf3 iputils-ping python3-torchvision"
 
 missing=""
 for p in $PACKAGES; do

@@ -175,7 +175,7 @@ void perf_run_size(perf_ctx_t *c, const perf_opts_t *o, perf_data_t *d, size_t b
     for (int inplace = 0; inplace < 2; inplace++) {
         perf_result_t *r = &row->place[inplace];
 
-        r->ran = !inplace || perf_colls[o->coll].inplace;
+        r->ran = (o->places >> inplace & 1u) && (!inplace || perf_colls[o->coll].inplace);
         r->wrong = -1;
         if (!r->ran) {
             continue;

@@ -71,6 +71,7 @@ static void usage(FILE *f)
             "  --algo NAME              auto (default), ring, rd, chain, dissemination\n"
             "  --time-budget SECONDS    per size and placement: fewer iterations when -n of\n"
             "                           them would take longer, never fewer than %d (default 5)\n"
+            "  --place WHICH            both (default), out (of place) or in (place) only\n"
             "  -h, --help\n",
             PERF_MIN_ITERS);
 }
@@ -145,7 +146,7 @@ static coll_dtype_t dtype_arg(const char *s)
     return COLL_FLOAT32;
 }
 
-enum { OPT_COLLECTIVE = 256, OPT_ALGO, OPT_BUDGET };
+enum { OPT_COLLECTIVE = 256, OPT_ALGO, OPT_BUDGET, OPT_PLACE };
 
 static void size_arg(const char *opt, const char *v, size_t *out)
 {
@@ -187,6 +188,13 @@ static void parse_option(perf_opts_t *o, int c, const char *v)
             bad_option("--time-budget", v, NULL);
         }
         break;
+    case OPT_PLACE:
+        o->places = strcmp(v, "both") == 0 ? 3u : strcmp(v, "out") == 0 ? 1u
+                    : strcmp(v, "in") == 0  ? 2u : 0u;
+        if (o->places == 0) {
+            bad_option("--place", v, "both, out or in");
+        }
+        break;
     case 'h': usage(stdout); exit(0);
     default: usage(stderr); exit(2);
     }
@@ -205,13 +213,15 @@ void perf_parse_options(int argc, char **argv, perf_opts_t *o)
         {"nthreads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
         {"collective", required_argument, NULL, OPT_COLLECTIVE},
         {"algo", required_argument, NULL, OPT_ALGO},
-        {"time-budget", required_argument, NULL, OPT_BUDGET}, {NULL, 0, NULL, 0}};
+        {"time-budget", required_argument, NULL, OPT_BUDGET},
+        {"place", required_argument, NULL, OPT_PLACE}, {NULL, 0, NULL, 0}};
     int c;
 
     *o = (perf_opts_t){.minb = 4096, .maxb = 64u << 20, .stepb = 1u << 20, .factor = 4,
                        .iters = 100, .warmup = 5, .check = 1, .average = PERF_AVG_MEAN,
                        .budget_s = 5.0, .timeout_ms = 600 * 1000, .coll = PERF_ALLREDUCE,
-                       .dtype = COLL_FLOAT32, .op = COLL_SUM, .algo = COLL_ALGO_AUTO};
+                       .dtype = COLL_FLOAT32, .op = COLL_SUM, .algo = COLL_ALGO_AUTO,
+                       .places = 3};
     while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:T:J:g:t:h", longs, NULL)) != -1) {
         parse_option(o, c, optarg);
     }
@@ -222,6 +232,11 @@ void perf_parse_options(int argc, char **argv, perf_opts_t *o)
     }
     if (o->maxb < o->minb || (o->factor == 1 && o->stepb == 0 && o->maxb != o->minb)) {
         fprintf(stderr, "coll-perf: need -b <= -e, and with -f 1 a step -i > 0\n");
+        exit(2);
+    }
+    if (o->places == 2 && !perf_colls[o->coll].inplace) {
+        fprintf(stderr, "coll-perf: %s has no in-place form (--place in)\n",
+                perf_colls[o->coll].name);
         exit(2);
     }
 }

@@ -78,6 +78,7 @@ typedef struct {
     coll_redop_t op;
     coll_algo_t algo;
     const char *json;      /**< -J: results as JSON (rank 0), or NULL */
+    unsigned places;       /**< --place: bit 0 out of place, bit 1 in place */
 } perf_opts_t;
 
 /** The communicator and the buffers of one rank. */

@@ -213,7 +213,8 @@ class Launcher:
             "LOCAL_WORLD_SIZE": str(self.per_node),
             "MASTER_PORT": self.master_port,
         })
-        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_ADDR", self.netns.nodes[0][1] if self.args.netns_ranks
+                       else "127.0.0.1")
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
@@ -222,7 +223,9 @@ class Launcher:
             for local in range(self.per_node):
                 rank = node * self.per_node + local
                 prefix = "[r%d] " % rank
-                self.trainers.append(self.spawn("rank %d (node %d)" % (rank, node), self.command,
+                argv = self.netns.wrap_rank(node, self.command) if self.args.netns_ranks \
+                    else self.command
+                self.trainers.append(self.spawn("rank %d (node %d)" % (rank, node), argv,
                                                 self.trainer_env(node, local), None,
                                                 prefix, self.out, prefix))
         if self.args.verbose:

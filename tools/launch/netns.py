@@ -1,4 +1,5 @@
-"""--netns-prefix: each daemon inside an existing network namespace, with its address and device."""
+"""--netns-prefix: each daemon (and with --netns-ranks its trainers) inside an existing network
+namespace, with its address and device."""
 
 import os
 import re
@@ -52,6 +53,10 @@ class NetnsPlan:
         ns, _, dev = self.nodes[k]
         return ["ip", "netns", "exec", ns, "env", "UCX_TLS=tcp,self",
                 "UCX_NET_DEVICES=%s" % dev] + argv
+
+    def wrap_rank(self, k, argv):
+        """A trainer command line of node k inside its namespace (--netns-ranks)."""
+        return ["ip", "netns", "exec", self.nodes[k][0]] + argv
 
     def listen(self, k):
         addr = self.nodes[k][1]
