@@ -121,6 +121,7 @@ typedef struct {
     struct coll_peer_link *link;  /**< to the root, while registering */
     uv_timer_t retry_timer;       /**< reconnects to a root that is not up yet */
     char error[320];              /**< why the last connection to the root failed */
+    uint64_t since_ms;            /**< loop time of the first attempt to reach the root */
 } coll_job_rdv_t;
 
 /** The engine's part of a job (engine/). */
@@ -152,6 +153,8 @@ typedef struct coll_job {
     uint32_t *ranks;              /**< global rank by local rank */
     uint32_t timeout_ms;          /**< bound of the rendezvous (and the job, when alone) */
     uint32_t requested_timeout_ms; /**< what the ranks asked for with COLL_TIMEOUT_MS (0: none) */
+    uint32_t connect_timeout_ms;  /**< how long the root may refuse this node before the join
+                                       fails (COLL_CONNECT_TIMEOUT_MS; 0: the job's timeout) */
     uint8_t token_digest[32];     /**< of the job token its first rank here gave (base/auth.h) */
     uv_timer_t join_timer;        /**< fails the join when the job has not met in time */
     uv_timer_t health_timer;      /**< heartbeats, stalls, timeouts (job/health.c) */

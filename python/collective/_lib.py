@@ -42,6 +42,7 @@ PARAM_ROOT = 1 << 4
 PARAM_TIMEOUT = 1 << 5
 PARAM_POOL_SIZE = 1 << 6
 PARAM_TOKEN = 1 << 7
+PARAM_CONNECT_TIMEOUT = 1 << 8
 
 # coll_op_params_t.field_mask bits.
 OP_PARAM_KEY = 1 << 0
@@ -65,6 +66,7 @@ class CommParams(ctypes.Structure):
         ("timeout_ms", ctypes.c_int),
         ("pool_bytes", ctypes.c_uint64),
         ("job_token", ctypes.c_char_p),
+        ("connect_timeout_ms", ctypes.c_int),
     ]
 
 
