@@ -29,6 +29,7 @@ struct CommOptions {
     int local_size = 1;  /**< the group's ranks on this node */
     int timeout_ms = 0;  /**< the job's timeout: rendezvous and each operation (0: daemon's) */
     std::string token;   /**< job token; "" takes COLL_JOB_TOKEN */
+    std::string root;    /**< host:port of the root daemon; "" takes COLL_ROOT (or MASTER_ADDR) */
 };
 
 class Comm {
