@@ -81,6 +81,9 @@ std::string Comm::message(coll_status_t st, const std::string &what) const
 {
     std::string detail = coll_comm_last_error(comm_);
     std::string text = what + ": " + coll_err_name(st) + ": " + coll_strerror(st);
+    if (st == COLL_ERR_TIMEDOUT) {
+        text += " (the group's timeout passed)";
+    }
     return detail.empty() ? text : text + ": " + detail;
 }
 

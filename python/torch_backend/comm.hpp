@@ -63,7 +63,9 @@ class Comm {
      *          i.e. may be handed to a collective as it is. Thread-safe. */
     bool contains(const void *ptr, size_t bytes) const;
 
-    /** @return "<what>: <COLL_ERR_...>: <coll_strerror>: <coll_comm_last_error>" for @p st. */
+    /** @return "<what>: <COLL_ERR_...>: <coll_strerror>: <coll_comm_last_error>" for @p st;
+     *          a timeout says that the group's timeout passed (the words torch's tests and
+     *          users look for, as gloo's "Timed out"). */
     std::string message(coll_status_t st, const std::string &what) const;
 
     /** @brief Throw c10::Error with message(@p st, @p what). */
