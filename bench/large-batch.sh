@@ -84,7 +84,8 @@ RESDIR=${RESDIR:-/tmp/coll-large-batch-$(date +%Y%m%d-%H%M%S)}
 LAUNCH=$BUILD/tools/collective-launch
 DAEMON=$BUILD/daemon/collectived
 TRAIN=$BUILD/tools/coll-train
-COMMON=(--hidden "$HIDDEN" --epochs "$EPOCHS" --seed 1 --decay cosine
+# The study records diverging runs to their end (--on-divergence continue).
+COMMON=(--hidden "$HIDDEN" --epochs "$EPOCHS" --seed 1 --decay cosine --on-divergence continue
         --report-layers "$LAYER_STEPS" ${DATA:+--data "$DATA"})
 
 build() {

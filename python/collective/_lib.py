@@ -243,6 +243,7 @@ _PROTOTYPES = {
     "coll_timeline_flush": (_status, [_comm]),
     # The parameter service (include/collective_ps.h).
     "coll_ps_optim_init": (None, [ctypes.c_int, ctypes.POINTER(PsOptim)]),
+    "coll_ps_optim_default_lr": (ctypes.c_double, [ctypes.c_int]),
     "coll_ps_optimizer_parse": (_status, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
     "coll_ps_schedule_constant": (None, [ctypes.c_double, ctypes.POINTER(PsSchedule)]),
     "coll_ps_create": (_status, [_comm, ctypes.POINTER(PsParams), ctypes.POINTER(ctypes.c_void_p)]),
