@@ -10,6 +10,7 @@
 # torch.distributed backend (issue 16): libtorch-dev (the C++ headers and CMake package of torch
 # 1.13, matching python3-torch; brings python3-dev) and pybind11-dev for python/torch_backend.
 # Ecosystem (issue 16): openmpi-bin (mpirun launches ranks that read OMPI_COMM_WORLD_*).
+# python3-prometheus-client: collectivectl's parser of the Prometheus text (metrics --json).
 # Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
 set -eu
 
@@ -22,7 +23,7 @@ python3-numpy python3-torch
 clang libclang-rt-14-dev
 python3-matplotlib
 libtorch-dev pybind11-dev
-openmpi-bin"
+openmpi-bin python3-prometheus-client"
 
 missing=""
 for p in $PACKAGES; do
