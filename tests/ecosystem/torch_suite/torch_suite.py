@@ -20,7 +20,7 @@ every test name of the class), then {"result": name, "status", "detail"} per tes
 sends {"run": name, "init": file store path} and {"quit": true}.
 
 Exit status: 0 the assertion holds; 1 it does not (the report says which tests); 2 usage or
-set-up error; 77 torch cannot be imported (skipped).
+set-up error; 77 torch or the backend's extension cannot be imported (skipped).
 """
 
 import argparse
@@ -408,11 +408,12 @@ def parse_args():
 def main():
     args = parse_args()
     problems = check_doc(args.doc)
-    probe = subprocess.run([PYTHON, "-c", "import torch.distributed"], capture_output=True,
-                           text=True, env=dict(os.environ, PYTHONPATH=os.path.join(
-                               args.build_dir, "python")))
+    probe = subprocess.run([PYTHON, "-c", "import collective.torch_backend"],
+                           capture_output=True, text=True, env=dict(
+                               os.environ, PYTHONPATH=os.path.join(args.build_dir, "python")))
     if probe.returncode != 0:
-        log("SKIP: torch cannot be imported: %s" % probe.stderr.strip()[-300:])
+        log("SKIP: torch or the collectived backend cannot be imported: %s"
+            % probe.stderr.strip()[-300:])
         return SKIP
     work = tempfile.mkdtemp(prefix="torch-suite-", dir=os.environ.get("TMPDIR", "/tmp"))
     start = time.monotonic()
