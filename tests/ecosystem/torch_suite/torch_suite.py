@@ -45,6 +45,7 @@ PYTHON = "/usr/bin/python3"
 BACKENDS = ("collectived", "gloo")
 STATUSES = ("passed", "error", "skipped")
 RESTARTS = 3          # a group started again more often than this runs nothing more
+SANITIZER_REPORT = re.compile(r"runtime error:|ERROR: (Address|Leak|UndefinedBehavior)Sanitizer")
 SKIP = 77
 
 
@@ -138,6 +139,15 @@ class Group:
         if self.logf:
             self.logf.close()
             self.logf = None
+            self.say_sanitizer_reports()
+
+    def say_sanitizer_reports(self):
+        """Repeat the sanitizer reports of the group's log (UBSan writes them on stderr) on
+        this process's output, where the sanitizer pass of CI looks for them."""
+        with open(os.path.join(self.run.work, self.name + ".log"), errors="replace") as f:
+            found = [l for l in f if SANITIZER_REPORT.search(l)]
+        for line in found[:50]:
+            sys.stdout.write("%s: %s" % (self.name, line))
 
     def log_tail(self, lines=30):
         with open(os.path.join(self.run.work, self.name + ".log"), errors="replace") as f:
