@@ -71,7 +71,8 @@ while [ $# -gt 0 ]; do
     *) bench_option "$@" || bench_usage_error "$1"; shift "$BENCH_SHIFT" ;;
     esac
 done
-COMMON=(--hidden "$HIDDEN" --epochs "$EPOCHS" --seed 1 --decay cosine
+# The study records diverging runs to their end (--on-divergence continue).
+COMMON=(--hidden "$HIDDEN" --epochs "$EPOCHS" --seed 1 --decay cosine --on-divergence continue
         --report-layers "$LAYER_STEPS" ${DATA:+--data "$DATA"})
 
 # train NAME [coll-train args]: one job, its output in $RESDIR/NAME.txt; status 1 when it failed.

@@ -38,6 +38,14 @@ static int job_timeout_ms(const coll_comm_params_t *p)
     return p->timeout_ms > 0 ? p->timeout_ms : COLL_DEFAULT_JOIN_MS;
 }
 
+/* How long connecting to the daemon may wait: the connect timeout, unless the job's is shorter
+ * (0: the job's). */
+static int connect_wait_ms(const coll_comm_params_t *p)
+{
+    int job = job_timeout_ms(p);
+    return p->connect_timeout_ms > 0 && p->connect_timeout_ms < job ? p->connect_timeout_ms : job;
+}
+
 /* Milliseconds from now until @p deadline_ns (at least 1). */
 static int ms_until(uint64_t deadline_ns)
 {
@@ -59,6 +67,7 @@ static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p, uint64_t 
     j.root = (char *)p->root;
     j.pool_bytes = p->pool_bytes;
     j.timeout_ms = (uint32_t)p->timeout_ms;
+    j.connect_timeout_ms = (uint32_t)p->connect_timeout_ms;
     j.token = (char *)p->job_token;
     msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_JOIN;
     msg.join = &j;
@@ -183,7 +192,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     c->algo = algo != NULL ? (coll_algo_t)coll__algo_parse(algo) : COLL_ALGO_AUTO;
     c->compression = comp;
     deadline_ns = coll__now_ns() + (uint64_t)job_timeout_ms(&p) * 1000000;
-    c->fd = coll__connect(p.socket_path, job_timeout_ms(&p), p.rank, err, sizeof(err));
+    c->fd = coll__connect(p.socket_path, connect_wait_ms(&p), p.rank, err, sizeof(err));
     if (c->fd < 0) {
         st = (coll_status_t)c->fd;
         c->fd = -1;

@@ -75,6 +75,14 @@ static int resolve_ints(const coll_comm_params_t *in, const coll__launcher_t *l,
                        errlen) < 0) {
         return -1;
     }
+    out->connect_timeout_ms = COLL_CONNECT_TIMEOUT_DEFAULT_MS;
+    if (in->field_mask & COLL_COMM_PARAM_CONNECT_TIMEOUT) {
+        out->connect_timeout_ms = in->connect_timeout_ms;
+    } else if (getenv("COLL_CONNECT_TIMEOUT_MS") != NULL &&
+               env_int("COLL_CONNECT_TIMEOUT_MS", NULL, 0, &(coll__launcher_t){0},
+                       &out->connect_timeout_ms, err, errlen) < 0) {
+        return -1;
+    }
     return 0;
 }
 
@@ -89,8 +97,11 @@ static int check(const coll_comm_params_t *p, char *err, size_t errlen)
     } else if (!coll_wire_job_id_valid(p->job)) {
         snprintf(err, errlen, "job id '%s' must be 1..%u characters of [A-Za-z0-9._:-]", p->job,
                  COLL_JOB_ID_MAX);
+    } else if (p->connect_timeout_ms < 0) {
+        snprintf(err, errlen, "the connect timeout %d ms is negative", p->connect_timeout_ms);
     } else if (p->root[0] == '\0' && p->local_size != p->world_size) {
-        snprintf(err, errlen, "COLL_ROOT (host:port of the root daemon) is not set and the job "
+        snprintf(err, errlen, "COLL_ROOT (host:port of the root daemon; under torchrun "
+                 "MASTER_ADDR and COLL_ROOT_PORT) is not set and the job "
                  "spans several nodes (world size %d, local size %d)", p->world_size,
                  p->local_size);
     } else {
@@ -100,7 +111,7 @@ static int check(const coll_comm_params_t *p, char *err, size_t errlen)
 }
 
 /* The strings: socket, job, root and token. */
-static coll_status_t resolve_strings(const coll_comm_params_t *in, const coll__launcher_t *l,
+static coll_status_t resolve_strings(const coll_comm_params_t *in, coll__launcher_t *l,
                                      coll_comm_params_t *out, char *err, size_t errlen)
 {
     const char *v = env2("COLL_SOCKET", NULL);
@@ -112,6 +123,9 @@ static coll_status_t resolve_strings(const coll_comm_params_t *in, const coll__l
     out->job = out->job == NULL && l->job[0] != '\0' ? l->job : out->job;
     out->root = (in->field_mask & COLL_COMM_PARAM_ROOT) ? in->root : env2("COLL_ROOT", NULL);
     out->root = out->root == NULL && l->root[0] != '\0' ? l->root : out->root;
+    if (out->root == NULL && coll__root_from_master(l->root, sizeof(l->root)) == 0) {
+        out->root = l->root;
+    }
     if (out->job == NULL) {
         snprintf(err, errlen, "COLL_JOB is not set (and no job id was passed)");
         return COLL_ERR_INVALID;

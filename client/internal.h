@@ -24,6 +24,9 @@
 #define COLL_CONNECT_RETRY_MS 200
 /** Waiting this long for a daemon is said on stderr (a wrong path should not look like a hang). */
 #define COLL_CONNECT_NOTE_MS 1000
+/** The port of the root daemon when only its host is known (Slurm's first node, torchrun's
+ *  MASTER_ADDR) and COLL_ROOT_PORT is not set: the daemon's default listen port. */
+#define COLL_DEFAULT_ROOT_PORT "29510"
 
 /** Levels of COLL_DEBUG (debug.c), most important first. */
 enum {
@@ -194,6 +197,13 @@ typedef struct {
  */
 int coll__launcher_env(coll__launcher_t *l, char *err, size_t errlen);
 
+/**
+ * @brief The root under torchrun: "MASTER_ADDR:port", port COLL_ROOT_PORT or 29510 (an IPv6
+ *        address bracketed), for a job over several nodes whose root is named nowhere else.
+ * @return 0, or -1 when MASTER_ADDR is not set.
+ */
+int coll__root_from_master(char *out, size_t len);
+
 /** @brief The task count of node @p node in a Slurm list such as "4(x2),3"; -1 if none. */
 int coll__slurm_tasks_on_node(const char *list, int node);
 
@@ -211,8 +221,9 @@ coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll__launcher_
 
 /**
  * @brief Connect a Unix stream socket to @p path, trying again while there is no daemon there
- *        yet (no socket, or nobody accepting) for up to @p wait_ms; after COLL_CONNECT_NOTE_MS
- *        a line on stderr says that rank @p rank waits.
+ *        yet (no socket, or nobody accepting) for up to @p wait_ms (the connect timeout, or the
+ *        job's when shorter); after COLL_CONNECT_NOTE_MS a line on stderr says that rank
+ *        @p rank waits.
  * @return The fd; COLL_ERR_CONNREFUSED (no daemon within the time, or another connect error),
  *         COLL_ERR_DENIED (no permission on the socket), COLL_ERR_INVALID (path too long),
  *         with a message in @p err.

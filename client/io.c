@@ -60,8 +60,9 @@ int coll__connect(const char *path, int wait_ms, int rank, char *err, size_t err
     while ((fd = connect_once(&sa)) == -ENOENT || (fd == -ECONNREFUSED && is_socket(path))) {
         waited_ms = (coll__now_ns() - start) / 1000000;
         if (waited_ms >= (uint64_t)wait_ms) {
-            snprintf(err, errlen, "cannot connect to collectived at %s within %d ms: %s", path,
-                     wait_ms, strerror(-fd));
+            snprintf(err, errlen, "cannot connect to collectived at %s within %d ms "
+                     "(COLL_CONNECT_TIMEOUT_MS): %s; is the daemon running on this node, with "
+                     "this socket (COLL_SOCKET)?", path, wait_ms, strerror(-fd));
             return COLL_ERR_CONNREFUSED;
         }
         if (!noted && waited_ms >= COLL_CONNECT_NOTE_MS) {

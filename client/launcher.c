@@ -11,7 +11,6 @@
 #include "client/internal.h"
 
 /* The port of node 0's daemon when Slurm names only its host (the daemon's default listen). */
-#define COLL_DEFAULT_ROOT_PORT "29510"
 
 /* A non-negative integer variable; -1 with a message when it is not one. */
 static int int_var(const char *name, const char *launcher, int *out, char *err, size_t errlen)
@@ -152,6 +151,21 @@ static int slurm_root(coll__launcher_t *l, char *err, size_t errlen)
         return -1;
     }
     snprintf(l->root, sizeof(l->root), "%s:%s", host,
+             port != NULL ? port : COLL_DEFAULT_ROOT_PORT);
+    return 0;
+}
+
+int coll__root_from_master(char *out, size_t len)
+{
+    const char *host = getenv("MASTER_ADDR");
+    const char *port = getenv("COLL_ROOT_PORT");
+    int bracket;
+
+    if (host == NULL || host[0] == '\0') {
+        return -1;
+    }
+    bracket = strchr(host, ':') != NULL && host[0] != '[';
+    snprintf(out, len, "%s%s%s:%s", bracket ? "[" : "", host, bracket ? "]" : "",
              port != NULL ? port : COLL_DEFAULT_ROOT_PORT);
     return 0;
 }

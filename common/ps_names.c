@@ -57,6 +57,21 @@ void coll_ps_optim_init(coll_ps_optimizer_t kind, coll_ps_optim_t *o)
     }
 }
 
+/* Each optimizer's lr at the demo's global batch of 256 (include/collective_ps.h says where
+ * each comes from): the references' values, square-root scaled to that batch as You et al.
+ * (2020) scale LAMB's. */
+static const double default_lr[COLL_PS_OPTIMIZER_COUNT] = {
+    [COLL_PS_SGD] = 0.05,
+    [COLL_PS_ADAMW] = 1e-3,
+    [COLL_PS_LARS] = 1.77,  /* 10 x sqrt(256 / 8192) */
+    [COLL_PS_LAMB] = 0.014, /* 0.02 x sqrt(256 / 512) */
+};
+
+double coll_ps_optim_default_lr(coll_ps_optimizer_t kind)
+{
+    return (unsigned)kind < COLL_PS_OPTIMIZER_COUNT ? default_lr[kind] : 0.0;
+}
+
 void coll_ps_schedule_constant(double lr, coll_ps_schedule_t *s)
 {
     memset(s, 0, sizeof(*s));

@@ -12,6 +12,7 @@
 # Ecosystem (issue 16): openmpi-bin (mpirun launches ranks that read OMPI_COMM_WORLD_*).
 # Benchmarks (bench/, docs/benchmarking.md): libopenmpi-dev (mpicc for the Open MPI side),
 # iperf3 and iputils-ping (the namespace cluster's links), python3-torchvision (resnet18 with DDP).
+# python3-prometheus-client: collectivectl's parser of the Prometheus text (metrics --json).
 # Idempotent: only missing packages are installed (apt-get update runs only then). Needs root.
 set -eu
 
@@ -24,7 +25,7 @@ python3-numpy python3-torch
 clang libclang-rt-14-dev
 python3-matplotlib
 libtorch-dev pybind11-dev
-openmpi-bin libopenmpi-dev iperf3 iputils-ping python3-torchvision"
+openmpi-bin libopenmpi-dev iperf3 iputils-ping python3-torchvision python3-prometheus-client"
 
 missing=""
 for p in $PACKAGES; do

@@ -153,13 +153,21 @@ enum {
     COLL_COMM_PARAM_TIMEOUT = 1u << 5,    /**< timeout_ms */
     COLL_COMM_PARAM_POOL_SIZE = 1u << 6,  /**< pool_bytes */
     COLL_COMM_PARAM_TOKEN = 1u << 7,      /**< job_token */
+    COLL_COMM_PARAM_CONNECT_TIMEOUT = 1u << 8, /**< connect_timeout_ms */
 };
+
+/** The default of coll_comm_params_t::connect_timeout_ms (COLL_CONNECT_TIMEOUT_MS): how long
+ *  a rank waits for its node's daemon to accept, and its daemon for the root daemon to accept,
+ *  before coll_comm_create() fails saying which is missing. */
+#define COLL_CONNECT_TIMEOUT_DEFAULT_MS 10000
 
 /**
  * Parameters of coll_comm_create(). A field whose bit is not set in @c field_mask is read from
  * the environment (torchrun-style): COLL_SOCKET, COLL_JOB, COLL_RANK, COLL_WORLD_SIZE,
- * COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_ROOT, COLL_TIMEOUT_MS, COLL_POOL_SIZE, COLL_JOB_TOKEN;
- * else, for the ranks, torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; else from the
+ * COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_ROOT, COLL_TIMEOUT_MS, COLL_POOL_SIZE, COLL_JOB_TOKEN,
+ * COLL_CONNECT_TIMEOUT_MS; else, for the ranks, torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, and for the root torchrun's MASTER_ADDR at port COLL_ROOT_PORT (default
+ * 29510, the daemon's default listen port) when no launcher below names one; else from the
  * launcher: Open MPI's mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, and a job
  * id from its PMIX_NAMESPACE) or a Slurm step's srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS,
  * SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE; job id "slurm-<job>.<step>"; root the step's first
@@ -180,6 +188,11 @@ typedef struct {
     uint64_t pool_bytes;     /**< size of the job's shared pool per node; default chosen by daemon */
     const char *job_token;   /**< secret shared by the job's ranks (at most 256 bytes): a rank
                                   with another one cannot join the job, nor see its memory */
+    int connect_timeout_ms;  /**< how long connecting may wait (ms): for the node's daemon to
+                                  accept on its socket, and for the root daemon to accept this
+                                  node's daemon; at most the job's timeout; 0: no bound of its
+                                  own (the job's timeout); default
+                                  COLL_CONNECT_TIMEOUT_DEFAULT_MS */
 } coll_comm_params_t;
 
 /**
@@ -189,15 +202,17 @@ typedef struct {
  * @param [out] comm_p  The new communicator; the caller frees it with coll_comm_destroy().
  * @return COLL_OK on success;
  *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field);
- *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the job's timeout
- *         (60 s without one): the library tries again meanwhile, as a daemon may be starting,
- *         and says on stderr after 1 s that it waits (COLL_DEBUG=WARN, the default); the
- *         timeout bounds the whole call, connecting and rendezvous together (plus 1 s for the
- *         daemon's answer), and a rendezvous that waits says after 1 s what for (a local
- *         rank not started, a root daemon that cannot be reached);
+ *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the connect timeout
+ *         (connect_timeout_ms, 10 s by default, or the job's timeout when shorter): the
+ *         library tries again meanwhile, as a daemon may be starting, and says on stderr after
+ *         1 s that it waits (COLL_DEBUG=WARN, the default); the job's timeout bounds the whole
+ *         call, connecting and rendezvous together (plus 1 s for the daemon's answer), and a
+ *         rendezvous that waits says after 1 s what for (a local rank not started, a root
+ *         daemon that cannot be reached);
  *         COLL_ERR_VERSION when the daemon speaks another protocol version;
- *         COLL_ERR_RENDEZVOUS when the job's ranks disagree (world size, duplicate rank) or the
- *         root daemon cannot be reached; COLL_ERR_TIMEDOUT when not all ranks joined in time;
+ *         COLL_ERR_RENDEZVOUS when the job's ranks disagree (world size, duplicate rank), or the
+ *         root daemon refused this node's daemon for the connect timeout or cannot be reached;
+ *         COLL_ERR_TIMEDOUT when not all ranks joined in time;
  *         COLL_ERR_DENIED when the job's token differs (or the daemon requires one), or the
  *         socket's permissions keep this user out (not in the daemon's socket group);
  *         COLL_ERR_NOMEM. On failure a message naming what was wrong is kept for

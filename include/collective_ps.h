@@ -113,6 +113,24 @@ typedef struct {
  */
 COLL_API void coll_ps_optim_init(coll_ps_optimizer_t kind, coll_ps_optim_t *o);
 
+/**
+ * @brief The default base learning rate of @p kind, for a global batch of 256 (coll-train's
+ *        demo), each from a published value, square-root scaled to that batch where it was
+ *        published for another (the rule You et al. 2020 use for LAMB):
+ *        SGD 0.05, coll-train's own (half Goyal et al. 2017's 0.1 per 256 samples;
+ *        torch.optim.SGD has no default);
+ *        AdamW 1e-3, torch.optim.AdamW's default, Adam's (Kingma & Ba 2015) as Loshchilov &
+ *        Hutter 2019 use it;
+ *        LARS 1.77: the MLPerf reference's base lr 10 (mlcommons/training
+ *        image_classification/tensorflow2/lars_util.py, batches below 16384), at batch 8192
+ *        as docs/large-batch.md runs it, times sqrt(256 / 8192);
+ *        LAMB 0.014: cybertronai/pytorch-lamb's MNIST example, lr 0.02 at batch 512 (the
+ *        PyTorch reference most ports cite), times sqrt(256 / 512).
+ *        A run at another batch, or of another model, tunes its own.
+ * @return The rate; 0 for a kind out of range. Thread-safe.
+ */
+COLL_API double coll_ps_optim_default_lr(coll_ps_optimizer_t kind);
+
 /** @return "sgd", "adamw", "lars", "lamb"; "unknown" when out of range. Thread-safe. */
 COLL_API const char *coll_ps_optimizer_name(coll_ps_optimizer_t kind);
 

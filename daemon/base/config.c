@@ -381,33 +381,35 @@ static int refuse(const coll_config_t *cfg, const origin_t origin, const char *n
 
 static int check_addresses(const coll_config_t *cfg, const origin_t origin)
 {
+    int bad = 0;
+
     if (cfg->socket[0] == '\0' || strlen(cfg->socket) >= 108) {
-        return refuse(cfg, origin, "socket", "must be 1..107 bytes");
+        bad |= refuse(cfg, origin, "socket", "must be 1..107 bytes");
     }
     if (strlen(cfg->status_socket) >= 108 || strcmp(cfg->status_socket, cfg->socket) == 0) {
-        return refuse(cfg, origin, "status_socket", "must be at most 107 bytes and differ from "
-                      "socket");
+        bad |= refuse(cfg, origin, "status_socket", "must be at most 107 bytes and differ "
+                      "from socket");
     }
     if (!numeric_hostport(cfg->listen)) {
-        return refuse(cfg, origin, "listen", "not a numeric host:port (e.g. 0.0.0.0:29510 or "
+        bad |= refuse(cfg, origin, "listen", "not a numeric host:port (e.g. 0.0.0.0:29510 or "
                       "[::]:29510)");
-    }
-    if (cfg->status_listen[0] != '\0' && !numeric_hostport(cfg->status_listen)) {
-        return refuse(cfg, origin, "status_listen", "not a numeric host:port (e.g. "
-                      "127.0.0.1:9464 or [::]:9464)");
     }
     /* A listener other than the default one needs a node secret to authenticate peers with,
      * or the consent to go without one; on the default address (which --print-config writes
      * out too) a daemon without a secret runs single-node jobs and opens no listener. */
     if (strcmp(cfg->listen, coll__cfg_key_find("listen")->def) != 0 && !cfg->make_secret &&
         !cfg->allow_unauthenticated_peers && access(cfg->peer_secret_file, R_OK) != 0) {
-        return refuse(cfg, origin, "listen", "no node secret to authenticate peers with "
+        bad |= refuse(cfg, origin, "listen", "no node secret to authenticate peers with "
                       "(peer_secret_file \"%s\": %s): create one with collectived --make-secret "
                       "(the same file on every node), or set allow_unauthenticated_peers = 1 for "
                       "hosts and networks of trusted users only", cfg->peer_secret_file,
                       cfg->peer_secret_file[0] ? strerror(errno) : "none");
     }
-    return 0;
+    if (cfg->status_listen[0] != '\0' && !numeric_hostport(cfg->status_listen)) {
+        bad |= refuse(cfg, origin, "status_listen", "not a numeric host:port (e.g. "
+                      "127.0.0.1:9464 or [::]:9464)");
+    }
+    return bad;
 }
 
 int coll_config_group(const char *name, unsigned *gid_p)
@@ -461,67 +463,69 @@ static int check_limits(const coll_config_t *cfg, const origin_t origin)
         {"fd_reserve", 0, 65536},
     };
 
+    int bad = 0;
+
     for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
         const cfg_key_t *key = coll__cfg_key_find(bounds[i].name);
         uint64_t v = *(const uint64_t *)((const char *)cfg + key->offset);
         if (v < bounds[i].lo || v > bounds[i].hi) {
-            return refuse(cfg, origin, bounds[i].name, "must be %llu..%llu",
+            bad |= refuse(cfg, origin, bounds[i].name, "must be %llu..%llu",
                           (unsigned long long)bounds[i].lo, (unsigned long long)bounds[i].hi);
         }
     }
-    return 0;
+    return bad;
 }
 
 static int check_values(const coll_config_t *cfg, const origin_t origin)
 {
     uint32_t mask;
+    int bad = 0;
 
     if (cfg->log_subsys[0] != '\0' && coll_log_subsys_parse(cfg->log_subsys, &mask) < 0) {
-        return refuse(cfg, origin, "log_subsys", "unknown subsystem; use core, session, job, "
+        bad |= refuse(cfg, origin, "log_subsys", "unknown subsystem; use core, session, job, "
                       "rdv, ucx, engine, pool, status or all, separated by commas");
     }
     if (cfg->timeout_ms < 100 || cfg->timeout_ms > 86400000) {
-        return refuse(cfg, origin, "timeout_ms", "must be 100..86400000 (a day)");
+        bad |= refuse(cfg, origin, "timeout_ms", "must be 100..86400000 (a day)");
     }
     if (cfg->pipeline_depth < 1 || cfg->pipeline_depth > 64) {
-        return refuse(cfg, origin, "pipeline_depth", "must be 1..64");
+        bad |= refuse(cfg, origin, "pipeline_depth", "must be 1..64");
     }
     if (cfg->segment_size < 4096 || cfg->segment_size > (64u << 20)) {
-        return refuse(cfg, origin, "segment_size", "must be 4K..64M");
+        bad |= refuse(cfg, origin, "segment_size", "must be 4K..64M");
     }
     if (cfg->pool_size > cfg->pool_max) {
-        return refuse(cfg, origin, "pool_size", "must be 0..pool_max (%llu, %s)",
+        bad |= refuse(cfg, origin, "pool_size", "must be 0..pool_max (%llu, %s)",
                       (unsigned long long)cfg->pool_max,
                       origin[coll__cfg_key_find("pool_max") - keys]);
     }
     if (cfg->require_job_token > 1) {
-        return refuse(cfg, origin, "require_job_token", "must be 0 or 1");
+        bad |= refuse(cfg, origin, "require_job_token", "must be 0 or 1");
     }
     if (cfg->loop_stall_ms < 10 || cfg->loop_stall_ms > 60000) {
-        return refuse(cfg, origin, "loop_stall_ms", "must be 10..60000");
+        bad |= refuse(cfg, origin, "loop_stall_ms", "must be 10..60000");
     }
     if (cfg->kernel_threads > 64) {
-        return refuse(cfg, origin, "kernel_threads", "must be 0..64");
+        bad |= refuse(cfg, origin, "kernel_threads", "must be 0..64");
     }
-    if (check_limits(cfg, origin) < 0) {
-        return -1;
-    }
+    bad |= check_limits(cfg, origin);
     if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0 &&
         strcmp(cfg->ucx_error_mode, "auto") != 0) {
-        return refuse(cfg, origin, "ucx_error_mode", "must be none, peer or auto");
+        bad |= refuse(cfg, origin, "ucx_error_mode", "must be none, peer or auto");
     }
-    return check_addresses(cfg, origin) < 0 || check_group(cfg, origin) < 0 ? -1 : 0;
+    bad |= check_addresses(cfg, origin);
+    return bad | check_group(cfg, origin);
 }
 
 /* ---- flags ---- */
 
-/* Returns 1 for --print-config, 0 to run, -1 after an error, 2 after --help or --version
- * (--make-secret sets cfg->make_secret). */
+/* Returns 1 for --print-config, 0 to run, -1 after errors (every bad flag said), 2 after --help
+ * or --version (--make-secret sets cfg->make_secret). */
 static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv)
 {
     struct option opts[NKEYS + 6];
     char names[NKEYS][64];
-    int print = 0, c, idx;
+    int print = 0, bad = 0, c, idx;
 
     for (size_t i = 0; i < NKEYS; i++) {
         flag_name(&keys[i], names[i], sizeof(names[i]));
@@ -551,22 +555,23 @@ static int load_flags(coll_config_t *cfg, origin_t origin, int argc, char **argv
             char from[80];
             snprintf(from, sizeof(from), "flag --%s", names[c]);
             if (coll__cfg_set_value(cfg, &keys[c], optarg, from) < 0) {
-                return -1;
+                bad = 1;
+                continue;
             }
             cfg->source[c] = COLL_CFG_FLAG;
             snprintf(origin[c], sizeof(origin[c]), "%s", source_names[COLL_CFG_FLAG]);
         } else {
             fprintf(stderr, "collectived: %s %s; see collectived --help\n",
                     c == ':' ? "missing value for" : "unknown option", argv[optind - 1]);
-            return -1;
+            bad = 1;
         }
     }
-    if (optind < argc) {
+    for (int i = optind; i < argc; i++) {
         fprintf(stderr, "collectived: unexpected argument '%s'; see collectived --help\n",
-                argv[optind]);
-        return -1;
+                argv[i]);
+        bad = 1;
     }
-    return print;
+    return bad ? -1 : print;
 }
 
 coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
@@ -583,12 +588,11 @@ coll_config_result_t coll_config_load(int argc, char **argv, coll_config_t *cfg)
         return COLL_CONFIG_ERROR;
     }
     flags = load_flags(cfg, origin, argc, argv);
-    if (flags < 0) {
-        return COLL_CONFIG_ERROR;
-    } else if (flags == 2) {
+    if (flags == 2) {
         return COLL_CONFIG_EXIT;
     }
-    if (resolve_status_socket(cfg) < 0 || check_values(cfg, origin) < 0) {
+    /* A bad flag fails the start, after the checks of every other value said their part. */
+    if (resolve_status_socket(cfg) < 0 || check_values(cfg, origin) < 0 || flags < 0) {
         return COLL_CONFIG_ERROR;
     }
     if (flags == 1) {

@@ -122,6 +122,7 @@ typedef struct {
     struct coll_peer_link *link;  /**< to the root, while registering */
     uv_timer_t retry_timer;       /**< reconnects to a root that is not up yet */
     char error[320];              /**< why the last connection to the root failed */
+    uint64_t since_ms;            /**< loop time of the first attempt to reach the root */
 } coll_job_rdv_t;
 
 /** The engine's part of a job (engine/). */
@@ -153,6 +154,8 @@ typedef struct coll_job {
     uint32_t *ranks;              /**< global rank by local rank */
     uint32_t timeout_ms;          /**< bound of the rendezvous (and the job, when alone) */
     uint32_t requested_timeout_ms; /**< what the ranks asked for with COLL_TIMEOUT_MS (0: none) */
+    uint32_t connect_timeout_ms;  /**< how long the root may refuse this node before the join
+                                       fails (COLL_CONNECT_TIMEOUT_MS; 0: the job's timeout) */
     uint8_t token_digest[32];     /**< names the job with its id: of the job token its first
                                        rank here gave, or of that rank's uid (base/auth.h) */
     uid_t owner_uid;              /**< the uid of that first rank (job/formation.c) */

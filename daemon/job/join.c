@@ -62,6 +62,7 @@ static coll_status_t job_alloc(coll_daemon_t *d, const Coll__Wire__JoinJob *j, c
     job->world_size = j->world_size;
     job->local_size = l;
     job->requested_timeout_ms = j->timeout_ms;
+    job->connect_timeout_ms = j->connect_timeout_ms;
     job->timeout_ms = j->timeout_ms ? j->timeout_ms : (uint32_t)d->cfg.timeout_ms;
     coll_list_init(&job->engine.ops);
     coll_list_init(&job->engine.staging);

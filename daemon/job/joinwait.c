@@ -34,7 +34,9 @@ static void describe(const coll_job_t *job, char *buf, size_t len)
                  job->njoined, job->local_size, more, job->timeout_ms);
     } else if (job->rdv.error[0] != '\0') {
         snprintf(buf, len, "waiting for the root daemon at %s (COLL_ROOT): %s; trying again for "
-                 "up to %u ms", job->root, job->rdv.error, job->timeout_ms);
+                 "up to %u ms%s", job->root, job->rdv.error,
+                 job->connect_timeout_ms ? job->connect_timeout_ms : job->timeout_ms,
+                 job->connect_timeout_ms ? " (COLL_CONNECT_TIMEOUT_MS)" : "");
     } else if (coll_rdv_describe(job->d, job, more, sizeof(more))) {
         snprintf(buf, len, "waiting for the other nodes at the root daemon (this one, %s): %s; "
                  "waiting up to %u ms", job->root, more, job->timeout_ms);

@@ -459,14 +459,27 @@ static void retry_cb(uv_timer_t *t)
     coll_rdv_join(t->data);
 }
 
+/* Whether the root has refused this node for longer than the job's connect timeout. */
+static int refused_too_long(const coll_job_t *job)
+{
+    return job->connect_timeout_ms != 0 &&
+           uv_now(job->d->loop) - job->rdv.since_ms >= job->connect_timeout_ms;
+}
+
 /* A root that refuses connections may not be up yet (launch order): retry until the job's
- * join timer ends the wait. Anything else fails the job now. */
+ * connect timeout, or its join timer, ends the wait. Anything else fails the job now. */
 static void node_on_down(coll_peer_link_t *l, coll_status_t st, const char *why)
 {
     coll_job_t *job = l->owner;
 
     job->rdv.link = NULL;
     if (job->state != COLL_JOB_RENDEZVOUS) {
+        return;
+    }
+    if (st == COLL_ERR_CONNREFUSED && refused_too_long(job)) {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "no root daemon at %s (COLL_ROOT) within %u "
+                      "ms (COLL_CONNECT_TIMEOUT_MS): %s; is collectived running there, "
+                      "listening on that address?", job->root, job->connect_timeout_ms, why);
         return;
     }
     if (st == COLL_ERR_CONNREFUSED) {
@@ -492,6 +505,9 @@ void coll_rdv_join(coll_job_t *job)
         coll_job_fail(job, COLL_ERR_DENIED, 0, "job %s spans several nodes, but this daemon "
                       "talks to no peer: %s", job->id, job->d->auth.why);
         return;
+    }
+    if (job->rdv.since_ms == 0) {
+        job->rdv.since_ms = uv_now(job->d->loop);
     }
     st = coll_link_connect(job->d, job->root, &node_ops, job, &job->rdv.link, err, sizeof(err));
     if (st != COLL_OK) {

@@ -71,6 +71,9 @@ static void status_line(const coll_daemon_t *d, char *buf, size_t len)
              pending);
 }
 
+/* Send @p extra (assignments, each ending in a newline, or "") and STATUS=<the status line>.
+ * The assignments are separated by newlines as sd_notify(3) wants; a log line names them
+ * separated by spaces, so that it stays one line. */
 static void send_status(coll_service_t *svc, const char *extra)
 {
     char line[160], msg[256];
@@ -82,6 +85,9 @@ static void send_status(coll_service_t *svc, const char *extra)
     snprintf(svc->status_line, sizeof(svc->status_line), "%s", line);
     snprintf(msg, sizeof(msg), "%sSTATUS=%s", extra, line);
     if (coll_notify(msg) < 0) {
+        for (char *nl = strchr(msg, '\n'); nl != NULL; nl = strchr(nl, '\n')) {
+            *nl = ' ';
+        }
         coll_warn(COLL_SUB_STATUS, "sd_notify(%s) failed", msg);
     }
 }

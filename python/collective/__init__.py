@@ -23,7 +23,15 @@ extension ``collective._torch_pg``; imports torch).
 
 libcollective is found through $COLLECTIVE_LIB, next to the package in the build tree, or the
 system loader (see :mod:`collective._lib`).
+
+Importing the package registers the torch.distributed backend "collectived" (at once when
+torch.distributed is loaded, else when it gets imported, see :mod:`collective_torch_autoload`,
+which lies beside the package), from any prefix: the ``collective-torch.pth`` beside it does the
+same for scripts that do not import the package, but Python reads ``.pth`` files only in a
+site directory, not in a ``PYTHONPATH`` entry.
 """
+
+import collective_torch_autoload
 
 from ._lib import LibraryNotFoundError
 from .comm import Communicator
@@ -33,6 +41,8 @@ from .progress import Future, Timing
 from .types import Algo, DType, Op
 
 __version__ = "0.1.0"
+
+collective_torch_autoload.install()
 
 __all__ = ["Algo", "CollectiveError", "CollectiveTimeoutError", "Communicator", "DType", "Dims",
            "Future", "Groups", "LibraryNotFoundError", "Op", "Timing", "groups", "layout_group"]

@@ -43,6 +43,7 @@ PARAM_ROOT = 1 << 4
 PARAM_TIMEOUT = 1 << 5
 PARAM_POOL_SIZE = 1 << 6
 PARAM_TOKEN = 1 << 7
+PARAM_CONNECT_TIMEOUT = 1 << 8
 
 # coll_op_params_t.field_mask bits.
 OP_PARAM_KEY = 1 << 0
@@ -66,6 +67,7 @@ class CommParams(ctypes.Structure):
         ("timeout_ms", ctypes.c_int),
         ("pool_bytes", ctypes.c_uint64),
         ("job_token", ctypes.c_char_p),
+        ("connect_timeout_ms", ctypes.c_int),
     ]
 
 
@@ -242,6 +244,7 @@ _PROTOTYPES = {
     "coll_timeline_flush": (_status, [_comm]),
     # The parameter service (include/collective_ps.h).
     "coll_ps_optim_init": (None, [ctypes.c_int, ctypes.POINTER(PsOptim)]),
+    "coll_ps_optim_default_lr": (ctypes.c_double, [ctypes.c_int]),
     "coll_ps_optimizer_parse": (_status, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
     "coll_ps_schedule_constant": (None, [ctypes.c_double, ctypes.POINTER(PsSchedule)]),
     "coll_ps_create": (_status, [_comm, ctypes.POINTER(PsParams), ctypes.POINTER(ctypes.c_void_p)]),

@@ -23,7 +23,7 @@ def parse_compression(lib, spec):
 
 
 def _params(socket, job, rank, world_size, local_rank, local_size, root, timeout, pool_size,
-            job_token):
+            job_token, connect_timeout=None):
     """A coll_comm_params_t with the fields that were given; the rest come from COLL_*."""
     p = _lib.CommParams()
     if socket is not None:
@@ -55,6 +55,9 @@ def _params(socket, job, rank, world_size, local_rank, local_size, root, timeout
     if job_token is not None:
         p.field_mask |= _lib.PARAM_TOKEN
         p.job_token = job_token.encode() if isinstance(job_token, str) else bytes(job_token)
+    if connect_timeout is not None:
+        p.field_mask |= _lib.PARAM_CONNECT_TIMEOUT
+        p.connect_timeout_ms = max(0, int(connect_timeout * 1000))
     return p
 
 
@@ -66,7 +69,8 @@ class Communicator:
     them); keyword arguments override single fields. Construction blocks until every rank of
     the job has joined (the rendezvous), at most the job's timeout, and raises
     :class:`~collective.CollectiveError` on failure (e.g. COLL_ERR_CONNREFUSED when no daemon
-    listens within the job's timeout, a daemon that is starting being waited for;
+    listens within the connect timeout, a daemon that is starting being waited for;
+    COLL_ERR_RENDEZVOUS when the root daemon refuses this node's for that long;
     COLL_ERR_DENIED for a wrong job token).
 
     Args:
@@ -79,6 +83,8 @@ class Communicator:
             rendezvous, and the daemon's side of each operation, may take.
         pool_size (int): bytes of the job's shared pool per node (COLL_POOL_SIZE).
         job_token (str | bytes): the secret shared by the job's ranks (COLL_JOB_TOKEN).
+        connect_timeout (float): seconds connecting may wait for the node's daemon and for the
+            root daemon (COLL_CONNECT_TIMEOUT_MS; default 10; 0: the job's timeout).
         op_timeout (float | None): this process's bound, in seconds, on every operation; one
             that takes longer fails with COLL_ERR_TIMEDOUT. None (default): no bound of its own
             (the daemon still fails operations after the job's timeout).
@@ -108,10 +114,10 @@ class Communicator:
 
     def __init__(self, *, socket=None, job=None, rank=None, world_size=None, local_rank=None,
                  local_size=None, root=None, timeout=None, pool_size=None, job_token=None,
-                 op_timeout=None):
+                 op_timeout=None, connect_timeout=None):
         lib = _lib.load()
         params = _params(socket, job, rank, world_size, local_rank, local_size, root, timeout,
-                         pool_size, job_token)
+                         pool_size, job_token, connect_timeout)
         ptr = ctypes.c_void_p()
         st = lib.coll_comm_create(ctypes.byref(params), ctypes.byref(ptr))
         if st != _lib.COLL_OK:

@@ -8,6 +8,10 @@ the process group, and registers the hook::
     model = DDP(net)
     model.register_comm_hook(collective.ddp.AllreduceState(comm), collective.ddp.allreduce_hook)
 
+:func:`register` does the last line, and with COLL_TIMELINE set it also puts the model's
+forward and backward passes on the rank's timeline (the "step" row, as coll-train's), beside the
+buckets' allreduces.
+
 DDP still needs a process group (it broadcasts the initial parameters and buffers with it and
 checks the model is the same on every rank); :func:`init_process_group` creates a gloo one
 without torchrun's MASTER_ADDR/MASTER_PORT. With the hook registered, every gradient bucket
@@ -21,6 +25,7 @@ import datetime
 import hashlib
 import os
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -80,6 +85,7 @@ class AllreduceState:
         self.buckets = 0
         self._buffers = {}
         self._lock = threading.Lock()
+        self.spans = None  # StepSpans, when register() put the passes on the timeline
 
     def __getstate__(self):
         raise TypeError("AllreduceState holds a communicator and cannot be pickled")
@@ -153,6 +159,45 @@ def bucket_shapes(bucket):
     return shapes
 
 
+class StepSpans:
+    """The forward and backward passes of a DDP model as spans of the communicator's timeline
+    ("forward" and "backward" on the "step" row, as coll-train draws them): forward from the
+    model's forward pre-hook to its forward hook; backward from when autograd computes the
+    gradient of the model's output (the backward pass reaches the model) to the hook of the
+    iteration's last bucket (every gradient computed; what follows is the allreduces' wait).
+    A forward without gradients (evaluation) adds a forward span only."""
+
+    def __init__(self, comm, model):
+        self.comm = comm
+        self._forward = self._backward = None
+        model.register_forward_pre_hook(self._forward_begins)
+        model.register_forward_hook(self._forward_ends)
+
+    def _forward_begins(self, module, inputs):
+        self._forward = time.monotonic_ns()
+
+    def _forward_ends(self, module, inputs, output):
+        now = time.monotonic_ns()
+        if self._forward is not None:
+            self.comm.timeline_span("step", "forward", self._forward, now)
+            self._forward = None
+        tensors = output if isinstance(output, (list, tuple)) else [output]
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                t.register_hook(self._backward_begins)
+                return
+
+    def _backward_begins(self, grad):
+        if self._backward is None:
+            self._backward = time.monotonic_ns()
+
+    def backward_done(self):
+        """The iteration's last bucket is ready: the backward span ends now."""
+        if self._backward is not None:
+            self.comm.timeline_span("step", "backward", self._backward, time.monotonic_ns())
+            self._backward = None
+
+
 def allreduce_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: average @bucket over all ranks through collectived.
 
@@ -165,6 +210,8 @@ def allreduce_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch
     a :class:`collective.CollectiveError`, which DDP raises from ``backward()``.
     """
     grads = bucket.buffer()
+    if state.spans is not None and bucket.is_last():
+        state.spans.backward_done()
     pool = state.pool_buffer(bucket.index(), grads)
     pool.copy_(grads)
     fut = state.comm.allreduce(pool, op="avg", key=state.next_key(bucket),
@@ -181,8 +228,11 @@ def allreduce_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch
 
 def register(ddp_model, comm, timeout=300.0, compression=None):
     """Register :func:`allreduce_hook` on @ddp_model with a new :class:`AllreduceState` of
-    @comm (and @compression, as there), and return the state."""
+    @comm (and @compression, as there), and return the state. When @comm writes a timeline
+    (COLL_TIMELINE), the model's passes go on it too (:class:`StepSpans`)."""
     state = AllreduceState(comm, timeout, compression)
+    if comm.timeline_enabled:
+        state.spans = StepSpans(comm, ddp_model)
     ddp_model.register_comm_hook(state, allreduce_hook)
     return state
 

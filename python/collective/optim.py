@@ -43,11 +43,17 @@ _SCHEDULE = ("base_batch", "global_batch", "warmup_steps", "warmup_start_lr", "d
 _GROUP_KEYS = ("params", "weight_decay", "trust")
 
 
-def _optim(lib, name, settings):
-    """The coll_ps_optim_t of optimizer @name: its reference's defaults, then @settings."""
+def _kind(lib, name):
+    """The coll_ps_optimizer_t of optimizer @name."""
     kind = ctypes.c_int()
     if lib.coll_ps_optimizer_parse(str(name).encode(), ctypes.byref(kind)) != _lib.COLL_OK:
         raise ValueError("optimizer %r is not sgd, adamw, lars or lamb" % (name,))
+    return kind
+
+
+def _optim(lib, name, settings):
+    """The coll_ps_optim_t of optimizer @name: its reference's defaults, then @settings."""
+    kind = _kind(lib, name)
     o = _lib.PsOptim()
     lib.coll_ps_optim_init(kind.value, ctypes.byref(o))
     for key, value in settings.items():
@@ -156,7 +162,9 @@ class ServiceOptimizer:
             LARS/LAMB layers without trust ratio, e.g. biases and norms).
         optimizer (str): ``"sgd"`` (torch.optim.SGD), ``"adamw"`` (torch.optim.AdamW),
             ``"lars"`` (MLPerf reference), ``"lamb"`` (You et al. 2019, Algorithm 2).
-        lr (float): the base learning rate.
+        lr (float): the base learning rate; default the optimizer's own at a global batch of
+            256 (coll_ps_optim_default_lr, with its sources in collective_ps.h): sgd 0.05,
+            adamw 1e-3 (torch.optim.AdamW's), lars 1.77, lamb 0.014.
         schedule (dict): the service's learning-rate schedule (coll_ps_schedule_t): any of
             ``base_batch``, ``global_batch`` (linear scaling), ``warmup_steps``,
             ``warmup_start_lr``, ``decay`` (``"constant"``, ``"step"``, ``"cosine"``),
@@ -190,13 +198,15 @@ class ServiceOptimizer:
     Thread-safety: one thread at a time.
     """
 
-    def __init__(self, comm, params, optimizer="sgd", lr=0.01, *, schedule=None,
+    def __init__(self, comm, params, optimizer="sgd", lr=None, *, schedule=None,
                  bucket_cap_mb=25.0, key_space=None, compression=None, **settings):
         import torch
         self._lib = comm._lib
         self._native = comm._native
         z = parse_compression(self._lib, compression) if compression is not None else None
         o = _optim(self._lib, optimizer, settings)
+        if lr is None:
+            lr = self._lib.coll_ps_optim_default_lr(_kind(self._lib, optimizer).value)
         sched = _schedule(self._lib, lr, schedule)
         tensors, flags = _layers(params, o.weight_decay)
         buckets = _buckets(tensors, bucket_cap_mb * (1 << 20))

@@ -22,19 +22,28 @@ raises when the timeout passes first; errors raise RuntimeError with the daemon'
 Tensors from :func:`empty` / :func:`zeros` live in the group's pool and are reduced in place
 (zero copy); any other tensor is copied into a reused pool staging buffer and back.
 
-Each process group is one collectived job (a communicator of its own). The job of a group
-(:func:`job_id`) is ``<base>.pg<torch's group name>-<digest of its global ranks>``: the base
-is rank 0's ``COLL_JOB`` (collective-launch, Slurm's coll-env.sh), or, without one, a random
-id rank 0 draws; the group name makes two groups of the same ranks different jobs, the digest
-makes ranks that disagree on the membership fail to meet instead of pairing wrongly. The
-members' local ranks and sizes come from the store: ranks whose daemon socket path is the same
-on the same host (boot id) share a node. Rank 0 of the group puts the job id, a fresh job
-token (unless ``COLL_JOB_TOKEN`` is set) and the local layout under ``collectived/setup`` in
-the group's store; the others read it. This is the one place to change when libcollective
-gets a communicator split (issue 14): :func:`_setup`.
+Each process group is one collectived job (a communicator of its own): torch creates a group
+only on its members, while ``coll_comm_split()`` is a collective of every rank of the parent,
+so a group cannot be split from the default one. The job of a group (:func:`job_id`) is
+``<base>.pg<torch's group name>-<digest of its global ranks>``. The base belongs to one
+``init_process_group``: rank 0 of the default group draws it, ``<COLL_JOB or "torch", with
+torchrun's run id when it has one>-<random>``, and every group created afterwards in the same
+processes carries it, so the groups of one torchrun job show as one job in ``collectivectl``
+and a job started again gets new ids. The group name makes two groups of the same ranks
+different jobs, the digest makes ranks that disagree on the membership fail to meet instead
+of pairing wrongly. The members' local ranks and sizes come from the store: ranks whose daemon
+socket path is the same on the same host (boot id) share a node. Rank 0 of the group puts
+under ``collectived/setup`` in the group's store: the job id, a job token it draws at random
+(unless ``COLL_JOB_TOKEN`` is set: never a value anyone could compute from the job id), the
+local layout, and the root daemon's address: ``COLL_ROOT``, else torchrun's ``MASTER_ADDR`` (or
+the host of the TCP store) at port ``COLL_ROOT_PORT`` (29510, the daemon's default listen
+port), so a job over several nodes needs nothing beyond torchrun's variables. The others read
+it (:func:`_setup`).
 
 The job's timeout (the rendezvous, and each operation on the daemon) is the group's torch
-timeout (``init_process_group(timeout=...)``, 30 minutes by default).
+timeout (``init_process_group(timeout=...)``, 30 minutes by default); connecting to the node's
+daemon, and that daemon to the root's, waits at most ``COLL_CONNECT_TIMEOUT_MS`` (10 s), so a
+missing daemon fails ``init_process_group`` at once with a message naming it.
 """
 
 import datetime
@@ -66,6 +75,10 @@ _NAME_CHARS = re.compile(r"^[A-Za-z0-9_-]{1,16}$")
 _SETUP_KEY = "collectived/setup"
 _NODE_KEY = "collectived/node/%d"
 _TIMEOUT_MS = (100, 86400000)
+DEFAULT_ROOT_PORT = "29510"
+# The base of the job ids of the current init_process_group (see the module docstring): set by
+# the default group's setup, read by the groups created after it.
+_world_base = None
 
 
 def _digest(text, nbytes):
@@ -101,19 +114,55 @@ def _local_layout(nodes):
     return [[lr, seen[key]] for lr, key in zip(layout, nodes)]
 
 
-def _setup(store, rank, size, group_name, ranks):
-    """Rank 0 decides the group's job, token and local layout; every rank reads them.
+def _new_base():
+    """The job-id base of a new init_process_group: COLL_JOB, or "torch" with torchrun's run id
+    (TORCHELASTIC_RUN_ID, unless its default "none"), and a random part."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    name = os.environ.get("COLL_JOB") or ("torch" if run in ("", "none") else "torch-" + run)
+    return "%s-%s" % (name, secrets.token_hex(4))
 
-    Returns a dict with "job", "token" ("" when COLL_JOB_TOKEN is used) and "local"
+
+def _store_host(store):
+    """The host of the TCP store under @store (PrefixStores unwrapped), or None."""
+    for _ in range(8):
+        if hasattr(store, "host"):
+            return store.host
+        store = getattr(store, "underlying_store", None)
+    return None
+
+
+def _root(store):
+    """The root daemon's control address as rank 0 sees it: COLL_ROOT, else MASTER_ADDR (or
+    the TCP store's host) at COLL_ROOT_PORT; "" when none is known."""
+    if os.environ.get("COLL_ROOT"):
+        return os.environ["COLL_ROOT"]
+    host = os.environ.get("MASTER_ADDR") or _store_host(store)
+    if not host:
+        return ""
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    return "%s:%s" % (host, os.environ.get("COLL_ROOT_PORT", DEFAULT_ROOT_PORT))
+
+
+def _setup(store, rank, size, group_name, ranks, world):
+    """Rank 0 decides the group's job, token, root and local layout; every rank reads them.
+    @world: the default group (its base is new, and the next groups' base).
+
+    Returns a dict with "job", "token" ("" when COLL_JOB_TOKEN is used), "root" and "local"
     ([local_rank, local_size] per group rank)."""
+    global _world_base
     store.set(_NODE_KEY % rank, _node_key())
     if rank == 0:
         nodes = [store.get(_NODE_KEY % r).decode() for r in range(size)]
-        base = os.environ.get("COLL_JOB") or "torch-" + secrets.token_hex(8)
+        base = _new_base() if world or _world_base is None else _world_base
         token = "" if os.environ.get("COLL_JOB_TOKEN") else secrets.token_hex(16)
-        store.set(_SETUP_KEY, json.dumps({"job": job_id(base, group_name, ranks),
-                                          "token": token, "local": _local_layout(nodes)}))
-    return json.loads(store.get(_SETUP_KEY).decode())
+        store.set(_SETUP_KEY, json.dumps({"job": job_id(base, group_name, ranks), "base": base,
+                                          "token": token, "root": _root(store),
+                                          "local": _local_layout(nodes)}))
+    setup = json.loads(store.get(_SETUP_KEY).decode())
+    if world:
+        _world_base = setup["base"]
+    return setup
 
 
 def _timeout_ms(timeout):
@@ -128,14 +177,15 @@ def create(opts, pg_options=None):
     group_id, global_ranks_in_group; the latter empty for the default group)."""
     if pg_options is not None:
         raise ValueError("the collectived backend takes no pg_options")
+    world = not opts.global_ranks_in_group
     ranks = list(opts.global_ranks_in_group) or list(range(opts.group_size))
-    setup = _setup(opts.store, opts.group_rank, opts.group_size, opts.group_id, ranks)
+    setup = _setup(opts.store, opts.group_rank, opts.group_size, opts.group_id, ranks, world)
     local_rank, local_size = setup["local"][opts.group_rank]
     timeout = opts.timeout
     if not isinstance(timeout, datetime.timedelta):
         timeout = datetime.timedelta(seconds=float(timeout))
     return _torch_pg.create(setup["job"], opts.group_rank, opts.group_size, local_rank,
-                            local_size, _timeout_ms(timeout), setup["token"])
+                            local_size, _timeout_ms(timeout), setup["token"], setup["root"])
 
 
 def register():

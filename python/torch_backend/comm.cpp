@@ -21,6 +21,10 @@ std::shared_ptr<Comm> Comm::create(const CommOptions &o)
         p.field_mask |= COLL_COMM_PARAM_TOKEN;
         p.job_token = o.token.c_str();
     }
+    if (!o.root.empty()) {
+        p.field_mask |= COLL_COMM_PARAM_ROOT;
+        p.root = o.root.c_str();
+    }
     coll_status_t st = coll_comm_create(&p, &comm);
     TORCH_CHECK(st == COLL_OK, "collectived: joining job ", o.job, " as rank ", o.rank, " of ",
                 o.world_size, " failed: ", coll_err_name(st), ": ", coll_strerror(st), ": ",
@@ -77,6 +81,9 @@ std::string Comm::message(coll_status_t st, const std::string &what) const
 {
     std::string detail = coll_comm_last_error(comm_);
     std::string text = what + ": " + coll_err_name(st) + ": " + coll_strerror(st);
+    if (st == COLL_ERR_TIMEDOUT) {
+        text += " (the group's timeout passed)";
+    }
     return detail.empty() ? text : text + ": " + detail;
 }
 

@@ -29,6 +29,7 @@ struct CommOptions {
     int local_size = 1;  /**< the group's ranks on this node */
     int timeout_ms = 0;  /**< the job's timeout: rendezvous and each operation (0: daemon's) */
     std::string token;   /**< job token; "" takes COLL_JOB_TOKEN */
+    std::string root;    /**< host:port of the root daemon; "" takes COLL_ROOT (or MASTER_ADDR) */
 };
 
 class Comm {
@@ -62,7 +63,9 @@ class Comm {
      *          i.e. may be handed to a collective as it is. Thread-safe. */
     bool contains(const void *ptr, size_t bytes) const;
 
-    /** @return "<what>: <COLL_ERR_...>: <coll_strerror>: <coll_comm_last_error>" for @p st. */
+    /** @return "<what>: <COLL_ERR_...>: <coll_strerror>: <coll_comm_last_error>" for @p st;
+     *          a timeout says that the group's timeout passed (the words torch's tests and
+     *          users look for, as gloo's "Timed out"). */
     std::string message(coll_status_t st, const std::string &what) const;
 
     /** @brief Throw c10::Error with message(@p st, @p what). */

@@ -12,7 +12,8 @@ namespace {
 
 c10::intrusive_ptr<collectived::ProcessGroup> create(const std::string &job, int rank, int size,
                                                      int local_rank, int local_size,
-                                                     int timeout_ms, const std::string &token)
+                                                     int timeout_ms, const std::string &token,
+                                                     const std::string &root)
 {
     collectived::CommOptions o;
     o.job = job;
@@ -22,6 +23,7 @@ c10::intrusive_ptr<collectived::ProcessGroup> create(const std::string &job, int
     o.local_size = local_size;
     o.timeout_ms = timeout_ms;
     o.token = token;
+    o.root = root;
     /* The group may go with the GIL held (garbage collection, interpreter exit) while its
      * progress thread waits for the GIL in a Python future callback: release it to join. */
     auto without_gil = [](const std::function<void()> &join) {
@@ -61,6 +63,6 @@ PYBIND11_MODULE(_torch_pg, m)
 
     m.def("create", &create, py::arg("job"), py::arg("rank"), py::arg("size"),
           py::arg("local_rank"), py::arg("local_size"), py::arg("timeout_ms"),
-          py::arg("token") = "", py::call_guard<py::gil_scoped_release>(),
+          py::arg("token") = "", py::arg("root") = "", py::call_guard<py::gil_scoped_release>(),
           "Join job `job` (blocks until every rank joined) and return its process group.");
 }

@@ -5,7 +5,8 @@
                           same values; '#' after a value is a comment as ';' is
   example_config          the shipped example starts a daemon on a host where the group
                           "collective" does not exist yet (before systemd-sysusers ran)
-  version                 `collectived --version` names the project's version
+  version                 `collectived --version` names the project's version and the wire
+                          protocol of proto/frame.h, as docs/operations.md quotes it
   sighup                  SIGHUP reopens log_file (rotated away) and applies the keys that may
                           change at run time to new jobs, names those that need a restart, and
                           keeps the running configuration when the file became invalid
@@ -105,6 +106,16 @@ def test_version(args, work):
     expect(rc == 0, "--version exited with %d: %s" % (rc, out))
     expect(out.startswith("collectived %s " % version), "--version says %r, the project is %s"
            % (out, version))
+    # The wire protocol: the code's (proto/frame.h), what the binary says, and what
+    # docs/operations.md quotes, all one.
+    frame = open(os.path.join(args.source_dir, "proto", "frame.h")).read()
+    wire = re.search(r"#define COLL_WIRE_VERSION ([0-9]+)u", frame).group(1)
+    expect(out.strip() == "collectived %s (wire protocol %s)" % (version, wire),
+           "--version says %r; proto/frame.h has wire protocol %s" % (out, wire))
+    doc = open(os.path.join(args.source_dir, "docs", "operations.md")).read()
+    quoted = re.findall(r"`(collectived [0-9.]+ \(wire protocol [0-9]+\))`", doc)
+    expect(quoted == [out.strip()], "docs/operations.md quotes %s, the binary says %r"
+           % (quoted, out.strip()))
 
 
 # ---- sighup ------------------------------------------------------------------------------------

@@ -12,6 +12,11 @@
   python_site      with prefix /usr the package goes to /usr/lib/python3/dist-packages, with
                    any other to lib/python3.X/dist-packages, and Debian's python3 has both
                    /usr/... and /usr/local/... of these on its path
+  torch_prefix     a prefix of one's own found through PYTHONPATH alone (Python reads no .pth
+                   file there): a torch script that imports the package uses the backend
+                   "collectived" (2 ranks under the installed launcher, allreduce checked); an
+                   unchanged one gets torch's "Invalid backend", and the launcher says why and
+                   how to fix it
 """
 
 import glob
@@ -168,6 +173,47 @@ def test_python_site(args, work):
     rel = os.path.relpath(debian_site(other), other)
     for site in (usr_site, os.path.join("/usr/local", rel)):
         expect(site in path, "%s is not on Debian's python3 path %s" % (site, path))
+
+
+TORCH_SCRIPT = """
+import torch
+import torch.distributed as dist
+dist.init_process_group("collectived")
+t = torch.full((4,), float(dist.get_rank() + 1))
+dist.all_reduce(t)
+print("SUM", t.tolist())
+dist.destroy_process_group()
+"""
+
+
+def test_torch_prefix(args, work):
+    rc, out = opslib.run([ecolib.PYTHON, "-c", "import torch.distributed"], env=clean_env(),
+                         check=False, echo=False)
+    if rc != 0:
+        raise ecolib.Skip("no torch: %s" % out.strip()[-200:])
+    prefix = os.path.join(work, "prefix")
+    install(args, prefix)
+    site = debian_site(prefix)
+    if not glob.glob(os.path.join(site, "collective", "_torch_pg*.so")):
+        raise ecolib.Skip("the torch backend was not built (libtorch-dev, pybind11-dev)")
+    env = clean_env({"PYTHONPATH": site, "PYTHONDONTWRITEBYTECODE": "1"})
+    for name, text in (("unchanged.py", TORCH_SCRIPT),
+                       ("imports.py", "import collective  # registers the backend\n" +
+                        TORCH_SCRIPT)):
+        with open(os.path.join(work, name), "w") as f:
+            f.write(text)
+    launch = [os.path.join(prefix, "bin", "collective-launch"), "--nodes", "1",
+              "--ranks-per-node", "2", "--timeout", "120", "--", ecolib.PYTHON]
+    rc, out = opslib.run(launch + [os.path.join(work, "imports.py")], timeout=150, env=env,
+                         check=False)
+    expect(rc == 0 and out.count("SUM [3.0, 3.0, 3.0, 3.0]") == 2,
+           "a script that imports collective (%d):\n%s" % (rc, out))
+    rc, out = opslib.run(launch + [os.path.join(work, "unchanged.py")], timeout=150, env=env,
+                         check=False)
+    expect(rc != 0 and "Invalid backend: 'collectived'" in out,
+           "an unchanged script (%d):\n%s" % (rc, out))
+    expect("hint: torch.distributed does not know the backend 'collectived'" in out and
+           "import collective" in out, "the launcher does not say how to fix it:\n%s" % out)
 
 
 TESTS = {name[len("test_"):]: fn for name, fn in globals().items() if name.startswith("test_")}

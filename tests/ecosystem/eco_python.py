@@ -5,6 +5,10 @@
                    every second, with no event to trigger a write) and after it exits with pool
                    arrays still alive (flushed at exit); spans of its own appear, from
                    comm.span() and comm.timeline_span()
+  python_ddp_timeline  a DDP model with collective.ddp.register: the timeline has a forward and
+                   a backward span per iteration (backward after forward, the buckets'
+                   allreduces after the backward began), and coll-timeline's PNG legend names
+                   exactly the kinds of bar drawn (no wait_all, which DDP has not)
 """
 
 import json
@@ -41,6 +45,68 @@ comm.allreduce(x).result(timeout=30)
 print("EXIT", flush=True)
 # Exits with x alive: the communicator is never destroyed.
 """
+
+
+DDP_RANK = r"""
+import torch, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+import collective, collective.ddp
+comm = collective.Communicator()
+collective.ddp.init_process_group(comm)
+model = DDP(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
+state = collective.ddp.register(model, comm)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(3):
+    opt.zero_grad()
+    model(torch.randn(32, 64)).sum().backward()
+    opt.step()
+comm.timeline_flush()
+print("DONE", state.iterations, flush=True)
+"""
+
+
+def spans_of(path):
+    """{name: [(begin_us, end_us)]} of the spans, and the allreduces' (begin, end), in order."""
+    with open(path) as f:
+        evs = json.load(f)["traceEvents"]
+    spans = {}
+    for e in evs:
+        if e.get("ph") == "X" and e.get("cat") == "span":
+            spans.setdefault(e["name"], []).append((e["ts"], e["ts"] + e["dur"]))
+    ops = [(e["ts"], e["ts"] + e["dur"]) for e in evs
+           if e.get("ph") == "X" and e.get("cat") == "allreduce"]
+    return {k: sorted(v) for k, v in spans.items()}, sorted(ops)
+
+
+def test_python_ddp_timeline(args, work):
+    d = opslib.Daemon(args.daemon, work, "d").wait_ready()
+    tl = os.path.join(work, "tl") + "/"
+    env = ecolib.python_env(args, {"COLL_SOCKET": d.socket, "COLL_JOB": "ddptl",
+                                   "COLL_RANK": "0", "COLL_WORLD_SIZE": "1",
+                                   "COLL_LOCAL_RANK": "0", "COLL_LOCAL_SIZE": "1",
+                                   "COLL_TIMELINE": tl, "GLOO_SOCKET_IFNAME": "lo"})
+    try:
+        rc, out = opslib.run([ecolib.PYTHON, "-c", DDP_RANK], env=env, timeout=120,
+                             check=False)
+    finally:
+        d.kill()
+    expect(rc == 0 and "DONE 3" in out, "the DDP rank (%d):\n%s" % (rc, out))
+    trace = os.path.join(tl, "rank0.json")
+    spans, ops = spans_of(trace)
+    expect(len(spans.get("forward", [])) == 3 and len(spans.get("backward", [])) == 3,
+           "forward and backward spans: %s" % {k: len(v) for k, v in spans.items()})
+    for (f0, f1), (b0, b1) in zip(spans["forward"], spans["backward"]):
+        expect(f1 <= b0 <= b1, "a backward span %s not after its forward %s" % ((b0, b1),
+                                                                                 (f0, f1)))
+    expect(ops and all(any(b0 <= o0 for b0, _ in spans["backward"]) for o0, _ in ops),
+           "an allreduce began before any backward")
+    png = os.path.join(work, "ddp.png")
+    rc, out = opslib.run([os.path.join(args.build_dir, "tools", "coll-timeline"), "-o", png,
+                          trace], timeout=120, check=False)
+    legend = out.split("legend: ", 1)[-1].split(")")[0].split(", ")
+    expect(rc == 0 and "forward" in legend and "backward" in legend and
+           "wait_all (exposed)" not in legend and "collective" in legend,
+           "coll-timeline (%d), legend %s:\n%s" % (rc, legend, out))
 
 
 def events(path):

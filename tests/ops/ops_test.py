@@ -364,6 +364,12 @@ def check_ctl_tables(args, d, cluster):
         expect(re.search(r"^\s*%d\s+%d\s+%d\s+%d\s+yes$" % (r.rank, r.local, r.pid, os.getuid()),
                          out, re.M), "jobs table lacks rank %d:\n%s" % (r.rank, out))
     expect("missing rank 1" in out, "jobs table does not name the missing rank")
+    # The stalled allreduce waits in shared memory (1 node): its algorithm is the local ranks'.
+    op = opslib.status_json(d.status)["jobs"][0]["operations"][0]
+    algo = op.get("algo") or ("shm" if op["path"] == "shm" else "-")
+    expect(algo == "shm" and "ALGORITHM" in out and
+           re.search(r"^allreduce #0\s+queued\s+shm\s", out, re.M),
+           "jobs table lacks the algorithm %r of /status:\n%s" % (algo, out))
     _, out = ctl(args, *s, "peers")
     expect(re.search(r"^ctl\s+0\s+\S+\s+0,1\s+self", out, re.M), "peers table:\n" + out)
     _, out = ctl(args, *s, "metrics")

@@ -21,7 +21,9 @@ from harness import TestFailure  # noqa: E402
 
 COMMON = ["--hidden", "128", "--batch", "8192", "--epochs", "4", "--seed", "1", "--warmup", "1ep",
           "--decay", "cosine"]
-SGD = ["--lr-scaling", "linear", "--base-lr", "0.1", "--base-batch", "256"]
+# The study records the diverging run to its end: it trains through the divergence.
+SGD = ["--lr-scaling", "linear", "--base-lr", "0.1", "--base-batch", "256", "--on-divergence",
+       "continue"]
 LARS = ["--optimizer", "lars", "--lr", "4"]
 LARS_MIN, SGD_MAX, LEAD = 0.75, 0.50, 0.30
 

@@ -171,6 +171,7 @@ class MemoryFormulas(unittest.TestCase):
         self.assertEqual(activation_terms(GPT2, 4), (18, 48, 9))      # fp32 elements
 
     def test_layer_activations_table2(self):
+        # Standard attention, which stores the scores (Korthikanti et al. 2022's baseline).
         score = 5 * A * S / H                                         # 5as/h = 80
         cases = {("none", 1, False): SBH * (34 + score),               # Eq. 1
                  ("none", 2, False): SBH * (10 + 24 / 2 + score / 2),  # Eq. 2
@@ -180,15 +181,27 @@ class MemoryFormulas(unittest.TestCase):
                  ("full", 1, False): 2 * SBH,
                  ("full", 2, True): 2 * SBH / 2}
         for (recompute, tp, sp), expected in cases.items():
-            got = layer_activation_bytes(GPT2, 1, tp, sp, recompute, 2)
+            got = layer_activation_bytes(GPT2, 1, tp, sp, recompute, 2, "standard")
             self.assertAlmostEqual(got, expected, msg=(recompute, tp, sp))
-        self.assertEqual(layer_activation_bytes(GPT2, 1, 1, False, "none", 2), 89653248)
+        self.assertEqual(layer_activation_bytes(GPT2, 1, 1, False, "none", 2, "standard"),
+                         89653248)
+
+    def test_flash_attention_stores_no_scores(self):
+        # FlashAttention (Dao et al. 2022) recomputes the scores in backward: the 5as/h term is
+        # gone whatever the recomputation, which then changes nothing more (selective drops only
+        # that term); the default is flash.
+        cases = {(1, False): SBH * 34, (2, False): SBH * (10 + 24 / 2), (2, True): SBH / 2 * 34}
+        for (tp, sp), expected in cases.items():
+            for recompute in ("none", "selective"):
+                got = layer_activation_bytes(GPT2, 1, tp, sp, recompute, 2)
+                self.assertAlmostEqual(got, expected, msg=(recompute, tp, sp))
+        self.assertEqual(Training(global_batch=1).attention, "flash")
 
     def test_one_gpu_of_gpt2_small(self):
         # tp=pp=dp=1, micro-batch 4, bf16, Adam: 18 bytes per parameter; 12 layers of
         # 4 sbh (34 + 5as/h); the embedding dropout mask 4 sbh (1 byte); the output layer
         # 4 * 4sbh (1 + v/h) (Korthikanti et al. 2022 Sec 4.3).
-        train = Training(global_batch=4, micro_batch=4)
+        train = Training(global_batch=4, micro_batch=4, attention="standard")
         got = stage_memory(GPT2, train, Cluster(1, 1), Layout(1, 1, 1), 0, 4, 1)
         acts = 12 * 4 * SBH * 114 + 4 * SBH + 4 * 4 * SBH * (1 + V / H)
         self.assertEqual(got["weights"] + got["gradients"] + got["optimizer"], 124439808 * 18)
@@ -201,7 +214,7 @@ class MemoryFormulas(unittest.TestCase):
         self.assertEqual([in_flight(4, k, 2) for k in range(4)], [2, 2, 2, 1])
         self.assertEqual(interleave_factor(4, 2), 1 + 3 / 8)
         # pp=4 over 12 layers: stage 0 has 3 layers x 4 micro-batches = all 12 layers' worth.
-        train = Training(global_batch=8)
+        train = Training(global_batch=8, attention="standard")
         first = stage_memory(GPT2, train, Cluster(1, 4), Layout(1, 4, 1), 0, 1, 8)
         last = stage_memory(GPT2, train, Cluster(1, 4), Layout(1, 4, 1), 3, 1, 8)
         self.assertAlmostEqual(first["activation_parts"]["layers"], 12 * SBH * 114)
@@ -335,16 +348,16 @@ class PublishedFigures(unittest.TestCase):
         # s = 2048).
         for a, h, published in ((96, 12288, 0.70), (128, 20480, 0.65)):
             m = Transformer(layers=1, hidden=h, heads=a, seq=2048, vocab=51200)
-            full = layer_activation_bytes(m, 1, 8, True, "none", 2)
-            selective = layer_activation_bytes(m, 1, 8, True, "selective", 2)
+            full = layer_activation_bytes(m, 1, 8, True, "none", 2, "standard")
+            selective = layer_activation_bytes(m, 1, 8, True, "selective", 2, "standard")
             self.assertWithin15(1 - selective / full, published)
 
     def test_korthikanti_five_times_less(self):
         # Abstract: sequence parallelism with selective recomputation reduce activation memory
         # by 5x against tensor parallelism alone (Eq. 2 baseline); MT-NLG 530B at t = 8.
         m = Transformer(layers=105, hidden=20480, heads=128, seq=2048, vocab=51200)
-        baseline = layer_activation_bytes(m, 1, 8, False, "none", 2)
-        present = layer_activation_bytes(m, 1, 8, True, "selective", 2)
+        baseline = layer_activation_bytes(m, 1, 8, False, "none", 2, "standard")
+        present = layer_activation_bytes(m, 1, 8, True, "selective", 2, "standard")
         self.assertWithin15(baseline / present, 5.0)
 
 

@@ -12,6 +12,14 @@ except ImportError:  # a Python built without libffi: no parent-death signal, al
 
 MAX_LINE = 1 << 20  # a "line" this long without a newline is forwarded as it is
 PR_SET_PDEATHSIG = 1
+# Output lines with a known cause, and what the launcher says when the process fails.
+HINTS = {
+    b"Invalid backend: 'collectived'":
+        "torch.distributed does not know the backend 'collectived' in that process: the "
+        "package's collective-torch.pth registers it only from a site directory, and a "
+        "PYTHONPATH entry is not one; add 'import collective' to the script, or install the "
+        "package where python3 looks for it (README: the collectived torch.distributed backend)",
+}
 
 
 def describe_status(returncode):
@@ -58,6 +66,7 @@ class Stream:
         self.sink = sink
         self.buf = bytearray()
         self.closed = False
+        self.hints = []  # the HINTS of lines seen, each once
 
     def feed(self, data):
         self.buf += data
@@ -65,7 +74,9 @@ class Stream:
             nl = self.buf.find(b"\n")
             if nl < 0:
                 break
-            self.sink.write(self.prefix + bytes(self.buf[: nl + 1]))
+            line = bytes(self.buf[: nl + 1])
+            self.hints += [h for p, h in HINTS.items() if p in line and h not in self.hints]
+            self.sink.write(self.prefix + line)
             del self.buf[: nl + 1]
         if len(self.buf) >= MAX_LINE:
             self.sink.write(self.prefix + bytes(self.buf) + b"\n")

@@ -252,6 +252,8 @@ class Launcher:
                 if t.returncode != 0:
                     log("%s %s; terminating the other ranks"
                         % (t.label, describe_status(t.returncode)))
+                    for hint in dict.fromkeys(h for s in t.streams for h in s.hints):
+                        log("hint: " + hint)
                     return exit_code_of(t.returncode)
         return 0 if all(t.exited for t in self.trainers) else None
 

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adam", "sgd")
 RECOMPUTE = ("none", "selective", "full")
+# flash: the attention scores are never stored (FlashAttention, Dao et al. 2022, the default of
+# current stacks: Megatron-Core, NeMo, PyTorch's scaled_dot_product_attention); standard: the
+# softmax input and output and the dropout mask are, 5as/h per s*b*h (Korthikanti et al. 2022).
+ATTENTIONS = ("flash", "standard")
 ACCOUNTINGS = ("megatron", "zero")
 DIMS = ("tp", "dp", "pp")
 MEGATRON_ORDER = "tp-dp-pp"
@@ -18,15 +22,17 @@ Layout = namedtuple("Layout", "tp pp dp")
 class Training:
     """The training run. micro_batch is in samples (sequences); when it is 0, micro_batches (per
     data-parallel replica) fixes it instead: micro_batch = global_batch / (dp * micro_batches).
-    sgd is SGD with momentum (one state per parameter, as coll-train). zero is the ZeRO stage of
-    a plan, 0 or 1 (memory.model_state_bytes() also gives stages 2 and 3). virtual_stages > 1 is
-    Megatron's interleaved 1F1B schedule with that many model chunks per pipeline stage."""
+    attention is flash (no score memory) or standard (ATTENTIONS). sgd is SGD with momentum
+    (one state per parameter, as coll-train). zero is the ZeRO stage of a plan, 0 or 1
+    (memory.model_state_bytes() also gives stages 2 and 3). virtual_stages > 1 is Megatron's
+    interleaved 1F1B schedule with that many model chunks per pipeline stage."""
     global_batch: int
     micro_batch: int = 1
     micro_batches: int = 0
     precision: str = "bf16"
     optimizer: str = "adam"
     recompute: str = "none"
+    attention: str = "flash"
     sequence_parallel: bool = False
     zero: int = 0
     accounting: str = "megatron"
@@ -59,33 +65,35 @@ class Cluster:
         return self.nodes * self.gpus_per_node
 
 
-def check_training(train):
-    """Raise ValueError on an impossible training configuration."""
+def training_problems(train):
+    """The messages of everything that makes the training run impossible, one per problem."""
     checks = ((train.precision in PRECISIONS, "--precision must be one of fp32, bf16, fp16"),
               (train.optimizer in OPTIMIZERS, "--optimizer must be adam or sgd"),
               (train.recompute in RECOMPUTE, "--recompute must be none, selective or full"),
+              (train.attention in ATTENTIONS, "--attention must be flash or standard"),
               (train.accounting in ACCOUNTINGS, "--accounting must be megatron or zero"),
               (train.zero in (0, 1), "--zero must be 0 or 1 (Megatron's distributed optimizer)"),
               (train.global_batch >= 1, "--global-batch must be at least 1"),
               (train.micro_batch >= 1 or train.micro_batches >= 1,
                "give --micro-batch or --micro-batches"),
               (train.virtual_stages >= 1, "--virtual-stages must be at least 1"))
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
+    return [message for ok, message in checks if not ok]
 
 
-def check_cluster(cluster):
-    """Raise ValueError on an impossible cluster, or on an order that is not tp, dp, pp."""
-    if cluster.nodes < 1 or cluster.gpus_per_node < 1:
-        raise ValueError("--nodes and --gpus-per-node must be at least 1")
-    for name in ("gpu_mem", "intra_bw", "inter_bw", "gpu_flops"):
-        if getattr(cluster, name) <= 0:
-            raise ValueError("--%s must be positive" % name.replace("_", "-"))
+def cluster_problems(cluster):
+    """The messages of everything that makes the cluster impossible, or an order that is not
+    tp, dp, pp, one per problem."""
+    problems = ["--%s %d: must be at least 1" % (name.replace("_", "-"), getattr(cluster, name))
+                for name in ("nodes", "gpus_per_node") if getattr(cluster, name) < 1]
+    problems += ["--%s must be positive" % name.replace("_", "-")
+                 for name in ("gpu_mem", "intra_bw", "inter_bw", "gpu_flops")
+                 if getattr(cluster, name) <= 0]
     if not 0 < cluster.mfu <= 1:
-        raise ValueError("--mfu must be in (0, 1]")
+        problems.append("--mfu must be in (0, 1]")
     if sorted(cluster.order.split("-")) != sorted(DIMS):
-        raise ValueError("--order must name tp, dp and pp once each, fastest first, e.g. tp-dp-pp")
+        problems.append("--order %s: must name tp, dp and pp once each, fastest first, e.g. "
+                        "tp-dp-pp" % cluster.order)
+    return problems
 
 
 def element_bytes(precision):

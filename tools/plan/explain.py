@@ -110,11 +110,11 @@ def memory_words(best, model, train, cluster):
     held = min(best["pp"] - stage["stage"], best["micro_batches"])
     return ("Peak memory %s of %s on stage %d: weights %s, gradients %s, optimizer state %s (%s), "
             "activations %s (%d micro-batch%s in flight; recomputation %s, sequence parallelism "
-            "%s)%s." % (fmt_bytes(stage["total"]), fmt_bytes(cluster.gpu_mem), stage["stage"],
+            "%s, %s attention)%s." % (fmt_bytes(stage["total"]), fmt_bytes(cluster.gpu_mem), stage["stage"],
                         fmt_bytes(stage["weights"]), fmt_bytes(stage["gradients"]),
                         fmt_bytes(stage["optimizer"]), sharding, fmt_bytes(stage["activations"]),
                         held, "" if held == 1 else "es", train.recompute,
-                        "on" if train.sequence_parallel else "off",
+                        "on" if train.sequence_parallel else "off", train.attention,
                         (", base %s" % fmt_bytes(stage["base"])) if stage["base"] else ""))
 
 
@@ -172,11 +172,15 @@ def explain(ranked, rejected, model, train, cluster):
 
 def memory_saving_hint(model, train, cluster, ranked):
     """A sentence on what Megatron-LM's memory savers (sequence parallelism, selective
-    recomputation, the distributed optimizer) would change, when some are off; else None."""
+    recomputation, the distributed optimizer) would change, when some are off; else None.
+    Selective recomputation saves only the attention scores, which flash attention never
+    stores: it is proposed with standard attention alone."""
     if model.kind == "mlp":
         return None
-    better = replace(train, sequence_parallel=True, zero=1,
-                     recompute="full" if train.recompute == "full" else "selective")
+    recompute = train.recompute
+    if recompute == "none" and train.attention == "standard":
+        recompute = "selective"
+    better = replace(train, sequence_parallel=True, zero=1, recompute=recompute)
     if better == train:
         return None
     more, _ = plan(model, better, cluster)

@@ -57,17 +57,20 @@ def activation_terms(model, elem):
     return replicated, split, scores
 
 
-def layer_activation_bytes(model, micro_batch, tp, sp, recompute, elem):
+def layer_activation_bytes(model, micro_batch, tp, sp, recompute, elem, attention="flash"):
     """Bytes one transformer layer stores for one micro-batch (Korthikanti et al. 2022 Table 2):
     sbh(10 + 24/t + 5as/(ht)) with tp t (Eq. 2), sbh/t (34 + 5as/h) with sequence parallelism
     (Eq. 4); selective recomputation drops the 5as/h term (34sbh/t with both, Eq. 6); full
     recomputation keeps the layer input, 2sbh (divided by t under sequence parallelism, where
-    the input is split along the sequence)."""
+    the input is split along the sequence). The 5as/h term is that of standard attention:
+    FlashAttention (Dao et al. 2022) never stores the scores, it recomputes them blockwise in the
+    backward pass, so with attention "flash" the term is 0 whatever the recomputation."""
     sbh = float(model.seq) * micro_batch * model.hidden
     if recompute == "full":
         return sbh * elem / (tp if sp else 1)
     replicated, split, scores = activation_terms(model, elem)
-    score = 0.0 if recompute == "selective" else scores * model.heads * model.seq / model.hidden
+    stored = recompute != "selective" and attention == "standard"
+    score = scores * model.heads * model.seq / model.hidden if stored else 0.0
     if sp:
         return sbh / tp * (replicated + split + score)
     return sbh * (replicated + (split + score) / tp)
@@ -114,7 +117,8 @@ def transformer_stage_activations(model, train, layout, stage, micro_batch, micr
     tp, sp = layout.tp, train.sequence_parallel
     sbh = float(model.seq) * micro_batch * model.hidden
     held = in_flight(layout.pp, stage, micro_batches)
-    per_layer = layer_activation_bytes(model, micro_batch, tp, sp, train.recompute, elem)
+    per_layer = layer_activation_bytes(model, micro_batch, tp, sp, train.recompute, elem,
+                                       train.attention)
     layers = len(stage_layer_range(model, layout.pp, stage))
     parts = {"layers": layers * per_layer * held *
              interleave_factor(layout.pp, train.virtual_stages),
@@ -125,7 +129,8 @@ def transformer_stage_activations(model, train, layout, stage, micro_batch, micr
         parts["output"] = (2 * elem * sbh / (tp if sp else 1) +
                            4.0 * model.seq * micro_batch * model.vocab / tp)
     if train.recompute == "full":
-        parts["recompute"] = layer_activation_bytes(model, micro_batch, tp, sp, "none", elem)
+        parts["recompute"] = layer_activation_bytes(model, micro_batch, tp, sp, "none", elem,
+                                                    train.attention)
     return parts
 
 

@@ -82,21 +82,26 @@ class MLP:
         return len(self.widths) - 1
 
 
-def check_model(model):
-    """Raise ValueError when a shape is inconsistent."""
+def model_problems(model):
+    """The messages of everything that makes the shape impossible, one per problem (empty when
+    it is consistent); the numbers are positive already (inputs.py)."""
     if model.kind == "mlp":
         if len(model.widths) < 2 or min(model.widths) < 1:
-            raise ValueError("an MLP needs at least two widths >= 1, e.g. 784x1024x10")
-        return
-    for name in ("layers", "hidden", "heads", "seq", "vocab"):
-        if getattr(model, name) < 1:
-            raise ValueError("--%s must be at least 1" % name)
+            return ["--mlp %s: an MLP needs at least two widths >= 1, e.g. 784x1024x10"
+                    % "x".join(map(str, model.widths))]
+        return []
+    problems = ["--%s %d: must be at least 1" % (name.replace("_", "-"), getattr(model, name))
+                for name in ("layers", "hidden", "heads", "seq", "vocab")
+                if getattr(model, name) < 1]
     if model.arch not in ARCHS:
-        raise ValueError("--arch must be one of %s" % ", ".join(ARCHS))
+        problems.append("--arch %s: must be one of %s" % (model.arch, ", ".join(ARCHS)))
+    if problems:
+        return problems
     if model.hidden % model.heads:
-        raise ValueError("--heads %d does not divide --hidden %d" % (model.heads, model.hidden))
+        problems.append("--heads %d: does not divide --hidden %d" % (model.heads, model.hidden))
     if model.heads % model.kv:
-        raise ValueError("--kv-heads %d does not divide --heads %d" % (model.kv, model.heads))
+        problems.append("--kv-heads %d: does not divide --heads %d" % (model.kv, model.heads))
+    return problems
 
 
 def attention_matmul_weights(model):

@@ -12,7 +12,7 @@ BINARY = {"ki": 2.0 ** 10, "mi": 2.0 ** 20, "gi": 2.0 ** 30, "ti": 2.0 ** 40, "p
 COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 TIME_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "ns": 1e-9}
 
-_QUANTITY = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([^\s0-9].*?)?\s*")
+_QUANTITY = re.compile(r"\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([^\s0-9].*?)?\s*")
 _PREFIXED = re.compile(r"([kKmMgGtTpP]i?)?(.*)")
 
 
@@ -69,7 +69,7 @@ def parse_flops(text):
     if rest.lower() not in ("", "flops", "flop/s", "flop"):
         raise UnitError("%r: expected FLOP/s such as 312T, 312TFLOPS or 312e12" % text)
     value = number * prefix_factor(prefix)
-    if value < 1e6:
+    if 0 < value < 1e6:
         raise UnitError("%r FLOP/s is implausibly small: give a prefix, e.g. 312T" % text)
     return value
 
@@ -87,12 +87,13 @@ def parse_time(text):
 
 
 def parse_count(text):
-    """A count such as a number of parameters: '70e9', '70B', '1.5B', '124M', '7000000000'."""
+    """A count such as a number of parameters: '70e9', '70B', '1.5B', '124M', '7000000000', as
+    a float (the caller checks that it is whole: inputs.positive_count)."""
     number, unit = split_quantity(text, "a count such as 70e9, 70B or 124M")
     unit = unit.lower()
     if unit not in COUNT_SUFFIX:
         raise UnitError("%r: expected a count such as 70e9, 70B or 124M" % text)
-    return int(round(number * COUNT_SUFFIX[unit]))
+    return number * COUNT_SUFFIX[unit]
 
 
 def fmt_bytes(n):

@@ -18,6 +18,7 @@
 #include "options.h"
 #include "rng.h"
 #include "service.h"
+#include "diverge.h"
 #include "train3d.h"
 
 #include <cblas.h>
@@ -278,13 +279,16 @@ static int dump_all(const trainer_t *t)
     return 0;
 }
 
-/* Epoch loop, final evaluation, summary line and dumps. */
+/* Epoch loop, final evaluation, summary line and dumps. Returns 0, -1 on an error, or
+ * TRAIN_EXIT_DIVERGED when the loss diverged (every rank alike: the loss is global). */
 static int train_run(trainer_t *t)
 {
     double loss = 0.0, accuracy = -1.0;
-    int epochs_run = 0;
+    int epochs_run = 0, diverged;
     epoch_stats_t es;
+    train_diverge_t watch;
 
+    train_diverge_init(&watch, MNIST_CLASSES, t->opts.train_through);
     for (int e = 1; e <= t->opts.epochs && !steps_exhausted(t); e++) {
         int eval_now = t->opts.eval_every > 0 && e % t->opts.eval_every == 0;
         accuracy = -1.0;
@@ -294,6 +298,11 @@ static int train_run(trainer_t *t)
         }
         report_epoch(t, e, &es, loss, accuracy);
         epochs_run = e;
+        diverged = train_diverge_check(&watch, e, loss, t->lr,
+                                       train_optim_name(t->opts.optim.kind), t->dist.rank == 0);
+        if (diverged != 0) {
+            return diverged;
+        }
     }
     if (accuracy < 0.0 && evaluate(t, &accuracy) != 0) {
         return -1;
@@ -469,8 +478,9 @@ int main(int argc, char **argv)
         return train3d_main(&t.opts);
     }
     rc = trainer_init(&t);
-    if (rc == 0 && train_run(&t) != 0) {
-        rc = 1;
+    if (rc == 0) {
+        rc = train_run(&t);
+        rc = rc == TRAIN_EXIT_DIVERGED ? rc : (rc != 0);
     }
     trainer_fini(&t);
     return rc;

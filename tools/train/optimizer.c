@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <collective_ps.h>
+
 /* One tensor: its weights, its gradient (a bucket view, which may move between steps: taken
  * from the network at every step) and its offset in the parameter layout. */
 typedef struct tensor {
@@ -67,6 +69,13 @@ void train_optim_defaults(train_optim_kind_t kind, train_optim_opts_t *o)
         o->eps = b.eps;
     }
     o->exclude_bias = kind == TRAIN_OPTIM_LARS || kind == TRAIN_OPTIM_LAMB;
+}
+
+double train_optim_default_lr(train_optim_kind_t kind)
+{
+    static const coll_ps_optimizer_t kinds[TRAIN_OPTIM_KINDS] = {COLL_PS_SGD, COLL_PS_ADAMW,
+                                                                 COLL_PS_LARS, COLL_PS_LAMB};
+    return coll_ps_optim_default_lr(kinds[kind]);
 }
 
 void train_optim_describe(const train_optim_opts_t *o, FILE *out)

@@ -91,6 +91,13 @@ const char *train_optim_name(train_optim_kind_t kind);
  */
 void train_optim_defaults(train_optim_kind_t kind, train_optim_opts_t *o);
 
+/**
+ * @brief The lr of @p kind when --lr is not given: coll_ps_optim_default_lr()'s (the
+ *        references' values at the demo's global batch of 256, with their sources in
+ *        include/collective_ps.h): sgd 0.05, adamw 1e-3, lars 1.77, lamb 0.014.
+ */
+double train_optim_default_lr(train_optim_kind_t kind);
+
 /** @brief One phrase naming the optimizer and the settings it uses ("lars, momentum 0.9,
  *         ...") to @p out. */
 void train_optim_describe(const train_optim_opts_t *o, FILE *out);

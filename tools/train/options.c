@@ -34,6 +34,7 @@ enum {
     OPT_ORDER,
     OPT_COMPRESSION,
     OPT_SERVICE,
+    OPT_ON_DIVERGENCE,
     /* The optimizer (apply_optim), from OPT_OPTIMIZER to OPT_EXCLUDE. */
     OPT_OPTIMIZER,
     OPT_MOMENTUM,
@@ -91,6 +92,7 @@ static const struct option train_long_opts[] = {
     {"order", required_argument, NULL, OPT_ORDER},
     {"compression", required_argument, NULL, OPT_COMPRESSION},
     {"service", no_argument, NULL, OPT_SERVICE},
+    {"on-divergence", required_argument, NULL, OPT_ON_DIVERGENCE},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
     {"nesterov", no_argument, NULL, OPT_NESTEROV},
@@ -438,6 +440,8 @@ static int apply_sched(int c, const char *arg, train_lr_opts_t *o)
 /* Applies one option; returns 0, 1 for --help, -1 for a bad value. */
 static int train_apply(int c, const char *arg, train_opts_t *opts)
 {
+    static const char *const divergence[] = {"stop", "continue"};
+
     if (c >= OPT_OPTIMIZER && c <= OPT_EXCLUDE) {
         return apply_optim(c, arg, &opts->optim);
     }
@@ -472,6 +476,8 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     case OPT_ORDER: opts->order = arg; return 0;
     case OPT_COMPRESSION: return parse_compression(arg, opts);
     case OPT_SERVICE: opts->service = 1; return 0;
+    case OPT_ON_DIVERGENCE:
+        return parse_name("on-divergence", arg, divergence, 2, &opts->train_through);
     case 'h': train_usage(stdout); return 1;
     default: fprintf(stderr, "coll-train: try --help\n"); return -1;
     }
@@ -649,6 +655,9 @@ int train_parse_args(int argc, char **argv, train_opts_t *opts)
         return -1;
     }
     resolve_optim(&opts->optim, given);
+    if (!(given & GIVEN(OPT_LR))) {
+        opts->sched.lr = train_optim_default_lr(opts->optim.kind);
+    }
     if ((opts->service && check_service(given, opts) != 0) ||
         ((given & GIVEN_3D) && check_3d(given) != 0)) {
         return -1;

@@ -47,6 +47,9 @@ typedef struct train_opts {
     int has_compression;          /**< --compression was given */
     coll_compression_t compression; /**< --compression (collective.h) */
     int service;                  /**< --service: the optimizer runs in the daemons (service.h) */
+    int train_through;            /**< --on-divergence continue: a diverged loss is said once
+                                       and training goes on (studies of divergence); 0 (stop):
+                                       the run ends there (diverge.h) */
 } train_opts_t;
 
 /** @brief Print the help text to @p out. */

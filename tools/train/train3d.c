@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diverge.h"
 #include "mnist.h"
 #include "pipe.h"
 #include "rng.h"
@@ -175,11 +176,14 @@ static int epoch(t3_t *t, int e, long *steps_p)
     return 0;
 }
 
+/* Returns 0, -1 on an error, or TRAIN_EXIT_DIVERGED (every rank alike). */
 static int run(t3_t *t)
 {
     double loss = 0.0, accuracy = -1.0;
-    int epochs_run = 0;
+    int epochs_run = 0, diverged;
+    train_diverge_t watch;
 
+    train_diverge_init(&watch, MNIST_CLASSES, t->opts->train_through);
     for (int e = 1; e <= t->opts->epochs; e++) {
         long steps = 0;
         if (t->opts->max_steps > 0 && t->steps_done >= t->opts->max_steps) {
@@ -194,6 +198,11 @@ static int run(t3_t *t)
         }
         t3_report_epoch(t, e, steps, loss, accuracy);
         epochs_run = e;
+        diverged = train_diverge_check(&watch, e, loss, t->opts->sched.lr, "sgd",
+                                       t->world.rank == 0);
+        if (diverged != 0) {
+            return diverged;
+        }
     }
     if (accuracy < 0.0 && t3_evaluate(t, &accuracy) != 0) {
         return -1;
@@ -235,8 +244,9 @@ int train3d_main(const train_opts_t *opts)
     }
     t->opts = opts;
     rc = setup(t);
-    if (rc == 0 && run(t) != 0) {
-        rc = 1;
+    if (rc == 0) {
+        rc = run(t);
+        rc = rc == TRAIN_EXIT_DIVERGED ? rc : (rc != 0);
     }
     t3_report_memory(t);
     teardown(t);

@@ -28,6 +28,8 @@ static void usage_general(FILE *out)
         "  --seed S            seed of the initial weights and the shuffles, the same on every\n"
         "                      rank (default 1)\n"
         "  --eval-every E      test accuracy every E epochs (default 1); 0: only at the end\n"
+        "  --on-divergence M   stop (default): a diverged loss ends the run, exit status 3;\n"
+        "                      continue: it is said once and training goes on\n"
         "  --no-normalize      feed pixels scaled to [0,1] instead of standardised ones\n"
         "  --threads T         OpenBLAS threads per rank (default 1)\n"
         "  --comm MODE         how gradients travel: bucket (default: buckets reduced during\n"
@@ -108,7 +110,8 @@ static void usage_schedule(FILE *out)
 {
     fputs(
         "learning rate (common/schedule.h; a SPAN counts steps, or epochs with 'ep': 5ep):\n"
-        "  --lr LR             the learning rate (default 0.05)\n"
+        "  --lr LR             the learning rate (default the optimizer's, for a global batch\n"
+        "                      of 256: sgd 0.05, adamw 0.001, lars 1.77, lamb 0.014)\n"
         "  --lr-scaling MODE   none (default) or linear: lr = BASE x global batch / BATCH, the\n"
         "                      linear scaling rule (Goyal et al. 2017), with, instead of --lr,\n"
         "  --base-lr BASE --base-batch BATCH  the lr tuned at that global batch\n"
@@ -189,7 +192,9 @@ static void usage_output(FILE *out)
         "  coll-train --epochs 2\n"
         "  collective-launch --nodes 2 --ranks-per-node 2 -- coll-train --epochs 2\n"
         "  coll-train --batch 8192 --optimizer lars --lr 8 --warmup 5ep --decay cosine\n"
-        "exit status: 0 success, 1 runtime error, 2 usage error.\n",
+        "exit status: 0 success, 1 runtime error, 2 usage error, 3 the training diverged (an\n"
+        "epoch's loss not finite, above twice chance (2 ln 10), or grown 3 epochs in a row):\n"
+        "the run stops there and says so (--on-divergence continue: says so and trains on).\n",
         out);
 }
 

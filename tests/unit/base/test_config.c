@@ -388,6 +388,24 @@ static void test_positional_argument_rejected(void **state)
     assert_contains(load_error(ARGC(argv), argv), "'extra'");
 }
 
+/* Every bad flag is reported in one run, not only the first: a value that does not parse, an
+ * unknown option, values out of range and stray arguments, each on a line of its own. */
+static void test_every_bad_flag_reported(void **state)
+{
+    char *argv[] = {"collectived", "--pool-size", "lots", "--bogus", "1", "--pipeline-depth",
+                    "0", "--timeout-ms", "5", "--listen", "nowhere", "stray", "more", NULL};
+    const char *text = load_error(ARGC(argv), argv);
+
+    (void)state;
+    assert_contains(text, "pool-size");
+    assert_contains(text, "--bogus");
+    assert_contains(text, "pipeline_depth=0");
+    assert_contains(text, "timeout_ms=5");
+    assert_contains(text, "listen=nowhere");
+    assert_contains(text, "'stray'");
+    assert_contains(text, "'more'");
+}
+
 /* A flag of one load must not leak into the next (getopt keeps state between calls). */
 static void test_reload_starts_from_defaults(void **state)
 {
@@ -454,6 +472,7 @@ int main(void)
         CFG_TEST(test_unknown_option_rejected),
         CFG_TEST(test_missing_flag_value_rejected),
         CFG_TEST(test_positional_argument_rejected),
+        CFG_TEST(test_every_bad_flag_reported),
         CFG_TEST(test_reload_starts_from_defaults),
         CFG_TEST(test_reload_after_clustered_short_options),
     };

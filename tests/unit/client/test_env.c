@@ -23,7 +23,8 @@ extern char **environ;
 static int clear_env(void **state)
 {
     static const char *const prefixes[] = {"COLL_", "OMPI_", "PMIX_", "SLURM_", "RANK=",
-                                           "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
+                                           "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+                                           "MASTER_ADDR="};
     int again = 1;
 
     while (again) {
@@ -77,6 +78,55 @@ static void test_torchrun(void **state)
     assert_ranks(&p, 3, 4, 1, 2);
     assert_string_equal(p.job, "t");
     assert_string_equal(p.root, "10.0.0.1:29510");
+}
+
+/* torchrun with only its own variables: the root is MASTER_ADDR at COLL_ROOT_PORT (29510 by
+ * default, an IPv6 address bracketed); COLL_ROOT still wins. */
+static void test_torchrun_master_addr(void **state)
+{
+    static const char *const env[] = {"RANK", "3", "WORLD_SIZE", "4", "LOCAL_RANK", "1",
+                                      "LOCAL_WORLD_SIZE", "2", "COLL_JOB", "t",
+                                      "MASTER_ADDR", "node01", NULL};
+    coll_comm_params_t p;
+    coll__launcher_t l;
+    char err[512];
+
+    assert_int_equal(resolve(&p, &l, err), COLL_ERR_INVALID);
+    set_all(env);
+    assert_int_equal(resolve(&p, &l, err), COLL_OK);
+    assert_string_equal(p.root, "node01:29510");
+    setenv("COLL_ROOT_PORT", "7000", 1);
+    setenv("MASTER_ADDR", "fd00::5", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_OK);
+    assert_string_equal(p.root, "[fd00::5]:7000");
+    setenv("COLL_ROOT", "10.0.0.1:29510", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_OK);
+    assert_string_equal(p.root, "10.0.0.1:29510");
+}
+
+/* The connect timeout: 10 s by default, COLL_CONNECT_TIMEOUT_MS, or the caller's field. */
+static void test_connect_timeout(void **state)
+{
+    static const char *const env[] = {"RANK", "0", "WORLD_SIZE", "1", "LOCAL_RANK", "0",
+                                      "LOCAL_WORLD_SIZE", "1", "COLL_JOB", "t", NULL};
+    coll_comm_params_t in = {.field_mask = COLL_COMM_PARAM_CONNECT_TIMEOUT,
+                             .connect_timeout_ms = 250};
+    coll_comm_params_t p;
+    coll__launcher_t l;
+    char err[512];
+
+    set_all(env);
+    assert_int_equal(resolve(&p, &l, err), COLL_OK);
+    assert_int_equal(p.connect_timeout_ms, COLL_CONNECT_TIMEOUT_DEFAULT_MS);
+    assert_int_equal(COLL_CONNECT_TIMEOUT_DEFAULT_MS, 10000);
+    setenv("COLL_CONNECT_TIMEOUT_MS", "1500", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_OK);
+    assert_int_equal(p.connect_timeout_ms, 1500);
+    assert_int_equal(coll__params_resolve(&in, &l, &p, err, sizeof(err)), COLL_OK);
+    assert_int_equal(p.connect_timeout_ms, 250);
+    setenv("COLL_CONNECT_TIMEOUT_MS", "soon", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_ERR_INVALID);
+    assert_non_null(strstr(err, "COLL_CONNECT_TIMEOUT_MS=soon"));
 }
 
 /* What mpirun -np 4 gives its rank 2 on a host with 4 ranks (Open MPI 4.1.4). */
@@ -222,6 +272,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_torchrun, clear_env),
+        cmocka_unit_test_setup(test_torchrun_master_addr, clear_env),
+        cmocka_unit_test_setup(test_connect_timeout, clear_env),
         cmocka_unit_test_setup(test_ompi, clear_env),
         cmocka_unit_test_setup(test_coll_wins, clear_env),
         cmocka_unit_test_setup(test_slurm, clear_env),

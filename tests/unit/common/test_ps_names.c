@@ -64,12 +64,31 @@ static void test_constant_schedule(void **state)
                 s.decay == COLL_PS_DECAY_CONSTANT && s.base_batch == 0);
 }
 
+/* Each optimizer's default lr is its source's value square-root scaled to batch 256
+ * (collective_ps.h), rounded to 2 or 3 figures: within 1.5 % of the derivation. */
+static void test_default_lr(void **state)
+{
+    const double derived[COLL_PS_OPTIMIZER_COUNT] = {
+        [COLL_PS_SGD] = 0.05,                        /* coll-train's own */
+        [COLL_PS_ADAMW] = 1e-3,                      /* torch.optim.AdamW */
+        [COLL_PS_LARS] = 10.0 * sqrt(256.0 / 8192.0), /* MLPerf's base lr 10 at 8192 */
+        [COLL_PS_LAMB] = 0.02 * sqrt(256.0 / 512.0), /* pytorch-lamb's MNIST, 0.02 at 512 */
+    };
+    (void)state;
+    for (int k = 0; k < COLL_PS_OPTIMIZER_COUNT; k++) {
+        double lr = coll_ps_optim_default_lr((coll_ps_optimizer_t)k);
+        assert_true(fabs(lr - derived[k]) <= 0.015 * derived[k]);
+    }
+    assert_true(coll_ps_optim_default_lr(COLL_PS_OPTIMIZER_COUNT) == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_defaults_are_the_kernels),
         cmocka_unit_test(test_constant_schedule),
+        cmocka_unit_test(test_default_lr),
     };
     return cmocka_run_group_tests_name("parameter service names", tests, NULL, NULL);
 }
