@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/reduce.h"
 
 #define MAX_SIZES 16
@@ -154,7 +155,7 @@ static void bench_size(size_t bytes, int reps_arg, const char *only_isa)
            size_name(bytes, sz, sizeof(sz)), memcpy_gbs, (double)bytes / tm / 1e9);
     for (size_t i = 0; i < LEN(isas); i++) {
         if ((only_isa != NULL && strcmp(only_isa, isas[i]) != 0) ||
-            coll_reduce_force_isa(isas[i]) != 0) {
+            coll_cpu_force_isa(isas[i]) != 0) {
             continue;
         }
         for (size_t d = 0; d < LEN(dtypes); d++) {
@@ -195,7 +196,7 @@ int main(int argc, char **argv)
         }
     }
     printf("reduce-bw: default isa %s; GB/s = (bytes read + written) / median time, "
-           "1 GB = 1e9 B\n\n", coll_reduce_isa());
+           "1 GB = 1e9 B\n\n", coll_cpu_isa());
     printf("| isa    | dtype    | nsrc       |  size |   GB/s | x memcpy |\n");
     printf("|--------|----------|------------|-------|--------|----------|\n");
     for (int s = 0; s < nsizes; s++) {

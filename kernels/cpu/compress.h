@@ -20,32 +20,19 @@
  * Conventions of every kernel in these headers:
  * - Counts are in elements, never bytes. A count of 0 is valid and does nothing (documented per
  *   kernel where it still writes a scale or a header value).
- * - Pure functions of their arguments, no global state except the instruction-set choice below:
+ * - Pure functions of their arguments, no global state except the instruction-set choice
+ *   (kernels/cpu/isa.h):
  *   thread-safe for calls on disjoint output buffers.
  * - No allocation on the data path. A kernel that needs working memory takes it from the caller
  *   (TopK's candidate scratch); where it uses the stack, its header says how much.
  * - Non-finite input (NaN, infinity): callers reject it before (a NaN gradient fails its bucket).
  *   The kernels never crash or loop on it; what each one does with it is documented per kernel.
  * - Every instruction set gives bit-identical results: the kernels are written once in C
- *   (compress_isa.h) and compiled per instruction set, float operations are never reassociated
+ *   (*_loops.h) and compiled per instruction set, float operations are never reassociated
  *   or contracted into fused multiply-adds, and sums run over a fixed number of lanes in a fixed
  *   order.
  */
 #ifndef COLL_KERNELS_COMPRESS_H
 #define COLL_KERNELS_COMPRESS_H
-
-/**
- * @return The instruction set the compression kernels use on this CPU: "avx512", "avx2" or
- *         "scalar". Chosen on first use (the widest the CPU and OS support). Thread-safe.
- */
-const char *coll_compress_isa(void);
-
-/**
- * @brief Force an instruction set ("avx512", "avx2", "scalar") for tests and benchmarks.
- * @param [in] isa Name as coll_compress_isa() returns it.
- * @return 0 on success; -1 when the name is unknown or the CPU lacks it (nothing changes).
- *         Not thread-safe with concurrent kernel calls (they may run on either set).
- */
-int coll_compress_force_isa(const char *isa);
 
 #endif

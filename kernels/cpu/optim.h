@@ -5,7 +5,7 @@
  *        norms are built from. Static library coll_optim.
  *
  * Counts are in elements (float32), never bytes. Every kernel is a pure function of its
- * arguments: no global state except the instruction set chosen once (coll_optim_isa()), so
+ * arguments: no global state except the instruction set chosen once (coll_cpu_isa()), so
  * concurrent calls on disjoint buffers are safe. Buffers are the caller's; no kernel allocates,
  * keeps a pointer or fails. Unless a function says otherwise, its arrays must not overlap.
  *
@@ -341,18 +341,5 @@ double coll_optim_lamb_trust(const coll_optim_lamb_params_t *p, const coll_optim
 void coll_optim_lamb_apply(const coll_optim_lamb_params_t *p, const coll_optim_step_t *st,
                            const coll_optim_layer_t *l, float *w, const float *m, const float *v,
                            size_t n);
-
-/* ---- Instruction sets ------------------------------------------------------------------- */
-
-/** @return The instruction set the kernels use: "avx2" or "generic". Thread-safe. */
-const char *coll_optim_isa(void);
-
-/**
- * @brief Force an instruction set ("avx2", "generic") for tests and benchmarks. All of them
- *        compute the same bits.
- * @return 0 on success; -1 when the name is unknown or the CPU lacks it (nothing changes).
- *         Not thread-safe with concurrent kernel calls.
- */
-int coll_optim_force_isa(const char *isa);
 
 #endif

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "kernels/cpu/optim.h"
-#include "kernels/cpu/optim_isa.h"
+#include "kernels/cpu/isa.h"
 
 void coll_optim_adamw_params_init(coll_optim_adamw_params_t *p)
 {
@@ -49,6 +49,6 @@ void coll_optim_adamw_update(const coll_optim_adamw_params_t *p, const coll_opti
     };
 
     if (n > 0) {
-        coll__optim_isa_get()->adamw(&k, w, g, m, v, n);
+        coll__isa()->optim.adamw(&k, w, g, m, v, n);
     }
 }

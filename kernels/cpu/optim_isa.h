@@ -2,7 +2,7 @@
  * @file optim_isa.h
  * @brief Internal interface between the optimizer front ends (optim_<name>.c), which turn
  *        hyper-parameters and per-step scalars into float coefficients, and the element loops
- *        of each instruction set (optim_body.h compiled by optim_generic.c and optim_avx2.c).
+ *        of each instruction set (optim_loops.h, compiled per set: isa.h).
  *
  * The loops are plain C that the compiler vectorizes, plus GCC/Clang vector extensions for the
  * double-precision sums of squares (which a compiler may not vectorize itself, since that would
@@ -58,10 +58,8 @@ typedef struct {
     unsigned variant;
 } coll__optim_lamb_k_t;
 
-/** The element loops of one instruction set. Immutable tables. */
+/** The element loops of one instruction set (a part of coll__isa_t). */
 typedef struct {
-    const char *name;
-    int (*supported)(void);
     /* acc[j] += x[i]^2 for i = j mod LANES over n elements (acc of LANES doubles). */
     void (*sumsq)(double *acc, const float *x, size_t n);
     /* Non-zero when some element of x is infinite or NaN. */
@@ -75,20 +73,9 @@ typedef struct {
                          float *m, float *v, size_t n, double *accw, double *accr);
     void (*lamb_apply)(const coll__optim_lamb_k_t *k, float *w, const float *m, const float *v,
                        size_t n);
-} coll__optim_isa_t;
-
-/** The instruction set in use (chosen on first call; coll_optim_force_isa() changes it). */
-const coll__optim_isa_t *coll__optim_isa_get(void);
+} coll__optim_loops_t;
 
 /** Fixed-order tree sum of LANES lane sums. */
 double coll__optim_lanes_total(const double *acc);
-
-/** Portable C, vectorized for the build's baseline (SSE2 on x86-64). */
-extern const coll__optim_isa_t coll__optim_generic;
-
-#if defined(__x86_64__)
-/** The same loops compiled for AVX2 (256-bit; no FMA). */
-extern const coll__optim_isa_t coll__optim_avx2;
-#endif
 
 #endif

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "kernels/cpu/optim.h"
-#include "kernels/cpu/optim_isa.h"
+#include "kernels/cpu/isa.h"
 
 void coll_optim_lamb_params_init(coll_optim_lamb_params_t *p)
 {
@@ -104,7 +104,7 @@ void coll_optim_lamb_moments(const coll_optim_lamb_params_t *p, const coll_optim
     double accw[COLL__OPTIM_LANES] = {0}, accr[COLL__OPTIM_LANES] = {0};
 
     if (n > 0) {
-        coll__optim_isa_get()->lamb_moments(&k, w, g, m, v, n, accw, accr);
+        coll__isa()->optim.lamb_moments(&k, w, g, m, v, n, accw, accr);
     }
     sumsq[0] = coll__optim_lanes_total(accw);
     sumsq[1] = coll__optim_lanes_total(accr);
@@ -137,6 +137,6 @@ void coll_optim_lamb_apply(const coll_optim_lamb_params_t *p, const coll_optim_s
     }
     k.coef = (float)(st->lr * coll_optim_lamb_trust(p, l) * scale);
     if (n > 0) {
-        coll__optim_isa_get()->lamb_apply(&k, w, m, v, n);
+        coll__isa()->optim.lamb_apply(&k, w, m, v, n);
     }
 }

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "kernels/cpu/optim.h"
-#include "kernels/cpu/optim_isa.h"
+#include "kernels/cpu/isa.h"
 
 void coll_optim_lars_params_init(coll_optim_lars_params_t *p)
 {
@@ -55,6 +55,6 @@ void coll_optim_lars_update(const coll_optim_lars_params_t *p, const coll_optim_
     };
 
     if (n > 0) {
-        coll__optim_isa_get()->lars(&k, w, g, v, n);
+        coll__isa()->optim.lars(&k, w, g, v, n);
     }
 }

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "kernels/cpu/optim.h"
-#include "kernels/cpu/optim_isa.h"
+#include "kernels/cpu/isa.h"
 
 coll_status_t coll_optim_sgd_params_check(const coll_optim_sgd_params_t *p)
 {
@@ -38,5 +38,5 @@ void coll_optim_sgd_update(const coll_optim_sgd_params_t *p, const coll_optim_st
                 (p->momentum != 0 ? COLL__OPTIM_MOM : 0) |
                 (st->step <= 1 ? COLL__OPTIM_FIRST : 0) |
                 (p->nesterov ? COLL__OPTIM_NESTEROV : 0);
-    coll__optim_isa_get()->sgd(&k, w, g, buf, n);
+    coll__isa()->optim.sgd(&k, w, g, buf, n);
 }

@@ -60,18 +60,8 @@ typedef struct {
  *        rounded to nearest even once. MIN and MAX return NaN when any source is NaN.
  *
  * Thread-safe (no shared state). The caller validated dtype, op and nsrc; count 0 is a no-op.
- * Chooses the widest instruction set the CPU supports on first use (coll_reduce_isa()).
+ * Runs on the instruction set chosen once for every host kernel (kernels/cpu/isa.h).
  */
 void coll_reduce(const coll_reduce_args_t *args);
-
-/** @return The instruction set the kernels use on this CPU: "avx512", "avx2" or "scalar". */
-const char *coll_reduce_isa(void);
-
-/**
- * @brief Force an instruction set ("avx512", "avx2", "scalar") for tests and benchmarks.
- * @return 0 on success; -1 when the name is unknown or the CPU lacks it (nothing changes).
- *         Not thread-safe with concurrent coll_reduce() calls.
- */
-int coll_reduce_force_isa(const char *isa);
 
 #endif

@@ -26,7 +26,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/topk.h"
 
@@ -53,7 +53,7 @@ typedef struct {
 
 /* One compression in progress. */
 typedef struct {
-    const coll__compress_isa_t *isa;
+    const coll__compress_loops_t *isa;
     const coll_topk_args_t *a;
     const float *v;    /* what is selected on: the residual after the first pass, or grad */
     uint32_t *cidx;    /* candidates: indices, ascending */
@@ -431,7 +431,7 @@ coll_status_t coll_topk_compress(const coll_topk_args_t *args)
         return COLL_ERR_INVALID;
     }
     run_t r = {
-        .isa = coll__compress_loops(),
+        .isa = &coll__isa()->compress,
         .a = args,
         .v = args->residual != NULL ? args->residual : args->grad,
         .cidx = args->scratch,

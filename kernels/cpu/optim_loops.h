@@ -1,34 +1,33 @@
 /*
- * The element loops of the optimizer kernels, included once per instruction set by
- * optim_generic.c and optim_avx2.c after the target of that file is set; it defines
- * coll__optim_<isa> from the OPTIM_ISA_* macros. Not a public header.
+ * The element loops of the optimizer kernels (optim_isa.h), compiled once per instruction set by
+ * isa_<set>.c (isa.h). Not a public header.
  *
  * Each loop computes one element from that element's inputs and the coefficients only, with
  * the same operations in the same order whether the compiler vectorizes it or not: splitting a
  * call anywhere gives the same bits. Loop-invariant choices (weight decay, Nesterov, ...) are
  * constant arguments of always-inlined loops, so every combination is a loop without branches.
  */
-#ifndef OPTIM_ISA_VAR
-#error "define OPTIM_ISA_VAR, _NAME, _SUPPORTED and _VBYTES before including"
-#endif
+#ifndef COLL_KERNELS_OPTIM_LOOPS_H
+#define COLL_KERNELS_OPTIM_LOOPS_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/optim_isa.h"
 
 #define OB_INLINE static inline __attribute__((always_inline))
 
 /* ---- Sums of squares ---- */
 
-/* LANES lanes of double as OB_NV vectors of this instruction set's width (OPTIM_ISA_VBYTES):
- * lane j is element j of vector j / OB_VD whatever the width, so every width adds the same
- * squares into the same lanes in the same order. */
-#define OB_VD (OPTIM_ISA_VBYTES / sizeof(double))
+/* LANES lanes of double as OB_NV vectors of this instruction set's width (COLL__VBYTES): lane j
+ * is element j of vector j / OB_VD whatever the width, so every width adds the same squares
+ * into the same lanes in the same order. */
+#define OB_VD (COLL__VBYTES / sizeof(double))
 #define OB_NV (COLL__OPTIM_LANES / OB_VD)
-typedef double ob_vd __attribute__((vector_size(OPTIM_ISA_VBYTES)));
-typedef float ob_vf __attribute__((vector_size(OPTIM_ISA_VBYTES / 2)));
+typedef double ob_vd __attribute__((vector_size(COLL__VBYTES)));
+typedef float ob_vf __attribute__((vector_size(COLL__VBYTES / 2)));
 
 /* acc[j] += x[i]^2, i = j mod LANES: whole rows of LANES elements, then the tail into the lanes
  * its indices name. */
@@ -255,14 +254,4 @@ static void ob_isa_lamb_apply(const coll__optim_lamb_k_t *k, float *w, const flo
     }
 }
 
-const coll__optim_isa_t OPTIM_ISA_VAR = {
-    .name = OPTIM_ISA_NAME,
-    .supported = OPTIM_ISA_SUPPORTED,
-    .sumsq = ob_isa_sumsq,
-    .any_nonfinite = ob_any_nonfinite,
-    .sgd = ob_isa_sgd,
-    .adamw = ob_isa_adamw,
-    .lars = ob_isa_lars,
-    .lamb_moments = ob_isa_lamb_moments,
-    .lamb_apply = ob_isa_lamb_apply,
-};
+#endif
