@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cast.h"
-#include "kernels/cpu/compress.h"
+#include "kernels/compress.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/lowrank.h"
 #include "kernels/cpu/onebit.h"

@@ -12,19 +12,6 @@
  * this many bytes of Q (all r columns) stay in L2 while M streams through. */
 #define MT_TILE_BYTES (128 * 1024)
 
-unsigned coll_lowrank_rank(size_t rows, size_t cols, unsigned rank)
-{
-    size_t r = rank;
-    r = rows < r ? rows : r;
-    r = cols < r ? cols : r;
-    return (unsigned)r;
-}
-
-int coll_lowrank_should_compress(size_t rows, size_t cols, unsigned rank, double min_rate)
-{
-    return ((double)rows + (double)cols) * (double)rank * min_rate < (double)rows * (double)cols;
-}
-
 static uint64_t splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);

@@ -7,11 +7,6 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onebit.h"
 
-size_t coll_onebit_sign_bytes(size_t count)
-{
-    return count / 8 + (count % 8 != 0);
-}
-
 coll_status_t coll_onebit_encode(coll_onebit_scale_t rule, const float *grad, float *residual,
                                  size_t count, uint8_t *signs, float *scale)
 {

@@ -63,22 +63,6 @@ typedef struct {
     coll_topk_info_t info;
 } run_t;
 
-size_t coll_topk_k(size_t count, double ratio)
-{
-    if (count == 0) {
-        return 0;
-    }
-    if (!(ratio > 0)) {
-        return 1;
-    }
-    if (ratio >= 1) {
-        return count;
-    }
-    double x = ratio * (double)count;
-    x = ceil(x - x * 0x1p-40);
-    return x < 1 ? 1 : x >= (double)count ? count : (size_t)x;
-}
-
 /* Sampled elements for (count, k), k > 0. */
 static size_t sample_size(size_t count, size_t k)
 {

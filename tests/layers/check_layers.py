@@ -140,9 +140,10 @@ CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0,
                "collective.pb-c.c.o": 0, "frame.c.o": 0, "wire.c.o": 0, "ctl.c.o": 0,
                "desc.c.o": 0, "jobmsg.c.o": 0, "ps_records.c.o": 0, "ps_names.c.o": 0,
                "compression.c.o": 0, "shm_area.c.o": 0,
-               # the reduction kernels (kernels/cpu/), which the local ranks run too
-               "reduce.c.o": 0, "isa.c.o": 0, "isa_scalar.c.o": 0, "isa_avx2.c.o": 0,
-               "isa_avx512.c.o": 0,
+               # the executors (kernels/), the host's of which the local ranks reduce with
+               "exec.c.o": 0, "exec_host.c.o": 0, "reduce.c.o": 0, "cast.c.o": 0,
+               "onebit.c.o": 0, "topk.c.o": 0, "lowrank.c.o": 0, "optim_step.c.o": 0,
+               "isa.c.o": 0, "isa_scalar.c.o": 0, "isa_avx2.c.o": 0, "isa_avx512.c.o": 0,
                "debug.c.o": 1, "base.c.o": 1, "env.c.o": 1, "launcher.c.o": 1,
                "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "shm.c.o": 2,
                "shm_progress.c.o": 2, "shm_exec.c.o": 2, "shm_node.c.o": 2, "request.c.o": 3,

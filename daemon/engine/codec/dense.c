@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "engine/codec/internal.h"
-#include "kernels/cpu/compress_wire.h"
+#include "kernels/compress_wire.h"
 
 static size_t msg_bytes(uint64_t elems)
 {

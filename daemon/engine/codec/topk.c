@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "engine/codec/internal.h"
-#include "kernels/cpu/compress_wire.h"
+#include "kernels/compress_wire.h"
 #include "kernels/cpu/topk.h"
 
 static size_t k_of(const coll_cx_t *cx)

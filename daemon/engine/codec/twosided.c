@@ -27,7 +27,7 @@
 
 #include "engine/codec/internal.h"
 #include "kernels/cpu/cast.h"
-#include "kernels/cpu/compress_wire.h"
+#include "kernels/compress_wire.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/onebit.h"
 

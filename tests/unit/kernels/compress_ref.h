@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "kernels/cpu/compress.h"
+#include "kernels/compress.h"
 #include "kernels/cpu/isa.h"
 
 /* ---- PRNG (xorshift64*), reseeded per test for reproducible cases ---- */
