@@ -1,10 +1,11 @@
 /**
  * @file exec.h
- * @brief The executor of a memory kind: one table of the data kernels (copy, reduce, the 16-bit
- *        cast, the compressors' kernels, the optimizer steps) for buffers of that kind, as UCC's
- *        execution components (src/components/ec) give every memory type its own executor. A
- *        caller asks for the executor of its buffers' kind and never names an implementation,
- *        so a device kind is one more table (kernels/README.md), not a branch in every caller.
+ * @brief The executor of a memory kind: one table of the data kernels (copy and zero, reduce,
+ *        the 16-bit cast, the compressors' kernels, the optimizer steps) for buffers of that
+ *        kind, as UCC's execution components (src/components/ec) give every memory type its own
+ *        executor. A caller asks for the executor of its buffers' kind and never names an
+ *        implementation, so a device kind is one more table (kernels/README.md), not a branch
+ *        in every caller.
  *
  * What every entry computes is what the host's kernel of the same name computes: the host
  * executor (kernels/cpu) is the reference, documented entry by entry in kernels/cpu/<name>.h;
@@ -39,6 +40,8 @@ typedef struct coll_exec {
 
     /** dst = src, @p bytes bytes; the two must not overlap. */
     void (*copy)(void *dst, const void *src, size_t bytes);
+    /** dst = 0, @p bytes bytes. */
+    void (*zero)(void *dst, size_t bytes);
     /** coll_reduce(): every source combined into the destination in one pass. */
     void (*reduce)(const coll_reduce_args_t *args);
 

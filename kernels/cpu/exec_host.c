@@ -18,10 +18,16 @@ static void host_copy(void *dst, const void *src, size_t bytes)
     memcpy(dst, src, bytes);
 }
 
+static void host_zero(void *dst, size_t bytes)
+{
+    memset(dst, 0, bytes);
+}
+
 const coll_exec_t coll_exec_host = {
     .name = "host",
     .kind = COLL_MEM_HOST,
     .copy = host_copy,
+    .zero = host_zero,
     .reduce = coll_reduce,
     .cast_encode = coll_cast_encode,
     .cast_decode = coll_cast_decode,
