@@ -1,7 +1,8 @@
 /*
- * Test-side helpers for the compression kernels (kernels/cpu/compress.h): a PRNG, gradient-like
- * inputs, an independent float16/bfloat16 rounding (through frexp/ldexp and nearbyint in
- * double, not the bit tricks of half.h), float comparison helpers and the instruction-set loop.
+ * Test-side helpers for the compression kernels (kernels/compress.h, kernels/cpu/<name>.h): a
+ * PRNG, gradient-like inputs, an independent float16/bfloat16 rounding (through frexp/ldexp and
+ * nearbyint in double, not the bit tricks of half.h), float comparison helpers and the
+ * instruction-set loop.
  *
  * Float32 arithmetic through double is exact before the final rounding: a sum, difference or
  * product of two floats rounded from double to float is the correctly rounded float result.
