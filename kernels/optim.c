@@ -24,6 +24,18 @@ static int bounds_ok(double lo, double hi)
     return lo >= 0 && hi >= 0 && lo <= hi;
 }
 
+/* A layer's norms ||w|| and ||u|| from its reduced sums. @return 0 when its trust ratio is 1:
+ * the layer is excluded from it, or a norm is 0 or NaN. */
+static int layer_norms(const coll_optim_layer_t *l, double *wn, double *un)
+{
+    if (l->flags & COLL_OPTIM_NO_TRUST) {
+        return 0;
+    }
+    *wn = sqrt(l->w_sumsq);
+    *un = sqrt(l->u_sumsq);
+    return *wn > 0 && *un > 0;
+}
+
 /* ---- SGD (torch.optim.SGD) --------------------------------------------------------------- */
 
 coll_status_t coll_optim_sgd_params_check(const coll_optim_sgd_params_t *p)
@@ -115,12 +127,10 @@ static double lars_layer_wd(const coll_optim_lars_params_t *p, unsigned flags)
 
 double coll_optim_lars_trust(const coll_optim_lars_params_t *p, const coll_optim_layer_t *l)
 {
-    if (l->flags & COLL_OPTIM_NO_TRUST) {
-        return 1.0;
-    }
-    const double wn = sqrt(l->w_sumsq), gn = sqrt(l->u_sumsq);
+    double wn, gn;
+
     /* The reference's tf.where(w_norm > 0, tf.where(g_norm > 0, ..., 1), 1); NaN gives 1 too. */
-    if (!(wn > 0 && gn > 0)) {
+    if (!layer_norms(l, &wn, &gn)) {
         return 1.0;
     }
     return p->eta * wn / (gn + lars_layer_wd(p, l->flags) * wn + p->eps);
@@ -190,11 +200,9 @@ double coll_optim_lamb_clip(const coll_optim_lamb_params_t *p, const coll_optim_
 
 double coll_optim_lamb_trust(const coll_optim_lamb_params_t *p, const coll_optim_layer_t *l)
 {
-    if (l->flags & COLL_OPTIM_NO_TRUST) {
-        return 1.0;
-    }
-    const double wn = sqrt(l->w_sumsq), rn = sqrt(l->u_sumsq);
-    if (!(wn > 0 && rn > 0)) {
+    double wn, rn;
+
+    if (!layer_norms(l, &wn, &rn)) {
         return 1.0;
     }
     const double phi = fmin(fmax(wn, p->phi_min), p->phi_max);

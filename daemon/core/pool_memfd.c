@@ -87,8 +87,7 @@ static void memfd_destroy(void *mem, uint8_t *base, size_t bytes)
 }
 
 const coll_pool_backend_t coll_pool_memfd = {
-    .name = "memfd",
-    .kind = COLL_MEM_HOST,
+    .name = "memfd", .kind = COLL_MEM_HOST,
     .create = memfd_create_pool,
     .map = memfd_map,
     .punch = memfd_punch,

@@ -76,47 +76,32 @@ typedef uint8_t rl_u8q __attribute__((vector_size(RL_VB / 4)));
 RL_MINMAX(rl_minmax_f32, rl_f32, rl_i32)
 RL_MINMAX(rl_minmax_f64, rl_f64, rl_i64)
 
-RL_INLINE rl_f32 rl_op_f32(coll_redop_t op, rl_f32 a, rl_f32 b)
-{
-    if (op == COLL_PROD) {
-        return a * b;
-    }
-    if (op == COLL_MIN || op == COLL_MAX) {
-        return rl_minmax_f32(op, a, b);
-    }
-    return a + b;
-}
-
-RL_INLINE rl_f64 rl_op_f64(coll_redop_t op, rl_f64 a, rl_f64 b)
-{
-    if (op == COLL_PROD) {
-        return a * b;
-    }
-    if (op == COLL_MIN || op == COLL_MAX) {
-        return rl_minmax_f64(op, a, b);
-    }
-    return a + b;
-}
-
 /* ---- integers: unsigned vectors (SUM and PROD wrap), compared as their own signedness ------ */
 
-#define RL_INT_OP(name, VU, VS)                                                                 \
+#define RL_INT_MINMAX(name, VU, VS)                                                             \
     RL_INLINE VU name(coll_redop_t op, VU a, VU b)                                              \
+    {                                                                                           \
+        VU pick_a = op == COLL_MIN ? (VU)((VS)a < (VS)b) : (VU)((VS)b < (VS)a);                 \
+        return (pick_a & a) | (~pick_a & b);                                                    \
+    }
+RL_INT_MINMAX(rl_minmax_i8, rl_u8, rl_i8)
+RL_INT_MINMAX(rl_minmax_u8, rl_u8, rl_u8)
+RL_INT_MINMAX(rl_minmax_i32, rl_u32, rl_i32)
+RL_INT_MINMAX(rl_minmax_i64, rl_u64, rl_i64)
+
+/* ---- one binary operation per element type (AVG combines as SUM) ------------------------- */
+
+#define RL_OP(name, V, MINMAX)                                                                  \
+    RL_INLINE V name(coll_redop_t op, V a, V b)                                                 \
     {                                                                                           \
         if (op == COLL_PROD) {                                                                  \
             return a * b;                                                                       \
         }                                                                                       \
-        if (op != COLL_MIN && op != COLL_MAX) {                                                 \
-            return a + b;                                                                       \
+        if (op == COLL_MIN || op == COLL_MAX) {                                                 \
+            return MINMAX(op, a, b);                                                            \
         }                                                                                       \
-        VU pick_a = op == COLL_MIN ? (VU)((VS)a < (VS)b) : (VU)((VS)b < (VS)a);                 \
-        return (pick_a & a) | (~pick_a & b);                                                    \
+        return a + b;                                                                           \
     }
-RL_INT_OP(rl_op_i8, rl_u8, rl_i8)
-RL_INT_OP(rl_op_u8, rl_u8, rl_u8)
-RL_INT_OP(rl_op_i32, rl_u32, rl_i32)
-RL_INT_OP(rl_op_i64, rl_u64, rl_i64)
-
 /* ---- combine: out = op(in[0], ..., in[m-1]) ---------------------------------------------- */
 
 /*
@@ -187,12 +172,15 @@ RL_INT_OP(rl_op_i64, rl_u64, rl_i64)
         default: name##_m(COLL_SUM, out, in, m, bytes); break;                                  \
         }                                                                                       \
     }
-RL_COMBINE(rl_combine_f32, rl_f32, rl_op_f32)
-RL_COMBINE(rl_combine_f64, rl_f64, rl_op_f64)
-RL_COMBINE(rl_combine_i8, rl_u8, rl_op_i8)
-RL_COMBINE(rl_combine_u8, rl_u8, rl_op_u8)
-RL_COMBINE(rl_combine_i32, rl_u32, rl_op_i32)
-RL_COMBINE(rl_combine_i64, rl_u64, rl_op_i64)
+
+/* Every dtype but the 16-bit floats: its operation on vectors V and its combine loops. */
+#define RL_DTYPE(t, V, MINMAX) RL_OP(rl_op_##t, V, MINMAX) RL_COMBINE(rl_combine_##t, V, rl_op_##t)
+RL_DTYPE(f32, rl_f32, rl_minmax_f32)
+RL_DTYPE(f64, rl_f64, rl_minmax_f64)
+RL_DTYPE(i8, rl_u8, rl_minmax_i8)
+RL_DTYPE(u8, rl_u8, rl_minmax_u8)
+RL_DTYPE(i32, rl_u32, rl_minmax_i32)
+RL_DTYPE(i64, rl_u64, rl_minmax_i64)
 
 static void rl_combine(coll_dtype_t dtype, coll_redop_t op, void *out, const void *const *in,
                        unsigned m, size_t n)
