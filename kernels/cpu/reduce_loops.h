@@ -3,9 +3,9 @@
  * set by isa_<set>.c: plain C on vectors of COLL__VBYTES bytes (isa.h: 16 for the baseline, 32
  * for AVX2, 64 for AVX-512), GCC/Clang vector extensions, so that the compiler emits one
  * instruction per operation at the width of each set. Intrinsics only where no vector operator
- * spells the instruction (the float16 conversions, F16C) or the compiler splits or detours what
- * one instruction does (16 <-> 32-bit widening, a select by NaN), each next to the portable
- * form the baseline uses; half.h's float16 conversions round as F16C does.
+ * spells the instruction (the float16 conversions, F16C) or the compiler detours what one or two
+ * instructions do (16 <-> 32-bit widening, a select by NaN, the IEEE minimum and maximum), each
+ * next to the portable form the baseline uses; half.h's float16 conversions round as F16C does.
  *
  * Every set combines the sources in the same order (left to right), with the same rounding
  * steps and no fused multiply-add (-ffp-contract=off), so they give the same bits. MIN and MAX
@@ -59,10 +59,43 @@ typedef uint8_t rl_u8q __attribute__((vector_size(RL_VB / 4)));
 
 /* ---- float32 / float64 -------------------------------------------------------------------- */
 
-/* IEEE minimum() and maximum() from the two strict comparisons: the smaller (larger) where one
- * holds; where neither does, equal or unordered: the OR of the bits (-0 wins, a NaN stays a NaN),
- * except that maximum() of equal values is their AND (+0 wins). */
-#define RL_MINMAX(name, VF, VI)                                                                 \
+/*
+ * IEEE minimum() and maximum(): where one operand is strictly smaller (larger), that one; where
+ * neither is, equal or unordered: the OR of the bits (-0 wins, a NaN stays a NaN), except that
+ * maximum() of equal values is their AND (+0 wins). With AVX2 and AVX-512: vminps (a < b ? a : b)
+ * or vmaxps (a > b ? a : b) and the ties fixed up under a compare, the sequences the vector
+ * extensions' masks do not compile to; the baseline builds the masks.
+ */
+#if RL_VB == 64 && defined(__AVX512F__)
+#define RL_MINMAX(name, VF, s, e, VI)                                                           \
+    RL_INLINE VF name(coll_redop_t op, VF a, VF b)                                              \
+    {                                                                                           \
+        __m512i ia = (__m512i)a, r;                                                             \
+        if (op == COLL_MIN) {                                                                   \
+            r = (__m512i)_mm512_min_##s(a, b);                                                  \
+            return (VF)_mm512_mask_or_##e(r, _mm512_cmp_##s##_mask(a, b, _CMP_EQ_UQ), r, ia);   \
+        }                                                                                       \
+        r = (__m512i)_mm512_max_##s(a, b);                                                      \
+        r = _mm512_mask_and_##e(r, _mm512_cmp_##s##_mask(a, b, _CMP_EQ_OQ), r, ia);             \
+        return (VF)_mm512_mask_or_##e(r, _mm512_cmp_##s##_mask(a, b, _CMP_UNORD_Q), r, ia);     \
+    }
+#elif RL_VB == 32 && defined(__AVX2__)
+/* "Equal or unordered" from the two SSE-era predicates rather than _CMP_EQ_UQ, which Valgrind
+ * (3.19) emulates as _CMP_EQ_OQ. */
+#define RL_MINMAX(name, VF, s, e, VI)                                                           \
+    RL_INLINE VF name(coll_redop_t op, VF a, VF b)                                              \
+    {                                                                                           \
+        VF eq = (VF)_mm256_cmp_##s(a, b, _CMP_EQ_OQ);                                           \
+        VF nan = (VF)_mm256_cmp_##s(a, b, _CMP_UNORD_Q);                                        \
+        if (op == COLL_MIN) {                                                                   \
+            VF tie = (VF)_mm256_and_##s(_mm256_or_##s(eq, nan), a);                             \
+            return (VF)_mm256_or_##s(_mm256_min_##s(a, b), tie);                                \
+        }                                                                                       \
+        VF r = (VF)_mm256_andnot_##s(_mm256_andnot_##s(a, eq), _mm256_max_##s(a, b));          \
+        return (VF)_mm256_or_##s(r, _mm256_and_##s(nan, a));                                   \
+    }
+#else
+#define RL_MINMAX(name, VF, s, e, VI)                                                           \
     RL_INLINE VF name(coll_redop_t op, VF a, VF b)                                              \
     {                                                                                           \
         VI ia = (VI)a, ib = (VI)b, lt = (VI)(a < b), gt = (VI)(b < a);                          \
@@ -73,16 +106,22 @@ typedef uint8_t rl_u8q __attribute__((vector_size(RL_VB / 4)));
         VI eq = (VI)(a == b);                                                                   \
         return (VF)((gt & ia) | (lt & ib) | (eq & ia & ib) | (tie & ~eq));                      \
     }
-RL_MINMAX(rl_minmax_f32, rl_f32, rl_i32)
-RL_MINMAX(rl_minmax_f64, rl_f64, rl_i64)
+#endif
+RL_MINMAX(rl_minmax_f32, rl_f32, ps, epi32, rl_i32)
+RL_MINMAX(rl_minmax_f64, rl_f64, pd, epi64, rl_i64)
 
 /* ---- integers: unsigned vectors (SUM and PROD wrap), compared as their own signedness ------ */
 
+/* Lane by lane, which the compiler turns into one vpmin / vpmax (a compare and a blend for
+ * int64 on AVX2). */
 #define RL_INT_MINMAX(name, VU, VS)                                                             \
-    RL_INLINE VU name(coll_redop_t op, VU a, VU b)                                              \
+    RL_INLINE VU name(coll_redop_t op, VU ua, VU ub)                                            \
     {                                                                                           \
-        VU pick_a = op == COLL_MIN ? (VU)((VS)a < (VS)b) : (VU)((VS)b < (VS)a);                 \
-        return (pick_a & a) | (~pick_a & b);                                                    \
+        VS a = (VS)ua, b = (VS)ub, r;                                                           \
+        for (unsigned j = 0; j < sizeof(VS) / sizeof(a[0]); j++) {                              \
+            r[j] = op == COLL_MIN ? (a[j] < b[j] ? a[j] : b[j]) : (a[j] > b[j] ? a[j] : b[j]);  \
+        }                                                                                       \
+        return (VU)r;                                                                           \
     }
 RL_INT_MINMAX(rl_minmax_i8, rl_u8, rl_i8)
 RL_INT_MINMAX(rl_minmax_u8, rl_u8, rl_u8)
