@@ -176,19 +176,19 @@ RL_INT_MINMAX(rl_minmax_i64, rl_u64, rl_i64)
                                size_t bytes)                                                    \
     {                                                                                           \
         const char *p[COLL__REDUCE_FANIN + 1];                                                  \
-        size_t off = 0;                                                                         \
+        const size_t whole = bytes - bytes % RL_VB;                                             \
         for (unsigned k = 0; k < m; k++) { /* locals: a store to out cannot change them */      \
             p[k] = in[k];                                                                       \
         }                                                                                       \
-        RL_UNROLL for (; off + RL_VB <= bytes; off += RL_VB) {                                  \
+        RL_UNROLL for (size_t off = 0; off < whole; off += RL_VB) {                             \
             V v = name##_vec(op, m, p, off);                                                    \
             memcpy((char *)out + off, &v, RL_VB);                                               \
         }                                                                                       \
-        if (off < bytes) {                                                                      \
+        if (whole < bytes) {                                                                    \
             for (unsigned k = 0; k < m; k++) {                                                  \
-                p[k] += off;                                                                    \
+                p[k] += whole;                                                                  \
             }                                                                                   \
-            name##_tail(op, m, (char *)out + off, p, bytes - off);                              \
+            name##_tail(op, m, (char *)out + whole, p, bytes - whole);                          \
         }                                                                                       \
     }                                                                                           \
     RL_INLINE void name##_m(coll_redop_t op, void *out, const void *const *in, unsigned m,      \
