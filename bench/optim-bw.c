@@ -194,7 +194,8 @@ int main(int argc, char **argv)
         } else if (opt == 'i') {
             only_isa = optarg;
         } else {
-            fprintf(stderr, "usage: %s [-s MiB,MiB,...] [-r reps] [-i avx512|avx2|scalar]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-s MiB,MiB,...] [-r reps] [-i avx512|avx2|scalar]\n",
+                    argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
