@@ -27,7 +27,8 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cast.h"
-#include "kernels/cpu/compress.h"
+#include "kernels/compress.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/lowrank.h"
 #include "kernels/cpu/onebit.h"
 #include "kernels/cpu/topk.h"
@@ -237,7 +238,7 @@ static void bench_size(size_t mib, int reps_arg, const char *only_isa)
     printf("| %-24s | %-6s | %4zu | %7.2f | %8.3f | payload rate\n", "memcpy", "-", mib,
            (double)b.n * 4 / tm / 1e9, tm * 1e3);
     for (size_t i = 0; i < LEN(isas); i++) {
-        if ((only_isa && strcmp(only_isa, isas[i]) != 0) || coll_compress_force_isa(isas[i])) {
+        if ((only_isa && strcmp(only_isa, isas[i]) != 0) || coll_cpu_force_isa(isas[i])) {
             continue;
         }
         for (size_t k = 0; k < LEN(kernels); k++) {
@@ -406,7 +407,7 @@ static void bench_lowrank_all(int reps_arg, const char *only_isa)
     printf("|-------------------------------|-------------|--------|---------|----------|\n");
     int blas_too = 1;
     for (size_t i = 0; i < LEN(isas); i++) {
-        if ((only_isa && strcmp(only_isa, isas[i]) != 0) || coll_compress_force_isa(isas[i])) {
+        if ((only_isa && strcmp(only_isa, isas[i]) != 0) || coll_cpu_force_isa(isas[i])) {
             continue;
         }
         for (size_t s = 0; s < LEN(shapes); s++) {
@@ -443,12 +444,12 @@ int main(int argc, char **argv)
             return opt == 'h' ? 0 : 2;
         }
     }
-    if (only_isa != NULL && coll_compress_force_isa(only_isa) != 0) {
+    if (only_isa != NULL && coll_cpu_force_isa(only_isa) != 0) {
         fprintf(stderr, "compress-bw: instruction set %s not available\n", only_isa);
         return 2;
     }
     printf("compress-bw: isa %s; GB/s = float32 input bytes / median time, 1 GB = 1e9 B\n\n",
-           coll_compress_isa());
+           coll_cpu_isa());
     if (only_topk) {
         bench_topk_crossover(reps);
         return 0;

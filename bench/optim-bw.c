@@ -23,11 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/optim.h"
 
 #define MAX_SIZES 16
 
-static const char *const isas[] = {"avx2", "generic"};
+static const char *const isas[] = {"avx512", "avx2", "scalar"};
 #define NISAS (sizeof(isas) / sizeof(isas[0]))
 
 /* One layer: weights, gradients and two state arrays. */
@@ -158,7 +159,7 @@ static void bench_size(size_t mib, int reps_arg, const char *only_isa)
     printf("| memcpy  | -       | %4zu |           - | %8.2f |     1.00 |\n", mib, memcpy_gbs);
     for (size_t i = 0; i < NISAS; i++) {
         if ((only_isa != NULL && strcmp(only_isa, isas[i]) != 0) ||
-            coll_optim_force_isa(isas[i]) != 0) {
+            coll_cpu_force_isa(isas[i]) != 0) {
             continue;
         }
         for (size_t o = 0; o < NOPT; o++) {
@@ -193,12 +194,13 @@ int main(int argc, char **argv)
         } else if (opt == 'i') {
             only_isa = optarg;
         } else {
-            fprintf(stderr, "usage: %s [-s MiB,MiB,...] [-r reps] [-i avx2|generic]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-s MiB,MiB,...] [-r reps] [-i avx512|avx2|scalar]\n",
+                    argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
     printf("optim-bw: default isa %s; one core; params GB/s = 4 B x parameters updated / s; "
-           "memory GB/s = bytes read + written / s; 1 GB = 1e9 B\n\n", coll_optim_isa());
+           "memory GB/s = bytes read + written / s; 1 GB = 1e9 B\n\n", coll_cpu_isa());
     printf("| isa     | optim   |  MiB | params GB/s | mem GB/s | x memcpy |\n");
     printf("|---------|---------|------|-------------|----------|----------|\n");
     for (int s = 0; s < nsizes; s++) {

@@ -2,9 +2,10 @@
  * reduce-bw: single-core bandwidth of the host reduction kernels (kernels/cpu/reduce.h) on
  * every instruction set this CPU has, next to a memcpy measured in the same run.
  *
- *   reduce-bw [-s MiB,MiB,...] [-r reps] [-i isa]
+ *   reduce-bw [-s SIZE,SIZE,...] [-r reps] [-i isa]
  *
- * For each size (bytes per source) and instruction set: SUM of float32, float16, bfloat16 and
+ * A SIZE is in MiB, or in KiB with a k suffix ("4k,1,64": 4 KiB, 1 MiB, 64 MiB). For each size
+ * (bytes per source) and instruction set: SUM of float32, float16, bfloat16 and
  * int32 over 2, 3 and 5 sources into a separate destination, plus float32 over 2 sources in
  * place (dst = src[0], the classic a[i] += b[i]). Reported: the median over the repetitions
  * of (bytes read + bytes written) / time, in GB/s (1e9 bytes), and that as a fraction of
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/reduce.h"
 
 #define MAX_SIZES 16
@@ -65,17 +67,31 @@ static void fill(uint8_t *p, size_t bytes, unsigned seed)
     }
 }
 
-/* Median seconds of @p reps reductions (after one untimed warm-up). */
-static double time_reduce(const coll_reduce_args_t *a, int reps)
+/* Median seconds of one reduction over @p reps samples of @p inner reductions each (after one
+ * untimed warm-up). */
+static double time_reduce(const coll_reduce_args_t *a, int reps, int inner)
 {
     double t[reps];
     coll_reduce(a);
     for (int r = 0; r < reps; r++) {
         double t0 = now();
-        coll_reduce(a);
-        t[r] = now() - t0;
+        for (int k = 0; k < inner; k++) {
+            coll_reduce(a);
+        }
+        t[r] = (now() - t0) / inner;
     }
     return median(t, reps);
+}
+
+/* "4K" or "64M": @p bytes for the table. */
+static const char *size_name(size_t bytes, char *buf, size_t len)
+{
+    if (bytes < (1u << 20)) {
+        snprintf(buf, len, "%zuK", bytes >> 10);
+    } else {
+        snprintf(buf, len, "%zuM", bytes >> 20);
+    }
+    return buf;
 }
 
 static double time_memcpy(void *dst, const void *src, size_t bytes, int reps)
@@ -107,18 +123,19 @@ static void bench_one(const char *isa, int d, unsigned nsrc, int in_place, uint8
     if (in_place) {
         fill(buf[0], bytes, 0); /* keep values from growing over repetitions */
     }
-    double t = time_reduce(&a, reps);
+    double t = time_reduce(&a, reps, bytes < (1u << 20) ? (int)((1u << 20) / bytes) : 1);
     double gbs = (double)(nsrc + 1) * (double)bytes / t / 1e9;
-    char what[16];
+    char what[16], sz[16];
     snprintf(what, sizeof(what), "%u%s", nsrc, in_place ? " in place" : "");
-    printf("| %-6s | %-8s | %-10s | %4zu | %6.2f | %8.2f |\n", isa, dtypes[d].name, what,
-           bytes >> 20, gbs, gbs / memcpy_gbs);
+    printf("| %-6s | %-8s | %-10s | %5s | %6.2f | %8.2f |\n", isa, dtypes[d].name, what,
+           size_name(bytes, sz, sizeof(sz)), gbs, gbs / memcpy_gbs);
     fflush(stdout);
 }
 
-static void bench_size(size_t mib, int reps_arg, const char *only_isa)
+static void bench_size(size_t bytes, int reps_arg, const char *only_isa)
 {
-    const size_t bytes = mib << 20;
+    const size_t mib = bytes >> 20;
+    char sz[16];
     /* Enough repetitions for a stable median, fewer for the big sizes. */
     const int reps = reps_arg > 0 ? reps_arg : mib <= 1 ? 101 : mib <= 16 ? 21 : mib <= 64 ? 9 : 5;
     uint8_t *buf[MAX_NSRC + 1];
@@ -126,18 +143,19 @@ static void bench_size(size_t mib, int reps_arg, const char *only_isa)
     for (int k = 0; k <= MAX_NSRC; k++) {
         buf[k] = aligned_alloc(4096, bytes);
         if (buf[k] == NULL) {
-            fprintf(stderr, "reduce-bw: out of memory for %zu MiB buffers\n", mib);
+            fprintf(stderr, "reduce-bw: out of memory for %s buffers\n",
+                    size_name(bytes, sz, sizeof(sz)));
             exit(1);
         }
         fill(buf[k], bytes, (unsigned)k);
     }
     double tm = time_memcpy(buf[MAX_NSRC], buf[0], bytes, reps);
     double memcpy_gbs = 2.0 * (double)bytes / tm / 1e9;
-    printf("| memcpy | -        | -          | %4zu | %6.2f |     1.00 | payload %.2f GB/s\n",
-           mib, memcpy_gbs, (double)bytes / tm / 1e9);
+    printf("| memcpy | -        | -          | %5s | %6.2f |     1.00 | payload %.2f GB/s\n",
+           size_name(bytes, sz, sizeof(sz)), memcpy_gbs, (double)bytes / tm / 1e9);
     for (size_t i = 0; i < LEN(isas); i++) {
         if ((only_isa != NULL && strcmp(only_isa, isas[i]) != 0) ||
-            coll_reduce_force_isa(isas[i]) != 0) {
+            coll_cpu_force_isa(isas[i]) != 0) {
             continue;
         }
         for (size_t d = 0; d < LEN(dtypes); d++) {
@@ -154,7 +172,7 @@ static void bench_size(size_t mib, int reps_arg, const char *only_isa)
 
 int main(int argc, char **argv)
 {
-    size_t sizes[MAX_SIZES] = {1, 16, 64, 256};
+    size_t sizes[MAX_SIZES] = {1u << 20, 16u << 20, 64u << 20, 256u << 20};
     int nsizes = 4, reps = 0, opt;
     const char *only_isa = NULL;
 
@@ -163,22 +181,24 @@ int main(int argc, char **argv)
             nsizes = 0;
             char *tok = strtok(optarg, ",");
             for (; tok != NULL && nsizes < MAX_SIZES; tok = strtok(NULL, ",")) {
-                sizes[nsizes++] = strtoul(tok, NULL, 10);
+                char *unit;
+                size_t n = strtoul(tok, &unit, 10);
+                sizes[nsizes++] = *unit == 'k' || *unit == 'K' ? n << 10 : n << 20;
             }
         } else if (opt == 'r') {
             reps = atoi(optarg);
         } else if (opt == 'i') {
             only_isa = optarg;
         } else {
-            fprintf(stderr, "usage: %s [-s MiB,MiB,...] [-r reps] [-i avx512|avx2|scalar]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [-s SIZE,...] [-r reps] [-i avx512|avx2|scalar] (SIZE: MiB, "
+                    "or KiB with a k suffix)\n", argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
     printf("reduce-bw: default isa %s; GB/s = (bytes read + written) / median time, "
-           "1 GB = 1e9 B\n\n", coll_reduce_isa());
-    printf("| isa    | dtype    | nsrc       |  MiB |   GB/s | x memcpy |\n");
-    printf("|--------|----------|------------|------|--------|----------|\n");
+           "1 GB = 1e9 B\n\n", coll_cpu_isa());
+    printf("| isa    | dtype    | nsrc       |  size |   GB/s | x memcpy |\n");
+    printf("|--------|----------|------------|-------|--------|----------|\n");
     for (int s = 0; s < nsizes; s++) {
         bench_size(sizes[s], reps, only_isa);
     }

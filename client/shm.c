@@ -77,6 +77,7 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
         return COLL_ERR_NOMEM;
     }
     s->base = c->pool;
+    s->exec = coll_exec_get(COLL_MEM_HOST);
     s->hdr = coll_shm_hdr_of(c->pool, (uint32_t)c->local_size);
     s->self = (uint32_t)c->local_rank;
     s->nlocal = (uint32_t)c->local_size;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "client/internal.h"
+#include "kernels/exec.h"
 #include "proto/desc.h"
 #include "proto/shm_area.h"
 
@@ -51,6 +52,7 @@ typedef struct coll_shm_op {
 typedef struct coll_shm {
     coll_shm_hdr_t *hdr;
     uint8_t *base;          /* the pool */
+    const coll_exec_t *exec; /* the executor of the pool's memory: the host's (a memfd) */
     uint32_t self, nlocal;
     uint32_t nnodes;
     uint64_t max_bytes;     /* the daemon's crossover */

@@ -6,18 +6,17 @@
  * no staging. A chunk covers at most COLL_SHM_CHUNK_BYTES of one buffer: any rank may run any
  * chunk, and only the chunk's own elements are read or written, so in-place buffers are safe
  * (an element of an input is read before the chunk that reads it writes the same element of
- * the output). Reductions use the kernels of kernels/cpu, as the daemon does: every input
- * combined in one call, 16-bit floats in float32, AVG scaled as collective.h says.
+ * the output). Reductions and copies go through the executor of the pool's memory kind
+ * (kernels/exec.h), as the daemon's do: every input combined in one call, 16-bit floats in
+ * float32, AVG scaled as collective.h says.
  *
  * A multi-node allreduce (route NODE) has twice the chunks: the first half reduces the inputs
  * into the node buffer, a partial result for the daemon's inter-node phase (AVG not yet
  * divided, coll_shm_node_reducible() dtypes only, so the partial keeps the dtype); the second
  * half, once the daemon wrote the result there, copies it to every output.
  */
-#include <string.h>
 
 #include "client/shm.h"
-#include "kernels/cpu/reduce.h"
 
 /* Bytes of one chunk: cache-sized, so that a reduced piece is copied out while in cache. */
 #define COLL_SHM_CHUNK_BYTES (64u * 1024u)
@@ -75,17 +74,17 @@ static void reduce_into(const coll_shm_t *s, const coll_shm_op_t *op, uint64_t o
             src[0] = dst;
         }
     }
-    coll_reduce(&(coll_reduce_args_t){
+    s->exec->reduce(&(coll_reduce_args_t){
         .dtype = (coll_dtype_t)op->d.dtype, .op = (coll_redop_t)op->d.op,
         .world_size = world_size, .finalize = !partial, .dst = dst, .src = src,
         .nsrc = s->nlocal,
         .raw_mask = s->nlocal >= 64 ? UINT64_MAX : (1ull << s->nlocal) - 1, .count = len});
 }
 
-static void copy_unless_same(uint8_t *dst, const uint8_t *src, size_t len)
+static void copy_unless_same(const coll_shm_t *s, uint8_t *dst, const uint8_t *src, size_t len)
 {
     if (dst != src && len > 0) {
-        memcpy(dst, src, len);
+        s->exec->copy(dst, src, len);
     }
 }
 
@@ -103,7 +102,7 @@ static void run_whole(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
     case COLL_KIND_ALLREDUCE:
         reduce_into(s, op, off, len, out0, world_size, 0);
         for (uint32_t l = 1; l < s->nlocal; l++) {
-            copy_unless_same(s->base + op->out_off[l] + off * es, out0, len * es);
+            copy_unless_same(s, s->base + op->out_off[l] + off * es, out0, len * es);
         }
         break;
     case COLL_KIND_REDUCE:
@@ -111,7 +110,7 @@ static void run_whole(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
         break;
     default: /* broadcast */
         for (uint32_t l = 0; l < s->nlocal; l++) {
-            copy_unless_same(s->base + op->out_off[l] + off * es,
+            copy_unless_same(s, s->base + op->out_off[l] + off * es,
                              s->base + op->in_off[root] + off * es, len * es);
         }
         break;
@@ -137,7 +136,7 @@ static void run_blocked(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k
     /* All-gather: local rank b's input goes to block rank(b) of every output. */
     uint64_t at = ((uint64_t)coll__shm_area(s, b)->rank * op->d.count + off) * es;
     for (uint32_t l = 0; l < s->nlocal; l++) {
-        copy_unless_same(s->base + op->out_off[l] + at, s->base + op->in_off[b] + off * es,
+        copy_unless_same(s, s->base + op->out_off[l] + at, s->base + op->in_off[b] + off * es,
                          len * es);
     }
 }
@@ -157,7 +156,7 @@ static void run_node(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
         return;
     }
     for (uint32_t l = 0; l < s->nlocal; l++) {
-        copy_unless_same(s->base + op->out_off[l] + off * es, node, len * es);
+        copy_unless_same(s, s->base + op->out_off[l] + off * es, node, len * es);
     }
 }
 

@@ -2,7 +2,7 @@
 #
 #   -DCOLL_SANITIZE=address,undefined   every C target we build (daemon, library, tests, tools,
 #                                       benchmarks) is compiled and linked with those sanitizers;
-#                                       CUDA sources are left alone.
+#                                       C++ sources (the torch backend) are left alone.
 #   -DCMAKE_C_COMPILER=clang -DCOLL_FUZZ=ON
 #                                       also builds the libFuzzer harnesses of tests/fuzz (target
 #                                       `fuzzers`); implies address,undefined when COLL_SANITIZE

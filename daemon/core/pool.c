@@ -1,10 +1,7 @@
 #include "core/pool.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/assert.h"
@@ -19,7 +16,8 @@ typedef struct {
 /* Allocations are kept sorted by offset in an array: a job holds tens of buckets, so a linear
  * first-fit scan is cheaper than a tree and the code stays obvious. */
 struct coll_pool {
-    int fd;
+    const coll_pool_backend_t *be; /* the memory behind the pool */
+    void *mem;                     /* its state */
     uint8_t *base;
     size_t size;
     size_t used;
@@ -32,7 +30,14 @@ struct coll_pool {
 
 coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **pool_p)
 {
+    return coll_pool_create_on(&coll_pool_memfd, name, bytes, pool_p);
+}
+
+coll_status_t coll_pool_create_on(const coll_pool_backend_t *be, const char *name, size_t bytes,
+                                  coll_pool_t **pool_p)
+{
     coll_pool_t *pool;
+    coll_status_t st;
 
     if (bytes == 0) {
         return COLL_ERR_INVALID;
@@ -41,34 +46,24 @@ coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **poo
     if (pool == NULL) {
         return COLL_ERR_NOMEM;
     }
-    pool->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (pool->fd < 0) {
-        coll_error(COLL_SUB_POOL, "memfd_create(%s): %m", name);
+    pool->be = be;
+    st = be->create(name, bytes, &pool->mem);
+    if (st != COLL_OK) {
         goto err_free;
     }
-    if (ftruncate(pool->fd, (off_t)bytes) < 0) {
-        coll_error(COLL_SUB_POOL, "ftruncate of pool %s to %zu bytes: %m", name, bytes);
-        goto err_close;
-    }
-    /* Clients map the same file: sealing the size means none of them can shrink it under us. */
-    if (fcntl(pool->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-        coll_error(COLL_SUB_POOL, "sealing pool %s: %m", name);
-        goto err_close;
-    }
-    pool->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pool->fd, 0);
-    if (pool->base == MAP_FAILED) {
-        coll_error(COLL_SUB_POOL, "mmap of pool %s (%zu bytes): %m", name, bytes);
-        goto err_close;
+    st = be->map(pool->mem, bytes, &pool->base);
+    if (st != COLL_OK) {
+        goto err_destroy;
     }
     pool->size = bytes;
     *pool_p = pool;
     return COLL_OK;
 
-err_close:
-    close(pool->fd);
+err_destroy:
+    be->destroy(pool->mem, NULL, bytes);
 err_free:
     free(pool);
-    return COLL_ERR_NOMEM;
+    return st;
 }
 
 void coll_pool_set_budget(coll_pool_t *pool, coll_pool_budget_t *budget, int on_demand)
@@ -94,15 +89,19 @@ void coll_pool_destroy(coll_pool_t *pool)
         COLL_ASSERT(pool->budget->used >= charged);
         pool->budget->used -= charged;
     }
-    munmap(pool->base, pool->size);
-    close(pool->fd);
+    pool->be->destroy(pool->mem, pool->base, pool->size);
     free(pool->blocks);
     free(pool);
 }
 
 int coll_pool_fd(const coll_pool_t *pool)
 {
-    return pool->fd;
+    return pool->be->export_fd(pool->mem);
+}
+
+coll_mem_kind_t coll_pool_kind(const coll_pool_t *pool)
+{
+    return pool->be->kind;
 }
 
 uint8_t *coll_pool_base(const coll_pool_t *pool)
@@ -141,8 +140,8 @@ static coll_status_t insert_block(coll_pool_t *pool, size_t at, pool_block_t b)
     return COLL_OK;
 }
 
-/* Give the whole pages of the free gap around index @p at back to the kernel: tmpfs frees them,
- * and a later touch maps zeroed pages again. Pages shared with a neighbouring block stay. */
+/* Give the whole pages of the free gap around index @p at back to the backend (tmpfs frees
+ * them, and a later touch maps zeroed pages again). Pages shared with a neighbouring block stay. */
 static void punch_gap(coll_pool_t *pool, size_t at)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -151,10 +150,8 @@ static void punch_gap(coll_pool_t *pool, size_t at)
 
     start = (start + page - 1) / page * page;
     end = end / page * page;
-    if (end > start && fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                 (off_t)start, (off_t)(end - start)) < 0) {
-        coll_warn(COLL_SUB_POOL, "giving back %zu bytes of a pool (fallocate): %m; they stay "
-                  "taken until the job ends", end - start);
+    if (end > start) {
+        pool->be->punch(pool->mem, start, end - start);
     }
 }
 

@@ -1,7 +1,9 @@
 /**
  * @file pool.h
- * @brief A job's host memory pool: one memfd mapped by the daemon and by every local rank of the
- *        job (the fd travels to clients with SCM_RIGHTS), so buckets are reduced in place.
+ * @brief A job's memory pool: memory of one kind (kernels/mem_kind.h) mapped by the daemon and
+ *        by every local rank of the job, so buckets are reduced in place. What holds the memory
+ *        is the pool's backend, a table (coll_pool_backend_t): a memfd today, whose fd travels
+ *        to clients with SCM_RIGHTS; a device pool is one more backend.
  *
  * Allocations are tracked per owner (a client session) so that a client can only name its own
  * buffers in a collective, and everything an owner holds is released when it goes away.
@@ -19,6 +21,8 @@
 
 #include <collective.h>
 
+#include "kernels/mem_kind.h"
+
 /** Alignment of every allocation, bytes (a cache line; the kernels use aligned vectors). */
 #define COLL_POOL_ALIGN 64u
 
@@ -31,12 +35,48 @@ typedef struct {
 } coll_pool_budget_t;
 
 /**
- * @brief Create a pool of @p bytes backed by a sealed-size memfd named @p name.
+ * The memory behind pools of one backing: a table of functions on the backend's state (what
+ * create() made). The pool calls them on the loop thread only; each logs its own failures.
+ */
+typedef struct coll_pool_backend {
+    const char *name;     /**< "memfd" */
+    coll_mem_kind_t kind; /**< the kind of its memory */
+    /**
+     * Create the backing of @p bytes, named @p name where names exist.
+     * @return COLL_OK and the state in *mem_p; COLL_ERR_NOMEM (nothing left behind).
+     */
+    coll_status_t (*create)(const char *name, size_t bytes, void **mem_p);
+    /** Map it for the daemon: *base_p, @p bytes. @return COLL_OK; COLL_ERR_NOMEM. */
+    coll_status_t (*map)(void *mem, size_t bytes, uint8_t **base_p);
+    /** Give whole pages [offset, offset + len) back, keeping the size; touched again they
+     *  read zero. A failure is logged and leaves the pages taken. */
+    void (*punch)(void *mem, size_t offset, size_t len);
+    /** @return The fd the ranks map the memory with (owned by the backing). */
+    int (*export_fd)(const void *mem);
+    /** Unmap @p base (NULL: not mapped) and free the backing and the state. */
+    void (*destroy)(void *mem, uint8_t *base, size_t bytes);
+} coll_pool_backend_t;
+
+/** Host memory in a sealed-size memfd (core/pool_memfd.c), sparse on tmpfs. */
+extern const coll_pool_backend_t coll_pool_memfd;
+
+/**
+ * @brief Create a pool of @p bytes backed by a sealed-size memfd named @p name (the memfd
+ *        backend: host memory).
  * @param [out] pool_p The pool; destroy with coll_pool_destroy().
  * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_NOMEM when memfd, ftruncate or mmap
  *         fail (logged with the reason).
  */
 coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **pool_p);
+
+/**
+ * @brief Create a pool of @p bytes on backend @p be (which must outlive the pool).
+ * @param [out] pool_p The pool; destroy with coll_pool_destroy().
+ * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_NOMEM when the bookkeeping or the
+ *         backend's create or map fail (the backend logged why; nothing is left behind).
+ */
+coll_status_t coll_pool_create_on(const coll_pool_backend_t *be, const char *name, size_t bytes,
+                                  coll_pool_t **pool_p);
 
 /**
  * @brief Keep the first @p bytes of a fresh pool out of the allocator (the ranks' control
@@ -56,11 +96,13 @@ void coll_pool_set_budget(coll_pool_t *pool, coll_pool_budget_t *budget, int on_
 /** @return 1 when @p pool is charged for its allocations (coll_pool_set_budget()), else 0. */
 int coll_pool_on_demand(const coll_pool_t *pool);
 
-/** @brief Unmap and close the pool and give its budget back. Safe with NULL. */
+/** @brief Unmap the pool, destroy its backing and give its budget back. Safe with NULL. */
 void coll_pool_destroy(coll_pool_t *pool);
 
-/** @return The memfd (owned by the pool; dup it to keep it). */
+/** @return The fd the ranks map the pool with, the memfd (owned by the pool; dup it to keep it). */
 int coll_pool_fd(const coll_pool_t *pool);
+/** @return The kind of the pool's memory, its backend's: every buffer in it has this kind. */
+coll_mem_kind_t coll_pool_kind(const coll_pool_t *pool);
 /** @return The daemon's mapping of the pool. */
 uint8_t *coll_pool_base(const coll_pool_t *pool);
 /** @return The pool size in bytes. */
@@ -80,7 +122,7 @@ coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner
 
 /**
  * @brief Free the allocation of @p owner starting at @p offset (on demand: the whole pages of
- *        the free gap it leaves are punched out of the memfd).
+ *        the free gap it leaves are given back to the backend, punched out of the memfd).
  * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p owner has no allocation starting there.
  */
 coll_status_t coll_pool_free(coll_pool_t *pool, size_t offset, const void *owner);

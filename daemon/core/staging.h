@@ -2,7 +2,8 @@
  * @file staging.h
  * @brief Per-job cache of staging blocks for segments in flight (receive and accumulate
  *        buffers of the ring). Blocks are allocated the first time an operation needs them and
- *        reused by later ones, so the data path allocates nothing in steady state.
+ *        reused by later ones, so the data path allocates nothing in steady state. Blocks are
+ *        host memory (COLL_MEM_HOST, kernels/mem_kind.h).
  */
 #ifndef COLL_STAGING_H
 #define COLL_STAGING_H

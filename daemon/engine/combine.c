@@ -1,6 +1,6 @@
 #include "engine/combine.h"
 
-#include "kernels/cpu/reduce.h"
+#include "engine/exec.h"
 
 int coll_partial_is_f32(coll_dtype_t dtype, coll_redop_t op)
 {
@@ -58,7 +58,7 @@ void coll_combine_locals(coll_op_t *op, uint64_t off, uint64_t len, void *dst,
         }
     }
     a.nsrc = n;
-    coll_reduce(&a);
+    coll_op_exec(op)->reduce(&a);
 }
 
 void coll_combine_pair(coll_op_t *op, void *dst, const void *a, const void *b, uint64_t len)
@@ -68,7 +68,7 @@ void coll_combine_pair(coll_op_t *op, void *dst, const void *a, const void *b, u
     coll_reduce_args_t r = {.dtype = op->desc.dtype, .op = op->desc.op,
                             .world_size = op->desc.world_size, .dst = dst, .src = src,
                             .nsrc = 2, .count = len, .f32_mask = f32 ? 3u : 0u, .dst_f32 = f32};
-    coll_reduce(&r);
+    coll_op_exec(op)->reduce(&r);
 }
 
 void coll_combine_finish(coll_op_t *op, void *dst, const void *partial, uint64_t len)
@@ -77,7 +77,7 @@ void coll_combine_finish(coll_op_t *op, void *dst, const void *partial, uint64_t
                             .world_size = op->desc.world_size, .finalize = 1, .dst = dst,
                             .src = &partial, .nsrc = 1, .count = len,
                             .f32_mask = (uint64_t)partial_f32(op)};
-    coll_reduce(&a);
+    coll_op_exec(op)->reduce(&a);
 }
 
 int coll_combine_transforms_raw(const coll_op_t *op)

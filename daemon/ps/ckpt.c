@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/pool.h"
+#include "engine/exec.h"
 #include "ps/internal.h"
 
 uint64_t coll_ps_quiet_step(const coll_ps_job_t *ps)
@@ -141,7 +142,7 @@ coll_status_t coll_ps_load_node(coll_op_t *op, char *err, size_t errlen)
         return st;
     }
     if (state > 0) {
-        memcpy(ps->state[0], image + head, state);
+        coll_op_exec(op)->copy(ps->state[0], image + head, state);
     }
     for (uint32_t k = 0; k < ps->reg.num_buckets; k++) {
         ps->buckets[k].step = h.step;

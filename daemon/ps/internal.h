@@ -20,7 +20,7 @@
 #include "core/job.h"
 #include "engine/op.h"
 #include "engine/plan.h"
-#include "kernels/cpu/optim.h"
+#include "kernels/optim.h"
 #include "proto/ps_records.h"
 
 /** Sums of squares kept per span: weights, the update direction (LARS: the gradient; LAMB:

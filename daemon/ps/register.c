@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "core/pool.h"
+#include "kernels/exec.h"
 #include "ps/internal.h"
 
 /* The settings the kernels take; their own checks decide what is valid. */
@@ -167,7 +168,7 @@ static coll_status_t alloc_state(coll_ps_job_t *ps, char *err, size_t errlen)
     ps->state_pool_off = off;
     ps->state[0] = (float *)(void *)(coll_pool_base(pool) + off);
     ps->state[1] = ps->nstate == 2 ? ps->state[0] + ps->shard_elems : NULL;
-    memset(ps->state[0], 0, bytes);
+    coll_exec_get(coll_pool_kind(pool))->zero(ps->state[0], bytes);
     return COLL_OK;
 }
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "base/assert.h"
+#include "engine/exec.h"
 #include "engine/stage.h"
 #include "ps/internal.h"
 
@@ -50,8 +51,8 @@ static void stage_reduced(coll_op_t *op, uint64_t off, uint64_t len)
     for (uint32_t i = s->b->seg_span[j]; i < s->b->seg_span[j + 1] && !op->done; i++) {
         if (clipping(s->ps)) {
             const ps_span_t *sp = &s->b->spans[i];
-            s->sums[i][PS_G] = coll_optim_sumsq((const float *)op->in[0] + sp->off,
-                                                (size_t)sp->len);
+            s->sums[i][PS_G] = coll_op_exec(op)->optim_sumsq(
+                (const float *)op->in[0] + sp->off, (size_t)sp->len);
         } else {
             coll_ps_update_first(op, s, i);
         }

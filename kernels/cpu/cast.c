@@ -3,7 +3,7 @@
  * loops are in cast_loops.h, per instruction set.
  */
 #include "kernels/cpu/cast.h"
-#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/half.h"
 
 static int format_ok(coll_cast_format_t fmt)
@@ -52,7 +52,7 @@ static int32_t scale_exp_for(uint32_t maxkey)
 coll_status_t coll_cast_encode(coll_cast_format_t fmt, const float *grad, float *residual,
                                size_t count, uint16_t *out, int32_t *scale_exp)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
 
     if (!format_ok(fmt) || scale_exp == NULL ||
         (count > 0 && (grad == NULL || out == NULL))) {
@@ -88,7 +88,7 @@ coll_status_t coll_cast_decode(coll_cast_format_t fmt, const uint16_t *in, size_
     coll_status_t st = decode_check(fmt, in, count, scale_exp, out);
 
     if (st == COLL_OK && count > 0) {
-        coll__compress_loops()->cast_decode((int)fmt, in, count, pow2f(-scale_exp), 0, out);
+        coll__isa()->compress.cast_decode((int)fmt, in, count, pow2f(-scale_exp), 0, out);
     }
     return st;
 }
@@ -100,7 +100,7 @@ coll_status_t coll_cast_accumulate(coll_cast_format_t fmt, const uint16_t *in, s
 
     if (st == COLL_OK && count > 0) {
         float mul = weight * pow2f(-scale_exp);
-        coll__compress_loops()->cast_decode((int)fmt, in, count, mul, 1, acc);
+        coll__isa()->compress.cast_decode((int)fmt, in, count, mul, 1, acc);
     }
     return st;
 }

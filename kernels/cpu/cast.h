@@ -38,20 +38,7 @@
 
 #include <collective.h>
 
-/** The 16-bit wire formats. */
-typedef enum {
-    COLL_CAST_FP16 = 1, /**< IEEE 754 binary16 */
-    COLL_CAST_BF16 = 2, /**< bfloat16 (the upper half of a float32) */
-} coll_cast_format_t;
-
-/** The largest magnitude of a span, times 2^p, lies in [2^COLL_CAST_TARGET_EXP, twice that). */
-#define COLL_CAST_TARGET_EXP 14
-/**
- * Range of the scale exponent p. The smallest comes from FLT_MAX (2^127 binade); the largest is
- * a clamp for spans of magnitudes below 2^-112, so that 2^p and 2^-p are normal floats.
- */
-#define COLL_CAST_EXP_MIN (-113)
-#define COLL_CAST_EXP_MAX 126
+#include "kernels/compress.h"
 
 /**
  * @brief Encode @p count float32 values of a span into 16-bit @p out, choosing the span's scale.

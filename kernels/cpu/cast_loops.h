@@ -1,9 +1,9 @@
 /*
  * Inner loops of the 16-bit wire cast (cast.c), compiled once per instruction set by
- * compress_<isa>.c; see compress_isa.h for the contract of each. Float16 conversions use the F16C
- * instructions where the file is compiled with them (8 lanes at a time) and half.h elsewhere and
- * for tails; the two round alike (half.h). Bfloat16 uses half.h's integer rounding, which gcc
- * vectorizes as it stands.
+ * isa_<set>.c (isa.h); see compress_isa.h for the contract of each. Float16 conversions use the
+ * F16C instructions where the file is compiled with them (8 lanes at a time) and half.h
+ * elsewhere and for tails; the two round alike (half.h). Bfloat16 uses half.h's integer
+ * rounding, which gcc vectorizes as it stands.
  */
 #ifndef COLL_KERNELS_CAST_LOOPS_H
 #define COLL_KERNELS_CAST_LOOPS_H

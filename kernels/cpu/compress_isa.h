@@ -1,18 +1,14 @@
 /**
  * @file compress_isa.h
  * @brief Internal interface between the compression drivers (cast.c, onebit.c, topk.c,
- *        lowrank.c) and their inner loops, which exist once per instruction set.
+ *        lowrank.c) and their inner loops, which exist once per instruction set (isa.h).
  *
  * The loops are written once, in plain C, in cast_loops.h, onebit_loops.h, topk_loops.h and
- * lowrank_loops.h. compress_scalar.c, compress_avx2.c and compress_avx512.c each include them and
- * are compiled with their own flags (kernels/CMakeLists.txt): the scalar file with the
- * vectorizer off, the others with -mavx2 -mf16c or -mavx512{f,bw,vl,dq}, so that gcc vectorizes
- * the same source for each. Intrinsics only where gcc's vectorizer fails or cannot know the
- * instruction: float16 conversions (F16C, which round like half.h), packing and unpacking sign
- * bits and building TopK's threshold masks (AVX2 compare + movemask); each has the plain C loop
- * next to it as the scalar reference and for tails. Nothing in the per-set files runs before
- * compress.c has checked the CPU: they hold the loops and a constant table, and the CPU checks
- * live in compress.c (compiled for the baseline).
+ * lowrank_loops.h, which isa_<set>.c compile for each set, so that gcc vectorizes the same
+ * source for each. Intrinsics only where gcc's vectorizer fails or cannot know the instruction:
+ * float16 conversions (F16C, which round like half.h), packing and unpacking sign bits and
+ * building TopK's threshold masks (AVX2 compare + movemask); each has the plain C loop next to
+ * it as the reference and for tails.
  *
  * Identical results on every set follow from the source: no -ffast-math, no contraction into
  * fused multiply-adds (-ffp-contract=off), and every sum over many elements is written with
@@ -39,10 +35,8 @@ static inline uint32_t coll__mag_key(uint32_t bits)
 /** The 16-bit formats of the cast kernels (the values of coll_cast_format_t). */
 enum { COLL__CAST_FP16 = 1, COLL__CAST_BF16 = 2 };
 
-/** The inner loops of one instruction set. Immutable; the tables are constants. */
+/** The inner loops of one instruction set (a part of coll__isa_t). */
 typedef struct {
-    const char *name; /**< "avx512", "avx2" or "scalar" */
-
     /* ---- cast_loops.h: x = g[i] + e[i], or g[i] when e is NULL ---- */
 
     /** @return max over i of the magnitude key of x (0 when n is 0). */
@@ -93,28 +87,6 @@ typedef struct {
     void (*lr_sub_scaled)(float *y, const float *x, double a, size_t n);
     /** x[i] = (float)(x[i] / d), in double. */
     void (*lr_div)(float *x, size_t n, double d);
-} coll__compress_isa_t;
-
-/** Fills a table from the static loops of the including file (compress_<isa>.c). */
-#define COLL__COMPRESS_ISA_TABLE(isa_name)                                                     \
-    {                                                                                          \
-        .name = isa_name, .cast_maxkey = cast_maxkey, .cast_encode = cast_encode,              \
-        .cast_decode = cast_decode, .onebit_sum = onebit_sum, .onebit_pack = onebit_pack,      \
-        .onebit_unpack = onebit_unpack, .ef_add = ef_add, .topk_mask = topk_mask,          \
-        .lr_dots = lr_dots, .lr_axpy = lr_axpy, .lr_recon = lr_recon, .lr_dot = lr_dot,        \
-        .lr_sub_scaled = lr_sub_scaled, .lr_div = lr_div,                                      \
-    }
-
-/** Portable C, compiled without the vectorizer: the reference the others must match. */
-extern const coll__compress_isa_t coll__compress_scalar;
-#if defined(COLL_COMPRESS_X86)
-/** AVX2 + F16C. */
-extern const coll__compress_isa_t coll__compress_avx2;
-/** AVX-512 F, BW, VL, DQ (+ F16C). */
-extern const coll__compress_isa_t coll__compress_avx512;
-#endif
-
-/** @return The loops of the instruction set in use (chosen on first call). Thread-safe. */
-const coll__compress_isa_t *coll__compress_loops(void);
+} coll__compress_loops_t;
 
 #endif

@@ -5,25 +5,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/lowrank.h"
 
 /* Q = M^T P updates the tile of Q for a range of columns with every row of M; tiles of at most
  * this many bytes of Q (all r columns) stay in L2 while M streams through. */
 #define MT_TILE_BYTES (128 * 1024)
-
-unsigned coll_lowrank_rank(size_t rows, size_t cols, unsigned rank)
-{
-    size_t r = rank;
-    r = rows < r ? rows : r;
-    r = cols < r ? cols : r;
-    return (unsigned)r;
-}
-
-int coll_lowrank_should_compress(size_t rows, size_t cols, unsigned rank, double min_rate)
-{
-    return ((double)rows + (double)cols) * (double)rank * min_rate < (double)rows * (double)cols;
-}
 
 static uint64_t splitmix64(uint64_t *state)
 {
@@ -61,7 +48,7 @@ static int product_ok(const void *a, const void *b, const void *c, size_t rows, 
 coll_status_t coll_lowrank_mul_q(const float *m, size_t rows, size_t cols, const float *q,
                                  unsigned rank, float *p)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
 
     if (!product_ok(m, q, p, rows, cols, rank)) {
         return COLL_ERR_INVALID;
@@ -75,7 +62,7 @@ coll_status_t coll_lowrank_mul_q(const float *m, size_t rows, size_t cols, const
 coll_status_t coll_lowrank_ef_mul_q(const float *grad, float *residual, size_t rows, size_t cols,
                                     const float *q, unsigned rank, float *p)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
 
     if (!product_ok(grad, q, p, rows, cols, rank) || (rows * cols > 0 && residual == NULL)) {
         return COLL_ERR_INVALID;
@@ -91,7 +78,7 @@ coll_status_t coll_lowrank_ef_mul_q(const float *grad, float *residual, size_t r
 coll_status_t coll_lowrank_mul_mt(const float *m, size_t rows, size_t cols, const float *p,
                                   unsigned rank, float *q)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
     size_t tile = MT_TILE_BYTES / (sizeof(float) * rank);
 
     if (!product_ok(m, p, q, rows, cols, rank)) {
@@ -110,7 +97,7 @@ coll_status_t coll_lowrank_mul_mt(const float *m, size_t rows, size_t cols, cons
 }
 
 /* Column @p c of @p a made orthonormal to columns 0 .. c-1 (already orthonormal). */
-static void orthonormalize_column(const coll__compress_isa_t *isa, float *a, size_t len,
+static void orthonormalize_column(const coll__compress_loops_t *isa, float *a, size_t len,
                                   unsigned c, float eps)
 {
     float *col = a + c * len;
@@ -132,7 +119,7 @@ static void orthonormalize_column(const coll__compress_isa_t *isa, float *a, siz
 
 coll_status_t coll_lowrank_orthonormalize(float *a, size_t len, unsigned rank, float eps)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
 
     if (!rank_ok(rank) || rank > len || a == NULL || !(eps >= 0)) {
         return COLL_ERR_INVALID;
@@ -146,7 +133,7 @@ coll_status_t coll_lowrank_orthonormalize(float *a, size_t len, unsigned rank, f
 coll_status_t coll_lowrank_reconstruct(const float *p, const float *q, size_t rows, size_t cols,
                                        unsigned rank, float *out)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
 
     if (!product_ok(p, q, out, rows, cols, rank)) {
         return COLL_ERR_INVALID;
@@ -160,7 +147,7 @@ coll_status_t coll_lowrank_reconstruct(const float *p, const float *q, size_t ro
 coll_status_t coll_lowrank_residual(const float *p, const float *q, size_t rows, size_t cols,
                                     unsigned rank, float *residual, float *approx)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
 
     if (!product_ok(p, q, residual, rows, cols, rank)) {
         return COLL_ERR_INVALID;

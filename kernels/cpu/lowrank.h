@@ -54,17 +54,7 @@
 
 #include <collective.h>
 
-/** Largest rank the kernels accept (PowerSGD uses 1 to 32 in practice). */
-#define COLL_LOWRANK_MAX_RANK 64
-
-/** @return min(rows, cols, rank): the rank PyTorch's hook uses for an n x m matrix. */
-unsigned coll_lowrank_rank(size_t rows, size_t cols, unsigned rank);
-
-/**
- * @return Non-zero when compressing an n x m matrix at @p rank (as coll_lowrank_rank() gives it)
- *         is worth it: (n + m) * rank * min_rate < n * m, evaluated in double. Pure.
- */
-int coll_lowrank_should_compress(size_t rows, size_t cols, unsigned rank, double min_rate);
+#include "kernels/compress.h"
 
 /**
  * @brief The initial Q: cols x rank values, column-major, the same on every node for a seed.

@@ -1,9 +1,9 @@
 /*
- * Inner loops of PowerSGD (lowrank.c), compiled once per instruction set by compress_<isa>.c;
- * see compress_isa.h for the contract of each. Plain C that gcc vectorizes. Dot products keep
- * COLL__LANES partial sums (lane l takes elements l, l + 16, ...; the tail goes to lanes 0, 1,
- * ...) combined pairwise in a fixed order: float32 for the products with M, double for the
- * Gram-Schmidt steps, whose only cost is O(n r^2).
+ * Inner loops of PowerSGD (lowrank.c), compiled once per instruction set by isa_<set>.c
+ * (isa.h); see compress_isa.h for the contract of each. Plain C that gcc vectorizes. Dot
+ * products keep COLL__LANES partial sums (lane l takes elements l, l + 16, ...; the tail goes
+ * to lanes 0, 1, ...) combined pairwise in a fixed order: float32 for the products with M,
+ * double for the Gram-Schmidt steps, whose only cost is O(n r^2).
  */
 #ifndef COLL_KERNELS_LOWRANK_LOOPS_H
 #define COLL_KERNELS_LOWRANK_LOOPS_H

@@ -4,18 +4,13 @@
  */
 #include <math.h>
 
-#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/onebit.h"
-
-size_t coll_onebit_sign_bytes(size_t count)
-{
-    return count / 8 + (count % 8 != 0);
-}
 
 coll_status_t coll_onebit_encode(coll_onebit_scale_t rule, const float *grad, float *residual,
                                  size_t count, uint8_t *signs, float *scale)
 {
-    const coll__compress_isa_t *isa = coll__compress_loops();
+    const coll__compress_loops_t *isa = &coll__isa()->compress;
     const int l1 = rule == COLL_ONEBIT_SCALE_L1;
 
     if ((rule != COLL_ONEBIT_SCALE_L2 && !l1) || scale == NULL ||
@@ -45,7 +40,7 @@ coll_status_t coll_onebit_decode(const uint8_t *signs, size_t count, float scale
         return COLL_ERR_INVALID;
     }
     if (count > 0) {
-        coll__compress_loops()->onebit_unpack(signs, count, scale * weight, 0, out);
+        coll__isa()->compress.onebit_unpack(signs, count, scale * weight, 0, out);
     }
     return COLL_OK;
 }
@@ -57,7 +52,7 @@ coll_status_t coll_onebit_accumulate(const uint8_t *signs, size_t count, float s
         return COLL_ERR_INVALID;
     }
     if (count > 0) {
-        coll__compress_loops()->onebit_unpack(signs, count, scale * weight, 1, acc);
+        coll__isa()->compress.onebit_unpack(signs, count, scale * weight, 1, acc);
     }
     return COLL_OK;
 }

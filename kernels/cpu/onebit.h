@@ -43,14 +43,7 @@
 
 #include <collective.h>
 
-/** How the scale of a span is computed. */
-typedef enum {
-    COLL_ONEBIT_SCALE_L2 = 0, /**< ||x||_2 / sqrt(n): 1-bit Adam (DeepSpeed) */
-    COLL_ONEBIT_SCALE_L1 = 1, /**< ||x||_1 / n = mean |x|: EF-SignSGD */
-} coll_onebit_scale_t;
-
-/** @return Bytes of packed signs for @p count elements: ceil(count / 8). */
-size_t coll_onebit_sign_bytes(size_t count);
+#include "kernels/compress.h"
 
 /**
  * @brief Encode a span: its scale and its packed signs; update the residual.

@@ -1,6 +1,6 @@
 /*
  * Inner loops of the 1-bit compressor (onebit.c), compiled once per instruction set by
- * compress_<isa>.c; see compress_isa.h for the contract of each. The sum is plain C that gcc
+ * isa_<set>.c (isa.h); see compress_isa.h for the contract of each. The sum is plain C that gcc
  * vectorizes: COLL__LANES partial sums in double (lane l takes elements l, l + 16, ...; the tail
  * goes to lanes 0, 1, ...), combined pairwise in a fixed order. Packing and unpacking bits is
  * where gcc's vectorizer does badly (it transposes the stride-8 accesses with permutes, slower

@@ -1,46 +1,14 @@
 /*
- * The reduction driver: picks the instruction set once, cuts a reduction into blocks and folds
- * the sources into each block a few at a time (reduce_isa.h). With many sources, every source
- * is streamed from memory once and the block being accumulated stays in L1; with few sources
- * this is a single pass. The per-instruction-set kernels live in reduce_<isa>.c.
+ * The reduction driver: cuts a reduction into blocks and folds the sources into each block a
+ * few at a time (reduce_isa.h). With many sources, every source is streamed from memory once
+ * and the block being accumulated stays in L1; with few sources this is a single pass. The
+ * element loops of the instruction set in use (isa.h) live in reduce_loops.h.
  */
-#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/cpu/reduce_isa.h"
-
-/* Widest first: the first supported one is the default. CMake compiles the x86 kernels (and
- * defines COLL_REDUCE_X86) on x86-64 only. */
-static const coll__reduce_isa_t *const reduce_isas[] = {
-#if defined(COLL_REDUCE_X86) && defined(__x86_64__)
-    &coll__reduce_avx512,
-    &coll__reduce_avx2,
-#endif
-    &coll__reduce_scalar,
-};
-
-#define NISAS (sizeof(reduce_isas) / sizeof(reduce_isas[0]))
-
-/* The instruction set in use; NULL until the first call chooses one. Concurrent first calls
- * choose the same one, so a relaxed race is harmless. */
-static _Atomic(const coll__reduce_isa_t *) reduce_isa_cur;
-
-static const coll__reduce_isa_t *reduce_isa_get(void)
-{
-    const coll__reduce_isa_t *isa = atomic_load_explicit(&reduce_isa_cur, memory_order_relaxed);
-
-    if (isa == NULL) {
-        for (size_t i = 0; i < NISAS && isa == NULL; i++) {
-            if (reduce_isas[i]->supported()) {
-                isa = reduce_isas[i];
-            }
-        }
-        atomic_store_explicit(&reduce_isa_cur, isa, memory_order_relaxed);
-    }
-    return isa;
-}
+#include "kernels/cpu/isa.h"
 
 /* A pointer @p off elements of @p esize bytes into @p p. */
 static const void *at(const void *p, size_t off, size_t esize)
@@ -53,7 +21,7 @@ static const void *at(const void *p, size_t off, size_t esize)
  * combines up to FANIN + 1 sources into it (src[0] may be the destination itself), each later
  * pass the accumulator and up to FANIN more sources; AVG then divides on the last combine.
  */
-static void reduce_block(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a,
+static void reduce_block(const coll__reduce_loops_t *isa, const coll_reduce_args_t *a,
                          size_t off, size_t n)
 {
     const size_t es = coll__reduce_esize(a->dtype);
@@ -84,7 +52,7 @@ static void reduce_block(const coll__reduce_isa_t *isa, const coll_reduce_args_t
 
 /* acc = op(acc, src) over @p n float32 values (a partial result kept in float32), or a copy
  * of src when nothing was accumulated yet. */
-static void fold_f32(const coll__reduce_isa_t *isa, coll_redop_t op, float *acc, int has_acc,
+static void fold_f32(const coll__reduce_loops_t *isa, coll_redop_t op, float *acc, int has_acc,
                      const float *src, size_t n)
 {
     const void *in[2] = {acc, src};
@@ -124,7 +92,7 @@ static unsigned run_of_half(const coll_reduce_args_t *a, unsigned k)
 /* One block of float16 or bfloat16: fold every source into a float32 accumulator, left to
  * right, 16-bit sources FANIN at a time; a last pass of 16-bit sources rounds once into the
  * destination instead of storing the accumulator. */
-static void reduce_block_half(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a,
+static void reduce_block_half(const coll__reduce_loops_t *isa, const coll_reduce_args_t *a,
                               const float *scale, float *acc, size_t off, size_t n)
 {
     const void *in[COLL__REDUCE_FANIN];
@@ -150,7 +118,7 @@ static void reduce_block_half(const coll__reduce_isa_t *isa, const coll_reduce_a
     store_acc(a, acc, off, n);
 }
 
-static void reduce_half(const coll__reduce_isa_t *isa, const coll_reduce_args_t *a)
+static void reduce_half(const coll__reduce_loops_t *isa, const coll_reduce_args_t *a)
 {
     _Alignas(64) float acc[COLL__REDUCE_BLOCK_BYTES / sizeof(float)];
     float scale[COLL_REDUCE_MAX_SRCS];
@@ -170,7 +138,7 @@ static void reduce_half(const coll__reduce_isa_t *isa, const coll_reduce_args_t 
 
 void coll_reduce(const coll_reduce_args_t *args)
 {
-    const coll__reduce_isa_t *isa = reduce_isa_get();
+    const coll__reduce_loops_t *isa = &coll__isa()->reduce;
 
     if (args->count == 0) {
         return;
@@ -184,23 +152,4 @@ void coll_reduce(const coll_reduce_args_t *args)
         size_t n = args->count - off < blk ? args->count - off : blk;
         reduce_block(isa, args, off, n);
     }
-}
-
-const char *coll_reduce_isa(void)
-{
-    return reduce_isa_get()->name;
-}
-
-int coll_reduce_force_isa(const char *isa)
-{
-    for (size_t i = 0; i < NISAS; i++) {
-        if (strcmp(reduce_isas[i]->name, isa) == 0) {
-            if (!reduce_isas[i]->supported()) {
-                return -1;
-            }
-            atomic_store_explicit(&reduce_isa_cur, reduce_isas[i], memory_order_relaxed);
-            return 0;
-        }
-    }
-    return -1;
 }

@@ -1,58 +1,12 @@
 /**
  * @file reduce.h
- * @brief Element-wise reduction kernels on host memory, every dtype and reduction of
- *        collective.h, vectorized with run-time dispatch (AVX-512, AVX2 + F16C, scalar).
- *
- * The engine combines several inputs in one pass (a partial result received from a peer and
- * every local rank's buffer), so a kernel takes an array of sources rather than a pair: each
- * input is streamed from memory once.
- *
- * Sources are either raw inputs (a rank's own buffer) or partial results (already combined,
- * e.g. received from the previous node). The difference matters for COLL_AVG only; see
- * coll_reduce_args_t and the coll_redop_t documentation.
+ * @brief The host's reduction (the host executor's reduce, kernels/exec.h): every dtype and
+ *        reduction of collective.h on host memory, vectorized per instruction set (isa.h).
  */
-#ifndef COLL_KERNELS_REDUCE_H
-#define COLL_KERNELS_REDUCE_H
+#ifndef COLL_KERNELS_CPU_REDUCE_H
+#define COLL_KERNELS_CPU_REDUCE_H
 
-#include <stddef.h>
-#include <stdint.h>
-
-#include <collective.h>
-
-/** Most sources one call combines. */
-#define COLL_REDUCE_MAX_SRCS 64
-
-/** One reduction. */
-typedef struct {
-    coll_dtype_t dtype;
-    coll_redop_t op;
-    uint32_t world_size; /**< COLL_AVG divisor, >= 1 */
-    /**
-     * Non-zero on the last combine of an operation's element: COLL_AVG of float32, float64 and
-     * the integer types then divides the result by world_size.
-     */
-    int finalize;
-    void *dst;               /**< count elements; may be exactly src[0] (in place) */
-    const void *const *src;  /**< nsrc pointers to count elements each; must not partially
-                                  overlap dst */
-    unsigned nsrc;           /**< 1 .. COLL_REDUCE_MAX_SRCS */
-    /**
-     * Bit k set: src[k] is a rank's raw input, not a partial result. COLL_AVG of float16 and
-     * bfloat16 multiplies raw inputs by 1/world_size (in float32) before combining them, so
-     * partial sums stay within range; partial results were scaled already.
-     */
-    uint64_t raw_mask;
-    /**
-     * float16 and bfloat16 only. Bit k set: src[k] holds float32 values, a partial result kept
-     * in float32 so that a sum over many nodes rounds to 16 bits once, at the end (never a raw
-     * input). 0 for every other dtype.
-     */
-    uint64_t f32_mask;
-    /** float16 and bfloat16 only: non-zero when dst receives the float32 accumulator (a
-     *  partial result to send on) instead of the rounded 16-bit result. */
-    int dst_f32;
-    size_t count;            /**< elements, not bytes */
-} coll_reduce_args_t;
+#include "kernels/reduce.h"
 
 /**
  * @brief dst[i] = op(src[0][i], ..., src[nsrc-1][i]) for 0 <= i < count, with the COLL_AVG
@@ -60,18 +14,8 @@ typedef struct {
  *        rounded to nearest even once. MIN and MAX return NaN when any source is NaN.
  *
  * Thread-safe (no shared state). The caller validated dtype, op and nsrc; count 0 is a no-op.
- * Chooses the widest instruction set the CPU supports on first use (coll_reduce_isa()).
+ * Runs on the instruction set chosen once for every host kernel (kernels/cpu/isa.h).
  */
 void coll_reduce(const coll_reduce_args_t *args);
-
-/** @return The instruction set the kernels use on this CPU: "avx512", "avx2" or "scalar". */
-const char *coll_reduce_isa(void);
-
-/**
- * @brief Force an instruction set ("avx512", "avx2", "scalar") for tests and benchmarks.
- * @return 0 on success; -1 when the name is unknown or the CPU lacks it (nothing changes).
- *         Not thread-safe with concurrent coll_reduce() calls.
- */
-int coll_reduce_force_isa(const char *isa);
 
 #endif

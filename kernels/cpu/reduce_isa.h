@@ -1,7 +1,7 @@
 /**
  * @file reduce_isa.h
- * @brief Internal interface between the reduction driver (reduce.c) and the per-instruction-set
- *        element kernels (reduce_scalar.c, reduce_avx2.c, reduce_avx512.c).
+ * @brief Internal interface between the reduction driver (reduce.c) and its element loops
+ *        (reduce_loops.h), which exist once per instruction set (isa.h).
  *
  * The driver cuts a reduction into blocks of COLL__REDUCE_BLOCK_BYTES of accumulator and, per
  * block, folds the sources into the accumulator a few at a time (passes), so that with many
@@ -9,9 +9,9 @@
  * below run one pass over one block. They take unaligned pointers, count in elements, and are
  * pure functions of their arguments (thread-safe).
  *
- * Every instruction set combines in the same order (left to right over the sources) with the
- * same rounding steps and no fused multiply-add, so all of them give bit-identical results
- * except for the payload of a NaN produced by SUM, AVG or PROD.
+ * Every instruction set runs the same source: the sources combine in the same order (left to
+ * right) with the same rounding steps and no fused multiply-add, so all of them give
+ * bit-identical results except for the payload of a NaN produced by SUM, AVG or PROD.
  */
 #ifndef COLL_KERNELS_REDUCE_ISA_H
 #define COLL_KERNELS_REDUCE_ISA_H
@@ -62,13 +62,8 @@ static inline size_t coll__reduce_block_elems(coll_dtype_t dtype)
            (coll__reduce_is_half(dtype) ? sizeof(float) : coll__reduce_esize(dtype));
 }
 
-/** The element kernels of one instruction set. Immutable; the tables below are constants. */
+/** The element loops of one instruction set (a part of coll__isa_t). */
 typedef struct {
-    const char *name; /**< "avx512", "avx2" or "scalar" */
-
-    /** @return Non-zero when this CPU (and OS) can run these kernels. */
-    int (*supported)(void);
-
     /**
      * out[i] = op(in[0][i], ..., in[m-1][i]) for 0 <= i < n, left to right, for every dtype
      * except float16 and bfloat16. COLL_AVG combines as COLL_SUM. 2 <= m <= FANIN + 1.
@@ -93,16 +88,6 @@ typedef struct {
      * integer types (truncating toward zero).
      */
     void (*divide)(coll_dtype_t dtype, void *buf, uint32_t world_size, size_t n);
-} coll__reduce_isa_t;
-
-/** Portable C; also finishes the tails of the AVX2 kernels. */
-extern const coll__reduce_isa_t coll__reduce_scalar;
-
-#if defined(__x86_64__)
-/** AVX2 + F16C (x86-64-v3 without FMA, which the kernels do not use). */
-extern const coll__reduce_isa_t coll__reduce_avx2;
-/** AVX-512 F + BW, 512-bit vectors with masked tails. */
-extern const coll__reduce_isa_t coll__reduce_avx512;
-#endif
+} coll__reduce_loops_t;
 
 #endif

@@ -26,7 +26,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/compress_isa.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/topk.h"
 
@@ -53,7 +53,7 @@ typedef struct {
 
 /* One compression in progress. */
 typedef struct {
-    const coll__compress_isa_t *isa;
+    const coll__compress_loops_t *isa;
     const coll_topk_args_t *a;
     const float *v;    /* what is selected on: the residual after the first pass, or grad */
     uint32_t *cidx;    /* candidates: indices, ascending */
@@ -62,22 +62,6 @@ typedef struct {
     size_t cap;        /* candidates the scratch holds */
     coll_topk_info_t info;
 } run_t;
-
-size_t coll_topk_k(size_t count, double ratio)
-{
-    if (count == 0) {
-        return 0;
-    }
-    if (!(ratio > 0)) {
-        return 1;
-    }
-    if (ratio >= 1) {
-        return count;
-    }
-    double x = ratio * (double)count;
-    x = ceil(x - x * 0x1p-40);
-    return x < 1 ? 1 : x >= (double)count ? count : (size_t)x;
-}
 
 /* Sampled elements for (count, k), k > 0. */
 static size_t sample_size(size_t count, size_t k)
@@ -431,7 +415,7 @@ coll_status_t coll_topk_compress(const coll_topk_args_t *args)
         return COLL_ERR_INVALID;
     }
     run_t r = {
-        .isa = coll__compress_loops(),
+        .isa = &coll__isa()->compress,
         .a = args,
         .v = args->residual != NULL ? args->residual : args->grad,
         .cidx = args->scratch,

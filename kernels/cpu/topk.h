@@ -34,54 +34,7 @@
 
 #include <collective.h>
 
-/** Most elements one call selects from: indices are uint32. */
-#define COLL_TOPK_MAX_COUNT UINT32_MAX
-
-/**
- * @return k = max(1, ceil(ratio * count)), at most count; 0 for count 0. The product is taken in
- *         double less a relative 2^-40, so that a ratio like 0.07 (0.0700000000000000067 as a double)
- *         gives 7 of 100 rather than 8; ratio <= 0 or NaN gives 1 (for count > 0), ratio >= 1
- *         gives count. Pure: every rank computes the same k.
- */
-size_t coll_topk_k(size_t count, double ratio);
-
-/**
- * How the k-th largest magnitude is found. Both methods give the same, exact result; they differ
- * in speed only (bench/compress-bw.c measures both).
- */
-typedef enum {
-    /**
-     * SAMPLED when it pays: COLL_TOPK_SAMPLED_MIN_K <= k <= count / COLL_TOPK_SAMPLED_MAX_DIV
-     * and scratch of at least coll_topk_scratch_bytes(count, k); else RADIX. Measured with
-     * bench/compress-bw.c (-t) from 2K to 16M elements (topk.c has the numbers): SAMPLED is
-     * 1.1x to 2x faster in that range, as fast or slower below it (the sample is a large part
-     * of small spans) and above it (it gathers about 2k candidates where RADIX gathers about k).
-     */
-    COLL_TOPK_SELECT_AUTO = 0,
-    /**
-     * Radix select on the bits of |v|, 11 + 10 + 10 bits. Pass 1 adds the residual and builds the
-     * histogram of the top 11 bits; pass 2 gathers the elements at or above the bin that holds
-     * the k-th largest into the scratch, where the select and the output run on them. When they
-     * do not fit (many equal magnitudes), passes 2 and 3 build the other two histograms over all
-     * elements and pass 4 writes the output: never more than 4 passes.
-     */
-    COLL_TOPK_SELECT_RADIX = 1,
-    /**
-     * Sampled threshold, as DGC, made exact: a seeded sample of about 16 * count / k magnitudes
-     * gives a threshold t that about 2k elements exceed; the one pass over the data adds the
-     * residual and gathers the elements with |v| >= t into the scratch; the exact k are then
-     * chosen from those by the radix select. When fewer than k elements pass t (the sample was
-     * unlucky) or more than the scratch holds, the result comes from RADIX over the data instead
-     * (coll_topk_info_t says so; up to 5 passes then). The sample's positions are fixed by
-     * count and k.
-     */
-    COLL_TOPK_SELECT_SAMPLED = 2,
-} coll_topk_select_t;
-
-/** Below this k, AUTO does not sample (the sample, about 16 * count / k, is 1/16 of the data). */
-#define COLL_TOPK_SAMPLED_MIN_K 256
-/** Above k = count / COLL_TOPK_SAMPLED_MAX_DIV, AUTO does not sample either. */
-#define COLL_TOPK_SAMPLED_MAX_DIV 16
+#include "kernels/compress.h"
 
 /**
  * @return Bytes of scratch that let either method run its fast path for (count, k): room for
@@ -90,31 +43,6 @@ typedef enum {
  *         more than 8 * count. 0 when there is nothing to select (k 0 or count). Pure.
  */
 size_t coll_topk_scratch_bytes(size_t count, size_t k);
-
-/** What one coll_topk_compress() did; for metrics and benchmarks. */
-typedef struct {
-    coll_topk_select_t method; /**< RADIX or SAMPLED: the method that produced the result */
-    unsigned passes;           /**< passes over all count elements (reads or writes) */
-    size_t candidates;         /**< elements gathered after the first pass; 0 if none were */
-} coll_topk_info_t;
-
-/** One TopK compression. */
-typedef struct {
-    const float *grad;  /**< count float32 values g */
-    float *residual;    /**< count float32 values e, in/out (e' above), or NULL for no error
-                             feedback (v = g, nothing written but the output); must not overlap
-                             @p grad or the outputs */
-    size_t count;       /**< elements, at most COLL_TOPK_MAX_COUNT */
-    size_t k;           /**< elements to select, 0 .. count (coll_topk_k()) */
-    coll_topk_select_t select;
-    void *scratch;      /**< working memory, 4-byte aligned, or NULL; its contents are undefined
-                             after the call */
-    size_t scratch_bytes; /**< coll_topk_scratch_bytes(count, k) for the fast paths; any size
-                               (0 included) works, more slowly */
-    uint32_t *indices;  /**< [out] k indices, strictly ascending */
-    float *values;      /**< [out] k values v[indices[j]] */
-    coll_topk_info_t *info; /**< [out] optional, may be NULL */
-} coll_topk_args_t;
 
 /**
  * @brief Select the k largest |g + e|, write them out, update the residual (topk.h's step).

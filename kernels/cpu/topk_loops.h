@@ -1,5 +1,5 @@
 /*
- * Inner loops of TopK (topk.c), compiled once per instruction set by compress_<isa>.c; see
+ * Inner loops of TopK (topk.c), compiled once per instruction set by isa_<set>.c (isa.h); see
  * compress_isa.h for the contract of each. The histograms of the radix select stay scalar in
  * topk.c (a scatter of increments does not vectorize); what vectorizes is the residual update
  * (plain C) and the threshold test of 64 elements at a time into a bit mask (compare and movemask

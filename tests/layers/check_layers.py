@@ -5,7 +5,9 @@
             ones below (base < core < net < engine < ps < {job, ops} < daemon.c, main.c; job and ops
             not each other), and every project header by its path; proto/, common/ and kernels/
             include nothing of client/ or daemon/; client/ nothing of daemon/; nothing includes
-            client/'s private headers but client/ and its own tests.
+            client/'s private headers but client/ and its own tests; daemon/ and client/ include
+            nothing of kernels/cpu/ (they run kernels through the executor of their buffers'
+            memory kind, kernels/exec.h).
   symbols   every symbol a layer's library needs (nm: undefined) and another layer's library
             defines must be defined in a layer below it: a call upward is a failure, exactly as
             linking that library alone with the ones below it would fail.
@@ -68,6 +70,9 @@ def check_include(rel, inc, problems, where, src_dir):
             os.path.join(src_dir, os.path.dirname(rel), inc)):
         problems.append("%s: \"%s\" by bare name: name its path" % (where, inc))
         return
+    if top in ("daemon", "client") and inc.startswith("kernels/cpu/"):
+        problems.append("%s: %s: a host kernel named past the executor (kernels/exec.h)" %
+                        (where, inc))
     if top == "daemon":
         check_daemon_include(rel, inc, problems, where)
     elif top in BELOW_DAEMON and first in ("client", "daemon") + tuple(DAEMON_RANK):
@@ -140,9 +145,10 @@ CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0,
                "collective.pb-c.c.o": 0, "frame.c.o": 0, "wire.c.o": 0, "ctl.c.o": 0,
                "desc.c.o": 0, "jobmsg.c.o": 0, "ps_records.c.o": 0, "ps_names.c.o": 0,
                "compression.c.o": 0, "shm_area.c.o": 0,
-               # the reduction kernels (kernels/cpu/), which the local ranks run too
-               "reduce.c.o": 0, "reduce_scalar.c.o": 0, "reduce_avx2.c.o": 0,
-               "reduce_avx512.c.o": 0,
+               # the executors (kernels/), the host's of which the local ranks reduce with
+               "exec.c.o": 0, "exec_host.c.o": 0, "reduce.c.o": 0, "cast.c.o": 0,
+               "onebit.c.o": 0, "topk.c.o": 0, "lowrank.c.o": 0, "optim_step.c.o": 0,
+               "isa.c.o": 0, "isa_scalar.c.o": 0, "isa_avx2.c.o": 0, "isa_avx512.c.o": 0,
                "debug.c.o": 1, "base.c.o": 1, "env.c.o": 1, "launcher.c.o": 1,
                "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "shm.c.o": 2,
                "shm_progress.c.o": 2, "shm_exec.c.o": 2, "shm_node.c.o": 2, "request.c.o": 3,
@@ -203,8 +209,11 @@ def self_test(src_dir, libs, client_lib):
         victim = os.path.join(work, "daemon", "net", "transport.c")
         with open(victim, "a") as f:
             f.write('\n#include "engine/op.h"\n#include "pool.h"\n')
+        with open(os.path.join(work, "daemon", "engine", "combine.c"), "a") as f:
+            f.write('\n#include "kernels/cpu/reduce.h"\n')
         found = check_includes(work)
-        for want in ("reaches up from net to engine", '"pool.h" by bare name'):
+        for want in ("reaches up from net to engine", '"pool.h" by bare name',
+                     "kernels/cpu/reduce.h: a host kernel named past the executor"):
             if not any(want in p for p in found):
                 failures.append("an injected include was not caught: %s (found: %s)" % (want,
                                                                                       found))

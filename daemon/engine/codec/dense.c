@@ -7,10 +7,9 @@
  * whole cache lines; messages are COLL_WIRE_F32 spans behind the exchange's prefix, each
  * message buffer starting on a cache line.
  */
-#include <string.h>
 
 #include "engine/codec/internal.h"
-#include "kernels/cpu/compress_wire.h"
+#include "kernels/compress_wire.h"
 
 static size_t msg_bytes(uint64_t elems)
 {
@@ -35,14 +34,14 @@ static coll_plan_t plan_of(const coll_cx_t *cx, uint64_t len)
 }
 
 /* Write an F32 message of @p len elements of @p src at @p buf. */
-static void write_msg(uint8_t *buf, const float *src, uint64_t len)
+static void write_msg(const coll_cx_t *cx, uint8_t *buf, const float *src, uint64_t len)
 {
     coll_wire_hdr_t h = {COLL_WIRE_F32, 0, len};
     uint8_t *m = coll__cx_payload(buf);
 
     coll_wire_hdr_write(m, &h);
     if (len > 0) {
-        memcpy(m + COLL_WIRE_HDR_BYTES, src, len * sizeof(float));
+        cx->ex->copy(m + COLL_WIRE_HDR_BYTES, src, len * sizeof(float));
     }
 }
 
@@ -83,7 +82,7 @@ void coll__dense_rs_write(coll_cx_t *cx, const float *src, uint64_t len, uint8_t
     for (uint32_t p = 0; p < cx->n; p++) {
         coll_range_t ch = coll_plan_chunk(&pl, p);
         if (p != cx->r) {
-            write_msg(send, src + ch.off, ch.len);
+            write_msg(cx, send, src + ch.off, ch.len);
         }
         send += slot_bytes(ch.len);
     }
@@ -123,7 +122,7 @@ void coll__dense_ag_write(coll_cx_t *cx, const float *sums, uint64_t len, uint8_
 {
     coll_plan_t pl = plan_of(cx, len);
 
-    write_msg(send, sums, coll_plan_chunk(&pl, cx->r).len);
+    write_msg(cx, send, sums, coll_plan_chunk(&pl, cx->r).len);
 }
 
 void coll__dense_ag_layout(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv)
@@ -154,7 +153,7 @@ coll_status_t coll__dense_ag_collect(coll_cx_t *cx, const float *sums, uint64_t 
             return COLL_ERR_PROTOCOL;
         }
         if (ch.len > 0 && dst + ch.off != v) {
-            memcpy(dst + ch.off, v, ch.len * sizeof(float));
+            cx->ex->copy(dst + ch.off, v, ch.len * sizeof(float));
         }
     }
     return COLL_OK;

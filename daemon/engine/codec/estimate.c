@@ -21,10 +21,8 @@
 
 #include "core/stats.h"
 #include "engine/codec/internal.h"
-#include "kernels/cpu/cast.h"
-#include "kernels/cpu/lowrank.h"
-#include "kernels/cpu/onebit.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/compress.h"
+#include "kernels/exec.h"
 
 #define CALIBRATE_ROWS 512
 #define CALIBRATE_ELEMS (CALIBRATE_ROWS * CALIBRATE_ROWS)
@@ -56,10 +54,13 @@ void coll__est_record(coll_estimate_t *e, coll_compress_method_t method, uint64_
     }
 }
 
-/* The kernels of one operation of @p m on @p n elements of @p x (scratch in @p w). */
+/* The kernels of one operation of @p m on @p n elements of @p x (scratch in @p w), with the
+ * host's executor (the buffers are malloc's). */
 static void calibrate_run(const coll_compression_t *m, float *x, float *e, float *acc,
                           uint8_t *w, size_t wbytes, size_t n)
 {
+    const coll_exec_t *ex = coll_exec_get(COLL_MEM_HOST);
+    uint16_t *h = (uint16_t *)(void *)w;
     int32_t p;
     float scale;
 
@@ -67,31 +68,31 @@ static void calibrate_run(const coll_compression_t *m, float *x, float *e, float
     case COLL_COMPRESS_FP16:
     case COLL_COMPRESS_BF16: {
         coll_cast_format_t f = m->method == COLL_COMPRESS_FP16 ? COLL_CAST_FP16 : COLL_CAST_BF16;
-        coll_cast_encode(f, x, e, n, (uint16_t *)(void *)w, &p);
-        coll_cast_accumulate(f, (uint16_t *)(void *)w, n, p, 1.0f, acc);
-        coll_cast_decode(f, (uint16_t *)(void *)w, n, p, acc);
+        ex->cast_encode(f, x, e, n, h, &p);
+        ex->cast_accumulate(f, h, n, p, 1.0f, acc);
+        ex->cast_decode(f, h, n, p, acc);
         break;
     }
     case COLL_COMPRESS_ONEBIT:
-        coll_onebit_encode(COLL_ONEBIT_SCALE_L2, x, e, n, w, &scale);
-        coll_onebit_accumulate(w, n, scale, 1.0f, acc);
-        coll_onebit_decode(w, n, scale, 1.0f, acc);
+        ex->onebit_encode(COLL_ONEBIT_SCALE_L2, x, e, n, w, &scale);
+        ex->onebit_accumulate(w, n, scale, 1.0f, acc);
+        ex->onebit_decode(w, n, scale, 1.0f, acc);
         break;
     case COLL_COMPRESS_TOPK: {
         size_t k = coll_topk_k(n, m->ratio);
         coll_topk_args_t a = {x, e, n, k, COLL_TOPK_SELECT_AUTO, w + 8 * k, wbytes - 8 * k,
                               (uint32_t *)(void *)w, (float *)(void *)(w + 4 * k), NULL};
-        coll_topk_compress(&a);
-        memset(acc, 0, n * sizeof(float));
-        coll_topk_accumulate(a.indices, a.values, k, 1.0f, acc, n);
+        ex->topk_compress(&a);
+        ex->zero(acc, n * sizeof(float));
+        ex->topk_accumulate(a.indices, a.values, k, 1.0f, acc, n);
         break;
     }
     default: { /* PowerSGD on a square matrix */
         unsigned r = m->rank < CALIBRATE_ROWS ? m->rank : CALIBRATE_ROWS;
         float *pq = (float *)(void *)w;
-        coll_lowrank_ef_mul_q(x, e, CALIBRATE_ROWS, CALIBRATE_ROWS, acc, r, pq);
-        coll_lowrank_mul_mt(e, CALIBRATE_ROWS, CALIBRATE_ROWS, pq, r, acc);
-        coll_lowrank_residual(pq, acc, CALIBRATE_ROWS, CALIBRATE_ROWS, r, e, NULL);
+        ex->lowrank_ef_mul_q(x, e, CALIBRATE_ROWS, CALIBRATE_ROWS, acc, r, pq);
+        ex->lowrank_mul_mt(e, CALIBRATE_ROWS, CALIBRATE_ROWS, pq, r, acc);
+        ex->lowrank_residual(pq, acc, CALIBRATE_ROWS, CALIBRATE_ROWS, r, e, NULL);
         break;
     }
     }
@@ -100,7 +101,8 @@ static void calibrate_run(const coll_compression_t *m, float *x, float *e, float
 /* Seconds per element of @p m's kernels on synthetic data; 0 when out of memory. */
 static double calibrate(const coll_compression_t *m)
 {
-    size_t n = CALIBRATE_ELEMS, wbytes = 8 * n + coll_topk_scratch_bytes(n, n / 100 + 1);
+    const coll_exec_t *ex = coll_exec_get(COLL_MEM_HOST);
+    size_t n = CALIBRATE_ELEMS, wbytes = 8 * n + ex->topk_scratch_bytes(n, n / 100 + 1);
     float *x = malloc(3 * n * sizeof(float));
     uint8_t *w = malloc(wbytes);
     uint64_t t0;

@@ -144,7 +144,7 @@ static void write_outputs(coll_cx_t *cx)
     }
     for (uint32_t l = 1; l < op->job->local_size; l++) {
         if (op->out[l] != op->out[0]) {
-            memcpy(op->out[l], op->out[0], bytes);
+            cx->ex->copy(op->out[l], op->out[0], bytes);
         }
     }
 }
@@ -325,6 +325,7 @@ static coll_cx_t *cx_new(coll_op_t *op)
     cx->sendlen = (size_t *)(void *)(cx->recvp + n);
     cx->recvlen = cx->sendlen + n;
     cx->op = op;
+    cx->ex = coll_op_exec(op);
     cx->c = op->codec;
     cx->slot = op->codec->slot;
     cx->codec = coll__cx_codec(op->codec->run.method);

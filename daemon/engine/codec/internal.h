@@ -13,6 +13,7 @@
 
 #include "base/list.h"
 #include "core/job.h"
+#include "engine/exec.h"
 #include "engine/op.h"
 #include "engine/plan.h"
 #include "net/transport.h"
@@ -283,6 +284,7 @@ typedef struct coll_cx_codec {
 /** The exchange's state of one operation (op->algo_state). */
 typedef struct coll_cx {
     coll_op_t *op;
+    const coll_exec_t *ex;  /**< the executor of the operation's buffers (engine/exec.h) */
     coll_codec_op_t *c;
     coll_slot_t *slot;
     const coll_cx_codec_t *codec;

@@ -35,8 +35,7 @@
 #include "common/compression.h"
 #include "engine/codec/internal.h"
 #include "engine/combine.h"
-#include "kernels/cpu/lowrank.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/compress.h"
 #include "proto/cspec.h"
 
 /** PowerSGD's min_compression_rate (PyTorch's default): compress an n x m matrix only when

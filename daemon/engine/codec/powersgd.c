@@ -37,7 +37,7 @@
 #include <string.h>
 
 #include "engine/codec/internal.h"
-#include "kernels/cpu/lowrank.h"
+#include "kernels/compress.h"
 
 #define MIN_RATE 2.0
 
@@ -147,15 +147,15 @@ static coll_status_t psgd_begin(coll_cx_t *cx)
         tensor_t x = tensor_at(l, t, cx->c->run.rank, &off, &lp, &ld, &lb);
         float *m = cx->in + x.off, *q = cx->slot->q + x.q_off;
         if (x.rank == 0) {
-            memcpy(s.a + s.lp + x.p_off, m, x.rows * x.cols * sizeof(float));
-            memset(m, 0, x.rows * x.cols * sizeof(float)); /* exact: nothing left over */
+            cx->ex->copy(s.a + s.lp + x.p_off, m, x.rows * x.cols * sizeof(float));
+            cx->ex->zero(m, x.rows * x.cols * sizeof(float)); /* exact: nothing left over */
             continue;
         }
         if (cx->slot->fresh) {
-            coll_lowrank_init_q(q, x.cols, x.rank, seed_of(cx, t));
+            cx->ex->lowrank_init_q(q, x.cols, x.rank, seed_of(cx, t));
         }
-        coll_lowrank_orthonormalize(q, x.cols, x.rank, 0.0f);
-        coll_lowrank_mul_q(m, x.rows, x.cols, q, x.rank, s.a + x.p_off);
+        cx->ex->lowrank_orthonormalize(q, x.cols, x.rank, 0.0f);
+        cx->ex->lowrank_mul_q(m, x.rows, x.cols, q, x.rank, s.a + x.p_off);
     }
     cx->slot->fresh = 0;
     coll__dense_rs_write(cx, s.a, s.la, cx->slot->send);
@@ -174,9 +174,9 @@ static void psgd_q(coll_cx_t *cx, const psgd_t *s)
         if (x.rank == 0) {
             continue;
         }
-        coll_lowrank_orthonormalize(s->ar + x.p_off, x.rows, x.rank, 0.0f);
-        coll_lowrank_mul_mt(cx->in + x.off, x.rows, x.cols, s->ar + x.p_off, x.rank,
-                            s->qloc + x.q_off);
+        cx->ex->lowrank_orthonormalize(s->ar + x.p_off, x.rows, x.rank, 0.0f);
+        cx->ex->lowrank_mul_mt(cx->in + x.off, x.rows, x.cols, s->ar + x.p_off, x.rank,
+                               s->qloc + x.q_off);
     }
 }
 
@@ -224,11 +224,11 @@ static void psgd_finish(coll_cx_t *cx, const psgd_t *s)
         float *m = cx->in + x.off, *out = cx->outf + x.off;
         const float *p = s->ar + x.p_off, *q = cx->slot->q + x.q_off;
         if (x.rank == 0) {
-            memcpy(out, s->ar + s->lp + x.p_off, x.rows * x.cols * sizeof(float));
+            cx->ex->copy(out, s->ar + s->lp + x.p_off, x.rows * x.cols * sizeof(float));
         } else if (a == 1.0f) {
-            coll_lowrank_residual(p, q, x.rows, x.cols, x.rank, m, out);
+            cx->ex->lowrank_residual(p, q, x.rows, x.cols, x.rank, m, out);
         } else if (x.rank > 0) {
-            coll_lowrank_reconstruct(p, q, x.rows, x.cols, x.rank, out);
+            cx->ex->lowrank_reconstruct(p, q, x.rows, x.cols, x.rank, out);
             for (uint64_t i = 0; i < x.rows * x.cols; i++) {
                 m[i] -= a * out[i];
             }

@@ -14,7 +14,6 @@
  */
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "base/log.h"
 #include "engine/codec/codec.h"
@@ -168,12 +167,12 @@ static size_t lay_out(coll_slot_t *s, uint8_t *base, int ef)
     return off > 0 ? off : 64;
 }
 
-static void slot_zero(coll_slot_t *s)
+static void slot_zero(const coll_exec_t *ex, coll_slot_t *s)
 {
-    memset(s->res[0], 0, s->sz.res_elems * sizeof(float));
-    memset(s->res[1], 0, s->sz.res_elems * sizeof(float));
-    memset(s->srv[0], 0, s->sz.srv_elems * sizeof(float));
-    memset(s->srv[1], 0, s->sz.srv_elems * sizeof(float));
+    ex->zero(s->res[0], s->sz.res_elems * sizeof(float));
+    ex->zero(s->res[1], s->sz.res_elems * sizeof(float));
+    ex->zero(s->srv[0], s->sz.srv_elems * sizeof(float));
+    ex->zero(s->srv[1], s->sz.srv_elems * sizeof(float));
     s->cur = 0;
     s->fresh = 1;
 }
@@ -220,6 +219,6 @@ coll_status_t coll__slot_memory(coll_op_t *op, coll_slot_t *s, uint64_t run,
     s->mem_nodes = job->nnodes;
     s->ef = ef;
     lay_out(s, coll_pool_base(job->pool) + off, ef);
-    slot_zero(s);
+    slot_zero(coll_op_exec(op), s);
     return COLL_OK;
 }

@@ -23,8 +23,7 @@
 #include <string.h>
 
 #include "engine/codec/internal.h"
-#include "kernels/cpu/compress_wire.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/compress_wire.h"
 
 static size_t k_of(const coll_cx_t *cx)
 {
@@ -49,7 +48,7 @@ static coll_status_t topk_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
     sz->res_elems = cx->count;
     sz->send_bytes = buf_bytes(k);
     sz->recv_bytes = cx->n * buf_bytes(k);
-    sz->scratch_bytes = coll_topk_scratch_bytes(cx->count, k);
+    sz->scratch_bytes = cx->ex->topk_scratch_bytes(cx->count, k);
     return COLL_OK;
 }
 
@@ -75,7 +74,7 @@ static coll_status_t topk_begin(coll_cx_t *cx)
                           .scratch_bytes = cx->slot->sz.scratch_bytes,
                           .indices = (uint32_t *)(void *)(m + coll_topk_wire_indices_offset(k)),
                           .values = (float *)(void *)(m + COLL_WIRE_HDR_BYTES)};
-    coll_status_t st = coll_topk_compress(&a);
+    coll_status_t st = cx->ex->topk_compress(&a);
 
     if (st != COLL_OK) {
         return COLL_ERR_PROTOCOL; /* the arguments are the engine's own: a bug */
@@ -190,12 +189,12 @@ static coll_status_t topk_round_done(coll_cx_t *cx)
     if (sums_overflow(cx, k)) {
         return COLL_ERR_INVALID;
     }
-    memset(cx->outf, 0, cx->count * sizeof(float));
+    cx->ex->zero(cx->outf, cx->count * sizeof(float));
     for (uint32_t s = 0; s < cx->n; s++) {
         uint32_t *idx;
         float *val;
         set_of(cx, s, k, &idx, &val);
-        if (coll_topk_accumulate(idx, val, k, cx->weight, cx->outf, cx->count) != COLL_OK) {
+        if (cx->ex->topk_accumulate(idx, val, k, cx->weight, cx->outf, cx->count) != COLL_OK) {
             return COLL_ERR_PROTOCOL;
         }
     }

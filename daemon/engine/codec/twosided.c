@@ -26,10 +26,7 @@
 #include <string.h>
 
 #include "engine/codec/internal.h"
-#include "kernels/cpu/cast.h"
-#include "kernels/cpu/compress_wire.h"
-#include "kernels/cpu/half.h"
-#include "kernels/cpu/onebit.h"
+#include "kernels/compress_wire.h"
 
 typedef struct {
     coll_wire_method_t wire;
@@ -61,7 +58,8 @@ static size_t slot_of(const fmt_t *f, uint64_t n)
 }
 
 /* Encode @p n elements of @p x into the message at @p buf (no residual: the caller keeps it). */
-static coll_status_t encode(const fmt_t *f, const float *x, uint64_t n, uint8_t *buf)
+static coll_status_t encode(const coll_cx_t *cx, const fmt_t *f, const float *x, uint64_t n,
+                            uint8_t *buf)
 {
     uint8_t *m = coll__cx_payload(buf);
     coll_wire_hdr_t h = {f->wire, 0, n};
@@ -69,13 +67,13 @@ static coll_status_t encode(const fmt_t *f, const float *x, uint64_t n, uint8_t 
 
     if (f->wire == COLL_WIRE_ONEBIT) {
         float scale;
-        st = coll_onebit_encode(COLL_ONEBIT_SCALE_L2, x, NULL, n, m + COLL_WIRE_HDR_BYTES,
-                                &scale);
-        h.param = coll__f32_bits(scale);
+        st = cx->ex->onebit_encode(COLL_ONEBIT_SCALE_L2, x, NULL, n, m + COLL_WIRE_HDR_BYTES,
+                                   &scale);
+        memcpy(&h.param, &scale, sizeof(scale));
     } else {
         int32_t p;
-        st = coll_cast_encode(f->cast, x, NULL, n, (uint16_t *)(void *)(m + COLL_WIRE_HDR_BYTES),
-                              &p);
+        st = cx->ex->cast_encode(f->cast, x, NULL, n,
+                                 (uint16_t *)(void *)(m + COLL_WIRE_HDR_BYTES), &p);
         memcpy(&h.param, &p, sizeof(p));
     }
     if (st == COLL_OK) {
@@ -85,8 +83,8 @@ static coll_status_t encode(const fmt_t *f, const float *x, uint64_t n, uint8_t 
 }
 
 /* acc += w x decode(message at @p buf of @p n elements), or acc = decode when @p set. */
-static coll_status_t apply(const fmt_t *f, uint8_t *buf, uint64_t n, float w, float *acc,
-                           int set)
+static coll_status_t apply(const coll_cx_t *cx, const fmt_t *f, uint8_t *buf, uint64_t n,
+                           float w, float *acc, int set)
 {
     const uint8_t *m = coll__cx_payload(buf), *pay = m + COLL_WIRE_HDR_BYTES;
     coll_wire_hdr_t h;
@@ -97,13 +95,15 @@ static coll_status_t apply(const fmt_t *f, uint8_t *buf, uint64_t n, float w, fl
         return COLL_ERR_PROTOCOL;
     }
     if (f->wire == COLL_WIRE_ONEBIT) {
-        float scale = coll__f32_from_bits(h.param);
-        return set ? coll_onebit_decode(pay, n, scale, w, acc)
-                   : coll_onebit_accumulate(pay, n, scale, w, acc);
+        float scale;
+        memcpy(&scale, &h.param, sizeof(scale));
+        return set ? cx->ex->onebit_decode(pay, n, scale, w, acc)
+                   : cx->ex->onebit_accumulate(pay, n, scale, w, acc);
     }
     memcpy(&p, &h.param, sizeof(p));
-    return set ? coll_cast_decode(f->cast, (const uint16_t *)(const void *)pay, n, p, acc)
-               : coll_cast_accumulate(f->cast, (const uint16_t *)(const void *)pay, n, p, w, acc);
+    return set ? cx->ex->cast_decode(f->cast, (const uint16_t *)(const void *)pay, n, p, acc)
+               : cx->ex->cast_accumulate(f->cast, (const uint16_t *)(const void *)pay, n, p, w,
+                                         acc);
 }
 
 /* Bytes of the message slots of chunks 0 .. @p upto - 1. */
@@ -175,9 +175,9 @@ static coll_status_t ts_begin(coll_cx_t *cx)
 
     for (uint32_t c = 0; c < cx->n && st == COLL_OK; c++) {
         coll_range_t ch = coll_plan_chunk(&cx->plan, c);
-        st = encode(f, cx->in + ch.off, ch.len, send_at(cx, f, c));
+        st = encode(cx, f, cx->in + ch.off, ch.len, send_at(cx, f, c));
         if (st == COLL_OK && cx->slot->ef) {
-            st = apply(f, send_at(cx, f, c), ch.len, -1.0f, cx->in + ch.off, 0);
+            st = apply(cx, f, send_at(cx, f, c), ch.len, -1.0f, cx->in + ch.off, 0);
         }
     }
     return st;
@@ -190,7 +190,7 @@ static coll_status_t ts_add(coll_cx_t *cx, const fmt_t *f, float *y)
     coll_status_t st = COLL_OK;
 
     for (uint32_t k = 0; k < cx->n && st == COLL_OK; k++) {
-        st = apply(f, k == cx->r ? send_at(cx, f, k) : cx->recvp[k], mine, cx->weight, y, 0);
+        st = apply(cx, f, k == cx->r ? send_at(cx, f, k) : cx->recvp[k], mine, cx->weight, y, 0);
     }
     return st;
 }
@@ -204,16 +204,16 @@ static coll_status_t ts_server(coll_cx_t *cx, const fmt_t *f)
     coll_status_t st;
 
     if (s->ef) {
-        memcpy(y, s->srv[s->cur], mine * sizeof(float));
+        cx->ex->copy(y, s->srv[s->cur], mine * sizeof(float));
     } else {
-        memset(y, 0, mine * sizeof(float));
+        cx->ex->zero(y, mine * sizeof(float));
     }
     st = ts_add(cx, f, y);
     if (st == COLL_OK) {
-        st = encode(f, y, mine, server_msg(cx, f));
+        st = encode(cx, f, y, mine, server_msg(cx, f));
     }
     if (st == COLL_OK && s->ef) {
-        st = apply(f, server_msg(cx, f), mine, -1.0f, y, 0);
+        st = apply(cx, f, server_msg(cx, f), mine, -1.0f, y, 0);
     }
     return st;
 }
@@ -228,7 +228,7 @@ static coll_status_t ts_round_done(coll_cx_t *cx)
     }
     for (uint32_t p = 0; p < cx->n && st == COLL_OK; p++) {
         coll_range_t ch = coll_plan_chunk(&cx->plan, p);
-        st = apply(f, p == cx->r ? server_msg(cx, f) : cx->recvp[p], ch.len, 1.0f,
+        st = apply(cx, f, p == cx->r ? server_msg(cx, f) : cx->recvp[p], ch.len, 1.0f,
                    cx->outf + ch.off, 1);
     }
     return st == COLL_ERR_INVALID ? COLL_ERR_PROTOCOL : st;
@@ -241,7 +241,7 @@ static coll_status_t ts_staged_done(coll_cx_t *cx)
     coll_range_t mine = coll_plan_chunk(&cx->plan, cx->r);
     float *y = cx->outf + mine.off;
 
-    memset(y, 0, mine.len * sizeof(float));
+    cx->ex->zero(y, mine.len * sizeof(float));
     return ts_add(cx, fmt_of(cx), y);
 }
 

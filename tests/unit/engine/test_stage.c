@@ -29,7 +29,7 @@
 
 #include "engine/stage.h"
 #include "fake_net.h"
-#include "kernels/cpu/compress_wire.h"
+#include "kernels/compress_wire.h"
 #include "proto/cspec.h"
 
 #define SEG 1024 /* bytes: 256 floats */

@@ -1,7 +1,8 @@
 /*
- * Test-side helpers for the compression kernels (kernels/cpu/compress.h): a PRNG, gradient-like
- * inputs, an independent float16/bfloat16 rounding (through frexp/ldexp and nearbyint in
- * double, not the bit tricks of half.h), float comparison helpers and the instruction-set loop.
+ * Test-side helpers for the compression kernels (kernels/compress.h, kernels/cpu/<name>.h): a
+ * PRNG, gradient-like inputs, an independent float16/bfloat16 rounding (through frexp/ldexp and
+ * nearbyint in double, not the bit tricks of half.h), float comparison helpers and the
+ * instruction-set loop.
  *
  * Float32 arithmetic through double is exact before the final rounding: a sum, difference or
  * product of two floats rounded from double to float is the correctly rounded float result.
@@ -20,7 +21,8 @@
 
 #include <cmocka.h>
 
-#include "kernels/cpu/compress.h"
+#include "kernels/compress.h"
+#include "kernels/cpu/isa.h"
 
 /* ---- PRNG (xorshift64*), reseeded per test for reproducible cases ---- */
 
@@ -146,11 +148,11 @@ static inline double ref_bf16_value(uint16_t b)
  */
 static inline void ref_isa_force_or_skip(const char *isa)
 {
-    if (coll_compress_force_isa(isa) != 0) {
+    if (coll_cpu_force_isa(isa) != 0) {
         print_message("instruction set %s: not supported by this CPU, not run\n", isa);
         skip();
     }
-    assert_string_equal(coll_compress_isa(), isa);
+    assert_string_equal(coll_cpu_isa(), isa);
 }
 
 /* The widest set this CPU has, which the kernels chose by default. */
@@ -158,7 +160,7 @@ static inline void ref_isa_restore(void)
 {
     static const char *const order[] = {"avx512", "avx2", "scalar"};
     for (size_t i = 0; i < 3; i++) {
-        if (coll_compress_force_isa(order[i]) == 0) {
+        if (coll_cpu_force_isa(order[i]) == 0) {
             return;
         }
     }

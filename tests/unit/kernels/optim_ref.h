@@ -13,10 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/optim.h"
 
-static const char *const ref_optim_isas[] = {"avx2", "generic"};
-#define REF_OPTIM_NISAS 2
+static const char *const ref_optim_isas[] = {"avx512", "avx2", "scalar"};
+#define REF_OPTIM_NISAS 3
 
 static uint64_t ref_rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -104,7 +105,7 @@ static inline void ref_check_same(const char *what, const float *a, const float 
 /* @return Non-zero when @p isa could be forced (the CPU has it); the kernels then use it. */
 static inline int ref_use_isa(const char *isa)
 {
-    return coll_optim_force_isa(isa) == 0;
+    return coll_cpu_force_isa(isa) == 0;
 }
 
 #endif

@@ -8,7 +8,7 @@
 #include "compress_ref.h"
 
 #include "kernels/cpu/cast.h"
-#include "kernels/cpu/compress_wire.h"
+#include "kernels/compress_wire.h"
 #include "kernels/cpu/lowrank.h"
 #include "kernels/cpu/onebit.h"
 #include "kernels/cpu/topk.h"

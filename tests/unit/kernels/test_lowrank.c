@@ -326,7 +326,7 @@ static void check_isa_matches_scalar(const char *isa)
             q[run] = ref_floats(cols * r);
             memcpy(res[run], e0, rows * cols * sizeof(float));
             coll_lowrank_init_q(q[run], cols, r, 99);
-            assert_int_equal(coll_compress_force_isa(run ? isa : "scalar"), 0);
+            assert_int_equal(coll_cpu_force_isa(run ? isa : "scalar"), 0);
             step(g, res[run], rows, cols, r, p[run], q[run], approx[run], 1e-8f);
         }
         assert_memory_equal(p[0], p[1], rows * r * sizeof(float));
@@ -367,6 +367,6 @@ int main(void)
         cmocka_unit_test(test_isa_avx2),
         cmocka_unit_test(test_isa_avx512),
     };
-    print_message("compression kernels: %s\n", coll_compress_isa());
+    print_message("compression kernels: %s\n", coll_cpu_isa());
     return cmocka_run_group_tests_name("lowrank", tests, NULL, NULL);
 }

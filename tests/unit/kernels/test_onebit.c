@@ -205,7 +205,7 @@ static void check_isa_matches_scalar(const char *isa)
             ref_fill(acc[0], n, 1.0);
             memcpy(acc[1], acc[0], n * sizeof(float));
             for (int run = 0; run < 2; run++) {
-                assert_int_equal(coll_compress_force_isa(run ? isa : "scalar"), 0);
+                assert_int_equal(coll_cpu_force_isa(run ? isa : "scalar"), 0);
                 assert_int_equal(coll_onebit_encode((coll_onebit_scale_t)rule, g, e[run], n,
                                                     bits[run], &s[run]), 0);
                 assert_int_equal(coll_onebit_accumulate(bits[run], n, s[run], 0.5f, acc[run]), 0);
@@ -243,6 +243,6 @@ int main(void)
         cmocka_unit_test(test_isa_avx2),
         cmocka_unit_test(test_isa_avx512),
     };
-    print_message("compression kernels: %s\n", coll_compress_isa());
+    print_message("compression kernels: %s\n", coll_cpu_isa());
     return cmocka_run_group_tests_name("onebit", tests, NULL, NULL);
 }

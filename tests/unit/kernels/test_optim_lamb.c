@@ -373,7 +373,7 @@ static void test_lamb_shards_same_bits(void **state)
     }
 }
 
-/* Phase 1 and 2 on an instruction set: the generic bits, sums included. */
+/* Phase 1 and 2 on an instruction set: the scalar bits, sums included. */
 static void run_isa_case(const coll_optim_lamb_params_t *p, const float *w0, const float *g,
                          lstate_t *s, double sums[2])
 {
@@ -398,7 +398,7 @@ static void test_lamb_isas_same_bits(void **state)
     for (int c = 0; c < NMODEL_CONFIGS; c++) {
         coll_optim_lamb_params_t p = model_config(c);
         double want[2], got[2];
-        assert_int_equal(coll_optim_force_isa("generic"), 0);
+        assert_int_equal(coll_cpu_force_isa("scalar"), 0);
         run_isa_case(&p, w0, g, &gen, want);
         for (int k = 0; k < REF_OPTIM_NISAS; k++) {
             if (!ref_use_isa(ref_optim_isas[k])) {

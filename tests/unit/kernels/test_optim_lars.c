@@ -238,7 +238,7 @@ static void test_lars_shards_same_bits(void **state)
     }
 }
 
-/* Every instruction set gives the generic bits. */
+/* Every instruction set gives the scalar bits. */
 static void test_lars_isas_same_bits(void **state)
 {
     coll_optim_lars_params_t p;
@@ -252,7 +252,7 @@ static void test_lars_isas_same_bits(void **state)
     ref_fill(v0, SN, -0.01, 0.01);
     ref_fill(g, SN, -0.05, 0.05);
     memcpy(wg, w0, SN * sizeof(float)), memcpy(vg, v0, SN * sizeof(float));
-    assert_int_equal(coll_optim_force_isa("generic"), 0);
+    assert_int_equal(coll_cpu_force_isa("scalar"), 0);
     coll_optim_lars_update(&p, &st, &l, wg, g, vg, SN);
     for (int k = 0; k < REF_OPTIM_NISAS; k++) {
         if (!ref_use_isa(ref_optim_isas[k])) {

@@ -205,7 +205,7 @@ static void test_sgd_matches_torch(void **state)
 static const size_t cuts[] = {0, 1, 18, 517, N};
 #define NCUTS (sizeof(cuts) / sizeof(cuts[0]))
 
-/* Every instruction set, and the layer cut into shards, give the bits of the generic whole. */
+/* Every instruction set, and the layer cut into shards, give the bits of the scalar whole. */
 static void test_sgd_isas_and_shards_same_bits(void **state)
 {
     const coll_optim_sgd_params_t *p = &configs[4]; /* Nesterov with weight decay */
@@ -226,7 +226,7 @@ static void test_sgd_isas_and_shards_same_bits(void **state)
                                       cuts[s + 1] - cuts[s]);
             }
         }
-        assert_int_equal(coll_optim_force_isa("generic"), 0);
+        assert_int_equal(coll_cpu_force_isa("scalar"), 0);
         memcpy(want_w, w0, N * sizeof(float));
         for (unsigned t = 1; t <= 3; t++) {
             coll_optim_step_t st = {.lr = step_lr(t), .step = t};

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/reduce_isa.h" /* block size, to test around block boundaries */
 #include "reduce_ref.h"
 
@@ -110,7 +111,7 @@ static void describe(const case_t *c, char *buf, size_t len)
 {
     const coll_reduce_args_t *a = &c->args;
     snprintf(buf, len, "isa %s %s %s nsrc %u count %zu %s shift %zu world %u fin %d mask %#llx",
-             coll_reduce_isa(), ref_dtype_names[a->dtype], ref_op_names[a->op], a->nsrc, a->count,
+             coll_cpu_isa(), ref_dtype_names[a->dtype], ref_op_names[a->op], a->nsrc, a->count,
              c->in_place ? "in-place" : "out-of-place", c->shift, a->world_size, a->finalize,
              (unsigned long long)a->raw_mask);
 }
@@ -218,11 +219,11 @@ static void run_dtype_op(coll_dtype_t dt, coll_redop_t op)
 /* Every dtype and op on @p isa; skipped, saying why, when this CPU lacks it. */
 static void run_isa(const char *isa)
 {
-    if (coll_reduce_force_isa(isa) != 0) {
+    if (coll_cpu_force_isa(isa) != 0) {
         print_message("%s: not supported by this CPU, not run\n", isa);
         skip();
     }
-    assert_string_equal(coll_reduce_isa(), isa);
+    assert_string_equal(coll_cpu_isa(), isa);
     for (int dt = 0; dt < COLL_DTYPE_COUNT; dt++) {
         for (int op = 0; op < COLL_REDOP_COUNT; op++) {
             run_dtype_op((coll_dtype_t)dt, (coll_redop_t)op);
@@ -251,15 +252,15 @@ static void test_isa_selection(void **state)
     const char *widest = NULL;
 
     for (int i = 0; i < REF_NISAS; i++) {
-        if (coll_reduce_force_isa(ref_isas[i]) == 0 && widest == NULL) {
+        if (coll_cpu_force_isa(ref_isas[i]) == 0 && widest == NULL) {
             widest = ref_isas[i];
         }
     }
     assert_non_null(widest); /* at least scalar */
-    assert_int_equal(coll_reduce_force_isa(widest), 0);
-    assert_int_equal(coll_reduce_force_isa("sse9"), -1);
-    assert_int_equal(coll_reduce_force_isa(""), -1);
-    assert_string_equal(coll_reduce_isa(), widest);
+    assert_int_equal(coll_cpu_force_isa(widest), 0);
+    assert_int_equal(coll_cpu_force_isa("sse9"), -1);
+    assert_int_equal(coll_cpu_force_isa(""), -1);
+    assert_string_equal(coll_cpu_isa(), widest);
     print_message("kernels: %s\n", widest);
 }
 
@@ -269,7 +270,7 @@ static void test_count_zero_touches_nothing(void **state)
     const void *srcs[1] = {src};
 
     for (int i = 0; i < REF_NISAS; i++) {
-        if (coll_reduce_force_isa(ref_isas[i]) != 0) {
+        if (coll_cpu_force_isa(ref_isas[i]) != 0) {
             continue;
         }
         for (int dt = 0; dt < COLL_DTYPE_COUNT; dt++) {

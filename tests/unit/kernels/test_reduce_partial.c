@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/cpu/isa.h"
 #include "reduce_ref.h"
 
 #define COUNT 10007 /* more than one 16 KiB accumulator block of float32 */
@@ -82,7 +83,7 @@ static void run_case(const case_t *k, const char *isa)
                             .dst = dst, .src = src, .nsrc = NSRC,
                             .raw_mask = ~(1ull << k->f32_at), .f32_mask = 1ull << k->f32_at,
                             .dst_f32 = k->dst_f32, .count = COUNT};
-    assert_int_equal(coll_reduce_force_isa(isa), 0);
+    assert_int_equal(coll_cpu_force_isa(isa), 0);
     coll_reduce(&a);
     for (size_t i = 0; i < COUNT; i++) {
         float want = reference(k, f32_copy, h, i);
@@ -111,7 +112,7 @@ static void run_case(const case_t *k, const char *isa)
 static void run_all(const case_t *k)
 {
     for (size_t i = 0; i < sizeof(ref_isas) / sizeof(ref_isas[0]); i++) {
-        if (coll_reduce_force_isa(ref_isas[i]) == 0) {
+        if (coll_cpu_force_isa(ref_isas[i]) == 0) {
             run_case(k, ref_isas[i]);
         }
     }

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/cpu/isa.h"
 #include "reduce_ref.h"
 
 #define MAXN 64
@@ -63,7 +64,7 @@ static uint8_t *reduce_isas(setup_t *s, const void *want, int bitwise)
         want = ref;
     }
     for (int i = 0; i < REF_NISAS; i++) {
-        if (coll_reduce_force_isa(ref_isas[i]) != 0) {
+        if (coll_cpu_force_isa(ref_isas[i]) != 0) {
             continue;
         }
         free(out);
@@ -404,7 +405,7 @@ static void test_isas_agree_bitwise(void **state)
                 s->a.world_size = 3;
                 s->a.finalize = 1;
                 s->a.raw_mask = ref_rand();
-                assert_int_equal(coll_reduce_force_isa("scalar"), 0);
+                assert_int_equal(coll_cpu_force_isa("scalar"), 0);
                 uint8_t *want = malloc(301 * ref_esize(s->a.dtype));
                 s->a.dst = want;
                 coll_reduce(&s->a);

@@ -362,7 +362,7 @@ static void check_isa_matches_scalar(const char *isa)
             ref_fill(e[0], n, 0.1);
             memcpy(e[1], e[0], n * sizeof(float));
             for (int run = 0; run < 2; run++) {
-                assert_int_equal(coll_compress_force_isa(run ? isa : "scalar"), 0);
+                assert_int_equal(coll_cpu_force_isa(run ? isa : "scalar"), 0);
                 run_once(g, e[run], n, k, (coll_topk_select_t)sel, idx[run], val[run]);
             }
             assert_memory_equal(idx[0], idx[1], 4 * k);
@@ -400,6 +400,6 @@ int main(void)
         cmocka_unit_test(test_isa_avx2),
         cmocka_unit_test(test_isa_avx512),
     };
-    print_message("compression kernels: %s\n", coll_compress_isa());
+    print_message("compression kernels: %s\n", coll_cpu_isa());
     return cmocka_run_group_tests_name("topk", tests, NULL, NULL);
 }

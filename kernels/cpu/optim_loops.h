@@ -1,34 +1,33 @@
 /*
- * The element loops of the optimizer kernels, included once per instruction set by
- * optim_generic.c and optim_avx2.c after the target of that file is set; it defines
- * coll__optim_<isa> from the OPTIM_ISA_* macros. Not a public header.
+ * The element loops of the optimizer kernels (optim_isa.h), compiled once per instruction set by
+ * isa_<set>.c (isa.h). Not a public header.
  *
  * Each loop computes one element from that element's inputs and the coefficients only, with
  * the same operations in the same order whether the compiler vectorizes it or not: splitting a
  * call anywhere gives the same bits. Loop-invariant choices (weight decay, Nesterov, ...) are
  * constant arguments of always-inlined loops, so every combination is a loop without branches.
  */
-#ifndef OPTIM_ISA_VAR
-#error "define OPTIM_ISA_VAR, _NAME, _SUPPORTED and _VBYTES before including"
-#endif
+#ifndef COLL_KERNELS_OPTIM_LOOPS_H
+#define COLL_KERNELS_OPTIM_LOOPS_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/optim_isa.h"
 
 #define OB_INLINE static inline __attribute__((always_inline))
 
 /* ---- Sums of squares ---- */
 
-/* LANES lanes of double as OB_NV vectors of this instruction set's width (OPTIM_ISA_VBYTES):
- * lane j is element j of vector j / OB_VD whatever the width, so every width adds the same
- * squares into the same lanes in the same order. */
-#define OB_VD (OPTIM_ISA_VBYTES / sizeof(double))
+/* LANES lanes of double as OB_NV vectors of this instruction set's width (COLL__VBYTES): lane j
+ * is element j of vector j / OB_VD whatever the width, so every width adds the same squares
+ * into the same lanes in the same order. */
+#define OB_VD (COLL__VBYTES / sizeof(double))
 #define OB_NV (COLL__OPTIM_LANES / OB_VD)
-typedef double ob_vd __attribute__((vector_size(OPTIM_ISA_VBYTES)));
-typedef float ob_vf __attribute__((vector_size(OPTIM_ISA_VBYTES / 2)));
+typedef double ob_vd __attribute__((vector_size(COLL__VBYTES)));
+typedef float ob_vf __attribute__((vector_size(COLL__VBYTES / 2)));
 
 /* acc[j] += x[i]^2, i = j mod LANES: whole rows of LANES elements, then the tail into the lanes
  * its indices name. */
@@ -73,7 +72,7 @@ static int ob_any_nonfinite(const float *x, size_t n)
 
 /* ---- SGD (PyTorch order: d = g + wd w; buf = buf mu + damp1 d; u = d + mu buf; w + -lr u) -- */
 
-OB_INLINE void ob_sgd_loop(const coll__optim_sgd_k_t *k, float *restrict w,
+OB_INLINE void ob_sgd_loop(const coll_optim_sgd_coef_t *k, float *restrict w,
                            const float *restrict g, float *restrict buf, size_t n, const int wd,
                            const int mom, const int first, const int nesterov)
 {
@@ -91,13 +90,14 @@ OB_INLINE void ob_sgd_loop(const coll__optim_sgd_k_t *k, float *restrict w,
     }
 }
 
-OB_INLINE void ob_sgd_wd(const coll__optim_sgd_k_t *k, float *w, const float *g, float *buf,
+OB_INLINE void ob_sgd_wd(const coll_optim_sgd_coef_t *k, float *w, const float *g, float *buf,
                          size_t n, const int wd)
 {
     const unsigned var = k->variant;
-    const int first = (var & COLL__OPTIM_FIRST) != 0, nest = (var & COLL__OPTIM_NESTEROV) != 0;
+    const int first = (var & COLL_OPTIM_COEF_FIRST) != 0;
+    const int nest = (var & COLL_OPTIM_COEF_NESTEROV) != 0;
 
-    if (!(var & COLL__OPTIM_MOM)) {
+    if (!(var & COLL_OPTIM_COEF_MOM)) {
         ob_sgd_loop(k, w, g, buf, n, wd, 0, 0, 0);
     } else if (first) {
         nest ? ob_sgd_loop(k, w, g, buf, n, wd, 1, 1, 1)
@@ -108,10 +108,10 @@ OB_INLINE void ob_sgd_wd(const coll__optim_sgd_k_t *k, float *w, const float *g,
     }
 }
 
-static void ob_isa_sgd(const coll__optim_sgd_k_t *k, float *w, const float *g, float *buf,
+static void ob_isa_sgd(const coll_optim_sgd_coef_t *k, float *w, const float *g, float *buf,
                        size_t n)
 {
-    if (k->variant & COLL__OPTIM_WD) {
+    if (k->variant & COLL_OPTIM_COEF_WD) {
         ob_sgd_wd(k, w, g, buf, n, 1);
     } else {
         ob_sgd_wd(k, w, g, buf, n, 0);
@@ -120,7 +120,7 @@ static void ob_isa_sgd(const coll__optim_sgd_k_t *k, float *w, const float *g, f
 
 /* ---- AdamW (PyTorch order: w *= decay; m, v; w + neg_step * m / (sqrt(v) / sbc2 + eps)) ---- */
 
-static void ob_isa_adamw(const coll__optim_adamw_k_t *k, float *restrict w,
+static void ob_isa_adamw(const coll_optim_adamw_coef_t *k, float *restrict w,
                          const float *restrict g, float *restrict m, float *restrict v, size_t n)
 {
     const float decay = k->decay, b1 = k->b1, ob1 = k->ob1, b2 = k->b2, ob2 = k->ob2;
@@ -140,7 +140,7 @@ static void ob_isa_adamw(const coll__optim_adamw_k_t *k, float *restrict w,
 
 /* ---- LARS (MLPerf order, v = -mom: v = v mu + d lr_s; w - v, or (w - v mu) - d lr_s) ---- */
 
-OB_INLINE void ob_lars_loop(const coll__optim_lars_k_t *k, float *restrict w,
+OB_INLINE void ob_lars_loop(const coll_optim_lars_coef_t *k, float *restrict w,
                             const float *restrict g, float *restrict v, size_t n, const int wd,
                             const int nesterov)
 {
@@ -154,12 +154,12 @@ OB_INLINE void ob_lars_loop(const coll__optim_lars_k_t *k, float *restrict w,
     }
 }
 
-static void ob_isa_lars(const coll__optim_lars_k_t *k, float *w, const float *g, float *v,
+static void ob_isa_lars(const coll_optim_lars_coef_t *k, float *w, const float *g, float *v,
                         size_t n)
 {
-    const int wd = (k->variant & COLL__OPTIM_WD) != 0;
+    const int wd = (k->variant & COLL_OPTIM_COEF_WD) != 0;
 
-    if (k->variant & COLL__OPTIM_NESTEROV) {
+    if (k->variant & COLL_OPTIM_COEF_NESTEROV) {
         wd ? ob_lars_loop(k, w, g, v, n, 1, 1) : ob_lars_loop(k, w, g, v, n, 0, 1);
     } else {
         wd ? ob_lars_loop(k, w, g, v, n, 1, 0) : ob_lars_loop(k, w, g, v, n, 0, 0);
@@ -169,7 +169,7 @@ static void ob_isa_lars(const coll__optim_lars_k_t *k, float *w, const float *g,
 /* ---- LAMB ---- */
 
 /* The update direction r of one element from its weight and new moments. */
-OB_INLINE float ob_lamb_r(const coll__optim_lamb_k_t *k, float w, float m, float v,
+OB_INLINE float ob_lamb_r(const coll_optim_lamb_coef_t *k, float w, float m, float v,
                           const int wd, const int eps_in)
 {
     float mh = m * k->c1, vh = v * k->c2;
@@ -182,7 +182,7 @@ OB_INLINE float ob_lamb_r(const coll__optim_lamb_k_t *k, float w, float m, float
  * multiple of LANES, so lanes follow the element index across blocks. */
 #define OB_LAMB_BLOCK 512
 
-OB_INLINE void ob_lamb_block(const coll__optim_lamb_k_t *k, const float *restrict w,
+OB_INLINE void ob_lamb_block(const coll_optim_lamb_coef_t *k, const float *restrict w,
                              const float *restrict g, float *restrict m, float *restrict v,
                              float *restrict r, size_t n, const int wd, const int wd_g,
                              const int eps_in)
@@ -200,7 +200,7 @@ OB_INLINE void ob_lamb_block(const coll__optim_lamb_k_t *k, const float *restric
     }
 }
 
-OB_INLINE void ob_lamb_moments_loop(const coll__optim_lamb_k_t *k, const float *w,
+OB_INLINE void ob_lamb_moments_loop(const coll_optim_lamb_coef_t *k, const float *w,
                                     const float *g, float *m, float *v, size_t n, double *accw,
                                     double *accr, const int wd, const int wd_g, const int eps_in)
 {
@@ -214,16 +214,16 @@ OB_INLINE void ob_lamb_moments_loop(const coll__optim_lamb_k_t *k, const float *
     }
 }
 
-static void ob_isa_lamb_moments(const coll__optim_lamb_k_t *k, const float *w, const float *g,
+static void ob_isa_lamb_moments(const coll_optim_lamb_coef_t *k, const float *w, const float *g,
                                 float *m, float *v, size_t n, double *accw, double *accr)
 {
-    const int eps_in = (k->variant & COLL__OPTIM_EPS_IN) != 0;
+    const int eps_in = (k->variant & COLL_OPTIM_COEF_EPS_IN) != 0;
 
     /* Decay is in r (WD), on the gradient (WD_G) or absent; the front end never sets both. */
-    if (k->variant & COLL__OPTIM_WD_G) {
+    if (k->variant & COLL_OPTIM_COEF_WD_G) {
         eps_in ? ob_lamb_moments_loop(k, w, g, m, v, n, accw, accr, 0, 1, 1)
                : ob_lamb_moments_loop(k, w, g, m, v, n, accw, accr, 0, 1, 0);
-    } else if (k->variant & COLL__OPTIM_WD) {
+    } else if (k->variant & COLL_OPTIM_COEF_WD) {
         eps_in ? ob_lamb_moments_loop(k, w, g, m, v, n, accw, accr, 1, 0, 1)
                : ob_lamb_moments_loop(k, w, g, m, v, n, accw, accr, 1, 0, 0);
     } else {
@@ -232,7 +232,7 @@ static void ob_isa_lamb_moments(const coll__optim_lamb_k_t *k, const float *w, c
     }
 }
 
-OB_INLINE void ob_lamb_apply_loop(const coll__optim_lamb_k_t *k, float *restrict w,
+OB_INLINE void ob_lamb_apply_loop(const coll_optim_lamb_coef_t *k, float *restrict w,
                                   const float *restrict m, const float *restrict v, size_t n,
                                   const int wd, const int eps_in)
 {
@@ -243,26 +243,16 @@ OB_INLINE void ob_lamb_apply_loop(const coll__optim_lamb_k_t *k, float *restrict
     }
 }
 
-static void ob_isa_lamb_apply(const coll__optim_lamb_k_t *k, float *w, const float *m,
+static void ob_isa_lamb_apply(const coll_optim_lamb_coef_t *k, float *w, const float *m,
                               const float *v, size_t n)
 {
-    const int wd = (k->variant & COLL__OPTIM_WD) != 0;
+    const int wd = (k->variant & COLL_OPTIM_COEF_WD) != 0;
 
-    if (k->variant & COLL__OPTIM_EPS_IN) {
+    if (k->variant & COLL_OPTIM_COEF_EPS_IN) {
         wd ? ob_lamb_apply_loop(k, w, m, v, n, 1, 1) : ob_lamb_apply_loop(k, w, m, v, n, 0, 1);
     } else {
         wd ? ob_lamb_apply_loop(k, w, m, v, n, 1, 0) : ob_lamb_apply_loop(k, w, m, v, n, 0, 0);
     }
 }
 
-const coll__optim_isa_t OPTIM_ISA_VAR = {
-    .name = OPTIM_ISA_NAME,
-    .supported = OPTIM_ISA_SUPPORTED,
-    .sumsq = ob_isa_sumsq,
-    .any_nonfinite = ob_any_nonfinite,
-    .sgd = ob_isa_sgd,
-    .adamw = ob_isa_adamw,
-    .lars = ob_isa_lars,
-    .lamb_moments = ob_isa_lamb_moments,
-    .lamb_apply = ob_isa_lamb_apply,
-};
+#endif

@@ -6,12 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/cast.h"
-#include "kernels/cpu/compress_wire.h"
-#include "kernels/cpu/half.h"
-#include "kernels/cpu/lowrank.h"
-#include "kernels/cpu/onebit.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/compress.h"
+#include "kernels/compress_wire.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "compress_wire.h: the kernels write host order, which must be little-endian");
@@ -115,7 +111,8 @@ static int method_ok(const coll_wire_hdr_t *h, uint64_t payload)
         return h->count <= COLL_TOPK_MAX_COUNT && h->param <= h->count &&
                payload_is(payload, h->param, 4 + coll_topk_index_bytes(h->count));
     case COLL_WIRE_ONEBIT: {
-        float scale = coll__f32_from_bits(h->param);
+        float scale;
+        memcpy(&scale, &h->param, sizeof(scale));
         return isfinite(scale) && !signbit(scale) &&
                payload == h->count / 8 + (h->count % 8 != 0);
     }
