@@ -17,8 +17,9 @@ import shlex
 import statistics
 import sys
 
-# Relative to the build directory. tools/coll-train is the demo trainer (the real client the
-# benchmarks train with); when it moves, only this line changes.
+# Relative to the build directory. examples/train holds the demo trainer (the real client the
+# benchmarks train with) and overlap, its training step run three ways; when a binary moves,
+# only its line here changes.
 BUILT = {
     "LAUNCH": "tools/collective-launch",
     "DAEMON": "daemon/collectived",
@@ -27,8 +28,8 @@ BUILT = {
     "COST": "bench/coll-cost",
     "REDUCE_BW": "bench/reduce-bw",
     "COMPRESS_BW": "bench/compress-bw",
-    "OVERLAP": "bench/overlap",
-    "TRAIN": "tools/coll-train",
+    "OVERLAP": "examples/train/overlap",
+    "TRAIN": "examples/train/coll-train",
     "PLAN": "tools/plan",
     "PYLIB": "python",
 }

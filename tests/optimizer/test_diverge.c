@@ -1,5 +1,5 @@
 /*
- * coll-train's divergence check (tools/train/diverge.c): which epoch losses stop a run and
+ * coll-train's divergence check (examples/train/diverge.c): which epoch losses stop a run and
  * which do not, against the rules written out here: not finite; above 2 ln(10), twice the
  * loss of a uniform prediction over 10 classes; grown TRAIN_DIVERGE_EPOCHS epochs in a row;
  * and --on-divergence continue, which says it once and goes on.
