@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The parameter service's integration tests (issue 13), with real daemons and ranks (ps_rank).
+"""The parameter service's system tests, with real daemons and ranks (ps_rank).
 
 Cases (2 nodes x 2 ranks unless said otherwise; the model and the reference: ps_model.h and
 ps_ref.c; a maximal relative difference is |service - reference| / max(|reference|, the rms of

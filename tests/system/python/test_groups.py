@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Python package, groups (issue 14), one rank of a job of 2 nodes x 2 ranks: Communicator.split
+"""Python package, groups, one rank of a job of 2 nodes x 2 ranks: Communicator.split
 (ordering by key, None for no group, pool arrays through a group, closing in any order) and
 collective.groups(tp=2, pp=2) (Megatron's order: tp on a node, pp across nodes), with an
 allreduce in each group, pipeline send/recv between the stages and the pure layout_group()

@@ -44,7 +44,7 @@ The errors each case expects (the contract these tests pin down):
                 tick (+0.5 s) after that; ranks 0-2 get COLL_ERR_TIMEDOUT naming "rank 3" no
                 earlier than timeout - 0.5 s and no later than timeout + 2 s after the stall.
 
-The shared-memory path (issue 15: 1 node x 3 ranks, 4 KiB allreduces, which the local ranks
+The shared-memory path (1 node x 3 ranks, 4 KiB allreduces, which the local ranks
 run among themselves, checked through coll_req_algo(); ctest -L latency):
 
   shm_kill      SIGKILL rank 2 with operations in flight. Ranks 0 and 1, waiting in shared

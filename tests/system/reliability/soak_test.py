@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak test of collectived (issue 6): many random allreduces from several jobs at once, every
+"""Soak test of collectived: many random allreduces from several jobs at once, every
 result checked, with flat daemon resources.
 
 Two daemons serve three jobs at the same time for --seconds:

@@ -1,4 +1,4 @@
-"""Helpers of the torch.distributed backend's tests (issue 16, label "ecosystem").
+"""Helpers of the torch.distributed backend's tests (label "ecosystem").
 
 They run under collective-launch with Debian's /usr/bin/python3, which sets torchrun's
 variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) besides COLL_*: the tests call

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""coll-plan, the parallelism planner of issue 14 (ctest -L parallel3d).
+"""coll-plan, the parallelism planner (ctest -L parallel3d).
 
 Checks, each against numbers computed by hand here from the published formulas:
   - the enumeration: every (tp, pp, dp) of 8 and 12 GPUs, and which of them a small transformer
@@ -330,7 +330,7 @@ class TeamQuestion(unittest.TestCase):
 
 
 class PublishedFigures(unittest.TestCase):
-    """Estimates against published numbers, within 15% (issue 14); docs/planner.md cites them."""
+    """Estimates against published numbers, within 15%; docs/planner.md cites them."""
 
     def assertWithin15(self, got, published):
         self.assertLessEqual(abs(got - published) / published, 0.15, (got, published))
