@@ -94,7 +94,7 @@ def build_with_pkgconfig(args, prefix, work, env):
     pc = glob.glob(os.path.join(prefix, "lib*", "**", "collective.pc"), recursive=True)
     check(len(pc) == 1, "collective.pc: %s" % pc)
     env = dict(env, PKG_CONFIG_PATH=os.path.dirname(pc[0]))
-    src = os.path.join(args.source_dir, "tests", "ops", "ops_rank.c")
+    src = os.path.join(args.source_dir, "tests", "system", "ops", "ops_rank.c")
     cflags = h.run(["pkg-config", "--cflags", "collective"], env=env)[1].split()
     shared = h.run(["pkg-config", "--libs", "collective"], env=env)[1].split()
     static = h.run(["pkg-config", "--static", "--libs", "collective"], env=env)[1].split()

@@ -547,8 +547,8 @@ def test_install_pkgconfig(args, work):
     _, flags = h.run(["pkg-config", "--cflags", "--libs", "collective"], env=env)
     _, libdir = h.run(["pkg-config", "--variable=libdir", "collective"], env=env)
     app = os.path.join(work, "app")
-    h.run(["cc", "-std=c11", "-Wall", "-Werror", "-o", app,
-           os.path.join(args.source_dir, "tests", "ops", "ops_rank.c")] + flags.split() +
+    src = os.path.join(args.source_dir, "tests", "system", "ops", "ops_rank.c")
+    h.run(["cc", "-std=c11", "-Wall", "-Werror", "-o", app, src] + flags.split() +
           ["-Wl,-rpath," + libdir.strip()], env=env)
     _, out = h.run(["ldd", app], echo=False)
     check(os.path.join(libdir.strip(), "libcollective.so") in out,
