@@ -8,13 +8,13 @@ usage: idle-cpu.py --daemon BUILD/daemon/collectived
 Per shape (1 node x 3 ranks, in shared memory; 2 nodes x 2 ranks, through the daemons), a job of
 tests/system/reliability/fault_rank loops on 4 KiB allreduces until its last rank stops
 submitting (--stall-rank): the other ranks then wait for it, in shared memory (1x3) or on their
-daemon (2x2), with their operation posted. After 0.3 s of that, the user and system CPU time of every
-daemon and every waiting rank (/proc/<pid>/stat) is read over --window-s seconds; the stalled
-rank, which holds its communicator and sleeps, is counted too. Prints one line per repetition
-and shape: the share of one core of the daemons, of the waiting ranks, and of all together.
-The bound of the shared-memory path is below 1 % all together (docs/benchmarks.md); this is a measurement, not
-a test: the CPU time is read in clock ticks (10 ms at USER_HZ 100), so a window of 1 s resolves
-1 %, and a longer window finer.
+daemon (2x2), with their operation posted. After 0.3 s of that, the user and system CPU time of
+every daemon and every waiting rank (/proc/<pid>/stat) is read over --window-s seconds; the
+stalled rank, which holds its communicator and sleeps, is counted too. Prints one line per
+repetition and shape: the share of one core of the daemons, of the waiting ranks, and of all
+together. The bound of the shared-memory path is below 1 % all together (docs/benchmarks.md);
+this is a measurement, not a test: the CPU time is read in clock ticks (10 ms at USER_HZ 100), so
+a window of 1 s resolves 1 %, and a longer window finer.
 """
 
 import argparse

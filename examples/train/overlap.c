@@ -2,8 +2,8 @@
  * overlap: how much of the gradient communication a bucketer hides behind backward.
  *
  * Runs as every rank of a job (collective-launch) the training step of coll-train (the same
- * MLP, data and gradient exchange: dist.h, mlp.h, mnist.h) in three ways, interleaved in rounds so that
- * they see the same machine:
+ * MLP, data and gradient exchange: dist.h, mlp.h, mnist.h) in three ways, interleaved in rounds
+ * so that they see the same machine:
  *   bucket  buckets reduced during backward as they fill (coll_bucketer_*, DDP's scheme)
  *   after   one allreduce of all gradients when backward ends (no overlap)
  *   tensor  one allreduce per tensor, each as soon as it is ready (overlap, no bucketing)
@@ -85,9 +85,10 @@ static void usage(FILE *out)
     fputs("usage: overlap [--hidden H[,H..]|WxN] [--batch B] [--steps N] [--warmup N]\n"
           "               [--rounds R] [--bucket-cap-mb M] [--first-bucket-cap-mb M]\n"
           "               [--threads T] [--data DIR] [--label NAME]\n"
-          "Run under collective-launch; see the comment at the top of examples/train/overlap.c and\n"
-          "docs/benchmarks.md. Defaults: --hidden 1024x12 --batch 256 --steps 10 --warmup 2\n"
-          "--rounds 3, library bucket caps (25 MiB, first 1 MiB), 1 thread.\n", out);
+          "Run under collective-launch; see the comment at the top of\n"
+          "examples/train/overlap.c and docs/benchmarks.md. Defaults: --hidden 1024x12\n"
+          "--batch 256 --steps 10 --warmup 2 --rounds 3, library bucket caps (25 MiB, first\n"
+          "1 MiB), 1 thread.\n", out);
 }
 
 /* "1024x4" or "512,256": hidden widths, then the input and output sizes around them. */
