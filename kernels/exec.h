@@ -34,6 +34,11 @@
 
 #include <collective.h>
 
+/* C++ callers (the CUDA module's kernels, its device check) see C names for the whole family. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include "kernels/compress.h"
 #include "kernels/mem_kind.h"
 #include "kernels/optim.h"
@@ -171,5 +176,9 @@ const coll_exec_t *coll_exec_get(coll_mem_kind_t kind);
  * Thread-safe; coll_exec_get() sees the table from any thread once this returned.
  */
 coll_status_t coll_exec_register(const coll_exec_t *ex);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
