@@ -39,7 +39,11 @@ static void probe(coll_cuda_log_fn log)
 {
     cudaError_t e = cudaGetDeviceCount(&probe_devices);
 
-    coll__cuda_set_log(log);
+    if (e == cudaSuccess && probe_devices > 0 && coll__cuda_rt_init(log) != COLL_OK) {
+        snprintf(probe_why, sizeof(probe_why), "the CUDA driver lacks the context functions");
+        probe_devices = 0;
+        return;
+    }
     if (e == cudaErrorInsufficientDriver) {
         snprintf(probe_why, sizeof(probe_why), "no CUDA driver (%s)", cudaGetErrorString(e));
     } else if (e == cudaErrorNoDevice || (e == cudaSuccess && probe_devices == 0)) {

@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include <cuda.h>
+
 #include "kernels/cuda/rt.h"
 
 /* Devices whose multiprocessor count is remembered; others ask the runtime each time. */
@@ -17,9 +19,31 @@
 static _Atomic(coll_cuda_log_fn) log_fn;
 static atomic_uint sm_count[MAX_DEVICES];
 
-void coll__cuda_set_log(coll_cuda_log_fn log)
+/* The driver's cuCtxGetCurrent, cuCtxSetCurrent and cuPointerGetAttribute, from the runtime
+ * (the module links no driver library: the runtime finds it); none of them needs or makes a
+ * context. Set once by coll__cuda_rt_init(), before any entry. */
+static CUresult (*ctx_get)(CUcontext *ctx);
+static CUresult (*ctx_set)(CUcontext ctx);
+static CUresult (*ptr_attr)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
+
+static coll_status_t driver_fn(const char *name, void **fn)
+{
+    enum cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
+
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+        coll__cuda_log("the driver does not give %s", name);
+        return COLL_ERR_UNSUPPORTED;
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll__cuda_rt_init(coll_cuda_log_fn log)
 {
     atomic_store(&log_fn, log);
+    coll_status_t st = driver_fn("cuCtxGetCurrent", (void **)&ctx_get);
+    st = st == COLL_OK ? driver_fn("cuCtxSetCurrent", (void **)&ctx_set) : st;
+    return st == COLL_OK ? driver_fn("cuPointerGetAttribute", (void **)&ptr_attr) : st;
 }
 
 void coll__cuda_log(const char *fmt, ...)
@@ -75,21 +99,28 @@ static unsigned sms_of(int dev)
     return n > 0 ? n : 1;
 }
 
-/* Make @p dev current for the entry, remembering the thread's device to restore. */
+/*
+ * Make @p dev's primary context current for the entry, unless it is already, remembering the
+ * thread's context (none, or another device's) to make current again at the end: an entry
+ * creates no context on a device the caller did not name, and leaves the thread as it was.
+ */
 static coll_status_t enter(coll__cuda_run_t *r, int dev, cudaStream_t stream, int wait)
 {
+    CUcontext prev = NULL;
+    int cur = -1;
+
     r->dev = dev;
     r->stream = stream;
     r->wait = wait;
-    if (cudaGetDevice(&r->prev) != cudaSuccess) {
-        r->prev = dev;
-    }
-    if (dev != r->prev) {
+    r->switched = 0;
+    if (ctx_get(&prev) != CUDA_SUCCESS || prev == NULL || cudaGetDevice(&cur) != cudaSuccess ||
+        cur != dev) {
         coll_status_t st = coll__cuda_status(cudaSetDevice(dev), "cudaSetDevice");
         if (st != COLL_OK) {
-            r->dev = r->prev;
             return st;
         }
+        r->prev = prev;
+        r->switched = 1;
     }
     r->sms = sms_of(dev);
     return COLL_OK;
@@ -97,15 +128,15 @@ static coll_status_t enter(coll__cuda_run_t *r, int dev, cudaStream_t stream, in
 
 coll_status_t coll__cuda_begin(coll__cuda_run_t *r, const void *ptr)
 {
-    struct cudaPointerAttributes at;
-    cudaError_t e = cudaPointerGetAttributes(&at, ptr);
+    int dev = -1;
 
-    if (e != cudaSuccess || at.type == cudaMemoryTypeUnregistered || at.device < 0) {
-        cudaGetLastError(); /* the query's error is answered here, not by a later entry */
+    if (ptr_attr(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr) !=
+            CUDA_SUCCESS ||
+        dev < 0) {
         coll__cuda_log("%p: not memory a CUDA device can reach", ptr);
         return COLL_ERR_INVALID;
     }
-    return enter(r, at.device, cudaStreamPerThread, 1);
+    return enter(r, dev, cudaStreamPerThread, 1);
 }
 
 coll_status_t coll__cuda_begin_ctx(coll__cuda_run_t *r, const coll_exec_ctx_t *ctx)
@@ -125,8 +156,8 @@ coll_status_t coll__cuda_end(coll__cuda_run_t *r, coll_status_t st)
         coll_status_t done = coll__cuda_status(cudaStreamSynchronize(r->stream), "device work");
         st = st != COLL_OK ? st : done;
     }
-    if (r->dev != r->prev) {
-        cudaSetDevice(r->prev);
+    if (r->switched) {
+        ctx_set((CUcontext)r->prev);
     }
     return st;
 }

@@ -23,15 +23,23 @@ extern "C" {
 
 /** Where one entry runs: the device made current for it, its stream, how it ends. */
 typedef struct {
-    int prev;            /**< the calling thread's current device before, restored at the end */
+    void *prev;          /**< the calling thread's current context before (a CUcontext, maybe
+                              none), made current again at the end when @p switched */
+    int switched;        /**< non-zero when the entry made its device's primary context current */
     int dev;             /**< the device the entry runs on */
     cudaStream_t stream; /**< its stream */
     int wait;            /**< non-zero for a synchronous entry: the end waits for the stream */
     unsigned sms;        /**< the device's multiprocessors */
 } coll__cuda_run_t;
 
-/** Set where errors that an entry cannot return go (module.h); NULL: stderr. */
-void coll__cuda_set_log(coll_cuda_log_fn log);
+/**
+ * @brief Prepare the module's runtime use, once, before any entry: where errors that an entry
+ *        cannot return go (module.h; NULL: stderr), and the driver's functions through which
+ *        an entry finds a buffer's device and leaves the calling thread's current context as it
+ *        found it.
+ * @return COLL_OK; COLL_ERR_UNSUPPORTED when the driver does not give them (logged).
+ */
+coll_status_t coll__cuda_rt_init(coll_cuda_log_fn log);
 
 /** Log one line, printf-style, through the module's log. Thread-safe. */
 void coll__cuda_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -45,7 +53,8 @@ coll_status_t coll__cuda_status(cudaError_t e, const char *what);
 
 /**
  * @brief Begin a synchronous entry on the device that holds @p ptr: that device current and the
- *        calling thread's per-thread stream (cudaStreamPerThread).
+ *        calling thread's per-thread stream (cudaStreamPerThread). The driver finds the device
+ *        (cuPointerGetAttribute), which makes no context on another device.
  * @return COLL_OK; COLL_ERR_INVALID (logged) when @p ptr is not memory a device can reach.
  */
 coll_status_t coll__cuda_begin(coll__cuda_run_t *r, const void *ptr);
