@@ -40,7 +40,7 @@ coll_status_t coll__cuda_copy_async(const coll_exec_ctx_t *ctx, void *dst, const
     coll__cuda_run_t r;
 
     if (bytes == 0) {
-        return ctx != NULL ? COLL_OK : COLL_ERR_INVALID;
+        return COLL_OK;
     }
     if (dst == NULL || src == NULL) {
         return COLL_ERR_INVALID;
@@ -54,7 +54,7 @@ coll_status_t coll__cuda_zero_async(const coll_exec_ctx_t *ctx, void *dst, size_
     coll__cuda_run_t r;
 
     if (bytes == 0) {
-        return ctx != NULL ? COLL_OK : COLL_ERR_INVALID;
+        return COLL_OK;
     }
     if (dst == NULL) {
         return COLL_ERR_INVALID;

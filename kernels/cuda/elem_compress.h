@@ -102,7 +102,8 @@ COLL_HD float coll_hd_onebit_value(uint8_t byte, unsigned j, float ws)
 /** Bins of the widest level. */
 #define COLL_HD_TOPK_BINS 2048
 
-/** @return The shift of level @p lvl's bits in a key; *width gets their number. */
+/** @return The shift of level @p lvl's bits in a key; *width gets their number (11 for the
+ *          top level, 10 below; a histogram has COLL_HD_TOPK_BINS bins, the unused ones 0). */
 COLL_HD unsigned coll_hd_topk_level(unsigned lvl, unsigned *width)
 {
     *width = lvl == 0 ? 11 : 10;
@@ -122,22 +123,15 @@ COLL_HD int coll_hd_topk_bin(uint32_t key, unsigned lvl, uint32_t prefix, uint32
 }
 
 /**
- * @brief Walk level @p lvl's histogram from the top bin down to the bin of the need-th largest
- *        key: the bin joins the prefix, need drops by the keys of the bins above it.
+ * @return Non-zero when bin b of a level's histogram holds the need-th largest key (of those
+ *         with the cut's prefix): the keys in bins b and above (@p incl) reach @p need, those
+ *         above b (@p above) do not. Exactly one bin is that bin when 1 <= need <= all keys; it
+ *         is where the host's walk from the top bin down stops (kernels/cpu/topk.c), and the cut
+ *         goes on with prefix << width | b and need - above.
  */
-COLL_HD void coll_hd_topk_cut(const uint32_t *hist, unsigned lvl, uint32_t *prefix,
-                              uint64_t *need)
+COLL_HD int coll_hd_topk_cut_at(uint64_t incl, uint64_t above, uint64_t need)
 {
-    unsigned width;
-    (void)coll_hd_topk_level(lvl, &width);
-    uint32_t b = (1u << width) - 1;
-    uint64_t above = 0;
-
-    while (b > 0 && above + hist[b] < *need) {
-        above += hist[b--];
-    }
-    *prefix = (*prefix << width) | b;
-    *need -= above;
+    return incl >= need && above < need;
 }
 
 /**

@@ -2,9 +2,9 @@
  * The CUDA executor's TopK (exec.h: topk_scratch_bytes, topk_compress, topk_accumulate): the
  * host's exact selection (kernels/cpu/topk.h: the k largest |v|, ties to the lower index,
  * indices ascending, the residual of the sent elements +0), found another way. A radix select
- * on the keys, level by level as the host's RADIX (histograms of 11, 10 and 10 bits, each walked
- * by one thread with the host's walk), gives the k-th largest key t and how many keys equal to
- * it are sent; an ordered compaction then writes the output: tiles of TILE elements count their
+ * on the keys, level by level as the host's RADIX (histograms of 11, 10 and 10 bits, each cut
+ * where the host's walk stops, found by a scan), gives the k-th largest key t and how many keys
+ * equal to it are sent; an ordered compaction then writes the output: tiles of TILE elements count their
  * keys above and at t, a scan gives each tile's offsets, and each tile's threads scan their
  * elements in index order, so that element i goes to position
  * (keys above t before i) + min(keys at t before i, need) (elem_compress.h). Five passes over the
@@ -35,6 +35,10 @@ constexpr size_t HIST_BYTES = COLL_HD_TOPK_BINS * sizeof(uint32_t);
 constexpr size_t TILES_AT = HIST_BYTES + sizeof(Cut);
 
 typedef cub::BlockScan<unsigned long long, COLL__CUDA_THREADS> Scan;
+
+/* Threads of the cut: two bins each. */
+constexpr unsigned CUT_THREADS = COLL_HD_TOPK_BINS / 2;
+typedef cub::BlockScan<unsigned long long, CUT_THREADS> CutScan;
 
 __device__ size_t tid()
 {
@@ -84,15 +88,29 @@ hist_kernel(const float *g, float *v, size_t n, unsigned lvl, const Cut *cut, ui
     }
 }
 
-/* One thread walks level @p lvl's histogram (the host's walk); level 0 starts the cut at k. */
-__global__ void cut_kernel(const uint32_t *hist, unsigned lvl, uint64_t k, Cut *cut)
+/* Level @p lvl's cut from its histogram: each thread takes two bins, from the top down, an
+ * inclusive scan gives the keys at and above each bin, and the one bin where they reach need
+ * (coll_hd_topk_cut_at()) extends the cut. Level 0 starts it at k. */
+__global__ void __launch_bounds__(CUT_THREADS) cut_kernel(const uint32_t *hist, unsigned lvl,
+                                                        uint64_t k, Cut *cut)
 {
-    uint32_t prefix = lvl == 0 ? 0 : cut->prefix;
-    uint64_t need = lvl == 0 ? k : cut->need;
+    __shared__ typename CutScan::TempStorage tmp;
+    const uint32_t prefix = lvl == 0 ? 0 : cut->prefix;
+    const uint64_t need = lvl == 0 ? k : cut->need;
+    const uint32_t b0 = COLL_HD_TOPK_BINS - 1 - 2 * threadIdx.x, b1 = b0 - 1;
+    unsigned long long incl[2] = {hist[b0], hist[b1]};
+    unsigned width;
 
-    coll_hd_topk_cut(hist, lvl, &prefix, &need);
-    cut->prefix = prefix;
-    cut->need = need;
+    (void)coll_hd_topk_level(lvl, &width);
+    CutScan(tmp).InclusiveSum(incl, incl);
+    const unsigned long long above[2] = {incl[0] - hist[b0], incl[0]};
+    __syncthreads(); /* every thread read the cut before one writes it */
+    for (int j = 0; j < 2; j++) {
+        if (coll_hd_topk_cut_at(incl[j], above[j], need)) {
+            cut->prefix = (prefix << width) | (j == 0 ? b0 : b1);
+            cut->need = need - above[j];
+        }
+    }
 }
 
 /* Keys above and at t among the elements [first, first + ITEMS) of this thread, packed: above
@@ -224,7 +242,7 @@ void select_cut(coll__cuda_run_t *r, const coll_topk_args_t *a, char *scratch)
         const float *g = lvl == 0 && a->residual != NULL ? a->grad : NULL;
         hist_kernel<<<b, COLL__CUDA_THREADS, 0, r->stream>>>(g, (float *)v, a->count, lvl, cut,
                                                             hist);
-        cut_kernel<<<1, 1, 0, r->stream>>>(hist, lvl, a->k, cut);
+        cut_kernel<<<1, CUT_THREADS, 0, r->stream>>>(hist, lvl, a->k, cut);
     }
 }
 

@@ -188,6 +188,68 @@ static void test_onebit(void **state)
 
 /* ---- TopK ---- */
 
+/* The host's walk (kernels/cpu/topk.c, cut_level()): from the top bin down to the bin of the
+ * need-th largest key. */
+static void host_walk(const uint32_t *hist, unsigned width, uint32_t *prefix, uint64_t *need)
+{
+    uint32_t b = (1u << width) - 1;
+    uint64_t above = 0;
+
+    while (b > 0 && above + hist[b] < *need) {
+        above += hist[b--];
+    }
+    *prefix = (*prefix << width) | b;
+    *need -= above;
+}
+
+/* topk.cu's cut: the keys at and above each bin, from the top, and the one bin where they reach
+ * need. */
+static void device_cut(const uint32_t *hist, unsigned width, uint32_t *prefix, uint64_t *need)
+{
+    uint64_t incl = 0, n = *need;
+    int found = 0;
+
+    for (uint32_t b = COLL_HD_TOPK_BINS; b-- > 0;) {
+        uint64_t above = incl;
+        incl += hist[b];
+        if (coll_hd_topk_cut_at(incl, above, n)) {
+            assert_false(found);
+            found = 1;
+            *prefix = (*prefix << width) | b;
+            *need = n - above;
+        }
+    }
+    assert_true(found);
+}
+
+/* Random histograms of a level (bins past its width empty) and every need from 1 to the keys:
+ * the device's cut is where the host's walk stops. */
+static void test_topk_cut_is_the_walk(void **state)
+{
+    static uint32_t hist[COLL_HD_TOPK_BINS];
+
+    for (int round = 0; round < 40; round++) {
+        const unsigned width = round % 2 ? 10 : 11;
+        uint64_t total = 0;
+        memset(hist, 0, sizeof(hist));
+        for (uint32_t b = 0; b < (1u << width); b++) {
+            uint64_t r = ref_rand();
+            hist[b] = r % 4 == 0 ? (uint32_t)(r >> 60) : 0; /* sparse, with gaps */
+            total += hist[b];
+        }
+        hist[round % 3] += 1; /* at least one key */
+        total += 1;
+        for (uint64_t need = 1; need <= total; need++) {
+            uint32_t p1 = 5, p2 = 5;
+            uint64_t n1 = need, n2 = need;
+            host_walk(hist, width, &p1, &n1);
+            device_cut(hist, width, &p2, &n2);
+            assert_int_equal(p1, p2);
+            assert_int_equal(n1, n2);
+        }
+    }
+}
+
 /* topk.cu's selection on v (in place of e when @p e): the three levels, then the compaction in
  * index order. */
 static void device_topk(const float *g, float *e, size_t n, size_t k, uint32_t *idx, float *val)
@@ -206,7 +268,9 @@ static void device_topk(const float *g, float *e, size_t n, size_t k, uint32_t *
                 hist[bin]++;
             }
         }
-        coll_hd_topk_cut(hist, lvl, &prefix, &need);
+        unsigned width;
+        (void)coll_hd_topk_level(lvl, &width);
+        device_cut(hist, width, &prefix, &need);
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t key = coll_hd_mag_key(v[i]);
@@ -379,6 +443,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cast),
         cmocka_unit_test(test_onebit),
+        cmocka_unit_test(test_topk_cut_is_the_walk),
         cmocka_unit_test(test_topk),
         cmocka_unit_test(test_topk_accumulate),
         cmocka_unit_test(test_lowrank_seeded_q),
