@@ -13,7 +13,7 @@
  * What the caller keeps to (kernels/cuda/README.md has the rest): the entries work on the
  * devices' primary contexts (memory mapped with the driver API must be mapped in the primary
  * context, e.g. after cuDevicePrimaryCtxRetain, and streams handed to the asynchronous entries
- * created in it); an entry leaves the calling thread's current device as it found it.
+ * created in it); an entry leaves the calling thread's current context as it found it.
  */
 #ifndef COLL_KERNELS_CUDA_MODULE_H
 #define COLL_KERNELS_CUDA_MODULE_H
@@ -45,8 +45,9 @@ typedef const coll_exec_t *(*coll_cuda_module_exec_fn)(unsigned abi, coll_cuda_l
 /**
  * @brief The CUDA executor, once the module found a driver and a device it can use.
  *
- * Asks the CUDA runtime for the devices (it creates no context and allocates nothing); the first
- * call decides, later calls return the same answer (the log function of a later call is ignored).
+ * Asks the CUDA runtime for the devices and the driver for the functions the entries need (it
+ * creates no context and allocates nothing); the first call decides, later calls return the
+ * same answer (the log function of a later call is ignored).
  *
  * @param [in]  abi     COLL_EXEC_ABI as the caller was built with.
  * @param [in]  log     Where device errors go (see coll_cuda_log_fn); NULL: stderr.
