@@ -93,18 +93,19 @@ static void onebit_case(kc_t *kc, coll_onebit_scale_t rule, size_t n)
 
     snprintf(what, sizeof(what), "1-bit %s, count %zu", rule == COLL_ONEBIT_SCALE_L1 ? "L1" : "L2",
              n);
-    float *e0 = kc_host(n * sizeof(float));
-    memcpy(e0, e.h, n * sizeof(float));
     kc_expect(kc, kc->dev->onebit_encode(rule, g.d, e.d, n, sd, &scale_d) == COLL_OK &&
                       kc->host->onebit_encode(rule, g.h, e.h, n, sh, &scale_h) == COLL_OK,
               "%s: encode", what);
-    if (kc_expect(kc, scale_d == scale_h, "%s: scale %a, host %a", what, (double)scale_d,
-                  (double)scale_h)) {
+    if (scale_d == scale_h) { /* then the signs and residual must be the host's */
         kc_down(back, sd, nb);
         kc_expect(kc, memcmp(back, sh, nb) == 0, "%s: signs", what);
         pair_same(kc, &e, what);
-    } else if (!(fabsf(scale_d - scale_h) <= nextafterf(scale_h, INFINITY) - scale_h)) {
-        kc_fail(kc, "%s: scale more than a float32 step from the host's", what);
+    } else {
+        kc_expect(kc, fabsf(scale_d - scale_h) <= nextafterf(scale_h, INFINITY) - scale_h,
+                  "%s: scale %a more than a float32 step from the host's %a", what,
+                  (double)scale_d, (double)scale_h);
+        printf("kernel_check: %s: scale %a, the host's %a (sums in another order)\n", what,
+               (double)scale_d, (double)scale_h);
     }
     kc_up(sd, sh, nb);
     kc_expect(kc, kc->host->onebit_decode(sh, n, scale_h, 0.5f, out.h) == COLL_OK &&
@@ -115,7 +116,7 @@ static void onebit_case(kc_t *kc, coll_onebit_scale_t rule, size_t n)
     pair_same(kc, &out, what);
     pair_same(kc, &acc, what);
     pair_free(&g), pair_free(&e), pair_free(&out), pair_free(&acc);
-    free(sh), free(back), free(e0), kc_dev_free(sd);
+    free(sh), free(back), kc_dev_free(sd);
 }
 
 void kc_check_onebit(kc_t *kc)
