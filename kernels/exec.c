@@ -8,6 +8,7 @@
 
 static const char *const kind_names[COLL_MEM_KINDS] = {
     [COLL_MEM_HOST] = "host",
+    [COLL_MEM_CUDA] = "cuda",
 };
 
 static const coll_exec_t *const executors[COLL_MEM_KINDS] = {
