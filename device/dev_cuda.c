@@ -47,7 +47,8 @@ static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The boundary: a CUresult becomes a status, and the call and the driver's words the calling
  * thread's coll_dev_error(). */
-static coll_status_t cu_fail(CUresult r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static coll_status_t cu_fail(CUresult r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static coll_status_t cu_fail(CUresult r, const char *fmt, ...)
 {
     const char *name = NULL, *text = NULL;

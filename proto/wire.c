@@ -155,6 +155,12 @@ static coll_status_t check_alloc(const Coll__Wire__MemAlloc *a, char *err, size_
     return COLL_OK;
 }
 
+static coll_status_t check_free(const Coll__Wire__MemFree *f, char *err, size_t errlen)
+{
+    CHECK_FIELD(f->pool <= COLL_DEV_MAX, "free: pool %u above %u", f->pool, COLL_DEV_MAX);
+    return COLL_OK;
+}
+
 static coll_status_t check_group_create(const Coll__Wire__GroupCreate *g, char *err,
                                         size_t errlen)
 {
@@ -192,10 +198,7 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
             st = check_alloc(m->alloc, err, errlen);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_FREE:
-            st = m->free->pool <= COLL_DEV_MAX
-                     ? COLL_OK
-                     : fail(err, errlen, COLL_ERR_PROTOCOL, "free: pool %u above %u",
-                            m->free->pool, COLL_DEV_MAX);
+            st = check_free(m->free, err, errlen);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_GROUP_QUERY:
             break;

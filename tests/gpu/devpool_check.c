@@ -143,13 +143,13 @@ static int check_others(coll_comm_t *comm, const opts_t *o, uint8_t *base, const
                         int64_t *slots, uint8_t *host)
 {
     int rank = coll_comm_rank(comm), world = coll_comm_world_size(comm);
-    int64_t dummy[1];
+    int64_t all[64];
 
     for (size_t i = 0; i < o->bytes + (size_t)rank * MiB; i++) {
         host[i] = pattern(rank, i);
     }
     if (copy(base + offs[rank], host, o->bytes + (size_t)rank * MiB) < 0 ||
-        exchange(comm, slots, 0, dummy) < 0) { /* a barrier: every pattern is written */
+        exchange(comm, slots, 0, all) < 0) { /* a barrier: every pattern is written */
         return -1;
     }
     for (int r = 0; r < world; r++) {
@@ -211,27 +211,47 @@ static int check_budget(coll_comm_t *comm, const opts_t *o)
 {
     void *p = NULL;
 
-    return expect_status(comm, coll_mem_alloc_on(comm, o->budget + 1, COLL_MEMORY_CUDA,
-                                                 o->device, &p),
-                         COLL_ERR_POOL_FULL, "device_pool_budget", "an allocation beyond the budget");
+    coll_status_t st = coll_mem_alloc_on(comm, o->budget + 1, COLL_MEMORY_CUDA, o->device, &p);
+
+    return expect_status(comm, st, COLL_ERR_POOL_FULL, "device_pool_budget",
+                         "an allocation beyond the budget");
 }
 
 static int check_frees(coll_comm_t *comm, uint8_t *big, uint8_t *small)
 {
     coll_status_t st;
 
-    if ((st = coll_mem_free(comm, small)) != COLL_OK || (st = coll_mem_free(comm, big)) != COLL_OK) {
+    if ((st = coll_mem_free(comm, small)) != COLL_OK ||
+        (st = coll_mem_free(comm, big)) != COLL_OK) {
         return fail(comm, "coll_mem_free", st);
     }
     return expect_status(comm, coll_mem_free(comm, big), COLL_ERR_NOT_IN_POOL,
                          "not an allocation", "a second free");
 }
 
+/* Steps 1 and 2: the first buffer (its offset to every rank), then the second. */
+static int allocate(coll_comm_t *comm, const opts_t *o, int64_t *slots, int64_t *offs,
+                    uint8_t **big_p, uint8_t **small_p, uint8_t **base_p)
+{
+    size_t mine = o->bytes + (size_t)coll_comm_rank(comm) * MiB;
+    int64_t off = 0;
+    coll_status_t st = coll_mem_alloc_on(comm, mine, COLL_MEMORY_CUDA, o->device,
+                                         (void **)big_p);
+
+    if (st != COLL_OK) {
+        return fail(comm, "coll_mem_alloc_on (first buffer)", st);
+    }
+    if (check_query(comm, o, *big_p, &off, base_p) < 0 || exchange(comm, slots, off, offs) < 0) {
+        return -1;
+    }
+    st = coll_mem_alloc_on(comm, 4096, COLL_MEMORY_CUDA, o->device, (void **)small_p);
+    return st != COLL_OK ? fail(comm, "coll_mem_alloc_on (second buffer)", st) : 0;
+}
+
 static int run_pool(coll_comm_t *comm, const opts_t *o)
 {
     int rank = coll_comm_rank(comm), world = coll_comm_world_size(comm);
-    size_t mine = o->bytes + (size_t)rank * MiB;
-    int64_t *slots = NULL, offs[64], off = 0;
+    int64_t *slots = NULL, offs[64], all[64];
     uint8_t *big = NULL, *small = NULL, *base = NULL, *host = malloc(o->bytes + 64 * MiB);
     coll_status_t st = COLL_OK;
     int rc = -1;
@@ -241,12 +261,8 @@ static int run_pool(coll_comm_t *comm, const opts_t *o)
         free(host);
         return world > 64 || host == NULL ? -1 : fail(comm, "coll_mem_alloc", st);
     }
-    if ((st = coll_mem_alloc_on(comm, mine, COLL_MEMORY_CUDA, o->device, (void **)&big)) != COLL_OK) {
-        rc = fail(comm, "coll_mem_alloc_on (first buffer)", st);
-    } else if (check_query(comm, o, big, &off, &base) == 0 && exchange(comm, slots, off, offs) == 0) {
-        st = coll_mem_alloc_on(comm, 4096, COLL_MEMORY_CUDA, o->device, (void **)&small);
-        rc = st != COLL_OK ? fail(comm, "coll_mem_alloc_on (second buffer)", st)
-                           : check_others(comm, o, base, offs, slots, host);
+    if (allocate(comm, o, slots, offs, &big, &small, &base) == 0) {
+        rc = check_others(comm, o, base, offs, slots, host);
     }
     if (rc == 0 && o->hold_file != NULL) {
         hold(o, rank);
@@ -256,7 +272,7 @@ static int run_pool(coll_comm_t *comm, const opts_t *o)
     }
     if (rc == 0 && o->refuse_collective) {
         /* After every rank's checks: the refusal fails the job. */
-        rc = exchange(comm, slots, 0, offs) < 0
+        rc = exchange(comm, slots, 0, all) < 0
                  ? -1
                  : expect_status(comm, coll_allreduce(comm, small, small, 16, COLL_FLOAT32,
                                                       COLL_SUM),
