@@ -9,7 +9,9 @@
  * cuMemExportToShareableHandle, cuMemImportFromShareableHandle, cuMemAddressReserve, cuMemMap,
  * cuMemSetAccess), as NVIDIA's memMapIPCDrv sample shares memory between processes; never
  * managed memory. Each device's primary context is retained on first use and kept for the life
- * of the process (the context the CUDA runtime, and so a framework, uses too).
+ * of the process (the context the CUDA runtime, and so a framework, uses too); a call that
+ * needs a context pushes it and pops it again, so the caller's current context is left as it
+ * was.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -25,7 +27,8 @@
 #define CU_ENTRIES(X)                                                                              \
     X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                         \
     X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute)                 \
-    X(cuDeviceTotalMem) X(cuDeviceGetUuid) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)         \
+    X(cuDeviceTotalMem) X(cuDeviceGetUuid) X(cuDevicePrimaryCtxRetain) X(cuCtxPushCurrent)        \
+    X(cuCtxPopCurrent)                                                                             \
     X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)                               \
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMemAddressReserve)      \
     X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuStreamCreate)             \
@@ -84,8 +87,8 @@ static coll_status_t cu_fail(CUresult r, const char *fmt, ...)
         }                                                                                          \
     } while (0)
 
-/* Make @p dev's primary context current on this thread, retaining it the first time. */
-static coll_status_t use(int dev)
+/* Push @p dev's primary context on this thread (retained the first time); leave() pops it. */
+static coll_status_t enter(int dev)
 {
     CUdevice d;
     CUresult r = CUDA_SUCCESS;
@@ -99,18 +102,25 @@ static coll_status_t use(int dev)
     }
     pthread_mutex_unlock(&contexts_lock);
     CU_TRY(r, "retaining the primary context of device %d", dev);
-    CU_TRY(cu.cuCtxSetCurrent(contexts[dev]), "cuCtxSetCurrent(device %d)", dev);
+    CU_TRY(cu.cuCtxPushCurrent(contexts[dev]), "cuCtxPushCurrent(device %d)", dev);
     return COLL_OK;
 }
 
-/* A stream's own context, current on this thread (a stream may come from elsewhere). */
-static coll_status_t on_stream(coll_dev_stream_t s)
+/* A stream's own context pushed on this thread (a stream may come from elsewhere). */
+static coll_status_t enter_stream(coll_dev_stream_t s)
 {
     CUcontext c;
 
     CU_TRY(cu.cuStreamGetCtx((CUstream)s, &c), "cuStreamGetCtx");
-    CU_TRY(cu.cuCtxSetCurrent(c), "cuCtxSetCurrent(a stream's context)");
+    CU_TRY(cu.cuCtxPushCurrent(c), "cuCtxPushCurrent(a stream's context)");
     return COLL_OK;
+}
+
+/* Pop what enter() pushed; @return @p r, the call made in between. */
+static CUresult leave(CUresult r)
+{
+    cu.cuCtxPopCurrent(NULL);
+    return r;
 }
 
 static int cuda_count(void)
@@ -161,12 +171,12 @@ static CUmemAllocationProp prop_of(int dev)
 static coll_status_t cuda_granularity(int dev, size_t *gran_p)
 {
     CUmemAllocationProp p = prop_of(dev);
-    coll_status_t st = use(dev);
+    coll_status_t st = enter(dev);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuMemGetAllocationGranularity(gran_p, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+    CU_TRY(leave(cu.cuMemGetAllocationGranularity(gran_p, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM)),
            "cuMemGetAllocationGranularity(device %d)", dev);
     return COLL_OK;
 }
@@ -175,12 +185,13 @@ static coll_status_t cuda_mem_create(int dev, size_t bytes, coll_dev_mem_t *mem_
 {
     CUmemAllocationProp p = prop_of(dev);
     CUmemGenericAllocationHandle h;
-    coll_status_t st = use(dev);
+    coll_status_t st = enter(dev);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuMemCreate(&h, bytes, &p, 0), "cuMemCreate(device %d, %zu bytes)", dev, bytes);
+    CU_TRY(leave(cu.cuMemCreate(&h, bytes, &p, 0)), "cuMemCreate(device %d, %zu bytes)", dev,
+           bytes);
     *mem_p = h;
     return COLL_OK;
 }
@@ -199,13 +210,13 @@ static coll_status_t cuda_mem_export(coll_dev_mem_t mem, int *fd_p)
 static coll_status_t cuda_mem_import(int dev, int fd, coll_dev_mem_t *mem_p)
 {
     CUmemGenericAllocationHandle h;
-    coll_status_t st = use(dev);
+    coll_status_t st = enter(dev);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
-                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+    CU_TRY(leave(cu.cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)),
            "cuMemImportFromShareableHandle(device %d, fd %d)", dev, fd);
     *mem_p = h;
     return COLL_OK;
@@ -221,12 +232,12 @@ static void cuda_mem_release(coll_dev_mem_t mem)
 static coll_status_t cuda_va_reserve(int dev, size_t bytes, size_t align, uint64_t *va_p)
 {
     CUdeviceptr va;
-    coll_status_t st = use(dev);
+    coll_status_t st = enter(dev);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuMemAddressReserve(&va, bytes, align, 0, 0),
+    CU_TRY(leave(cu.cuMemAddressReserve(&va, bytes, align, 0, 0)),
            "cuMemAddressReserve(%zu bytes, aligned to %zu)", bytes, align);
     *va_p = va;
     return COLL_OK;
@@ -240,24 +251,25 @@ static void cuda_va_free(uint64_t va, size_t bytes)
 static coll_status_t cuda_map(int dev, uint64_t va, size_t bytes, coll_dev_mem_t mem)
 {
     CUmemAccessDesc access;
-    coll_status_t st = use(dev);
+    coll_status_t st = enter(dev);
     CUresult r;
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuMemMap(va, bytes, 0, mem, 0), "cuMemMap(%zu bytes at %#llx)", bytes,
-           (unsigned long long)va);
     memset(&access, 0, sizeof(access));
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = dev;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = cu.cuMemSetAccess(va, bytes, &access, 1);
-    if (r != CUDA_SUCCESS) {
+    if ((r = cu.cuMemMap(va, bytes, 0, mem, 0)) != CUDA_SUCCESS) {
+        return cu_fail(leave(r), "cuMemMap(%zu bytes at %#llx)", bytes, (unsigned long long)va);
+    }
+    if ((r = cu.cuMemSetAccess(va, bytes, &access, 1)) != CUDA_SUCCESS) {
         cu.cuMemUnmap(va, bytes);
-        return cu_fail(r, "cuMemSetAccess(device %d, %zu bytes at %#llx)", dev, bytes,
+        return cu_fail(leave(r), "cuMemSetAccess(device %d, %zu bytes at %#llx)", dev, bytes,
                        (unsigned long long)va);
     }
+    leave(CUDA_SUCCESS);
     return COLL_OK;
 }
 
@@ -269,12 +281,13 @@ static void cuda_unmap(uint64_t va, size_t bytes)
 static coll_status_t cuda_stream_create(int dev, coll_dev_stream_t *s_p)
 {
     CUstream s;
-    coll_status_t st = use(dev);
+    coll_status_t st = enter(dev);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate(device %d)", dev);
+    CU_TRY(leave(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)), "cuStreamCreate(device %d)",
+           dev);
     *s_p = (coll_dev_stream_t)s;
     return COLL_OK;
 }
@@ -289,12 +302,13 @@ static void cuda_stream_destroy(coll_dev_stream_t s)
 static coll_status_t cuda_copy_async(uint64_t dst, uint64_t src, size_t bytes,
                                      coll_dev_stream_t s)
 {
-    coll_status_t st = on_stream(s);
+    coll_status_t st = enter_stream(s);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuMemcpyAsync(dst, src, bytes, (CUstream)s), "cuMemcpyAsync(%zu bytes)", bytes);
+    CU_TRY(leave(cu.cuMemcpyAsync(dst, src, bytes, (CUstream)s)), "cuMemcpyAsync(%zu bytes)",
+           bytes);
     return COLL_OK;
 }
 
@@ -307,12 +321,12 @@ static coll_status_t cuda_stream_sync(coll_dev_stream_t s)
 static coll_status_t cuda_event_create(int dev, coll_dev_event_t *e_p)
 {
     CUevent e;
-    coll_status_t st = use(dev);
+    coll_status_t st = enter(dev);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate(device %d)", dev);
+    CU_TRY(leave(cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)), "cuEventCreate(device %d)", dev);
     *e_p = (coll_dev_event_t)e;
     return COLL_OK;
 }
@@ -326,12 +340,12 @@ static void cuda_event_destroy(coll_dev_event_t e)
 
 static coll_status_t cuda_event_record(coll_dev_event_t e, coll_dev_stream_t s)
 {
-    coll_status_t st = on_stream(s);
+    coll_status_t st = enter_stream(s);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuEventRecord((CUevent)e, (CUstream)s), "cuEventRecord");
+    CU_TRY(leave(cu.cuEventRecord((CUevent)e, (CUstream)s)), "cuEventRecord");
     return COLL_OK;
 }
 
@@ -346,12 +360,12 @@ static coll_status_t cuda_event_query(coll_dev_event_t e)
 
 static coll_status_t cuda_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
 {
-    coll_status_t st = on_stream(s);
+    coll_status_t st = enter_stream(s);
 
     if (st != COLL_OK) {
         return st;
     }
-    CU_TRY(cu.cuStreamWaitEvent((CUstream)s, (CUevent)e, 0), "cuStreamWaitEvent");
+    CU_TRY(leave(cu.cuStreamWaitEvent((CUstream)s, (CUevent)e, 0)), "cuStreamWaitEvent");
     return COLL_OK;
 }
 

@@ -1,7 +1,7 @@
 /*
  * Unit tests of which device layer a process gets (device/dev.c), run three times by ctest:
  * without COLL_DEVICE_FAKE (CUDA's driver where the loader finds libcuda.so.1, else no device
- * layer and the loader's reason in the status), with COLL_DEVICE_FAKE=3 (three fake devices)
+ * layer and the loader's reason in the status; in a build without CUDA, that said), with COLL_DEVICE_FAKE=3 (three fake devices)
  * and with a malformed COLL_DEVICE_FAKE (no device layer, and why). What to expect is worked
  * out here from the environment and the loader, not from the layer's answer.
  */
@@ -34,6 +34,9 @@ static void test_the_layer_the_environment_asks_for(void **state)
                  "(0 .. %d)", fake, COLL_DEV_MAX);
         assert_int_equal(st, COLL_ERR_UNSUPPORTED);
         assert_string_equal(coll_dev_status(), want);
+    } else if (!COLL_TEST_WITH_CUDA) {
+        assert_int_equal(st, COLL_ERR_UNSUPPORTED);
+        assert_string_equal(coll_dev_status(), "built without CUDA (COLL_WITH_CUDA=OFF)");
     } else if ((lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
         /* The same loader, asked the same question, gives the same reason. */
         snprintf(want, sizeof(want), "no CUDA driver: %s", dlerror());
