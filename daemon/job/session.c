@@ -15,9 +15,9 @@
 #include "job/groups.h"
 #include "job/job.h"
 #include "job/submission.h"
+#include "kernels/mem_kind.h"
 #include "net/accept.h"
 #include "net/clientlink.h"
-#include "kernels/mem_kind.h"
 
 static void session_close_cb(uv_handle_t *h)
 {
