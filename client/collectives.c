@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/devmap.h"
 #include "client/internal.h"
 #include "common/compression.h"
 #include "proto/cspec.h"
@@ -35,27 +36,50 @@ int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len)
     return b - c->pool;
 }
 
+/* Offset of [p, p + len) in the host pool or a device pool, whose id goes to *pool_p (0: the
+ * host pool); -1 when in none. */
+static int64_t buffer_offset(const coll_comm_t *c, const void *p, size_t len, uint32_t *pool_p)
+{
+    int64_t off = coll__pool_offset(c, p, len);
+    uint64_t doff;
+
+    *pool_p = 0;
+    if (off < 0 && coll__devmap_find(c, p, len, pool_p, &doff)) {
+        off = (int64_t)doff;
+    }
+    return off;
+}
+
 static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, Coll__Wire__Submit *m)
 {
     const coll_comm_t *c = comm->conn;
     size_t es = coll_dtype_size(s->dtype);
+    int sends = s->send_elems > 0 || s->sendbuf != NULL;
+    int recvs = s->recv_elems > 0 || s->recvbuf != NULL;
     int64_t so = 0, ro = 0;
+    uint32_t sp = 0, rp = 0;
 
     if (s->send_elems > SIZE_MAX / es || s->recv_elems > SIZE_MAX / es) {
         coll__set_error(comm, "count %zu overflows", s->count);
         return COLL_ERR_INVALID;
     }
-    if (s->send_elems > 0 || s->sendbuf != NULL) {
-        so = coll__pool_offset(c, s->sendbuf, s->send_elems * es);
+    if (sends) {
+        so = buffer_offset(c, s->sendbuf, s->send_elems * es, &sp);
     }
-    if (s->recv_elems > 0 || s->recvbuf != NULL) {
-        ro = coll__pool_offset(c, s->recvbuf, s->recv_elems * es);
+    if (recvs) {
+        ro = buffer_offset(c, s->recvbuf, s->recv_elems * es, &rp);
     }
     if (so < 0 || ro < 0) {
         coll__set_error(comm, "rank %d: %s buffer is not inside the job's pool; allocate it "
                         "with coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
         return COLL_ERR_NOT_IN_POOL;
     }
+    if (sends && recvs && sp != rp) {
+        coll__set_error(comm, "rank %d: the send and receive buffers are in different pools "
+                        "(host memory and a device's, or two devices')", c->rank);
+        return COLL_ERR_INVALID;
+    }
+    m->pool = sends ? sp : rp;
     /* Before anything is posted: on the shared-memory path no daemon looks at the buffers. */
     if (!coll_kind_overlap_ok((coll_kind_t)s->coll, (uint32_t)comm->rank, (uint64_t)so,
                               s->send_elems * es, (uint64_t)ro, s->recv_elems * es)) {
@@ -170,6 +194,7 @@ static void note_buffers(const coll_comm_t *c, const Coll__Wire__Submit *m, coll
 
     coll_kind_extent((coll_kind_t)m->coll, m->count, (uint32_t)c->world_size, (uint32_t)c->rank,
                      m->root, &se, &re);
+    r->pool = m->pool;
     r->send_off = m->send_offset;
     r->send_bytes = se * es;
     r->recv_off = m->recv_offset;
@@ -201,9 +226,10 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
     r->bucket = -1;
     r->timing.submit_ns = coll__now_ns();
     m->group = c->group;
-    /* Collectives of the world without compression meet in the local ranks' shared-memory
-     * area first (shm.h); groups, compression and the rest go to the daemon. */
-    st = c->shm != NULL && m->coll < COLL__WIRE__COLLECTIVE__SEND && m->compression == 0
+    /* Collectives of the world without compression on host buffers meet in the local ranks'
+     * shared-memory area first (shm.h); groups, compression and the rest go to the daemon. */
+    st = c->shm != NULL && m->coll < COLL__WIRE__COLLECTIVE__SEND && m->compression == 0 &&
+                 m->pool == 0
              ? coll__shm_post(c, r, m)
              : coll__submit_send(c->conn, m);
     if (st != COLL_OK) {

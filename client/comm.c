@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "client/devmap.h"
 #include "client/internal.h"
 #include "client/shm.h"
 #include "client/timeline.h"
@@ -88,21 +89,19 @@ static void find_ctl(coll_comm_t *c)
     c->ctl_job = (coll_ctl_job_t *)(void *)c->pool;
     c->ctl = coll_ctl_of(c->pool, (uint32_t)c->local_rank);
     c->frames_seen = atomic_load(&c->ctl->frames);
-    if (c->npassed > 1) {
-        c->doorbell_fd = c->passed_fd[1];
-        c->passed_fd[1] = -1;
-    }
 }
 
 static coll_status_t map_pool(coll_comm_t *c)
 {
-    if (c->npassed < 1) {
+    int fd = coll__take_fd(c);
+
+    c->doorbell_fd = coll__take_fd(c); /* the join's second fd; -1: a daemon without one */
+    if (fd < 0) {
         coll__set_error(c, "collectived did not pass the pool's file descriptor");
         return COLL_ERR_PROTOCOL;
     }
-    c->pool = mmap(NULL, c->pool_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->passed_fd[0], 0);
-    close(c->passed_fd[0]);
-    c->passed_fd[0] = -1;
+    c->pool = mmap(NULL, c->pool_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
     if (c->pool == MAP_FAILED) {
         c->pool = NULL;
         coll__set_error(c, "mapping the job's pool (%zu bytes) failed", c->pool_bytes);
@@ -125,7 +124,6 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     c->refs = 1;
     c->next_group = 1;
     c->fd = -1;
-    c->passed_fd[0] = c->passed_fd[1] = -1;
     c->doorbell_fd = -1;
     c->pending.next = c->pending.prev = &c->pending;
     c->done.next = c->done.prev = &c->done;
@@ -231,11 +229,10 @@ static void close_connection(coll_comm_t *c)
     if (c->fd >= 0) {
         close(c->fd);
     }
-    for (int k = 0; k < 2; k++) {
-        if (c->passed_fd[k] >= 0) {
-            close(c->passed_fd[k]);
-        }
+    while (c->npassed > 0) {
+        close(coll__take_fd(c));
     }
+    coll__devmap_close(c);
     if (c->doorbell_fd >= 0) {
         close(c->doorbell_fd);
     }

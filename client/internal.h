@@ -60,6 +60,8 @@ struct coll_request {
     int detached;         /* freed by the user while pending: free on completion */
     coll_status_t status;
     uint64_t offset;      /* COLL_REQ_ALLOC: the allocation */
+    uint32_t pool;        /* COLL_REQ_ALLOC: its pool; COLL_REQ_COLLECTIVE: its buffers'
+                             (Submit.pool: 0 the host pool, 1 + d the daemon's device d's) */
     uint32_t next_group;  /* COLL_REQ_GROUP: the daemon's answer (GroupReply) */
     uint32_t group_local_rank, group_local_size, group_nodes;
     char algo[24];        /* COLL_REQ_COLLECTIVE: the algorithm that ran */
@@ -136,7 +138,8 @@ struct coll_comm {
     int reading;              /* a thread is reading the socket without the lock */
     int fd;
     coll_frame_reader_t reader;
-    int passed_fd[2];         /* fds received with SCM_RIGHTS (pool, doorbell) */
+    int passed_fd[COLL_FRAME_MAX_FDS]; /* fds received with SCM_RIGHTS, in order, not yet taken
+                                          (coll__take_fd(): the pool, its doorbell, chunks) */
     int npassed;
     int doorbell_fd;          /* the job's doorbell, -1 when none */
     coll_ctl_job_t *ctl_job;  /* the job header of the control area */
@@ -170,6 +173,8 @@ struct coll_comm {
     struct coll_request done;    /* list head: finished, not yet freed by the user */
     struct coll_timeline *timeline; /* COLL_TIMELINE, NULL when off (timeline.c) */
     struct coll_shm *shm;     /* the local ranks' shared-memory area (shm.h), NULL when none */
+    struct coll_devmem *devmem; /* conn: device pools mapped, device allocations (devmap.h);
+                                   NULL until the first device allocation */
     /* answers to the set-up messages */
     int hello_done;
     int join_done;
@@ -249,6 +254,10 @@ void coll__link_check(coll_comm_t *c, uint64_t now_ns);
 /** @brief Send one ClientMsg (version filled in). Called with the lock held. */
 coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg);
 
+/** @return The first fd the daemon passed that nobody took yet (the caller's to close), or -1
+ *          when none is left. Called with the lock held, by the thread dispatching frames. */
+int coll__take_fd(coll_comm_t *c);
+
 /**
  * @brief Wait until @p flag becomes non-zero (set by dispatched messages), reading the socket.
  *        Called with the lock held; releases it while blocked in poll(2).
@@ -279,9 +288,11 @@ coll_request_t *coll__req_same_key(const coll_comm_t *owner, const Coll__Wire__S
 
 /**
  * @return A pending collective request of connection @p c that reads or writes a byte of the
- *         pool range [@p off, @p off + @p bytes), or NULL. Connection lock held.
+ *         range [@p off, @p off + @p bytes) of pool @p pool (0 the host pool), or NULL.
+ *         Connection lock held.
  */
-coll_request_t *coll__req_using(const coll_comm_t *c, uint64_t off, uint64_t bytes);
+coll_request_t *coll__req_using(const coll_comm_t *c, uint32_t pool, uint64_t off,
+                                uint64_t bytes);
 
 /** @brief Unlink and free. Lock held. */
 void coll__req_release(coll_request_t *r);

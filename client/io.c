@@ -122,7 +122,7 @@ coll_status_t coll__submit_send(coll_comm_t *c, Coll__Wire__Submit *m)
                               m->layout, m->req_id,         (uint32_t)m->coll,
                               m->dtype,  m->op,             m->root,        m->peer,
                               m->algo,   m->group,          m->bucket,      m->warmup,
-                              m->compression, m->flags};
+                              m->compression, m->flags, m->pool};
         if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
             if (ring && c->doorbell_fd >= 0) {
                 uint64_t one = 1;
@@ -153,7 +153,8 @@ void coll__abort(coll_comm_t *c, coll_status_t status, const char *reason)
     (void)coll__send(c, &msg);
 }
 
-/* Keep the fds the daemon passed (the pool, its doorbell); close any unexpected extra. */
+/* Keep the fds the daemon passed (the pool, its doorbell, a device pool's chunks) in order for
+ * the frames that carry them; close any beyond what a frame may carry. */
 static void take_fds(coll_comm_t *c, struct msghdr *mh)
 {
     for (struct cmsghdr *h = CMSG_FIRSTHDR(mh); h != NULL; h = CMSG_NXTHDR(mh, h)) {
@@ -163,7 +164,7 @@ static void take_fds(coll_comm_t *c, struct msghdr *mh)
         for (size_t k = 0; k < n; k++) {
             int fd;
             memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof(fd));
-            if (c->npassed < 2) {
+            if (c->npassed < (int)COLL_FRAME_MAX_FDS) {
                 c->passed_fd[c->npassed++] = fd;
             } else {
                 close(fd);
@@ -172,13 +173,25 @@ static void take_fds(coll_comm_t *c, struct msghdr *mh)
     }
 }
 
+int coll__take_fd(coll_comm_t *c)
+{
+    int fd;
+
+    if (c->npassed == 0) {
+        return -1;
+    }
+    fd = c->passed_fd[0];
+    memmove(&c->passed_fd[0], &c->passed_fd[1], (size_t)--c->npassed * sizeof(int));
+    return fd;
+}
+
 /* Read what is available, waiting at most @p timeout_ms for the first byte. Lock not held. */
 static coll_status_t read_some(coll_comm_t *c, int timeout_ms)
 {
     struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
+        char buf[CMSG_SPACE(COLL_FRAME_MAX_FDS * sizeof(int))];
     } ctl;
     struct iovec iov;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};

@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 
+#include "client/devmap.h"
 #include "client/internal.h"
 #include "proto/desc.h"
 
@@ -79,7 +80,7 @@ static coll_status_t release(coll_comm_t *c, size_t i)
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__MemFree f = COLL__WIRE__MEM_FREE__INIT;
     const coll_alloc_t *a = &c->allocs[i];
-    const coll_request_t *r = coll__req_using(c, a->offset, a->bytes);
+    const coll_request_t *r = coll__req_using(c, 0, a->offset, a->bytes);
     char nm[48];
 
     if (r != NULL) {
@@ -108,7 +109,7 @@ coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr)
             break;
         }
     }
-    if (st == COLL_ERR_NOT_IN_POOL) {
+    if (st == COLL_ERR_NOT_IN_POOL && (st = coll__devmem_free(c, ptr)) == COLL_ERR_NOT_IN_POOL) {
         coll__set_error(c, "coll_mem_free: %p is not an allocation of this rank", ptr);
     }
     pthread_mutex_unlock(&c->lock);

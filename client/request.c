@@ -7,6 +7,7 @@
 #include <time.h>
 #include <string.h>
 
+#include "client/devmap.h"
 #include "client/internal.h"
 #include "client/shm.h"
 #include "client/timeline.h"
@@ -81,11 +82,13 @@ static int overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
     return alen > 0 && blen > 0 && a < b + blen && b < a + alen;
 }
 
-coll_request_t *coll__req_using(const coll_comm_t *c, uint64_t off, uint64_t bytes)
+coll_request_t *coll__req_using(const coll_comm_t *c, uint32_t pool, uint64_t off,
+                                uint64_t bytes)
 {
     for (coll_request_t *r = c->pending.next; r != &c->pending; r = r->next) {
-        if (r->kind == COLL_REQ_COLLECTIVE && (overlaps(r->send_off, r->send_bytes, off, bytes) ||
-                                               overlaps(r->recv_off, r->recv_bytes, off, bytes))) {
+        if (r->kind == COLL_REQ_COLLECTIVE && r->pool == pool &&
+            (overlaps(r->send_off, r->send_bytes, off, bytes) ||
+             overlaps(r->recv_off, r->recv_bytes, off, bytes))) {
             return r;
         }
     }
@@ -217,17 +220,25 @@ int coll__ctl_drain(coll_comm_t *c)
 static void on_alloc(coll_comm_t *c, const Coll__Wire__MemAllocReply *m)
 {
     coll_request_t *r = find(c, m->req_id);
+    /* A device pool's chunks come with the reply: mapped, or their fds closed, in any case. */
+    coll_status_t st = m->kind != 0 ? coll__devmap_reply(c, m) : COLL_OK;
+
     if (r == NULL || r->kind != COLL_REQ_ALLOC) {
         return;
     }
     if (m->status != COLL_OK) {
         coll__set_error(c, "%s", m->error);
-    } else if (m->offset > c->pool_bytes || m->bytes > c->pool_bytes - m->offset) {
+    } else if (st == COLL_OK && m->kind == 0 &&
+               (m->offset > c->pool_bytes || m->bytes > c->pool_bytes - m->offset)) {
         coll__set_error(c, "collectived returned an allocation outside the pool");
-        finish(r, COLL_ERR_PROTOCOL);
+        st = COLL_ERR_PROTOCOL;
+    }
+    if (st != COLL_OK) {
+        finish(r, st);
         return;
     }
     r->offset = m->offset;
+    r->pool = m->pool;
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 

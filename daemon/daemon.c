@@ -220,6 +220,7 @@ static void reload_cb(uv_signal_t *h, int signum)
     (void)coll_log_configure(d->cfg.log_level, d->cfg.log_subsys); /* checked by the reload */
     d->stats.busbw_min_bytes = d->cfg.busbw_min_bytes;
     d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
+    coll_devices_budget(&d->devices, d->cfg.device_pool_budget);
     coll_notify("READY=1");
 }
 
@@ -249,6 +250,7 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     uv_signal_start(&d->sig_hup, reload_cb, SIGHUP);
     coll_doorbell_start(d);
     d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
+    coll_devices_open(&d->devices, d->cfg.device_pool_budget);
     if ((st = coll_loopwatch_start(loop, d->cfg.loop_stall_ms)) != COLL_OK ||
         (st = coll_auth_load(&d->auth, d->cfg.peer_secret_file,
                              coll_config_source(&d->cfg, "peer_secret_file") != COLL_CFG_DEFAULT,

@@ -11,9 +11,9 @@
 typedef enum {
     COLL_MEM_HOST = 0, /**< host memory: the daemon's and the ranks' mappings of a memfd pool,
                             staging blocks, anything malloc gives */
-    COLL_MEM_CUDA = 1, /**< an NVIDIA GPU's memory (a device pool, anything cudaMalloc gives):
-                            its executor is the CUDA module's (kernels/cuda), there once the
-                            module was loaded and registered */
+    COLL_MEM_CUDA = 1, /**< an NVIDIA GPU's memory (the device pools, daemon/core/pool_device.c;
+                            anything cudaMalloc gives): its executor is the CUDA module's
+                            (kernels/cuda), there once the module was loaded and registered */
     COLL_MEM_KINDS     /**< the number of kinds */
 } coll_mem_kind_t;
 

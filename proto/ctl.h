@@ -61,6 +61,7 @@ typedef struct {
     uint32_t warmup;      /**< compression: uncompressed operations first */
     uint64_t compression; /**< compression spec (proto/cspec.h) */
     uint32_t flags;       /**< COLL_CTL_SUB_*; 0 for a rank's own submission */
+    uint32_t pool;        /**< the pool of its buffers (Submit.pool): 0 the host pool */
 } coll_ctl_sub_t;
 
 /** Submission flag: one for every local rank, whose posts of @c key wait in the job's
@@ -163,6 +164,7 @@ typedef struct {
 } coll_ctl_t;
 
 _Static_assert(sizeof(coll_ctl_t) <= COLL_CTL_BYTES, "control block fits its slot");
+_Static_assert(sizeof(coll_ctl_sub_t) == 96, "a submission record is 96 bytes (README.md)");
 _Static_assert(sizeof(coll_ctl_job_t) <= COLL_CTL_JOB_BYTES, "job header fits its slot");
 
 /** Shortest and longest health tick of a job (coll_job_tick_ms()). The longest keeps the

@@ -21,14 +21,18 @@
  *  split), the parameter service's operations, join waits, the local ranks'
  *  shared-memory area after the control blocks, node submissions; 6: node-reduced
  *  allreduces, COLL_CTL_SUB_REDUCED and the posts' node buffers; 7: their inter-node steps in
- *  the shared-memory area). */
-#define COLL_WIRE_VERSION 7u
+ *  the shared-memory area; 8: device pools: allocations and frees of a memory kind and device,
+ *  replies with the chunks' fds, the pool of a submission's buffers). */
+#define COLL_WIRE_VERSION 8u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */
 #define COLL_FRAME_MAX_CLIENT (64u * 1024u)
 /** Largest frame on a daemon control link (a job table of many nodes). */
 #define COLL_FRAME_MAX_PEER (16u * 1024u * 1024u)
+/** Most file descriptors one frame to a client carries (SCM_RIGHTS): the chunks of a device
+ *  pool a rank has not mapped yet (MemAllocReply), so also the most chunks a device pool has. */
+#define COLL_FRAME_MAX_FDS 128u
 
 /**
  * Incremental frame reassembly. Not thread-safe; one per link.

@@ -5,6 +5,8 @@
 #include "proto/tag.h"
 #include "proto/cspec.h"
 #include "common/compression.h"
+#include "device/dev.h"
+#include "kernels/mem_kind.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -104,6 +106,7 @@ coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, siz
     CHECK_FIELD(s->op < COLL_REDOP_COUNT, "submit: unknown op %u", s->op);
     CHECK_FIELD(s->group <= COLL_TAG_MAX_GROUP, "submit: group %u above %u", s->group,
                 COLL_TAG_MAX_GROUP);
+    CHECK_FIELD(s->pool <= COLL_DEV_MAX, "submit: pool %u above %u", s->pool, COLL_DEV_MAX);
     /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
     CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
                 (unsigned long long)s->count);
@@ -138,6 +141,24 @@ void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *su
     sub->bucket = rec->bucket;
     sub->warmup = rec->warmup;
     sub->flags = rec->flags;
+    sub->pool = rec->pool;
+}
+
+static coll_status_t check_alloc(const Coll__Wire__MemAlloc *a, char *err, size_t errlen)
+{
+    CHECK_FIELD(a->kind < COLL_MEM_KINDS, "alloc: unknown memory kind %u", a->kind);
+    CHECK_FIELD(a->device < COLL_DEV_MAX, "alloc: device %u above %u", a->device,
+                COLL_DEV_MAX - 1);
+    CHECK_FIELD(a->device_uuid.len == 0 || a->device_uuid.len == COLL_DEV_UUID_BYTES,
+                "alloc: device UUID of %zu bytes", a->device_uuid.len);
+    CHECK_FIELD(strlen(a->layer) < 16, "alloc: device layer name too long");
+    return COLL_OK;
+}
+
+static coll_status_t check_free(const Coll__Wire__MemFree *f, char *err, size_t errlen)
+{
+    CHECK_FIELD(f->pool <= COLL_DEV_MAX, "free: pool %u above %u", f->pool, COLL_DEV_MAX);
+    return COLL_OK;
 }
 
 static coll_status_t check_group_create(const Coll__Wire__GroupCreate *g, char *err,
@@ -174,7 +195,11 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
             st = check_join(m->join, err, errlen);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_ALLOC:
+            st = check_alloc(m->alloc, err, errlen);
+            break;
         case COLL__WIRE__CLIENT_MSG__BODY_FREE:
+            st = check_free(m->free, err, errlen);
+            break;
         case COLL__WIRE__CLIENT_MSG__BODY_GROUP_QUERY:
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_GROUP_CREATE:
@@ -211,6 +236,29 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
     return COLL_OK;
 }
 
+/* A reply's chunks lie in order inside the pool's range, and each one has its fd. */
+static coll_status_t check_alloc_reply(const Coll__Wire__MemAllocReply *r, char *err,
+                                       size_t errlen)
+{
+    uint64_t end = 0;
+
+    CHECK_FIELD(r->kind < COLL_MEM_KINDS && r->pool <= COLL_DEV_MAX && r->device < COLL_DEV_MAX,
+                "allocation reply: kind %u, pool %u or device %u out of range", r->kind, r->pool,
+                r->device);
+    CHECK_FIELD(r->n_chunks <= COLL_FRAME_MAX_FDS, "allocation reply with %zu chunks",
+                r->n_chunks);
+    for (size_t i = 0; i < r->n_chunks; i++) {
+        const Coll__Wire__PoolChunk *c = r->chunks[i];
+        CHECK_FIELD(c->offset >= end && c->bytes > 0 && c->offset <= r->pool_bytes &&
+                        c->bytes <= r->pool_bytes - c->offset,
+                    "allocation reply: chunk %zu [%llu, +%llu) outside the pool of %llu bytes "
+                    "or out of order", i, (unsigned long long)c->offset,
+                    (unsigned long long)c->bytes, (unsigned long long)r->pool_bytes);
+        end = c->offset + c->bytes;
+    }
+    return COLL_OK;
+}
+
 coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemon_msg_t **msg_p,
                                       char *err, size_t errlen)
 {
@@ -232,6 +280,8 @@ coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemo
                !coll_ctl_steps_valid(m->complete->steps, m->complete->n_steps)) {
         st = fail(err, errlen, COLL_ERR_PROTOCOL, "completion with %zu malformed step records",
                   m->complete->n_steps);
+    } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY_ALLOC) {
+        st = check_alloc_reply(m->alloc, err, errlen);
     }
     if (st != COLL_OK) {
         coll__wire__daemon_msg__free_unpacked(m, NULL);

@@ -79,6 +79,9 @@ static const cfg_key_t keys[] = {
     KEY(pool_budget, CFG_SIZE, "0",
         "bytes all jobs' pools on this node may use together; a job that would exceed it is "
         "refused (0: half of the machine's memory)"),
+    KEY(device_pool_budget, CFG_SIZE, "0",
+        "bytes the jobs' device pools may hold together on each GPU; an allocation that would "
+        "grow them beyond it is refused (0: a quarter of each device's memory)"),
     KEY(peer_secret_file, CFG_STRING, COLL_AUTH_DEFAULT_SECRET,
         "the node secret (mode 0600, >= 16 bytes) every daemon of the cluster shares: daemons "
         "authenticate each other with it before anything else; collectived --make-secret "

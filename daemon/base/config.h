@@ -36,6 +36,8 @@ typedef struct {
     uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
     uint64_t loop_stall_ms;  /**< a loop callback longer than this is a stall (loopwatch.h) */
     uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */
+    uint64_t device_pool_budget; /**< bytes of the jobs' device pools on each device (0: a
+                                      quarter of its memory) */
     char *peer_secret_file;  /**< the node secret daemons authenticate each other with (auth.h) */
     uint64_t require_job_token; /**< 1: joining needs a job token */
     char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
@@ -110,6 +112,7 @@ coll_config_source_t coll_config_source(const coll_config_t *cfg, const char *na
  *  change of any other key is logged and waits for a restart. */
 #define COLL_CONFIG_RELOADABLE                                                                   \
     "log_level, log_subsys, log_file, timeout_ms, pool_size, pool_max, pool_budget, "           \
+    "device_pool_budget, "                                                                       \
     "segment_size, pipeline_depth, rd_max_bytes, require_job_token, busbw_min_bytes"
 
 /**

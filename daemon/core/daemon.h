@@ -19,6 +19,7 @@
 #include "base/auth.h"
 #include "base/config.h"
 #include "base/list.h"
+#include "core/devices.h"
 #include "core/hooks.h"
 #include "core/pool.h"
 #include "core/stats.h"
@@ -39,6 +40,7 @@ typedef struct coll_daemon {
     ucp_context_h ucp;
     coll_auth_t auth;       /**< peer authentication key (base/auth.h) */
     coll_pool_budget_t pool_budget; /**< effective pool_budget and what jobs' pools hold of it */
+    coll_devices_t devices; /**< the device layer, each device and its pools' budget */
     struct coll_workers *workers; /**< kernel threads (engine/workers.h), NULL when none */
     struct coll_service *service; /**< status server, systemd (ops/service.h); or NULL */
     coll_stats_t stats;     /**< what the engine and the job layer counted (core/stats.h) */

@@ -1,6 +1,6 @@
 /**
  * @file job.h
- * @brief A job (communicator) as seen by one daemon: its local ranks, its pool, its nodes, and
+ * @brief A job (communicator) as seen by one daemon: its local ranks, its pools, its nodes, and
  *        the parts each layer keeps; how it fails.
  *
  * Life: GATHERING (local ranks join) -> RENDEZVOUS (this node registered at the root) -> READY
@@ -162,6 +162,9 @@ typedef struct coll_job {
     uv_timer_t join_timer;        /**< fails the join when the job has not met in time */
     uv_timer_t health_timer;      /**< heartbeats, stalls, timeouts (job/health.c) */
     coll_pool_t *pool;
+    struct coll_dev_pool *dev_pools[COLL_DEV_MAX]; /**< by device: the job's device pools on
+                                                        this node (core/dev_pools.h), NULL
+                                                        until its first allocation there */
     uint32_t node_rank;
     uint32_t nnodes;
     coll_node_t *nodes;

@@ -24,17 +24,19 @@ struct coll_pool {
     pool_block_t *blocks;
     size_t nblocks;
     size_t cap;
+    size_t held;                /* what a committing backend took (pool.h, commit) */
     coll_pool_budget_t *budget; /* charged by coll_pool_set_budget(); NULL until then */
-    int on_demand;              /* charged for its blocks rather than its size */
+    int on_demand;              /* charged for its blocks (or what its backend took) rather
+                                   than its size */
 };
 
 coll_status_t coll_pool_create(const char *name, size_t bytes, coll_pool_t **pool_p)
 {
-    return coll_pool_create_on(&coll_pool_memfd, name, bytes, pool_p);
+    return coll_pool_create_on(&coll_pool_memfd, 0, name, bytes, pool_p);
 }
 
-coll_status_t coll_pool_create_on(const coll_pool_backend_t *be, const char *name, size_t bytes,
-                                  coll_pool_t **pool_p)
+coll_status_t coll_pool_create_on(const coll_pool_backend_t *be, int device, const char *name,
+                                  size_t bytes, coll_pool_t **pool_p)
 {
     coll_pool_t *pool;
     coll_status_t st;
@@ -47,7 +49,7 @@ coll_status_t coll_pool_create_on(const coll_pool_backend_t *be, const char *nam
         return COLL_ERR_NOMEM;
     }
     pool->be = be;
-    st = be->create(name, bytes, &pool->mem);
+    st = be->create(device, name, bytes, &pool->mem);
     if (st != COLL_OK) {
         goto err_free;
     }
@@ -66,12 +68,24 @@ err_free:
     return st;
 }
 
+/* An on-demand pool over a backend that takes memory as it is touched is charged for its
+ * allocations; one whose backend commits memory, for what it committed. */
+static int charges_blocks(const coll_pool_t *pool)
+{
+    return pool->on_demand && pool->be->commit == NULL;
+}
+
+size_t coll_pool_charged(const coll_pool_t *pool)
+{
+    return !pool->on_demand ? pool->size : charges_blocks(pool) ? pool->used : pool->held;
+}
+
 void coll_pool_set_budget(coll_pool_t *pool, coll_pool_budget_t *budget, int on_demand)
 {
     COLL_ASSERT(pool->budget == NULL);
     pool->budget = budget;
     pool->on_demand = on_demand;
-    budget->used += on_demand ? pool->used : pool->size;
+    budget->used += coll_pool_charged(pool);
 }
 
 int coll_pool_on_demand(const coll_pool_t *pool)
@@ -85,7 +99,7 @@ void coll_pool_destroy(coll_pool_t *pool)
         return;
     }
     if (pool->budget != NULL) {
-        size_t charged = pool->on_demand ? pool->used : pool->size;
+        size_t charged = coll_pool_charged(pool);
         COLL_ASSERT(pool->budget->used >= charged);
         pool->budget->used -= charged;
     }
@@ -96,7 +110,24 @@ void coll_pool_destroy(coll_pool_t *pool)
 
 int coll_pool_fd(const coll_pool_t *pool)
 {
-    return pool->be->export_fd(pool->mem);
+    coll_pool_chunk_t c;
+
+    return pool->be->chunk(pool->mem, 0, &c) ? c.fd : -1;
+}
+
+int coll_pool_chunk(const coll_pool_t *pool, size_t i, coll_pool_chunk_t *c)
+{
+    return pool->be->chunk(pool->mem, i, c);
+}
+
+size_t coll_pool_allocations(const coll_pool_t *pool)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < pool->nblocks; i++) {
+        n += pool->blocks[i].owner != pool;
+    }
+    return n;
 }
 
 coll_mem_kind_t coll_pool_kind(const coll_pool_t *pool)
@@ -134,7 +165,7 @@ static coll_status_t insert_block(coll_pool_t *pool, size_t at, pool_block_t b)
     pool->blocks[at] = b;
     pool->nblocks++;
     pool->used += b.len;
-    if (pool->on_demand) {
+    if (charges_blocks(pool)) {
         pool->budget->used += b.len;
     }
     return COLL_OK;
@@ -155,15 +186,17 @@ static void punch_gap(coll_pool_t *pool, size_t at)
     }
 }
 
+static coll_status_t commit_to(coll_pool_t *pool, size_t end);
+
 static void remove_block(coll_pool_t *pool, size_t at)
 {
     pool->used -= pool->blocks[at].len;
-    if (pool->on_demand) {
+    if (charges_blocks(pool)) {
         pool->budget->used -= pool->blocks[at].len;
     }
     memmove(&pool->blocks[at], &pool->blocks[at + 1], (pool->nblocks - at - 1) * sizeof(pool_block_t));
     pool->nblocks--;
-    if (pool->on_demand) {
+    if (pool->on_demand && pool->be->punch != NULL) {
         punch_gap(pool, at);
     }
 }
@@ -173,27 +206,56 @@ coll_status_t coll_pool_reserve(coll_pool_t *pool, size_t bytes)
     if (bytes > pool->size || pool->nblocks > 0) {
         return COLL_ERR_POOL_FULL;
     }
+    if (bytes > 0 && pool->be->commit != NULL) {
+        coll_status_t st = commit_to(pool, bytes);
+        if (st != COLL_OK) {
+            return st;
+        }
+    }
     return bytes == 0 ? COLL_OK : insert_block(pool, 0, (pool_block_t){0, bytes, pool});
 }
 
-coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner,
-                              size_t *offset_p)
+/* Room left in the budget; the limit may have been lowered below what is charged (a reload):
+ * then there is none. */
+static size_t budget_room(const coll_pool_t *pool)
 {
-    size_t len, gap_start = 0;
+    const coll_pool_budget_t *b = pool->budget;
 
-    if (bytes == 0 || bytes > pool->size) {
-        return bytes == 0 ? COLL_ERR_INVALID : COLL_ERR_POOL_FULL;
+    if (b == NULL) {
+        return SIZE_MAX;
     }
-    len = (bytes + COLL_POOL_ALIGN - 1) & ~(size_t)(COLL_POOL_ALIGN - 1);
-    /* The limit may have been lowered below what is charged (a reload): then nothing fits. */
-    if (pool->on_demand && (pool->budget->used > pool->budget->limit ||
-                            len > pool->budget->limit - pool->budget->used)) {
-        return COLL_ERR_POOL_FULL;
+    return b->used > b->limit ? 0 : b->limit - b->used;
+}
+
+/* A committing backend backs the pool up to @p end, within the budget, before a block there. */
+static coll_status_t commit_to(coll_pool_t *pool, size_t end)
+{
+    size_t grown = 0;
+    coll_status_t st = pool->be->commit(pool->mem, end, pool->on_demand ? budget_room(pool)
+                                                                        : SIZE_MAX, &grown);
+
+    if (st == COLL_OK) {
+        pool->held += grown;
+        if (pool->on_demand) {
+            pool->budget->used += grown;
+        }
     }
+    return st;
+}
+
+/* Place a block of @p len bytes for @p owner in the first gap that holds it. */
+static coll_status_t place(coll_pool_t *pool, size_t len, const void *owner, size_t *offset_p)
+{
+    size_t gap_start = 0;
+
     for (size_t i = 0; i <= pool->nblocks; i++) {
         size_t gap_end = i < pool->nblocks ? pool->blocks[i].offset : pool->size;
         if (gap_end - gap_start >= len) {
-            coll_status_t st = insert_block(pool, i, (pool_block_t){gap_start, len, owner});
+            coll_status_t st = pool->be->commit != NULL ? commit_to(pool, gap_start + len)
+                                                        : COLL_OK;
+            if (st == COLL_OK) {
+                st = insert_block(pool, i, (pool_block_t){gap_start, len, owner});
+            }
             if (st == COLL_OK) {
                 *offset_p = gap_start;
             }
@@ -204,6 +266,21 @@ coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner
         }
     }
     return COLL_ERR_POOL_FULL;
+}
+
+coll_status_t coll_pool_alloc(coll_pool_t *pool, size_t bytes, const void *owner,
+                              size_t *offset_p)
+{
+    size_t len;
+
+    if (bytes == 0 || bytes > pool->size) {
+        return bytes == 0 ? COLL_ERR_INVALID : COLL_ERR_POOL_FULL;
+    }
+    len = (bytes + COLL_POOL_ALIGN - 1) & ~(size_t)(COLL_POOL_ALIGN - 1);
+    if (charges_blocks(pool) && len > budget_room(pool)) {
+        return COLL_ERR_POOL_FULL;
+    }
+    return place(pool, len, owner, offset_p);
 }
 
 /* Index of the last block starting at or before @p offset, or nblocks when none. */

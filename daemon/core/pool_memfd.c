@@ -10,12 +10,13 @@
 #include "base/log.h"
 #include "core/pool.h"
 
-/* The backend's state: the file. */
+/* The backend's state: the file and its size. */
 typedef struct {
     int fd;
+    size_t bytes;
 } memfd_t;
 
-static coll_status_t memfd_create_pool(const char *name, size_t bytes, void **mem_p)
+static coll_status_t memfd_create_pool(int device, const char *name, size_t bytes, void **mem_p)
 {
     memfd_t *m = malloc(sizeof(*m));
 
@@ -36,6 +37,7 @@ static coll_status_t memfd_create_pool(const char *name, size_t bytes, void **me
         coll_error(COLL_SUB_POOL, "sealing pool %s: %m", name);
         goto err_close;
     }
+    m->bytes = bytes;
     *mem_p = m;
     return COLL_OK;
 
@@ -70,9 +72,16 @@ static void memfd_punch(void *mem, size_t offset, size_t len)
     }
 }
 
-static int memfd_export_fd(const void *mem)
+/* One chunk, the whole file. */
+static int memfd_chunk(const void *mem, size_t i, coll_pool_chunk_t *c)
 {
-    return ((const memfd_t *)mem)->fd;
+    const memfd_t *m = mem;
+
+    if (i > 0) {
+        return 0;
+    }
+    *c = (coll_pool_chunk_t){0, m->bytes, m->fd};
+    return 1;
 }
 
 static void memfd_destroy(void *mem, uint8_t *base, size_t bytes)
@@ -90,7 +99,8 @@ const coll_pool_backend_t coll_pool_memfd = {
     .name = "memfd", .kind = COLL_MEM_HOST,
     .create = memfd_create_pool,
     .map = memfd_map,
+    .commit = NULL, /* tmpfs takes a page when it is first written */
     .punch = memfd_punch,
-    .export_fd = memfd_export_fd,
+    .chunk = memfd_chunk,
     .destroy = memfd_destroy,
 };

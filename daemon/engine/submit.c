@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dev_pools.h"
 #include "engine/algo.h"
 #include "engine/codec/codec.h"
 #include "engine/combine.h"
@@ -41,6 +42,34 @@ static const char *bad_rank(const coll_group_t *grp, uint32_t me, const Coll__Wi
     return NULL;
 }
 
+/* The buffers lie inside this rank's allocations in the pool the submission names, one of the
+ * host kind: the engine runs on host memory, so a device pool's buffers are refused here,
+ * after the check that they are the rank's own. */
+static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
+                                const Coll__Wire__Submit *sub, uint64_t send_bytes,
+                                uint64_t recv_bytes, char *err, size_t errlen)
+{
+    const coll_pool_t *pool = coll_job_pool_by_id(job, sub->pool);
+
+    if (pool == NULL ||
+        (send_bytes > 0 && !coll_pool_range_owned(pool, sub->send_offset, send_bytes, s)) ||
+        (recv_bytes > 0 && !coll_pool_range_owned(pool, sub->recv_offset, recv_bytes, s))) {
+        snprintf(err, errlen,
+                 "rank %u: buffers [%" PRIu64 ", +%" PRIu64 ") / [%" PRIu64 ", +%" PRIu64
+                 ") are not inside this rank's allocations in the %s of job %s", s->rank,
+                 sub->send_offset, send_bytes, sub->recv_offset, recv_bytes,
+                 sub->pool == 0 ? "pool" : "device pool", job->id);
+        return COLL_ERR_NOT_IN_POOL;
+    }
+    if (coll_pool_kind(pool) != COLL_MEM_HOST) {
+        snprintf(err, errlen, "rank %u: the buffers are in job %s's pool on device %u (%s "
+                 "memory), and this daemon runs collectives on host memory only", s->rank,
+                 job->id, sub->pool - 1, coll_mem_kind_name(coll_pool_kind(pool)));
+        return COLL_ERR_UNSUPPORTED;
+    }
+    return COLL_OK;
+}
+
 coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
                                 const coll_session_t *s, const Coll__Wire__Submit *sub,
                                 char *err, size_t errlen)
@@ -71,13 +100,8 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
         return COLL_ERR_INVALID;
     }
     coll_kind_extent((coll_kind_t)sub->coll, sub->count, grp->size, me, sub->root, &se, &re);
-    if ((se > 0 && !coll_pool_range_owned(job->pool, sub->send_offset, se * es, s)) ||
-        (re > 0 && !coll_pool_range_owned(job->pool, sub->recv_offset, re * es, s))) {
-        snprintf(err, errlen,
-                 "rank %u: buffers [%" PRIu64 ", +%" PRIu64 ") / [%" PRIu64 ", +%" PRIu64
-                 ") are not inside this rank's allocations in the pool of job %s",
-                 s->rank, sub->send_offset, se * es, sub->recv_offset, re * es, job->id);
-        return COLL_ERR_NOT_IN_POOL;
+    if ((st = check_pool(job, s, sub, se * es, re * es, err, errlen)) != COLL_OK) {
+        return st;
     }
     if (!coll_kind_overlap_ok((coll_kind_t)sub->coll, me, sub->send_offset, se * es,
                              sub->recv_offset, re * es)) {

@@ -12,6 +12,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "core/dev_pools.h"
 #include "core/staging.h"
 #include "engine/codec/codec.h"
 #include "engine/op.h"
@@ -294,6 +295,7 @@ void coll_job_leave(coll_job_t *job, coll_session_t *s)
     if (job->pool != NULL) {
         coll_pool_free_owner(job->pool, s);
     }
+    coll_dev_pools_leave(job, s, s->local_rank);
     job->locals[s->local_rank] = NULL;
     job->njoined--;
     if (job->left[0] == '\0') {
@@ -339,6 +341,7 @@ static void job_release(coll_job_t *job)
     coll_staging_release_all(job);
     coll_codec_job_free(job);
     coll_pool_destroy(job->pool);
+    coll_dev_pools_destroy(job);
     if (job->doorbell_fd >= 0) {
         close(job->doorbell_fd);
     }

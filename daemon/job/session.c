@@ -11,9 +11,11 @@
 #include "engine/codec/codec.h"
 #include "engine/inflight.h"
 #include "engine/op.h"
+#include "job/devalloc.h"
 #include "job/groups.h"
 #include "job/job.h"
 #include "job/submission.h"
+#include "kernels/mem_kind.h"
 #include "net/accept.h"
 #include "net/clientlink.h"
 
@@ -73,46 +75,64 @@ static void pool_full_message(const coll_daemon_t *d, const coll_job_t *job, uin
     }
 }
 
+/* Why the job of @p s takes no allocation now (COLL_OK: it does). */
+static coll_status_t alloc_refused(const coll_session_t *s, char *err, size_t errlen)
+{
+    const coll_job_t *job = s->job;
+
+    if (job == NULL) {
+        snprintf(err, errlen, "allocation before joining a job");
+        return COLL_ERR_PROTOCOL;
+    }
+    if (job->state == COLL_JOB_FAILED) { /* why, as its submissions are told */
+        snprintf(err, errlen, "job %s failed earlier: %.500s", job->id, job->errmsg);
+        return job->error;
+    }
+    if (job->state != COLL_JOB_READY) {
+        snprintf(err, errlen, "job %s is not running yet", job->id);
+        return COLL_ERR_JOB;
+    }
+    return COLL_OK;
+}
+
 static void on_alloc(coll_session_t *s, const Coll__Wire__MemAlloc *a)
 {
     coll_daemon_msg_t msg = COLL__WIRE__DAEMON_MSG__INIT;
     Coll__Wire__MemAllocReply r = COLL__WIRE__MEM_ALLOC_REPLY__INIT;
+    coll_devalloc_out_t dev = {.nfds = 0};
     char err[768] = "";
     size_t off = 0;
-    coll_job_t *job = s->job;
 
     r.req_id = a->req_id;
-    if (job == NULL) {
-        r.status = COLL_ERR_PROTOCOL;
-        snprintf(err, sizeof(err), "allocation before joining a job");
-    } else if (job->state == COLL_JOB_FAILED) { /* why, as its submissions are told */
-        r.status = job->error;
-        snprintf(err, sizeof(err), "job %s failed earlier: %.500s", job->id, job->errmsg);
-    } else if (job->state != COLL_JOB_READY) {
-        r.status = COLL_ERR_JOB;
-        snprintf(err, sizeof(err), "job %s is not running yet", job->id);
-    } else {
-        r.status = coll_pool_alloc(job->pool, a->bytes, s, &off);
+    r.kind = a->kind;
+    r.device = a->device;
+    r.status = alloc_refused(s, err, sizeof(err));
+    if (r.status == COLL_OK && a->kind != COLL_MEM_HOST) {
+        r.status = coll_devalloc(s, a, &r, &dev, err, sizeof(err));
+    } else if (r.status == COLL_OK) {
+        r.status = coll_pool_alloc(s->job->pool, a->bytes, s, &off);
         if (r.status == COLL_ERR_POOL_FULL) {
-            pool_full_message(s->d, job, a->bytes, err, sizeof(err));
+            pool_full_message(s->d, s->job, a->bytes, err, sizeof(err));
         }
+        r.offset = off;
     }
     r.error = err;
-    r.offset = off;
     r.bytes = a->bytes;
     msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_ALLOC;
     msg.alloc = &r;
-    coll_session_send(s, &msg);
+    coll_session_send_fds(s, &msg, dev.fds, dev.nfds);
 }
 
 /* A free has no answer: a refused one is logged. An allocation that an operation in flight
  * still uses stays until the job ends (the library refuses such a free with COLL_ERR_BUSY
  * before it sends it, so only a client without it gets here). */
-static void on_free(coll_session_t *s, uint64_t off)
+static void on_free(coll_session_t *s, uint64_t off, uint32_t pool)
 {
     char what[48];
 
-    if (s->job == NULL || s->job->pool == NULL) {
+    if (s->job != NULL && pool != 0) {
+        coll_devalloc_free(s, pool, off);
+    } else if (s->job == NULL || s->job->pool == NULL) {
         coll_warn(COLL_SUB_SESSION, "session %llu: free of offset %llu before joining a job",
                   (unsigned long long)s->id, (unsigned long long)off);
     } else if (coll_inflight_uses(s->job, s, off, what, sizeof(what))) {
@@ -163,7 +183,7 @@ static void dispatch(coll_session_t *s, const coll_client_msg_t *m)
         on_alloc(s, m->alloc);
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_FREE:
-        on_free(s, m->free->offset);
+        on_free(s, m->free->offset, m->free->pool);
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
         if (s->job == NULL) {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/assert.h"
 #include "base/log.h"
 #include "base/stream.h"
 #include "core/stats.h"
@@ -22,7 +23,7 @@ static coll_status_t send_with_fds(coll_session_t *s, const uint8_t *frame, size
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
+        char buf[CMSG_SPACE(COLL_FRAME_MAX_FDS * sizeof(int))];
     } ctl;
     struct iovec iov = {(void *)frame, len};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
@@ -31,6 +32,7 @@ static coll_status_t send_with_fds(coll_session_t *s, const uint8_t *frame, size
     uv_os_fd_t sock;
     ssize_t n;
 
+    COLL_ASSERT(nfds <= COLL_FRAME_MAX_FDS);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(nfds * sizeof(int));

@@ -16,7 +16,8 @@
  */
 coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg);
 
-/** @brief As coll_session_send(), passing @p nfds (1 or 2) descriptors with SCM_RIGHTS. */
+/** @brief As coll_session_send(), passing @p nfds (0 .. COLL_FRAME_MAX_FDS) descriptors with
+ *         SCM_RIGHTS. */
 coll_status_t coll_session_send_fds(coll_session_t *s, coll_daemon_msg_t *msg, const int *fds,
                                     unsigned nfds);
 

@@ -1,6 +1,7 @@
 /*
  * GET /metrics: the Prometheus text exposition format 0.0.4. Counters come from stats.c; gauges
- * (jobs, pools, peers, pending operations) are read from the live tables. A family with no
+ * (jobs, pools, peers, pending operations) are read from the live tables; the devices' come
+ * from ops/devices.c. A family with no
  * sample yet is left out. `promtool check metrics` accepts the output (tests/ops). A job is
  * labelled job_id, not job: Prometheus gives every series its own "job" (the scrape job).
  */
@@ -15,6 +16,7 @@
 #include "engine/codec/codec.h"
 #include "engine/shm_watch.h"
 #include "engine/op.h"
+#include "ops/devices.h"
 #include "ops/report.h"
 #include "ops/service.h"
 #include "ps/service.h"
@@ -41,6 +43,16 @@ static void label_value(FILE *f, const char *v)
             fputc(*v, f);
         }
     }
+}
+
+void coll_metrics_family(FILE *f, const char *name, const char *type, const char *help)
+{
+    family(f, name, type, help);
+}
+
+void coll_metrics_label(FILE *f, const char *v)
+{
+    label_value(f, v);
 }
 
 static void job_sample(FILE *f, const char *name, const char *job, double v)
@@ -475,6 +487,7 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)
            "Jobs this node refused (pool budget, pool, a job token, no node secret), by kind.",
            st->job_refusals);
     pools_and_pending(f, d);
+    coll_metrics_devices(f, d);
     wire_and_service(f, d);
     peers(f, d);
     refusals(f, d);

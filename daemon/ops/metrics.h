@@ -27,4 +27,10 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p);
  */
 void coll_metrics_process(FILE *f);
 
+/** @brief Write the HELP and TYPE lines of family @p name (@p type "gauge", "counter"...). */
+void coll_metrics_family(FILE *f, const char *name, const char *type, const char *help);
+
+/** @brief Write @p v as a label value: backslash, double quote and newline escaped. */
+void coll_metrics_label(FILE *f, const char *v);
+
 #endif

@@ -16,6 +16,7 @@
 #include "engine/op.h"
 #include "engine/shm_watch.h"
 #include "net/control.h"
+#include "ops/devices.h"
 #include "ops/report.h"
 #include "ops/service.h"
 #include "proto/jobmsg.h"
@@ -356,6 +357,7 @@ static json_t *job_json(const coll_job_t *job, uint64_t now)
     json_object_set_new(o, "operations", ops_json(job, now));
     json_object_set_new(o, "peers", peers_json(job));
     json_object_set_new(o, "pool", pool_json(job));
+    json_object_set_new(o, "device_pools", coll_report_job_devices(job));
     json_object_set_new(o, "wire_bytes_sent", json_integer((json_int_t)job->net.bytes_sent));
     json_object_set_new(o, "parameter_service", ps_json(job));
     add_compression(o, job);
@@ -423,10 +425,9 @@ char *coll_report_status(coll_daemon_t *d, size_t *len_p)
     {
         json_array_append_new(jobs, job_json(job, now));
     }
-    root = json_pack("{s:s, s:f, s:f, s:o, s:o}", "version", COLL_DAEMON_VERSION, "uptime_s",
-                     coll_report_uptime(d), "started_at",
-                     d->stats.start_wall, "node",
-                     node_json(d), "jobs", jobs);
+    root = json_pack("{s:s, s:f, s:f, s:o, s:o, s:o}", "version", COLL_DAEMON_VERSION,
+                     "uptime_s", coll_report_uptime(d), "started_at", d->stats.start_wall,
+                     "node", node_json(d), "devices", coll_report_devices(d), "jobs", jobs);
     text = root != NULL ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (text != NULL) {

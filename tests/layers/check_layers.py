@@ -3,7 +3,7 @@
 
   includes  every #include "..." of the tree: a daemon file includes only its own layer and the
             ones below (base < core < net < engine < ps < {job, ops} < daemon.c, main.c; job and ops
-            not each other), and every project header by its path; proto/, common/ and kernels/
+            not each other), and every project header by its path; proto/, common/, kernels/ and device/
             include nothing of client/ or daemon/; client/ nothing of daemon/; nothing includes
             client/'s private headers but client/ and its own tests; daemon/ and client/ include
             nothing of kernels/cpu/ (they run kernels through the executor of their buffers'
@@ -36,7 +36,7 @@ import tempfile
 DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "ops": 6}
 ROOT_RANK = 7  # daemon/daemon.c, daemon/main.c: the composition root
 SIBLINGS = {("job", "ops"), ("ops", "job")}
-BELOW_DAEMON = ("proto", "common", "kernels", "include")
+BELOW_DAEMON = ("proto", "common", "kernels", "device", "include")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -84,7 +84,7 @@ def check_include(rel, inc, problems, where, src_dir):
 
 
 def source_files(src_dir):
-    for top in ("daemon", "client", "proto", "common", "kernels", "include"):
+    for top in ("daemon", "client", "proto", "common", "kernels", "device", "include"):
         for dirpath, _, names in os.walk(os.path.join(src_dir, top)):
             for n in sorted(names):
                 if n.endswith((".c", ".h", ".cu")):
@@ -150,9 +150,12 @@ CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0,
                "reduce.c.o": 0, "cast.c.o": 0,
                "onebit.c.o": 0, "topk.c.o": 0, "lowrank.c.o": 0, "optim_step.c.o": 0,
                "isa.c.o": 0, "isa_scalar.c.o": 0, "isa_avx2.c.o": 0, "isa_avx512.c.o": 0,
+               # the device layer (device/), with which the ranks map their device pools
+               "dev.c.o": 0, "dev_fake.c.o": 0, "dev_cuda.c.o": 0, "nccl.c.o": 0, "none.c.o": 0,
                "debug.c.o": 1, "base.c.o": 1, "env.c.o": 1, "launcher.c.o": 1,
                "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "shm.c.o": 2,
-               "shm_progress.c.o": 2, "shm_exec.c.o": 2, "shm_node.c.o": 2, "request.c.o": 3,
+               "shm_progress.c.o": 2, "shm_exec.c.o": 2, "shm_node.c.o": 2, "devmap.c.o": 2,
+               "request.c.o": 3, "devmem.c.o": 5,
                "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "ps.c.o": 6, "ps_ckpt.c.o": 6,
                "compress.c.o": 5,
                "bucketer.c.o": 7, "bucketer_wait.c.o": 7, "split_plan.c.o": 1, "split.c.o": 6,
@@ -203,7 +206,7 @@ def self_test(src_dir, libs, client_lib):
     failures = []
     work = tempfile.mkdtemp(prefix="layers-")
     try:
-        for top in ("daemon", "client", "proto", "common", "kernels", "include"):
+        for top in ("daemon", "client", "proto", "common", "kernels", "device", "include"):
             shutil.copytree(os.path.join(src_dir, top), os.path.join(work, top))
         if check_includes(work):
             failures.append("the unmodified copy fails the include check")

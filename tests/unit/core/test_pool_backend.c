@@ -1,7 +1,9 @@
 /*
  * Unit tests of a pool's backend table (daemon/core/pool.h): the pool over a fake backend of the
- * test's own (the layer below it) calls create, map, punch, export_fd and destroy when it
- * should, with the pages a free leaves, and cleans up after a failed create or map; the memfd
+ * test's own (the layer below it) calls create, map, punch, chunk and destroy when it should,
+ * with the pages a free leaves, and cleans up after a failed create or map; over a fake that
+ * commits memory (as a device pool's backend does) it asks for the reach of each allocation,
+ * charges what was taken, refuses growth beyond the budget and never punches; the memfd
  * backend, driven through the same table, makes a sealed file of the size that a second
  * mapping shares, gives punched pages back and closes its file.
  */
@@ -33,18 +35,22 @@ static const int owner_a;
 static struct {
     int creates, maps, destroys;
     int fail_create, fail_map;
+    int created_device;
     size_t created_bytes;
+    size_t committed;   /* the committing fake: [0, committed) backed */
+    size_t last_room;   /* the room its last commit was given */
     void *destroyed_base;
     size_t npunch;
     size_t punch_off[MAX_PUNCHES], punch_len[MAX_PUNCHES];
 } fake;
 
-static coll_status_t fake_create(const char *name, size_t bytes, void **mem_p)
+static coll_status_t fake_create(int device, const char *name, size_t bytes, void **mem_p)
 {
     fake.creates++;
     if (fake.fail_create) {
         return COLL_ERR_NOMEM;
     }
+    fake.created_device = device;
     fake.created_bytes = bytes;
     *mem_p = &fake;
     return COLL_OK;
@@ -70,10 +76,29 @@ static void fake_punch(void *mem, size_t offset, size_t len)
     fake.punch_len[fake.npunch++] = len;
 }
 
-static int fake_export_fd(const void *mem)
+static int fake_chunk(const void *mem, size_t i, coll_pool_chunk_t *c)
 {
     assert_ptr_equal(mem, &fake);
-    return FAKE_FD;
+    if (i > 0) {
+        return 0;
+    }
+    *c = (coll_pool_chunk_t){0, FAKE_BYTES, FAKE_FD};
+    return 1;
+}
+
+/* Commits in whole MiB, as a device pool's backend commits in granules. */
+static coll_status_t fake_commit(void *mem, size_t end, size_t room, size_t *grown_p)
+{
+    size_t want = end <= fake.committed ? 0 : (end - fake.committed + MiB - 1) / MiB * MiB;
+
+    assert_ptr_equal(mem, &fake);
+    fake.last_room = room;
+    if (want > room) {
+        return COLL_ERR_POOL_FULL;
+    }
+    fake.committed += want;
+    *grown_p = want;
+    return COLL_OK;
 }
 
 static void fake_destroy(void *mem, uint8_t *base, size_t bytes)
@@ -89,7 +114,14 @@ static void fake_destroy(void *mem, uint8_t *base, size_t bytes)
 static const coll_pool_backend_t fake_backend = {
     .kind = COLL_MEM_KINDS,
     .create = fake_create, .map = fake_map, .punch = fake_punch,
-    .export_fd = fake_export_fd, .destroy = fake_destroy,
+    .chunk = fake_chunk, .destroy = fake_destroy,
+};
+
+/* The same with memory committed as allocations reach further, and nothing given back. */
+static const coll_pool_backend_t fake_committing = {
+    .kind = COLL_MEM_KINDS,
+    .create = fake_create, .map = fake_map, .commit = fake_commit,
+    .chunk = fake_chunk, .destroy = fake_destroy,
 };
 
 static int reset(void **state)
@@ -111,7 +143,7 @@ static void test_create_maps_once_and_destroy_frees(void **state)
     coll_pool_t *pool = NULL;
     uint8_t *base;
 
-    assert_int_equal(coll_pool_create_on(&fake_backend, "unit-fake", FAKE_BYTES, &pool), COLL_OK);
+    assert_int_equal(coll_pool_create_on(&fake_backend, 0, "unit-fake", FAKE_BYTES, &pool), COLL_OK);
     assert_int_equal(fake.creates, 1);
     assert_int_equal(fake.maps, 1);
     assert_int_equal(fake.created_bytes, FAKE_BYTES);
@@ -120,6 +152,7 @@ static void test_create_maps_once_and_destroy_frees(void **state)
     assert_int_equal(coll_pool_size(pool), FAKE_BYTES);
     assert_int_equal(coll_pool_fd(pool), FAKE_FD);
     assert_int_equal(coll_pool_kind(pool), COLL_MEM_KINDS);
+    assert_int_equal(fake.created_device, 0);
     assert_int_equal(fake.destroys, 0);
     coll_pool_destroy(pool);
     assert_int_equal(fake.destroys, 1);
@@ -135,7 +168,7 @@ static void test_failures_leave_nothing(void **state)
         reset(state);
         fake.fail_create = !map_fails;
         fake.fail_map = map_fails;
-        assert_int_equal(coll_pool_create_on(&fake_backend, "unit-fake", FAKE_BYTES, &pool),
+        assert_int_equal(coll_pool_create_on(&fake_backend, 0, "unit-fake", FAKE_BYTES, &pool),
                          COLL_ERR_NOMEM);
         assert_null(pool);
         assert_int_equal(fake.maps, map_fails);
@@ -148,7 +181,7 @@ static void test_zero_bytes_never_reach_the_backend(void **state)
 {
     coll_pool_t *pool = NULL;
 
-    assert_int_equal(coll_pool_create_on(&fake_backend, "unit-fake", 0, &pool), COLL_ERR_INVALID);
+    assert_int_equal(coll_pool_create_on(&fake_backend, 0, "unit-fake", 0, &pool), COLL_ERR_INVALID);
     assert_null(pool);
     assert_int_equal(fake.creates, 0);
 }
@@ -161,7 +194,7 @@ static void test_on_demand_free_punches_the_gap_pages(void **state)
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     coll_pool_t *pool;
 
-    assert_int_equal(coll_pool_create_on(&fake_backend, "unit-fake", FAKE_BYTES, &pool), COLL_OK);
+    assert_int_equal(coll_pool_create_on(&fake_backend, 0, "unit-fake", FAKE_BYTES, &pool), COLL_OK);
     coll_pool_set_budget(pool, &budget, 1);
     size_t a = alloc_ok(pool, 100), b = alloc_ok(pool, 3 * page), c = alloc_ok(pool, 64);
     assert_int_equal(a, 0);
@@ -184,13 +217,51 @@ static void test_fixed_pool_never_punches(void **state)
     coll_pool_budget_t budget = {.limit = FAKE_BYTES, .used = 0};
     coll_pool_t *pool;
 
-    assert_int_equal(coll_pool_create_on(&fake_backend, "unit-fake", FAKE_BYTES, &pool), COLL_OK);
+    assert_int_equal(coll_pool_create_on(&fake_backend, 0, "unit-fake", FAKE_BYTES, &pool), COLL_OK);
     coll_pool_set_budget(pool, &budget, 0);
     size_t b = alloc_ok(pool, MiB);
     assert_int_equal(coll_pool_free(pool, b, A), COLL_OK);
     coll_pool_free_owner(pool, A);
     assert_int_equal(fake.npunch, 0);
     coll_pool_destroy(pool);
+}
+
+/* A committing backend is asked for the end of every allocation with the budget's room; the
+ * pool is charged what it took (not the allocations), refused when the backend has no room,
+ * never punched, and gives its charge back when destroyed. */
+static void test_committing_backend_is_charged_what_it_took(void **state)
+{
+    coll_pool_budget_t budget = {.limit = 3 * MiB, .used = 0};
+    coll_pool_t *pool;
+    size_t off = 0;
+
+    assert_int_equal(coll_pool_create_on(&fake_committing, 3, "unit-commit", FAKE_BYTES, &pool),
+                     COLL_OK);
+    assert_int_equal(fake.created_device, 3);
+    coll_pool_set_budget(pool, &budget, 1);
+    size_t a = alloc_ok(pool, 100);
+    assert_int_equal(fake.committed, MiB);
+    assert_int_equal(fake.last_room, 3 * MiB);
+    assert_int_equal(budget.used, MiB);
+    assert_int_equal(coll_pool_charged(pool), MiB);
+    size_t b = alloc_ok(pool, MiB); /* reaches past the first MiB: one more */
+    assert_int_equal(b, 128);
+    assert_int_equal(fake.last_room, 2 * MiB);
+    assert_int_equal(budget.used, 2 * MiB);
+    /* 2 MiB more would need 2 more: the budget has 1. */
+    assert_int_equal(coll_pool_alloc(pool, 2 * MiB, A, &off), COLL_ERR_POOL_FULL);
+    assert_int_equal(budget.used, 2 * MiB);
+    assert_int_equal(coll_pool_allocations(pool), 2);
+    assert_int_equal(coll_pool_free(pool, b, A), COLL_OK);
+    assert_int_equal(coll_pool_free(pool, a, A), COLL_OK);
+    assert_int_equal(fake.npunch, 0);
+    assert_int_equal(budget.used, 2 * MiB); /* kept until the pool goes */
+    /* The freed range is backed: an allocation inside it takes nothing more. */
+    assert_int_equal(coll_pool_alloc(pool, MiB + MiB / 2, A, &off), COLL_OK);
+    assert_int_equal(budget.used, 2 * MiB);
+    coll_pool_destroy(pool);
+    assert_int_equal(budget.used, 0);
+    assert_int_equal(fake.destroys, 1);
 }
 
 /* ---- the memfd backend through its table ---------------------------------------------------- */
@@ -211,8 +282,15 @@ static void test_memfd_backend_round_trip(void **state)
     uint8_t *base = NULL, *other;
     struct stat st;
 
-    assert_int_equal(be->create("unit-memfd", 4 * MiB, &mem), COLL_OK);
-    int fd = be->export_fd(mem);
+    coll_pool_chunk_t c;
+
+    assert_int_equal(be->create(0, "unit-memfd", 4 * MiB, &mem), COLL_OK);
+    assert_null(be->commit);
+    assert_int_equal(be->chunk(mem, 0, &c), 1);
+    assert_int_equal(be->chunk(mem, 1, &c), 0);
+    int fd = c.fd;
+    assert_int_equal(c.offset, 0);
+    assert_int_equal(c.bytes, 4 * MiB);
     assert_int_equal(fstat(fd, &st), 0);
     assert_int_equal(st.st_size, 4 * MiB);
     assert_int_equal(fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW),
@@ -245,6 +323,7 @@ int main(void)
         cmocka_unit_test_setup(test_zero_bytes_never_reach_the_backend, reset),
         cmocka_unit_test_setup(test_on_demand_free_punches_the_gap_pages, reset),
         cmocka_unit_test_setup(test_fixed_pool_never_punches, reset),
+        cmocka_unit_test_setup(test_committing_backend_is_charged_what_it_took, reset),
         cmocka_unit_test(test_memfd_table_is_host_memory),
         cmocka_unit_test(test_memfd_backend_round_trip),
     };

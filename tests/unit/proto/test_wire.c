@@ -1,5 +1,6 @@
 /* Unit tests of the wire decoders and their validation (proto/wire.h). */
 #include "wire_msgs.h"
+#include "device/dev.h"
 
 /* ---- valid messages ---- */
 
@@ -353,6 +354,86 @@ static void test_submit_count_limit(void **state)
     expect_err(KIND_CLIENT, client_submit(&c), COLL_ERR_PROTOCOL, "count");
 }
 
+/* ---- Memory kinds, devices and pools ---- */
+
+static void test_alloc_kind_device_uuid_layer_checked(void **state)
+{
+    static const uint8_t uuid[17] = {1, 2, 3};
+    client_t c;
+
+    client_init(&c);
+    c.alloc.kind = 1;
+    c.alloc.device = COLL_DEV_MAX - 1;
+    c.alloc.device_uuid.data = (uint8_t *)uuid;
+    c.alloc.device_uuid.len = COLL_DEV_UUID_BYTES;
+    c.alloc.layer = "cuda";
+    expect_ok(KIND_CLIENT, client_alloc(&c));
+    c.alloc.kind = 2;
+    expect_err(KIND_CLIENT, client_alloc(&c), COLL_ERR_PROTOCOL, "memory kind");
+    c.alloc.kind = 1;
+    c.alloc.device = COLL_DEV_MAX;
+    expect_err(KIND_CLIENT, client_alloc(&c), COLL_ERR_PROTOCOL, "device");
+    c.alloc.device = 0;
+    c.alloc.device_uuid.len = COLL_DEV_UUID_BYTES + 1;
+    expect_err(KIND_CLIENT, client_alloc(&c), COLL_ERR_PROTOCOL, "UUID");
+    c.alloc.device_uuid.len = 0;
+    expect_ok(KIND_CLIENT, client_alloc(&c));
+    c.alloc.layer = "a-layer-too-long";
+    expect_err(KIND_CLIENT, client_alloc(&c), COLL_ERR_PROTOCOL, "layer");
+}
+
+static void test_free_and_submit_pool_checked(void **state)
+{
+    client_t c;
+
+    client_init(&c);
+    c.free.pool = COLL_DEV_MAX;
+    expect_ok(KIND_CLIENT, client_free(&c));
+    c.free.pool = COLL_DEV_MAX + 1;
+    expect_err(KIND_CLIENT, client_free(&c), COLL_ERR_PROTOCOL, "pool");
+    c.submit.pool = COLL_DEV_MAX;
+    expect_ok(KIND_CLIENT, client_submit(&c));
+    c.submit.pool = COLL_DEV_MAX + 1;
+    expect_err(KIND_CLIENT, client_submit(&c), COLL_ERR_PROTOCOL, "pool");
+}
+
+/* A device allocation's chunks follow each other inside the pool's range; their count is
+ * bounded by the fds one frame carries. */
+static void test_alloc_reply_chunks_checked(void **state)
+{
+    Coll__Wire__PoolChunk ch[COLL_FRAME_MAX_FDS + 1];
+    Coll__Wire__PoolChunk *chp[COLL_FRAME_MAX_FDS + 1];
+    daemon_t d;
+
+    for (size_t i = 0; i <= COLL_FRAME_MAX_FDS; i++) {
+        coll__wire__pool_chunk__init(&ch[i]);
+        ch[i].offset = i << 21;
+        ch[i].bytes = 1 << 21;
+        chp[i] = &ch[i];
+    }
+    daemon_init(&d);
+    d.alloc.kind = 1;
+    d.alloc.pool = 1;
+    d.alloc.pool_bytes = (uint64_t)(COLL_FRAME_MAX_FDS + 1) << 21;
+    d.alloc.chunks = chp;
+    d.alloc.n_chunks = COLL_FRAME_MAX_FDS;
+    expect_ok(KIND_DAEMON, daemon_body(&d, COLL__WIRE__DAEMON_MSG__BODY_ALLOC));
+    d.alloc.n_chunks = COLL_FRAME_MAX_FDS + 1;
+    expect_err(KIND_DAEMON, daemon_body(&d, COLL__WIRE__DAEMON_MSG__BODY_ALLOC),
+               COLL_ERR_PROTOCOL, "chunks");
+    d.alloc.n_chunks = 2;
+    ch[1].offset = 1 << 20; /* overlaps the first */
+    expect_err(KIND_DAEMON, daemon_body(&d, COLL__WIRE__DAEMON_MSG__BODY_ALLOC),
+               COLL_ERR_PROTOCOL, "out of order");
+    ch[1].offset = d.alloc.pool_bytes - (1 << 20); /* runs past the end */
+    expect_err(KIND_DAEMON, daemon_body(&d, COLL__WIRE__DAEMON_MSG__BODY_ALLOC),
+               COLL_ERR_PROTOCOL, "outside the pool");
+    ch[1].offset = 1 << 21;
+    d.alloc.pool = COLL_DEV_MAX + 1;
+    expect_err(KIND_DAEMON, daemon_body(&d, COLL__WIRE__DAEMON_MSG__BODY_ALLOC),
+               COLL_ERR_PROTOCOL, "pool");
+}
+
 /* ---- Complete fields ---- */
 
 /* The steps of a ring on 3 nodes pass; too many records, an unknown phase, a step that does
@@ -427,6 +508,9 @@ int main(void)
         cmocka_unit_test(test_submit_every_known_op_accepted),
         cmocka_unit_test(test_submit_unknown_collective_rejected),
         cmocka_unit_test(test_submit_count_limit),
+        cmocka_unit_test(test_alloc_kind_device_uuid_layer_checked),
+        cmocka_unit_test(test_free_and_submit_pool_checked),
+        cmocka_unit_test(test_alloc_reply_chunks_checked),
         cmocka_unit_test(test_complete_steps_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

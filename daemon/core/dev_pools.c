@@ -1,0 +1,105 @@
+/*
+ * A job's device pools on this node (dev_pools.h).
+ */
+#include "core/dev_pools.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "proto/frame.h"
+
+static coll_status_t make(coll_job_t *job, int device, coll_dev_pool_t **dp_p, char *err,
+                          size_t errlen)
+{
+    coll_device_t *dv = &job->d->devices.dev[device];
+    coll_dev_pool_t *dp = calloc(1, sizeof(*dp));
+    char name[COLL_JOB_ID_MAX + 16];
+    coll_status_t st = COLL_ERR_NOMEM;
+
+    if (dp == NULL || (dp->sent = calloc(job->local_size, sizeof(uint32_t))) == NULL) {
+        snprintf(err, errlen, "device pool of job %s on device %d: out of memory", job->id,
+                 device);
+        goto err_free;
+    }
+    snprintf(name, sizeof(name), "%s.dev%d", job->id, device);
+    st = coll_pool_create_on(&coll_pool_device, device, name, dv->budget.limit, &dp->pool);
+    if (st != COLL_OK) {
+        snprintf(err, errlen, "device pool of job %s on device %d (%s) could not be made: %s",
+                 job->id, device, dv->info.name, coll_dev_error());
+        goto err_free;
+    }
+    coll_pool_set_budget(dp->pool, &dv->budget, 1);
+    dp->device = device;
+    dv->pools++;
+    coll_info(COLL_SUB_POOL, "job %s: device pool on device %d (%s), up to %llu bytes", job->id,
+              device, dv->info.name, (unsigned long long)coll_pool_size(dp->pool));
+    *dp_p = dp;
+    return COLL_OK;
+
+err_free:
+    if (dp != NULL) {
+        free(dp->sent);
+    }
+    free(dp);
+    return st;
+}
+
+coll_status_t coll_dev_pool_get(coll_job_t *job, int device, coll_dev_pool_t **dp_p, char *err,
+                                size_t errlen)
+{
+    coll_status_t st = COLL_OK;
+
+    if (job->dev_pools[device] == NULL) {
+        st = make(job, device, &job->dev_pools[device], err, errlen);
+    }
+    if (st == COLL_OK) {
+        *dp_p = job->dev_pools[device];
+    }
+    return st;
+}
+
+size_t coll_dev_pool_unsent(coll_dev_pool_t *dp, uint32_t local, coll_pool_chunk_t *chunks)
+{
+    size_t n = 0;
+
+    while (n < COLL_FRAME_MAX_FDS && coll_pool_chunk(dp->pool, dp->sent[local], &chunks[n])) {
+        dp->sent[local]++;
+        n++;
+    }
+    return n;
+}
+
+void coll_dev_pools_leave(coll_job_t *job, const void *owner, uint32_t local)
+{
+    for (int i = 0; i < COLL_DEV_MAX; i++) {
+        coll_dev_pool_t *dp = job->dev_pools[i];
+        if (dp != NULL) {
+            coll_pool_free_owner(dp->pool, owner);
+            dp->sent[local] = 0;
+        }
+    }
+}
+
+void coll_dev_pools_destroy(coll_job_t *job)
+{
+    for (int i = 0; i < COLL_DEV_MAX; i++) {
+        coll_dev_pool_t *dp = job->dev_pools[i];
+        if (dp != NULL) {
+            coll_pool_destroy(dp->pool);
+            job->d->devices.dev[i].pools--;
+            free(dp->sent);
+            free(dp);
+            job->dev_pools[i] = NULL;
+        }
+    }
+}
+
+coll_pool_t *coll_job_pool_by_id(const coll_job_t *job, uint32_t id)
+{
+    if (id == 0) {
+        return job->pool;
+    }
+    return id <= COLL_DEV_MAX && job->dev_pools[id - 1] != NULL ? job->dev_pools[id - 1]->pool
+                                                                : NULL;
+}

@@ -1,0 +1,53 @@
+/**
+ * @file devices.h
+ * @brief The devices a daemon serves: its device layer (device/dev.h) or why it has none, each
+ *        device's facts and the budget its jobs' device pools are charged to
+ *        (device_pool_budget), and whether NCCL is there. Loop thread only.
+ */
+#ifndef COLL_CORE_DEVICES_H
+#define COLL_CORE_DEVICES_H
+
+#include <stdint.h>
+
+#include "core/pool.h"
+#include "device/dev.h"
+
+/** One device. */
+typedef struct {
+    coll_dev_info_t info;
+    coll_pool_budget_t budget; /**< what the jobs' pools on it may hold, and hold */
+    uint32_t pools;            /**< jobs' pools on it now */
+} coll_device_t;
+
+/** The daemon's devices. */
+typedef struct coll_devices {
+    const coll_dev_ops_t *ops; /**< NULL: no device layer (status says why) */
+    const char *status;        /**< coll_dev_status(): the layer and its devices, or why none */
+    int n;                     /**< devices served */
+    coll_device_t dev[COLL_DEV_MAX];
+    int nccl;                  /**< 1 when NCCL is there */
+    const char *nccl_text;     /**< its version, or why it is absent */
+} coll_devices_t;
+
+/**
+ * @brief Open the device layer, read every device and set its budget (coll_devices_budget());
+ *        log what was found (or why nothing was: device allocations are then refused) and
+ *        NCCL's presence. A device the driver refuses to describe is not served (logged).
+ */
+void coll_devices_open(coll_devices_t *ds, uint64_t budget);
+
+/**
+ * @brief Set each device's budget: @p budget bytes, or with 0 a quarter of its memory
+ *        (device_pool_budget). What pools hold already stays; growth beyond is refused.
+ */
+void coll_devices_budget(coll_devices_t *ds, uint64_t budget);
+
+/**
+ * @brief The device a rank names: by its UUID (@p uuid of @p uuid_len bytes, which names it
+ *        whatever numbering the rank sees) or, with none, by this daemon's index @p index.
+ * @return Its index here, or -1 when there is no such device (or no device layer).
+ */
+int coll_devices_find(const coll_devices_t *ds, const uint8_t *uuid, size_t uuid_len,
+                      uint32_t index);
+
+#endif

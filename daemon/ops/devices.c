@@ -1,0 +1,131 @@
+/*
+ * Devices in /status and /metrics (devices.h), read from the daemon's devices (core/devices.h)
+ * and the jobs' device pools (core/dev_pools.h).
+ */
+#include "ops/devices.h"
+
+#include <inttypes.h>
+
+#include "core/dev_pools.h"
+#include "ops/metrics.h"
+
+/* What the jobs' pools on device @p i hold, and how many allocations they have. */
+static void device_use(coll_daemon_t *d, int i, uint64_t *used_p, uint64_t *allocs_p)
+{
+    coll_job_t *job, *tmp;
+
+    *used_p = *allocs_p = 0;
+    coll_list_for_each_safe(job, tmp, &d->jobs, coll_job_t, link)
+    {
+        if (job->dev_pools[i] != NULL) {
+            const coll_pool_t *p = job->dev_pools[i]->pool;
+            *used_p += coll_pool_size(p) - coll_pool_free_bytes(p);
+            *allocs_p += coll_pool_allocations(p);
+        }
+    }
+}
+
+static json_t *device_json(const coll_daemon_t *d, int i)
+{
+    const coll_device_t *dv = &d->devices.dev[i];
+    uint64_t used, allocs;
+    char cc[16];
+
+    device_use((coll_daemon_t *)d, i, &used, &allocs);
+    snprintf(cc, sizeof(cc), "%d.%d", dv->info.cc_major, dv->info.cc_minor);
+    return json_pack("{s:i, s:s, s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I}", "index", i, "name",
+                     dv->info.name, "memory_bytes", (json_int_t)dv->info.mem_bytes,
+                     "compute_capability", cc, "shareable", dv->info.shareable,
+                     "pool_budget_bytes", (json_int_t)dv->budget.limit, "pool_held_bytes",
+                     (json_int_t)dv->budget.used, "pool_used_bytes", (json_int_t)used,
+                     "pools", (json_int_t)dv->pools, "allocations", (json_int_t)allocs);
+}
+
+json_t *coll_report_devices(const coll_daemon_t *d)
+{
+    const coll_devices_t *ds = &d->devices;
+    json_t *list = json_array();
+
+    for (int i = 0; i < ds->n; i++) {
+        json_array_append_new(list, device_json(d, i));
+    }
+    /* Texts are NULL until coll_devices_open() ran. */
+    return json_pack("{s:s, s:s, s:{s:b, s:s}, s:o}", "layer",
+                     ds->ops != NULL ? ds->ops->name : "none", "status",
+                     ds->status != NULL ? ds->status : "", "nccl", "present", ds->nccl,
+                     "version", ds->nccl_text != NULL ? ds->nccl_text : "", "list", list);
+}
+
+json_t *coll_report_job_devices(const coll_job_t *job)
+{
+    json_t *a = json_array();
+
+    for (int i = 0; i < COLL_DEV_MAX; i++) {
+        const coll_dev_pool_t *dp = job->dev_pools[i];
+        coll_pool_chunk_t c;
+        size_t chunks = 0;
+
+        if (dp == NULL) {
+            continue;
+        }
+        while (coll_pool_chunk(dp->pool, chunks, &c)) {
+            chunks++;
+        }
+        json_array_append_new(
+            a, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "device", i, "bytes",
+                         (json_int_t)coll_pool_size(dp->pool), "held_bytes",
+                         (json_int_t)coll_pool_charged(dp->pool), "used_bytes",
+                         (json_int_t)(coll_pool_size(dp->pool) - coll_pool_free_bytes(dp->pool)),
+                         "allocations", (json_int_t)coll_pool_allocations(dp->pool), "chunks",
+                         (json_int_t)chunks));
+    }
+    return a;
+}
+
+static void availability(FILE *f, const coll_devices_t *ds)
+{
+    coll_metrics_family(f, "collectived_device_layer_available", "gauge",
+                        "1 when the daemon has a device layer (a CUDA driver, or the test fake); "
+                        "0 when not, and device allocations are refused (/status says why).");
+    fprintf(f, "collectived_device_layer_available{layer=\"%s\"} %d\n",
+            ds->ops != NULL ? ds->ops->name : "none", ds->ops != NULL);
+    coll_metrics_family(f, "collectived_nccl_available", "gauge",
+                        "1 when NCCL (libnccl.so.2) was found, with its version.");
+    fprintf(f, "collectived_nccl_available{version=\"");
+    coll_metrics_label(f, ds->nccl && ds->nccl_text != NULL ? ds->nccl_text : "");
+    fprintf(f, "\"} %d\n", ds->nccl);
+}
+
+/* One sample per device of family @p which (0 .. 4). */
+static void per_device(FILE *f, coll_daemon_t *d, unsigned which)
+{
+    static const char *const names[] = {
+        "collectived_device_memory_bytes", "collectived_device_pool_budget_bytes",
+        "collectived_device_pool_held_bytes", "collectived_device_pool_used_bytes",
+        "collectived_device_pool_allocations"};
+    static const char *const helps[] = {
+        "The device's memory.",
+        "What the jobs' device pools may hold on the device (device_pool_budget).",
+        "Device memory the jobs' pools hold (their chunks, kept until the job ends).",
+        "Bytes of the jobs' device pools allocated by their ranks.",
+        "Allocations in the jobs' device pools."};
+
+    coll_metrics_family(f, names[which], "gauge", helps[which]);
+    for (int i = 0; i < d->devices.n; i++) {
+        const coll_device_t *dv = &d->devices.dev[i];
+        uint64_t used, allocs;
+        device_use(d, i, &used, &allocs);
+        uint64_t v[] = {dv->info.mem_bytes, dv->budget.limit, dv->budget.used, used, allocs};
+        fprintf(f, "%s{device=\"%d\",name=\"", names[which], i);
+        coll_metrics_label(f, dv->info.name);
+        fprintf(f, "\"} %" PRIu64 "\n", v[which]);
+    }
+}
+
+void coll_metrics_devices(FILE *f, coll_daemon_t *d)
+{
+    availability(f, &d->devices);
+    for (unsigned which = 0; d->devices.n > 0 && which < 5; which++) {
+        per_device(f, d, which);
+    }
+}

@@ -1,0 +1,168 @@
+/**
+ * @file dev.h
+ * @brief The device layer: what the daemon and the library ask of an accelerator's driver, as
+ *        one table of functions (coll_dev_ops_t), with two implementations: CUDA's driver API,
+ *        loaded at run time (device/dev_cuda.c: dlopen of libcuda.so.1, so the same binaries
+ *        start on a machine without a driver), and a fake over host memory for the tests
+ *        (device/dev_fake.c, chosen by COLL_DEVICE_FAKE).
+ *
+ * Memory follows the driver's virtual memory management: a physical allocation
+ * (coll_dev_mem_t) is created on a device, exported as a file descriptor that another process
+ * imports, and mapped into a range of device addresses reserved beforehand, so a pool can map
+ * more physical allocations behind its range as it grows. Streams and events order work on a
+ * device: a copy or a kernel runs on a stream, an event recorded on it completes when the work
+ * before it did, and another stream (or the loop, polling) waits for the event.
+ *
+ * Errors: every function returns a coll_status_t converted once here from the driver's code
+ * (out of memory COLL_ERR_NOMEM, an unsupported feature COLL_ERR_UNSUPPORTED, an invalid
+ * argument COLL_ERR_INVALID, anything else COLL_ERR_IO); the failed call, its arguments and the
+ * driver's text are in coll_dev_error() of the calling thread. Nothing here logs.
+ *
+ * Threads: every function of the table may be called from any thread; each sets the device's
+ * context current on the calling thread where the driver needs one.
+ */
+#ifndef COLL_DEVICE_DEV_H
+#define COLL_DEVICE_DEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <collective.h>
+
+/** Devices one process serves: device indices are below this. */
+#define COLL_DEV_MAX 16
+/** Bytes of a device's UUID (the driver's CUuuid), which names it across processes that see
+ *  different device numberings (CUDA_VISIBLE_DEVICES). */
+#define COLL_DEV_UUID_BYTES 16
+/** Longest text of coll_dev_error() and coll_dev_status(), NUL included. */
+#define COLL_DEV_TEXT_MAX 256
+
+/** What a device is. */
+typedef struct {
+    char name[96];         /**< the driver's name of it, e.g. "NVIDIA H100 80GB HBM3" */
+    uint64_t mem_bytes;    /**< its memory */
+    int cc_major, cc_minor; /**< compute capability (0.0 for the fake) */
+    uint8_t uuid[COLL_DEV_UUID_BYTES];
+    int shareable;         /**< 1 when it has virtual memory management and file-descriptor
+                                handles (pools can be shared with other processes) */
+} coll_dev_info_t;
+
+/** A physical allocation on a device (the driver's handle); 0 is none. */
+typedef uint64_t coll_dev_mem_t;
+/** A stream of work on a device: the driver's own (CUstream), so a caller may pass one it got
+ *  elsewhere (a framework's current stream). */
+typedef struct coll_dev_stream *coll_dev_stream_t;
+/** An event on a device: the driver's own (CUevent). */
+typedef struct coll_dev_event *coll_dev_event_t;
+
+/** The functions of one implementation. Device addresses are uint64_t (CUdeviceptr). */
+typedef struct coll_dev_ops {
+    const char *name; /**< "cuda", "fake" */
+    /** @return Devices present (0 .. COLL_DEV_MAX; more are not served). */
+    int (*count)(void);
+    /** @brief What device @p dev is. @return COLL_OK; an error for a device the driver refuses. */
+    coll_status_t (*info)(int dev, coll_dev_info_t *info);
+    /** @brief The granularity of physical allocations and of mappings on @p dev, bytes (2 MiB
+     *         on current GPUs): sizes and offsets of both are multiples of it. */
+    coll_status_t (*granularity)(int dev, size_t *gran_p);
+    /** @brief Create a physical allocation of @p bytes (a multiple of the granularity) on
+     *         @p dev, exportable as a file descriptor. Release with mem_release(). */
+    coll_status_t (*mem_create)(int dev, size_t bytes, coll_dev_mem_t *mem_p);
+    /** @brief A new file descriptor (close-on-exec, the caller's to close) that another process
+     *         imports @p mem with. */
+    coll_status_t (*mem_export)(coll_dev_mem_t mem, int *fd_p);
+    /** @brief Import the allocation behind @p fd (which stays the caller's) for @p dev. Release
+     *         the handle with mem_release(); the memory lives while any mapping of it does. */
+    coll_status_t (*mem_import)(int dev, int fd, coll_dev_mem_t *mem_p);
+    /** @brief Drop a handle; mappings of the memory keep it. Safe with 0. */
+    void (*mem_release)(coll_dev_mem_t mem);
+    /** @brief Reserve @p bytes of device addresses aligned to @p align (multiples of the
+     *         granularity) on @p dev, with nothing mapped. */
+    coll_status_t (*va_reserve)(int dev, size_t bytes, size_t align, uint64_t *va_p);
+    /** @brief Give a reservation back (everything in it unmapped first). */
+    void (*va_free)(uint64_t va, size_t bytes);
+    /** @brief Map all @p bytes of @p mem at @p va (inside a reservation) and let @p dev read and
+     *         write them. */
+    coll_status_t (*map)(int dev, uint64_t va, size_t bytes, coll_dev_mem_t mem);
+    /** @brief Unmap [va, va + bytes), which stays reserved. */
+    void (*unmap)(uint64_t va, size_t bytes);
+    /** @brief A stream on @p dev, running asynchronously to the host. */
+    coll_status_t (*stream_create)(int dev, coll_dev_stream_t *s_p);
+    /** @brief Destroy a stream of stream_create() once its work is done. Safe with NULL. */
+    void (*stream_destroy)(coll_dev_stream_t s);
+    /** @brief Queue a copy of @p bytes from @p src to @p dst on @p s; either side may be host
+     *         memory (a pointer as uint64_t) or device memory. */
+    coll_status_t (*copy_async)(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s);
+    /** @brief Wait, blocking, until all work queued on @p s is done. */
+    coll_status_t (*stream_sync)(coll_dev_stream_t s);
+    /** @brief An event on @p dev, for ordering only (no timing). */
+    coll_status_t (*event_create)(int dev, coll_dev_event_t *e_p);
+    /** @brief Destroy an event. Safe with NULL. */
+    void (*event_destroy)(coll_dev_event_t e);
+    /** @brief Record @p e on @p s: it completes when the work queued on @p s before it did. */
+    coll_status_t (*event_record)(coll_dev_event_t e, coll_dev_stream_t s);
+    /** @return COLL_OK when @p e completed (or was never recorded), COLL_INPROGRESS when not
+     *          yet, an error otherwise. Does not block: the daemon's loop polls with it. */
+    coll_status_t (*event_query)(coll_dev_event_t e);
+    /** @brief Make work queued on @p s from now on wait for @p e, without blocking the host. */
+    coll_status_t (*stream_wait)(coll_dev_stream_t s, coll_dev_event_t e);
+} coll_dev_ops_t;
+
+/**
+ * @brief The device layer of this process, opened on the first call (thread-safe; later calls
+ *        return the same): the fake when COLL_DEVICE_FAKE is set (test only: 1 .. COLL_DEV_MAX
+ *        fake devices), else CUDA's driver.
+ * @param [out] ops_p The table, valid until the process ends.
+ * @return COLL_OK; COLL_ERR_UNSUPPORTED when there is none: coll_dev_status() says why (no CUDA
+ *         driver and the loader's reason, cuInit failed and the driver's text, built without
+ *         CUDA, a malformed COLL_DEVICE_FAKE).
+ */
+coll_status_t coll_dev_open(const coll_dev_ops_t **ops_p);
+
+/**
+ * @brief What coll_dev_open() found, in words for logs and status: "cuda driver 13.0, 1
+ *        device", "fake (COLL_DEVICE_FAKE, test only), 1 device", or why there is no device
+ *        layer ("no CUDA driver: libcuda.so.1: cannot open shared object file: ...").
+ *        Opens the layer if nothing did yet. Thread-safe.
+ * @return A string valid until the process ends.
+ */
+const char *coll_dev_status(void);
+
+/** @return The text of the last failed device call on the calling thread ("" when none). */
+const char *coll_dev_error(void);
+
+/** @brief Set the calling thread's coll_dev_error() text (printf format); for the
+ *         implementations. @return @p st. */
+coll_status_t coll__dev_fail(coll_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/** The fake: devices of host memory (memfds mapped with mmap), synchronous streams, events as
+ *  counters. Test only; coll_dev_open() returns it when COLL_DEVICE_FAKE is set. */
+extern const coll_dev_ops_t coll_dev_fake;
+
+/**
+ * @brief Open the fake with @p ndev devices (1 .. COLL_DEV_MAX), for a test that picks it
+ *        without the environment. @return COLL_OK; COLL_ERR_INVALID for another count.
+ */
+coll_status_t coll__dev_fake_init(int ndev);
+
+/**
+ * @brief Open CUDA's driver: dlopen libcuda.so.1, resolve its entries, cuInit.
+ * @param [out] ops_p The table on success.
+ * @param [out] why   On failure, why, for coll_dev_status().
+ * @return COLL_OK; COLL_ERR_UNSUPPORTED (no driver, an entry missing, cuInit failed, built
+ *         without CUDA).
+ */
+coll_status_t coll__dev_cuda_open(const coll_dev_ops_t **ops_p, char *why, size_t whylen);
+
+/** @brief The CUDA driver's version as "13.0" into @p buf (after coll__dev_cuda_open()). */
+void coll__dev_cuda_version(char *buf, size_t len);
+
+/**
+ * @brief Look for NCCL (dlopen libnccl.so.2, ncclGetVersion), once per process.
+ * @param [out] text Its version ("2.28.9") or why it is absent; valid until the process ends.
+ * @return 1 when present, 0 when not.
+ */
+int coll_nccl_probe(const char **text);
+
+#endif

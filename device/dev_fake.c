@@ -1,0 +1,316 @@
+/*
+ * The fake device layer (dev.h), for tests: host memory stands for device memory with the
+ * driver's semantics, so the code above it runs its real path. A physical allocation is a memfd
+ * (its handle the fd), exported and imported as a duplicate of it, and mapped with mmap into a
+ * reservation of PROT_NONE address space: as with the driver, the memory lives while a mapping
+ * does, and two processes that map it share it. Streams run their work at once (a copy is a
+ * memcpy); events count: one completes once its stream has done what was queued before it,
+ * which a synchronous stream always has.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "device/dev.h"
+
+/* What a fake device says it has; a pool's budget is a fraction of it (memfds are sparse, so
+ * this costs nothing until written). */
+#define FAKE_MEM_BYTES (8ull << 30)
+#define FAKE_GRANULARITY ((size_t)2 << 20)
+
+static int ndevices;
+
+struct coll_dev_stream {
+    int dev;
+    uint64_t queued; /* work queued so far */
+    uint64_t done;   /* work done: always all of it */
+};
+
+struct coll_dev_event {
+    int dev;
+    const struct coll_dev_stream *stream; /* where it was last recorded, NULL: never */
+    uint64_t target;                      /* the stream's queued work at that moment */
+};
+
+coll_status_t coll__dev_fake_init(int ndev)
+{
+    if (ndev < 1 || ndev > COLL_DEV_MAX) {
+        return COLL_ERR_INVALID;
+    }
+    ndevices = ndev;
+    return COLL_OK;
+}
+
+static int fake_count(void)
+{
+    return ndevices;
+}
+
+static coll_status_t check_dev(int dev, const char *what)
+{
+    if (dev < 0 || dev >= ndevices) {
+        return coll__dev_fail(COLL_ERR_INVALID, "%s: no fake device %d (%d present)", what, dev,
+                              ndevices);
+    }
+    return COLL_OK;
+}
+
+static coll_status_t fake_info(int dev, coll_dev_info_t *info)
+{
+    coll_status_t st = check_dev(dev, "device info");
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    memset(info, 0, sizeof(*info));
+    snprintf(info->name, sizeof(info->name), "fake device %d (host memory)", dev);
+    info->mem_bytes = FAKE_MEM_BYTES;
+    memcpy(info->uuid, "coll-fake-dev", 13);
+    info->uuid[COLL_DEV_UUID_BYTES - 1] = (uint8_t)dev;
+    info->shareable = 1;
+    return COLL_OK;
+}
+
+static coll_status_t fake_granularity(int dev, size_t *gran_p)
+{
+    coll_status_t st = check_dev(dev, "granularity");
+
+    if (st == COLL_OK) {
+        *gran_p = FAKE_GRANULARITY;
+    }
+    return st;
+}
+
+static coll_status_t fake_mem_create(int dev, size_t bytes, coll_dev_mem_t *mem_p)
+{
+    coll_status_t st = check_dev(dev, "create");
+    int fd;
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if (bytes == 0 || bytes % FAKE_GRANULARITY != 0) {
+        return coll__dev_fail(COLL_ERR_INVALID, "create of %zu bytes: not a multiple of the "
+                              "granularity %zu", bytes, FAKE_GRANULARITY);
+    }
+    fd = memfd_create("coll-fake-device", MFD_CLOEXEC);
+    if (fd < 0) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "create of %zu bytes: memfd_create: %s", bytes,
+                              strerror(errno));
+    }
+    if (ftruncate(fd, (off_t)bytes) < 0) {
+        int e = errno;
+        close(fd);
+        return coll__dev_fail(COLL_ERR_NOMEM, "create of %zu bytes: ftruncate: %s", bytes,
+                              strerror(e));
+    }
+    *mem_p = (coll_dev_mem_t)fd + 1; /* 0 is no handle */
+    return COLL_OK;
+}
+
+static coll_status_t fake_dup(int fd, int *fd_p, const char *what)
+{
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+    if (d < 0) {
+        return coll__dev_fail(COLL_ERR_IO, "%s of fd %d: %s", what, fd, strerror(errno));
+    }
+    *fd_p = d;
+    return COLL_OK;
+}
+
+static coll_status_t fake_mem_export(coll_dev_mem_t mem, int *fd_p)
+{
+    return fake_dup((int)(mem - 1), fd_p, "export");
+}
+
+static coll_status_t fake_mem_import(int dev, int fd, coll_dev_mem_t *mem_p)
+{
+    coll_status_t st = check_dev(dev, "import");
+    int d = -1;
+
+    if (st == COLL_OK && (st = fake_dup(fd, &d, "import")) == COLL_OK) {
+        *mem_p = (coll_dev_mem_t)d + 1;
+    }
+    return st;
+}
+
+static void fake_mem_release(coll_dev_mem_t mem)
+{
+    if (mem != 0) {
+        close((int)(mem - 1));
+    }
+}
+
+static coll_status_t fake_va_reserve(int dev, size_t bytes, size_t align, uint64_t *va_p)
+{
+    coll_status_t st = check_dev(dev, "reserve");
+    uint8_t *p, *start;
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if (bytes == 0 || align == 0 || bytes % align != 0 || bytes > SIZE_MAX - align) {
+        return coll__dev_fail(COLL_ERR_INVALID, "reserve of %zu bytes aligned to %zu", bytes,
+                              align);
+    }
+    /* Over-reserve by the alignment and trim both ends, as the driver aligns a reservation. */
+    p = mmap(NULL, bytes + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "reserve of %zu bytes: %s", bytes, strerror(errno));
+    }
+    start = p + (align - (uintptr_t)p % align) % align;
+    if (start > p) {
+        munmap(p, (size_t)(start - p));
+    }
+    if (start + bytes < p + bytes + align) {
+        munmap(start + bytes, (size_t)(p + bytes + align - (start + bytes)));
+    }
+    *va_p = (uint64_t)(uintptr_t)start;
+    return COLL_OK;
+}
+
+static void fake_va_free(uint64_t va, size_t bytes)
+{
+    munmap((void *)(uintptr_t)va, bytes);
+}
+
+static coll_status_t fake_map(int dev, uint64_t va, size_t bytes, coll_dev_mem_t mem)
+{
+    coll_status_t st = check_dev(dev, "map");
+    struct stat sb;
+    void *p;
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    /* The driver maps a whole allocation; beyond the file, a touch would be SIGBUS. */
+    if (fstat((int)(mem - 1), &sb) < 0 || (uint64_t)sb.st_size != bytes) {
+        return coll__dev_fail(COLL_ERR_INVALID, "map of %zu bytes at %#llx: the allocation "
+                              "has another size", bytes, (unsigned long long)va);
+    }
+    p = mmap((void *)(uintptr_t)va, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+             (int)(mem - 1), 0);
+    if (p == MAP_FAILED) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "map of %zu bytes at %#llx: %s", bytes,
+                              (unsigned long long)va, strerror(errno));
+    }
+    return COLL_OK;
+}
+
+static void fake_unmap(uint64_t va, size_t bytes)
+{
+    /* Back to reserved, as cuMemUnmap leaves it. */
+    mmap((void *)(uintptr_t)va, bytes, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+static coll_status_t fake_stream_create(int dev, coll_dev_stream_t *s_p)
+{
+    coll_status_t st = check_dev(dev, "stream");
+    struct coll_dev_stream *s;
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if ((s = calloc(1, sizeof(*s))) == NULL) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "stream: out of memory");
+    }
+    s->dev = dev;
+    *s_p = s;
+    return COLL_OK;
+}
+
+static void fake_stream_destroy(coll_dev_stream_t s)
+{
+    free(s);
+}
+
+static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
+                                     coll_dev_stream_t s)
+{
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    s->queued++;
+    s->done = s->queued;
+    return COLL_OK;
+}
+
+static coll_status_t fake_stream_sync(coll_dev_stream_t s)
+{
+    return s->done == s->queued ? COLL_OK
+                                : coll__dev_fail(COLL_ERR_IO, "stream sync: work left behind");
+}
+
+static coll_status_t fake_event_create(int dev, coll_dev_event_t *e_p)
+{
+    coll_status_t st = check_dev(dev, "event");
+    struct coll_dev_event *e;
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if ((e = calloc(1, sizeof(*e))) == NULL) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "event: out of memory");
+    }
+    e->dev = dev;
+    *e_p = e;
+    return COLL_OK;
+}
+
+static void fake_event_destroy(coll_dev_event_t e)
+{
+    free(e);
+}
+
+static coll_status_t fake_event_record(coll_dev_event_t e, coll_dev_stream_t s)
+{
+    if (e->dev != s->dev) {
+        return coll__dev_fail(COLL_ERR_INVALID, "event of device %d recorded on a stream of "
+                              "device %d", e->dev, s->dev);
+    }
+    e->stream = s;
+    e->target = s->queued;
+    return COLL_OK;
+}
+
+static coll_status_t fake_event_query(coll_dev_event_t e)
+{
+    return e->stream == NULL || e->stream->done >= e->target ? COLL_OK : COLL_INPROGRESS;
+}
+
+static coll_status_t fake_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
+{
+    /* Work already queued elsewhere is done: a synchronous stream has nothing to wait for. */
+    return fake_event_query(e) == COLL_OK
+               ? COLL_OK
+               : coll__dev_fail(COLL_ERR_IO, "stream wait: the event never completes");
+}
+
+const coll_dev_ops_t coll_dev_fake = {
+    .name = "fake",
+    .count = fake_count,
+    .info = fake_info,
+    .granularity = fake_granularity,
+    .mem_create = fake_mem_create,
+    .mem_export = fake_mem_export,
+    .mem_import = fake_mem_import,
+    .mem_release = fake_mem_release,
+    .va_reserve = fake_va_reserve,
+    .va_free = fake_va_free,
+    .map = fake_map,
+    .unmap = fake_unmap,
+    .stream_create = fake_stream_create,
+    .stream_destroy = fake_stream_destroy,
+    .copy_async = fake_copy_async,
+    .stream_sync = fake_stream_sync,
+    .event_create = fake_event_create,
+    .event_destroy = fake_event_destroy,
+    .event_record = fake_event_record,
+    .event_query = fake_event_query,
+    .stream_wait = fake_stream_wait,
+};

@@ -1,0 +1,193 @@
+/*
+ * Unit tests of the CUDA device layer (device/dev_cuda.c) over a stand-in for the driver
+ * (fake_libcuda.c, built as libcuda.so.1 and found first on LD_LIBRARY_PATH): the driver is
+ * loaded and its entries found by their versioned names; what a device is; contexts pushed for
+ * the calls that need one and popped again (the caller's stack is as it was); memory created,
+ * exported, imported and mapped by a second process, accessible only once the layer set its
+ * access; the driver's errors converted (out of memory to COLL_ERR_NOMEM, with the call and the
+ * driver's words); streams, copies and events. Run a second time with cuInit failing
+ * (FAKE_CUDA_INIT_ERROR=100): no device layer, and cuInit's words say why.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "device/dev.h"
+
+#define GRAN ((size_t)2 << 20)
+
+static const coll_dev_ops_t *ops;
+static int (*depth)(void);
+
+/* The stand-in, as the layer loaded it, for its context counter. */
+static int setup(void **state)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    (void)state;
+    if (lib == NULL) {
+        return -1;
+    }
+    *(void **)&depth = dlsym(lib, "fake_cuda_depth");
+    return depth != NULL ? 0 : -1;
+}
+
+static void test_cuinit_failure_is_said(void **state)
+{
+    char why[COLL_DEV_TEXT_MAX];
+
+    assert_int_equal(coll__dev_cuda_open(&ops, why, sizeof(why)), COLL_ERR_UNSUPPORTED);
+    assert_string_equal(why, "CUDA driver present, but cuInit failed: CUDA_ERROR_NO_DEVICE: no "
+                             "CUDA-capable device is detected");
+}
+
+static void test_devices(void **state)
+{
+    coll_dev_info_t info;
+    char version[16];
+
+    assert_int_equal(ops->count(), 2);
+    assert_int_equal(ops->info(1, &info), COLL_OK);
+    assert_string_equal(info.name, "Fake GPU 1");
+    assert_int_equal(info.mem_bytes, (uint64_t)16 << 30);
+    assert_int_equal(info.cc_major, 9);
+    assert_int_equal(info.cc_minor, 0);
+    assert_int_equal(info.shareable, 1);
+    assert_memory_equal(info.uuid, "fake-gpu", 8);
+    assert_int_equal(info.uuid[15], 1);
+    assert_int_equal(ops->info(2, &info), COLL_ERR_INVALID);
+    assert_string_equal(coll_dev_error(), "cuDeviceGet(2): CUDA_ERROR_INVALID_DEVICE: invalid "
+                                          "device ordinal");
+    coll__dev_cuda_version(version, sizeof(version));
+    assert_string_equal(version, "13.0");
+}
+
+static void test_contexts_pushed_and_popped(void **state)
+{
+    size_t gran = 0;
+    coll_dev_mem_t m = 0;
+
+    assert_int_equal(ops->granularity(0, &gran), COLL_OK);
+    assert_int_equal(gran, GRAN);
+    assert_int_equal(depth(), 0);
+    assert_int_equal(ops->mem_create(0, GRAN, &m), COLL_OK);
+    assert_int_equal(depth(), 0);
+    ops->mem_release(m);
+    assert_int_equal(ops->granularity(5, &gran), COLL_ERR_INVALID);
+    assert_int_equal(depth(), 0);
+}
+
+static void test_out_of_memory_is_converted(void **state)
+{
+    coll_dev_mem_t m = 0;
+
+    assert_int_equal(ops->mem_create(0, (size_t)2 << 30, &m), COLL_ERR_NOMEM);
+    assert_string_equal(coll_dev_error(), "cuMemCreate(device 0, 2147483648 bytes): "
+                                          "CUDA_ERROR_OUT_OF_MEMORY: out of memory");
+    assert_int_equal(depth(), 0);
+    assert_int_equal(ops->mem_create(0, GRAN + 1, &m), COLL_ERR_INVALID);
+}
+
+/* The child imports the exported allocation, maps it in its own range (accessible only once
+ * the layer set its access), checks the parent's bytes and writes its own. */
+static int child_side(int fd)
+{
+    coll_dev_mem_t m = 0;
+    uint64_t va = 0;
+    uint8_t *p;
+
+    if (ops->mem_import(0, fd, &m) != COLL_OK || ops->va_reserve(0, GRAN, GRAN, &va) != COLL_OK ||
+        ops->map(0, va, GRAN, m) != COLL_OK || depth() != 0) {
+        return 2;
+    }
+    ops->mem_release(m);
+    p = (uint8_t *)(uintptr_t)va;
+    if (p[0] != 0x11 || p[GRAN - 1] != 0x22) {
+        return 3;
+    }
+    p[4096] = 0x33;
+    return 0;
+}
+
+static void test_memory_shared_with_another_process(void **state)
+{
+    coll_dev_mem_t m = 0;
+    uint64_t va = 0;
+    uint8_t *p;
+    int fd = -1, status = -1;
+    pid_t pid;
+
+    assert_int_equal(ops->mem_create(1, GRAN, &m), COLL_OK);
+    assert_int_equal(ops->mem_export(m, &fd), COLL_OK);
+    assert_int_equal(ops->va_reserve(1, 4 * GRAN, GRAN, &va), COLL_OK);
+    assert_int_equal(va % GRAN, 0);
+    assert_int_equal(ops->map(1, va + GRAN, GRAN, m), COLL_OK);
+    p = (uint8_t *)(uintptr_t)(va + GRAN);
+    p[0] = 0x11;
+    p[GRAN - 1] = 0x22;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        _exit(child_side(fd));
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(p[4096], 0x33);
+    close(fd);
+    ops->mem_release(m);
+    ops->unmap(va + GRAN, GRAN);
+    ops->va_free(va, 4 * GRAN);
+}
+
+static void test_streams_copies_events(void **state)
+{
+    coll_dev_stream_t s = NULL;
+    coll_dev_event_t e = NULL;
+    uint64_t src[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dst[8] = {0};
+
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->event_create(0, &e), COLL_OK);
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
+                                     sizeof(src), s), COLL_OK);
+    assert_int_equal(ops->event_record(e, s), COLL_OK);
+    assert_int_equal(ops->stream_wait(s, e), COLL_OK);
+    assert_int_equal(ops->event_query(e), COLL_OK);
+    assert_int_equal(ops->stream_sync(s), COLL_OK);
+    assert_memory_equal(dst, src, sizeof(src));
+    assert_int_equal(depth(), 0);
+    ops->event_destroy(e);
+    ops->stream_destroy(s);
+}
+
+int main(void)
+{
+    char why[COLL_DEV_TEXT_MAX];
+    const struct CMUnitTest fails[] = {
+        cmocka_unit_test(test_cuinit_failure_is_said),
+    };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_contexts_pushed_and_popped),
+        cmocka_unit_test(test_out_of_memory_is_converted),
+        cmocka_unit_test(test_memory_shared_with_another_process),
+        cmocka_unit_test(test_streams_copies_events),
+    };
+
+    if (getenv("FAKE_CUDA_INIT_ERROR") != NULL) {
+        return cmocka_run_group_tests(fails, NULL, NULL);
+    }
+    if (coll__dev_cuda_open(&ops, why, sizeof(why)) != COLL_OK) {
+        print_error("opening the stand-in driver: %s\n", why);
+        return 1;
+    }
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,199 @@
+/*
+ * Unit tests of the fake device layer (device/dev_fake.c) through its table, as the pools use
+ * it: devices and their facts, physical allocations exported as file descriptors and imported in
+ * a second process that shares the memory through its own mapping, memory that outlives its
+ * handle while mapped, reservations that stay after an unmap, streams, copies and events.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "device/dev.h"
+
+#define GRAN ((size_t)2 << 20)
+
+static const coll_dev_ops_t *ops = &coll_dev_fake;
+
+static int setup(void **state)
+{
+    (void)state;
+    return coll__dev_fake_init(2) == COLL_OK ? 0 : -1;
+}
+
+static void *at(uint64_t va)
+{
+    return (void *)(uintptr_t)va;
+}
+
+static void test_devices_and_their_facts(void **state)
+{
+    coll_dev_info_t a, b;
+    size_t gran = 0;
+
+    assert_int_equal(ops->count(), 2);
+    assert_int_equal(ops->info(0, &a), COLL_OK);
+    assert_int_equal(ops->info(1, &b), COLL_OK);
+    assert_string_equal(a.name, "fake device 0 (host memory)");
+    assert_int_equal(a.mem_bytes, 8ull << 30);
+    assert_int_equal(a.shareable, 1);
+    assert_memory_not_equal(a.uuid, b.uuid, COLL_DEV_UUID_BYTES);
+    assert_int_equal(ops->granularity(1, &gran), COLL_OK);
+    assert_int_equal(gran, GRAN);
+    assert_int_equal(ops->info(2, &a), COLL_ERR_INVALID);
+    assert_string_equal(coll_dev_error(), "device info: no fake device 2 (2 present)");
+    assert_int_equal(coll__dev_fake_init(0), COLL_ERR_INVALID);
+    assert_int_equal(coll__dev_fake_init(COLL_DEV_MAX + 1), COLL_ERR_INVALID);
+}
+
+static void test_create_refuses_sizes_off_the_granularity(void **state)
+{
+    coll_dev_mem_t m = 0;
+
+    assert_int_equal(ops->mem_create(0, GRAN + 4096, &m), COLL_ERR_INVALID);
+    assert_int_equal(ops->mem_create(0, 0, &m), COLL_ERR_INVALID);
+    assert_int_equal(m, 0);
+}
+
+/* A reservation of @p bytes on device 0 with @p m mapped at its start. */
+static uint64_t reserve_map(coll_dev_mem_t m, size_t bytes)
+{
+    uint64_t va = 0;
+
+    assert_int_equal(ops->va_reserve(0, bytes, GRAN, &va), COLL_OK);
+    assert_int_equal(va % GRAN, 0);
+    assert_int_equal(ops->map(0, va, bytes, m), COLL_OK);
+    return va;
+}
+
+/* The child: import @p fd, map it in a reservation of its own, check the parent's first half
+ * and write the second. Exit status 0 when all went right. */
+static int child_side(int fd, size_t bytes)
+{
+    coll_dev_mem_t m = 0;
+    uint64_t va = 0;
+    uint8_t *p;
+
+    if (ops->mem_import(0, fd, &m) != COLL_OK || ops->va_reserve(0, bytes, GRAN, &va) != COLL_OK ||
+        ops->map(0, va, bytes, m) != COLL_OK) {
+        return 2;
+    }
+    ops->mem_release(m);
+    p = at(va);
+    for (size_t i = 0; i < bytes / 2; i++) {
+        if (p[i] != (uint8_t)(i * 7 + 1)) {
+            return 3;
+        }
+    }
+    for (size_t i = bytes / 2; i < bytes; i++) {
+        p[i] = (uint8_t)(i * 13 + 5);
+    }
+    return 0;
+}
+
+static void test_export_import_shares_memory_with_another_process(void **state)
+{
+    size_t bytes = 2 * GRAN;
+    coll_dev_mem_t m = 0;
+    uint64_t va;
+    uint8_t *p;
+    int fd = -1, status = -1;
+    pid_t pid;
+
+    assert_int_equal(ops->mem_create(0, bytes, &m), COLL_OK);
+    assert_int_equal(ops->mem_export(m, &fd), COLL_OK);
+    va = reserve_map(m, bytes);
+    p = at(va);
+    for (size_t i = 0; i < bytes / 2; i++) {
+        p[i] = (uint8_t)(i * 7 + 1);
+    }
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        _exit(child_side(fd, bytes));
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    for (size_t i = bytes / 2; i < bytes; i++) {
+        assert_int_equal(p[i], (uint8_t)(i * 13 + 5));
+    }
+    close(fd);
+    ops->mem_release(m);
+    ops->unmap(va, bytes);
+    ops->va_free(va, bytes);
+}
+
+static void test_memory_outlives_its_handle_and_an_unmap_keeps_the_range(void **state)
+{
+    coll_dev_mem_t m = 0, again = 0;
+    uint64_t va;
+    int fd = -1;
+
+    assert_int_equal(ops->mem_create(1, GRAN, &m), COLL_OK);
+    assert_int_equal(ops->mem_export(m, &fd), COLL_OK);
+    va = reserve_map(m, GRAN);
+    ops->mem_release(m);
+    memset(at(va), 0x5a, GRAN);
+    assert_int_equal(((uint8_t *)at(va))[GRAN - 1], 0x5a);
+    /* Unmapped, the range stays reserved: the same memory maps there again, unchanged. */
+    ops->unmap(va, GRAN);
+    assert_int_equal(ops->mem_import(0, fd, &again), COLL_OK);
+    assert_int_equal(ops->map(0, va, GRAN, again), COLL_OK);
+    assert_int_equal(((uint8_t *)at(va))[12345], 0x5a);
+    /* A mapping must cover the allocation exactly, as the driver's does. */
+    ops->unmap(va, GRAN);
+    assert_int_equal(ops->map(0, va, GRAN / 2, again), COLL_ERR_INVALID);
+    ops->mem_release(again);
+    ops->va_free(va, GRAN);
+    close(fd);
+}
+
+static void test_streams_copy_and_events_order_work(void **state)
+{
+    coll_dev_stream_t s = NULL, s1 = NULL;
+    coll_dev_event_t e = NULL, e1 = NULL;
+    uint32_t src[64], dst[64];
+
+    for (int i = 0; i < 64; i++) {
+        src[i] = 0x1000u + (uint32_t)i;
+    }
+    memset(dst, 0, sizeof(dst));
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->stream_create(1, &s1), COLL_OK);
+    assert_int_equal(ops->event_create(0, &e), COLL_OK);
+    assert_int_equal(ops->event_create(1, &e1), COLL_OK);
+    assert_int_equal(ops->event_query(e), COLL_OK); /* never recorded */
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
+                                     sizeof(src), s), COLL_OK);
+    assert_int_equal(ops->event_record(e, s), COLL_OK);
+    assert_int_equal(ops->event_query(e), COLL_OK);
+    assert_int_equal(ops->stream_wait(s1, e), COLL_OK);
+    assert_int_equal(ops->stream_sync(s), COLL_OK);
+    assert_memory_equal(dst, src, sizeof(src));
+    assert_int_equal(ops->event_record(e1, s), COLL_ERR_INVALID);
+    assert_string_equal(coll_dev_error(), "event of device 1 recorded on a stream of device 0");
+    ops->event_destroy(e);
+    ops->event_destroy(e1);
+    ops->stream_destroy(s);
+    ops->stream_destroy(s1);
+    ops->stream_destroy(NULL);
+    ops->event_destroy(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_devices_and_their_facts),
+        cmocka_unit_test(test_create_refuses_sizes_off_the_granularity),
+        cmocka_unit_test(test_export_import_shares_memory_with_another_process),
+        cmocka_unit_test(test_memory_outlives_its_handle_and_an_unmap_keeps_the_range),
+        cmocka_unit_test(test_streams_copy_and_events_order_work),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
