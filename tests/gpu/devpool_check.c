@@ -1,8 +1,8 @@
 /*
  * devpool_check: one rank of the device pool checks, started by collective-launch (or by
- * tests/gpu/gpu_test.py) with the COLL_* environment of its rank. On a machine with a GPU it
- * checks the real thing; with COLL_DEVICE_FAKE=1 (daemon and ranks) the same code runs over
- * the fake device layer, host memory standing for the device's.
+ * tests/system/gpu/gpu_test.py) with the COLL_* environment of its rank. On a machine with a
+ * GPU it checks the real thing; with COLL_DEVICE_FAKE=1 (daemon and ranks) the same code runs
+ * over the fake device layer, host memory standing for the device's.
  *
  * The local ranks share their job's pool on one device (--device, default 0):
  *  1. each allocates a buffer of its own size (--bytes + rank MiB), so the pool grows several

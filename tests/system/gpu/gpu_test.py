@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests of the GPU path's memory (label gpu; docs/gpu.md), each with its own daemon and ranks
-(tests/gpu/devpool_check.c), on the harness of the operations tests (tests/ops/opslib.py).
+(tests/gpu/devpool_check.c), on the system tests' harness (tests/system/harness).
 
   nodriver   A daemon on a machine without a CUDA driver (the real device layer, no fake)
              starts, logs and shows in /status and /metrics that it has no device layer and
@@ -19,30 +19,24 @@
              device's pools hold nothing.
 """
 
-import argparse
 import ctypes
 import os
 import re
 import socket
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ops"))
-import opslib  # noqa: E402
-from opslib import TestFailure  # noqa: E402
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # harness
+import harness as h  # noqa: E402
 
 MiB = 1 << 20
 BUDGET = 64 * MiB
 GRANULARITY = 2 * MiB  # the fake's, as current GPUs'
 
 
-def expect(cond, what):
-    if not cond:
-        raise TestFailure(what)
-
-
 def rank_env(daemon, job, rank, world, fake):
-    env = opslib.test_env()
-    env.update({"COLL_SOCKET": daemon.socket, "COLL_JOB": job, "COLL_RANK": str(rank),
+    env = h.clean_env()
+    env.update({"COLL_SOCKET": daemon.sock, "COLL_JOB": job, "COLL_RANK": str(rank),
                 "COLL_WORLD_SIZE": str(world), "COLL_LOCAL_RANK": str(rank),
                 "COLL_LOCAL_SIZE": str(world), "COLL_TIMEOUT_MS": "30000"})
     if fake:
@@ -54,21 +48,22 @@ def run_job(args, work, daemon, job, world, fake, rank_args):
     """Start @world local ranks of devpool_check on @daemon; returns them."""
     sub = os.path.join(work, job)
     os.makedirs(sub, exist_ok=True)
-    return [opslib.Rank([args.check] + rank_args, rank_env(daemon, job, r, world, fake), sub,
-                        r, 0, r) for r in range(world)]
+    return [h.Rank(r, 0, [args.check] + rank_args, rank_env(daemon, job, r, world, fake),
+                   os.path.join(sub, "r%d.out" % r), local=r, stdin_pipe=False)
+            for r in range(world)]
 
 
 def wait_ranks(ranks, daemon, timeout=60):
     for r in ranks:
         rc = r.wait(timeout)
-        expect(rc == 0, "rank %d exited with %d:\n%s\n---- daemon ----\n%s"
-               % (r.rank, rc, r.output(), daemon.log()))
+        h.check(rc == 0, "rank %d exited with %d:\n%s\n---- daemon ----\n%s"
+                % (r.rank, rc, r.text(), daemon.log()))
 
 
 def metric(text, name, labels=""):
     m = re.search(r"^%s\{[^}]*%s[^}]*\} (\S+)$" % (re.escape(name), re.escape(labels)), text,
                   re.M)
-    expect(m is not None, "no sample of %s{%s} in /metrics" % (name, labels))
+    h.check(m is not None, "no sample of %s{%s} in /metrics" % (name, labels))
     return float(m.group(1))
 
 
@@ -86,18 +81,18 @@ def loader_reason():
 def test_nodriver(args, work):
     reason = loader_reason()
     if reason is None:
-        raise opslib.Skip("a CUDA driver is present here")
-    d = opslib.Daemon(args.daemon, work, "node0", peers=False).wait_ready()
+        raise h.Skip("a CUDA driver is present here")
+    d = h.Daemon(args.daemon, work, "node0", peers=False).wait_ready()
     try:
-        doc = opslib.status_json(d.status)["devices"]
+        doc = h.status_json(d.status_sock)["devices"]
         want = "no CUDA driver: %s" % reason
-        expect(doc["layer"] == "none" and doc["status"] == want and doc["list"] == [],
-               "/status devices: %s, expected the status '%s'" % (doc, want))
-        _, _, text = opslib.http_unix(d.status, "/metrics")
-        expect(metric(text, "collectived_device_layer_available", 'layer="none"') == 0,
-               "collectived_device_layer_available is not 0")
-        expect("devices: none (%s): host jobs only, device allocations are refused" % want
-               in d.log(), "the daemon did not log why it has no devices:\n%s" % d.log())
+        h.check(doc["layer"] == "none" and doc["status"] == want and doc["list"] == [],
+                "/status devices: %s, expected the status '%s'" % (doc, want))
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        h.check(metric(text, "collectived_device_layer_available", 'layer="none"') == 0,
+                "collectived_device_layer_available is not 0")
+        h.check("devices: none (%s): host jobs only, device allocations are refused" % want
+                in d.log(), "the daemon did not log why it has no devices:\n%s" % d.log())
         # The rank's own layer refuses (no driver in its process) ...
         wait_ranks(run_job(args, work, d, "own", 2, False,
                            ["--expect-refused", "no device memory in this process: " + want]), d)
@@ -105,7 +100,7 @@ def test_nodriver(args, work):
         host = socket.gethostname()
         wait_ranks(run_job(args, work, d, "daemon", 2, True,
                            ["--expect-refused", "no device memory on %s: %s" % (host, want)]), d)
-        opslib.check_no_warnings(d.log(), d.name)
+        h.check_no_warnings(d.log(), d.name)
     finally:
         d.stop()
 
@@ -113,55 +108,55 @@ def test_nodriver(args, work):
 # ---- fake_pool --------------------------------------------------------------------------------
 
 def check_held(args, d, world):
-    doc = opslib.status_json(d.status)
+    doc = h.status_json(d.status_sock)
     dev = doc["devices"]
-    expect(dev["layer"] == "fake" and len(dev["list"]) == 1, "/status devices: %s" % dev)
+    h.check(dev["layer"] == "fake" and len(dev["list"]) == 1, "/status devices: %s" % dev)
     pools = doc["jobs"][0]["device_pools"]
-    expect(len(pools) == 1, "the job's device pools: %s" % pools)
+    h.check(len(pools) == 1, "the job's device pools: %s" % pools)
     p, dv = pools[0], dev["list"][0]
     # Each rank: (--bytes 3 MiB) + rank MiB and 4096 bytes, each rounded to 64 bytes.
     used = sum(3 * MiB + r * MiB + 4096 for r in range(world))
-    expect(p["device"] == 0 and p["bytes"] == BUDGET and p["used_bytes"] == used
-           and p["allocations"] == 2 * world, "the job's device pool: %s (used %d)" % (p, used))
-    expect(p["chunks"] >= 2 and p["held_bytes"] % GRANULARITY == 0
-           and used <= p["held_bytes"] <= BUDGET, "the pool did not grow in chunks: %s" % p)
-    expect(dv["pool_budget_bytes"] == BUDGET and dv["pool_held_bytes"] == p["held_bytes"]
-           and dv["pool_used_bytes"] == used and dv["pools"] == 1
-           and dv["allocations"] == 2 * world, "device 0: %s" % dv)
-    _, _, text = opslib.http_unix(d.status, "/metrics")
-    expect(metric(text, "collectived_device_pool_held_bytes", 'device="0"') == p["held_bytes"]
-           and metric(text, "collectived_device_pool_allocations", 'device="0"') == 2 * world
-           and metric(text, "collectived_device_layer_available", 'layer="fake"') == 1,
-           "device metrics do not match /status")
-    _, out = opslib.run([args.ctl, "--socket", d.status, "status"])
+    h.check(p["device"] == 0 and p["bytes"] == BUDGET and p["used_bytes"] == used
+            and p["allocations"] == 2 * world, "the job's device pool: %s (used %d)" % (p, used))
+    h.check(p["chunks"] >= 2 and p["held_bytes"] % GRANULARITY == 0
+            and used <= p["held_bytes"] <= BUDGET, "the pool did not grow in chunks: %s" % p)
+    h.check(dv["pool_budget_bytes"] == BUDGET and dv["pool_held_bytes"] == p["held_bytes"]
+            and dv["pool_used_bytes"] == used and dv["pools"] == 1
+            and dv["allocations"] == 2 * world, "device 0: %s" % dv)
+    _, _, text = h.http_unix(d.status_sock, "/metrics")
+    h.check(metric(text, "collectived_device_pool_held_bytes", 'device="0"') == p["held_bytes"]
+            and metric(text, "collectived_device_pool_allocations", 'device="0"') == 2 * world
+            and metric(text, "collectived_device_layer_available", 'layer="fake"') == 1,
+            "device metrics do not match /status")
+    _, out = h.run([args.ctl, "--socket", d.status_sock, "status"])
     line = ("device 0: fake device 0 (host memory), 8.0 GiB, compute 0.0; pools hold %.1f MiB "
             "of 64.0 MiB, %d allocations in 1 pools" % (p["held_bytes"] / MiB, 2 * world))
-    expect(line in out and "devices: fake (COLL_DEVICE_FAKE, test only), 1 device" in out,
-           "collectivectl status lacks '%s':\n%s" % (line, out))
-    opslib.log("held: %d chunks, %d bytes for %d allocated" % (p["chunks"], p["held_bytes"], used))
+    h.check(line in out and "devices: fake (COLL_DEVICE_FAKE, test only), 1 device" in out,
+            "collectivectl status lacks '%s':\n%s" % (line, out))
+    h.log("held: %d chunks, %d bytes for %d allocated" % (p["chunks"], p["held_bytes"], used))
 
 
 def test_fake_pool(args, work):
-    env = opslib.test_env()
+    env = h.clean_env()
     env["COLL_DEVICE_FAKE"] = "1"
-    d = opslib.Daemon(args.daemon, work, "node0", extra=["--device-pool-budget", str(BUDGET)],
-                      env=env, peers=False).wait_ready()
+    d = h.Daemon(args.daemon, work, "node0", extra=["--device-pool-budget", str(BUDGET)],
+                 env=env, peers=False).wait_ready()
     world, hold = 4, os.path.join(work, "hold")
     try:
         ranks = run_job(args, work, d, "pool", world, True,
                         ["--hold-file", hold, "--budget-bytes", str(BUDGET),
                          "--refuse-collective"])
-        opslib.wait_until(lambda: all(os.path.exists("%s.%d" % (hold, r)) for r in range(world))
-                          or None, 30, "every rank to hold its buffers")
+        h.wait_until(lambda: all(os.path.exists("%s.%d" % (hold, r)) for r in range(world))
+                     or None, 30, "every rank to hold its buffers")
         check_held(args, d, world)
         open(hold + ".release", "w").close()
         wait_ranks(ranks, d)
-        opslib.wait_until(lambda: not opslib.status_json(d.status)["jobs"] or None, 10,
-                          "the job to close")
-        dv = opslib.status_json(d.status)["devices"]["list"][0]
-        expect(dv["pool_held_bytes"] == 0 and dv["pools"] == 0 and dv["allocations"] == 0,
-               "device 0 after the job: %s" % dv)
-        opslib.check_no_warnings(d.log(), d.name, allowed=("host memory only",))
+        h.wait_until(lambda: not h.status_json(d.status_sock)["jobs"] or None, 10,
+                     "the job to close")
+        dv = h.status_json(d.status_sock)["devices"]["list"][0]
+        h.check(dv["pool_held_bytes"] == 0 and dv["pools"] == 0 and dv["allocations"] == 0,
+                "device 0 after the job: %s" % dv)
+        h.check_no_warnings(d.log(), d.name, allowed=("host memory only",))
     finally:
         d.stop()
 
@@ -169,14 +164,12 @@ def test_fake_pool(args, work):
 TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool}
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("test", choices=sorted(TESTS))
-    p.add_argument("--daemon", required=True)
+def parser():
+    p = h.named_parser(__doc__, TESTS)
     p.add_argument("--check", required=True, help="devpool_check")
     p.add_argument("--ctl", required=True, help="collectivectl")
-    opslib.main(TESTS, p)
+    return p
 
 
 if __name__ == "__main__":
-    main()
+    h.main(lambda args, work: TESTS[args.test](args, work), parser())
