@@ -59,7 +59,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import harness as h  # noqa: E402
 from harness import Skip, TestFailure, check, log  # noqa: E402
 
-WIRE_VERSION = 7     # proto/frame.h COLL_WIRE_VERSION
+
+def wire_version():
+    """COLL_WIRE_VERSION, read from proto/frame.h so the forged frames track the daemon's."""
+    frame_h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "proto", "frame.h")
+    with open(frame_h) as f:
+        return int(re.search(r"#define COLL_WIRE_VERSION (\d+)u", f.read()).group(1))
+
+
+WIRE_VERSION = wire_version()
 HANDSHAKE_BYTES = 1024  # the default peer_handshake_bytes
 PY = "/usr/bin/python3"  # the forger runs as nobody, which may not reach a user's Python
 
