@@ -12,7 +12,7 @@
 
 /* What one call asks for, before it becomes a Submit. */
 typedef struct {
-    Coll__Wire__Collective coll;
+    coll_kind_t coll;
     const void *sendbuf;
     void *recvbuf;
     size_t count;       /* elements per rank */
@@ -35,7 +35,7 @@ int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len)
     return b - c->pool;
 }
 
-static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, Coll__Wire__Submit *m)
+static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_submission_t *m)
 {
     const coll_comm_t *c = comm->conn;
     size_t es = coll_dtype_size(s->dtype);
@@ -72,7 +72,7 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, Coll__Wir
 
 static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
 {
-    int p2p = s->coll == COLL__WIRE__COLLECTIVE__SEND || s->coll == COLL__WIRE__COLLECTIVE__RECV;
+    int p2p = s->coll == COLL_KIND_SEND || s->coll == COLL_KIND_RECV;
 
     if (coll_dtype_size(s->dtype) == 0 || (unsigned)s->op >= COLL_REDOP_COUNT) {
         coll__set_error(c, "unsupported dtype %d or reduction %d", (int)s->dtype, (int)s->op);
@@ -109,11 +109,11 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
                         "(coll_op_params_t.key), or submit from that thread", c->rank);
         return COLL_ERR_INVALID;
     }
-    if (s->coll != COLL__WIRE__COLLECTIVE__SEND && s->coll != COLL__WIRE__COLLECTIVE__RECV) {
+    if (s->coll != COLL_KIND_SEND && s->coll != COLL_KIND_RECV) {
         *key_p = (1ull << 39) | (c->next_seq++ & ((1ull << 39) - 1));
         return COLL_OK;
     }
-    seq = s->coll == COLL__WIRE__COLLECTIVE__SEND ? &c->send_seq : &c->recv_seq;
+    seq = s->coll == COLL_KIND_SEND ? &c->send_seq : &c->recv_seq;
     if (*seq == NULL && (*seq = calloc((size_t)c->world_size, sizeof(**seq))) == NULL) {
         return COLL_ERR_NOMEM;
     }
@@ -125,7 +125,7 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
  * allreduce (shm.h, route NODE). A pool without room for them is no error: the allreduces then
  * go to the daemon whole (said once at COLL_DEBUG=WARN, the default), and the last error the
  * user may read is left as it was. */
-static void node_buffers(coll_comm_t *c, const Coll__Wire__Submit *m)
+static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
 {
     uint64_t bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll), off = 0;
     char saved[sizeof(c->conn->last_error)];
@@ -147,7 +147,7 @@ static void node_buffers(coll_comm_t *c, const Coll__Wire__Submit *m)
 
 /* A key (or a point-to-point key, direction and peer) already in flight: the tags could not
  * tell the two operations apart. Both fail, and the job with them (the caller aborts it). */
-static coll_status_t check_key(coll_comm_t *c, const Coll__Wire__Submit *m)
+static coll_status_t check_key(coll_comm_t *c, const coll_submission_t *m)
 {
     coll_request_t *r = coll__req_same_key(c, m);
     char nm[48];
@@ -164,7 +164,7 @@ static coll_status_t check_key(coll_comm_t *c, const Coll__Wire__Submit *m)
 }
 
 /* The pool bytes the operation reads and writes, for coll_mem_free() (coll__req_using()). */
-static void note_buffers(const coll_comm_t *c, const Coll__Wire__Submit *m, coll_request_t *r)
+static void note_buffers(const coll_comm_t *c, const coll_submission_t *m, coll_request_t *r)
 {
     uint64_t se, re, es = coll_dtype_size((coll_dtype_t)m->dtype);
 
@@ -176,7 +176,7 @@ static void note_buffers(const coll_comm_t *c, const Coll__Wire__Submit *m, coll
     r->recv_bytes = re * es;
 }
 
-coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p)
+coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_request_t **req_p)
 {
     coll_request_t *r;
     coll_status_t st = check_key(c, m);
@@ -193,7 +193,7 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
     m->req_id = r->id;
     r->coll = (uint32_t)m->coll;
     r->dtype = m->dtype;
-    r->op = m->op;
+    r->op = m->redop;
     r->key = m->key;
     r->count = m->count;
     r->peer = m->peer;
@@ -203,7 +203,7 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
     m->group = c->group;
     /* Collectives of the world without compression meet in the local ranks' shared-memory
      * area first (shm.h); groups, compression and the rest go to the daemon. */
-    st = c->shm != NULL && m->coll < COLL__WIRE__COLLECTIVE__SEND && m->compression == 0
+    st = c->shm != NULL && m->coll < COLL_KIND_SEND && m->compression == 0
              ? coll__shm_post(c, r, m)
              : coll__submit_send(c->conn, m);
     if (st != COLL_OK) {
@@ -215,7 +215,7 @@ coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_reque
 }
 
 /* The spec travels packed (proto/cspec.h); it was checked when it was set. */
-static void set_compression(Coll__Wire__Submit *m, const coll_compression_t *z)
+static void set_compression(coll_submission_t *m, const coll_compression_t *z)
 {
     m->compression = coll_cspec_pack(z, coll__compress_ratio_units(z->ratio));
     m->bucket = z->bucket;
@@ -236,10 +236,29 @@ static coll_status_t check_params(coll_comm_t *c, const coll_op_params_t *params
     return COLL_OK;
 }
 
+/* The record of call @p s with @p params, its buffers placed by check_buffers(). */
+static void fill(const coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
+                 coll_submission_t *m)
+{
+    uint64_t mask = params != NULL ? params->field_mask : 0;
+
+    m->coll = s->coll;
+    m->dtype = (uint32_t)s->dtype;
+    m->redop = (uint32_t)s->op;
+    m->count = s->count;
+    m->root = (uint32_t)s->root;
+    m->peer = (uint32_t)(s->peer < 0 ? 0 : s->peer);
+    m->algo = (mask & COLL_OP_PARAM_ALGO) ? params->algo : c->algo;
+    m->layout = (mask & COLL_OP_PARAM_LAYOUT) ? params->layout : 0;
+    m->mem_kind = COLL_MEM_HOST; /* every buffer is in the job's pool, a memfd */
+    set_compression(m, (mask & COLL_OP_PARAM_COMPRESSION) ? &params->compression
+                                                          : &c->compression);
+}
+
 static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
                             coll_request_t **req_p)
 {
-    Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
+    coll_submission_t m = {0};
     coll_comm_t *k = c->conn;
     coll_status_t st;
 
@@ -255,19 +274,7 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
         st = assign_key(c, s, params, &m.key);
     }
     if (st == COLL_OK) {
-        m.coll = s->coll;
-        m.dtype = (uint32_t)s->dtype;
-        m.op = (uint32_t)s->op;
-        m.count = s->count;
-        m.root = (uint32_t)s->root;
-        m.peer = (uint32_t)(s->peer < 0 ? 0 : s->peer);
-        m.algo = (params != NULL && (params->field_mask & COLL_OP_PARAM_ALGO)) ? params->algo
-                                                                               : c->algo;
-        m.layout = (params != NULL && (params->field_mask & COLL_OP_PARAM_LAYOUT)) ? params->layout
-                                                                                   : 0;
-        set_compression(&m, (params != NULL && (params->field_mask & COLL_OP_PARAM_COMPRESSION))
-                                ? &params->compression
-                                : &c->compression);
+        fill(c, s, params, &m);
         st = coll__submit_msg(c, &m, req_p);
     }
     if (st != COLL_INPROGRESS) {
@@ -283,8 +290,9 @@ coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *re
                                    size_t count, coll_dtype_t dtype, coll_redop_t op,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {COLL__WIRE__COLLECTIVE__ALLREDUCE, sendbuf, recvbuf, count, count, count, dtype,
-                op, 0, -1};
+    spec_t s = {.coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                .count = count, .send_elems = count, .recv_elems = count, .dtype = dtype,
+                .op = op, .peer = -1};
     return submit(c, &s, params, req_p);
 }
 
@@ -293,8 +301,9 @@ coll_status_t coll_reduce_scatter_async(coll_comm_t *c, const void *sendbuf, voi
                                         const coll_op_params_t *params, coll_request_t **req_p)
 {
     size_t all = recvcount * (size_t)c->world_size;
-    spec_t s = {COLL__WIRE__COLLECTIVE__REDUCE_SCATTER, sendbuf, recvbuf, recvcount, all,
-                recvcount, dtype, op, 0, -1};
+    spec_t s = {.coll = COLL_KIND_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                .count = recvcount, .send_elems = all, .recv_elems = recvcount,
+                .dtype = dtype, .op = op, .peer = -1};
     if (c->world_size > 0 && all / (size_t)c->world_size != recvcount) {
         return COLL_ERR_INVALID;
     }
@@ -306,8 +315,9 @@ coll_status_t coll_allgather_async(coll_comm_t *c, const void *sendbuf, void *re
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
     size_t all = sendcount * (size_t)c->world_size;
-    spec_t s = {COLL__WIRE__COLLECTIVE__ALLGATHER, sendbuf, recvbuf, sendcount, sendcount, all,
-                dtype, COLL_SUM, 0, -1};
+    spec_t s = {.coll = COLL_KIND_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                .count = sendcount, .send_elems = sendcount, .recv_elems = all,
+                .dtype = dtype, .op = COLL_SUM, .peer = -1};
     if (c->world_size > 0 && all / (size_t)c->world_size != sendcount) {
         return COLL_ERR_INVALID;
     }
@@ -319,8 +329,10 @@ coll_status_t coll_broadcast_async(coll_comm_t *c, const void *sendbuf, void *re
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
     int at_root = root == c->rank;
-    spec_t s = {COLL__WIRE__COLLECTIVE__BROADCAST, at_root ? sendbuf : NULL, recvbuf, count,
-                at_root ? count : 0, count, dtype, COLL_SUM, root, -1};
+    spec_t s = {.coll = COLL_KIND_BROADCAST, .sendbuf = at_root ? sendbuf : NULL,
+                .recvbuf = recvbuf, .count = count, .send_elems = at_root ? count : 0,
+                .recv_elems = count, .dtype = dtype, .op = COLL_SUM, .root = root,
+                .peer = -1};
     return submit(c, &s, params, req_p);
 }
 
@@ -329,31 +341,33 @@ coll_status_t coll_reduce_async(coll_comm_t *c, const void *sendbuf, void *recvb
                                 const coll_op_params_t *params, coll_request_t **req_p)
 {
     int at_root = root == c->rank;
-    spec_t s = {COLL__WIRE__COLLECTIVE__REDUCE, sendbuf, at_root ? recvbuf : NULL, count, count,
-                at_root ? count : 0, dtype, op, root, -1};
+    spec_t s = {.coll = COLL_KIND_REDUCE, .sendbuf = sendbuf,
+                .recvbuf = at_root ? recvbuf : NULL, .count = count, .send_elems = count,
+                .recv_elems = at_root ? count : 0, .dtype = dtype, .op = op, .root = root,
+                .peer = -1};
     return submit(c, &s, params, req_p);
 }
 
 coll_status_t coll_barrier_async(coll_comm_t *c, const coll_op_params_t *params,
                                  coll_request_t **req_p)
 {
-    spec_t s = {COLL__WIRE__COLLECTIVE__BARRIER, NULL, NULL, 0, 0, 0, COLL_UINT8, COLL_SUM, 0, -1};
+    spec_t s = {.coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8, .op = COLL_SUM, .peer = -1};
     return submit(c, &s, params, req_p);
 }
 
 coll_status_t coll_send_async(coll_comm_t *c, const void *buf, size_t count, coll_dtype_t dtype,
                               int peer, const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {COLL__WIRE__COLLECTIVE__SEND, buf, NULL, count, count, 0, dtype, COLL_SUM, 0,
-                peer};
+    spec_t s = {.coll = COLL_KIND_SEND, .sendbuf = buf, .count = count, .send_elems = count,
+                .dtype = dtype, .op = COLL_SUM, .peer = peer};
     return submit(c, &s, params, req_p);
 }
 
 coll_status_t coll_recv_async(coll_comm_t *c, void *buf, size_t count, coll_dtype_t dtype,
                               int peer, const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {COLL__WIRE__COLLECTIVE__RECV, NULL, buf, count, 0, count, dtype, COLL_SUM, 0,
-                peer};
+    spec_t s = {.coll = COLL_KIND_RECV, .recvbuf = buf, .count = count, .recv_elems = count,
+                .dtype = dtype, .op = COLL_SUM, .peer = peer};
     return submit(c, &s, params, req_p);
 }
 

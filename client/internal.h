@@ -10,6 +10,7 @@
 
 #include <collective.h>
 #include "proto/ctl.h"
+#include "proto/desc.h"
 #include "proto/frame.h"
 #include "proto/wire.h"
 
@@ -275,7 +276,7 @@ coll_request_t *coll__req_new(coll_comm_t *owner, coll_req_kind_t kind);
  *         m's: the same collective key, or the same point-to-point direction, peer and key),
  *         or NULL. Connection lock held.
  */
-coll_request_t *coll__req_same_key(const coll_comm_t *owner, const Coll__Wire__Submit *m);
+coll_request_t *coll__req_same_key(const coll_comm_t *owner, const coll_submission_t *m);
 
 /**
  * @return A pending collective request of connection @p c that reads or writes a byte of the
@@ -292,7 +293,7 @@ void coll__req_finish(coll_request_t *r, coll_status_t status);
 
 /** @brief Send one submission through the control block when it has room, else the socket.
  *         Lock held. @return COLL_OK or the link's error. */
-coll_status_t coll__submit_send(coll_comm_t *c, Coll__Wire__Submit *m);
+coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s);
 
 /**
  * @brief Send @p msg, which carries the id of request @p r of @p c, on c's connection and wait
@@ -362,7 +363,7 @@ static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsig
  *         that request then ends with COLL_ERR_INVALID too, whatever its outcome); COLL_ERR_NOMEM;
  *         the link's error and the shared-memory path's (coll__shm_post()).
  */
-coll_status_t coll__submit_msg(coll_comm_t *c, Coll__Wire__Submit *m, coll_request_t **req_p);
+coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_request_t **req_p);
 
 /**
  * @brief Offset of [p, p + len) in the job's pool. Lock held.

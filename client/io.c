@@ -112,27 +112,22 @@ coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg)
 
 /* Through the control block when it has room (no socket, and a system call only when the
  * daemon sleeps), else as a socket message. Lock held. */
-coll_status_t coll__submit_send(coll_comm_t *c, Coll__Wire__Submit *m)
+coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s)
 {
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__Submit m;
     int ring = 0;
 
-    if (c->ctl != NULL && c->broken == COLL_OK) {
-        coll_ctl_sub_t rec = {m->key,    m->count,          m->send_offset, m->recv_offset,
-                              m->layout, m->req_id,         (uint32_t)m->coll,
-                              m->dtype,  m->op,             m->root,        m->peer,
-                              m->algo,   m->group,          m->bucket,      m->warmup,
-                              m->compression, m->flags};
-        if (coll_ctl_submit(c->ctl_job, c->ctl, &rec, &ring)) {
-            if (ring && c->doorbell_fd >= 0) {
-                uint64_t one = 1;
-                (void)!write(c->doorbell_fd, &one, sizeof(one));
-            }
-            return COLL_OK;
+    if (c->ctl != NULL && c->broken == COLL_OK && coll_ctl_submit(c->ctl_job, c->ctl, s, &ring)) {
+        if (ring && c->doorbell_fd >= 0) {
+            uint64_t one = 1;
+            (void)!write(c->doorbell_fd, &one, sizeof(one));
         }
+        return COLL_OK;
     }
+    coll_submission_to_wire(s, &m);
     msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
-    msg.submit = m;
+    msg.submit = &m;
     return coll__send(c, &msg);
 }
 

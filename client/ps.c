@@ -169,22 +169,22 @@ static coll_status_t ps_new(coll_comm_t *c, const coll_ps_params_t *p, const col
 }
 
 coll_status_t coll__ps_control(coll_ps_t *ps, uint32_t kind, const void *send, void *recv,
-                               size_t count, uint64_t layout, uint64_t key)
+                               size_t count, uint64_t arg, uint64_t key)
 {
     coll_comm_t *c = ps->comm;
-    Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
     coll_request_t *r = NULL;
     coll_status_t st;
 
     pthread_mutex_lock(&c->lock);
-    m.coll = (Coll__Wire__Collective)kind;
-    m.key = key;
-    m.dtype = COLL_UINT8;
-    m.count = count;
-    m.send_offset = send != NULL ? (uint64_t)coll__pool_offset(c, send, count) : 0;
-    m.recv_offset = recv != NULL ? (uint64_t)coll__pool_offset(c, recv, count) : 0;
-    m.layout = layout;
-    st = coll__submit_msg(c, &m, &r);
+    st = coll__submit_msg(c, &(coll_submission_t){
+        .coll = kind,
+        .key = key,
+        .dtype = COLL_UINT8,
+        .count = count,
+        .send_offset = send != NULL ? (uint64_t)coll__pool_offset(c, send, count) : 0,
+        .recv_offset = recv != NULL ? (uint64_t)coll__pool_offset(c, recv, count) : 0,
+        .layout = arg,
+    }, &r);
     pthread_mutex_unlock(&c->lock);
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(r, -1);
@@ -208,7 +208,7 @@ static coll_status_t ps_register(coll_ps_t *ps, const void *reg, size_t bytes)
     }
     if (st == COLL_OK) {
         ps->fingerprint = coll_ps_fingerprint(reg, bytes);
-        st = coll__ps_control(ps, COLL__WIRE__COLLECTIVE__PS_REGISTER, reg, NULL, bytes,
+        st = coll__ps_control(ps, COLL_KIND_PS_REGISTER, reg, NULL, bytes,
                               ps->fingerprint, coll__ps_key(ps, 0, PS_CODE_REGISTER));
     }
     return st;
@@ -267,7 +267,7 @@ void coll_ps_destroy(coll_ps_t *ps)
 
 /* The bucket exists and has not been submitted this step; its buffers are in the pool. */
 static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
-                                Coll__Wire__Submit *m)
+                                coll_submission_t *m)
 {
     coll_comm_t *c = ps->comm;
     size_t bytes;
@@ -292,29 +292,35 @@ static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
     return COLL_OK;
 }
 
+/* The step of @p bucket, whose buffers check_step() placed in @p m. */
+static void fill_step(const coll_ps_t *ps, size_t bucket, coll_submission_t *m)
+{
+    m->coll = COLL_KIND_PS_STEP;
+    m->key = coll__ps_key(ps, ps->bucket_steps[bucket] + 1, (unsigned)bucket);
+    m->dtype = COLL_FLOAT32;
+    m->redop = COLL_AVG;
+    m->count = ps->bucket_count[bucket];
+    m->root = (uint32_t)bucket;
+    m->layout = ps->bucket_steps[bucket] + 1; /* a step's layout field: its step number */
+    if (ps->compression.method != COLL_COMPRESS_NONE) {
+        m->compression = coll_cspec_pack(&ps->compression,
+                                         coll__compress_ratio_units(ps->compression.ratio));
+        m->bucket = (uint32_t)ps->key_space << 16 | (uint32_t)bucket;
+        m->warmup = ps->compression.warmup;
+    }
+}
+
 coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const float *grad,
                                         coll_request_t **req_p)
 {
     coll_comm_t *c = ps->comm;
-    Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
+    coll_submission_t m = {0};
     coll_status_t st;
 
     pthread_mutex_lock(&c->lock);
     st = check_step(ps, bucket, grad, &m);
     if (st == COLL_OK) {
-        m.coll = COLL__WIRE__COLLECTIVE__PS_STEP;
-        m.key = coll__ps_key(ps, ps->bucket_steps[bucket] + 1, (unsigned)bucket);
-        m.dtype = COLL_FLOAT32;
-        m.op = COLL_AVG;
-        m.count = ps->bucket_count[bucket];
-        m.root = (uint32_t)bucket;
-        m.layout = ps->bucket_steps[bucket] + 1;
-        if (ps->compression.method != COLL_COMPRESS_NONE) {
-            m.compression = coll_cspec_pack(&ps->compression,
-                                            coll__compress_ratio_units(ps->compression.ratio));
-            m.bucket = (uint32_t)ps->key_space << 16 | (uint32_t)bucket;
-            m.warmup = ps->compression.warmup;
-        }
+        fill_step(ps, bucket, &m);
         st = coll__submit_msg(c, &m, req_p);
         ps->bucket_steps[bucket] += st == COLL_INPROGRESS;
     } else {

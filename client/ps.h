@@ -30,11 +30,13 @@ struct coll_ps {
 uint64_t coll__ps_key(const coll_ps_t *ps, uint64_t step, unsigned code);
 
 /**
- * @brief Submit one of the service's control operations (Coll__Wire__Collective @p kind) with a
- *        uint8 buffer of @p count bytes, @p layout and @p key, and wait for it. Takes the lock.
+ * @brief Submit one of the service's control operations (coll_kind_t @p kind) with a uint8
+ *        buffer of @p count bytes and key @p key, and wait for it. Takes the lock.
+ * @param arg What the submission's layout field carries for the service: a registration's
+ *            fingerprint, a save's or a load's step.
  * @return Its status.
  */
 coll_status_t coll__ps_control(coll_ps_t *ps, uint32_t kind, const void *send, void *recv,
-                               size_t count, uint64_t layout, uint64_t key);
+                               size_t count, uint64_t arg, uint64_t key);
 
 #endif

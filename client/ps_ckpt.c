@@ -22,7 +22,7 @@ static coll_status_t fetch_head(coll_ps_t *ps, void **head_p)
     char err[256];
 
     if (st == COLL_OK) {
-        st = coll__ps_control(ps, COLL__WIRE__COLLECTIVE__PS_SAVE, NULL, reply, bytes,
+        st = coll__ps_control(ps, COLL_KIND_PS_SAVE, NULL, reply, bytes,
                               coll_ps_steps(ps),
                               coll__ps_key(ps, coll_ps_steps(ps), COLL__PS_CODE_SAVE));
     }
@@ -228,7 +228,7 @@ coll_status_t coll_ps_load(coll_ps_t *ps, const void *const *images, const size_
     if ((st = build(ps, images, n, &buf)) != COLL_OK) {
         return st;
     }
-    st = coll__ps_control(ps, COLL__WIRE__COLLECTIVE__PS_LOAD, buf, NULL, 0, first->step,
+    st = coll__ps_control(ps, COLL_KIND_PS_LOAD, buf, NULL, 0, first->step,
                           coll__ps_key(ps, first->step, COLL__PS_CODE_LOAD));
     for (size_t b = 0; st == COLL_OK && b < ps->num_buckets; b++) {
         ps->bucket_steps[b] = first->step;

@@ -52,22 +52,17 @@ void coll__req_release(coll_request_t *r)
     free(r);
 }
 
-static int is_p2p(uint32_t coll)
-{
-    return coll == COLL__WIRE__COLLECTIVE__SEND || coll == COLL__WIRE__COLLECTIVE__RECV;
-}
-
-coll_request_t *coll__req_same_key(const coll_comm_t *owner, const Coll__Wire__Submit *m)
+coll_request_t *coll__req_same_key(const coll_comm_t *owner, const coll_submission_t *m)
 {
     const coll_comm_t *c = owner->conn;
     uint64_t p2p_mask = (1ull << COLL_TAG_P2P_KEY_BITS) - 1;
 
     for (coll_request_t *r = c->pending.next; r != &c->pending; r = r->next) {
         if (r->kind != COLL_REQ_COLLECTIVE || r->owner != owner ||
-            is_p2p(r->coll) != is_p2p((uint32_t)m->coll)) {
+            coll_kind_is_p2p(r->coll) != coll_kind_is_p2p(m->coll)) {
             continue;
         }
-        if (is_p2p(r->coll) ? r->coll == (uint32_t)m->coll && r->peer == m->peer &&
+        if (coll_kind_is_p2p(r->coll) ? r->coll == m->coll && r->peer == m->peer &&
                                   ((r->key ^ m->key) & p2p_mask) == 0
                             : coll_tag_key(r->key) == coll_tag_key(m->key)) {
             return r;

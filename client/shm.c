@@ -160,22 +160,22 @@ static int owned(const coll_comm_t *c, uint64_t off, uint64_t len)
 }
 
 /* The peers run this rank's buffers only through its post: they must be its own. */
-static coll_status_t check_buffers(coll_comm_t *c, const coll_shm_desc_t *d)
+static coll_status_t check_buffers(coll_comm_t *c, const coll_submission_t *d)
 {
     uint64_t se, re, es = coll_dtype_size((coll_dtype_t)d->dtype);
 
     coll_kind_extent((coll_kind_t)d->coll, d->count, (uint32_t)c->world_size, (uint32_t)c->rank,
                      d->root, &se, &re);
-    if (!owned(c, d->send_off, se * es) || !owned(c, d->recv_off, re * es)) {
+    if (!owned(c, d->send_offset, se * es) || !owned(c, d->recv_offset, re * es)) {
         coll__set_error(c, "rank %d: %s buffer is not one of this rank's allocations in the "
                         "pool; allocate it with coll_mem_alloc()", c->rank,
-                        owned(c, d->send_off, se * es) ? "receive" : "send");
+                        owned(c, d->send_offset, se * es) ? "receive" : "send");
         return COLL_ERR_NOT_IN_POOL;
     }
     return COLL_OK;
 }
 
-static coll_shm_route_t route_of(const coll_comm_t *c, const coll_shm_desc_t *d)
+static coll_shm_route_t route_of(const coll_comm_t *c, const coll_submission_t *d)
 {
     uint64_t bytes = d->count * coll_dtype_size((coll_dtype_t)d->dtype);
 
@@ -230,7 +230,7 @@ static coll_status_t wait_slot(coll_comm_t *c, uint64_t key, int *slot_p)
     return st;
 }
 
-static coll_status_t check_post(coll_comm_t *c, const coll_shm_desc_t *d)
+static coll_status_t check_post(coll_comm_t *c, const coll_submission_t *d)
 {
     coll_status_t st = check_job(c);
 
@@ -253,16 +253,16 @@ static void extend_reach(coll_shm_t *s, uint64_t key, uint32_t slot)
     }
 }
 
-/* Publish @p op's descriptor in post @p slot of this rank's ring. */
+/* Publish @p op's record in post @p slot of this rank's ring. */
 static void publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot)
 {
     coll_shm_post_t *p = coll__shm_post_of(s, s->self, slot);
     uint64_t gen = coll_shm_gen(atomic_load(&p->state)) + 1;
 
-    extend_reach(s, op->d.key, slot);
+    extend_reach(s, op->rec.sub.key, slot);
     op->slot = slot;
     op->state = coll_shm_state(gen, COLL_SHM_POSTED);
-    coll_shm_write_desc(p, &op->d);
+    coll_shm_write_rec(p, &op->rec);
     if (s->self == 0) { /* the home post: the operation's chunks start unclaimed */
         atomic_store_explicit(&p->claim, (uint64_t)(uint32_t)gen << 32, memory_order_relaxed);
         atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
@@ -276,33 +276,31 @@ static void publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot)
 
 /* The route of @p d; local rank 0 names a route-NODE collective's node buffer in its post
  * (none free: the collective goes to the daemon whole, and the others read that there). */
-static coll_shm_route_t take_route(coll_comm_t *c, coll_shm_desc_t *d)
+static coll_shm_route_t take_route(coll_comm_t *c, coll_shm_rec_t *d)
 {
-    coll_shm_route_t route = route_of(c, d);
+    coll_shm_route_t route = route_of(c, &d->sub);
 
     if (route == COLL_SHM_ROUTE_NODE && c->shm->self == 0 &&
-        (d->node_off = coll__shm_node_get(c, d)) == 0) {
+        (d->node_off = coll__shm_node_get(c, &d->sub)) == 0) {
         route = COLL_SHM_ROUTE_DAEMON;
     }
     return route;
 }
 
-coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire__Submit *m)
+coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submission_t *m)
 {
     coll_shm_t *s = c->shm;
-    coll_shm_desc_t d = {m->key,  m->count, m->layout,         m->send_offset, m->recv_offset,
-                         r->timing.submit_ns, (uint32_t)m->coll, m->dtype, m->op, m->root,
-                         m->algo, r->id, 0};
+    coll_shm_rec_t d = {.sub = *m, .post_ns = r->timing.submit_ns};
     coll_shm_op_t *op;
     coll_status_t st;
     coll_shm_route_t route;
     int slot = -1;
 
     coll__link_check(c->conn, r->timing.submit_ns);
-    st = check_post(c, &d);
+    st = check_post(c, &d.sub);
     route = st == COLL_OK ? take_route(c, &d) : COLL_SHM_ROUTE_DAEMON;
     if (st == COLL_OK) {
-        st = wait_slot(c, d.key, &slot);
+        st = wait_slot(c, d.sub.key, &slot);
     }
     if (st == COLL_OK && (st = check_job(c)) == COLL_OK && (op = op_new(s)) == NULL) {
         st = COLL_ERR_NOMEM;
@@ -312,9 +310,10 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire
         return st;
     }
     op->req = r;
-    op->d = d;
+    op->rec = d;
+    coll__shm_desc(c, &d.sub, &op->desc);
     op->route = route;
-    op->nchunks = coll__shm_nchunks(&d, s->nlocal) * (route == COLL_SHM_ROUTE_NODE ? 2 : 1);
+    op->nchunks = coll__shm_nchunks(&d.sub, s->nlocal) * (route == COLL_SHM_ROUTE_NODE ? 2 : 1);
     publish(s, op, (uint32_t)slot);
     op->next = &s->ops;
     op->prev = s->ops.prev;
@@ -338,7 +337,7 @@ void coll__shm_forget(coll_request_t *r)
     }
     atomic_store(&coll__shm_post_of(s, s->self, op->slot)->state,
                  coll_shm_state(coll_shm_gen(op->state), COLL_SHM_FREE));
-    coll__shm_node_put(s, op->d.node_off);
+    coll__shm_node_put(s, op->rec.node_off);
     s->slot_freed = 1;
     op->prev->next = op->next;
     op->next->prev = op->prev;

@@ -33,7 +33,8 @@ typedef struct coll_shm_op {
     coll_request_t *req;
     uint32_t slot;          /* its post in this rank's ring */
     uint64_t state;         /* the post's state word as published */
-    coll_shm_desc_t d;
+    coll_shm_rec_t rec;     /* what it posted */
+    coll_desc_t desc;       /* what the local ranks' posts must agree on (coll__shm_desc()) */
     coll_shm_route_t route;
     uint32_t nchunks;       /* route NODE: the reduce's chunks, then as many to distribute */
     uint64_t node_off;      /* route NODE: the node buffer (from local rank 0's post) */
@@ -112,7 +113,7 @@ void coll__shm_close(coll_comm_t *c);
  *         COLL_ERR_NOT_IN_POOL for a buffer outside this rank's allocations,
  *         COLL_ERR_TIMEDOUT when the ring stayed full, COLL_ERR_NOMEM.
  */
-coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const Coll__Wire__Submit *m);
+coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submission_t *m);
 
 /** @brief Move every collective of this rank in the area on: agree, run chunks, complete,
  *         hand over, fail. @return The number of requests it finished. */
@@ -150,8 +151,12 @@ void coll__shm_wait(coll_ctl_t *ctl, const coll_shm_watch_t *w, uint32_t seen, i
 /** @brief Request @p r ends: drop its record and free its post (the request hook). */
 void coll__shm_forget(coll_request_t *r);
 
+/** @brief The descriptor of posted submission @p sub, as the daemons would make it (the algorithm
+ *         the one asked for): what the local ranks' posts of one collective must agree on. */
+void coll__shm_desc(const coll_comm_t *c, const coll_submission_t *sub, coll_desc_t *d);
+
 /** @return The chunks of operation @p d on @p nlocal local ranks (at least 1). */
-uint32_t coll__shm_nchunks(const coll_shm_desc_t *d, uint32_t nlocal);
+uint32_t coll__shm_nchunks(const coll_submission_t *d, uint32_t nlocal);
 
 /** @brief Move and reduce the data of chunk @p k of agreed operation @p op (shm_exec.c); for
  *         route NODE, chunks below nchunks / 2 reduce a piece of every input into the node
@@ -164,7 +169,7 @@ void coll__shm_run_chunk(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t 
  *         reducible dtype and op (coll_shm_node_reducible()) without a forced algorithm, up to
  *         the header's node_max_bytes, with more than one local rank.
  */
-int coll__shm_node_route(const coll_shm_t *s, const coll_shm_desc_t *d);
+int coll__shm_node_route(const coll_shm_t *s, const coll_submission_t *d);
 
 /**
  * @return The bytes of node buffers local rank 0 should allocate before posting a collective
@@ -183,7 +188,7 @@ void coll__shm_node_provide(coll_shm_t *s, uint64_t off, uint64_t bytes);
  * @return Its pool offset; 0 when every one is in use or there are none (the collective then
  *         goes to the daemon whole; nothing is reported).
  */
-uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_shm_desc_t *d);
+uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_submission_t *d);
 
 /** @brief Local rank 0: node buffer @p off is free again (0: nothing to do). */
 void coll__shm_node_put(coll_shm_t *s, uint64_t off);
@@ -202,12 +207,14 @@ uint64_t coll__shm_node_word(const coll_shm_t *s, const coll_shm_op_t *op);
  */
 int coll__shm_node_with_daemon(const coll_shm_t *s, const coll_shm_op_t *op);
 
-/** @brief The reduce of route-NODE operation @p op is complete: hand its inter-node phase to
- *         the daemon (COLL_CTL_SUB_REDUCED), from this rank. */
-void coll__shm_node_hand_over(coll_comm_t *c, const coll_shm_op_t *op);
+/** @brief Hand agreed operation @p op to the daemon, from this rank: one node submission
+ *         (@p flags COLL_SUBMISSION_NODE) for every local rank's post, or, with
+ *         COLL_SUBMISSION_REDUCED too, the inter-node phase of a route-NODE operation whose
+ *         reduce is complete. A broken link is no error here: it fails every request. */
+void coll__shm_hand_over(coll_comm_t *c, const coll_shm_op_t *op, uint32_t flags);
 
 /** @brief Count a completed operation in this rank's counters for the daemon. */
-void coll__shm_count(const coll_shm_t *s, const coll_shm_desc_t *d, uint32_t world_size,
+void coll__shm_count(const coll_shm_t *s, const coll_submission_t *d, uint32_t world_size,
                      uint64_t ns);
 
 #endif

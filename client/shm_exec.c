@@ -21,18 +21,18 @@
 /* Bytes of one chunk: cache-sized, so that a reduced piece is copied out while in cache. */
 #define COLL_SHM_CHUNK_BYTES (64u * 1024u)
 
-static uint64_t per_chunk(const coll_shm_desc_t *d)
+static uint64_t per_chunk(const coll_submission_t *d)
 {
     return COLL_SHM_CHUNK_BYTES / coll_dtype_size((coll_dtype_t)d->dtype);
 }
 
 /* Chunks of one buffer of count elements. */
-static uint64_t pieces(const coll_shm_desc_t *d)
+static uint64_t pieces(const coll_submission_t *d)
 {
     return (d->count + per_chunk(d) - 1) / per_chunk(d);
 }
 
-uint32_t coll__shm_nchunks(const coll_shm_desc_t *d, uint32_t nlocal)
+uint32_t coll__shm_nchunks(const coll_submission_t *d, uint32_t nlocal)
 {
     uint64_t n = 0;
 
@@ -65,7 +65,8 @@ static void reduce_into(const coll_shm_t *s, const coll_shm_op_t *op, uint64_t o
                         uint64_t len, uint8_t *dst, uint32_t world_size, int partial)
 {
     const void *src[COLL_REDUCE_MAX_SRCS];
-    size_t es = coll_dtype_size((coll_dtype_t)op->d.dtype);
+    const coll_submission_t *d = &op->rec.sub;
+    size_t es = coll_dtype_size((coll_dtype_t)d->dtype);
 
     for (uint32_t l = 0; l < s->nlocal; l++) {
         src[l] = s->base + op->in_off[l] + off * es;
@@ -75,7 +76,7 @@ static void reduce_into(const coll_shm_t *s, const coll_shm_op_t *op, uint64_t o
         }
     }
     s->exec->reduce(&(coll_reduce_args_t){
-        .dtype = (coll_dtype_t)op->d.dtype, .op = (coll_redop_t)op->d.op,
+        .dtype = (coll_dtype_t)d->dtype, .op = (coll_redop_t)d->redop,
         .world_size = world_size, .finalize = !partial, .dst = dst, .src = src,
         .nsrc = s->nlocal,
         .raw_mask = s->nlocal >= 64 ? UINT64_MAX : (1ull << s->nlocal) - 1, .count = len});
@@ -92,13 +93,14 @@ static void copy_unless_same(const coll_shm_t *s, uint8_t *dst, const uint8_t *s
 static void run_whole(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
                       uint32_t world_size)
 {
-    size_t es = coll_dtype_size((coll_dtype_t)op->d.dtype);
-    uint64_t off = k * per_chunk(&op->d);
-    uint64_t len = op->d.count - off < per_chunk(&op->d) ? op->d.count - off : per_chunk(&op->d);
-    uint32_t root = local_of(s, op->d.root);
+    const coll_submission_t *d = &op->rec.sub;
+    size_t es = coll_dtype_size((coll_dtype_t)d->dtype);
+    uint64_t off = k * per_chunk(d);
+    uint64_t len = d->count - off < per_chunk(d) ? d->count - off : per_chunk(d);
+    uint32_t root = local_of(s, d->root);
     uint8_t *out0 = s->base + op->out_off[0] + off * es;
 
-    switch ((coll_kind_t)op->d.coll) {
+    switch ((coll_kind_t)d->coll) {
     case COLL_KIND_ALLREDUCE:
         reduce_into(s, op, off, len, out0, world_size, 0);
         for (uint32_t l = 1; l < s->nlocal; l++) {
@@ -121,20 +123,21 @@ static void run_whole(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
 static void run_blocked(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
                         uint32_t world_size)
 {
-    size_t es = coll_dtype_size((coll_dtype_t)op->d.dtype);
-    uint64_t n = pieces(&op->d), piece = k % n, off = piece * per_chunk(&op->d);
+    const coll_submission_t *d = &op->rec.sub;
+    size_t es = coll_dtype_size((coll_dtype_t)d->dtype);
+    uint64_t n = pieces(d), piece = k % n, off = piece * per_chunk(d);
     uint32_t b = (uint32_t)(k / n);
-    uint64_t len = op->d.count - off < per_chunk(&op->d) ? op->d.count - off : per_chunk(&op->d);
+    uint64_t len = d->count - off < per_chunk(d) ? d->count - off : per_chunk(d);
 
-    if (op->d.coll == COLL_KIND_REDUCE_SCATTER) {
+    if (d->coll == COLL_KIND_REDUCE_SCATTER) {
         /* Block b of every input is the output of the rank whose global rank is b. */
         uint32_t owner = local_of(s, b);
-        reduce_into(s, op, (uint64_t)b * op->d.count + off, len,
+        reduce_into(s, op, (uint64_t)b * d->count + off, len,
                     s->base + op->out_off[owner] + off * es, world_size, 0);
         return;
     }
     /* All-gather: local rank b's input goes to block rank(b) of every output. */
-    uint64_t at = ((uint64_t)coll__shm_area(s, b)->rank * op->d.count + off) * es;
+    uint64_t at = ((uint64_t)coll__shm_area(s, b)->rank * d->count + off) * es;
     for (uint32_t l = 0; l < s->nlocal; l++) {
         copy_unless_same(s, s->base + op->out_off[l] + at, s->base + op->in_off[b] + off * es,
                          len * es);
@@ -145,10 +148,11 @@ static void run_blocked(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k
 static void run_node(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
                      uint32_t world_size)
 {
-    size_t es = coll_dtype_size((coll_dtype_t)op->d.dtype);
+    const coll_submission_t *d = &op->rec.sub;
+    size_t es = coll_dtype_size((coll_dtype_t)d->dtype);
     uint32_t half = op->nchunks / 2, piece = k < half ? k : k - half;
-    uint64_t off = piece * per_chunk(&op->d);
-    uint64_t len = op->d.count - off < per_chunk(&op->d) ? op->d.count - off : per_chunk(&op->d);
+    uint64_t off = piece * per_chunk(d);
+    uint64_t len = d->count - off < per_chunk(d) ? d->count - off : per_chunk(d);
     uint8_t *node = s->base + op->node_off + off * es;
 
     if (k < half) {
@@ -163,14 +167,14 @@ static void run_node(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
 void coll__shm_run_chunk(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t k,
                          uint32_t world_size)
 {
-    if (op->d.count == 0) {
+    if (op->rec.sub.count == 0) {
         return;
     }
     if (op->route == COLL_SHM_ROUTE_NODE) {
         run_node(s, op, k, world_size);
         return;
     }
-    switch ((coll_kind_t)op->d.coll) {
+    switch ((coll_kind_t)op->rec.sub.coll) {
     case COLL_KIND_ALLREDUCE:
     case COLL_KIND_BROADCAST:
     case COLL_KIND_REDUCE: run_whole(s, op, k, world_size); break;
@@ -180,7 +184,7 @@ void coll__shm_run_chunk(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t 
     }
 }
 
-void coll__shm_count(const coll_shm_t *s, const coll_shm_desc_t *d, uint32_t world_size,
+void coll__shm_count(const coll_shm_t *s, const coll_submission_t *d, uint32_t world_size,
                      uint64_t ns)
 {
     coll_shm_stats_t *st = &coll__shm_area(s, s->self)->stats;

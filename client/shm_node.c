@@ -12,12 +12,12 @@
  */
 #include "client/shm.h"
 
-int coll__shm_node_route(const coll_shm_t *s, const coll_shm_desc_t *d)
+int coll__shm_node_route(const coll_shm_t *s, const coll_submission_t *d)
 {
     uint64_t max = s->hdr->node_max_bytes;
 
     return s->nnodes > 1 && s->nlocal > 1 && d->coll == COLL_KIND_ALLREDUCE &&
-           d->algo == COLL_ALGO_AUTO && coll_shm_node_reducible(d->dtype, d->op) && max > 0 &&
+           d->algo == COLL_ALGO_AUTO && coll_shm_node_reducible(d->dtype, d->redop) && max > 0 &&
            d->count <= max / coll_dtype_size((coll_dtype_t)d->dtype);
 }
 
@@ -39,7 +39,7 @@ void coll__shm_node_provide(coll_shm_t *s, uint64_t off, uint64_t bytes)
     s->node_none = off == 0;
 }
 
-uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_shm_desc_t *d)
+uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_submission_t *d)
 {
     coll_shm_t *s = c->shm;
 
@@ -85,13 +85,10 @@ int coll__shm_node_with_daemon(const coll_shm_t *s, const coll_shm_op_t *op)
            coll__shm_node_word(s, op) == 0;
 }
 
-void coll__shm_node_hand_over(coll_comm_t *c, const coll_shm_op_t *op)
+void coll__shm_hand_over(coll_comm_t *c, const coll_shm_op_t *op, uint32_t flags)
 {
-    Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
+    coll_submission_t m = {.key = op->rec.sub.key, .coll = op->rec.sub.coll,
+                           .req_id = op->req->id, .flags = flags};
 
-    m.req_id = op->req->id;
-    m.key = op->d.key;
-    m.coll = (Coll__Wire__Collective)op->d.coll;
-    m.flags = COLL_CTL_SUB_NODE | COLL_CTL_SUB_REDUCED;
     (void)coll__submit_send(c, &m); /* a broken link fails every request anyway */
 }

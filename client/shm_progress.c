@@ -13,7 +13,7 @@
  *
  * An allreduce of a multi-node job (route NODE) has two runs of chunks around the daemon: the
  * rank that finishes the last chunk of the reduce hands the node buffer over
- * (COLL_CTL_SUB_REDUCED); the distribution's chunks may be claimed once the daemon's node word
+ * (COLL_SUBMISSION_REDUCED); the distribution's chunks may be claimed once the daemon's node word
  * is in the home post, and its last one completes the operation as above. The daemon counts
  * such an operation among its own, so the ranks do not count it again.
  *
@@ -31,43 +31,22 @@
 /* How long a failed operation waits for chunks that other ranks are running. */
 #define COLL_SHM_FAIL_GRACE_MS 200u
 
-/* Whether two posts describe the same operation (what the daemon's descriptor compares). */
-static int same_op(const coll_shm_desc_t *a, const coll_shm_desc_t *b)
+void coll__shm_desc(const coll_comm_t *c, const coll_submission_t *sub, coll_desc_t *d)
 {
-    return a->key == b->key && a->coll == b->coll && a->count == b->count &&
-           a->dtype == b->dtype && a->op == b->op && a->root == b->root && a->algo == b->algo &&
-           a->layout == b->layout;
-}
-
-static void to_desc(const coll_comm_t *c, const coll_shm_desc_t *p, coll_desc_t *d)
-{
-    memset(d, 0, sizeof(*d));
-    d->magic = COLL_DESC_MAGIC;
-    d->version = COLL_WIRE_VERSION;
-    d->coll = (uint16_t)p->coll;
-    d->key = p->key;
-    d->count = p->count;
-    d->dtype = p->dtype;
-    d->op = p->op;
-    d->world_size = (uint32_t)c->world_size;
-    d->root = p->root;
-    d->algo = p->algo;
-    d->epoch = c->epoch;
-    d->layout = p->layout;
+    coll_desc_make(sub, &(coll_desc_ctx_t){.world_size = (uint32_t)c->world_size,
+                                           .algo = sub->algo, .epoch = c->epoch},
+                   d);
 }
 
 /* Local rank @p l posted another operation under this one's key: the daemon fails the job. */
 static void report_mismatch(coll_comm_t *c, coll_shm_op_t *op, uint32_t l,
-                            const coll_shm_desc_t *theirs)
+                            const coll_desc_t *theirs)
 {
-    coll_desc_t a, b;
     char da[200], db[200], nm[48], msg[600];
 
-    to_desc(c, theirs, &a);
-    to_desc(c, &op->d, &b);
-    coll_desc_format(&a, da, sizeof(da));
-    coll_desc_format(&b, db, sizeof(db));
-    coll_desc_name(&b, nm, sizeof(nm));
+    coll_desc_format(theirs, da, sizeof(da));
+    coll_desc_format(&op->desc, db, sizeof(db));
+    coll_desc_name(&op->desc, nm, sizeof(nm));
     snprintf(msg, sizeof(msg), "%s: rank %u submitted %s but rank %d submitted %s", nm,
              coll__shm_area(c->shm, l)->rank, da, c->rank, db);
     coll__abort(c, COLL_ERR_MISMATCH, msg);
@@ -91,29 +70,33 @@ static void report_left(coll_comm_t *c, coll_shm_op_t *op)
 static int agree(coll_comm_t *c, coll_shm_op_t *op)
 {
     coll_shm_t *s = c->shm;
-    uint64_t ready = op->d.post_ns;
+    uint64_t ready = op->rec.post_ns;
 
     for (uint32_t l = 0; l < s->nlocal; l++) {
-        coll_shm_desc_t d = op->d;
+        coll_shm_rec_t d = op->rec;
+        coll_desc_t theirs = op->desc;
         uint64_t state = op->state;
         uint32_t slot = op->slot;
-        if (l != s->self &&
-            !coll_shm_find(coll__shm_area(s, l), op->d.key, COLL_SHM_POSTED, &slot, &state, &d)) {
+        if (l != s->self && !coll_shm_find(coll__shm_area(s, l), op->rec.sub.key,
+                                           COLL_SHM_POSTED, &slot, &state, &d)) {
             if (!op->reported && atomic_load(&s->hdr->left)) {
                 report_left(c, op);
             }
             return 0;
         }
-        if (!same_op(&d, &op->d)) {
+        if (l != s->self) {
+            coll__shm_desc(c, &d.sub, &theirs);
+        }
+        if (!coll_desc_equal(&theirs, &op->desc)) {
             if (!op->reported) {
-                report_mismatch(c, op, l, &d);
+                report_mismatch(c, op, l, &theirs);
             }
             return 0;
         }
         op->peer_slot[l] = slot;
         op->peer_state[l] = state;
-        op->in_off[l] = d.send_off;
-        op->out_off[l] = d.recv_off;
+        op->in_off[l] = d.sub.send_offset;
+        op->out_off[l] = d.sub.recv_offset;
         op->node_off = l == 0 ? d.node_off : op->node_off;
         ready = d.post_ns > ready ? d.post_ns : ready;
     }
@@ -140,15 +123,10 @@ static uint64_t claim_gen(const coll_shm_op_t *op)
 static void hand_over(coll_comm_t *c, coll_shm_op_t *op)
 {
     uint64_t want = claim_gen(op);
-    Coll__Wire__Submit m = COLL__WIRE__SUBMIT__INIT;
 
     if (!op->handed &&
         atomic_compare_exchange_strong(&home(c->shm, op)->claim, &want, want + 1)) {
-        m.req_id = op->req->id;
-        m.key = op->d.key;
-        m.coll = (Coll__Wire__Collective)op->d.coll;
-        m.flags = COLL_CTL_SUB_NODE;
-        (void)coll__submit_send(c, &m); /* a broken link fails every request anyway */
+        coll__shm_hand_over(c, op, COLL_SUBMISSION_NODE);
     }
     op->handed = 1;
 }
@@ -200,7 +178,7 @@ static void complete(coll_comm_t *c, coll_shm_op_t *op)
         }
     }
     if (op->route == COLL_SHM_ROUTE_LOCAL) { /* the daemon counted a NODE one */
-        coll__shm_count(s, &op->d, (uint32_t)c->world_size, now - op->ready_ns);
+        coll__shm_count(s, &op->rec.sub, (uint32_t)c->world_size, now - op->ready_ns);
     }
 }
 
@@ -228,14 +206,15 @@ static void run(coll_comm_t *c, coll_shm_op_t *op)
     while (!atomic_load_explicit(&s->hdr->failed, memory_order_relaxed) &&
            (k = claim(h, op, claimable(s, op))) >= 0) {
         uint32_t done;
-        atomic_store_explicit(busy, op->d.key, memory_order_relaxed);
+        atomic_store_explicit(busy, op->rec.sub.key, memory_order_relaxed);
         coll__shm_run_chunk(s, op, (uint32_t)k, (uint32_t)c->world_size);
         atomic_store_explicit(busy, COLL_SHM_IDLE, memory_order_relaxed);
         done = atomic_fetch_add(&h->chunks_done, 1) + 1;
         if (done == op->nchunks) {
             complete(c, op);
         } else if (op->route == COLL_SHM_ROUTE_NODE && done == op->nchunks / 2) {
-            coll__shm_node_hand_over(c, op); /* the node sum is complete */
+            /* the node sum is complete */
+            coll__shm_hand_over(c, op, COLL_SUBMISSION_NODE | COLL_SUBMISSION_REDUCED);
         }
     }
 }
@@ -343,7 +322,7 @@ static void node_failed(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
 {
     char nm[48];
 
-    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)op->d.coll, .key = op->d.key}, nm,
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)op->rec.sub.coll, .key = op->rec.sub.key}, nm,
                    sizeof(nm));
     coll__set_error(c, "rank %d: the daemon ended the inter-node phase of %s with %s", c->rank,
                     nm, coll_strerror(st));

@@ -20,9 +20,10 @@
  *  submissions, descriptors and completions, registered layouts; 5: groups (communicator
  *  split), the parameter service's operations, join waits, the local ranks'
  *  shared-memory area after the control blocks, node submissions; 6: node-reduced
- *  allreduces, COLL_CTL_SUB_REDUCED and the posts' node buffers; 7: their inter-node steps in
- *  the shared-memory area). */
-#define COLL_WIRE_VERSION 7u
+ *  allreduces, the reduced node submission and the posts' node buffers; 7: their inter-node
+ *  steps in the shared-memory area; 8: one submission record (proto/submission.h) in the
+ *  control blocks' rings and the posts, with a memory kind, also in Submit). */
+#define COLL_WIRE_VERSION 8u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */

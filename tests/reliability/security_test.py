@@ -58,7 +58,7 @@ import time
 import relharness as h
 from relharness import Skip, TestFailure, check, log
 
-WIRE_VERSION = 7     # proto/frame.h COLL_WIRE_VERSION
+WIRE_VERSION = 8     # proto/frame.h COLL_WIRE_VERSION
 HANDSHAKE_BYTES = 1024  # the default peer_handshake_bytes
 PY = "/usr/bin/python3"  # the forger runs as nobody, which may not reach a user's Python
 
