@@ -1,6 +1,6 @@
 /*
  * A rank's buffers in flight: the library refuses coll_mem_free() of a buffer its pending
- * requests use (client/mem.c); this is the daemon's own check of the free it is sent, for a
+ * requests use (client/api/mem.c); this is the daemon's own check of the free it is sent, for a
  * client that did not (job/session.c keeps such an allocation until the job ends).
  */
 #include "engine/inflight.h"

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "client/internal.h"
-#include "client/shm.h"
+#include "client/req/request.h"
+#include "client/shm/shm.h"
 #include "proto/frame.h"
 #include "proto/wire.h"
 
