@@ -14,6 +14,7 @@
 
 static void unlink_req(coll_request_t *r)
 {
+    COLL_ASSERT(r->prev->next == r && r->next->prev == r);
     r->prev->next = r->next;
     r->next->prev = r->prev;
     r->next = r->prev = r;
@@ -90,6 +91,7 @@ coll_request_t *coll__req_using(const coll_comm_t *c, uint64_t off, uint64_t byt
 /* A finished request waits on comm->done until the user frees it (or the communicator goes). */
 static void finish(coll_request_t *r, coll_status_t status)
 {
+    COLL_ASSERT(!r->done && status != COLL_INPROGRESS);
     if (r->key_reused && status == COLL_OK) {
         status = COLL_ERR_INVALID; /* the user reused its key: the job fails, this one too */
     }

@@ -108,45 +108,13 @@ static int agree(coll_comm_t *c, coll_shm_op_t *op)
     return 1;
 }
 
-static coll_shm_post_t *home(const coll_shm_t *s, const coll_shm_op_t *op)
-{
-    return coll__shm_post_of(s, 0, op->peer_slot[0]);
-}
-
-/* The generation the home post's claim word carries for this operation. */
-static uint64_t claim_gen(const coll_shm_op_t *op)
-{
-    return (uint64_t)(uint32_t)coll_shm_gen(op->peer_state[0]) << 32;
-}
-
 /* One rank sends the node submission; every rank then waits for the daemon to take it. */
 static void hand_over(coll_comm_t *c, coll_shm_op_t *op)
 {
-    uint64_t want = claim_gen(op);
-
-    if (!op->handed &&
-        atomic_compare_exchange_strong(&home(c->shm, op)->claim, &want, want + 1)) {
+    if (!op->handed && coll__post_claim_hand_over(c->shm, op)) {
         coll__shm_hand_over(c, op, COLL_SUBMISSION_NODE);
     }
     op->handed = 1;
-}
-
-/* The next unclaimed chunk of the operation below @p limit, or -1 when none is left (or claims
- * closed). */
-static int64_t claim(coll_shm_post_t *h, const coll_shm_op_t *op, uint32_t limit)
-{
-    uint64_t w = atomic_load(&h->claim);
-
-    for (;;) {
-        uint32_t n = (uint32_t)w;
-        if ((w & ~(uint64_t)UINT32_MAX) != claim_gen(op) || (n & COLL_SHM_CLOSED) ||
-            n >= limit) {
-            return -1;
-        }
-        if (atomic_compare_exchange_weak(&h->claim, &w, w + 1)) {
-            return n;
-        }
-    }
 }
 
 /* The last chunk is done: every rank's outputs are written. */
@@ -156,22 +124,7 @@ static void complete(coll_comm_t *c, coll_shm_op_t *op)
     uint64_t now = coll__now_ns();
     uint64_t node = op->route == COLL_SHM_ROUTE_NODE ? coll__shm_node_word(s, op) : 0;
 
-    for (uint32_t l = 0; l < s->nlocal; l++) {
-        coll_shm_post_t *p = coll__shm_post_of(s, l, op->peer_slot[l]);
-        p->ready_ns = op->ready_ns;
-        p->done_ns = now;
-        if (node != 0) { /* every rank takes the daemons' part from its own post */
-            const coll_shm_post_t *h = coll__shm_post_of(s, 0, op->peer_slot[0]);
-            p->peers_ns = h->peers_ns;
-            p->reduced_ns = h->reduced_ns;
-            if (l != 0) {
-                coll_shm_steps_t *st = coll__shm_steps_of(s, l, op->peer_slot[l]);
-                *st = *coll__shm_steps_of(s, 0, op->peer_slot[0]);
-            }
-            atomic_store_explicit(&p->node, node, memory_order_relaxed);
-        }
-        coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE);
-    }
+    coll__post_complete(s, op, now, node);
     for (uint32_t l = 0; l < s->nlocal; l++) { /* a rank that polls sees its post move */
         if (l != s->self) {
             coll_ctl_notify_sleeper(coll_ctl_of(s->base, l));
@@ -199,17 +152,16 @@ static uint32_t claimable(const coll_shm_t *s, const coll_shm_op_t *op)
 static void run(coll_comm_t *c, coll_shm_op_t *op)
 {
     coll_shm_t *s = c->shm;
-    coll_shm_post_t *h = home(s, op);
     _Atomic uint64_t *busy = &coll__shm_area(s, s->self)->busy_key;
     int64_t k;
 
     while (!atomic_load_explicit(&s->hdr->failed, memory_order_relaxed) &&
-           (k = claim(h, op, claimable(s, op))) >= 0) {
+           (k = coll__post_claim(s, op, claimable(s, op))) >= 0) {
         uint32_t done;
         atomic_store_explicit(busy, op->rec.sub.key, memory_order_relaxed);
         coll__shm_run_chunk(s, op, (uint32_t)k, (uint32_t)c->world_size);
         atomic_store_explicit(busy, COLL_SHM_IDLE, memory_order_relaxed);
-        done = atomic_fetch_add(&h->chunks_done, 1) + 1;
+        done = coll__post_chunk_done(s, op);
         if (done == op->nchunks) {
             complete(c, op);
         } else if (op->route == COLL_SHM_ROUTE_NODE && done == op->nchunks / 2) {
@@ -264,14 +216,9 @@ static void finish_done(coll_shm_op_t *op)
 /* No more claims; 1 once no chunk of the operation runs any more (or the grace is over). */
 static int quiesced(coll_shm_t *s, coll_shm_op_t *op)
 {
-    coll_shm_post_t *h = home(s, op);
-    uint64_t w = atomic_load(&h->claim), now = coll__now_ns();
+    uint64_t now = coll__now_ns();
 
-    while ((w & ~(uint64_t)UINT32_MAX) == claim_gen(op) && !((uint32_t)w & COLL_SHM_CLOSED) &&
-           !atomic_compare_exchange_weak(&h->claim, &w, w | COLL_SHM_CLOSED)) {
-    }
-    if ((w & ~(uint64_t)UINT32_MAX) != claim_gen(op) ||
-        atomic_load(&h->chunks_done) >= ((uint32_t)w & ~COLL_SHM_CLOSED)) {
+    if (coll__post_close_claims(s, op)) {
         return 1;
     }
     if (op->fail_ns == 0) {
@@ -292,28 +239,6 @@ static int fail(coll_comm_t *c, coll_shm_op_t *op)
     coll__set_error(c, "%.*s", COLL_SHM_MSG_BYTES - 1, s->hdr->msg);
     c->link->finish(r, s->hdr->status < 0 ? (coll_status_t)s->hdr->status : COLL_ERR_JOB);
     return 1;
-}
-
-/* The daemon ended route-NODE operation @p op's inter-node phase with node word @p node, an
- * error: every other local rank's post moves to DONE carrying the word, for a rank that has not
- * agreed yet cannot find the others' posts once they end theirs (it would wait for the job's
- * timeout). The word goes in first, by compare-and-swap from the 0 a post starts with, and is
- * taken back when the post is no longer this operation's (its owner ended and reused it). */
-static void node_failed_posts(coll_shm_t *s, const coll_shm_op_t *op, uint64_t node)
-{
-    for (uint32_t l = 0; l < s->nlocal; l++) {
-        coll_shm_post_t *p = coll__shm_post_of(s, l, op->peer_slot[l]);
-        uint64_t was = 0;
-        int wrote = atomic_compare_exchange_strong(&p->node, &was, node);
-        if (l == s->self || (!wrote && was != node)) {
-            continue;
-        }
-        if (!coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE) && wrote) {
-            was = node;
-            atomic_compare_exchange_strong(&p->node, &was, 0);
-        }
-        coll_ctl_notify(coll_ctl_of(s->base, l));
-    }
 }
 
 /* The daemon ended route-NODE operation @p op's inter-node phase with an error while the job
@@ -346,7 +271,7 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
     if (phase == COLL_SHM_DONE) {
         node = op->route == COLL_SHM_ROUTE_NODE ? atomic_load(&mine->node) : 0;
         if ((node & COLL_SHM_NODE_DONE) && coll_shm_node_status(node) != COLL_OK) {
-            /* another rank saw the daemon's error first (node_failed_posts) */
+            /* another rank saw the daemon's error first (coll__post_fail_node()) */
             node_failed(c, op, (coll_status_t)coll_shm_node_status(node));
         } else {
             finish_done(op);
@@ -375,7 +300,7 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
     }
     node = op->route == COLL_SHM_ROUTE_NODE ? coll__shm_node_word(s, op) : 0;
     if (node != 0 && coll_shm_node_status(node) != COLL_OK) {
-        node_failed_posts(s, op, node);
+        coll__post_fail_node(s, op, node);
         node_failed(c, op, (coll_status_t)coll_shm_node_status(node));
         return 1;
     }

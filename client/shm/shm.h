@@ -135,6 +135,59 @@ void coll__shm_watch(coll_comm_t *c, coll__link_watch_t *w);
 /** @brief Request @p r ends: drop its record and free its post (the request hook). */
 void coll__shm_forget(coll_request_t *r);
 
+/** @return A zeroed record for a collective (reused when one is spare), NULL without memory. */
+coll_shm_op_t *coll__shm_op_new(coll_shm_t *s);
+
+/** @brief Put @p op, new from coll__shm_op_new(), in the area's list of this rank's collectives. */
+void coll__shm_op_add(coll_shm_t *s, coll_shm_op_t *op);
+
+/** @brief Take @p op, in the list, out of it and keep it for reuse. */
+void coll__shm_op_free(coll_shm_t *s, coll_shm_op_t *op);
+
+/* ---- the post protocol (post.c): every change this rank makes to a post's words ---------- */
+
+/** @return A FREE post of this rank's ring for @p key, searching from where it hashes to: its
+ *          slot, or -1 when every one is in use. */
+int coll__post_free_slot(const coll_shm_t *s, uint64_t key);
+
+/** @brief Publish @p op's record in FREE post @p slot of this rank's ring (the next generation,
+ *         POSTED), after letting the other ranks' searches reach it; local rank 0 first resets
+ *         its home post's claims, chunk count and node word. Sets op->slot and op->state. */
+void coll__post_publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot);
+
+/** @brief This rank's post of @p op is FREE again (its request ended). */
+void coll__post_release(coll_shm_t *s, const coll_shm_op_t *op);
+
+/** @return 1 when this rank won the hand-over of agreed route-DAEMON operation @p op (it sends
+ *          the node submission), 0 when another rank did. */
+int coll__post_claim_hand_over(const coll_shm_t *s, const coll_shm_op_t *op);
+
+/** @return The next unclaimed chunk of agreed operation @p op below @p limit, or -1 when none
+ *          is left or claims are closed. */
+int64_t coll__post_claim(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t limit);
+
+/** @return The chunks of @p op finished, one more counted (this rank finished one). */
+uint32_t coll__post_chunk_done(const coll_shm_t *s, const coll_shm_op_t *op);
+
+/** @brief The last chunk of @p op is done (by this rank): every rank's post gets the times
+ *         (@p now, CLOCK_MONOTONIC ns) and, for route NODE, the daemons' node word @p node and
+ *         their part from the home post, then moves to DONE. */
+void coll__post_complete(coll_shm_t *s, const coll_shm_op_t *op, uint64_t now, uint64_t node);
+
+/** @brief No more chunks of agreed operation @p op may be claimed (its job failed or its
+ *         daemon is gone). @return 1 once no chunk of it runs any more. */
+int coll__post_close_claims(const coll_shm_t *s, const coll_shm_op_t *op);
+
+/**
+ * @brief The daemon ended route-NODE operation @p op's inter-node phase with node word @p node,
+ *        an error: every other local rank's post moves to DONE carrying the word, for a rank
+ *        that has not agreed yet cannot find the others' posts once they end theirs (it would
+ *        wait for the job's timeout). The word goes in first, by compare-and-swap from the 0 a
+ *        post starts with, and is taken back when the post is no longer this operation's (its
+ *        owner ended and reused it).
+ */
+void coll__post_fail_node(coll_shm_t *s, const coll_shm_op_t *op, uint64_t node);
+
 /** @brief The descriptor of posted submission @p sub, as the daemons would make it (the algorithm
  *         the one asked for): what the local ranks' posts of one collective must agree on. */
 void coll__shm_desc(const coll_comm_t *c, const coll_submission_t *sub, coll_desc_t *d);
