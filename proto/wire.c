@@ -183,7 +183,7 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_ABORT:
             st = m->abort->status < 0 && m->abort->status > -2000 &&
-                         strlen(m->abort->reason) < 1024
+                         strlen(m->abort->reason) <= COLL_WIRE_TEXT_MAX
                      ? COLL_OK
                      : fail(err, errlen, COLL_ERR_PROTOCOL, "abort: status %d or reason out of "
                             "range", (int)m->abort->status);
@@ -291,7 +291,8 @@ static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, s
     CHECK_FIELD(strlen(j->host) < 256, "node join: host name too long");
     CHECK_FIELD(j->token_digest.len == 0 || j->token_digest.len == COLL_WIRE_AUTH_BYTES,
                 "node join: token digest of %zu bytes", j->token_digest.len);
-    CHECK_FIELD(j->refusal <= 0 && j->refusal > -2000 && strlen(j->refusal_error) < 1024,
+    CHECK_FIELD(j->refusal <= 0 && j->refusal > -2000 &&
+                    strlen(j->refusal_error) <= COLL_WIRE_TEXT_MAX,
                 "node join: refusal %d or its text out of range", (int)j->refusal);
     if (j->refusal != 0) {
         return COLL_OK; /* a refusal carries only the job, its host, token and the reason */

@@ -22,7 +22,7 @@
 #define COLL_WORLD_MAX (1u << 20)
 /** Longest job token in bytes. */
 #define COLL_JOB_TOKEN_MAX 256u
-/** Longest text of a JoinWait note, bytes. */
+/** Longest text of a JoinWait note, an abort reason or a refusal, bytes. */
 #define COLL_WIRE_TEXT_MAX 1023u
 /** Bytes of a challenge, a MAC and a token digest on the wire. */
 #define COLL_WIRE_AUTH_BYTES 32u
