@@ -34,7 +34,7 @@ coll_status_t coll__mem_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p);
 
 /**
  * @brief The key of a keyed collective the library makes itself (the bucketer's buckets, the
- *        parameter service's steps; python/collective/ddp.py follows the same layout): key
+ *        parameter service's steps; python/collective/ddp.py makes its keys so): key
  *        space @p space (0..7) in bits 24-26, @p iteration mod 256 in bits 16-23, @p low (a
  *        bucket or a control code) in bits 0-15. All inside the 27 key bits a collective's tag
  *        carries (proto/tag.h), so at most one iteration of a key space may be in flight.

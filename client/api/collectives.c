@@ -19,7 +19,7 @@ typedef struct {
     size_t send_elems;  /* elements read from sendbuf (0: not read) */
     size_t recv_elems;  /* elements written to recvbuf (0: not written) */
     coll_dtype_t dtype;
-    coll_redop_t op;
+    coll_redop_t redop;
     int root;
     int peer;
 } spec_t;
@@ -60,7 +60,7 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_subm
     if (!coll_kind_overlap_ok((coll_kind_t)s->coll, (uint32_t)comm->rank, (uint64_t)so,
                               s->send_elems * es, (uint64_t)ro, s->recv_elems * es)) {
         coll__set_error(comm, "rank %d: send buffer [%lld, +%zu) and receive buffer [%lld, "
-                        "+%zu) of the %s overlap: only the in-place layout of this collective "
+                        "+%zu) of the %s overlap: only the in-place form of this collective "
                         "may", comm->rank, (long long)so, s->send_elems * es, (long long)ro,
                         s->recv_elems * es, coll_kind_name((coll_kind_t)s->coll));
         return COLL_ERR_INVALID;
@@ -74,8 +74,8 @@ static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
 {
     int p2p = s->coll == COLL_KIND_SEND || s->coll == COLL_KIND_RECV;
 
-    if (coll_dtype_size(s->dtype) == 0 || (unsigned)s->op >= COLL_REDOP_COUNT) {
-        coll__set_error(c, "unsupported dtype %d or reduction %d", (int)s->dtype, (int)s->op);
+    if (coll_dtype_size(s->dtype) == 0 || (unsigned)s->redop >= COLL_REDOP_COUNT) {
+        coll__set_error(c, "unsupported dtype %d or reduction %d", (int)s->dtype, (int)s->redop);
         return COLL_ERR_INVALID;
     }
     if (s->root < 0 || s->root >= c->world_size) {
@@ -193,7 +193,7 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_reques
     m->req_id = r->id;
     r->coll = (uint32_t)m->coll;
     r->dtype = m->dtype;
-    r->op = m->redop;
+    r->redop = m->redop;
     r->key = m->key;
     r->count = m->count;
     r->peer = m->peer;
@@ -244,7 +244,7 @@ static void fill(const coll_comm_t *c, const spec_t *s, const coll_op_params_t *
 
     m->coll = s->coll;
     m->dtype = (uint32_t)s->dtype;
-    m->redop = (uint32_t)s->op;
+    m->redop = (uint32_t)s->redop;
     m->count = s->count;
     m->root = (uint32_t)s->root;
     m->peer = (uint32_t)(s->peer < 0 ? 0 : s->peer);
@@ -292,7 +292,7 @@ coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *re
 {
     spec_t s = {.coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
                 .count = count, .send_elems = count, .recv_elems = count, .dtype = dtype,
-                .op = op, .peer = -1};
+                .redop = op, .peer = -1};
     return submit(c, &s, params, req_p);
 }
 
@@ -303,7 +303,7 @@ coll_status_t coll_reduce_scatter_async(coll_comm_t *c, const void *sendbuf, voi
     size_t all = recvcount * (size_t)c->world_size;
     spec_t s = {.coll = COLL_KIND_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
                 .count = recvcount, .send_elems = all, .recv_elems = recvcount,
-                .dtype = dtype, .op = op, .peer = -1};
+                .dtype = dtype, .redop = op, .peer = -1};
     if (c->world_size > 0 && all / (size_t)c->world_size != recvcount) {
         return COLL_ERR_INVALID;
     }
@@ -317,7 +317,7 @@ coll_status_t coll_allgather_async(coll_comm_t *c, const void *sendbuf, void *re
     size_t all = sendcount * (size_t)c->world_size;
     spec_t s = {.coll = COLL_KIND_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
                 .count = sendcount, .send_elems = sendcount, .recv_elems = all,
-                .dtype = dtype, .op = COLL_SUM, .peer = -1};
+                .dtype = dtype, .redop = COLL_SUM, .peer = -1};
     if (c->world_size > 0 && all / (size_t)c->world_size != sendcount) {
         return COLL_ERR_INVALID;
     }
@@ -331,7 +331,7 @@ coll_status_t coll_broadcast_async(coll_comm_t *c, const void *sendbuf, void *re
     int at_root = root == c->rank;
     spec_t s = {.coll = COLL_KIND_BROADCAST, .sendbuf = at_root ? sendbuf : NULL,
                 .recvbuf = recvbuf, .count = count, .send_elems = at_root ? count : 0,
-                .recv_elems = count, .dtype = dtype, .op = COLL_SUM, .root = root,
+                .recv_elems = count, .dtype = dtype, .redop = COLL_SUM, .root = root,
                 .peer = -1};
     return submit(c, &s, params, req_p);
 }
@@ -343,7 +343,7 @@ coll_status_t coll_reduce_async(coll_comm_t *c, const void *sendbuf, void *recvb
     int at_root = root == c->rank;
     spec_t s = {.coll = COLL_KIND_REDUCE, .sendbuf = sendbuf,
                 .recvbuf = at_root ? recvbuf : NULL, .count = count, .send_elems = count,
-                .recv_elems = at_root ? count : 0, .dtype = dtype, .op = op, .root = root,
+                .recv_elems = at_root ? count : 0, .dtype = dtype, .redop = op, .root = root,
                 .peer = -1};
     return submit(c, &s, params, req_p);
 }
@@ -351,7 +351,7 @@ coll_status_t coll_reduce_async(coll_comm_t *c, const void *sendbuf, void *recvb
 coll_status_t coll_barrier_async(coll_comm_t *c, const coll_op_params_t *params,
                                  coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8, .op = COLL_SUM, .peer = -1};
+    spec_t s = {.coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8, .redop = COLL_SUM, .peer = -1};
     return submit(c, &s, params, req_p);
 }
 
@@ -359,7 +359,7 @@ coll_status_t coll_send_async(coll_comm_t *c, const void *buf, size_t count, col
                               int peer, const coll_op_params_t *params, coll_request_t **req_p)
 {
     spec_t s = {.coll = COLL_KIND_SEND, .sendbuf = buf, .count = count, .send_elems = count,
-                .dtype = dtype, .op = COLL_SUM, .peer = peer};
+                .dtype = dtype, .redop = COLL_SUM, .peer = peer};
     return submit(c, &s, params, req_p);
 }
 
@@ -367,7 +367,7 @@ coll_status_t coll_recv_async(coll_comm_t *c, void *buf, size_t count, coll_dtyp
                               int peer, const coll_op_params_t *params, coll_request_t **req_p)
 {
     spec_t s = {.coll = COLL_KIND_RECV, .recvbuf = buf, .count = count, .recv_elems = count,
-                .dtype = dtype, .op = COLL_SUM, .peer = peer};
+                .dtype = dtype, .redop = COLL_SUM, .peer = peer};
     return submit(c, &s, params, req_p);
 }
 

@@ -138,7 +138,7 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     c->local_size = p->local_size;
     c->next_id = 1;
     c->owner = pthread_self();
-    c->link = &coll__request_link_ops;
+    c->hooks = &coll__request_link_hooks;
     return c;
 }
 

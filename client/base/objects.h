@@ -45,7 +45,7 @@ struct coll_request {
     /* What the timeline (trace/timeline.c) says about a collective: set at submission, and by
      * coll__req_label() for a bucketer's bucket. */
     uint32_t coll;        /* Coll__Wire__Collective */
-    uint32_t dtype, op;
+    uint32_t dtype, redop;
     uint64_t key, count;
     uint32_t peer;        /* COLL_REQ_COLLECTIVE: a point-to-point transfer's other rank */
     int key_reused;       /* its key was submitted again while it was in flight: it ends with
@@ -81,7 +81,7 @@ struct coll_comm {
     uint32_t *job_ranks;      /* group: the job rank of each of its ranks (NULL: the world) */
     uint32_t next_group;      /* conn: the lowest group id this rank knows to be unused */
     pthread_mutex_t lock;
-    const struct coll__link_ops *link; /* what the link hands up (link/link.h): the requests' */
+    const struct coll__link_hooks *hooks; /* how the link reaches the requests (link/link.h) */
     pthread_cond_t cond;      /* a reader finished a round */
     int reading;              /* a thread is reading the socket without the lock */
     int fd;

@@ -8,7 +8,7 @@
  * so backward writes straight into what the daemon reduces (no copy). A bucket is submitted by
  * the grad_ready() that makes its last parameter ready; wait_all() submits what is left (with
  * the gradients nobody reported zeroed), waits, measures the overlap, and after the first
- * iteration rebuilds the layout from the order the gradients arrived in (plan.c).
+ * iteration rebuilds the plan from the order the gradients arrived in (plan.c).
  *
  * Lock order: the bucketer's lock, then the communicator's (taken inside the coll_* calls).
  */
@@ -123,7 +123,7 @@ static coll_status_t apply_params(coll_bucketer_t *b, const coll_bucketer_params
     if (st != COLL_OK) {
         return st;
     }
-    b->op = (m & COLL_BUCKETER_PARAM_OP) ? p->op : COLL_AVG;
+    b->redop = (m & COLL_BUCKETER_PARAM_OP) ? p->op : COLL_AVG;
     b->rebuild_pending = (m & COLL_BUCKETER_PARAM_REBUILD) ? p->rebuild != 0 : 1;
     b->key_space = (m & COLL_BUCKETER_PARAM_KEY_SPACE) ? p->key_space : 0;
     b->has_algo = (m & COLL_BUCKETER_PARAM_ALGO) != 0;
@@ -213,7 +213,7 @@ coll_status_t coll_bucketer_param_shape(coll_bucketer_t *b, size_t param, uint64
     return st;
 }
 
-/* ---- layout and pool memory ----------------------------------------------------------------- */
+/* ---- plan, fingerprints and pool memory ---------------------------------------------------- */
 
 size_t coll__bk_bucket_bytes(const coll__bp_bucket_t *bk)
 {
@@ -232,7 +232,7 @@ void coll__bk_free_bucket_mem(coll_bucketer_t *b, bbucket_t *bks, size_t n)
 }
 
 /* The bucket's layout as the daemons compare it across ranks (coll_op_params_t.layout): a
- * BLAKE2b digest (libsodium) of each member's index, count, dtype and name in layout order,
+ * BLAKE2b digest (libsodium) of each member's index, count, dtype and name in plan order,
  * never 0 (which means "none"). */
 static uint64_t layout_fingerprint(const coll_bucketer_t *b, const coll__bplan_t *plan,
                                    size_t bucket)
@@ -430,7 +430,7 @@ static coll_status_t submit_bucket(coll_bucketer_t *b, size_t i)
     op.compression = b->compression;
     op.compression.bucket = (uint32_t)b->key_space << 16 | (uint32_t)i;
     bk->submitted = 1;
-    st = coll_allreduce_async(b->comm, bk->mem, bk->mem, pl->count, pl->dtype, b->op, &op,
+    st = coll_allreduce_async(b->comm, bk->mem, bk->mem, pl->count, pl->dtype, b->redop, &op,
                               &bk->req);
     if (st == COLL_INPROGRESS) {
         snprintf(track, sizeof(track), "%.16s bucket %zu", b->name, i);

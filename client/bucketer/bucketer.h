@@ -1,6 +1,6 @@
 /**
  * @file bucketer.h
- * @brief The gradient bucketer's private state, shared by bucketer.c (create, layout,
+ * @brief The gradient bucketer's private state, shared by bucketer.c (create, plan,
  *        submission, queries) and wait.c (wait_all: waiting, measuring, rebuilding).
  */
 #ifndef COLL_CLIENT_BUCKETER_H
@@ -47,7 +47,7 @@ struct coll_bucketer {
     pthread_mutex_t lock;
     coll_comm_t *comm;
     size_t cap, first_cap;
-    coll_redop_t op;
+    coll_redop_t redop;
     int has_algo;
     coll_algo_t algo;
     int rebuild_pending;
@@ -89,13 +89,13 @@ void coll__bk_free_bucket_mem(coll_bucketer_t *b, bbucket_t *bks, size_t n);
 coll_status_t coll__bk_alloc_buckets(coll_bucketer_t *b, const coll__bplan_t *plan,
                                      bbucket_t **bks_p);
 
-/** The layout of the parameters in the order @p order (NULL: registration order). */
+/** The plan of the parameters in the order @p order (NULL: registration order). */
 coll_status_t coll__bk_build_plan(coll_bucketer_t *b, const size_t *order, coll__bplan_t *plan);
 
 /** Every parameter pending again, every bucket unsubmitted. */
 void coll__bk_reset_iteration(coll_bucketer_t *b);
 
-/** The first layout: built once, at the first gradient pointer or report. */
+/** The first plan: built once, at the first gradient pointer or report. */
 coll_status_t coll__bk_seal(coll_bucketer_t *b);
 
 /** A parameter's gradient view inside its bucket. */

@@ -1,5 +1,5 @@
 /*
- * Bucket layout (plan.h). The walk follows DDP's compute_bucket_assignment_by_size: one
+ * The bucket plan (plan.h). The walk follows DDP's compute_bucket_assignment_by_size: one
  * open bucket per datatype, closed once its bytes reach the cap. A bucket gets its number when
  * it opens, i.e. when its first parameter is walked, so the numbers already follow the walk
  * order of the buckets' first parameters (DDP sorts its buckets by that afterwards).
@@ -16,7 +16,7 @@ typedef struct {
     size_t closed;  /* buckets of this datatype closed so far */
 } open_bucket_t;
 
-/* Walk state: the bucket of each parameter; a per-bucket fill counter for the layout. */
+/* Walk state: the bucket of each parameter; a per-bucket fill counter for the plan. */
 typedef struct {
     size_t *tmp_of; /* per parameter */
     size_t *fill;   /* per bucket (at most one per parameter) */

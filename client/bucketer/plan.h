@@ -1,8 +1,8 @@
 /**
  * @file plan.h
- * @brief Bucket layout of a bucketer (bucketer.c): which parameter goes into which bucket, at
+ * @brief The bucket plan of a bucketer (bucketer.c): which parameter goes into which bucket, at
  *        which offset. A pure function of the parameters, an order and the caps, so that unit
- *        tests check it against hand-computed layouts without a daemon. Not installed.
+ *        tests check it against hand-computed plans without a daemon. Not installed.
  */
 #ifndef COLL_CLIENT_BUCKET_PLAN_H
 #define COLL_CLIENT_BUCKET_PLAN_H
@@ -11,7 +11,7 @@
 
 #include <collective.h>
 
-/** What the layout needs of a parameter. */
+/** What the plan needs of a parameter. */
 typedef struct {
     size_t count;
     coll_dtype_t dtype;
@@ -25,12 +25,12 @@ typedef struct {
     size_t nparams;
 } coll__bp_bucket_t;
 
-/** A layout. Arrays are owned by the plan (coll__bplan_free()). */
+/** A plan. Its arrays are its own (coll__bplan_free()). */
 typedef struct {
     size_t nparams;
     size_t nbuckets;
     coll__bp_bucket_t *buckets;
-    size_t *members;   /**< parameters bucket after bucket, each bucket's in layout order */
+    size_t *members;   /**< parameters bucket after bucket, each bucket's in plan order */
     size_t *bucket_of; /**< per parameter: its bucket */
     size_t *offset_of; /**< per parameter: element offset of its view in the bucket */
 } coll__bplan_t;

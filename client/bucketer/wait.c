@@ -1,6 +1,6 @@
 /*
  * The gradient bucketer's wait_all(): submit what is left, wait for every bucket within the
- * bound, measure communication and overlap, and after the first iteration rebuild the layout
+ * bound, measure communication and overlap, and after the first iteration rebuild the plan
  * from the order the gradients arrived in, agreed by every rank (bucketer.h).
  */
 #include <stdio.h>
@@ -172,7 +172,7 @@ static coll_status_t small_collective(coll_bucketer_t *b, int broadcast, void *b
         coll_req_free(r);
     }
     if (st != COLL_OK) {
-        coll__bk_fail(b, st, "%s: rebuilding the buckets: %s of %s failed (%s); the layout stays",
+        coll__bk_fail(b, st, "%s: rebuilding the buckets: %s of %s failed (%s); the plan stays",
              b->name, broadcast ? "the broadcast" : "the agreement",
              broadcast ? "rank 0's ready order" : "all ranks", coll_comm_last_error(b->comm));
     }
@@ -221,7 +221,7 @@ static coll_status_t agree_ok(coll_bucketer_t *b, int ok, uint64_t deadline_ns, 
     return st;
 }
 
-/* Copy every reduced gradient into the new layout, then let the old buckets go. */
+/* Copy every reduced gradient into the new plan's buckets, then let the old buckets go. */
 static void move_grads(coll_bucketer_t *b, coll__bplan_t *plan, bbucket_t *bks)
 {
     for (size_t p = 0; p < b->nparams; p++) {

@@ -218,7 +218,7 @@ static void process_frames(coll_comm_t *c)
             c->broken = st;
             return;
         }
-        c->link->dispatch(c, m);
+        c->hooks->dispatch(c, m);
         coll__wire__daemon_msg__free_unpacked(m, NULL);
     }
     if (st == COLL_ERR_PROTOCOL) {
@@ -293,7 +293,7 @@ void coll__link_check(coll_comm_t *c, uint64_t now_ns)
     check_closed(c, now_ns);
     c->reading = 0;
     if (c->broken != COLL_OK) {
-        c->link->fail_all(c, c->broken);
+        c->hooks->fail_all(c, c->broken);
     }
     pthread_cond_broadcast(&c->cond);
 }
@@ -320,18 +320,18 @@ static void wait_ctl(coll_comm_t *c, int timeout_ms)
     coll__link_watch_t w;
 
     check_closed(c, coll__now_ns()); /* operations that complete in shared memory do not */
-    if (c->broken != COLL_OK || c->link->progress(c) > 0) {
+    if (c->broken != COLL_OK || c->hooks->progress(c) > 0) {
         return;
     }
     if (frames_pending(c)) {
         wait_socket(c, 0);
         return;
     }
-    c->link->watch(c, &w); /* the other local ranks complete these without waking us */
+    c->hooks->watch(c, &w); /* the other local ranks complete these without waking us */
     pthread_mutex_unlock(&c->lock);
     coll__link_sleep(c->ctl, &w, seen, slice);
     pthread_mutex_lock(&c->lock);
-    if (c->link->progress(c) == 0 &&
+    if (c->hooks->progress(c) == 0 &&
         (frames_pending(c) || atomic_load(&c->ctl->events) == seen)) {
         wait_socket(c, 0);
     }
@@ -352,7 +352,7 @@ static void wait_round(coll_comm_t *c, int timeout_ms)
     }
     c->reading = 0;
     if (c->broken != COLL_OK) {
-        c->link->fail_all(c, c->broken);
+        c->hooks->fail_all(c, c->broken);
     }
     pthread_cond_broadcast(&c->cond);
 }

@@ -2,7 +2,7 @@
  * @file link.h
  * @brief The link to the daemon: the Unix socket (frames of protobuf) and the control block's
  *        rings. Whichever caller waits reads the socket and takes what completed; what it
- *        finds it hands up through the table the requests registered (coll__link_ops_t), for
+ *        finds it hands up through the table the requests registered (coll__link_hooks_t), for
  *        the link calls nothing above it by name. Every function is called with the
  *        connection's lock held unless it says otherwise. Not installed.
  */
@@ -36,7 +36,7 @@ typedef struct {
 /** What the link hands up to the requests (req/request.c), which register it in every
  *  connection (coll_comm_t.link): the link never calls a layer above it by name. Every entry
  *  is called with the lock held. */
-typedef struct coll__link_ops {
+typedef struct coll__link_hooks {
     /** Handle one decoded DaemonMsg. */
     void (*dispatch)(coll_comm_t *c, const coll_daemon_msg_t *m);
     /** Take what completed without a socket message (the control block's completion ring,
@@ -48,7 +48,7 @@ typedef struct coll__link_ops {
     void (*fail_all)(coll_comm_t *c, coll_status_t status);
     /** End one pending request with @p status (for the shared-memory area, shm/shm.h). */
     void (*finish)(coll_request_t *r, coll_status_t status);
-} coll__link_ops_t;
+} coll__link_hooks_t;
 
 /**
  * @brief Connect a Unix stream socket to @p path, trying again while there is no daemon there

@@ -1,7 +1,7 @@
 /*
  * Checkpoints of the parameter service (collective_ps.h, proto/ps_records.h). A save asks the daemon
  * for its shard's head (PS_SAVE) and copies the state out of the pool; a load asks for this
- * node's current layout the same way, builds the node's image from the images given (its own,
+ * node's current shard the same way, builds the node's image from the images given (its own,
  * or, with another number of nodes, the pieces of every old shard that fall into its new
  * chunks: the state is per element, so re-sharding is copying), and hands it over (PS_LOAD).
  */
@@ -175,7 +175,7 @@ static coll_status_t fill(coll_ps_t *ps, const coll_ps_ckpt_t *mine, float *dst,
     return COLL_OK;
 }
 
-/* This node's image in the pool from @p images (its layout fetched from the daemon). */
+/* This node's image in the pool from @p images (its shard's head fetched from the daemon). */
 static coll_status_t build(coll_ps_t *ps, const void *const *images, size_t n, uint8_t **buf_p)
 {
     const coll_ps_ckpt_t *first = images[0];

@@ -459,7 +459,7 @@ static int progress(coll_comm_t *c)
     return ctl_drain(c) + coll__shm_progress(c);
 }
 
-const coll__link_ops_t coll__request_link_ops = {
+const coll__link_hooks_t coll__request_link_hooks = {
     .dispatch = dispatch,
     .progress = progress,
     .watch = coll__shm_watch,

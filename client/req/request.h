@@ -2,7 +2,7 @@
  * @file request.h
  * @brief Requests: what a communicator submitted and waits for (collectives, allocations, group
  *        and layout registrations), matched by id to the daemon's answers, which reach them
- *        through the table they register in the link (coll__request_link_ops). Every function
+ *        through the table they register in the link (coll__request_link_hooks). Every function
  *        is called with the connection's lock held. Not installed.
  */
 #ifndef COLL_CLIENT_REQ_REQUEST_H
@@ -15,7 +15,7 @@
 
 /** The requests' entries for the link: the daemon's messages, the completion ring and the
  *  shared-memory area's progress, what a waiter watches, failures. */
-extern const coll__link_ops_t coll__request_link_ops;
+extern const coll__link_hooks_t coll__request_link_hooks;
 
 /** @brief New request of @p kind of communicator @p owner, linked into its connection's
  *         pending list. Connection lock held. */

@@ -210,7 +210,7 @@ static void finish_done(coll_shm_op_t *op)
     } else {
         memcpy(r->algo, "shm", sizeof("shm"));
     }
-    r->comm->link->finish(r, COLL_OK);
+    r->comm->hooks->finish(r, COLL_OK);
 }
 
 /* No more claims; 1 once no chunk of the operation runs any more (or the grace is over). */
@@ -237,7 +237,7 @@ static int fail(coll_comm_t *c, coll_shm_op_t *op)
         return 0;
     }
     coll__set_error(c, "%.*s", COLL_SHM_MSG_BYTES - 1, s->hdr->msg);
-    c->link->finish(r, s->hdr->status < 0 ? (coll_status_t)s->hdr->status : COLL_ERR_JOB);
+    c->hooks->finish(r, s->hdr->status < 0 ? (coll_status_t)s->hdr->status : COLL_ERR_JOB);
     return 1;
 }
 
@@ -251,7 +251,7 @@ static void node_failed(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
                    sizeof(nm));
     coll__set_error(c, "rank %d: the daemon ended the inter-node phase of %s with %s", c->rank,
                     nm, coll_strerror(st));
-    c->link->finish(op->req, st);
+    c->hooks->finish(op->req, st);
 }
 
 /* The daemon read the posts: it completes the request; this rank's post is free again. */

@@ -446,7 +446,7 @@ void coll__timeline_request(coll_timeline_t *tl, const coll_request_t *r)
             tl->rank, tid, TS_ARG(s[0]), TS_ARG(s[5] - s[0]), coll_name(r->coll), r->bucket,
             (unsigned long long)r->iteration, (unsigned long long)r->count,
             (unsigned long long)(r->count * coll_dtype_size((coll_dtype_t)r->dtype)),
-            coll_dtype_name((coll_dtype_t)r->dtype), coll_redop_name((coll_redop_t)r->op),
+            coll_dtype_name((coll_dtype_t)r->dtype), coll_redop_name((coll_redop_t)r->redop),
             (unsigned long long)r->key, esc(r->algo, e2, sizeof(e2)));
     appendf(tl, "{\"name\":\"submit\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,"
                 "\"ts\":" TS_FMT "}", tl->rank, tid, TS_ARG(s[0]));

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the 3D-parallel layouts (client/grid/grid.c) and of the split plan
+ * Unit tests of the 3D-parallel grids (client/grid/grid.c) and of the split plan
  * (client/groups/split_plan.c), pure functions: the groups of hand-computed layouts up to 64 ranks in
  * several rank orders (Megatron-LM's parallel_state.py example among them), the partition
  * every layout of up to 64 ranks makes, the intra-node flags, and the groups, orders and ids

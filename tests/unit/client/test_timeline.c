@@ -129,7 +129,7 @@ static coll_request_t fake_request(uint64_t t0, long bucket)
     r.status = COLL_OK;
     r.coll = 0; /* allreduce */
     r.dtype = COLL_FLOAT32;
-    r.op = COLL_AVG;
+    r.redop = COLL_AVG;
     r.count = 1000;
     r.key = 42;
     r.bucket = bucket;
