@@ -310,10 +310,14 @@ def main():
     p.add_argument("--client-lib", action="append",
                    help="LAYER=path of a client layer's library")
     args = p.parse_args()
-    problems = run(args.what, args)
+    return report("layers", args.what, run(args.what, args))
+
+
+def report(tag, what, problems):
+    """Print @problems, one a line, then a verdict. @return The exit status (0 clean, 1 not)."""
     for line in problems:
-        print("layers: " + line)
-    print("layers: %s: %s" % (args.what, "%d problem(s)" % len(problems) if problems else "clean"))
+        print("%s: %s" % (tag, line))
+    print("%s: %s: %s" % (tag, what, "%d problem(s)" % len(problems) if problems else "clean"))
     return 1 if problems else 0
 
 

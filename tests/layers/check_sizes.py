@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 
+from check_layers import report
+
 DOCS = ("proto/README.md", "docs/architecture.md")
 FIGURES = ("what", "value", "checked as")
 RECORDS = ("record", "bytes", "fields at their offsets")
@@ -277,14 +279,9 @@ def main():
     if not args.clang:
         print("sizes: skipped: no clang to list the structs' fields (deploy/install-deps.sh)")
         return 77
-    if args.what == "check":
-        problems = check(args, args.source_dir, args.source_dir)
-    else:
-        problems = self_test(args, args.source_dir)
-    for line in problems:
-        print("sizes: " + line)
-    print("sizes: %s: %s" % (args.what, "%d problem(s)" % len(problems) if problems else "clean"))
-    return 1 if problems else 0
+    problems = (check(args, args.source_dir, args.source_dir) if args.what == "check" else
+                self_test(args, args.source_dir))
+    return report("sizes", args.what, problems)
 
 
 if __name__ == "__main__":
