@@ -5,11 +5,12 @@
  *        daemon's shm_max_bytes then run among the ranks; allreduces of a multi-node job up to
  *        its shm_node_max_bytes are reduced and distributed among them around the daemon's
  *        inter-node phase (node.c); the others go to the daemon in one submission for the
- *        node. Internal to libcollective; every function is called with the
- *        communicator's lock held unless it says otherwise.
+ *        node. The area's set-up is area.c, posting submit.c, the post protocol post.c,
+ *        agreement and completion progress.c, the data chunks.c. Internal to libcollective;
+ *        every function is called with the communicator's lock held unless it says otherwise.
  */
-#ifndef COLL_CLIENT_SHM_H
-#define COLL_CLIENT_SHM_H
+#ifndef COLL_CLIENT_SHM_SHM_H
+#define COLL_CLIENT_SHM_SHM_H
 
 #include <stdint.h>
 

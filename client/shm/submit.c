@@ -16,7 +16,8 @@ static int owned(const coll_comm_t *c, uint64_t off, uint64_t len)
     }
     for (size_t i = 0; i < c->nallocs; i++) {
         const coll_alloc_t *a = &c->allocs[i];
-        if (off >= a->offset && off - a->offset <= a->bytes && len <= a->bytes - (off - a->offset)) {
+        if (off >= a->offset && off - a->offset <= a->bytes &&
+            len <= a->bytes - (off - a->offset)) {
             return 1;
         }
     }
