@@ -172,7 +172,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     char err[512];
     coll_comm_t *c;
     const char *algo = getenv("COLL_ALGO"), *cz = getenv("COLL_COMPRESSION");
-    coll_compression_t comp = {COLL_COMPRESS_NONE, 0.0, 0, 0, 0, 0};
+    coll_compression_t comp = {.method = COLL_COMPRESS_NONE};
     coll_status_t st = coll__params_resolve(params, &launcher, &p, err, sizeof(err));
 
     if (st == COLL_OK && algo != NULL && coll__algo_parse(algo) < 0) {

@@ -23,7 +23,7 @@ static coll_status_t remember(coll_comm_t *c, uint64_t offset, uint64_t bytes)
         c->allocs = a;
         c->cap_allocs = cap;
     }
-    c->allocs[c->nallocs++] = (coll_alloc_t){offset, bytes};
+    c->allocs[c->nallocs++] = (coll_alloc_t){.offset = offset, .bytes = bytes};
     return COLL_OK;
 }
 

@@ -332,7 +332,7 @@ coll_status_t coll__bk_build_plan(coll_bucketer_t *b, const size_t *order, coll_
         return COLL_ERR_NOMEM;
     }
     for (size_t p = 0; p < b->nparams; p++) {
-        pp[p] = (coll__bp_param_t){b->params[p].count, b->params[p].dtype};
+        pp[p] = (coll__bp_param_t){.count = b->params[p].count, .dtype = b->params[p].dtype};
     }
     st = coll__bplan_build(pp, b->nparams, order, b->first_cap, b->cap, plan);
     free(pp);
@@ -549,8 +549,10 @@ coll_status_t coll_bucketer_param_info(coll_bucketer_t *b, size_t param,
     pthread_mutex_lock(&b->lock);
     if ((st = sealed_param(b, param)) == COLL_OK) {
         const bparam_t *p = &b->params[param];
-        *info = (coll_bucketer_param_info_t){b->plan.bucket_of[param], b->plan.offset_of[param],
-                                             p->count, p->dtype, p->name};
+        *info = (coll_bucketer_param_info_t){.bucket = b->plan.bucket_of[param],
+                                             .offset = b->plan.offset_of[param],
+                                             .count = p->count, .dtype = p->dtype,
+                                             .name = p->name};
     }
     pthread_mutex_unlock(&b->lock);
     return st;
@@ -569,8 +571,9 @@ coll_status_t coll_bucketer_bucket_info(coll_bucketer_t *b, size_t bucket,
     }
     if (st == COLL_OK) {
         const coll__bp_bucket_t *bk = &b->plan.buckets[bucket];
-        *info = (coll_bucketer_bucket_info_t){bk->count, bk->dtype, bk->nparams,
-                                              b->plan.members + bk->first};
+        *info = (coll_bucketer_bucket_info_t){.count = bk->count, .dtype = bk->dtype,
+                                              .num_params = bk->nparams,
+                                              .params = b->plan.members + bk->first};
     }
     pthread_mutex_unlock(&b->lock);
     return st;

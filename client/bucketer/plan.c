@@ -44,7 +44,7 @@ static void walk(const coll__bp_param_t *params, size_t n, const size_t *order, 
     open_bucket_t open[COLL_DTYPE_COUNT];
 
     for (int d = 0; d < COLL_DTYPE_COUNT; d++) {
-        open[d] = (open_bucket_t){SIZE_MAX, 0, 0};
+        open[d] = (open_bucket_t){.id = SIZE_MAX};
     }
     for (size_t pos = 0; pos < n; pos++) {
         size_t p = order[pos];
@@ -122,7 +122,8 @@ static int params_valid(const coll__bp_param_t *params, size_t n)
 coll_status_t coll__bplan_build(const coll__bp_param_t *params, size_t n, const size_t *order,
                                 size_t first_cap, size_t cap, coll__bplan_t *plan)
 {
-    walk_t w = {calloc(n ? n : 1, sizeof(size_t)), calloc(n ? n : 1, sizeof(size_t)), 0};
+    walk_t w = {.tmp_of = calloc(n ? n : 1, sizeof(size_t)),
+                .fill = calloc(n ? n : 1, sizeof(size_t))};
     coll__bplan_t out = {0};
     coll_status_t st = COLL_ERR_NOMEM;
 

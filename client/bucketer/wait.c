@@ -88,7 +88,7 @@ static void comm_time(const coll_bucketer_t *b, uint64_t *union_ns, uint64_t *su
         const coll_req_timing_t *t = &b->buckets[i].timing;
         uint64_t done = t->done_ns ? t->done_ns : t->complete_ns;
         if (b->buckets[i].status == COLL_OK && t->submit_ns != 0 && done >= t->submit_ns) {
-            iv[n++] = (interval_t){t->submit_ns, done};
+            iv[n++] = (interval_t){.begin = t->submit_ns, .end = done};
             sum += done - t->submit_ns;
         }
     }

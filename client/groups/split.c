@@ -82,7 +82,8 @@ static coll_status_t exchange(coll_comm_t *comm, const scratch_t *sc, int color,
 
     coll_status_t st;
 
-    *sc->mine = (coll__split_entry_t){color, key, comm->conn->node_rank, next};
+    *sc->mine = (coll__split_entry_t){.color = color, .key = key,
+                                      .node = comm->conn->node_rank, .next_group = next};
     st = coll_allgather_async(comm, sc->mine, sc->all, 4, COLL_INT32, NULL, &r);
     return finish(st, r);
 }

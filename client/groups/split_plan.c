@@ -114,7 +114,7 @@ coll_status_t coll__split_plan(const coll__split_entry_t *e, uint32_t n, uint32_
 
     if (st == COLL_OK) {
         for (uint32_t i = 0; i < n; i++) {
-            m[i] = (member_t){e[i].color, e[i].key, i};
+            m[i] = (member_t){.color = e[i].color, .key = e[i].key, .rank = i};
         }
         qsort(m, n, sizeof(*m), by_color_key_rank);
         p.last_group = p.first_group - 1;

@@ -48,12 +48,15 @@ uint64_t coll_ps_steps(const coll_ps_t *ps)
 
 static void reg_optim(const coll_ps_optim_t *o, coll_ps_reg_optim_t *r)
 {
-    *r = (coll_ps_reg_optim_t){o->momentum, o->dampening, o->weight_decay, o->beta1, o->beta2,
-                               o->eps, o->eta, o->trust_min, o->trust_max, o->phi_min,
-                               o->phi_max, o->clip_grad_norm, o->clip_eps, (uint32_t)o->kind,
-                               (uint32_t)(o->nesterov != 0), (uint32_t)o->lamb_bias,
-                               (uint32_t)(o->eps_inside_sqrt != 0),
-                               (uint32_t)(o->grad_averaging != 0), (uint32_t)(o->l2 != 0)};
+    *r = (coll_ps_reg_optim_t){
+        .momentum = o->momentum, .dampening = o->dampening, .weight_decay = o->weight_decay,
+        .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .eta = o->eta,
+        .trust_min = o->trust_min, .trust_max = o->trust_max, .phi_min = o->phi_min,
+        .phi_max = o->phi_max, .clip_grad_norm = o->clip_grad_norm, .clip_eps = o->clip_eps,
+        .kind = (uint32_t)o->kind, .nesterov = (uint32_t)(o->nesterov != 0),
+        .lamb_bias = (uint32_t)o->lamb_bias,
+        .eps_inside_sqrt = (uint32_t)(o->eps_inside_sqrt != 0),
+        .grad_averaging = (uint32_t)(o->grad_averaging != 0), .l2 = (uint32_t)(o->l2 != 0)};
 }
 
 static void reg_sched(const coll_ps_schedule_t *s, coll_ps_reg_sched_t *r)
@@ -83,8 +86,8 @@ static void reg_build(const coll_ps_params_t *p, void *reg)
     h->version = COLL_PS_RECORD_VERSION;
     h->num_layers = (uint32_t)p->num_layers;
     for (size_t i = 0; i < p->num_layers; i++) {
-        l[i] = (coll_ps_reg_layer_t){p->layers[i].count, p->layers[i].flags,
-                                     (uint32_t)p->layers[i].bucket};
+        l[i] = (coll_ps_reg_layer_t){.count = p->layers[i].count, .flags = p->layers[i].flags,
+                                     .bucket = (uint32_t)p->layers[i].bucket};
         h->count += p->layers[i].count;
         h->num_buckets = (uint32_t)p->layers[i].bucket + 1;
     }
