@@ -33,12 +33,12 @@ while [ $# -gt 0 ]; do
     *) bench_option "$@" || bench_usage_error "$1"; shift "$BENCH_SHIFT" ;;
     esac
 done
-ab_check_builds "$A" "$B" bench/coll-perf
+ab_check_builds "$A" "$B" PERF
 
 # The time budget and JSON flags of BUILD's coll-perf: nccl-tests' flags (--time-budget, -J;
 # -T is the timeout), -T and --json in builds older than those.
 budget_and_json() {
-    if "$1/bench/coll-perf" --help 2>&1 | grep -q -- --time-budget; then
+    if "$(built_in "$1" PERF)" --help 2>&1 | grep -q -- --time-budget; then
         echo "--time-budget $BUDGET -J $2"
     else
         echo "-T $BUDGET --json $2"
@@ -49,9 +49,9 @@ run_build() { # dir label shape
     local build=$A out=$1/$2-$3
     [ "$2" = B ] && build=$B
     # shellcheck disable=SC2046 # budget_and_json gives several words, none with spaces
-    run_one "$out" "$build/tools/collective-launch" --nodes "${3%x*}" --ranks-per-node "${3#*x}" \
-        --daemon "$build/daemon/collectived" --timeout "$((RUN_LIMIT - 20))" -- \
-        "$build/bench/coll-perf" -b "${SIZES%% *}" -e "${SIZES##* }" -f "$FACTOR" \
+    run_one "$out" "$(built_in "$build" LAUNCH)" --nodes "${3%x*}" --ranks-per-node "${3#*x}" \
+        --daemon "$(built_in "$build" DAEMON)" --timeout "$((RUN_LIMIT - 20))" -- \
+        "$(built_in "$build" PERF)" -b "${SIZES%% *}" -e "${SIZES##* }" -f "$FACTOR" \
         $(budget_and_json "$build" "$out.json")
 }
 

@@ -34,15 +34,15 @@ while [ $# -gt 0 ]; do
     *) bench_option "$@" || bench_usage_error "$1"; shift "$BENCH_SHIFT" ;;
     esac
 done
-ab_check_builds "$A" "$B" bench/coll-lat
+ab_check_builds "$A" "$B" LAT
 
 run_build() { # dir label
     local build=$A
     [ "$2" = B ] && build=$B
-    run_one "$1/$2" "$build/tools/collective-launch" --nodes "${SHAPE%x*}" \
-        --ranks-per-node "${SHAPE#*x}" --daemon "$build/daemon/collectived" \
+    run_one "$1/$2" "$(built_in "$build" LAUNCH)" --nodes "${SHAPE%x*}" \
+        --ranks-per-node "${SHAPE#*x}" --daemon "$(built_in "$build" DAEMON)" \
         --timeout "$((RUN_LIMIT - 20))" -- \
-        "$build/bench/coll-lat" -b "$MINB" -e "$MAXB" -f "$FACTOR" -n "$ITERS" -T "$BUDGET"
+        "$(built_in "$build" LAT)" -b "$MINB" -e "$MAXB" -f "$FACTOR" -n "$ITERS" -T "$BUDGET"
 }
 
 bench_resdir ab-latency

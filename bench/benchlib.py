@@ -2,7 +2,8 @@
 """benchlib: what the bench scripts' summaries share (Python 3 standard library only).
 
 The paths of the built binaries the benchmarks measure (BUILT: the one place that names them;
-bench/lib.sh reads them with ``benchlib.py shell-paths BUILD``), the parsers of every
+bench/lib.sh reads them with ``benchlib.py shell-paths BUILD``, or one of another build with
+``benchlib.py path BUILD NAME``), the parsers of every
 benchmark's output (coll-perf, mpi-allreduce and torch-gloo rows; coll-lat and mpi-lat rows),
 the results directories of repetitions (rep<k>/<name>.txt), medians, units and markdown tables.
 
@@ -17,8 +18,9 @@ import shlex
 import statistics
 import sys
 
-# Relative to the build directory. tools/coll-train is the demo trainer (the real client the
-# benchmarks train with); when it moves, only this line changes.
+# Relative to the build directory. examples/train holds the demo trainer (the real client the
+# benchmarks train with) and overlap, its training step run three ways; when a binary moves,
+# only its line here changes.
 BUILT = {
     "LAUNCH": "tools/collective-launch",
     "DAEMON": "daemon/collectived",
@@ -27,8 +29,8 @@ BUILT = {
     "COST": "bench/coll-cost",
     "REDUCE_BW": "bench/reduce-bw",
     "COMPRESS_BW": "bench/compress-bw",
-    "OVERLAP": "bench/overlap",
-    "TRAIN": "tools/coll-train",
+    "OVERLAP": "examples/train/overlap",
+    "TRAIN": "examples/train/coll-train",
     "PLAN": "tools/plan",
     "PYLIB": "python",
 }
@@ -175,10 +177,14 @@ def main(argv):
         for name in BUILT:
             print("%s=%s" % (name, shlex.quote(built(argv[1], name))))
         return 0
+    if len(argv) == 3 and argv[0] == "path" and argv[2] in BUILT:
+        print(built(argv[1], argv[2]))
+        return 0
     if len(argv) == 2 and argv[0] == "bytes":
         print(parse_size(argv[1]))
         return 0
-    sys.stderr.write("usage: benchlib.py shell-paths BUILD_DIR | bytes SIZE\n")
+    sys.stderr.write("usage: benchlib.py shell-paths BUILD_DIR | path BUILD_DIR NAME | "
+                     "bytes SIZE\n")
     return 2
 
 

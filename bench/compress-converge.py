@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """compress-converge: Fashion-MNIST convergence and bytes on the wire of every compression method
-(issue 12; results in docs/compression.md).
+(results in docs/compression.md).
 
     bench/compress-converge.py [-o DIR] [--epochs E] [--seed S] [--only "LABEL[;LABEL...]"]
                                [--build DIR] [--no-bytes]
@@ -42,7 +42,8 @@ import benchlib as bl  # noqa: E402
 METHODS = [(s, s, []) for s in ["none", "fp16", "bf16", "onebit", "powersgd:2", "topk:0.01",
                                 "topk:0.001", "topk:0.01,noef"]] + \
     [("none lr=0.02", "none", ["--lr", "0.02"]), ("onebit lr=0.02", "onebit", ["--lr", "0.02"])]
-# The issue's margins: points of test accuracy a run may lose against its baseline.
+# The accepted margins (docs/compression.md): points of test accuracy a run may lose against its
+# baseline.
 MARGINS = {"fp16": 0.2, "onebit": 1.0, "powersgd:2": 1.0, "topk:0.01": 1.0, "topk:0.001": 2.0,
            "onebit lr=0.02": 1.0}
 BASELINE = {"onebit lr=0.02": "none lr=0.02"}

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """compress-links: step time of every compression method on loopback and on shaped links
-(issue 12; results in docs/compression.md).
+(results in docs/compression.md).
 
     bench/compress-links.py [-o DIR] [--links LINK[,LINK...]] [--methods "SPEC[;SPEC...]"]
                             [--steps S] [--skip K] [--hidden H] [--build DIR]

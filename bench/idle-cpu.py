@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """What an idle job costs: the CPU share of its daemons and its ranks while nothing is computed.
 
-usage: idle-cpu.py --daemon BUILD/daemon/collectived --fault-rank BUILD/tests/reliability/fault_rank
+usage: idle-cpu.py --daemon BUILD/daemon/collectived
+                   --fault-rank BUILD/tests/system/reliability/fault_rank
                    [--window-s 1.0] [--repeats 3]
 
 Per shape (1 node x 3 ranks, in shared memory; 2 nodes x 2 ranks, through the daemons), a job of
-tests/reliability/fault_rank loops on 4 KiB allreduces until its last rank stops submitting
-(--stall-rank): the other ranks then wait for it, in shared memory (1x3) or on their daemon
-(2x2), with their operation posted. After 0.3 s of that, the user and system CPU time of every
-daemon and every waiting rank (/proc/<pid>/stat) is read over --window-s seconds; the stalled
-rank, which holds its communicator and sleeps, is counted too. Prints one line per repetition
-and shape: the share of one core of the daemons, of the waiting ranks, and of all together.
-The issue 15 bound is below 1 % all together (docs/benchmarks.md); this is a measurement, not
-a test: the CPU time is read in clock ticks (10 ms at USER_HZ 100), so a window of 1 s resolves
-1 %, and a longer window finer.
+tests/system/reliability/fault_rank loops on 4 KiB allreduces until its last rank stops
+submitting (--stall-rank): the other ranks then wait for it, in shared memory (1x3) or on their
+daemon (2x2), with their operation posted. After 0.3 s of that, the user and system CPU time of
+every daemon and every waiting rank (/proc/<pid>/stat) is read over --window-s seconds; the
+stalled rank, which holds its communicator and sleeps, is counted too. Prints one line per
+repetition and shape: the share of one core of the daemons, of the waiting ranks, and of all
+together. The bound of the shared-memory path is below 1 % all together (docs/benchmarks.md);
+this is a measurement, not a test: the CPU time is read in clock ticks (10 ms at USER_HZ 100), so
+a window of 1 s resolves 1 %, and a longer window finer.
 """
 
 import argparse
@@ -22,8 +23,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                "reliability"))
-import relharness as h  # noqa: E402
+                                "system"))  # the harness of the system tests
+import harness as h  # noqa: E402
 
 STALL_AFTER = 50   # operations before the last rank stops submitting
 SETTLE_S = 0.3     # the waiting ranks' bounded spin ends long before this
@@ -83,4 +84,4 @@ def parser():
 
 
 if __name__ == "__main__":
-    h.main(body, "idle-cpu", parser())
+    h.main(body, parser(), cluster="idle-cpu")

@@ -287,13 +287,18 @@ mpi_cluster_cmd() {
 
 # ---- two builds side by side (ab-latency.sh, ab-builds.sh) ----------------------------------
 
-# ab_check_builds BUILD_A BUILD_B TOOL: both given, each with the daemon, the launcher and TOOL.
+# built_in BUILD NAME: the path of binary NAME (a key of BUILT in benchlib.py) in build BUILD.
+built_in() { python3 "$HERE/benchlib.py" path "$1" "$2"; }
+
+# ab_check_builds BUILD_A BUILD_B TOOL: both given, each with the daemon, the launcher and TOOL
+# (a key of BUILT: PERF, LAT).
 ab_check_builds() {
-    local d f
+    local d f p
     [ -n "$1" ] && [ -n "$2" ] || die "give both builds: -a BUILD_A -b BUILD_B"
     for d in "$1" "$2"; do
-        for f in daemon/collectived "$3" tools/collective-launch; do
-            [ -x "$d/$f" ] || die "$d/$f is missing (build it first)"
+        for f in DAEMON "$3" LAUNCH; do
+            p=$(built_in "$d" "$f") || die "benchlib.py knows no binary $f"
+            [ -x "$p" ] || die "$p is missing (build it first)"
         done
     done
 }

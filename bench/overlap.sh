@@ -1,12 +1,13 @@
 #!/bin/bash
 # overlap.sh: gradient bucketing with overlap against one allreduce after backward and one
-# allreduce per tensor (bench/overlap.c), on loopback and on shaped 1 Gbit/s links; the results
-# go to docs/benchmarks.md ("Overlapping communication with backward").
+# allreduce per tensor (examples/train/overlap.c), on loopback and on shaped 1 Gbit/s links; the
+# results go to docs/benchmarks.md ("Overlapping communication with backward").
 #
 #   bench/overlap.sh [-o DIR] [-R ROUNDS] [-S STEPS] [-B IMAGES] [-N NICE] [-L SECONDS]
 #                    [-Q SECONDS] [--only NAME] [-- OVERLAP ARGS...]
 #
-# Runs, each as one job of bench/overlap under collective-launch, one trainer process per rank:
+# Runs, each as one job of overlap (examples/train) under collective-launch, one trainer process
+# per rank:
 #   loopback-2x1        2 daemons x 1 rank on 127.0.0.1 (no shaping)
 #   loopback-2x2        2 daemons x 2 ranks on 127.0.0.1
 #   shaped-2x1          2 network namespaces joined by links shaped to 1 Gbit/s (bench/netns.sh),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Calibrate coll-plan against coll-train on this machine (issue 14, docs/planner.md).
+"""Calibrate coll-plan against coll-train on this machine (docs/planner.md).
 
 For the Fashion-MNIST MLP trained by 4 ranks on one node, every 4-rank layout (tp, pp, dp) is
 run with coll-train's 3D trainer, and coll-plan's estimates are set beside the measurements:

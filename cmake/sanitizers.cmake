@@ -1,4 +1,4 @@
-# Sanitizer and fuzzing builds (issue 6, "hostile input").
+# Sanitizer and fuzzing builds (hostile input).
 #
 #   -DCOLL_SANITIZE=address,undefined   every C target we build (daemon, library, tests, tools,
 #                                       benchmarks) is compiled and linked with those sanitizers;

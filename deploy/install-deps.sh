@@ -1,15 +1,15 @@
 #!/bin/sh
 # Install what collectived needs to build, test and run its demo on Debian 12, by package name.
-# Operations (issue 5): libinih (configuration file), libhttp-parser and libjansson (status
+# Operations: libinih (configuration file), libhttp-parser and libjansson (status
 # server), libsystemd (sd_notify); for the tests prometheus (promtool check metrics), systemd
 # (systemd-analyze verify, systemd-tmpfiles, systemd-sysusers) and python3-yaml (k8s example).
-# Python package (issue 4): python3-numpy and python3-torch (CPU) for its tests and the DDP hook.
-# Reliability (issue 6): clang and its runtimes (libclang-rt-14-dev: libFuzzer, ASan, UBSan) for
+# Python package: python3-numpy and python3-torch (CPU) for its tests and the DDP hook.
+# Reliability: clang and its runtimes (libclang-rt-14-dev: libFuzzer, ASan, UBSan) for
 # the fuzz harnesses (tests/fuzz) and the sanitizer build (tools/check-sanitizers.sh).
-# Bucketing (issue 4): python3-matplotlib for tools/coll-timeline (timeline PNGs) and its test.
-# torch.distributed backend (issue 16): libtorch-dev (the C++ headers and CMake package of torch
+# Bucketing: python3-matplotlib for tools/coll-timeline (timeline PNGs) and its test.
+# torch.distributed backend: libtorch-dev (the C++ headers and CMake package of torch
 # 1.13, matching python3-torch; brings python3-dev) and pybind11-dev for python/torch_backend.
-# Ecosystem (issue 16): openmpi-bin (mpirun launches ranks that read OMPI_COMM_WORLD_*).
+# Ecosystem: openmpi-bin (mpirun launches ranks that read OMPI_COMM_WORLD_*).
 # Benchmarks (bench/, docs/benchmarking.md): libopenmpi-dev (mpicc for the Open MPI side),
 # iperf3 and iputils-ping (the namespace cluster's links), python3-torchvision (resnet18 with DDP).
 # python3-prometheus-client: collectivectl's parser of the Prometheus text (metrics --json).

@@ -57,6 +57,18 @@ typedef enum {
 #define COLL_CAST_EXP_MIN (-113)
 #define COLL_CAST_EXP_MAX 126
 
+/**
+ * @brief A span's scale exponent from its largest magnitude (cpu/cast.h, "Overflow"): the p that
+ *        puts it into [2^COLL_CAST_TARGET_EXP, twice that), at most COLL_CAST_EXP_MAX; 0 for a
+ *        span of zeros.
+ * @param [in]  fmt       COLL_CAST_FP16 or COLL_CAST_BF16 (the caller checked it).
+ * @param [in]  maxkey    The bits of the largest |x| of the span (a float32's bits without sign).
+ * @param [out] scale_exp p, set on success only.
+ * @return COLL_OK; COLL_ERR_INVALID when that magnitude cannot be encoded (non-finite, or so
+ *         close to FLT_MAX that its 16-bit rounding is infinity). Pure.
+ */
+coll_status_t coll_cast_scale_exp(coll_cast_format_t fmt, uint32_t maxkey, int32_t *scale_exp);
+
 /* ---- 1-bit (cpu/onebit.h) -------------------------------------------------------------------- */
 
 /** How the scale of a span is computed. */
@@ -67,6 +79,17 @@ typedef enum {
 
 /** @return Bytes of packed signs for @p count elements: ceil(count / 8). */
 size_t coll_onebit_sign_bytes(size_t count);
+
+/**
+ * @brief A span's scale from the sum of its terms (cpu/onebit.h): sqrt(sum / n) for L2 (the sum
+ *        of squares), sum / n for L1 (of magnitudes), in double, rounded once to float32.
+ * @param [in]  rule  COLL_ONEBIT_SCALE_L2 or COLL_ONEBIT_SCALE_L1 (the caller checked it).
+ * @param [in]  sum   The sum over the span, in double.
+ * @param [in]  count Elements n, > 0.
+ * @param [out] scale Set on success only.
+ * @return COLL_OK; COLL_ERR_INVALID for a sum that is not finite (some x was not). Pure.
+ */
+coll_status_t coll_onebit_scale(coll_onebit_scale_t rule, double sum, size_t count, float *scale);
 
 /* ---- TopK (cpu/topk.h) ----------------------------------------------------------------------- */
 
@@ -143,6 +166,13 @@ typedef struct {
     float *values;      /**< [out] k values v[indices[j]] */
     coll_topk_info_t *info; /**< [out] optional, may be NULL */
 } coll_topk_args_t;
+
+/**
+ * @brief Check a TopK compression's arguments as every executor does (cpu/topk.h).
+ * @return COLL_OK; COLL_ERR_INVALID for NULL @p a, k > count, count > COLL_TOPK_MAX_COUNT, an
+ *         unknown method, or a NULL grad (count > 0), indices or values (k > 0). Pure.
+ */
+coll_status_t coll_topk_args_check(const coll_topk_args_t *a);
 
 /* ---- PowerSGD (cpu/lowrank.h) --------------------------------------------------------------- */
 

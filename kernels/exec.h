@@ -17,6 +17,14 @@
  * An entry runs synchronously: its results are in place when it returns. Every entry is
  * thread-safe for calls on disjoint outputs, allocates nothing and keeps no pointer. Errors:
  * the coll_status_t of the host kernel of the same name, for the same reasons.
+ *
+ * Asynchrony. A device executor also queues work on a stream the caller owns (the entries under
+ * "asynchrony" below, which take a coll_exec_ctx_t): they return once the work is queued, after
+ * the work already queued on that stream, and the caller learns of its completion from the stream
+ * (an event it records after the call, which other streams can wait on) or from sync. The host's
+ * asynchronous entries complete their work before they return, so a caller written against them
+ * runs on every kind. The synchronous entries of a device kind run on the calling thread's own
+ * stream and wait for it (kernels/cuda/README.md says what else they assume).
  */
 #ifndef COLL_KERNELS_EXEC_H
 #define COLL_KERNELS_EXEC_H
@@ -26,10 +34,33 @@
 
 #include <collective.h>
 
+/* C++ callers (the CUDA module's kernels, its device check) see C names for the whole family. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include "kernels/compress.h"
 #include "kernels/mem_kind.h"
 #include "kernels/optim.h"
 #include "kernels/reduce.h"
+
+/**
+ * The version of coll_exec_t's layout. An executor built apart from its caller (a module loaded at
+ * run time, kernels/cuda/module.h) is taken only when it was built for the same version; any
+ * change to the table below changes it.
+ */
+#define COLL_EXEC_ABI 1
+
+/**
+ * Where an executor's asynchronous entries run: for a device kind, one stream of one device. The
+ * caller fills it and owns the stream, which must outlive the work queued on it; the host's
+ * entries ignore it. A value, read during the call only.
+ */
+typedef struct {
+    int device;   /**< the device ordinal (CUDA: as cudaSetDevice() takes it); 0 for the host */
+    void *stream; /**< CUDA: a cudaStream_t (the same handle as a CUstream) of @p device's
+                       primary context; NULL is that device's legacy default stream */
+} coll_exec_ctx_t;
 
 /** The kernels of one memory kind. Immutable; executors are constants. */
 typedef struct coll_exec {
@@ -101,12 +132,53 @@ typedef struct coll_exec {
                                float *m, float *v, size_t n, double sumsq[2]);
     void (*optim_lamb_apply)(const coll_optim_lamb_coef_t *k, float *w, const float *m,
                              const float *v, size_t n);
+
+    /* ---- asynchrony: queued on ctx's stream (see the file comment) ---- */
+
+    /**
+     * copy, queued. For a device kind either side may also be host memory the device can reach
+     * (pinned or registered), which makes it a transfer between host and device.
+     * @return COLL_OK once queued; COLL_ERR_INVALID for a NULL pointer with @p bytes > 0 or a
+     *         context the executor cannot use; a device's error (kernels/cuda/README.md).
+     */
+    coll_status_t (*copy_async)(const coll_exec_ctx_t *ctx, void *dst, const void *src,
+                                size_t bytes);
+    /** zero, queued. @return As copy_async. */
+    coll_status_t (*zero_async)(const coll_exec_ctx_t *ctx, void *dst, size_t bytes);
+    /**
+     * reduce, queued: one pass over every source as reduce. @p args and its source array are
+     * read before the call returns; the buffers they name must stay until the work completed.
+     * @return COLL_OK once queued; COLL_ERR_INVALID for a dtype, op, nsrc, world size or mask
+     *         out of range or a NULL pointer with count > 0; a device's error.
+     */
+    coll_status_t (*reduce_async)(const coll_exec_ctx_t *ctx, const coll_reduce_args_t *args);
+    /**
+     * Wait until the work queued on ctx's stream completed.
+     * @return COLL_OK; the first error the device met in that work (kernels/cuda/README.md).
+     */
+    coll_status_t (*sync)(const coll_exec_ctx_t *ctx);
 } coll_exec_t;
 
 /**
- * @return The executor of memory kind @p kind; NULL when this build has none for it (or
- *         @p kind is no kind). The host's is always there. Thread-safe.
+ * @return The executor of memory kind @p kind; NULL when none is registered for it (or @p kind
+ *         is no kind). The host's is always there; a device kind's once its module registered it
+ *         (coll_exec_register()). Thread-safe.
  */
 const coll_exec_t *coll_exec_get(coll_mem_kind_t kind);
+
+/**
+ * @brief Make @p ex the executor of its kind (ex->kind), for the life of the process: a device
+ *        kind's table, once the module that holds it was loaded (kernels/cuda/module.h).
+ * @param [in] ex A table that stays valid and unchanged for the life of the process.
+ * @return COLL_OK, also when @p ex is already the kind's executor; COLL_ERR_INVALID for NULL, a
+ *         kind that is none or the host (whose executor is built in), or a table with an entry
+ *         missing; COLL_ERR_BUSY when another table holds the kind already.
+ * Thread-safe; coll_exec_get() sees the table from any thread once this returned.
+ */
+coll_status_t coll_exec_register(const coll_exec_t *ex);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,10 +11,13 @@
 typedef enum {
     COLL_MEM_HOST = 0, /**< host memory: the daemon's and the ranks' mappings of a memfd pool,
                             staging blocks, anything malloc gives */
+    COLL_MEM_CUDA = 1, /**< an NVIDIA GPU's memory (a device pool, anything cudaMalloc gives):
+                            its executor is the CUDA module's (kernels/cuda), there once the
+                            module was loaded and registered */
     COLL_MEM_KINDS     /**< the number of kinds */
 } coll_mem_kind_t;
 
-/** @return "host", ...; "unknown" for a value that is no kind. Thread-safe. */
+/** @return "host", "cuda"; "unknown" for a value that is no kind. Thread-safe. */
 const char *coll_mem_kind_name(coll_mem_kind_t kind);
 
 #endif

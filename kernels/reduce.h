@@ -55,4 +55,14 @@ typedef struct {
     size_t count;            /**< elements, not bytes */
 } coll_reduce_args_t;
 
+/**
+ * @brief Check a reduction's arguments as every executor's reduce_async does (the synchronous
+ *        reduce trusts its caller).
+ * @return COLL_OK; COLL_ERR_INVALID for NULL @p a or src, a dtype or op that is none, world_size
+ *         0, nsrc outside 1 .. COLL_REDUCE_MAX_SRCS, a mask bit at or past nsrc, a source both
+ *         raw and float32, f32_mask or dst_f32 for a dtype other than float16 and bfloat16, or
+ *         a NULL dst or source with count > 0. Pure, thread-safe.
+ */
+coll_status_t coll_reduce_args_check(const coll_reduce_args_t *a);
+
 #endif

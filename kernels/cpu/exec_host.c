@@ -1,7 +1,8 @@
 /*
  * The host executor (exec_host.h): the table of the host kernels, each documented in the
  * kernels/cpu header of its name. Everything it names is free of libm, so that libcollective.a,
- * which holds it for the local ranks' reductions, links alone (kernels/CMakeLists.txt).
+ * which holds it for the local ranks' reductions, links alone (kernels/CMakeLists.txt). Its
+ * asynchronous entries do the work before they return (exec.h), so sync has nothing to wait for.
  */
 #include <string.h>
 
@@ -23,6 +24,44 @@ static void host_zero(void *dst, size_t bytes)
     memset(dst, 0, bytes);
 }
 
+static coll_status_t host_copy_async(const coll_exec_ctx_t *ctx, void *dst, const void *src,
+                                     size_t bytes)
+{
+    if (bytes > 0 && (dst == NULL || src == NULL)) {
+        return COLL_ERR_INVALID;
+    }
+    if (bytes > 0) {
+        memcpy(dst, src, bytes);
+    }
+    return COLL_OK;
+}
+
+static coll_status_t host_zero_async(const coll_exec_ctx_t *ctx, void *dst, size_t bytes)
+{
+    if (bytes > 0 && dst == NULL) {
+        return COLL_ERR_INVALID;
+    }
+    if (bytes > 0) {
+        memset(dst, 0, bytes);
+    }
+    return COLL_OK;
+}
+
+static coll_status_t host_reduce_async(const coll_exec_ctx_t *ctx, const coll_reduce_args_t *a)
+{
+    coll_status_t st = coll_reduce_args_check(a);
+
+    if (st == COLL_OK) {
+        coll_reduce(a);
+    }
+    return st;
+}
+
+static coll_status_t host_sync(const coll_exec_ctx_t *ctx)
+{
+    return COLL_OK;
+}
+
 const coll_exec_t coll_exec_host = {
     .name = "host", .kind = COLL_MEM_HOST,
     .copy = host_copy, .zero = host_zero, .reduce = coll_reduce,
@@ -41,4 +80,6 @@ const coll_exec_t coll_exec_host = {
     .optim_sgd = coll_optim_sgd_step, .optim_adamw = coll_optim_adamw_step,
     .optim_lars = coll_optim_lars_step, .optim_lamb_moments = coll_optim_lamb_moments_step,
     .optim_lamb_apply = coll_optim_lamb_apply_step,
+    .copy_async = host_copy_async, .zero_async = host_zero_async,
+    .reduce_async = host_reduce_async, .sync = host_sync,
 };

@@ -1,9 +1,7 @@
 /*
- * 1-bit compression (onebit.h): the scale rule and argument checks; the loops are in
- * onebit_loops.h, per instruction set.
+ * 1-bit compression (onebit.h): argument checks and the passes; the scale is compress.h's
+ * (coll_onebit_scale()), the loops are in onebit_loops.h, per instruction set.
  */
-#include <math.h>
-
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/onebit.h"
 
@@ -21,13 +19,11 @@ coll_status_t coll_onebit_encode(coll_onebit_scale_t rule, const float *grad, fl
         *scale = 0.0f;
         return COLL_OK;
     }
-    /* Squares of float32 values cannot overflow a double sum (n * 2^256 << 2^1024), so the sum
-     * is non-finite exactly when some x is. */
-    double sum = isa->onebit_sum(grad, residual, count, l1);
-    if (!isfinite(sum)) {
+    float s;
+    if (coll_onebit_scale(rule, isa->onebit_sum(grad, residual, count, l1), count, &s) !=
+        COLL_OK) {
         return COLL_ERR_INVALID;
     }
-    float s = (float)(l1 ? sum / (double)count : sqrt(sum / (double)count));
     isa->onebit_pack(grad, residual, count, s, signs);
     *scale = s;
     return COLL_OK;

@@ -381,16 +381,6 @@ static void take_all(run_t *r)
     r->info.passes = 1;
 }
 
-static int args_ok(const coll_topk_args_t *a)
-{
-    if (a == NULL || a->k > a->count || a->count > COLL_TOPK_MAX_COUNT ||
-        (unsigned)a->select > COLL_TOPK_SELECT_SAMPLED) {
-        return 0;
-    }
-    return a->count == 0 ||
-           (a->grad != NULL && (a->k == 0 || (a->indices != NULL && a->values != NULL)));
-}
-
 /* Runs SAMPLED or RADIX for 0 < k < count. */
 static void run_select(run_t *r)
 {
@@ -411,7 +401,7 @@ static void run_select(run_t *r)
 
 coll_status_t coll_topk_compress(const coll_topk_args_t *args)
 {
-    if (!args_ok(args)) {
+    if (coll_topk_args_check(args) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
     run_t r = {

@@ -10,7 +10,7 @@
  * that ends in order is seen at once; one that ends before an older one, at most a slice late
  * (as in the Python package's progress thread). Shorter slices cost more than they save: with
  * 1 ms, the wake-ups during backward made DDP's step 25-40 % slower on a 2-vCPU host running
- * 4 ranks (tests/python/ddp_step_time.py), as each one preempts the ranks' compute.
+ * 4 ranks (tests/system/torch/ddp_step_time.py), as each one preempts the ranks' compute.
  *
  * Future callbacks run on this thread: they must not wait for another Work of the same group.
  * A Python callback takes the GIL here; so the destructor, which the interpreter may run with

@@ -1,7 +1,7 @@
 /*
  * Reference models of the compressed allreduces (docs/compression.md), written from the
  * documented algorithms, independently of the engine's code: the tests over the fake net
- * (tests/unit/engine/test_codec.c) and with real daemons (tests/integration/compress_check.c)
+ * (tests/unit/engine/test_codec.c) and with real daemons (tests/system/compression/compress_check.c)
  * both check the daemon against them.
  *
  * A model holds every node's worker residual (and server residual, and PowerSGD's Q) and steps

@@ -157,7 +157,7 @@ def mlp_stage_params(model, layout, stage):
 
 def mlp_stage_activations(model, train, layout, stage, micro_batch, micro_batches):
     """{'layers', 'gradients', 'input', 'input_gradients'}: activation bytes of one rank of an
-    MLP stage, as coll-train's 3D trainer holds them (tools/train/pipe.c). Each layer keeps its
+    MLP stage, as coll-train's 3D trainer holds them (examples/train/pipe.c). Each layer keeps its
     output for backward (in_flight() micro-batches of micro_batch rows) and one micro-batch of
     output gradients (its act and delta buffers); every stage keeps its input per micro-batch in
     flight (the first stage one more, for evaluation); a later stage also keeps the gradient of

@@ -339,7 +339,7 @@ static void test_pool_size_above_pool_max_rejected(void **state)
     assert_int_equal(cfg.pool_size, 32 * GiB);
 }
 
-/* 0 is the default: a job's pool taken on demand up to pool_max (issue 16). */
+/* 0 is the default: a job's pool taken on demand up to pool_max. */
 static void test_pool_size_zero_is_on_demand(void **state)
 {
     char *argv[] = {"collectived", "--pool-size", "256M", "--pool-size", "0", NULL};

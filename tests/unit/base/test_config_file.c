@@ -285,7 +285,7 @@ static void test_line_too_long_refused(void **state)
     assert_contains(capture_text(), "line too long");
 }
 
-/* ---- keys of the operations issue ---- */
+/* ---- the status server's keys ---- */
 
 static void test_status_socket_relative_to_client_socket(void **state)
 {

@@ -1,7 +1,8 @@
 /* Unit tests of a pool's charge to its daemon's budget (daemon/core/pool.h): a fixed pool is
  * charged its size, one on demand what its allocations hold, and what they free goes back to
- * the kernel (the memfd's allocated blocks, fstat st_blocks, fall again). Issue 16: DDP's first
- * bucket holds the whole model, which a fixed default pool shared by the node's ranks did not. */
+ * the kernel (the memfd's allocated blocks, fstat st_blocks, fall again). Why on demand: DDP's
+ * first bucket holds the whole model, which a fixed default pool shared by the node's ranks did
+ * not. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

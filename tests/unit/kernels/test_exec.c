@@ -40,9 +40,90 @@ static void test_table_per_kind(void **state)
     assert_string_equal(ex->name, "host");
     assert_int_equal(ex->kind, COLL_MEM_HOST);
     assert_string_equal(coll_mem_kind_name(COLL_MEM_HOST), "host");
+    assert_string_equal(coll_mem_kind_name(COLL_MEM_CUDA), "cuda");
     assert_null(coll_exec_get(COLL_MEM_KINDS));
     assert_null(coll_exec_get((coll_mem_kind_t)-1));
     assert_string_equal(coll_mem_kind_name(COLL_MEM_KINDS), "unknown");
+}
+
+/* A device kind has no executor until one is registered; then that one, for good: the same
+ * table again is fine, another one, the host's kind, no kind or a missing entry are refused.
+ * The stand-in is the host's table under the device kind (this process has no module). */
+static void test_register_a_device_kind(void **state)
+{
+    static coll_exec_t fake, other, holed;
+
+    fake = *host();
+    fake.name = "fake";
+    fake.kind = COLL_MEM_CUDA;
+    other = fake;
+    holed = fake;
+    holed.sync = NULL;
+
+    assert_null(coll_exec_get(COLL_MEM_CUDA));
+    assert_int_equal(coll_exec_register(NULL), COLL_ERR_INVALID);
+    assert_int_equal(coll_exec_register(host()), COLL_ERR_INVALID);
+    assert_int_equal(coll_exec_register(&holed), COLL_ERR_INVALID);
+    holed = fake;
+    holed.kind = COLL_MEM_KINDS;
+    assert_int_equal(coll_exec_register(&holed), COLL_ERR_INVALID);
+    assert_null(coll_exec_get(COLL_MEM_CUDA));
+
+    assert_int_equal(coll_exec_register(&fake), COLL_OK);
+    assert_ptr_equal(coll_exec_get(COLL_MEM_CUDA), &fake);
+    assert_int_equal(coll_exec_register(&fake), COLL_OK);
+    assert_int_equal(coll_exec_register(&other), COLL_ERR_BUSY);
+    assert_ptr_equal(coll_exec_get(COLL_MEM_CUDA), &fake);
+    assert_ptr_equal(coll_exec_get(COLL_MEM_HOST), host());
+}
+
+/* The host's queued entries do the work before they return, and sync has nothing to wait for;
+ * their arguments are checked (coll_reduce_args_check()). */
+static void test_host_async_entries(void **state)
+{
+    const coll_exec_t *ex = host();
+    const coll_exec_ctx_t ctx = {0, NULL};
+    float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, out[4];
+    const void *srcs[2] = {a, b};
+    coll_reduce_args_t r = {.dtype = COLL_FLOAT32, .op = COLL_SUM, .world_size = 1,
+                            .dst = out, .src = srcs, .nsrc = 2, .count = 4};
+
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_OK);
+    assert_true(out[0] == 11 && out[1] == 22 && out[2] == 33 && out[3] == 44);
+    assert_int_equal(ex->copy_async(&ctx, out, a, sizeof(a)), COLL_OK);
+    assert_memory_equal(out, a, sizeof(a));
+    assert_int_equal(ex->zero_async(&ctx, out + 1, 2 * sizeof(float)), COLL_OK);
+    assert_true(out[0] == 1 && out[1] == 0 && out[2] == 0 && out[3] == 4);
+    assert_int_equal(ex->sync(&ctx), COLL_OK);
+
+    assert_int_equal(ex->copy_async(&ctx, NULL, a, 4), COLL_ERR_INVALID);
+    assert_int_equal(ex->zero_async(&ctx, NULL, 4), COLL_ERR_INVALID);
+    assert_int_equal(ex->copy_async(&ctx, NULL, NULL, 0), COLL_OK);
+    r.nsrc = 0;
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.nsrc = COLL_REDUCE_MAX_SRCS + 1;
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.nsrc = 2;
+    r.f32_mask = 1; /* a float32 partial of a float32 reduction */
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.f32_mask = 0;
+    r.raw_mask = 4; /* a bit past nsrc */
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.raw_mask = 0;
+    r.world_size = 0;
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.world_size = 1;
+    r.dtype = COLL_DTYPE_COUNT;
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.dtype = COLL_FLOAT16;
+    r.f32_mask = 3;
+    r.raw_mask = 1; /* raw and float32 at once */
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.raw_mask = 0;
+    srcs[1] = NULL;
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    r.count = 0;
+    assert_int_equal(ex->reduce_async(&ctx, &r), COLL_OK);
 }
 
 /* Values every op keeps finite and away from overflow: PROD of three stays small. */
@@ -286,6 +367,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_per_kind),
+        cmocka_unit_test(test_register_a_device_kind),
+        cmocka_unit_test(test_host_async_entries),
         cmocka_unit_test(test_reduce_every_dtype_and_op),
         cmocka_unit_test(test_copy_and_zero),
         cmocka_unit_test(test_cast_round_trip),

@@ -90,7 +90,7 @@ static void test_real_address_v2(void **state)
     whole_and_cut("v2");
 }
 
-/* The abort of the issue: a version UCX does not know (its assertion), here a refusal. */
+/* The abort this check prevents: a version UCX does not know (its assertion), here a refusal. */
 static void test_unknown_version(void **state)
 {
     uint8_t forged[64];

@@ -2,7 +2,7 @@
  * to each route (ops/status.h), the JSON of /status and the text of /metrics
  * (ops/status_json.h, ops/metrics.h) for a daemon built by hand with one job, and the counters
  * (core/stats.h).
- * Nothing listens: the integration tests (tests/ops) do that with real daemons. */
+ * Nothing listens: the system tests (tests/system/ops) do that with real daemons. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

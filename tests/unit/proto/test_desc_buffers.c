@@ -43,7 +43,7 @@ static void test_overlap(void **state)
     assert_true(coll_kind_overlap_ok(COLL_KIND_ALLREDUCE, 0, 0, 400, 400, 400));
     assert_true(coll_kind_overlap_ok(COLL_KIND_ALLREDUCE, 0, 400, 400, 0, 400));
     assert_true(coll_kind_overlap_ok(COLL_KIND_BROADCAST, 1, 100, 0, 100, 400));
-    /* In place: the same buffer. Partly overlapping (the shift of 17 floats): no. */
+    /* In place: the same buffer. Partly overlapping (a shift of 17 floats): no. */
     assert_true(coll_kind_overlap_ok(COLL_KIND_ALLREDUCE, 3, 64, 400, 64, 400));
     assert_false(coll_kind_overlap_ok(COLL_KIND_ALLREDUCE, 3, 64, 400, 64 + 68, 400));
     assert_false(coll_kind_overlap_ok(COLL_KIND_ALLREDUCE, 3, 64 + 68, 400, 64, 400));
