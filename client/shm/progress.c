@@ -65,6 +65,31 @@ static void report_left(coll_comm_t *c, coll_shm_op_t *op)
     op->reported = 1;
 }
 
+/* Local rank @p l's post of the operation into @p d (with its slot and state): 1 when it is
+ * there and describes the same operation as this rank's, 0 while it is missing or when it
+ * differs (reported once). */
+static int peer_agrees(coll_comm_t *c, coll_shm_op_t *op, uint32_t l, uint32_t *slot,
+                       uint64_t *state, coll_shm_rec_t *d)
+{
+    coll_shm_t *s = c->shm;
+    coll_desc_t theirs;
+
+    if (!coll_shm_find(coll__shm_area(s, l), op->rec.sub.key, COLL_SHM_POSTED, slot, state, d)) {
+        if (!op->reported && atomic_load(&s->hdr->left)) {
+            report_left(c, op);
+        }
+        return 0;
+    }
+    coll__shm_desc(c, &d->sub, &theirs);
+    if (!coll_desc_equal(&theirs, &op->desc)) {
+        if (!op->reported) {
+            report_mismatch(c, op, l, &theirs);
+        }
+        return 0;
+    }
+    return 1;
+}
+
 /* Every local rank's post of the operation, all equal: 1; 0 while one is missing (or they
  * differ, which is reported once). */
 static int agree(coll_comm_t *c, coll_shm_op_t *op)
@@ -73,32 +98,22 @@ static int agree(coll_comm_t *c, coll_shm_op_t *op)
     uint64_t ready = op->rec.post_ns;
 
     for (uint32_t l = 0; l < s->nlocal; l++) {
-        coll_shm_rec_t d = op->rec;
-        coll_desc_t theirs = op->desc;
+        coll_shm_rec_t theirs;
+        const coll_shm_rec_t *d = &op->rec;
         uint64_t state = op->state;
         uint32_t slot = op->slot;
-        if (l != s->self && !coll_shm_find(coll__shm_area(s, l), op->rec.sub.key,
-                                           COLL_SHM_POSTED, &slot, &state, &d)) {
-            if (!op->reported && atomic_load(&s->hdr->left)) {
-                report_left(c, op);
-            }
-            return 0;
-        }
         if (l != s->self) {
-            coll__shm_desc(c, &d.sub, &theirs);
-        }
-        if (!coll_desc_equal(&theirs, &op->desc)) {
-            if (!op->reported) {
-                report_mismatch(c, op, l, &theirs);
+            if (!peer_agrees(c, op, l, &slot, &state, &theirs)) {
+                return 0;
             }
-            return 0;
+            d = &theirs;
         }
         op->peer_slot[l] = slot;
         op->peer_state[l] = state;
-        op->in_off[l] = d.sub.send_offset;
-        op->out_off[l] = d.sub.recv_offset;
-        op->node_off = l == 0 ? d.node_off : op->node_off;
-        ready = d.post_ns > ready ? d.post_ns : ready;
+        op->in_off[l] = d->sub.send_offset;
+        op->out_off[l] = d->sub.recv_offset;
+        op->node_off = l == 0 ? d->node_off : op->node_off;
+        ready = d->post_ns > ready ? d->post_ns : ready;
     }
     if (op->route == COLL_SHM_ROUTE_NODE && op->node_off == 0) {
         op->route = COLL_SHM_ROUTE_DAEMON; /* local rank 0 had no node buffer free */
