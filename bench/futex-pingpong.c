@@ -1,6 +1,6 @@
 /*
  * futex-pingpong: the floor of one wake-up on this machine, the hop a rank asleep in shared
- * memory (client/shm_progress.c) or on its control block pays when another process completes
+ * memory (client/shm/progress.c) or on its control block pays when another process completes
  * its operation.
  *
  *   build/bench/futex-pingpong [-n ITERS] [-s SPIN_NS]

@@ -55,7 +55,7 @@ if(COLL_FUZZ)
   add_compile_options($<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link>)
 endif()
 message(STATUS "collectived: sanitizers ${COLL_SANITIZE}")
-# Sanitizer builds check the invariants too (base/assert.h).
+# Sanitizer builds check the invariants too (common/assert.h).
 add_compile_definitions(COLL_ASSERTIONS)
 
 # What a program that was not built with ASan (python3 loading libcollective.so) needs in

@@ -1,3 +1,5 @@
+#include "common/dtype.h"
+
 #include <string.h>
 
 #include <collective.h>

@@ -46,7 +46,8 @@ void coll_ctl_wait(coll_ctl_t *ctl, uint32_t seen, int timeout_ms)
     coll_ctl_wait_unless(ctl, seen, timeout_ms, NULL, NULL);
 }
 
-int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_ctl_sub_t *rec, int *ring_p)
+int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_submission_t *rec,
+                    int *ring_p)
 {
     uint32_t head = atomic_load_explicit(&ctl->sub_head, memory_order_relaxed);
 
@@ -66,7 +67,7 @@ uint32_t coll_ctl_queued(coll_ctl_t *ctl)
     return n < COLL_CTL_SUB_SLOTS ? n : COLL_CTL_SUB_SLOTS;
 }
 
-int coll_ctl_take(coll_ctl_t *ctl, coll_ctl_sub_t *rec)
+int coll_ctl_take(coll_ctl_t *ctl, coll_submission_t *rec)
 {
     uint32_t tail = atomic_load_explicit(&ctl->sub_tail, memory_order_relaxed);
     uint32_t head = atomic_load(&ctl->sub_head);

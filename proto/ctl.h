@@ -5,11 +5,11 @@
  *
  * Layout: a job header (COLL_CTL_JOB_BYTES) then one block per local rank (COLL_CTL_BYTES).
  *
- * Submissions: a rank writes a fixed record into its submission ring; it rings the job's
- * doorbell (an eventfd the daemon polls) only when the header says the daemon is asleep. The
- * daemon announces sleep before its loop blocks and drains every ring right after, so a record
- * is never missed (both sides store their own flag, then read the other's, sequentially
- * consistent). A full ring falls back to the socket.
+ * Submissions: a rank writes its submission record (proto/submission.h) into its ring; it
+ * rings the job's doorbell (an eventfd the daemon polls) only when the header says the daemon
+ * is asleep. The daemon announces sleep before its loop blocks and drains every ring right
+ * after, so a record is never missed (both sides store their own flag, then read the other's,
+ * sequentially consistent). A full ring falls back to the socket.
  *
  * Completions: a success is a fixed record (phase times, algorithm steps) in a ring the daemon
  * writes and the client reads; no socket message, no protobuf. Every notification to the
@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/submission.h"
+
 /** Bytes of the job header at pool offset 0. */
 #define COLL_CTL_JOB_BYTES 4096u
 /** Bytes of one rank's control block; rank l's is at COLL_CTL_JOB_BYTES + l * COLL_CTL_BYTES. */
@@ -41,38 +43,6 @@
 typedef struct {
     _Alignas(64) _Atomic uint32_t daemon_asleep; /**< the daemon's loop may block: ring the bell */
 } coll_ctl_job_t;
-
-/** One submission, the fields of the wire's Submit (proto/collective.proto). */
-typedef struct {
-    uint64_t key;
-    uint64_t count;
-    uint64_t send_offset;
-    uint64_t recv_offset;
-    uint64_t layout;
-    uint32_t req_id;
-    uint32_t coll;
-    uint32_t dtype;
-    uint32_t op;
-    uint32_t root;
-    uint32_t peer;
-    uint32_t algo;
-    uint32_t group;  /**< the communicator: 0 the world, else a group id */
-    uint32_t bucket;      /**< compression: the residual (Submit.bucket) */
-    uint32_t warmup;      /**< compression: uncompressed operations first */
-    uint64_t compression; /**< compression spec (proto/cspec.h) */
-    uint32_t flags;       /**< COLL_CTL_SUB_*; 0 for a rank's own submission */
-    uint32_t pool;        /**< the pool of its buffers (Submit.pool): 0 the host pool */
-} coll_ctl_sub_t;
-
-/** Submission flag: one for every local rank, whose posts of @c key wait in the job's
- *  shared-memory area (proto/shm_area.h); the daemon takes them from there. Only @c key, @c coll
- *  and @c req_id (the submitting rank's) are meaningful. */
-#define COLL_CTL_SUB_NODE 1u
-/** Submission flag, with COLL_CTL_SUB_NODE on an allreduce: the local ranks reduced their
- *  inputs into the node buffer of local rank 0's post (coll_shm_desc_t.node_off); the daemon
- *  runs the inter-node phase on that buffer alone and leaves the posts to the ranks, which
- *  distribute the result once the home post's node word says so (proto/shm_area.h). */
-#define COLL_CTL_SUB_REDUCED 2u
 
 /** Most step records of one operation (collective.h COLL_MAX_STEPS). */
 #define COLL_CTL_MAX_STEPS 32u
@@ -160,11 +130,11 @@ typedef struct {
     _Alignas(64) _Atomic uint32_t sub_head;  /**< submissions written (client) */
     _Alignas(64) _Atomic uint32_t sub_tail;  /**< submissions taken (daemon) */
     _Alignas(64) coll_ctl_comp_t comp[COLL_CTL_SLOTS];
-    coll_ctl_sub_t sub[COLL_CTL_SUB_SLOTS];
+    coll_submission_t sub[COLL_CTL_SUB_SLOTS];
 } coll_ctl_t;
 
 _Static_assert(sizeof(coll_ctl_t) <= COLL_CTL_BYTES, "control block fits its slot");
-_Static_assert(sizeof(coll_ctl_sub_t) == 96, "a submission record is 96 bytes (README.md)");
+_Static_assert(sizeof(coll_submission_t) == 96, "a submission record is 96 bytes (README.md)");
 _Static_assert(sizeof(coll_ctl_job_t) <= COLL_CTL_JOB_BYTES, "job header fits its slot");
 
 /** Shortest and longest health tick of a job (coll_job_tick_ms()). The longest keeps the
@@ -199,7 +169,8 @@ static inline coll_ctl_t *coll_ctl_of(void *base, uint32_t l)
  * @return 1 when queued (and @p *ring_p is 1 when the daemon must be woken through the
  *         doorbell), 0 when the ring is full (use the socket).
  */
-int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_ctl_sub_t *rec, int *ring_p);
+int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_submission_t *rec,
+                    int *ring_p);
 
 /**
  * @brief Daemon side: take the next submission into @p rec (copied before it is checked, so
@@ -207,7 +178,7 @@ int coll_ctl_submit(coll_ctl_job_t *job, coll_ctl_t *ctl, const coll_ctl_sub_t *
  * @return 1 when one was taken, 0 when the ring is empty, -1 when the ring's counters are
  *         impossible (a misbehaving client).
  */
-int coll_ctl_take(coll_ctl_t *ctl, coll_ctl_sub_t *rec);
+int coll_ctl_take(coll_ctl_t *ctl, coll_submission_t *rec);
 
 /**
  * @brief Daemon side: submissions queued and not taken yet (a rank that dies right after

@@ -1,8 +1,11 @@
 #include "proto/desc.h"
 
+#include <string.h>
+
 #include <collective.h>
 
 #include "proto/cspec.h"
+#include "proto/frame.h"
 
 static const char *const colls[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast",
                                     "reduce",    "barrier",        "send",       "recv",
@@ -47,6 +50,38 @@ int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t 
     case COLL_KIND_PS_STEP: return 0; /* the gradients are the scratch of the parameters */
     default: return so == ro && sbytes == rbytes;
     }
+}
+
+void coll_desc_make(const coll_submission_t *s, const coll_desc_ctx_t *ctx, coll_desc_t *d)
+{
+    coll_kind_t kind = (coll_kind_t)s->coll;
+    int rooted = kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE ||
+                 kind == COLL_KIND_PS_STEP;
+    int compressed = s->compression != 0;
+
+    memset(d, 0, sizeof(*d));
+    *d = (coll_desc_t){
+        .magic = COLL_DESC_MAGIC,
+        .version = COLL_WIRE_VERSION,
+        .coll = (uint16_t)s->coll,
+        .key = s->key,
+        .count = s->count,
+        .dtype = s->dtype,
+        .op = s->redop,
+        .seg_bytes = ctx->seg_bytes,
+        .world_size = ctx->world_size,
+        .node = ctx->node,
+        .first_rank = ctx->first_rank,
+        .root = rooted ? s->root : 0,
+        .algo = ctx->algo,
+        .epoch = ctx->epoch,
+        .layout = s->layout,
+        .compression = s->compression,
+        .shapes = compressed ? ctx->shapes : 0,
+        .bucket = compressed ? s->bucket : 0,
+        .warmup = compressed ? s->warmup : 0,
+        .group = s->group,
+    };
 }
 
 /* " compression=topk:0.01,warmup=5 bucket=3 shapes=..."; what ran once it was decided. */

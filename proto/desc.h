@@ -13,39 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "proto/submission.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "collectived's data path assumes a little-endian host"
-/** @return The name of @p kind, e.g. "reduce-scatter"; "operation" when out of range. */
-const char *coll_kind_name(coll_kind_t kind);
-
-/**
- * @brief Elements rank @p rank (of a communicator of @p world_size ranks, @p root one of them)
- *        reads from its send buffer and writes to its receive buffer in an operation of
- *        @p kind of @p count elements (per rank, as the API counts them). The library and the
- *        daemon check buffers with it, so they agree on every byte an operation may touch.
- */
-void coll_kind_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uint32_t rank,
-                      uint32_t root, uint64_t *send_p, uint64_t *recv_p);
-
-/**
- * @brief Whether rank @p rank may place its send bytes [@p so, @p so + @p sbytes) and receive
- *        bytes [@p ro, @p ro + @p rbytes) of an operation of @p kind so: apart, or in place the
- *        one way the collective allows (the same buffer; for reduce-scatter the receive buffer
- *        is the rank's own block of the send buffer, for all-gather the other way round; never
- *        for a parameter-service step). Empty ranges never overlap. Offsets and sizes are the
- *        pool's (no sum overflows). The library checks this at submission, before anything
- *        is posted, and every daemon again for what reaches it.
- * @return 1 when allowed, 0 when the ranges overlap otherwise.
- */
-int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t sbytes,
-                         uint64_t ro, uint64_t rbytes);
-
-/**
- * @brief Name an operation for messages: "allreduce #12" (the 13th collective a rank called
- *        without a key, counting from 0) or "allreduce key 4097" (a key the user gave).
- */
-void coll_desc_name(const coll_desc_t *d, char *buf, size_t len);
-
 #endif
 
 #define COLL_DESC_MAGIC 0x43534544u /* "DESC" */
@@ -124,6 +95,27 @@ static inline int coll_desc_equal(const coll_desc_t *a, const coll_desc_t *b)
            a->shapes == b->shapes && a->bucket == b->bucket && a->warmup == b->warmup &&
            a->group == b->group;
 }
+
+/** What a node adds to a submission record for its descriptor. */
+typedef struct {
+    uint32_t world_size; /**< ranks of the operation's communicator */
+    uint32_t seg_bytes;  /**< the pipeline segment of its plan; 0 where there is none */
+    uint32_t node;       /**< the sender's node rank (not compared) */
+    uint32_t first_rank; /**< the sender's lowest global rank (not compared) */
+    uint32_t algo;       /**< the algorithm that runs it: a daemon's resolved choice, or the
+                              one asked for (the local ranks, which resolve none) */
+    uint64_t epoch;      /**< the job's incarnation */
+    uint64_t shapes;     /**< with compression: digest of the layout's registered shapes */
+} coll_desc_ctx_t;
+
+/**
+ * @brief The descriptor of submission @p s as a node sees it in @p ctx: the one constructor
+ *        of a descriptor, for the daemons' check between nodes and for the local ranks'
+ *        agreement in shared memory, so that both compare the same fields the same way. A
+ *        root counts only for the kinds that have one; compression, bucket, warm-up and shapes
+ *        only with compression; every other byte is zero.
+ */
+void coll_desc_make(const coll_submission_t *s, const coll_desc_ctx_t *ctx, coll_desc_t *d);
 
 /** @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum ...". */
 void coll_desc_format(const coll_desc_t *d, char *buf, size_t len);

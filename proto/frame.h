@@ -20,9 +20,10 @@
  *  submissions, descriptors and completions, registered layouts; 5: groups (communicator
  *  split), the parameter service's operations, join waits, the local ranks'
  *  shared-memory area after the control blocks, node submissions; 6: node-reduced
- *  allreduces, COLL_CTL_SUB_REDUCED and the posts' node buffers; 7: their inter-node steps in
- *  the shared-memory area; 8: device pools: allocations and frees of a memory kind and device,
- *  replies with the chunks' fds, the pool of a submission's buffers). */
+ *  allreduces, the reduced node submission and the posts' node buffers; 7: their inter-node
+ *  steps in the shared-memory area; 8: one submission record (proto/submission.h) in the
+ *  control blocks' rings and the posts, with the pool of its buffers, also in Submit; device
+ *  pools: allocations and frees of a memory kind and device, replies with the chunks' fds). */
 #define COLL_WIRE_VERSION 8u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u

@@ -8,26 +8,26 @@
  * then one area per local rank (COLL_SHM_RANK_BYTES), each with its counters and a ring of
  * COLL_SHM_SLOTS posts.
  *
- * A rank posts every collective it submits: it writes the descriptor into a free post of its
+ * A rank posts every collective it submits: it writes its record into a free post of its
  * own ring, then publishes the post's state (generation and phase, sequentially consistent).
  * The posts of the local ranks meet by key. A rank that finds every local rank's post of a key
  * compares them; when they all agree, the operation either runs in shared memory (the ranks
  * claim its chunks through the home post, local rank 0's, and the one that finishes the last
  * chunk marks every post DONE) or goes to the daemon in one submission for all of them
- * (coll_ctl_sub_t with COLL_CTL_SUB_NODE), which marks the posts TAKEN when it has read them.
+ * (COLL_SUBMISSION_NODE, proto/submission.h), which marks the posts TAKEN when it has read them.
  *
  * An allreduce of a job over several nodes, up to the header's node_max_bytes, takes a third
- * way (COLL_CTL_SUB_REDUCED): the local ranks reduce their inputs into one of local rank 0's
+ * way (COLL_SUBMISSION_REDUCED): the local ranks reduce their inputs into one of local rank 0's
  * node buffers (its post's node_off), in chunks as above; the rank that finishes the last of
  * those hands the operation to the daemon, which reads the posts without taking them, runs the
  * inter-node phase on that buffer alone (input and output) and writes the home post's node
  * word; the ranks then copy the buffer to every output, in chunks again, and the one that
  * finishes the last marks every post DONE.
  *
- * Writers: each post's descriptor and its FREE and POSTED states only by its rank; DONE by the
+ * Writers: each post's record and its FREE and POSTED states only by its rank; DONE by the
  * rank that completed the operation (with the node word of the home post copied into each);
  * TAKEN and the home post's node word and steps by the daemon. The
- * header and the rank table only by the daemon. A reader copies a post's descriptor between two
+ * header and the rank table only by the daemon. A reader copies a post's record between two
  * reads of its state and keeps the copy only when the state did not change (coll_shm_read()).
  *
  * Every field is read in place by processes of one host (little-endian, proto/desc.h); the
@@ -90,25 +90,16 @@ static inline uint64_t coll_shm_gen(uint64_t s)
     return s >> 2;
 }
 
-/** What one rank posts for one collective: what every local rank must agree on, and its own
- *  buffers. Offsets are from the start of the pool; count is in elements (as Submit). */
+/** What one rank posts for one collective: its submission record (what every local rank must
+ *  agree on, and its own buffers and request), and what only a post carries. */
 typedef struct {
-    uint64_t key;
-    uint64_t count;
-    uint64_t layout;
-    uint64_t send_off;
-    uint64_t recv_off;
-    uint64_t post_ns;  /**< CLOCK_MONOTONIC when posted (the daemon's stall clock) */
-    uint32_t coll;     /**< coll_kind_t, allreduce .. barrier */
-    uint32_t dtype;
-    uint32_t op;
-    uint32_t root;
-    uint32_t algo;     /**< coll_algo_t asked for (0: auto) */
-    uint32_t req_id;   /**< the rank's request, which the daemon completes for TAKEN posts */
-    uint64_t node_off; /**< local rank 0's post of a multi-node allreduce: the node buffer its
-                            local ranks reduce into (a pool offset, 0: none free, the daemon
-                            runs it whole); 0 in every other post. Not compared */
-} coll_shm_desc_t;
+    coll_submission_t sub; /**< @c key is word 0; @c flags, @c group and @c compression are 0
+                                (only the world's uncompressed collectives are posted) */
+    uint64_t post_ns;      /**< CLOCK_MONOTONIC when posted (the daemon's stall clock) */
+    uint64_t node_off;     /**< local rank 0's post of a multi-node allreduce: the node buffer
+                                its local ranks reduce into (a pool offset, 0: none free, the
+                                daemon runs it whole); 0 in every other post. Not compared */
+} coll_shm_rec_t;
 
 /** Node buffers local rank 0 keeps for node-reduced allreduces in flight at once: a further
  *  one goes to the daemon whole. */
@@ -161,9 +152,9 @@ static inline int coll_shm_node_reducible(uint32_t dtype, uint32_t op)
 /** One post. */
 typedef struct {
     _Alignas(64) _Atomic uint64_t state; /**< coll_shm_state() */
-    /** The descriptor, copied in whole words (coll_shm_write_desc(), coll_shm_read()); @c key
-     *  is word 0. */
-    uint64_t desc_words[sizeof(coll_shm_desc_t) / sizeof(uint64_t)];
+    /** The record, copied in whole words (coll_shm_write_rec(), coll_shm_read()); the key is
+     *  word 0. */
+    uint64_t rec_words[sizeof(coll_shm_rec_t) / sizeof(uint64_t)];
     /* The home post's (local rank 0's) shared progress of its operation; the home rank resets
      * it before publishing the post. */
     _Alignas(64) _Atomic uint64_t claim; /**< generation (low 32 bits) << 32 | chunks claimed */
@@ -227,7 +218,7 @@ typedef struct {
     uint32_t nlocal;          /**< local ranks */
     uint64_t max_bytes;       /**< collectives up to this size run here on a single node */
     uint64_t node_max_bytes;  /**< on several nodes, allreduces up to this size are reduced
-                                   and distributed here (COLL_CTL_SUB_REDUCED); 0: none */
+                                   and distributed here (COLL_SUBMISSION_REDUCED); 0: none */
     double bounds[COLL_SHM_BUCKETS]; /**< the duration histogram's upper bounds, seconds */
     char msg[COLL_SHM_MSG_BYTES];      /**< why the job failed */
     char left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P)" of the first rank that left */
@@ -263,17 +254,17 @@ static inline uint32_t coll_shm_slot_of(uint64_t key)
     return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 58) % COLL_SHM_SLOTS;
 }
 
-/** @brief The owner writes its descriptor into post @p p (while the post is FREE). */
-void coll_shm_write_desc(coll_shm_post_t *p, const coll_shm_desc_t *d);
+/** @brief The owner writes its record into post @p p (while the post is FREE). */
+void coll_shm_write_rec(coll_shm_post_t *p, const coll_shm_rec_t *d);
 
 /**
- * @brief Copy post @p p's descriptor into @p d if its phase is @p phase, consistently: the
+ * @brief Copy post @p p's record into @p d if its phase is @p phase, consistently: the
  *        state is read before and after the copy and must not have changed.
  * @param [out] state_p The state word the copy belongs to.
  * @return 1 with a consistent copy, 0 when the post is in another phase or changed meanwhile.
  */
 int coll_shm_read(const coll_shm_post_t *p, uint32_t phase, uint64_t *state_p,
-                  coll_shm_desc_t *d);
+                  coll_shm_rec_t *d);
 
 /**
  * @brief Find the post of key @p key in phase @p phase in rank area @p r, searching from
@@ -282,7 +273,7 @@ int coll_shm_read(const coll_shm_post_t *p, uint32_t phase, uint64_t *state_p,
  * @return 1 when found, 0 otherwise.
  */
 int coll_shm_find(const coll_shm_rank_t *r, uint64_t key, uint32_t phase, uint32_t *slot_p,
-                  uint64_t *state_p, coll_shm_desc_t *d);
+                  uint64_t *state_p, coll_shm_rec_t *d);
 
 /**
  * @brief Move post @p p from @p from (a full state word) to phase @p phase of the same

@@ -4,9 +4,9 @@
 #include "proto/ctl.h"
 #include "proto/tag.h"
 #include "proto/cspec.h"
+#include "kernels/mem_kind.h"
 #include "common/compression.h"
 #include "device/dev.h"
-#include "kernels/mem_kind.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,7 +64,7 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
 }
 
 /* A compression spec in its canonical 64 bits (proto/cspec.h) with valid fields. */
-static coll_status_t check_compression(const Coll__Wire__Submit *s, char *err, size_t errlen)
+static coll_status_t check_compression(const coll_submission_t *s, char *err, size_t errlen)
 {
     coll_compression_t c;
 
@@ -95,53 +95,30 @@ static coll_status_t check_layout(const Coll__Wire__Layout *l, char *err, size_t
     return COLL_OK;
 }
 
-coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen)
+coll_status_t coll_wire_check_submission(const coll_submission_t *s, char *err, size_t errlen)
 {
-    CHECK_FIELD((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__PS_LOAD,
-                "submit: unknown collective %d", (int)s->coll);
+    CHECK_FIELD(s->coll <= COLL__WIRE__COLLECTIVE__PS_LOAD, "submit: unknown collective %u",
+                s->coll);
     CHECK_FIELD(s->algo < COLL_ALGO_COUNT, "submit: unknown algorithm %u", s->algo);
     CHECK_FIELD(s->root < COLL_WORLD_MAX && s->peer < COLL_WORLD_MAX,
                 "submit: root %u or peer %u out of range", s->root, s->peer);
     CHECK_FIELD(s->dtype < COLL_DTYPE_COUNT, "submit: unknown dtype %u", s->dtype);
-    CHECK_FIELD(s->op < COLL_REDOP_COUNT, "submit: unknown op %u", s->op);
+    CHECK_FIELD(s->redop < COLL_REDOP_COUNT, "submit: unknown op %u", s->redop);
     CHECK_FIELD(s->group <= COLL_TAG_MAX_GROUP, "submit: group %u above %u", s->group,
                 COLL_TAG_MAX_GROUP);
     CHECK_FIELD(s->pool <= COLL_DEV_MAX, "submit: pool %u above %u", s->pool, COLL_DEV_MAX);
     /* Byte sizes must fit in 64 bits; the pool bound check follows in the daemon. */
     CHECK_FIELD(s->count <= UINT64_MAX / 16, "submit: count %llu too large",
                 (unsigned long long)s->count);
-    CHECK_FIELD((s->flags & ~(COLL_CTL_SUB_NODE | COLL_CTL_SUB_REDUCED)) == 0 &&
-                    (!(s->flags & COLL_CTL_SUB_NODE) ||
-                     (unsigned)s->coll < COLL__WIRE__COLLECTIVE__SEND) &&
-                    (!(s->flags & COLL_CTL_SUB_REDUCED) ||
-                     ((s->flags & COLL_CTL_SUB_NODE) &&
+    CHECK_FIELD((s->flags & ~(COLL_SUBMISSION_NODE | COLL_SUBMISSION_REDUCED)) == 0 &&
+                    (!(s->flags & COLL_SUBMISSION_NODE) ||
+                     s->coll < COLL__WIRE__COLLECTIVE__SEND) &&
+                    (!(s->flags & COLL_SUBMISSION_REDUCED) ||
+                     ((s->flags & COLL_SUBMISSION_NODE) &&
                       s->coll == COLL__WIRE__COLLECTIVE__ALLREDUCE)),
                 "submit: flags %#x unknown, on a point-to-point transfer, or reduced on what is "
                 "not a node allreduce", s->flags);
     return check_compression(s, err, errlen);
-}
-
-void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *sub)
-{
-    coll__wire__submit__init(sub);
-    sub->req_id = rec->req_id;
-    sub->key = rec->key;
-    sub->coll = (Coll__Wire__Collective)rec->coll;
-    sub->dtype = rec->dtype;
-    sub->op = rec->op;
-    sub->count = rec->count;
-    sub->send_offset = rec->send_offset;
-    sub->recv_offset = rec->recv_offset;
-    sub->root = rec->root;
-    sub->peer = rec->peer;
-    sub->algo = rec->algo;
-    sub->layout = rec->layout;
-    sub->group = rec->group;
-    sub->compression = rec->compression;
-    sub->bucket = rec->bucket;
-    sub->warmup = rec->warmup;
-    sub->flags = rec->flags;
-    sub->pool = rec->pool;
 }
 
 static coll_status_t check_alloc(const Coll__Wire__MemAlloc *a, char *err, size_t errlen)
@@ -170,6 +147,15 @@ static coll_status_t check_group_create(const Coll__Wire__GroupCreate *g, char *
     CHECK_FIELD(g->size >= 1 && g->size <= COLL_WORLD_MAX, "group create: size %u out of range",
                 g->size);
     return COLL_OK;
+}
+
+/* The record of a Submit from the socket, checked as one from a control block. */
+static coll_status_t check_submit(const Coll__Wire__Submit *m, char *err, size_t errlen)
+{
+    coll_submission_t s;
+
+    coll_submission_from_wire(m, &s);
+    return coll_wire_check_submission(&s, err, errlen);
 }
 
 coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_client_msg_t **msg_p,
@@ -212,14 +198,14 @@ coll_status_t coll_wire_unpack_client(const uint8_t *buf, size_t len, coll_clien
                             m->group_free->group);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
-            st = coll_wire_check_submit(m->submit, err, errlen);
+            st = check_submit(m->submit, err, errlen);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_LAYOUT:
             st = check_layout(m->layout, err, errlen);
             break;
         case COLL__WIRE__CLIENT_MSG__BODY_ABORT:
             st = m->abort->status < 0 && m->abort->status > -2000 &&
-                         strlen(m->abort->reason) < 1024
+                         strlen(m->abort->reason) <= COLL_WIRE_TEXT_MAX
                      ? COLL_OK
                      : fail(err, errlen, COLL_ERR_PROTOCOL, "abort: status %d or reason out of "
                             "range", (int)m->abort->status);
@@ -352,7 +338,8 @@ static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, s
     CHECK_FIELD(strlen(j->host) < 256, "node join: host name too long");
     CHECK_FIELD(j->token_digest.len == 0 || j->token_digest.len == COLL_WIRE_AUTH_BYTES,
                 "node join: token digest of %zu bytes", j->token_digest.len);
-    CHECK_FIELD(j->refusal <= 0 && j->refusal > -2000 && strlen(j->refusal_error) < 1024,
+    CHECK_FIELD(j->refusal <= 0 && j->refusal > -2000 &&
+                    strlen(j->refusal_error) <= COLL_WIRE_TEXT_MAX,
                 "node join: refusal %d or its text out of range", (int)j->refusal);
     if (j->refusal != 0) {
         return COLL_OK; /* a refusal carries only the job, its host, token and the reason */

@@ -14,7 +14,7 @@
 
 #include <collective.h>
 #include "proto/collective.pb-c.h"
-#include "proto/ctl.h"
+#include "proto/submission.h"
 
 /** Longest job id in bytes. */
 #define COLL_JOB_ID_MAX 128u
@@ -22,7 +22,7 @@
 #define COLL_WORLD_MAX (1u << 20)
 /** Longest job token in bytes. */
 #define COLL_JOB_TOKEN_MAX 256u
-/** Longest text of a JoinWait note, bytes. */
+/** Longest text of a JoinWait note, an abort reason or a refusal, bytes. */
 #define COLL_WIRE_TEXT_MAX 1023u
 /** Bytes of a challenge, a MAC and a token digest on the wire. */
 #define COLL_WIRE_AUTH_BYTES 32u
@@ -59,17 +59,13 @@ coll_status_t coll_wire_unpack_peer(const uint8_t *buf, size_t len, coll_peer_ms
                                     char *err, size_t errlen);
 
 /**
- * @brief Validate the fields of a Submit on their own (collective, dtype, op, algorithm,
- *        ranges); also used for submissions that arrive through a control block.
+ * @brief Validate the fields of a submission record on their own (collective, dtype, op,
+ *        algorithm, memory kind, flags, ranges, compression), wherever it came from: a Submit
+ *        on the socket (coll_wire_unpack_client() checks its record so), a control block's
+ *        ring, a post of the shared-memory area.
  * @return COLL_OK or COLL_ERR_PROTOCOL with the reason in @p err.
  */
-coll_status_t coll_wire_check_submit(const Coll__Wire__Submit *s, char *err, size_t errlen);
-
-/**
- * @brief Fill @p sub from a control-block submission record, field by field and unchecked:
- *        coll_wire_check_submit() comes next, as for a Submit from the socket.
- */
-void coll_wire_submit_from_ctl(const coll_ctl_sub_t *rec, Coll__Wire__Submit *sub);
+coll_status_t coll_wire_check_submission(const coll_submission_t *s, char *err, size_t errlen);
 
 /**
  * @brief Check that a job id is 1..COLL_JOB_ID_MAX bytes of [A-Za-z0-9._:-].

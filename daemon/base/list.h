@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 
 /** A list head, or a link embedded in an element. */
 typedef struct coll_list {

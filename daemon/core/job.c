@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "base/log.h"
 
 void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "base/log.h"
 
 typedef struct {

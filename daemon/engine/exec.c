@@ -1,6 +1,6 @@
 #include "engine/exec.h"
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "core/pool.h"
 
 coll_mem_kind_t coll_op_mem_kind(const coll_op_t *op)

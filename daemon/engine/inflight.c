@@ -1,6 +1,6 @@
 /*
  * A rank's buffers in flight: the library refuses coll_mem_free() of a buffer its pending
- * requests use (client/mem.c); this is the daemon's own check of the free it is sent, for a
+ * requests use (client/api/mem.c); this is the daemon's own check of the free it is sent, for a
  * client that did not (job/session.c keeps such an allocation until the job ends).
  */
 #include "engine/inflight.h"
@@ -53,17 +53,19 @@ static int post_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, cha
     const coll_shm_rank_t *r = coll_shm_rank(job, s->local_rank);
 
     for (uint32_t i = 0; i < COLL_SHM_SLOTS; i++) {
-        coll_shm_desc_t d;
+        coll_shm_rec_t d;
+        const coll_submission_t *sub = &d.sub;
         uint64_t state, se, re, es;
         if (!coll_shm_read(&r->post[i], COLL_SHM_POSTED, &state, &d) ||
-            (es = coll_dtype_size((coll_dtype_t)d.dtype)) == 0 || d.coll >= COLL_SHM_KINDS) {
+            (es = coll_dtype_size((coll_dtype_t)sub->dtype)) == 0 || sub->coll >= COLL_SHM_KINDS) {
             continue;
         }
-        coll_kind_extent((coll_kind_t)d.coll, d.count, job->world_size, s->rank, d.root, &se,
-                         &re);
-        if ((se <= UINT64_MAX / es && in_alloc(job, s, off, d.send_off, se * es)) ||
-            (re <= UINT64_MAX / es && in_alloc(job, s, off, d.recv_off, re * es))) {
-            coll_desc_name(&(coll_desc_t){.coll = (uint16_t)d.coll, .key = d.key}, what, len);
+        coll_kind_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank, sub->root,
+                         &se, &re);
+        if ((se <= UINT64_MAX / es && in_alloc(job, s, off, sub->send_offset, se * es)) ||
+            (re <= UINT64_MAX / es && in_alloc(job, s, off, sub->recv_offset, re * es))) {
+            coll_desc_name(&(coll_desc_t){.coll = (uint16_t)sub->coll, .key = sub->key}, what,
+                           len);
             return 1;
         }
     }

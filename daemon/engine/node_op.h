@@ -2,7 +2,7 @@
  * @file node_op.h
  * @brief The inter-node phase of a node-reduced allreduce: the local ranks of a multi-node job
  *        reduced their inputs in shared memory into one node buffer (proto/shm_area.h,
- *        COLL_CTL_SUB_REDUCED); the daemon runs the inter-node algorithm on that buffer alone,
+ *        COLL_SUBMISSION_REDUCED); the daemon runs the inter-node algorithm on that buffer alone,
  *        as a node with one rank, and the ranks distribute its result themselves.
  */
 #ifndef COLL_ENGINE_NODE_OP_H

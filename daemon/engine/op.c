@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "base/log.h"
 #include "core/stats.h"
 #include "engine/algo.h"

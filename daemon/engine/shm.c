@@ -44,29 +44,25 @@ void coll_shm_init(coll_job_t *job, uint64_t max_bytes, uint64_t node_max_bytes)
     }
 }
 
-static void to_submit(const coll_shm_desc_t *d, Coll__Wire__Submit *sub)
+/* A post is a collective of the world, uncompressed, the rank's own (the library posts no
+ * other): NULL, or what it is not. */
+static const char *not_postable(const coll_submission_t *sub)
 {
-    coll__wire__submit__init(sub);
-    sub->req_id = d->req_id;
-    sub->key = d->key;
-    sub->coll = (Coll__Wire__Collective)d->coll;
-    sub->dtype = d->dtype;
-    sub->op = d->op;
-    sub->count = d->count;
-    sub->send_offset = d->send_off;
-    sub->recv_offset = d->recv_off;
-    sub->root = d->root;
-    sub->algo = d->algo;
-    sub->layout = d->layout;
+    return sub->coll >= COLL_SHM_KINDS ? "not a collective"
+           : sub->group != 0           ? "not of the world communicator"
+           : sub->compression != 0     ? "compressed"
+           : sub->flags != 0           ? "flagged as a node submission"
+                                       : NULL;
 }
 
 /* Local rank @p l's post of @p key, copied and checked into @p sub; its slot and state, and
- * (when @p desc is not NULL) the post itself. */
+ * (when @p rec is not NULL) the post's record itself. */
 static coll_status_t read_post(coll_job_t *job, uint32_t l, uint64_t key, Coll__Wire__Submit *sub,
-                               uint32_t *slot_p, uint64_t *state_p, coll_shm_desc_t *desc,
+                               uint32_t *slot_p, uint64_t *state_p, coll_shm_rec_t *rec,
                                char *err, size_t len)
 {
-    coll_shm_desc_t d;
+    coll_shm_rec_t d;
+    const char *bad;
     char why[256];
 
     if (!coll_shm_find(coll_shm_rank(job, l), key, COLL_SHM_POSTED, slot_p, state_p, &d)) {
@@ -75,14 +71,15 @@ static coll_status_t read_post(coll_job_t *job, uint32_t l, uint64_t key, Coll__
                  job->id);
         return COLL_ERR_JOB;
     }
-    to_submit(&d, sub);
-    if (d.coll >= COLL_SHM_KINDS || coll_wire_check_submit(sub, why, sizeof(why)) != COLL_OK) {
+    bad = not_postable(&d.sub);
+    if (bad != NULL || coll_wire_check_submission(&d.sub, why, sizeof(why)) != COLL_OK) {
         snprintf(err, len, "malformed post in the shared-memory area: %s",
-                 d.coll >= COLL_SHM_KINDS ? "not a collective" : why);
+                 bad != NULL ? bad : why);
         return COLL_ERR_PROTOCOL;
     }
-    if (desc != NULL) {
-        *desc = d;
+    coll_submission_to_wire(&d.sub, sub);
+    if (rec != NULL) {
+        *rec = d;
     }
     return COLL_OK;
 }
@@ -97,9 +94,9 @@ static void wake_all(coll_job_t *job)
 }
 
 /* Every local rank's post of @p key, copied and checked into @p subs, with its slot and state
- * (state 0 for a rank that has left); local rank 0's descriptor in @p home. */
+ * (state 0 for a rank that has left); local rank 0's record in @p home. */
 static coll_status_t read_posts(coll_job_t *job, uint64_t key, Coll__Wire__Submit *subs,
-                                uint32_t *slot, uint64_t *state, coll_shm_desc_t *home,
+                                uint32_t *slot, uint64_t *state, coll_shm_rec_t *home,
                                 uint32_t *who_p, char *err, size_t len)
 {
     for (uint32_t l = 0; l < job->local_size; l++) {
@@ -144,7 +141,7 @@ coll_status_t coll_shm_read_reduced(coll_job_t *job, uint64_t key, Coll__Wire__S
 {
     uint32_t slot[COLL_MAX_LOCAL];
     uint64_t state[COLL_MAX_LOCAL];
-    coll_shm_desc_t d = {0};
+    coll_shm_rec_t d = {0};
     coll_status_t st;
 
     if (job->locals[0] == NULL) {
@@ -156,8 +153,8 @@ coll_status_t coll_shm_read_reduced(coll_job_t *job, uint64_t key, Coll__Wire__S
     if ((st = read_posts(job, key, subs, slot, state, &d, who_p, err, len)) != COLL_OK) {
         return st;
     }
-    if (d.coll != COLL_KIND_ALLREDUCE || d.node_off == 0 ||
-        !coll_shm_node_reducible(d.dtype, d.op)) {
+    if (d.sub.coll != COLL_KIND_ALLREDUCE || d.node_off == 0 ||
+        !coll_shm_node_reducible(d.sub.dtype, d.sub.redop)) {
         snprintf(err, len, "collective key %" PRIu64 " handed over as reduced in shared "
                  "memory, but its home post names no node buffer for it", key);
         *who_p = 0;

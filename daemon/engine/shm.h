@@ -51,7 +51,7 @@ coll_status_t coll_shm_take(coll_job_t *job, uint64_t key, Coll__Wire__Submit *s
 
 /**
  * @brief Read every local rank's post of node-reduced allreduce @p key (a node submission
- *        with COLL_CTL_SUB_REDUCED), as coll_shm_take() but leaving the posts to the ranks:
+ *        with COLL_SUBMISSION_REDUCED), as coll_shm_take() but leaving the posts to the ranks:
  *        @p subs[l] as local rank l's Submit, @p home from local rank 0's post.
  * @param [out] who_p On a refusal: the local rank whose post is at fault.
  * @return COLL_OK; COLL_ERR_PROTOCOL (a malformed post, or a home post without a node buffer)

@@ -15,19 +15,21 @@
 
 /* Merge local rank @p l's post @p d into @p out (n entries); returns the new count. */
 static size_t merge(coll_shm_wait_t *out, size_t n, size_t max, uint32_t l,
-                    const coll_shm_desc_t *d, int busy)
+                    const coll_shm_rec_t *d, int busy)
 {
     size_t i = 0;
 
-    while (i < n && out[i].key != d->key) {
+    while (i < n && out[i].key != d->sub.key) {
         i++;
     }
     if (i == n) {
         if (n == max) {
             return n;
         }
-        out[n++] = (coll_shm_wait_t){d->key, d->count, d->coll, d->dtype, d->algo, d->op,
-                                     d->post_ns, 0, 0};
+        out[n++] = (coll_shm_wait_t){.key = d->sub.key, .count = d->sub.count,
+                                     .coll = d->sub.coll, .dtype = d->sub.dtype,
+                                     .algo = d->sub.algo, .op = d->sub.redop,
+                                     .since_ns = d->post_ns};
     }
     if (d->post_ns < out[i].since_ns) {
         out[i].since_ns = d->post_ns;
@@ -70,12 +72,12 @@ size_t coll_shm_waiting(const coll_job_t *job, coll_shm_wait_t *out, size_t max)
         const coll_shm_rank_t *r = coll_shm_rank(job, l);
         uint64_t busy = atomic_load_explicit(&r->busy_key, memory_order_relaxed);
         for (uint32_t i = 0; i < COLL_SHM_SLOTS; i++) {
-            coll_shm_desc_t d;
+            coll_shm_rec_t d;
             uint64_t state;
             if (coll_shm_read(&r->post[i], COLL_SHM_POSTED, &state, &d) &&
-                d.coll < COLL_SHM_KINDS && d.dtype < COLL_DTYPE_COUNT &&
-                !(job->nnodes > 1 && with_daemon(job, d.key))) {
-                n = merge(out, n, max, l, &d, busy == d.key);
+                d.sub.coll < COLL_SHM_KINDS && d.sub.dtype < COLL_DTYPE_COUNT &&
+                !(job->nnodes > 1 && with_daemon(job, d.sub.key))) {
+                n = merge(out, n, max, l, &d, busy == d.sub.key);
             }
         }
     }

@@ -2,7 +2,6 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "core/dev_pools.h"
 #include "engine/algo.h"
@@ -118,33 +117,20 @@ void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
     /* Recursive doubling must fit a partial result (float32 for 16-bit sums) in a segment. */
     uint64_t bytes = sub->count * coll_partial_esize((coll_dtype_t)sub->dtype,
                                                      (coll_redop_t)sub->op);
-    uint32_t algo = coll_algo_resolve(job, (coll_kind_t)sub->coll, bytes, (coll_algo_t)sub->algo);
     coll_kind_t kind = (coll_kind_t)sub->coll;
+    coll_submission_t rec;
 
-    memset(d, 0, sizeof(*d));
-    d->magic = COLL_DESC_MAGIC;
-    d->version = COLL_WIRE_VERSION;
-    d->coll = (uint16_t)sub->coll;
-    d->key = sub->key;
-    d->count = sub->count;
-    d->dtype = sub->dtype;
-    d->op = sub->op;
-    d->seg_bytes = (uint32_t)job->params.segment_bytes;
-    d->world_size = grp->size;
-    d->node = job->node_rank;
-    d->first_rank = job->ranks[grp->locals[0]];
-    d->root = kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE || kind == COLL_KIND_PS_STEP
-                  ? sub->root
-                  : 0;
-    d->algo = algo;
-    d->epoch = job->epoch;
-    d->layout = sub->layout;
-    d->group = grp->id;
-    if (sub->compression != 0) {
-        d->compression = sub->compression;
-        d->bucket = sub->bucket;
-        d->warmup = sub->warmup;
+    coll_submission_from_wire(sub, &rec);
+    coll_desc_make(&rec, &(coll_desc_ctx_t){
+        .world_size = grp->size,
+        .seg_bytes = (uint32_t)job->params.segment_bytes,
+        .node = job->node_rank,
+        .first_rank = job->ranks[grp->locals[0]],
+        .algo = coll_algo_resolve(job, kind, bytes, (coll_algo_t)sub->algo),
+        .epoch = job->epoch,
         /* A parameter-service step's layout field is its step number (no shapes). */
-        d->shapes = kind == COLL_KIND_PS_STEP ? 0 : coll_codec_shapes(job, sub->layout);
-    }
+        .shapes = sub->compression == 0 || kind == COLL_KIND_PS_STEP
+                      ? 0
+                      : coll_codec_shapes(job, sub->layout),
+    }, d);
 }

@@ -19,18 +19,18 @@ static coll_ctl_job_t *job_header(coll_job_t *job)
     return (coll_ctl_job_t *)(void *)coll_pool_base(job->pool);
 }
 
-static void submit_record(coll_job_t *job, coll_session_t *s, const coll_ctl_sub_t *r)
+static void submit_record(coll_job_t *job, coll_session_t *s, const coll_submission_t *r)
 {
     Coll__Wire__Submit sub;
     char err[256];
 
-    coll_wire_submit_from_ctl(r, &sub);
-    if (coll_wire_check_submit(&sub, err, sizeof(err)) != COLL_OK) {
+    if (coll_wire_check_submission(r, err, sizeof(err)) != COLL_OK) {
         char why[300];
         snprintf(why, sizeof(why), "malformed submission in its control block: %s", err);
         coll_session_reject(s, why);
         return;
     }
+    coll_submission_to_wire(r, &sub);
     coll_job_submit(job, s, &sub);
 }
 
@@ -46,7 +46,7 @@ static void drain(coll_job_t *job)
 {
     for (uint32_t l = 0; l < job->local_size && takes_submissions(job); l++) {
         coll_session_t *s = job->locals[l];
-        coll_ctl_sub_t rec;
+        coll_submission_t rec;
         int n = 0, got;
         while (s != NULL && s->job == job && n++ < (int)DRAIN_BATCH &&
                (got = coll_ctl_take(s->ctl, &rec)) != 0) {

@@ -6,7 +6,7 @@
  * Group ids. Every split asks the daemons of its ranks for the lowest id their node has not seen
  * used (job->group_next), takes the largest answer as its base, and numbers its groups from
  * there so that two of its groups that share a node never share an id (the client computes
- * this, client/split_plan.c); registering a group raises the node's next id past every id of
+ * this, client/groups/split_plan.c); registering a group raises the node's next id past every id of
  * its split. So splits that follow one another never reuse an id on a node they share. Two
  * splits run at the same time by ranks of one node may pick the same id: the second group to
  * register it here is refused (COLL_ERR_INVALID, saying so), and the client fails that split on

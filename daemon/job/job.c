@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "base/log.h"
 #include "core/dev_pools.h"
 #include "core/staging.h"

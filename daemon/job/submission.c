@@ -65,9 +65,9 @@ static void submit_reduced(coll_job_t *job, const Coll__Wire__Submit *sub)
 
 void coll_job_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub)
 {
-    if (sub->flags & COLL_CTL_SUB_REDUCED) {
+    if (sub->flags & COLL_SUBMISSION_REDUCED) {
         submit_reduced(job, sub);
-    } else if (sub->flags & COLL_CTL_SUB_NODE) {
+    } else if (sub->flags & COLL_SUBMISSION_NODE) {
         submit_node(job, sub);
     } else {
         coll_op_submit(job, s, sub);

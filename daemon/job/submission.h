@@ -3,8 +3,8 @@
  * @brief A rank's submission, from its socket or its control block: its own (a point-to-point
  *        transfer, or any operation of a library without the shared-memory area), or the
  *        node's: one for every local rank, whose posts of the collective wait in the job's
- *        shared-memory area (proto/shm_area.h, COLL_CTL_SUB_NODE), or, for an allreduce they
- *        reduced there (COLL_CTL_SUB_REDUCED), its inter-node phase on the node buffer.
+ *        shared-memory area (proto/shm_area.h, COLL_SUBMISSION_NODE), or, for an allreduce they
+ *        reduced there (COLL_SUBMISSION_REDUCED), its inter-node phase on the node buffer.
  */
 #ifndef COLL_JOB_SUBMISSION_H
 #define COLL_JOB_SUBMISSION_H

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "base/log.h"
 #include "base/stream.h"
 #include "core/stats.h"

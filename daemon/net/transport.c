@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "base/log.h"
 #include "base/loopwatch.h"
 #include "net/control.h"

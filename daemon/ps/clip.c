@@ -5,7 +5,7 @@
  * waiting bucket goes on (step.c coll_ps_clip_ready()). A bucket of step t + 1 cannot start
  * before every bucket finished step t, so one record is enough.
  */
-#include "base/assert.h"
+#include "common/assert.h"
 #include "ps/internal.h"
 
 void coll_ps_clip_add(coll_op_t *op, ps_op_t *s, double sumsq)

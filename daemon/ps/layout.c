@@ -6,7 +6,7 @@
  */
 #include <stdlib.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "ps/internal.h"
 
 _Static_assert(COLL_PS_NO_WEIGHT_DECAY == COLL_OPTIM_NO_WEIGHT_DECAY &&

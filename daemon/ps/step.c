@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/assert.h"
+#include "common/assert.h"
 #include "engine/exec.h"
 #include "engine/stage.h"
 #include "ps/internal.h"

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 # Bucket keys follow the layout of libcollective's own keys (coll__space_key(),
-# client/internal.h), within the 27 key bits a collective's tag carries (collective.h): key
+# client/api/api.h), within the 27 key bits a collective's tag carries (collective.h): key
 # space in bits 24-26, iteration (mod 2**8) in bits 16-23, bucket index in bits 0-15. The hook uses key space 7; a C bucketer
 # or explicit keys on the same communicator must stay out of it.
 KEY_SPACE = 7

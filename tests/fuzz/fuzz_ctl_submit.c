@@ -1,18 +1,18 @@
 /*
  * libFuzzer harness: submissions that reach the daemon through a rank's control block
  * (proto/ctl.h), checked as daemon/doorbell.c and daemon/op.c check them: coll_ctl_take() on a
- * ring whose counters and records the (untrusted) client wrote, coll_wire_submit_from_ctl()
- * and coll_wire_check_submit() on each record taken, then coll_submit_check() against a job
+ * ring whose counters and records the (untrusted) client wrote, coll_wire_check_submission()
+ * and coll_submission_to_wire() on each record taken, then coll_submit_check() against a job
  * with a real pool in which this rank and another own allocations, on the job's world group
  * (this rank its one local member).
  *
  * Input: world size and rank (2 bytes), the ring's tail and head (5 or 9 bytes), four
  * allocations (owner and size, 3 bytes each), then the COLL_CTL_SUB_SLOTS records of the ring
- * (sizeof(coll_ctl_sub_t) bytes each; missing bytes are zeros).
+ * (sizeof(coll_submission_t) bytes each; missing bytes are zeros).
  *
  * Invariants: take() returns 0 on an empty ring, -1 (leaving it alone) when head - tail is
  * more than the ring holds, else exactly the record at the tail and advances the tail by one;
- * a record that passes coll_wire_check_submit() has every field within the limits wire.h
+ * a record that passes coll_wire_check_submission() has every field within the limits wire.h
  * documents; one that also passes coll_submit_check() names send and receive buffers, as large
  * as its collective needs for this rank, that lie inside allocations of this rank (never the
  * other rank's, never the control blocks) and whose byte sizes do not overflow.
@@ -48,14 +48,14 @@ static int inside(const alloc_t *a, size_t n, uint64_t off, uint64_t len, const 
     return 0;
 }
 
-static void check_fields(const coll_ctl_sub_t *rec, const Coll__Wire__Submit *sub)
+static void check_fields(const coll_submission_t *rec, const Coll__Wire__Submit *sub)
 {
     FUZZ_CHECK(sub->req_id == rec->req_id && sub->key == rec->key && sub->count == rec->count &&
                    sub->send_offset == rec->send_offset && sub->recv_offset == rec->recv_offset &&
                    (uint32_t)sub->coll == rec->coll && sub->dtype == rec->dtype &&
-                   sub->op == rec->op && sub->root == rec->root && sub->peer == rec->peer &&
+                   sub->op == rec->redop && sub->root == rec->root && sub->peer == rec->peer &&
                    sub->algo == rec->algo && sub->layout == rec->layout &&
-                   sub->group == rec->group,
+                   sub->group == rec->group && sub->pool == rec->pool,
                "the Submit built from a record differs from it");
 }
 
@@ -89,14 +89,14 @@ static void check_buffers(const coll_job_t *job, const coll_session_t *s,
 }
 
 static void submit(const coll_job_t *job, const coll_group_t *grp, const coll_session_t *s,
-                   const coll_ctl_sub_t *rec, const alloc_t *a, size_t n)
+                   const coll_submission_t *rec, const alloc_t *a, size_t n)
 {
     Coll__Wire__Submit sub;
     char err[640] = "";
 
-    coll_wire_submit_from_ctl(rec, &sub);
+    coll_submission_to_wire(rec, &sub);
     check_fields(rec, &sub);
-    if (coll_wire_check_submit(&sub, err, sizeof(err)) != COLL_OK) {
+    if (coll_wire_check_submission(rec, err, sizeof(err)) != COLL_OK) {
         FUZZ_CHECK(err[0] != '\0', "refused without a reason");
         return;
     }
@@ -115,7 +115,7 @@ static void drain(const coll_job_t *job, const coll_group_t *grp, const coll_ses
     uint32_t head = atomic_load(&ctl.sub_head), tail = atomic_load(&ctl.sub_tail);
 
     for (uint32_t i = 0; i <= COLL_CTL_SUB_SLOTS; i++) {
-        coll_ctl_sub_t rec;
+        coll_submission_t rec;
         int got = coll_ctl_take(&ctl, &rec);
         uint32_t pending = head - tail;
 

@@ -456,10 +456,10 @@ static void ctl_seeds(void)
 {
     static const uint16_t sizes[4] = {1023, 1023, 16383, 255}; /* 4 * v + 1 bytes each */
     static const uint8_t owners[4] = {0, 1, 0, 0};             /* 1: the other rank */
-    uint8_t buf[2 + 5 + 12 + sizeof(coll_ctl_sub_t) * COLL_CTL_SUB_SLOTS];
+    uint8_t buf[2 + 5 + 12 + sizeof(coll_submission_t) * COLL_CTL_SUB_SLOTS];
     size_t off[4], n = 0;
     coll_pool_t *pool;
-    coll_ctl_sub_t recs[COLL_CTL_SUB_SLOTS];
+    coll_submission_t recs[COLL_CTL_SUB_SLOTS];
 
     /* The harness's pool, allocated in the same order, gives the same offsets. */
     if (coll_pool_create("seed", 1u << 20, &pool) != COLL_OK ||
@@ -485,12 +485,12 @@ static void ctl_seeds(void)
     }
     memset(recs, 0, sizeof(recs));
     for (uint32_t i = 0; i < 5; i++) {
-        coll_ctl_sub_t *r = &recs[(0xfffffffeu + i) % COLL_CTL_SUB_SLOTS];
+        coll_submission_t *r = &recs[(0xfffffffeu + i) % COLL_CTL_SUB_SLOTS];
         r->req_id = i + 1;
         r->key = i == 4 ? 0 : 4096 + i;
         r->coll = i; /* allreduce, reduce-scatter, all-gather, broadcast, reduce */
         r->dtype = COLL_FLOAT32;
-        r->op = COLL_SUM;
+        r->redop = COLL_SUM;
         r->count = 64;
         r->send_offset = off[0];
         r->recv_offset = off[2];

@@ -1,25 +1,27 @@
 #!/usr/bin/env python3
-"""Checks the direction of the house's layers (daemon/README.md has the map).
+"""Checks the direction of the house's layers (daemon/README.md and client/README.md, the maps).
 
   includes  every #include "..." of the tree: a daemon file includes only its own layer and the
-            ones below (base < core < net < engine < ps < {job, ops} < daemon.c, main.c; job and ops
-            not each other), and every project header by its path; proto/, common/, kernels/ and device/
-            include nothing of client/ or daemon/; client/ nothing of daemon/; nothing includes
-            client/'s private headers but client/ and its own tests; daemon/ and client/ include
-            nothing of kernels/cpu/ (they run kernels through the executor of their buffers'
-            memory kind, kernels/exec.h).
-  symbols   every symbol a layer's library needs (nm: undefined) and another layer's library
-            defines must be defined in a layer below it: a call upward is a failure, exactly as
-            linking that library alone with the ones below it would fail.
-  client    the same for the client library's files (libcollective.a's objects): base.c and
-            the shared base at the bottom, then the timeline and the links, to the daemon (io.c)
-            and to the other local ranks (shm*.c), the requests, the communicator, the
-            collectives and allocations, the parameter service, the bucketer and the split,
-            the 3D-parallel layouts (layout.c) on top; the links reach the requests only
-            through the table they register.
-  self-test the checker catches what it must: an upward include added to a copy of the tree,
-            an include by bare name, and upward calls added to the real symbol tables of the
-            daemon's layers and of the client library.
+            ones below (base < core < net < engine < ps < {job, ops} < daemon.c, main.c; job and
+            ops not each other), a client file likewise (base < trace < link < shm < devmap < req <
+            api < {groups, ps, bucketer} < grid; the three siblings not each other), and every
+            project header by its path; proto/, common/, kernels/ and device/ include nothing of
+            client/ or daemon/; client/ nothing of daemon/; nothing includes client/'s private
+            headers but client/ and its own tests; daemon/ and client/ include nothing of
+            kernels/cpu/ (they run kernels through the executor of their buffers' memory kind,
+            kernels/exec.h).
+  symbols   every symbol a daemon layer's library needs (nm: undefined) and another layer's
+            library defines must be defined in a layer below it: a call upward (or sideways,
+            between siblings) is a failure, exactly as linking that library alone with the ones
+            below it fails (the layer_link_<layer> programs of CMakeLists.txt).
+  client    the same between the client's layers, one static library each.
+  circles   no call circle crosses a folder: the graph of which library calls which, over the
+            daemon's layers and, apart, over the client's, has no cycle; each one found is named
+            with the calls that close it. Independent of the maps above.
+  self-test the checker catches what it must: upward includes added to a copy of the tree (in
+            the daemon and in the client), an include by bare name, and upward calls added to
+            the real symbol tables of the daemon's layers and of the client's, which the symbol
+            checks and the circle check must each report.
 
 Exit status: 0 clean, 1 a violation (each printed with file:line or library:symbol), 2 usage.
 Python 3 standard library only.
@@ -36,6 +38,8 @@ import tempfile
 DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "ops": 6}
 ROOT_RANK = 7  # daemon/daemon.c, daemon/main.c: the composition root
 SIBLINGS = {("job", "ops"), ("ops", "job")}
+CLIENT_RANK = {"base": 1, "trace": 2, "link": 3, "shm": 4, "devmap": 5, "req": 6, "api": 7,
+               "groups": 8, "ps": 8, "bucketer": 8, "grid": 9}
 BELOW_DAEMON = ("proto", "common", "kernels", "device", "include")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -63,6 +67,20 @@ def check_daemon_include(rel, inc, problems, where):
         problems.append("%s: daemon.h (the composition root) included below it" % where)
 
 
+def check_client_include(rel, inc, problems, where):
+    """A file in client/<layer>/ includes client headers of its own layer or below."""
+    parts = rel.split("/")
+    me = parts[1] if len(parts) > 2 else None
+    theirs = inc.split("/")[1] if inc.startswith("client/") and inc.count("/") >= 2 else None
+    if me not in CLIENT_RANK:
+        problems.append("%s: a client file outside the layer folders %s" %
+                        (where, sorted(CLIENT_RANK)))
+    elif inc.startswith("client/") and theirs not in CLIENT_RANK:
+        problems.append("%s: %s is in no client layer" % (where, inc))
+    elif theirs is not None and theirs != me and (CLIENT_RANK[theirs] >= CLIENT_RANK[me]):
+        problems.append("%s: %s reaches up from client %s to %s" % (where, inc, me, theirs))
+
+
 def check_include(rel, inc, problems, where, src_dir):
     top = rel.split("/")[0]
     first = inc.split("/")[0]
@@ -79,6 +97,8 @@ def check_include(rel, inc, problems, where, src_dir):
         problems.append("%s: %s: %s/ reaches up into %s" % (where, inc, top, first))
     elif top == "client" and (first == "daemon" or first in DAEMON_RANK):
         problems.append("%s: %s: the client library reaches into the daemon" % (where, inc))
+    elif top == "client":
+        check_client_include(rel, inc, problems, where)
     elif first == "client" and top not in ("client", "tests"):
         problems.append("%s: %s: a private header of the client library" % (where, inc))
 
@@ -116,157 +136,189 @@ def nm_symbols(lib):
     return defined, undefined - defined
 
 
-def check_symbols(tables):
-    """@tables: {layer: (defined, undefined)}. Returns the upward (or sideways) references."""
+def owners(tables):
+    """{symbol: the library of @tables ({library: (defined, undefined)}) that defines it}."""
     owner = {}
-    for layer, (defined, _) in tables.items():
+    for lib, (defined, _) in sorted(tables.items()):
         for sym in defined:
-            owner.setdefault(sym, layer)
+            owner.setdefault(sym, lib)
+    return owner
+
+
+def check_symbols(tables, rank=None, what="lib"):
+    """@tables: {layer: (defined, undefined)}; @rank: the layers' order (equal: siblings).
+    Returns the references to a layer that is not below."""
+    rank = DAEMON_RANK if rank is None else rank
+    owner = owners(tables)
     problems = []
     for layer, (_, undefined) in sorted(tables.items()):
         for sym in sorted(undefined):
             other = owner.get(sym)
-            if other is None or other == layer:
-                continue
-            if DAEMON_RANK[other] >= DAEMON_RANK[layer]:
-                problems.append("lib %s needs %s of %s, which is not below it" % (layer, sym,
-                                                                                  other))
+            if other is not None and other != layer and rank[other] >= rank[layer]:
+                problems.append("%s %s needs %s of %s, which is not below it" % (what, layer, sym,
+                                                                                 other))
     return problems
+
+
+def check_client(tables):
+    """The client's layers: @tables {layer: (defined, undefined)} of their libraries."""
+    return check_symbols(tables, CLIENT_RANK, "client lib")
 
 
 def load_tables(libs):
     return {layer: nm_symbols(path) for layer, path in libs}
 
 
-# ---- the client library's files -------------------------------------------------------------
+# ---- circles ---------------------------------------------------------------------------------
 
-CLIENT_RANK = {"status.c.o": 0, "dtype.c.o": 0, "size.c.o": 0,
-               # the wire code (proto/), which libcollective.a holds too
-               "collective.pb-c.c.o": 0, "frame.c.o": 0, "wire.c.o": 0, "ctl.c.o": 0,
-               "desc.c.o": 0, "jobmsg.c.o": 0, "ps_records.c.o": 0, "ps_names.c.o": 0,
-               "compression.c.o": 0, "shm_area.c.o": 0,
-               # the executors (kernels/), the host's of which the local ranks reduce with
-               "exec.c.o": 0, "exec_host.c.o": 0, "reduce_args.c.o": 0, "compress_span.c.o": 0,
-               "reduce.c.o": 0, "cast.c.o": 0,
-               "onebit.c.o": 0, "topk.c.o": 0, "lowrank.c.o": 0, "optim_step.c.o": 0,
-               "isa.c.o": 0, "isa_scalar.c.o": 0, "isa_avx2.c.o": 0, "isa_avx512.c.o": 0,
-               # the device layer (device/), with which the ranks map their device pools
-               "dev.c.o": 0, "dev_fake.c.o": 0, "dev_cuda.c.o": 0, "nccl.c.o": 0, "none.c.o": 0,
-               "debug.c.o": 1, "base.c.o": 1, "env.c.o": 1, "launcher.c.o": 1,
-               "bucket_plan.c.o": 1, "timeline.c.o": 2, "io.c.o": 2, "shm.c.o": 2,
-               "shm_progress.c.o": 2, "shm_exec.c.o": 2, "shm_node.c.o": 2, "devmap.c.o": 2,
-               "request.c.o": 3, "devmem.c.o": 5,
-               "comm.c.o": 4, "mem.c.o": 5, "collectives.c.o": 5, "ps.c.o": 6, "ps_ckpt.c.o": 6,
-               "compress.c.o": 5,
-               "bucketer.c.o": 7, "bucketer_wait.c.o": 7, "split_plan.c.o": 1, "split.c.o": 6,
-               "layout.c.o": 8}
-
-
-NM_LINE = re.compile(r"^.*?\.a:([^:]+):\s*(?:[0-9a-f]+\s+)?\w\s+(\S+)$")
-
-
-def archive_tables(lib):
-    """{member: (defined, undefined)} of a static library's objects."""
-    tables = {}
-    for flag, slot in (("--defined-only", 0), ("--undefined-only", 1)):
-        out = subprocess.run(["nm", "-A", "-g", flag, lib], capture_output=True, text=True,
-                             check=True).stdout
-        for line in out.splitlines():
-            m = NM_LINE.match(line)
-            if m:
-                tables.setdefault(m.group(1), (set(), set()))[slot].add(m.group(2))
-    return tables
-
-
-def check_client(lib, extra=None):
-    """@extra: (member, symbol) to add to what a member needs (the self-test's injection)."""
-    tables = archive_tables(lib)
-    if extra is not None:
-        tables[extra[0]][1].add(extra[1])
-    owner = {}
-    for member, (defined, _) in tables.items():
-        for sym in defined:
-            owner.setdefault(sym, member)
-    problems = []
-    for member, (_, undefined) in sorted(tables.items()):
-        if member not in CLIENT_RANK:
-            problems.append("client file %s has no place in the map (check_layers.py)" % member)
-            continue
+def call_graph(tables):
+    """{library: {library it calls: [symbols]}} from {library: (defined, undefined)}."""
+    owner = owners(tables)
+    graph = {lib: {} for lib in tables}
+    for lib, (_, undefined) in tables.items():
         for sym in sorted(undefined):
             other = owner.get(sym)
-            if other in CLIENT_RANK and CLIENT_RANK[other] > CLIENT_RANK[member]:
-                problems.append("client %s needs %s of %s, above it" % (member, sym, other))
+            if other is not None and other != lib:
+                graph[lib].setdefault(other, []).append(sym)
+    return graph
+
+
+def strong_components(graph):
+    """Tarjan's strongly connected components of @graph ({node: {successor: ...}})."""
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def check_circles(tables, what):
+    """Every call circle between the libraries of @tables, named with the calls that close it."""
+    graph = call_graph(tables)
+    problems = []
+    for comp in strong_components(graph):
+        if len(comp) > 1:
+            calls = ["%s -> %s (%s)" % (a, b, ", ".join(graph[a][b][:3]))
+                     for a in comp for b in comp if b in graph[a]]
+            problems.append("%s call circle between %s: %s" % (what, ", ".join(comp),
+                                                                "; ".join(calls)))
     return problems
 
 
 # ---- self-test -------------------------------------------------------------------------------
 
-def self_test(src_dir, libs, client_lib):
-    """Each injected violation must be found; the clean tree must pass."""
-    failures = []
+def injected_includes(src_dir):
+    """What the include check finds in a copy of the tree with upward includes added."""
     work = tempfile.mkdtemp(prefix="layers-")
     try:
         for top in ("daemon", "client", "proto", "common", "kernels", "device", "include"):
             shutil.copytree(os.path.join(src_dir, top), os.path.join(work, top))
-        if check_includes(work):
-            failures.append("the unmodified copy fails the include check")
-        victim = os.path.join(work, "daemon", "net", "transport.c")
-        with open(victim, "a") as f:
-            f.write('\n#include "engine/op.h"\n#include "pool.h"\n')
-        with open(os.path.join(work, "daemon", "engine", "combine.c"), "a") as f:
-            f.write('\n#include "kernels/cpu/reduce.h"\n')
-        found = check_includes(work)
-        for want in ("reaches up from net to engine", '"pool.h" by bare name',
-                     "kernels/cpu/reduce.h: a host kernel named past the executor"):
-            if not any(want in p for p in found):
-                failures.append("an injected include was not caught: %s (found: %s)" % (want,
-                                                                                      found))
+        clean = check_includes(work)
+        additions = {("daemon", "net", "transport.c"): '#include "engine/op.h"\n#include "pool.h"',
+                     ("daemon", "engine", "combine.c"): '#include "kernels/cpu/reduce.h"',
+                     ("client", "link", "link.c"): '#include "client/req/request.h"',
+                     ("client", "ps", "ps.c"): '#include "client/bucketer/bucketer.h"'}
+        for path, text in additions.items():
+            with open(os.path.join(work, *path), "a") as f:
+                f.write("\n" + text + "\n")
+        return clean, check_includes(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    tables = load_tables(libs)
-    if check_symbols(tables):
-        failures.append("the real libraries fail the symbol check")
-    tables["net"][1].add("coll_op_submit")  # transport calling the engine by name
-    if not any("coll_op_submit of engine" in p for p in check_symbols(tables)):
-        failures.append("an injected upward call (net -> engine) was not caught")
-    if check_client(client_lib):
-        failures.append("the real client library fails the client check")
-    found = check_client(client_lib, ("io.c.o", "coll__dispatch"))  # the link calling up
-    if not any("coll__dispatch of request.c.o" in p for p in found):
-        failures.append("an injected upward call (io.c -> request.c) was not caught")
+
+
+def expect(found, wants, what, failures):
+    for want in wants:
+        if not any(want in p for p in found):
+            failures.append("%s not caught: %s (found: %s)" % (what, want, found))
+
+
+def self_test(src_dir, libs, client_libs):
+    """Each injected violation must be found; the clean tree must pass."""
+    failures = []
+    clean, found = injected_includes(src_dir)
+    if clean:
+        failures.append("the unmodified copy fails the include check: %s" % clean)
+    expect(found, ("reaches up from net to engine", '"pool.h" by bare name',
+                   "kernels/cpu/reduce.h: a host kernel named past the executor",
+                   "reaches up from client link to req", "reaches up from client ps to bucketer"),
+           "an injected include", failures)
+    daemon, client = load_tables(libs), load_tables(client_libs)
+    if check_symbols(daemon) or check_client(client) or check_circles(daemon, "daemon") or \
+            check_circles(client, "client"):
+        failures.append("the real libraries fail a symbol or circle check")
+    daemon["net"][1].add("coll_op_submit")  # the transport calling the engine by name
+    client["link"][1].add("coll__req_new")  # the link calling the requests by name
+    client["ps"][1].add("coll_bucketer_create")  # a sibling calling another
+    expect(check_symbols(daemon), ("lib net needs coll_op_submit of engine",),
+           "an injected upward call", failures)
+    expect(check_client(client), ("client lib link needs coll__req_new of req",
+                                  "client lib ps needs coll_bucketer_create of bucketer"),
+           "an injected upward call", failures)
+    expect(check_circles(daemon, "daemon"), ("daemon call circle between engine, net",),
+           "an injected circle", failures)
+    expect(check_circles(client, "client"),
+           ("client call circle between devmap, link, req, shm", "link -> req (coll__req_new)"),
+           "an injected circle", failures)
     return failures
 
 
-def parse_libs(items):
+def parse_libs(items, ranks, flag):
     libs = []
     for item in items or []:
         layer, _, path = item.partition("=")
-        if layer not in DAEMON_RANK or not path:
-            raise SystemExit("--lib LAYER=PATH with LAYER one of %s" % sorted(DAEMON_RANK))
+        if layer not in ranks or not path:
+            raise SystemExit("%s LAYER=PATH with LAYER one of %s" % (flag, sorted(ranks)))
         libs.append((layer, path))
     return libs
+
+
+def run(what, args):
+    libs = parse_libs(args.lib, DAEMON_RANK, "--lib")
+    client_libs = parse_libs(args.client_lib, CLIENT_RANK, "--client-lib")
+    if what == "includes":
+        return check_includes(args.source_dir)
+    if what == "symbols":
+        return check_symbols(load_tables(libs))
+    if what == "client":
+        return check_client(load_tables(client_libs))
+    if what == "circles":
+        return (check_circles(load_tables(libs), "daemon") +
+                check_circles(load_tables(client_libs), "client"))
+    return self_test(args.source_dir, libs, client_libs)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["includes", "symbols", "client", "self-test"])
+    p.add_argument("what", choices=["includes", "symbols", "client", "circles", "self-test"])
     p.add_argument("--source-dir", required=True)
-    p.add_argument("--lib", action="append", help="LAYER=path of its static library")
-    p.add_argument("--client-lib", help="libcollective.a")
+    p.add_argument("--lib", action="append", help="LAYER=path of a daemon layer's library")
+    p.add_argument("--client-lib", action="append",
+                   help="LAYER=path of a client layer's library")
     args = p.parse_args()
-    libs = parse_libs(args.lib)
-    if args.what == "includes":
-        problems = check_includes(args.source_dir)
-    elif args.what == "symbols":
-        problems = check_symbols(load_tables(libs))
-    elif args.what == "client":
-        problems = check_client(args.client_lib)
-    else:
-        problems = self_test(args.source_dir, libs, args.client_lib)
+    return report("layers", args.what, run(args.what, args))
+
+
+def report(tag, what, problems):
+    """Print @problems, one a line, then a verdict. @return The exit status (0 clean, 1 not)."""
     for line in problems:
-        print("layers: " + line)
-    print("layers: %s: %s" % (args.what, "%d problem(s)" % len(problems) if problems else "clean"))
+        print("%s: %s" % (tag, line))
+    print("%s: %s: %s" % (tag, what, "%d problem(s)" % len(problems) if problems else "clean"))
     return 1 if problems else 0
 
 

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "client/internal.h"
-#include "client/shm.h"
+#include "client/req/request.h"
+#include "client/shm/shm.h"
 #include "proto/frame.h"
 #include "proto/wire.h"
 
@@ -52,7 +52,7 @@ static coll_comm_t *rank_comm(world_t *w, uint32_t l)
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     assert_int_equal(coll_frame_reader_init(&c->reader, COLL_FRAME_MAX_CLIENT), COLL_OK);
-    c->link = &coll__request_link_ops;
+    c->hooks = &coll__request_link_hooks;
     c->conn = c; /* the world communicator of its own connection, as coll_comm_create() makes */
     c->refs = 1;
     c->owner = pthread_self();

@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/internal.h"
-#include "client/shm.h"
+#include "client/shm/shm.h"
 
 /* Checks inside the ranks' threads (cmocka's assertions belong to the main thread): print
  * what failed, then abort the test. */

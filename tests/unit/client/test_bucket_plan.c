@@ -1,5 +1,5 @@
 /*
- * Bucket layout of the bucketer (client/bucket_plan.c) against layouts computed by hand:
+ * Bucket layout of the bucketer (client/bucketer/plan.c) against layouts computed by hand:
  * reverse registration order, the first bucket's smaller cap, a bucket that a large parameter
  * overfills, one bucket list per datatype, a rebuild order, parameters of 0 elements, and the
  * arguments it refuses.
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "client/bucket_plan.h"
+#include "client/bucketer/plan.h"
 
 /* Expected bucket: its parameters in layout order (terminated by -1) and its datatype. */
 typedef struct {

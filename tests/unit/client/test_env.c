@@ -1,5 +1,5 @@
 /*
- * Where a communicator's parameters come from (client/env.c, client/launcher.c): COLL_*,
+ * Where a communicator's parameters come from (client/base/env.c, client/base/launcher.c): COLL_*,
  * torchrun's variables, and the environments that Open MPI's mpirun and Slurm's srun give
  * their processes, with the values those launchers set (Open MPI 4.1 and Slurm 23 as observed:
  * OMPI_COMM_WORLD_*, PMIX_NAMESPACE; SLURM_PROCID, SLURM_STEP_TASKS_PER_NODE "4(x2)", host
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "client/internal.h"
+#include "client/base/env.h"
 
 extern char **environ;
 

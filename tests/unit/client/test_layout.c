@@ -1,6 +1,6 @@
 /*
- * Unit tests of the 3D-parallel layouts (client/layout.c) and of the split plan
- * (client/split_plan.c), pure functions: the groups of hand-computed layouts up to 64 ranks in
+ * Unit tests of the 3D-parallel grids (client/grid/grid.c) and of the split plan
+ * (client/groups/split_plan.c), pure functions: the groups of hand-computed layouts up to 64 ranks in
  * several rank orders (Megatron-LM's parallel_state.py example among them), the partition
  * every layout of up to 64 ranks makes, the intra-node flags, and the groups, orders and ids
  * a split computes.
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "client/split_plan.h"
+#include "client/groups/split_plan.h"
 
 static coll_layout_t layout(int tp, int pp, int dp, const char *order)
 {

@@ -22,8 +22,7 @@
 
 #include <cmocka.h>
 
-#include "client/internal.h"
-#include "client/shm.h"
+#include "client/shm/shm.h"
 #include "proto/frame.h"
 #include "proto/wire.h"
 

@@ -19,8 +19,7 @@
 
 #include <cmocka.h>
 
-#include "client/internal.h"
-#include "client/shm.h"
+#include "client/shm/shm.h"
 #include "proto/frame.h"
 #include "proto/wire.h"
 
@@ -45,15 +44,15 @@ static void run_node(world_t *w, uint32_t l, void *p)
 static void *daemon_for_node(void *p)
 {
     world_t *w = p;
-    coll_ctl_sub_t rec;
+    coll_submission_t rec;
     uint32_t found = 0, slot;
     uint64_t state;
-    coll_shm_desc_t d;
+    coll_shm_rec_t d;
 
     while (found == 0) {
         for (uint32_t l = 0; l < w->nlocal; l++) {
             while (coll_ctl_take(coll_ctl_of(w->pool, l), &rec) == 1) {
-                T_EQ(rec.flags, COLL_CTL_SUB_NODE);
+                T_EQ(rec.flags, COLL_SUBMISSION_NODE);
                 found++;
             }
         }
@@ -68,7 +67,7 @@ static void *daemon_for_node(void *p)
         coll_shm_move(&coll_shm_rank_of(w->pool, w->nlocal, l)->post[slot], state,
                       COLL_SHM_TAKEN);
         uint32_t head = atomic_load(&ctl->comp_head);
-        ctl->comp[head % COLL_CTL_SLOTS] = (coll_ctl_comp_t){.req_id = d.req_id, .algo = "rd"};
+        ctl->comp[head % COLL_CTL_SLOTS] = (coll_ctl_comp_t){.req_id = d.sub.req_id, .algo = "rd"};
         atomic_store(&ctl->comp_head, head + 1);
         coll_ctl_notify(ctl);
     }
@@ -127,12 +126,12 @@ static void run_reduced(world_t *w, uint32_t l, void *p)
 
 /* The one node submission of the reduced allreduce: no output written, the node sum in local
  * rank 0's node buffer; then the other node's part is added and the node word written. */
-static void play_inter_node(world_t *w, const coll_ctl_sub_t *rec, coll_status_t status)
+static void play_inter_node(world_t *w, const coll_submission_t *rec, coll_status_t status)
 {
     coll_shm_rank_t *home = coll_shm_rank_of(w->pool, w->nlocal, 0);
     uint32_t slot;
     uint64_t state;
-    coll_shm_desc_t d;
+    coll_shm_rec_t d;
     float *node;
 
     T_CHECK(coll_shm_find(home, rec->key, COLL_SHM_POSTED, &slot, &state, &d));
@@ -158,13 +157,13 @@ static coll_status_t g_node_status; /* what the fake daemon's node word says */
 static void *daemon_for_reduced(void *p)
 {
     world_t *w = p;
-    coll_ctl_sub_t rec;
+    coll_submission_t rec;
     uint32_t found = 0;
 
     for (int tries = 0; found == 0 && tries < WAIT_MS; tries++) {
         for (uint32_t l = 0; l < w->nlocal; l++) {
             while (coll_ctl_take(coll_ctl_of(w->pool, l), &rec) == 1) {
-                T_EQ(rec.flags, COLL_CTL_SUB_NODE | COLL_CTL_SUB_REDUCED);
+                T_EQ(rec.flags, COLL_SUBMISSION_NODE | COLL_SUBMISSION_REDUCED);
                 found++;
             }
         }

@@ -1,5 +1,5 @@
 /*
- * The COLL_TIMELINE writer (client/timeline.c): file names (%r, directory, ".json" suffix),
+ * The COLL_TIMELINE writer (client/trace/timeline.c): file names (%r, directory, ".json" suffix),
  * the events of a request (its phases nested in it, with their names, times and arguments),
  * spans, skipped requests, and that the file is a complete JSON document after every write,
  * not only after close (read back with jansson).
@@ -16,8 +16,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "client/internal.h"
-#include "client/timeline.h"
+#include "client/base/base.h"
+#include "client/trace/timeline.h"
 
 static char tmpdir[256];
 
@@ -129,7 +129,7 @@ static coll_request_t fake_request(uint64_t t0, long bucket)
     r.status = COLL_OK;
     r.coll = 0; /* allreduce */
     r.dtype = COLL_FLOAT32;
-    r.op = COLL_AVG;
+    r.redop = COLL_AVG;
     r.count = 1000;
     r.key = 42;
     r.bucket = bucket;

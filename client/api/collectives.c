@@ -1,0 +1,408 @@
+/*
+ * Submitting collectives and point-to-point transfers: check the arguments against the pool,
+ * give the operation its key, send one Submit and return a request.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/api/api.h"
+#include "client/devmap/devmap.h"
+#include "common/compression.h"
+#include "proto/cspec.h"
+#include "client/shm/shm.h"
+
+/* What one call asks for, before it becomes a Submit. */
+typedef struct {
+    coll_kind_t coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;       /* elements per rank */
+    size_t send_elems;  /* elements read from sendbuf (0: not read) */
+    size_t recv_elems;  /* elements written to recvbuf (0: not written) */
+    coll_dtype_t dtype;
+    coll_redop_t redop;
+    int root;
+    int peer;
+} spec_t;
+
+/* Offset of [p, p + len) in the pool, or -1 when it is not inside. */
+int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len)
+{
+    const uint8_t *b = p;
+    if (c->pool == NULL || b < c->pool || (size_t)(b - c->pool) > c->pool_bytes ||
+        len > c->pool_bytes - (size_t)(b - c->pool)) {
+        return -1;
+    }
+    return b - c->pool;
+}
+
+/* Offset of [p, p + len) in the host pool or a device pool, whose id goes to *pool_p (0: the
+ * host pool); -1 when in none. */
+static int64_t buffer_offset(const coll_comm_t *c, const void *p, size_t len, uint32_t *pool_p)
+{
+    int64_t off = coll__pool_offset(c, p, len);
+    uint64_t doff;
+
+    *pool_p = 0;
+    if (off < 0 && coll__devmap_find(c, p, len, pool_p, &doff)) {
+        off = (int64_t)doff;
+    }
+    return off;
+}
+
+static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_submission_t *m)
+{
+    const coll_comm_t *c = comm->conn;
+    size_t es = coll_dtype_size(s->dtype);
+    int sends = s->send_elems > 0 || s->sendbuf != NULL;
+    int recvs = s->recv_elems > 0 || s->recvbuf != NULL;
+    int64_t so = 0, ro = 0;
+    uint32_t sp = 0, rp = 0;
+
+    if (s->send_elems > SIZE_MAX / es || s->recv_elems > SIZE_MAX / es) {
+        coll__set_error(comm, "count %zu overflows", s->count);
+        return COLL_ERR_INVALID;
+    }
+    if (sends) {
+        so = buffer_offset(c, s->sendbuf, s->send_elems * es, &sp);
+    }
+    if (recvs) {
+        ro = buffer_offset(c, s->recvbuf, s->recv_elems * es, &rp);
+    }
+    if (so < 0 || ro < 0) {
+        coll__set_error(comm, "rank %d: %s buffer is not inside the job's pool; allocate it "
+                        "with coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
+        return COLL_ERR_NOT_IN_POOL;
+    }
+    if (sends && recvs && sp != rp) {
+        coll__set_error(comm, "rank %d: the send and receive buffers are in different pools "
+                        "(host memory and a device's, or two devices')", c->rank);
+        return COLL_ERR_INVALID;
+    }
+    m->pool = sends ? sp : rp;
+    /* Before anything is posted: on the shared-memory path no daemon looks at the buffers. */
+    if (!coll_kind_overlap_ok((coll_kind_t)s->coll, (uint32_t)comm->rank, (uint64_t)so,
+                              s->send_elems * es, (uint64_t)ro, s->recv_elems * es)) {
+        coll__set_error(comm, "rank %d: send buffer [%lld, +%zu) and receive buffer [%lld, "
+                        "+%zu) of the %s overlap: only the in-place form of this collective "
+                        "may", comm->rank, (long long)so, s->send_elems * es, (long long)ro,
+                        s->recv_elems * es, coll_kind_name((coll_kind_t)s->coll));
+        return COLL_ERR_INVALID;
+    }
+    m->send_offset = (uint64_t)so;
+    m->recv_offset = (uint64_t)ro;
+    return COLL_OK;
+}
+
+static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
+{
+    int p2p = s->coll == COLL_KIND_SEND || s->coll == COLL_KIND_RECV;
+
+    if (coll_dtype_size(s->dtype) == 0 || (unsigned)s->redop >= COLL_REDOP_COUNT) {
+        coll__set_error(c, "unsupported dtype %d or reduction %d", (int)s->dtype, (int)s->redop);
+        return COLL_ERR_INVALID;
+    }
+    if (s->root < 0 || s->root >= c->world_size) {
+        coll__set_error(c, "root %d is not a rank of the %s (size %d)", s->root,
+                        c->group ? "group" : "job", c->world_size);
+        return COLL_ERR_INVALID;
+    }
+    if (p2p && (s->peer < 0 || s->peer >= c->world_size || s->peer == c->rank)) {
+        coll__set_error(c, "peer %d is not another rank of the %s (rank %d, size %d)", s->peer,
+                        c->group ? "group" : "job", c->rank, c->world_size);
+        return COLL_ERR_INVALID;
+    }
+    return COLL_OK;
+}
+
+/* Without a key: collectives by call order, point-to-point by call order per peer, of the
+ * thread that created the communicator. Another thread's order is unknown to the other ranks,
+ * which would pair its operations with whatever came at the same place in theirs. */
+static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
+                                uint64_t *key_p)
+{
+    uint32_t **seq;
+
+    if (params != NULL && (params->field_mask & COLL_OP_PARAM_KEY)) {
+        *key_p = params->key;
+        return COLL_OK;
+    }
+    if (!pthread_equal(pthread_self(), c->owner)) {
+        coll__set_error(c, "rank %d: an operation without a key from a thread other than the one "
+                        "that created the communicator; give each concurrent operation a key "
+                        "(coll_op_params_t.key), or submit from that thread", c->rank);
+        return COLL_ERR_INVALID;
+    }
+    if (s->coll != COLL_KIND_SEND && s->coll != COLL_KIND_RECV) {
+        *key_p = (1ull << 39) | (c->next_seq++ & ((1ull << 39) - 1));
+        return COLL_OK;
+    }
+    seq = s->coll == COLL_KIND_SEND ? &c->send_seq : &c->recv_seq;
+    if (*seq == NULL && (*seq = calloc((size_t)c->world_size, sizeof(**seq))) == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    *key_p = (*seq)[s->peer]++;
+    return COLL_OK;
+}
+
+/* Local rank 0 of a multi-node job takes its node buffers from the pool before its first
+ * allreduce (shm/shm.h, route NODE). A pool without room for them is no error: the allreduces then
+ * go to the daemon whole (said once at COLL_DEBUG=WARN, the default), and the last error the
+ * user may read is left as it was. */
+static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
+{
+    uint64_t bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll), off = 0;
+    char saved[sizeof(c->conn->last_error)];
+
+    if (bytes == 0) {
+        return;
+    }
+    memcpy(saved, c->conn->last_error, sizeof(saved));
+    if (coll__mem_alloc(c->conn, (size_t)bytes, &off) != COLL_OK) {
+        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: no room in the pool for the %llu bytes "
+                    "of node buffers (%s): its node's allreduces go to the daemon whole, not "
+                    "reduced in shared memory first",
+                    c->rank, c->job, (unsigned long long)bytes, c->conn->last_error);
+        off = 0;
+        memcpy(c->conn->last_error, saved, sizeof(saved));
+    }
+    coll__shm_node_provide(c->shm, off, bytes);
+}
+
+/* A key (or a point-to-point key, direction and peer) already in flight: the tags could not
+ * tell the two operations apart. Both fail, and the job with them (the caller aborts it). */
+static coll_status_t check_key(coll_comm_t *c, const coll_submission_t *m)
+{
+    coll_request_t *r = coll__req_same_key(c, m);
+    char nm[48];
+
+    if (r == NULL) {
+        return COLL_OK;
+    }
+    r->key_reused = 1;
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)m->coll, .key = m->key}, nm, sizeof(nm));
+    coll__set_error(c, "rank %d submitted %s while an operation of that key was still in "
+                    "flight; keys must be unique among the operations in flight, so both fail",
+                    c->rank, nm);
+    return COLL_ERR_INVALID;
+}
+
+/* The pool bytes the operation reads and writes, for coll_mem_free() (coll__req_using()). */
+static void note_buffers(const coll_comm_t *c, const coll_submission_t *m, coll_request_t *r)
+{
+    uint64_t se, re, es = coll_dtype_size((coll_dtype_t)m->dtype);
+
+    coll_kind_extent((coll_kind_t)m->coll, m->count, (uint32_t)c->world_size, (uint32_t)c->rank,
+                     m->root, &se, &re);
+    r->pool = m->pool;
+    r->send_off = m->send_offset;
+    r->send_bytes = se * es;
+    r->recv_off = m->recv_offset;
+    r->recv_bytes = re * es;
+}
+
+coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_request_t **req_p)
+{
+    coll_request_t *r;
+    coll_status_t st = check_key(c, m);
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if (c->shm != NULL && m->compression == 0) {
+        node_buffers(c, m);
+    }
+    if ((r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    m->req_id = r->id;
+    r->coll = (uint32_t)m->coll;
+    r->dtype = m->dtype;
+    r->redop = m->redop;
+    r->key = m->key;
+    r->count = m->count;
+    r->peer = m->peer;
+    note_buffers(c, m, r);
+    r->bucket = -1;
+    r->timing.submit_ns = coll__now_ns();
+    m->group = c->group;
+    /* Collectives of the world without compression on host buffers meet in the local ranks'
+     * shared-memory area first (shm/shm.h); groups, compression and the rest go to the daemon. */
+    st = c->shm != NULL && m->coll < COLL_KIND_SEND && m->compression == 0 && m->pool == 0
+             ? coll__shm_post(c, r, m)
+             : coll__submit_send(c->conn, m);
+    if (st != COLL_OK) {
+        coll__req_release(r);
+        return st;
+    }
+    *req_p = r;
+    return COLL_INPROGRESS;
+}
+
+/* The spec travels packed (proto/cspec.h); it was checked when it was set. */
+static void set_compression(coll_submission_t *m, const coll_compression_t *z)
+{
+    m->compression = coll_cspec_pack(z, coll__compress_ratio_units(z->ratio));
+    m->bucket = z->bucket;
+    m->warmup = z->warmup;
+}
+
+/* A compression asked for by the call must be valid: the daemon would refuse it. */
+static coll_status_t check_params(coll_comm_t *c, const coll_op_params_t *params)
+{
+    if (params != NULL && (params->field_mask & COLL_OP_PARAM_COMPRESSION) &&
+        coll__compression_check(&params->compression) != COLL_OK) {
+        coll__set_error(c, "rank %d: invalid compression (method %d, ratio %g, rank %u, flags "
+                        "%#x, warm-up %u)", c->rank, (int)params->compression.method,
+                        params->compression.ratio, params->compression.rank,
+                        params->compression.flags, params->compression.warmup);
+        return COLL_ERR_INVALID;
+    }
+    return COLL_OK;
+}
+
+/* The record of call @p s with @p params, its buffers placed by check_buffers(). */
+static void fill(const coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
+                 coll_submission_t *m)
+{
+    uint64_t mask = params != NULL ? params->field_mask : 0;
+
+    m->coll = s->coll;
+    m->dtype = (uint32_t)s->dtype;
+    m->redop = (uint32_t)s->redop;
+    m->count = s->count;
+    m->root = (uint32_t)s->root;
+    m->peer = (uint32_t)(s->peer < 0 ? 0 : s->peer);
+    m->algo = (mask & COLL_OP_PARAM_ALGO) ? params->algo : c->algo;
+    m->layout = (mask & COLL_OP_PARAM_LAYOUT) ? params->layout : 0;
+    set_compression(m, (mask & COLL_OP_PARAM_COMPRESSION) ? &params->compression
+                                                          : &c->compression);
+}
+
+static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
+                            coll_request_t **req_p)
+{
+    coll_submission_t m = {0};
+    coll_comm_t *k = c->conn;
+    coll_status_t st;
+
+    pthread_mutex_lock(&k->lock);
+    st = check_spec(c, s);
+    if (st == COLL_OK) {
+        st = check_params(c, params);
+    }
+    if (st == COLL_OK) {
+        st = check_buffers(c, s, &m);
+    }
+    if (st == COLL_OK) {
+        st = assign_key(c, s, params, &m.key);
+    }
+    if (st == COLL_OK) {
+        fill(c, s, params, &m);
+        st = coll__submit_msg(c, &m, req_p);
+    }
+    if (st != COLL_INPROGRESS) {
+        /* The other ranks would wait for this operation: end the job for them too (nothing
+         * happens when the job failed already or the link is gone). */
+        coll__abort(k, st, k->last_error);
+    }
+    pthread_mutex_unlock(&k->lock);
+    return st;
+}
+
+coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                   size_t count, coll_dtype_t dtype, coll_redop_t op,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    spec_t s = {.coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                .count = count, .send_elems = count, .recv_elems = count, .dtype = dtype,
+                .redop = op, .peer = -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_reduce_scatter_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                        size_t recvcount, coll_dtype_t dtype, coll_redop_t op,
+                                        const coll_op_params_t *params, coll_request_t **req_p)
+{
+    size_t all = recvcount * (size_t)c->world_size;
+    spec_t s = {.coll = COLL_KIND_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                .count = recvcount, .send_elems = all, .recv_elems = recvcount,
+                .dtype = dtype, .redop = op, .peer = -1};
+    if (c->world_size > 0 && all / (size_t)c->world_size != recvcount) {
+        return COLL_ERR_INVALID;
+    }
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_allgather_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                   size_t sendcount, coll_dtype_t dtype,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    size_t all = sendcount * (size_t)c->world_size;
+    spec_t s = {.coll = COLL_KIND_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                .count = sendcount, .send_elems = sendcount, .recv_elems = all,
+                .dtype = dtype, .redop = COLL_SUM, .peer = -1};
+    if (c->world_size > 0 && all / (size_t)c->world_size != sendcount) {
+        return COLL_ERR_INVALID;
+    }
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_broadcast_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                   size_t count, coll_dtype_t dtype, int root,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    int at_root = root == c->rank;
+    spec_t s = {.coll = COLL_KIND_BROADCAST, .sendbuf = at_root ? sendbuf : NULL,
+                .recvbuf = recvbuf, .count = count, .send_elems = at_root ? count : 0,
+                .recv_elems = count, .dtype = dtype, .redop = COLL_SUM, .root = root,
+                .peer = -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_reduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                                coll_dtype_t dtype, coll_redop_t op, int root,
+                                const coll_op_params_t *params, coll_request_t **req_p)
+{
+    int at_root = root == c->rank;
+    spec_t s = {.coll = COLL_KIND_REDUCE, .sendbuf = sendbuf,
+                .recvbuf = at_root ? recvbuf : NULL, .count = count, .send_elems = count,
+                .recv_elems = at_root ? count : 0, .dtype = dtype, .redop = op, .root = root,
+                .peer = -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_barrier_async(coll_comm_t *c, const coll_op_params_t *params,
+                                 coll_request_t **req_p)
+{
+    spec_t s = {.coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8, .redop = COLL_SUM, .peer = -1};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_send_async(coll_comm_t *c, const void *buf, size_t count, coll_dtype_t dtype,
+                              int peer, const coll_op_params_t *params, coll_request_t **req_p)
+{
+    spec_t s = {.coll = COLL_KIND_SEND, .sendbuf = buf, .count = count, .send_elems = count,
+                .dtype = dtype, .redop = COLL_SUM, .peer = peer};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_recv_async(coll_comm_t *c, void *buf, size_t count, coll_dtype_t dtype,
+                              int peer, const coll_op_params_t *params, coll_request_t **req_p)
+{
+    spec_t s = {.coll = COLL_KIND_RECV, .recvbuf = buf, .count = count, .recv_elems = count,
+                .dtype = dtype, .redop = COLL_SUM, .peer = peer};
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_allreduce(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                             coll_dtype_t dtype, coll_redop_t op)
+{
+    coll_request_t *r;
+    coll_status_t st = coll_allreduce_async(c, sendbuf, recvbuf, count, dtype, op, NULL, &r);
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(r, -1);
+        coll_req_free(r);
+    }
+    return st;
+}

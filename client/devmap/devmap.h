@@ -1,0 +1,68 @@
+/**
+ * @file devmap.h
+ * @brief This rank's mappings of the job's device pools (daemon/core/dev_pools.h) and its
+ *        allocations in them: a range of device addresses reserved per pool, and the pool's
+ *        chunks imported and mapped into it, in order, as allocation replies bring them with
+ *        their fds; the allocations' records, which the API's calls on them keep
+ *        (api/devmem.c).
+ *        Every function: the connection's lock held.
+ */
+#ifndef COLL_CLIENT_DEVMAP_DEVMAP_H
+#define COLL_CLIENT_DEVMAP_DEVMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/base/objects.h"
+#include "device/dev.h"
+
+/** One device pool as this rank maps it. */
+typedef struct {
+    int device;       /**< this process's index of the device; -1: not mapped */
+    uint64_t va;      /**< the reservation (the daemon's pool_bytes of addresses) */
+    size_t bytes;
+    size_t mapped;    /**< [va, va + mapped) holds the chunks received so far */
+    size_t nchunks;
+    size_t chunk_end[COLL_FRAME_MAX_FDS]; /**< where each chunk ends (they follow each other) */
+} coll_devmap_t;
+
+/** One allocation of this rank in a device pool. */
+typedef struct {
+    uint32_t pool;    /**< 1 + the daemon's device */
+    uint64_t offset, bytes;
+} coll_devalloc_t;
+
+/** The device side of a connection. */
+struct coll_devmem {
+    const coll_dev_ops_t *ops;
+    coll_devmap_t map[COLL_DEV_MAX]; /**< by pool id - 1 (the daemon's device) */
+    coll_devalloc_t *allocs;
+    size_t nallocs, cap;
+};
+
+/**
+ * @brief Take the fds of a device allocation's reply @p m (always, closing what is not kept)
+ *        and, when it succeeded, import and map its chunks; an allocation this rank cannot map
+ *        is freed again at the daemon.
+ * @return COLL_OK; COLL_ERR_PROTOCOL (chunks out of order or without fds, a pool of another
+ *         size, an allocation outside what is mapped, a reply nobody asked for); the device's
+ *         error (the message names the call). The last error is set.
+ */
+coll_status_t coll__devmap_reply(coll_comm_t *c, const Coll__Wire__MemAllocReply *m);
+
+/**
+ * @brief Which device pool [p, p + len) lies in, as far as mapped.
+ * @param [out] pool_p   Its id (1 + the daemon's device).
+ * @param [out] offset_p The offset of @p p in it.
+ * @return 1 when it does, 0 otherwise.
+ */
+int coll__devmap_find(const coll_comm_t *c, const void *p, size_t len, uint32_t *pool_p,
+                      uint64_t *offset_p);
+
+/** @return This process's address of @p offset in pool @p pool (which must be mapped). */
+void *coll__devmap_ptr(const coll_comm_t *c, uint32_t pool, uint64_t offset);
+
+/** @brief Unmap every device pool and forget the allocations (the connection closes). */
+void coll__devmap_close(coll_comm_t *c);
+
+#endif

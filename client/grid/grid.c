@@ -1,0 +1,174 @@
+/*
+ * 3D-parallel grids: the coordinates of a rank in a grid of tp x pp x dp ranks numbered in a
+ * chosen order (Megatron-LM's RankGenerator in megatron/core/parallel_state.py, order
+ * "tp-dp-pp" by default), the groups along each dimension, and the groups themselves, made with
+ * coll_comm_split(). The public API calls a grid coll_layout_t (collective_groups.h); here
+ * "layout" is kept for what it means everywhere else in client/, a tensor layout's fingerprint.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/api/api.h"
+
+static const char *const dim_names[COLL_DIM_COUNT] = {"tp", "pp", "dp"};
+
+/* The dimension named at @p s ("tp", "pp" or "dp"), or -1. */
+static int parse_dim(const char *s)
+{
+    for (int d = 0; d < COLL_DIM_COUNT; d++) {
+        if (strncmp(s, dim_names[d], 2) == 0) {
+            return d;
+        }
+    }
+    return -1;
+}
+
+/* "tp-dp-pp": three distinct names, '-' between them. */
+static coll_status_t parse_order(const char *order, coll_dim_t out[COLL_DIM_COUNT])
+{
+    unsigned seen = 0;
+
+    if (strlen(order) != 3 * COLL_DIM_COUNT - 1) {
+        return COLL_ERR_INVALID;
+    }
+    for (int i = 0; i < COLL_DIM_COUNT; i++) {
+        int d = parse_dim(order + 3 * i);
+        if (d < 0 || (seen & (1u << d)) || (i > 0 && order[3 * i - 1] != '-')) {
+            return COLL_ERR_INVALID;
+        }
+        seen |= 1u << d;
+        out[i] = (coll_dim_t)d;
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll_layout_init(coll_layout_t *grid, int tp, int pp, int dp, const char *order)
+{
+    coll_layout_t l = {.size = {tp, pp, dp}};
+
+    if (grid == NULL || tp < 1 || pp < 1 || dp < 1 ||
+        (int64_t)tp * pp * dp > (int64_t)COLL_WORLD_MAX ||
+        parse_order(order != NULL ? order : "tp-dp-pp", l.order) != COLL_OK) {
+        return COLL_ERR_INVALID;
+    }
+    *grid = l;
+    return COLL_OK;
+}
+
+int coll_layout_size(const coll_layout_t *grid)
+{
+    return grid->size[0] * grid->size[1] * grid->size[2];
+}
+
+coll_status_t coll_layout_coords(const coll_layout_t *grid, int rank,
+                                 int coords[COLL_DIM_COUNT])
+{
+    if (rank < 0 || rank >= coll_layout_size(grid)) {
+        return COLL_ERR_INVALID;
+    }
+    for (int i = 0; i < COLL_DIM_COUNT; i++) {
+        int d = grid->order[i];
+        coords[d] = rank % grid->size[d];
+        rank /= grid->size[d];
+    }
+    return COLL_OK;
+}
+
+/* The rank of @p coords. */
+static int rank_of(const coll_layout_t *grid, const int coords[COLL_DIM_COUNT])
+{
+    int rank = 0;
+
+    for (int i = COLL_DIM_COUNT - 1; i >= 0; i--) {
+        int d = grid->order[i];
+        rank = rank * grid->size[d] + coords[d];
+    }
+    return rank;
+}
+
+coll_status_t coll_layout_group(const coll_layout_t *grid, coll_dim_t dim, int rank,
+                                int *ranks, int *color)
+{
+    int c[COLL_DIM_COUNT], index = 0, scale = 1;
+
+    if ((unsigned)dim >= COLL_DIM_COUNT || coll_layout_coords(grid, rank, c) != COLL_OK) {
+        return COLL_ERR_INVALID;
+    }
+    /* The group's index: the other coordinates, in the order's sense (faster first). */
+    for (int i = 0; i < COLL_DIM_COUNT; i++) {
+        int d = grid->order[i];
+        if (d != (int)dim) {
+            index += c[d] * scale;
+            scale *= grid->size[d];
+        }
+    }
+    for (int k = 0; ranks != NULL && k < grid->size[dim]; k++) {
+        c[dim] = k;
+        ranks[k] = rank_of(grid, c);
+    }
+    if (color != NULL) {
+        *color = index;
+    }
+    return COLL_OK;
+}
+
+int coll_layout_intra_node(const coll_layout_t *grid, coll_dim_t dim, int ranks_per_node)
+{
+    int n = grid->size[dim], *ranks;
+    int ok = ranks_per_node >= 1 && (unsigned)dim < COLL_DIM_COUNT;
+
+    if (!ok || (ranks = malloc((size_t)n * sizeof(int))) == NULL) {
+        return 0;
+    }
+    for (int r = 0; ok && r < coll_layout_size(grid); r++) {
+        coll_layout_group(grid, dim, r, ranks, NULL);
+        for (int k = 1; ok && k < n; k++) {
+            ok = ranks[k] / ranks_per_node == ranks[0] / ranks_per_node;
+        }
+    }
+    free(ranks);
+    return ok;
+}
+
+coll_status_t coll_comm_groups(coll_comm_t *comm, const coll_layout_t *grid,
+                               coll_groups_t *groups)
+{
+    coll_groups_t g = {0};
+    coll_status_t st = COLL_OK;
+
+    if (comm == NULL || grid == NULL || groups == NULL ||
+        coll_layout_size(grid) != comm->world_size) {
+        if (comm != NULL) {
+            pthread_mutex_lock(&comm->conn->lock);
+            coll__set_error(comm, "coll_comm_groups: the grid (coll_layout_t) has %d ranks, "
+                            "the communicator %d", grid != NULL ? coll_layout_size(grid) : 0,
+                            comm->world_size);
+            pthread_mutex_unlock(&comm->conn->lock);
+        }
+        return COLL_ERR_INVALID;
+    }
+    coll_layout_coords(grid, comm->rank, g.coords);
+    for (int d = 0; d < COLL_DIM_COUNT && st == COLL_OK; d++) {
+        int color;
+        coll_layout_group(grid, (coll_dim_t)d, comm->rank, NULL, &color);
+        st = coll_comm_split(comm, color, g.coords[d], &g.comm[d]);
+        g.intra_node[d] = st == COLL_OK && coll_comm_node_count(g.comm[d]) == 1;
+    }
+    if (st != COLL_OK) {
+        coll_groups_destroy(&g);
+        return st;
+    }
+    *groups = g;
+    return COLL_OK;
+}
+
+void coll_groups_destroy(coll_groups_t *groups)
+{
+    if (groups == NULL) {
+        return;
+    }
+    for (int d = 0; d < COLL_DIM_COUNT; d++) {
+        coll_comm_destroy(groups->comm[d]);
+    }
+    memset(groups, 0, sizeof(*groups));
+}

@@ -1,0 +1,355 @@
+/*
+ * The parameter service's client side (collective_ps.h): the registration record built into
+ * the pool (proto/ps_records.h), the broadcast of rank 0's parameters, and each bucket's step as one
+ * PS_STEP operation whose key is (key space, step, bucket), as the bucketer's keys are, and
+ * whose compression (if any) uses the residual of bucket (key space, bucket), as a bucketer's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/ps/ps.h"
+#include "common/compression.h"
+#include "proto/cspec.h"
+#include "proto/ps_records.h"
+
+/* Keys: coll__space_key() of the key space, the step and the bucket or a control code. */
+enum { PS_CODE_BROADCAST = 0xFFF0, PS_CODE_REGISTER = 0xFFF1 };
+
+uint64_t coll__ps_key(const coll_ps_t *ps, uint64_t step, unsigned code)
+{
+    return coll__space_key(ps->key_space, step, code);
+}
+
+size_t coll_ps_num_buckets(const coll_ps_t *ps)
+{
+    return ps->num_buckets;
+}
+
+coll_status_t coll_ps_bucket_range(const coll_ps_t *ps, size_t bucket, size_t *offset,
+                                   size_t *count)
+{
+    if (bucket >= ps->num_buckets) {
+        return COLL_ERR_INVALID;
+    }
+    *offset = ps->bucket_off[bucket];
+    *count = ps->bucket_count[bucket];
+    return COLL_OK;
+}
+
+uint64_t coll_ps_steps(const coll_ps_t *ps)
+{
+    uint64_t s = UINT64_MAX;
+
+    for (size_t b = 0; b < ps->num_buckets; b++) {
+        s = ps->bucket_steps[b] < s ? ps->bucket_steps[b] : s;
+    }
+    return s;
+}
+
+static void reg_optim(const coll_ps_optim_t *o, coll_ps_reg_optim_t *r)
+{
+    *r = (coll_ps_reg_optim_t){
+        .momentum = o->momentum, .dampening = o->dampening, .weight_decay = o->weight_decay,
+        .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .eta = o->eta,
+        .trust_min = o->trust_min, .trust_max = o->trust_max, .phi_min = o->phi_min,
+        .phi_max = o->phi_max, .clip_grad_norm = o->clip_grad_norm, .clip_eps = o->clip_eps,
+        .kind = (uint32_t)o->kind, .nesterov = (uint32_t)(o->nesterov != 0),
+        .lamb_bias = (uint32_t)o->lamb_bias,
+        .eps_inside_sqrt = (uint32_t)(o->eps_inside_sqrt != 0),
+        .grad_averaging = (uint32_t)(o->grad_averaging != 0), .l2 = (uint32_t)(o->l2 != 0)};
+}
+
+static void reg_sched(const coll_ps_schedule_t *s, coll_ps_reg_sched_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->base_lr = s->base_lr;
+    r->warmup_start_lr = s->warmup_start_lr;
+    r->gamma = s->gamma;
+    r->final_lr = s->final_lr;
+    r->base_batch = s->base_batch;
+    r->global_batch = s->global_batch;
+    r->warmup_steps = s->warmup_steps;
+    r->total_steps = s->total_steps;
+    memcpy(r->milestones, s->milestones, sizeof(r->milestones));
+    r->decay = (uint32_t)s->decay;
+    r->num_milestones = s->num_milestones;
+}
+
+/* The registration record of @p p into @p reg (coll_ps_reg_bytes(num_layers) bytes). */
+static void reg_build(const coll_ps_params_t *p, void *reg)
+{
+    coll_ps_reg_t *h = reg;
+    coll_ps_reg_layer_t *l = (coll_ps_reg_layer_t *)(void *)(h + 1);
+
+    memset(h, 0, sizeof(*h));
+    h->magic = COLL_PS_REG_MAGIC;
+    h->version = COLL_PS_RECORD_VERSION;
+    h->num_layers = (uint32_t)p->num_layers;
+    for (size_t i = 0; i < p->num_layers; i++) {
+        l[i] = (coll_ps_reg_layer_t){.count = p->layers[i].count, .flags = p->layers[i].flags,
+                                     .bucket = (uint32_t)p->layers[i].bucket};
+        h->count += p->layers[i].count;
+        h->num_buckets = (uint32_t)p->layers[i].bucket + 1;
+    }
+    reg_optim(&p->optim, &h->optim);
+    reg_sched(&p->schedule, &h->sched);
+}
+
+/* The methods whose reduction leaves each node its chunk of the sum (docs/parameter-service.md). */
+static coll_status_t check_compression(coll_comm_t *c, const coll_compression_t *z)
+{
+    if (coll__compression_check(z) != COLL_OK) {
+        coll__set_error(c, "coll_ps_create: invalid compression (method %d, ratio %g, flags %#x)",
+                        (int)z->method, z->ratio, z->flags);
+        return COLL_ERR_INVALID;
+    }
+    if (z->method == COLL_COMPRESS_POWERSGD || z->method == COLL_COMPRESS_AUTO) {
+        coll__set_error(c, "coll_ps_create: the parameter service compresses with fp16, bf16, "
+                        "onebit or topk, not %s (%s)", coll_compress_method_name(z->method),
+                        z->method == COLL_COMPRESS_AUTO
+                            ? "auto chooses per allreduce"
+                            : "PowerSGD needs matrix shapes the service does not have");
+        return COLL_ERR_UNSUPPORTED;
+    }
+    return COLL_OK;
+}
+
+static coll_status_t check_params(coll_comm_t *c, const coll_ps_params_t *p)
+{
+    if (p == NULL || p->layers == NULL || p->params == NULL || p->num_layers == 0 ||
+        p->num_layers > COLL_PS_MAX_LAYERS) {
+        coll__set_error(c, "coll_ps_create: no parameters, or a number of layers outside "
+                        "1..%u", COLL_PS_MAX_LAYERS);
+        return COLL_ERR_INVALID;
+    }
+    if ((p->field_mask & COLL_PS_PARAM_KEY_SPACE) && p->key_space >= COLL_BUCKETER_KEY_SPACES) {
+        coll__set_error(c, "coll_ps_create: key space %u, at most %u", p->key_space,
+                        COLL_BUCKETER_KEY_SPACES - 1);
+        return COLL_ERR_INVALID;
+    }
+    for (size_t i = 0; i < p->num_layers; i++) {
+        if (p->layers[i].bucket >= COLL_PS_MAX_BUCKETS || p->layers[i].flags > UINT32_MAX) {
+            coll__set_error(c, "coll_ps_create: layer %zu: bucket %zu, at most %u", i,
+                            p->layers[i].bucket, COLL_PS_MAX_BUCKETS - 1);
+            return COLL_ERR_INVALID;
+        }
+    }
+    return (p->field_mask & COLL_PS_PARAM_COMPRESSION) ? check_compression(c, &p->compression)
+                                                       : COLL_OK;
+}
+
+/* Buckets' ranges and step counters, from the checked record. */
+static coll_status_t ps_new(coll_comm_t *c, const coll_ps_params_t *p, const coll_ps_reg_t *h,
+                            coll_ps_t **ps_p)
+{
+    size_t nb = h->num_buckets;
+    coll_ps_t *ps = calloc(1, sizeof(*ps) + nb * (2 * sizeof(size_t) + sizeof(uint64_t)));
+
+    if (ps == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    ps->comm = c;
+    ps->params = p->params;
+    ps->count = h->count;
+    ps->num_layers = h->num_layers;
+    ps->num_buckets = nb;
+    ps->bucket_off = (size_t *)(void *)(ps + 1);
+    ps->bucket_count = ps->bucket_off + nb;
+    ps->bucket_steps = (uint64_t *)(void *)(ps->bucket_count + nb);
+    ps->key_space = (p->field_mask & COLL_PS_PARAM_KEY_SPACE) ? p->key_space
+                                                              : COLL_BUCKETER_KEY_SPACES - 1;
+    if (p->field_mask & COLL_PS_PARAM_COMPRESSION) {
+        ps->compression = p->compression;
+    }
+    for (size_t i = 0, off = 0; i < p->num_layers; off += p->layers[i++].count) {
+        if (ps->bucket_count[p->layers[i].bucket] == 0) {
+            ps->bucket_off[p->layers[i].bucket] = off;
+        }
+        ps->bucket_count[p->layers[i].bucket] += p->layers[i].count;
+    }
+    *ps_p = ps;
+    return COLL_OK;
+}
+
+coll_status_t coll__ps_control(coll_ps_t *ps, uint32_t kind, const void *send, void *recv,
+                               size_t count, uint64_t arg, uint64_t key)
+{
+    coll_comm_t *c = ps->comm;
+    coll_request_t *r = NULL;
+    coll_status_t st;
+
+    pthread_mutex_lock(&c->lock);
+    st = coll__submit_msg(c, &(coll_submission_t){
+        .coll = kind,
+        .key = key,
+        .dtype = COLL_UINT8,
+        .count = count,
+        .send_offset = send != NULL ? (uint64_t)coll__pool_offset(c, send, count) : 0,
+        .recv_offset = recv != NULL ? (uint64_t)coll__pool_offset(c, recv, count) : 0,
+        .layout = arg,
+    }, &r);
+    pthread_mutex_unlock(&c->lock);
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(r, -1);
+        coll_req_free(r);
+    }
+    return st;
+}
+
+/* Rank 0's parameters to every rank, then the registration. */
+static coll_status_t ps_register(coll_ps_t *ps, const void *reg, size_t bytes)
+{
+    coll_op_params_t op = {.field_mask = COLL_OP_PARAM_KEY,
+                           .key = coll__ps_key(ps, 0, PS_CODE_BROADCAST)};
+    coll_request_t *r = NULL;
+    coll_status_t st = coll_broadcast_async(ps->comm, ps->params, ps->params, ps->count,
+                                            COLL_FLOAT32, 0, &op, &r);
+
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(r, -1);
+        coll_req_free(r);
+    }
+    if (st == COLL_OK) {
+        ps->fingerprint = coll_ps_fingerprint(reg, bytes);
+        st = coll__ps_control(ps, COLL_KIND_PS_REGISTER, reg, NULL, bytes,
+                              ps->fingerprint, coll__ps_key(ps, 0, PS_CODE_REGISTER));
+    }
+    return st;
+}
+
+/* The record in the pool, checked as the daemon will check it. */
+static coll_status_t reg_make(coll_comm_t *c, const coll_ps_params_t *p, void **reg_p)
+{
+    size_t bytes = coll_ps_reg_bytes(p->num_layers);
+    coll_status_t st = coll_mem_alloc(c, bytes, reg_p);
+    char err[256];
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    reg_build(p, *reg_p);
+    if ((st = coll_ps_reg_check(*reg_p, bytes, err, sizeof(err))) != COLL_OK) {
+        coll__set_error(c, "coll_ps_create: %s", err);
+    } else if (coll__pool_offset(c, p->params,
+                                 ((const coll_ps_reg_t *)*reg_p)->count * sizeof(float)) < 0) {
+        coll__set_error(c, "coll_ps_create: the parameters are not inside the job's pool; "
+                        "allocate them with coll_mem_alloc()");
+        st = COLL_ERR_NOT_IN_POOL;
+    }
+    return st;
+}
+
+coll_status_t coll_ps_create(coll_comm_t *c, const coll_ps_params_t *p, coll_ps_t **ps_p)
+{
+    coll_status_t st = check_params(c, p);
+    void *reg = NULL;
+    coll_ps_t *ps = NULL;
+
+    st = st == COLL_OK ? reg_make(c, p, &reg) : st;
+    st = st == COLL_OK ? ps_new(c, p, reg, &ps) : st;
+    if (st != COLL_OK && st != COLL_ERR_NOMEM && st != COLL_ERR_POOL_FULL) {
+        /* The other ranks would wait in the broadcast for this one: end the job for them. */
+        coll_comm_abort(c, coll_comm_last_error(c));
+    }
+    st = st == COLL_OK ? ps_register(ps, reg, coll_ps_reg_bytes(p->num_layers)) : st;
+    if (reg != NULL) {
+        coll_mem_free(c, reg);
+    }
+    if (st != COLL_OK) {
+        free(ps);
+        return st;
+    }
+    *ps_p = ps;
+    return COLL_OK;
+}
+
+void coll_ps_destroy(coll_ps_t *ps)
+{
+    free(ps);
+}
+
+/* The bucket exists and has not been submitted this step; its buffers are in the pool. */
+static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
+                                coll_submission_t *m)
+{
+    coll_comm_t *c = ps->comm;
+    size_t bytes;
+    int64_t go, po;
+
+    if (bucket >= ps->num_buckets || ps->bucket_steps[bucket] > coll_ps_steps(ps)) {
+        coll__set_error(c, "rank %d: parameter service bucket %zu %s", c->rank, bucket,
+                        bucket >= ps->num_buckets ? "does not exist"
+                                                  : "was submitted twice in one step");
+        return COLL_ERR_INVALID;
+    }
+    bytes = ps->bucket_count[bucket] * sizeof(float);
+    go = coll__pool_offset(c, grad, bytes);
+    po = coll__pool_offset(c, ps->params + ps->bucket_off[bucket], bytes);
+    if (go < 0 || po < 0) {
+        coll__set_error(c, "rank %d: the gradients of parameter service bucket %zu are not "
+                        "inside the job's pool", c->rank, bucket);
+        return COLL_ERR_NOT_IN_POOL;
+    }
+    m->send_offset = (uint64_t)go;
+    m->recv_offset = (uint64_t)po;
+    return COLL_OK;
+}
+
+/* The step of @p bucket, whose buffers check_step() placed in @p m. */
+static void fill_step(const coll_ps_t *ps, size_t bucket, coll_submission_t *m)
+{
+    m->coll = COLL_KIND_PS_STEP;
+    m->key = coll__ps_key(ps, ps->bucket_steps[bucket] + 1, (unsigned)bucket);
+    m->dtype = COLL_FLOAT32;
+    m->redop = COLL_AVG;
+    m->count = ps->bucket_count[bucket];
+    m->root = (uint32_t)bucket;
+    m->layout = ps->bucket_steps[bucket] + 1; /* a step's layout field: its step number */
+    if (ps->compression.method != COLL_COMPRESS_NONE) {
+        m->compression = coll_cspec_pack(&ps->compression,
+                                         coll__compress_ratio_units(ps->compression.ratio));
+        m->bucket = (uint32_t)ps->key_space << 16 | (uint32_t)bucket;
+        m->warmup = ps->compression.warmup;
+    }
+}
+
+coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const float *grad,
+                                        coll_request_t **req_p)
+{
+    coll_comm_t *c = ps->comm;
+    coll_submission_t m = {0};
+    coll_status_t st;
+
+    pthread_mutex_lock(&c->lock);
+    st = check_step(ps, bucket, grad, &m);
+    if (st == COLL_OK) {
+        fill_step(ps, bucket, &m);
+        st = coll__submit_msg(c, &m, req_p);
+        ps->bucket_steps[bucket] += st == COLL_INPROGRESS;
+    } else {
+        /* The other ranks would wait for this bucket: end the job for them too. */
+        coll__abort(c, st, c->last_error);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads)
+{
+    coll_request_t **reqs = calloc(ps->num_buckets, sizeof(*reqs));
+    coll_status_t st = reqs != NULL ? COLL_OK : COLL_ERR_NOMEM;
+
+    for (size_t b = 0; b < ps->num_buckets && st == COLL_OK; b++) {
+        st = coll_ps_step_bucket_async(ps, b, grads + ps->bucket_off[b], &reqs[b]);
+        st = st == COLL_INPROGRESS ? COLL_OK : st;
+    }
+    for (size_t b = 0; reqs != NULL && b < ps->num_buckets; b++) {
+        if (reqs[b] != NULL) {
+            coll_status_t w = coll_req_wait(reqs[b], -1);
+            st = st == COLL_OK ? w : st;
+            coll_req_free(reqs[b]);
+        }
+    }
+    free(reqs);
+    return st;
+}
