@@ -34,6 +34,8 @@ typedef struct coll_xfer {
     uint8_t is_send;
     uint8_t completed;    /**< UCX reported completion (it may still wait in job->net.events) */
     uint8_t suspect;      /**< a receive from a gone node seen pending by one check already */
+    uint8_t feature;      /**< the engine's: 1 + the index of the operation's feature that
+                               posted it (engine/feature.h), 0 for the others */
     uint16_t slot;        /**< algorithm's own index (buffer, column) */
     uint32_t step;
     uint32_t peer;        /**< node sent to, or expected to send */

@@ -20,6 +20,7 @@
 #include "core/job.h"
 #include "engine/op.h"
 #include "engine/plan.h"
+#include "engine/stage.h"
 #include "kernels/optim.h"
 #include "proto/ps_records.h"
 
@@ -78,7 +79,7 @@ typedef struct coll_ps_job {
     uint64_t exchange_bytes;    /**< bytes this node sent in the exchanges of sums */
 } coll_ps_job_t;
 
-/** One bucket's step in flight: op->stage_state. */
+/** One bucket's step in flight: the state of its operation's stage (coll_stage_state()). */
 typedef struct {
     coll_ps_job_t *ps;
     ps_bucket_t *b;
@@ -169,7 +170,7 @@ void coll_ps_clip_ready(coll_op_t *op, ps_op_t *s, double grad_sumsq);
 
 /** @brief PS_STEP on this node: check the bucket and the step, attach the stage.
  *  @return COLL_OK; COLL_ERR_INVALID, COLL_ERR_NOMEM with the text in @p err. */
-coll_status_t coll_ps_step_start(coll_op_t *op, char *err, size_t errlen);
+coll_status_t coll_ps_step_start(coll_op_t *op, coll_stage_t *stage, char *err, size_t errlen);
 
 /** @brief Fail the job: a sum of squares of step @p s is not finite (a NaN or infinity in the
  *         gradients, or in the weights). @p what names where. */

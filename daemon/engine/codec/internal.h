@@ -14,6 +14,7 @@
 #include "base/list.h"
 #include "core/job.h"
 #include "engine/exec.h"
+#include "engine/feature.h"
 #include "engine/op.h"
 #include "engine/plan.h"
 #include "net/transport.h"
@@ -168,7 +169,7 @@ typedef struct {
     uint64_t zero;
 } coll_policy_msg_t;
 
-/** op->codec. */
+/** An operation's compression: the codec feature's state (coll__codec_op()). */
 typedef struct coll_codec_op {
     coll_compression_t asked;  /**< what the operation asked for (with warm-up and bucket) */
     coll_compression_t run;    /**< what it runs (method NONE: uncompressed) */
@@ -182,6 +183,9 @@ typedef struct coll_codec_op {
     coll_policy_msg_t msg;
     coll_xfer_t *policy_x;     /**< per node */
 } coll_codec_op_t;
+
+/** @return @p op's compression state, NULL when it carries none (codec.c). */
+coll_codec_op_t *coll__codec_op(const coll_op_t *op);
 
 /* ---- policy (policy.c) -------------------------------------------------------------------- */
 
@@ -205,12 +209,6 @@ void coll__policy_resolve(coll_op_t *op, coll_codec_op_t *c);
  * @return The cspec, 0 for uncompressed.
  */
 uint64_t coll__policy_choose(coll_op_t *op, const coll_codec_op_t *c, char *why, size_t len);
-
-/* ---- accounting (account.c) --------------------------------------------------------------- */
-
-/** @brief Count @p op's bytes under the method it ran (allreduce on several nodes only), fill
- *         @p t's wire and dense bytes, and give the link estimate a sample. */
-void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t);
 
 /* ---- estimates (estimate.c) ------------------------------------------------------------------- */
 
@@ -294,7 +292,7 @@ typedef struct coll_cx {
     unsigned round;
     unsigned rounds;        /**< of this operation: the codec's, or for a staged one its
                                  staged_rounds and the all-gather of the stage's output */
-    int staged;             /**< a parameter-service step (op->stage, staged.c) */
+    int staged;             /**< a parameter-service step (coll_op_stage(), staged.c) */
     size_t ag_send_off, ag_recv_off; /**< staged: the all-gather's areas in the slot's send and
                                           recv buffers */
     uint32_t waiting;       /**< transfers of the round not completed */

@@ -87,7 +87,7 @@ coll_status_t coll__staged_round_done(coll_cx_t *cx)
     pl = pieces(cx);
     for (uint64_t j = 0; j < pl.nseg && !op->done; j++) {
         coll_range_t s = coll_plan_segment(&pl, cx->r, j);
-        op->stage->reduced(op, s.off, s.len);
+        coll_op_stage(op)->calls->reduced(op, s.off, s.len);
     }
     return COLL_OK;
 }
@@ -100,7 +100,7 @@ void coll__staged_distribute(coll_cx_t *cx)
 
     for (uint64_t j = 0; j < pl.nseg && !op->done; j++) {
         coll_range_t s = coll_plan_segment(&pl, cx->r, j);
-        op->stage->distribute(op, s.off, s.len);
+        coll_op_stage(op)->calls->distribute(op, s.off, s.len);
     }
     if (!op->done) {
         coll__dense_ag_write(cx, params(cx) + mine.off, cx->count,
