@@ -16,18 +16,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "base/log.h"
-#include "base/notify.h"
 #include "base/loopwatch.h"
+#include "base/notify.h"
 #include "engine/workers.h"
 #include "job/doorbell.h"
-#include "job/job.h"
 #include "job/formation.h"
+#include "job/job.h"
 #include "job/session.h"
 #include "net/accept.h"
 #include "net/rdv.h"
 #include "net/transport.h"
-#include "ops/service.h"
 #include "ps/service.h"
 
 static void client_cb(coll_acceptor_t *a, int fd, const struct sockaddr_storage *peer)
@@ -256,7 +256,7 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
         (st = coll_transport_init(d)) != COLL_OK ||
         (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
         (st = listen_clients(d)) != COLL_OK ||
-        (st = listen_peers(d)) != COLL_OK || (st = coll_service_start(d)) != COLL_OK ||
+        (st = listen_peers(d)) != COLL_OK || (st = coll_admin_start(d)) != COLL_OK ||
         (st = write_addr_file(d)) != COLL_OK) {
         coll_daemon_stop(d);
         return st;
@@ -301,12 +301,12 @@ void coll_daemon_stop(coll_daemon_t *d)
     if (d->cfg.addr_file[0] != '\0') {
         unlink(d->cfg.addr_file);
     }
-    coll_service_stop(d);
+    coll_admin_stop(d);
     coll_loopwatch_stop();
 }
 
 void coll_daemon_cleanup(coll_daemon_t *d)
 {
     coll_transport_cleanup(d);
-    coll_service_cleanup(d);
+    coll_admin_cleanup(d);
 }

@@ -40,7 +40,7 @@ typedef struct coll_daemon {
     coll_auth_t auth;       /**< peer authentication key (base/auth.h) */
     coll_pool_budget_t pool_budget; /**< effective pool_budget and what jobs' pools hold of it */
     struct coll_workers *workers; /**< kernel threads (engine/workers.h), NULL when none */
-    struct coll_service *service; /**< status server, systemd (ops/service.h); or NULL */
+    struct coll_admin *admin; /**< status server, systemd (admin/admin.h); or NULL */
     coll_stats_t stats;     /**< what the engine and the job layer counted (core/stats.h) */
     const coll_job_hooks_t *job_hooks; /**< installed by the job layer (core/hooks.h) */
     const struct coll_stage_hooks *stage_hooks; /**< the parameter service's operations

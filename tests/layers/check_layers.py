@@ -2,12 +2,12 @@
 """Checks the direction of the house's layers (daemon/README.md has the map).
 
   includes  every #include "..." of the tree: a daemon file includes only its own layer and the
-            ones below (base < core < net < engine < ps < {job, ops} < daemon.c, main.c; job and ops
-            not each other), and every project header by its path; proto/, common/ and kernels/
-            include nothing of client/ or daemon/; client/ nothing of daemon/; nothing includes
-            client/'s private headers but client/ and its own tests; daemon/ and client/ include
-            nothing of kernels/cpu/ (they run kernels through the executor of their buffers'
-            memory kind, kernels/exec.h).
+            ones below (base < core < net < engine < ps < {job, admin} < daemon.c, main.c; job
+            and admin not each other), and every project header by its path; proto/, common/ and
+            kernels/ include nothing of client/ or daemon/; client/ nothing of daemon/; nothing
+            includes client/'s private headers but client/ and its own tests; daemon/ and client/
+            include nothing of kernels/cpu/ (they run kernels through the executor of their
+            buffers' memory kind, kernels/exec.h).
   symbols   every symbol a layer's library needs (nm: undefined) and another layer's library
             defines must be defined in a layer below it: a call upward is a failure, exactly as
             linking that library alone with the ones below it would fail.
@@ -33,9 +33,9 @@ import subprocess
 import sys
 import tempfile
 
-DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "ops": 6}
+DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "admin": 6}
 ROOT_RANK = 7  # daemon/daemon.c, daemon/main.c: the composition root
-SIBLINGS = {("job", "ops"), ("ops", "job")}
+SIBLINGS = {("job", "admin"), ("admin", "job")}
 BELOW_DAEMON = ("proto", "common", "kernels", "include")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

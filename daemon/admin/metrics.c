@@ -4,19 +4,19 @@
  * sample yet is left out. `promtool check metrics` accepts the output (tests/ops). A job is
  * labelled job_id, not job: Prometheus gives every series its own "job" (the scrape job).
  */
-#include "ops/metrics.h"
+#include "admin/metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/admin.h"
+#include "admin/report.h"
 #include "base/loopwatch.h"
 #include "core/stats.h"
 #include "engine/codec/codec.h"
-#include "engine/shm_watch.h"
 #include "engine/op.h"
-#include "ops/report.h"
-#include "ops/service.h"
+#include "engine/shm_watch.h"
 #include "ps/service.h"
 
 #ifndef COLL_DAEMON_VERSION
