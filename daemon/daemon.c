@@ -1,7 +1,7 @@
 /*
  * The composition root: the one file that sees every layer. It starts them bottom up
  * (the loop watch, authentication, UCX, the kernel threads, the listeners, the status
- * service), installs the job layer's hooks and the parameter service's (ps/service.h), and
+ * service), installs the job layer's hooks and the parameter service's (ps/ps.h), and
  * stops them top down.
  */
 #include "daemon.h"
@@ -28,7 +28,7 @@
 #include "net/accept.h"
 #include "net/rdv.h"
 #include "net/transport.h"
-#include "ps/service.h"
+#include "ps/ps.h"
 
 static void client_cb(coll_acceptor_t *a, int fd, const struct sockaddr_storage *peer)
 {

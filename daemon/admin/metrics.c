@@ -17,7 +17,7 @@
 #include "engine/codec/codec.h"
 #include "engine/op.h"
 #include "engine/shm_watch.h"
-#include "ps/service.h"
+#include "ps/ps.h"
 
 #ifndef COLL_DAEMON_VERSION
 #define COLL_DAEMON_VERSION "unknown"

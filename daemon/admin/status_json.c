@@ -19,7 +19,7 @@
 #include "engine/shm_watch.h"
 #include "net/control.h"
 #include "proto/jobmsg.h"
-#include "ps/service.h"
+#include "ps/ps.h"
 
 #ifndef COLL_DAEMON_VERSION
 #define COLL_DAEMON_VERSION "unknown"
@@ -319,7 +319,7 @@ static void add_compression(json_t *o, const coll_job_t *job)
 
 /* "epoch" tells incarnations of a job id apart (0 before the rendezvous completed);
  * "timeout_ms" is the job's effective timeout (0 before it is known). */
-/* The job's parameter service on this node (ps/service.h), or null. */
+/* The job's parameter service on this node (ps/ps.h), or null. */
 static json_t *ps_json(const coll_job_t *job)
 {
     coll_ps_info_t in;

@@ -186,7 +186,7 @@ typedef struct coll_job {
     coll_job_net_t net;
     coll_job_rdv_t rdv;
     coll_job_engine_t engine;
-    struct coll_ps_job *ps;       /**< the parameter service (ps/service.h), NULL when none */
+    struct coll_ps_job *ps;       /**< the parameter service (ps/ps.h), NULL when none */
 } coll_job_t;
 
 /** @brief The job parameters this daemon's configuration gives (as root, or alone). */

@@ -26,7 +26,7 @@
 #include "net/peerwatch.h"
 #include "net/rdv.h"
 #include "net/ucx_address.h"
-#include "ps/service.h"
+#include "ps/ps.h"
 #include "proto/ctl.h"
 #include "proto/tag.h"
 

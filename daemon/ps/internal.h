@@ -1,7 +1,7 @@
 /**
  * @file internal.h
  * @brief The parameter service's state on one node, shared by the files of ps/ (not by other
- *        layers: they use service.h).
+ *        layers: they use ps.h).
  *
  * A job's service (coll_ps_job_t) holds the registration, the optimizer's settings as the
  * kernels take them, the schedule, and per bucket the chunk this node owns (the ring's chunk of
@@ -96,16 +96,16 @@ typedef struct {
     float clip_scale;           /**< the gradients' factor from clipping (1: none) */
 } ps_op_t;
 
-/* ---- layout.c ---------------------------------------------------------------------------- */
+/* ---- shard.c ----------------------------------------------------------------------------- */
 
 /**
- * @brief Lay the registered buckets out on this node: each bucket's plan, chunk and spans, and
- *        the state offsets. @return COLL_OK; COLL_ERR_NOMEM.
+ * @brief Cut this node's shard of the registered buckets: each bucket's plan, chunk and spans,
+ *        and the state offsets. @return COLL_OK; COLL_ERR_NOMEM.
  */
-coll_status_t coll_ps_layout(coll_ps_job_t *ps);
+coll_status_t coll_ps_shard_cut(coll_ps_job_t *ps);
 
-/** @brief Free what coll_ps_layout() allocated. */
-void coll_ps_layout_free(coll_ps_job_t *ps);
+/** @brief Free what coll_ps_shard_cut() allocated. */
+void coll_ps_shard_free(coll_ps_job_t *ps);
 
 /** @return The layer flags of span @p sp of bucket @p b as the kernels take them. */
 unsigned coll_ps_span_flags(const coll_ps_job_t *ps, const ps_bucket_t *b, const ps_span_t *sp);

@@ -1,8 +1,8 @@
 /*
- * The parameter service's hooks (service.h, engine/stage.h): the checks of its submissions,
+ * The parameter service's hooks (ps.h, engine/stage.h): the checks of its submissions,
  * the start of its operations on this node, the end of a job's service and its description.
  */
-#include "ps/service.h"
+#include "ps/ps.h"
 
 #include <inttypes.h>
 #include <stdio.h>
