@@ -3,13 +3,13 @@
  * @brief Gradient compression in the engine (docs/compression.md): what the rest of the daemon
  *        calls. The files of this folder, one concept each:
  *
- *   layout.c    the shapes of registered layouts (coll_layout_register())
+ *   shapes.c    the tensor shapes a registered layout stands for (coll_layout_register())
  *   residual.c  one residual slot per (job, bucket) in the job's pool: error feedback, PowerSGD's
  *               Q, the wire buffers; its reset rule
  *   policy.c    what an operation runs (warm-up, fallbacks, auto) and the root's choice for the
  *               bucket's next operation
  *   estimate.c  the link and compressor measurements auto decides from
- *   exchange.c  the compressed allreduce: rounds of messages between all nodes
+ *   rounds.c    the compressed allreduce: rounds of messages between all nodes
  *   twosided.c  fp16, bf16 and 1-bit: compressed reduce-scatter, server error, all-gather
  *   topk.c      TopK: all-gather of (index, value) sets
  *   powersgd.c  PowerSGD: P and Q allreduced, the rest of the bucket dense

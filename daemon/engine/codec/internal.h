@@ -2,7 +2,7 @@
  * @file internal.h
  * @brief What the files of engine/codec/ share (codec.h lists them): a job's compression state,
  *        registered layouts, residual slots, an operation's compression, and the interface of a
- *        compressed allreduce's codec over the exchange's rounds. Not used outside the folder.
+ *        compressed allreduce's codec over its rounds. Not used outside the folder.
  */
 #ifndef COLL_ENGINE_CODEC_INTERNAL_H
 #define COLL_ENGINE_CODEC_INTERNAL_H
@@ -19,7 +19,7 @@
 #include "engine/plan.h"
 #include "net/transport.h"
 
-/* ---- layouts (layout.c) --------------------------------------------------------------------- */
+/* ---- layouts' shapes (shapes.c) ------------------------------------------------------------- */
 
 /** The shapes a layout fingerprint stands for. */
 typedef struct {
@@ -231,7 +231,7 @@ void coll__est_record(coll_estimate_t *e, coll_compress_method_t method, uint64_
  *          synthetic buffer (once per job and method). */
 double coll__est_cost(coll_estimate_t *e, const coll_compression_t *run);
 
-/* ---- the compressed allreduce: rounds of messages (exchange.c) -------------------------------- */
+/* ---- the compressed allreduce: rounds of messages (rounds.c) ---------------------------------- */
 
 /** Bytes in front of every message: the sender's descriptor and a cx header (then the
  *  compress_wire.h message). */
@@ -247,7 +247,7 @@ typedef struct {
 
 struct coll_cx;
 
-/** A compressed allreduce's method over the exchange's rounds. Every round, every node sends
+/** A compressed allreduce's method over its rounds (rounds.c). Every round, every node sends
  *  one message to each other node and receives one from each (a message may be empty). */
 typedef struct coll_cx_codec {
     coll_compress_method_t method;
@@ -257,7 +257,7 @@ typedef struct coll_cx_codec {
     /** Point cx->sendp, sendlen, recvp and recvlen at round cx->round's messages in the
      *  slot (a pure function of the sizes: it also runs for an operation that carries no
      *  data any more). */
-    void (*layout)(struct coll_cx *cx);
+    void (*place)(struct coll_cx *cx);
     /** The input (cx->in: local sum + residual) is ready: compress it into round 0's
      *  messages. COLL_ERR_INVALID when it cannot be encoded (the operation fails). */
     coll_status_t (*begin)(struct coll_cx *cx);
@@ -279,7 +279,7 @@ typedef struct coll_cx_codec {
     coll_status_t (*staged_done)(struct coll_cx *cx);
 } coll_cx_codec_t;
 
-/** The exchange's state of one operation (op->algo_state). */
+/** The rounds' state of one operation (op->algo_state). */
 typedef struct coll_cx {
     coll_op_t *op;
     const coll_exec_t *ex;  /**< the executor of the operation's buffers (engine/exec.h) */
@@ -328,14 +328,14 @@ static inline size_t coll__cx_align(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-/** @return The implementation of @p method's parameter-service step (exchange.c, staged.c),
+/** @return The implementation of @p method's parameter-service step (rounds.c, staged.c),
  *          or NULL when the method cannot run one (POWERSGD, AUTO, NONE). */
 const coll_impl_t *coll__cx_staged_impl(coll_compress_method_t method);
 
 /** @return The codec of @p method (FP16, BF16, TOPK, ONEBIT, POWERSGD), or NULL. */
 const coll_cx_codec_t *coll__cx_codec(coll_compress_method_t method);
 
-/** @return The implementation of @p method's compressed allreduce (exchange.c), or NULL. */
+/** @return The implementation of @p method's compressed allreduce (rounds.c), or NULL. */
 const coll_impl_t *coll__cx_impl(coll_compress_method_t method);
 
 /** @return The 64 bits of @p c (proto/cspec.h), 0 for NONE. */
@@ -354,7 +354,7 @@ coll_status_t coll__staged_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz);
 
 /** @brief Point round cx->round's messages: the codec's during the reduction, the float32
  *         all-gather's in the last round. */
-void coll__staged_layout(coll_cx_t *cx);
+void coll__staged_place(coll_cx_t *cx);
 
 /**
  * @brief Every transfer of round cx->round of a staged operation completed: a reduction round
@@ -380,7 +380,7 @@ void coll__staged_distribute(coll_cx_t *cx);
 
 /** @brief Point the round's messages at @p send (chunk p to node p) and @p recv (this node's
  *         chunk from every node). */
-void coll__dense_rs_layout(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
+void coll__dense_rs_place(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
 
 /** @brief Write the reduce-scatter's messages of the array @p src into @p send. */
 void coll__dense_rs_write(coll_cx_t *cx, const float *src, uint64_t len, uint8_t *send);
@@ -398,7 +398,7 @@ coll_status_t coll__dense_rs_reduce(coll_cx_t *cx, const float *own, uint64_t le
 
 /** @brief Point the all-gather's messages: this node's sums to every node from @p send, chunk p
  *         from node p into @p recv. */
-void coll__dense_ag_layout(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
+void coll__dense_ag_place(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
 
 /** @brief Write the all-gather's message of this node's chunk @p sums into @p send. */
 void coll__dense_ag_write(coll_cx_t *cx, const float *sums, uint64_t len, uint8_t *send);

@@ -5,11 +5,11 @@
  * Life of an operation, on each node:
  *   1. in = (the local ranks' inputs summed, engine/combine.c) + the bucket's residual, in
  *      float32 (the slot's spare residual buffer). A non-finite value poisons the operation.
- *   2. The codec compresses in (begin) into round 0's messages; the exchange writes the
+ *   2. The codec compresses in (begin) into round 0's messages; this file writes the
  *      descriptor and a cx header in front of every message and posts them (receives first).
  *   3. When every transfer of a round completed, the codec uses what arrived and writes the
- *      next round; after the last it has written the result in float32 (outf), which the
- *      exchange rounds to the output's datatype and copies to every local rank.
+ *      next round; after the last it has written the result in float32 (outf), which this file
+ *      rounds to the output's datatype and copies to every local rank.
  *
  * Agreement: every message starts with its sender's descriptor, checked before anything is
  * used (COLL_IMPL_SELF_CHECK): a node that asked for other compression, count or layout fails
@@ -97,9 +97,9 @@ static coll_status_t post_round(coll_cx_t *cx)
     coll_status_t st = COLL_OK;
 
     if (cx->staged) {
-        coll__staged_layout(cx);
+        coll__staged_place(cx);
     } else {
-        cx->codec->layout(cx);
+        cx->codec->place(cx);
     }
     write_prefix(cx, cx->poison_buf, bad ? cx->poison : COLL_OK);
     for (uint32_t p = 0; p < cx->n && !bad; p++) {
