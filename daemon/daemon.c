@@ -23,7 +23,7 @@
 #include "engine/workers.h"
 #include "job/doorbell.h"
 #include "job/formation.h"
-#include "job/job.h"
+#include "job/lifecycle.h"
 #include "job/session.h"
 #include "net/accept.h"
 #include "net/rdv.h"

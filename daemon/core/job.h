@@ -5,7 +5,7 @@
  *
  * Life: GATHERING (local ranks join) -> RENDEZVOUS (this node registered at the root) -> READY
  * (operations run) -> FAILED (an error reached every rank; new submits fail at once). The job
- * layer (job/job.c) creates and frees jobs; coll_job_fail() is here, below every layer that
+ * layer (job/lifecycle.c) creates and frees jobs; coll_job_fail() is here, below every layer that
  * finds failures, and reaches the layers above through the hooks (core/hooks.h).
  */
 #ifndef COLL_CORE_JOB_H
@@ -136,7 +136,7 @@ typedef struct {
     uint64_t shm_posted;          /**< collectives its ranks posted there (every one) */
 } coll_job_engine_t;
 
-/** A job on this node. The job layer (job/job.c) owns its life and the fields at the top;
+/** A job on this node. The job layer (job/lifecycle.c) owns its life and the fields at the top;
  *  each layer below owns its sub-struct. */
 typedef struct coll_job {
     coll_list_t link;             /**< in d->jobs */

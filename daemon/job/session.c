@@ -12,7 +12,7 @@
 #include "engine/inflight.h"
 #include "engine/op.h"
 #include "job/groups.h"
-#include "job/job.h"
+#include "job/lifecycle.h"
 #include "job/submission.h"
 #include "net/accept.h"
 #include "net/clientlink.h"
