@@ -29,8 +29,8 @@ typedef struct coll_daemon {
     struct coll_acceptor *clients; /**< the client socket's (net/accept.h), or NULL */
     struct coll_acceptor *control; /**< the control listener's, or NULL (no peers) */
     char control_addr[80];  /**< bound control address, host:port */
-    const struct coll_link_ops *control_ops; /**< what accepted control links call
-                                                  (net/link.h) */
+    const struct coll_link_hooks *control_hooks; /**< what accepted control links call
+                                                      (net/link.h) */
     uv_prepare_t prepare;   /**< before the loop blocks: drain control blocks (job/doorbell.c) */
     uv_check_t check;       /**< after it woke */
     uv_signal_t sig_int;

@@ -27,7 +27,7 @@
 #include "proto/wire.h"
 
 struct coll_peer_link;
-struct coll_transport_ops;
+struct coll_transport_hooks;
 struct coll_codec_job;
 
 /** Most local ranks of one job on one node (GPUs or trainer processes per node): with a
@@ -95,7 +95,7 @@ typedef struct {
     ucp_worker_h worker;          /**< NULL for a job with no other node */
     uv_poll_t poll;               /**< on the worker's event fd */
     uv_timer_t timer;             /**< drives a worker left busy; polls the close */
-    const struct coll_transport_ops *ops; /**< what the engine wants called (transport.h) */
+    const struct coll_transport_hooks *hooks; /**< what the engine wants called (transport.h) */
     void *worker_address;
     size_t worker_address_len;
     ucp_mem_h pool_memh;          /**< the pool's UCX registration */

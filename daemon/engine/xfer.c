@@ -201,7 +201,7 @@ static void on_xfer(coll_xfer_t *x)
     coll_op_maybe_free(op);
 }
 
-static const coll_transport_ops_t engine_transport = {.on_xfer = on_xfer};
+static const coll_transport_hooks_t engine_transport = {.on_xfer = on_xfer};
 
 coll_status_t coll_engine_job_open(coll_job_t *job)
 {
