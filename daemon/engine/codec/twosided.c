@@ -14,9 +14,9 @@
  *
  * Every node ends with the same bits: each chunk's result is decoded from the one message its
  * owner encoded. 1-bit: the scale of a chunk of n elements is ||x||_2 / sqrt(n), sign(0) = +1
- * (kernels/cpu/onebit.h, COLL_ONEBIT_SCALE_L2: DeepSpeed's rule), one scale per chunk (the
- * issue's variant; DeepSpeed has one worker scale per buffer), never diluted by padding (the
- * chunks are exact, there is none). fp16 and bf16: a power-of-two scale per chunk, so that no
+ * (kernels/cpu/onebit.h, COLL_ONEBIT_SCALE_L2: DeepSpeed's rule), one scale per chunk (our
+ * variant; DeepSpeed has one worker scale per buffer), never diluted by padding (the chunks are
+ * exact, there is none). fp16 and bf16: a power-of-two scale per chunk, so that no
  * 16-bit value overflows (kernels/cpu/cast.h); sums are float32.
  *
  * A parameter-service step (staged.c) runs round 0 only: node r's sum of the decoded
