@@ -36,11 +36,6 @@ static coll_status_t wrong_layout_start(coll_op_t *op)
 
 static const coll_impl_t wrong_layout = {.name = "none", .start = wrong_layout_start};
 
-coll_codec_op_t *coll__codec_op(const coll_op_t *op)
-{
-    return coll_op_feature_state(op, &coll_codec_feature);
-}
-
 static coll_codec_op_t *op_state(coll_op_t *op)
 {
     coll_codec_op_t *c = calloc(1, sizeof(*c));

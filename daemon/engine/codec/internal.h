@@ -13,6 +13,7 @@
 
 #include "base/list.h"
 #include "core/job.h"
+#include "engine/codec/codec.h"
 #include "engine/exec.h"
 #include "engine/feature.h"
 #include "engine/op.h"
@@ -185,7 +186,10 @@ typedef struct coll_codec_op {
 } coll_codec_op_t;
 
 /** @return @p op's compression state, NULL when it carries none (codec.c). */
-coll_codec_op_t *coll__codec_op(const coll_op_t *op);
+static inline coll_codec_op_t *coll__codec_op(const coll_op_t *op)
+{
+    return coll_op_feature_state(op, &coll_codec_feature);
+}
 
 /* ---- policy (policy.c) -------------------------------------------------------------------- */
 
