@@ -204,7 +204,7 @@ void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t sta
 
 /* ---- the world ------------------------------------------------------------------------------ */
 
-/* The job layer's part of a failure, as job/job.c does it: the operations end on every rank. */
+/* The job layer's part of a failure, as job/lifecycle.c does it: the operations end on every rank. */
 static void job_failed(coll_job_t *job, int was, int tell_peers)
 {
     coll_op_fail_all(job);
