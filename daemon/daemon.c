@@ -1,7 +1,7 @@
 /*
  * The composition root: the one file that sees every layer. It starts them bottom up
  * (the loop watch, authentication, UCX, the kernel threads, the listeners, the status
- * service), installs the job layer's hooks and the parameter service's (ps/service.h), and
+ * service), installs the job layer's hooks and the parameter service's (ps/ps.h), and
  * stops them top down.
  */
 #include "daemon.h"
@@ -16,19 +16,19 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "base/log.h"
-#include "base/notify.h"
 #include "base/loopwatch.h"
+#include "base/notify.h"
 #include "engine/workers.h"
 #include "job/doorbell.h"
-#include "job/job.h"
 #include "job/formation.h"
+#include "job/lifecycle.h"
 #include "job/session.h"
 #include "net/accept.h"
 #include "net/rdv.h"
 #include "net/transport.h"
-#include "ops/service.h"
-#include "ps/service.h"
+#include "ps/ps.h"
 
 static void client_cb(coll_acceptor_t *a, int fd, const struct sockaddr_storage *peer)
 {
@@ -258,7 +258,7 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
         (st = coll_transport_init(d)) != COLL_OK ||
         (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
         (st = listen_clients(d)) != COLL_OK ||
-        (st = listen_peers(d)) != COLL_OK || (st = coll_service_start(d)) != COLL_OK ||
+        (st = listen_peers(d)) != COLL_OK || (st = coll_admin_start(d)) != COLL_OK ||
         (st = write_addr_file(d)) != COLL_OK) {
         coll_daemon_stop(d);
         return st;
@@ -303,12 +303,12 @@ void coll_daemon_stop(coll_daemon_t *d)
     if (d->cfg.addr_file[0] != '\0') {
         unlink(d->cfg.addr_file);
     }
-    coll_service_stop(d);
+    coll_admin_stop(d);
     coll_loopwatch_stop();
 }
 
 void coll_daemon_cleanup(coll_daemon_t *d)
 {
     coll_transport_cleanup(d);
-    coll_service_cleanup(d);
+    coll_admin_cleanup(d);
 }

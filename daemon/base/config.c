@@ -453,7 +453,7 @@ static int check_group(const coll_config_t *cfg, const origin_t origin)
                   "systemd-sysusers, or set \"\" to keep the daemon's group)");
 }
 
-/* The bounds of what one connection may cost (net/accept.h, net/link.c, ops/status.c). */
+/* The bounds of what one connection may cost (net/accept.h, net/link.c, admin/status_server.c). */
 static int check_limits(const coll_config_t *cfg, const origin_t origin)
 {
     static const struct {

@@ -30,8 +30,8 @@ typedef struct coll_daemon {
     struct coll_acceptor *clients; /**< the client socket's (net/accept.h), or NULL */
     struct coll_acceptor *control; /**< the control listener's, or NULL (no peers) */
     char control_addr[80];  /**< bound control address, host:port */
-    const struct coll_link_ops *control_ops; /**< what accepted control links call
-                                                  (net/link.h) */
+    const struct coll_link_hooks *control_hooks; /**< what accepted control links call
+                                                      (net/link.h) */
     uv_prepare_t prepare;   /**< before the loop blocks: drain control blocks (job/doorbell.c) */
     uv_check_t check;       /**< after it woke */
     uv_signal_t sig_int;
@@ -42,7 +42,7 @@ typedef struct coll_daemon {
     coll_pool_budget_t pool_budget; /**< effective pool_budget and what jobs' pools hold of it */
     coll_devices_t devices; /**< the device layer, each device and its pools' budget */
     struct coll_workers *workers; /**< kernel threads (engine/workers.h), NULL when none */
-    struct coll_service *service; /**< status server, systemd (ops/service.h); or NULL */
+    struct coll_admin *admin; /**< status server, systemd (admin/admin.h); or NULL */
     coll_stats_t stats;     /**< what the engine and the job layer counted (core/stats.h) */
     const coll_job_hooks_t *job_hooks; /**< installed by the job layer (core/hooks.h) */
     const struct coll_stage_hooks *stage_hooks; /**< the parameter service's operations

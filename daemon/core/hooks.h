@@ -1,8 +1,8 @@
 /**
  * @file hooks.h
  * @brief What the layers below the job layer report upward: the job layer installs these at
- *        start-up (job/job.h), and the transport, the rendezvous and coll_job_fail() call them,
- *        so that nothing below the job layer calls into it by name (as UCT calls what UCP
+ *        start-up (job/lifecycle.h), and the transport, the rendezvous and coll_job_fail() call
+ *        them, so that nothing below the job layer calls into it by name (as UCT calls what UCP
  *        registered). Every hook runs on the loop thread.
  */
 #ifndef COLL_CORE_HOOKS_H

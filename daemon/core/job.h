@@ -5,7 +5,7 @@
  *
  * Life: GATHERING (local ranks join) -> RENDEZVOUS (this node registered at the root) -> READY
  * (operations run) -> FAILED (an error reached every rank; new submits fail at once). The job
- * layer (job/job.c) creates and frees jobs; coll_job_fail() is here, below every layer that
+ * layer (job/lifecycle.c) creates and frees jobs; coll_job_fail() is here, below every layer that
  * finds failures, and reaches the layers above through the hooks (core/hooks.h).
  */
 #ifndef COLL_CORE_JOB_H
@@ -27,7 +27,7 @@
 #include "proto/wire.h"
 
 struct coll_peer_link;
-struct coll_transport_ops;
+struct coll_transport_hooks;
 struct coll_codec_job;
 
 /** Most local ranks of one job on one node (GPUs or trainer processes per node): with a
@@ -95,7 +95,7 @@ typedef struct {
     ucp_worker_h worker;          /**< NULL for a job with no other node */
     uv_poll_t poll;               /**< on the worker's event fd */
     uv_timer_t timer;             /**< drives a worker left busy; polls the close */
-    const struct coll_transport_ops *ops; /**< what the engine wants called (transport.h) */
+    const struct coll_transport_hooks *hooks; /**< what the engine wants called (transport.h) */
     void *worker_address;
     size_t worker_address_len;
     ucp_mem_h pool_memh;          /**< the pool's UCX registration */
@@ -136,7 +136,7 @@ typedef struct {
     uint64_t shm_posted;          /**< collectives its ranks posted there (every one) */
 } coll_job_engine_t;
 
-/** A job on this node. The job layer (job/job.c) owns its life and the fields at the top;
+/** A job on this node. The job layer (job/lifecycle.c) owns its life and the fields at the top;
  *  each layer below owns its sub-struct. */
 typedef struct coll_job {
     coll_list_t link;             /**< in d->jobs */
@@ -189,7 +189,7 @@ typedef struct coll_job {
     coll_job_net_t net;
     coll_job_rdv_t rdv;
     coll_job_engine_t engine;
-    struct coll_ps_job *ps;       /**< the parameter service (ps/service.h), NULL when none */
+    struct coll_ps_job *ps;       /**< the parameter service (ps/ps.h), NULL when none */
 } coll_job_t;
 
 /** @brief The job parameters this daemon's configuration gives (as root, or alone). */

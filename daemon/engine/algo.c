@@ -1,53 +1,77 @@
+/*
+ * The algorithm choice over the table of registered algorithms (algo.h): the entry of the
+ * operation's collective and memory kind that a forced algorithm names, or the one with the
+ * highest score that can run it.
+ */
 #include "engine/algo.h"
 
 #include <stdio.h>
 
-static coll_algo_t automatic(const coll_job_t *job, coll_kind_t kind, uint64_t bytes)
+#include "common/assert.h"
+#include "core/pool.h"
+#include "engine/exec.h"
+
+static int entry_runs(const coll_algo_entry_t *e, const coll_job_t *job, uint64_t bytes)
 {
-    switch (kind) {
-    case COLL_KIND_ALLREDUCE:
-        return bytes <= job->params.rd_max_bytes ? COLL_ALGO_RD : COLL_ALGO_RING;
-    case COLL_KIND_REDUCE_SCATTER:
-    case COLL_KIND_ALLGATHER:
-    case COLL_KIND_PS_STEP:
-        return COLL_ALGO_RING;
-    case COLL_KIND_BROADCAST:
-    case COLL_KIND_REDUCE:
-        return COLL_ALGO_CHAIN;
-    default:
-        return COLL_ALGO_DISSEMINATION;
-    }
+    return e->runs == NULL || e->runs(job, bytes);
 }
 
-/* Whether @p algo can run a @p kind operation of @p bytes. */
-static int can_run(const coll_job_t *job, coll_algo_t algo, coll_kind_t kind, uint64_t bytes)
+static double entry_score(const coll_algo_entry_t *e, const coll_job_t *job, uint64_t bytes)
 {
-    switch (algo) {
-    case COLL_ALGO_RING:
-        return kind <= COLL_KIND_ALLGATHER || kind == COLL_KIND_PS_STEP;
-    case COLL_ALGO_RD:
-        /* The whole buffer and a descriptor travel in one staging half. */
-        return kind == COLL_KIND_ALLREDUCE &&
-               bytes + sizeof(coll_desc_t) <= job->params.segment_bytes;
-    case COLL_ALGO_CHAIN:
-        return kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE;
-    case COLL_ALGO_DISSEMINATION:
-        /* The parameter service's registration, save and load: agreement of every node. */
-        return kind == COLL_KIND_BARRIER || (coll_kind_is_ps(kind) && kind != COLL_KIND_PS_STEP);
-    default:
-        return 0;
+    return e->score == NULL ? 1.0 : e->score(job, bytes);
+}
+
+/* The entry of @p algo for (@p kind, @p mem), or NULL. */
+static const coll_algo_entry_t *find(coll_kind_t kind, coll_mem_kind_t mem, uint32_t algo)
+{
+    size_t n;
+    const coll_algo_entry_t *t = coll_algo_table(&n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].kind == kind && t[i].mem == mem && (uint32_t)t[i].algo == algo) {
+            return &t[i];
+        }
     }
+    return NULL;
+}
+
+/* The automatic choice: the entry of (@p kind, @p mem) that runs with the highest score. */
+static const coll_algo_entry_t *best(const coll_job_t *job, coll_kind_t kind,
+                                     coll_mem_kind_t mem, uint64_t bytes)
+{
+    size_t n;
+    const coll_algo_entry_t *t = coll_algo_table(&n), *b = NULL;
+    double top = 0.0;
+
+    for (size_t i = 0; i < n; i++) {
+        double s;
+        if (t[i].kind != kind || t[i].mem != mem || !entry_runs(&t[i], job, bytes)) {
+            continue;
+        }
+        if ((s = entry_score(&t[i], job, bytes)) > top) {
+            top = s;
+            b = &t[i];
+        }
+    }
+    return b;
 }
 
 uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t bytes,
                            coll_algo_t requested)
 {
-    coll_algo_t algo = requested == COLL_ALGO_AUTO ? automatic(job, kind, bytes) : requested;
+    coll_mem_kind_t mem = coll_pool_kind(job->pool);
+    const coll_algo_entry_t *e;
 
     if (coll_kind_is_p2p(kind)) {
         return COLL_ALGO_AUTO;
     }
-    return can_run(job, algo, kind, bytes) ? (uint32_t)algo : COLL_ALGO_REFUSED + (uint32_t)algo;
+    if (requested == COLL_ALGO_AUTO) {
+        e = best(job, kind, mem, bytes);
+    } else {
+        e = find(kind, mem, (uint32_t)requested);
+        e = e != NULL && entry_runs(e, job, bytes) ? e : NULL;
+    }
+    return e != NULL ? (uint32_t)e->algo : COLL_ALGO_REFUSED + (uint32_t)requested;
 }
 
 /* A forced algorithm that cannot run the operation: it fails on every rank that forced it. */
@@ -67,22 +91,18 @@ static const coll_impl_t coll_impl_refused = {
     .start = refused_start,
 };
 
-const coll_impl_t *coll_algo_impl(const coll_group_t *grp, coll_kind_t kind, uint32_t algo)
+const coll_impl_t *coll_algo_impl(const coll_op_t *op)
 {
-    if (algo >= COLL_ALGO_REFUSED) {
+    const coll_algo_entry_t *e;
+
+    if (op->desc.algo >= COLL_ALGO_REFUSED) {
         return &coll_impl_refused;
     }
-    if (grp->nnodes == 1) {
-        return &coll_impl_local;
+    /* This node resolved the descriptor's algorithm itself (coll_algo_resolve()). */
+    e = find((coll_kind_t)op->desc.coll, coll_op_mem_kind(op), op->desc.algo);
+    COLL_ASSERT(e != NULL);
+    if (e == NULL) {
+        return &coll_impl_refused;
     }
-    switch (algo) {
-    case COLL_ALGO_RING:
-        return &coll_impl_ring;
-    case COLL_ALGO_RD:
-        return &coll_impl_rd;
-    case COLL_ALGO_CHAIN:
-        return kind == COLL_KIND_BROADCAST ? &coll_impl_chain_bcast : &coll_impl_chain_reduce;
-    default:
-        return &coll_impl_barrier;
-    }
+    return op->grp->nnodes == 1 ? e->local : e->impl;
 }

@@ -8,9 +8,38 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "engine/op.h"
 #include "engine/submit.h"
+
+/* The ranks distribute the result from their node buffer, or end with the error: the home post
+ * hears it, not their sessions. */
+static void node_done(coll_op_t *op, void *state, coll_status_t status, coll_ctl_times_t *t)
+{
+    coll_shm_node_done(op->job, state, status,
+                       op->desc.algo < COLL_ALGO_REFUSED ? op->desc.algo : COLL_ALGO_AUTO, t);
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+        op->members[l].session = NULL;
+    }
+}
+
+static void node_free(coll_op_t *op, void *state)
+{
+    (void)op;
+    free(state);
+}
+
+const coll_op_feature_t coll_node_feature = {
+    .name = "node",
+    .done = node_done,
+    .free = node_free,
+};
+
+int coll_op_is_node_reduced(const coll_op_t *op)
+{
+    return coll_op_feature_state(op, &coll_node_feature) != NULL;
+}
 
 /* The checks of every local rank's own submission; COLL_OK or an error with the reason. */
 static coll_status_t check_ranks(coll_job_t *job, coll_group_t *grp, const Coll__Wire__Submit *subs,
@@ -57,6 +86,24 @@ static coll_status_t check_agree(coll_job_t *job, coll_group_t *grp, const Coll_
     return COLL_OK;
 }
 
+/* The operation, its one buffer the node buffer (in place), the home post attached. */
+static coll_op_t *node_op_create(coll_job_t *job, coll_group_t *grp, const coll_desc_t *desc,
+                                 const coll_shm_home_t *home)
+{
+    coll_shm_home_t *h = malloc(sizeof(*h));
+    coll_op_t *op = h != NULL ? coll_op_create(job, grp, desc) : NULL;
+
+    if (op == NULL) {
+        free(h);
+        return NULL;
+    }
+    *h = *home;
+    coll_op_feature_attach(op, &coll_node_feature, h);
+    op->nbufs = 1;
+    op->in[0] = op->out[0] = desc->count > 0 ? coll_pool_base(job->pool) + home->off : NULL;
+    return op;
+}
+
 void coll_op_submit_reduced(coll_job_t *job, const Coll__Wire__Submit *subs,
                             const coll_shm_home_t *home)
 {
@@ -80,7 +127,7 @@ void coll_op_submit_reduced(coll_job_t *job, const Coll__Wire__Submit *subs,
                  job->id);
         st = COLL_ERR_PROTOCOL;
     }
-    if (st == COLL_OK && (op = coll_op_create(job, grp, &desc)) == NULL) {
+    if (st == COLL_OK && (op = node_op_create(job, grp, &desc, home)) == NULL) {
         snprintf(err, sizeof(err), "daemon out of memory");
         st = COLL_ERR_NOMEM;
     }
@@ -93,8 +140,6 @@ void coll_op_submit_reduced(coll_job_t *job, const Coll__Wire__Submit *subs,
                       "memory was refused: %s", job->id, job->node_rank, err);
         return;
     }
-    op->nbufs = 1;
-    op->node = *home;
     for (uint32_t l = 0; l < job->local_size; l++) {
         coll_session_t *s = job->locals[l];
         op->members[grp->local_of[l]] =

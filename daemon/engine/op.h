@@ -5,6 +5,13 @@
  *        algorithm that runs it once all of them are in. The algorithms see only the group:
  *        its nodes (coll_op_send() and coll_op_recv() take group node indices), its ranks and
  *        its local members (members, in and out are indexed by local member).
+ *
+ *        The core: op.c (an operation's life: create, start, complete, hold and release,
+ *        free), match.c (submissions matched by key), xfer.c (transfers, the descriptor check,
+ *        where each completion goes). It keeps what every operation needs; what only some
+ *        carry (compression, the parameter service's stage, the node-reduced path) are features
+ *        with a slot each (engine/feature.h), and the algorithm comes from the table of
+ *        engine/algo.h.
  */
 #ifndef COLL_ENGINE_OP_H
 #define COLL_ENGINE_OP_H
@@ -15,14 +22,12 @@
 #include "base/list.h"
 #include "core/job.h"
 #include "engine/plan.h"
-#include "engine/shm.h"
 #include "net/transport.h"
 #include "proto/ctl.h"
 #include "proto/desc.h"
 
 struct coll_op;
 struct coll_xfer;
-struct coll_codec_op;
 
 /** The algorithm checks a descriptor carried in each of its own messages, and their lengths
  * (coll_op_check_msg()): its receives are used at once, not parked until the ring descriptor
@@ -46,9 +51,9 @@ typedef struct coll_impl {
     void (*on_xfer)(struct coll_op *op, struct coll_xfer *x);
     /** Free the algorithm state once the operation ended and nothing is in flight (or NULL). */
     void (*cleanup)(struct coll_op *op);
-    /** A barrier stage released the reduced chunk (stage.h): distribute it (NULL: the
-     *  algorithm runs no stages). */
-    void (*release)(struct coll_op *op);
+    /** A barrier stage resumed the operation (stage.h): distribute the reduced chunk (NULL:
+     *  the algorithm runs no stages). */
+    void (*resume)(struct coll_op *op);
 } coll_impl_t;
 
 /** One local member's part in an operation. */
@@ -59,6 +64,9 @@ typedef struct {
     uint64_t recv_off;
 } coll_op_member_t;
 
+/** Per-operation slots of the features registered in engine/feature.c (at most this many). */
+#define COLL_OP_FEATURES 4
+
 typedef struct coll_op {
     coll_list_t link;          /**< in job->engine.ops */
     coll_job_t *job;
@@ -68,13 +76,18 @@ typedef struct coll_op {
     size_t esize;
     uint32_t nsubmitted;
     coll_op_member_t *members; /**< by local member of grp */
+    uint32_t nbufs;            /**< local members whose buffers the algorithm reads and writes:
+                                    the group's nlocal, or 1 when a feature gave it one buffer
+                                    (the node-reduced path, node_op.h) */
     const void **in;           /**< daemon addresses of the inputs, by local member */
     void **out;                /**< daemon addresses of the outputs, by local member */
     const struct coll_impl *impl;
     void *algo_state;
+    void *feature[COLL_OP_FEATURES]; /**< each registered feature's state, NULL where it is not
+                                          attached (engine/feature.h) */
     uint64_t inflight;         /**< transfers posted and not completed */
+    uint32_t holds;            /**< coll_op_hold() not yet released */
     coll_list_t posted;        /**< transfers in flight (to cancel them) */
-    uint32_t self;             /**< point-to-point: the local member that submitted it */
     coll_list_t parked;        /**< receives completed before the descriptor check */
     int algo_done;             /**< the algorithm finished moving data */
     int stall_warned;          /**< the stall warning was logged (health.c) */
@@ -82,7 +95,8 @@ typedef struct coll_op {
                                     submit it (health.c, before the stall warning) */
     coll_status_t algo_status; /**< how it finished (COLL_OK unless coll_op_algo_failed()) */
     char algo_error[256];
-    int done;                  /**< completed or failed; waits for inflight == 0 to be freed */
+    int done;                  /**< completed or failed; freed once nothing holds it
+                                    (inflight == 0, holds == 0) */
     /* Descriptor check with the previous node of the ring. */
     coll_desc_t peer_desc;
     coll_xfer_t desc_send;
@@ -92,31 +106,24 @@ typedef struct coll_op {
     uint64_t t_start_ns;       /**< every local rank submitted; 0 before (stats.h) */
     uint64_t t_peers_ns;       /**< the previous node's descriptor was checked */
     uint64_t t_reduced_ns;     /**< the reduction finished (coll_op_mark_reduced()) */
-    const struct coll_stage_ops *stage; /**< work between the reduction and the
-                                             distribution (stage.h); NULL for none */
-    void *stage_state;         /**< the stage's own */
-    int stage_barrier;         /**< every piece reduced before any is distributed (stage.h) */
     uint32_t nsteps;           /**< records in @c steps (coll_op_mark_step()) */
     uint64_t steps[COLL_CTL_MAX_STEPS]; /**< the algorithm's steps, coll_ctl_step_pack() */
     uint64_t sent_bytes;       /**< data this node sent for it (not descriptors) */
-    struct coll_codec_op *codec; /**< its compression (engine/codec/), NULL when none asked */
-    uint32_t nbufs;            /**< local members whose buffers the algorithm reads and writes:
-                                    the group's nlocal, or 1 for a node-reduced allreduce */
-    coll_shm_home_t node;      /**< a node-reduced allreduce (node.off != 0, node_op.h): its one
-                                    buffer, in[0] = out[0], is local rank 0's node buffer, and
-                                    its completion goes to the home post, not to the ranks */
 } coll_op_t;
 
 /** @brief A new operation of group @p grp of @p job described by @p desc, linked into
- *         job->engine.ops (it holds @p grp until freed); NULL: no memory. */
+ *         job->engine.ops (it holds @p grp until freed); its creator fills its members and
+ *         their buffers. NULL: no memory. */
 coll_op_t *coll_op_create(coll_job_t *job, coll_group_t *grp, const coll_desc_t *desc);
 
 /** @return The operation of group @p grp with key @p key that is not done (not a
  *          point-to-point transfer), or NULL. */
 coll_op_t *coll_op_find(coll_job_t *job, const coll_group_t *grp, uint64_t key);
 
-/** @brief Every local member submitted @p op, whose descriptors agree: start it (the descriptor
- *         exchange with the previous node, then the algorithm). @p op may be freed on return. */
+/** @brief Every local member submitted @p op (their buffers mapped in @c in and @c out), whose
+ *         descriptors agree: attach its features, choose its implementation (algo.h) unless a
+ *         feature did, post the descriptor exchange with the previous node and the features'
+ *         transfers, start the algorithm. @p op may be freed on return. */
 void coll_op_start(coll_op_t *op);
 
 /**
@@ -180,8 +187,19 @@ void coll_op_fail_all(coll_job_t *job);
 /** @brief Free every operation of @p job (its worker is destroyed: nothing is in flight). */
 void coll_op_free_all(coll_job_t *job);
 
-/** @brief Free @p op if it is done and nothing is in flight. */
+/** @brief Free @p op if it is done, nothing of it is in flight and nothing holds it. */
 void coll_op_maybe_free(coll_op_t *op);
+
+/**
+ * @brief Keep @p op alive across a call that may complete it (a failure of the job completes
+ *        every operation): it is not freed before the matching coll_op_release(), as Redis
+ *        protects a client it is still using. Loop thread.
+ */
+void coll_op_hold(coll_op_t *op);
+
+/** @brief End a coll_op_hold(): @p op is freed now when it is done and nothing else keeps it
+ *         (do not look at it afterwards then). */
+void coll_op_release(coll_op_t *op);
 
 /** @brief Post a transfer to or from job node @p node (not a group node), as coll_op_send() and
  *         coll_op_recv(): point-to-point messages go between ranks, not group nodes. */
@@ -193,6 +211,10 @@ coll_status_t coll_op_post_job_node(coll_op_t *op, int send, uint32_t node, uint
  *        the node, as the engine does for algorithms without COLL_IMPL_OWN_ERRORS.
  */
 void coll_op_xfer_failed(coll_op_t *op, coll_xfer_t *x);
+
+/** @brief A receive of @p op brought x->length bytes, not the x->expect it was posted for:
+ *         fail the job with COLL_ERR_MISMATCH (the ranks disagree on the count). */
+void coll_op_wrong_length(coll_op_t *op, const coll_xfer_t *x);
 
 /**
  * @brief Check a descriptor carried in an algorithm's own message against the operation's;
@@ -211,17 +233,17 @@ int coll_op_check_desc(coll_op_t *op, const coll_desc_t *peer, uint32_t from);
  */
 int coll_op_check_msg(coll_op_t *op, const struct coll_xfer *x, const coll_desc_t *peer);
 
-/** The pipelined ring: allreduce, reduce-scatter, all-gather (ring.c). */
-extern const coll_impl_t coll_impl_ring;
-/** Recursive doubling allreduce (rd.c). */
-extern const coll_impl_t coll_impl_rd;
-/** Pipelined chain broadcast (chain.c). */
-extern const coll_impl_t coll_impl_chain_bcast;
-/** Pipelined chain reduce (chain.c). */
-extern const coll_impl_t coll_impl_chain_reduce;
-/** Dissemination barrier (barrier.c). */
-extern const coll_impl_t coll_impl_barrier;
-/** Single node: every collective from the local ranks' buffers (local.c). */
-extern const coll_impl_t coll_impl_local;
+/* ---- shared by the core's files (op.c, match.c, xfer.c) ---------------------------------- */
+
+/** @return "allreduce #12" for messages, in @p buf. */
+const char *coll__op_name(const coll_op_t *op, char *buf, size_t len);
+
+/** @brief Post @p op's descriptor exchange with the previous and next node of its group (on
+ *         one node: agreed at once). @return COLL_OK or the transport's error. */
+coll_status_t coll__op_post_desc(coll_op_t *op);
+
+/** @brief Complete @p op once the algorithm is done, the descriptor check passed and no
+ *         feature holds it back. */
+void coll__op_maybe_complete(coll_op_t *op);
 
 #endif

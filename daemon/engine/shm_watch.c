@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/stats.h"
+#include "engine/node_op.h"
 #include "engine/op.h"
 #include "engine/shm.h"
 
@@ -54,7 +55,7 @@ static int with_daemon(const coll_job_t *job, uint64_t key)
 
     coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
     {
-        if (!op->done && op->node.off != 0 && op->desc.key == key) {
+        if (!op->done && coll_op_is_node_reduced(op) && op->desc.key == key) {
             return 1;
         }
     }

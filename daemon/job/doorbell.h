@@ -12,7 +12,7 @@
 #define COLL_DOORBELL_H
 
 #include "core/daemon.h"
-#include "job/job.h"
+#include "job/lifecycle.h"
 
 /** @brief Create @p job's doorbell (eventfd) and poll it. @return COLL_OK or COLL_ERR_IO. */
 coll_status_t coll_doorbell_open(coll_job_t *job);

@@ -16,7 +16,7 @@
 #ifndef COLL_HEALTH_H
 #define COLL_HEALTH_H
 
-#include "job/job.h"
+#include "job/lifecycle.h"
 
 /** @brief Start the periodic check of a job that just became ready. */
 void coll_health_start(coll_job_t *job);

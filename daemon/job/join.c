@@ -12,7 +12,7 @@
 #include "engine/op.h"
 #include "job/doorbell.h"
 #include "job/formation.h"
-#include "job/job.h"
+#include "job/lifecycle.h"
 #include "net/rdv.h"
 #include "net/transport.h"
 #include "proto/ctl.h"

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "job/job.h"
+#include "job/lifecycle.h"
 #include "net/clientlink.h"
 #include "net/rdv.h"
 

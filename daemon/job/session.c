@@ -13,7 +13,7 @@
 #include "engine/op.h"
 #include "job/devalloc.h"
 #include "job/groups.h"
-#include "job/job.h"
+#include "job/lifecycle.h"
 #include "job/submission.h"
 #include "kernels/mem_kind.h"
 #include "net/accept.h"

@@ -68,14 +68,14 @@ static void link_fail(coll_peer_link_t *l, coll_status_t st, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    if (!l->down && l->ops->on_down != NULL) {
+    if (!l->down && l->hooks->on_down != NULL) {
         l->down = 1;
-        l->ops->on_down(l, st, why);
+        l->hooks->on_down(l, st, why);
     }
     coll_link_close(l);
 }
 
-static coll_peer_link_t *link_new(coll_daemon_t *d, const coll_link_ops_t *ops, void *owner)
+static coll_peer_link_t *link_new(coll_daemon_t *d, const coll_link_hooks_t *hooks, void *owner)
 {
     coll_peer_link_t *l = calloc(1, sizeof(*l));
     if (l == NULL || coll_frame_reader_init(&l->reader, COLL_FRAME_MAX_PEER) != COLL_OK) {
@@ -83,7 +83,7 @@ static coll_peer_link_t *link_new(coll_daemon_t *d, const coll_link_ops_t *ops, 
         return NULL;
     }
     l->d = d;
-    l->ops = ops;
+    l->hooks = hooks;
     l->owner = owner;
     uv_tcp_init(d->loop, &l->tcp);
     uv_timer_init(d->loop, &l->timer);
@@ -241,7 +241,7 @@ static void on_auth_ok(coll_peer_link_t *l, const Coll__Wire__AuthOk *ok)
         return;
     }
     link_trusted(l);
-    l->ops->on_up(l);
+    l->hooks->on_up(l);
 }
 
 /* Handshake messages, and anything before the handshake ended; returns 1 when @p m was one. */
@@ -294,7 +294,7 @@ static void link_on_frame(coll_peer_link_t *l, const uint8_t *p, size_t n)
         } else if (l->accepted) {
             uv_timer_start(&l->timer, idle_cb, l->d->cfg.peer_idle_ms, 0);
         }
-        l->ops->on_msg(l, m);
+        l->hooks->on_msg(l, m);
     }
     coll__wire__peer_msg__free_unpacked(m, NULL);
 }
@@ -376,7 +376,7 @@ static void link_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
 static void accept_cb(coll_acceptor_t *a, int fd, const struct sockaddr_storage *peer)
 {
     coll_daemon_t *d = coll_acceptor_data(a);
-    coll_peer_link_t *l = link_new(d, d->control_ops, NULL);
+    coll_peer_link_t *l = link_new(d, d->control_hooks, NULL);
 
     if (l == NULL) {
         coll_warn(COLL_SUB_RDV, "control accept: no memory");
@@ -429,7 +429,7 @@ static void bound_address(coll_daemon_t *d, int fd, const char *host)
              host, port);
 }
 
-coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_ops_t *ops)
+coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_hooks_t *hooks)
 {
     char host[64], err[128];
     int port, fd;
@@ -446,7 +446,7 @@ coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_ops_t *ops)
                    "0.0.0.0:29510 or [::]:29510)", d->cfg.listen);
         return COLL_ERR_INVALID;
     }
-    d->control_ops = ops;
+    d->control_hooks = hooks;
     if (coll_acceptor_bind((struct sockaddr *)&ss, ss.ss_family == AF_INET
                                ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6),
                            &fd, err, sizeof(err)) != COLL_OK) {
@@ -476,7 +476,7 @@ static void connected(coll_peer_link_t *l)
     }
     link_trusted(l);
     uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
-    l->ops->on_up(l);
+    l->hooks->on_up(l);
 }
 
 /* The socket of a failed attempt is closed before the next address gets a fresh one. */
@@ -573,8 +573,9 @@ static void resolved_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     try_next(l);
 }
 
-coll_status_t coll_link_connect(coll_daemon_t *d, const char *hostport, const coll_link_ops_t *ops,
-                                void *owner, coll_peer_link_t **l_p, char *err, size_t errlen)
+coll_status_t coll_link_connect(coll_daemon_t *d, const char *hostport,
+                                const coll_link_hooks_t *hooks, void *owner,
+                                coll_peer_link_t **l_p, char *err, size_t errlen)
 {
     char host[256], port_s[8];
     int port, rc = coll_parse_hostport(hostport, host, sizeof(host), &port);
@@ -593,7 +594,7 @@ coll_status_t coll_link_connect(coll_daemon_t *d, const char *hostport, const co
         return COLL_ERR_INVALID;
     }
     req = malloc(sizeof(*req));
-    l = req != NULL ? link_new(d, ops, owner) : NULL;
+    l = req != NULL ? link_new(d, hooks, owner) : NULL;
     if (l == NULL) {
         free(req);
         snprintf(err, errlen, "no memory for a control link");

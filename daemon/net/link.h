@@ -37,7 +37,7 @@
 typedef struct coll_peer_link coll_peer_link_t;
 
 /** What the owner of a link wants called. */
-typedef struct coll_link_ops {
+typedef struct coll_link_hooks {
     /** Connecting side: connected (and authenticated): send the first message. */
     void (*on_up)(coll_peer_link_t *l);
     /** An authenticated message arrived. It is freed after return: a callback that keeps a
@@ -47,7 +47,7 @@ typedef struct coll_link_ops {
      *  address tried). Called at most once, and not after coll_link_close(); the link is
      *  closed right after it returns. */
     void (*on_down)(coll_peer_link_t *l, coll_status_t status, const char *why);
-} coll_link_ops_t;
+} coll_link_hooks_t;
 
 /** A control link, either direction. Owned by the loop; freed once closed. */
 struct coll_peer_link {
@@ -57,7 +57,7 @@ struct coll_peer_link {
     coll_list_t link;              /**< in d->peer_links */
     coll_frame_reader_t reader;
     char peer[256];                /**< remote address, for messages */
-    const coll_link_ops_t *ops;
+    const coll_link_hooks_t *hooks;
     void *owner;                   /**< the layer above's object (rdv.c) */
     int handles;                   /**< uv handles not yet closed */
     int closing;
@@ -83,23 +83,24 @@ struct coll_peer_link {
 
 /**
  * @brief Listen for peer daemons at d->cfg.listen (numeric host:port); fills d->control_addr.
- *        Accepted links get @p ops and no owner until the layer above sets one.
+ *        Accepted links get @p hooks and no owner until the layer above sets one.
  * @return COLL_OK; COLL_ERR_INVALID (not numeric); COLL_ERR_IO (bind or listen failed); logged.
  */
-coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_ops_t *ops);
+coll_status_t coll_link_listen(coll_daemon_t *d, const coll_link_hooks_t *hooks);
 
 /**
  * @brief Connect to @p hostport ("host:port", "[v6]:port"; a name is resolved), trying each
  *        address in the resolver's order, each for at most COLL_LINK_ATTEMPT_MS. The answer
- *        comes through @p ops: on_up, or on_down with the last address's error: status
+ *        comes through @p hooks: on_up, or on_down with the last address's error: status
  *        COLL_ERR_CONNREFUSED when one may pass (refused, timed out: the root may not be up
  *        yet), COLL_ERR_RENDEZVOUS when none can (every address unreachable from this host,
  *        e.g. an IPv6 address where IPv6 is off: EADDRNOTAVAIL, ENETUNREACH, EAFNOSUPPORT).
  * @return COLL_OK and the link in @p l_p; COLL_ERR_INVALID (malformed, or an IPv6 address
  *         with a port and no brackets) or COLL_ERR_NOMEM, with a message in @p err.
  */
-coll_status_t coll_link_connect(coll_daemon_t *d, const char *hostport, const coll_link_ops_t *ops,
-                                void *owner, coll_peer_link_t **l_p, char *err, size_t errlen);
+coll_status_t coll_link_connect(coll_daemon_t *d, const char *hostport,
+                                const coll_link_hooks_t *hooks, void *owner,
+                                coll_peer_link_t **l_p, char *err, size_t errlen);
 
 /** @brief Send @p msg (version filled in); a failed write closes the link through on_down. */
 void coll_link_send(coll_peer_link_t *l, coll_peer_msg_t *msg);

@@ -408,11 +408,11 @@ static void root_on_down(coll_peer_link_t *l, coll_status_t st, const char *why)
     }
 }
 
-static const coll_link_ops_t root_ops = {NULL, root_on_msg, root_on_down};
+static const coll_link_hooks_t root_hooks = {NULL, root_on_msg, root_on_down};
 
 coll_status_t coll_rdv_listen(coll_daemon_t *d)
 {
-    return coll_link_listen(d, &root_ops);
+    return coll_link_listen(d, &root_hooks);
 }
 
 /* ---- node side: a job's rendezvous ------------------------------------------------------------- */
@@ -491,7 +491,7 @@ static void node_on_down(coll_peer_link_t *l, coll_status_t st, const char *why)
     coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "root %s: %s", job->root, why);
 }
 
-static const coll_link_ops_t node_ops = {node_on_up, node_on_msg, node_on_down};
+static const coll_link_hooks_t node_hooks = {node_on_up, node_on_msg, node_on_down};
 
 void coll_rdv_join(coll_job_t *job)
 {
@@ -509,7 +509,7 @@ void coll_rdv_join(coll_job_t *job)
     if (job->rdv.since_ms == 0) {
         job->rdv.since_ms = uv_now(job->d->loop);
     }
-    st = coll_link_connect(job->d, job->root, &node_ops, job, &job->rdv.link, err, sizeof(err));
+    st = coll_link_connect(job->d, job->root, &node_hooks, job, &job->rdv.link, err, sizeof(err));
     if (st != COLL_OK) {
         job->rdv.link = NULL;
         coll_job_fail(job, st, 0, "root address %s (COLL_ROOT): %s", job->root, err);
@@ -583,7 +583,7 @@ static void refusal_on_down(coll_peer_link_t *l, coll_status_t st, const char *w
     free(r);
 }
 
-static const coll_link_ops_t refusal_ops = {refusal_on_up, refusal_on_msg, refusal_on_down};
+static const coll_link_hooks_t refusal_hooks = {refusal_on_up, refusal_on_msg, refusal_on_down};
 
 void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, const uint8_t *digest,
                      coll_status_t status, const char *why)
@@ -601,7 +601,7 @@ void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, const uint8
     r->status = status;
     snprintf(r->error, sizeof(r->error), "%s", why);
     memcpy(r->token_digest, digest, sizeof(r->token_digest));
-    if (coll_link_connect(d, j->root, &refusal_ops, r, &l, err, sizeof(err)) != COLL_OK) {
+    if (coll_link_connect(d, j->root, &refusal_hooks, r, &l, err, sizeof(err)) != COLL_OK) {
         coll_warn(COLL_SUB_RDV, "could not tell root %s that job %s is refused here: %s", j->root,
                   j->job, err);
         free(r);

@@ -95,7 +95,7 @@ void coll_transport_job_init(coll_job_t *job)
     job->handles++;
 }
 
-coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_ops_t *ops)
+coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_hooks_t *hooks)
 {
     ucp_worker_params_t wp = {0};
     ucp_address_t *addr;
@@ -129,7 +129,7 @@ coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_ops_
     if (register_pool(job) != COLL_OK) {
         goto err_worker;
     }
-    job->net.ops = ops;
+    job->net.hooks = hooks;
     uv_poll_init(job->d->loop, &job->net.poll, fd);
     job->net.poll.data = job;
     job->handles++;
@@ -337,7 +337,7 @@ static void run_events(coll_job_t *job)
         x->req = NULL;
         COLL_ASSERT(job->net.inflight > 0);
         job->net.inflight--;
-        job->net.ops->on_xfer(x);
+        job->net.hooks->on_xfer(x);
     }
 }
 

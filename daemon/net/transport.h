@@ -34,6 +34,8 @@ typedef struct coll_xfer {
     uint8_t is_send;
     uint8_t completed;    /**< UCX reported completion (it may still wait in job->net.events) */
     uint8_t suspect;      /**< a receive from a gone node seen pending by one check already */
+    uint8_t feature;      /**< the engine's: 1 + the index of the operation's feature that
+                               posted it (engine/feature.h), 0 for the others */
     uint16_t slot;        /**< algorithm's own index (buffer, column) */
     uint32_t step;
     uint32_t peer;        /**< node sent to, or expected to send */
@@ -43,10 +45,10 @@ typedef struct coll_xfer {
 } coll_xfer_t;
 
 /** What the engine wants called. */
-typedef struct coll_transport_ops {
+typedef struct coll_transport_hooks {
     /** A transfer completed (or failed, or was cancelled: x->status). Outside UCX's stack. */
     void (*on_xfer)(coll_xfer_t *x);
-} coll_transport_ops_t;
+} coll_transport_hooks_t;
 
 /** @brief Create the daemon's UCX context (reads UCX_* environment). */
 coll_status_t coll_transport_init(coll_daemon_t *d);
@@ -61,10 +63,10 @@ void coll_transport_job_init(coll_job_t *job);
 /**
  * @brief Create the job's worker, its address, the loop poll on its event fd and the job
  *        messages' handler (net/control.h), and register the job's pool (ucp_mem_map);
- *        completions go to @p ops. For a job with other nodes, after coll_transport_job_init().
+ *        completions go to @p hooks. For a job with other nodes, after coll_transport_job_init().
  * @return COLL_OK or COLL_ERR_TRANSPORT (logged).
  */
-coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_ops_t *ops);
+coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_hooks_t *hooks);
 
 /**
  * @brief Say goodbye to the other nodes (when the job ends cleanly), close the endpoints with a

@@ -3,7 +3,7 @@
  * layout, where the state lies in the pool) into every local rank's reply; the ranks copy the
  * state out of the pool themselves (the client library, collective_ps.h coll_ps_save_node()), as no
  * step can change it before they all submit again. A load takes local rank 0's image, checks it
- * against this node's own layout field by field (the client library re-shards images of another
+ * against this node's own shard field by field (the client library re-shards images of another
  * node count before they come here) and copies the state in. Both run between steps only.
  */
 #include <inttypes.h>

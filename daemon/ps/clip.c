@@ -27,24 +27,23 @@ void coll_ps_clip_add(coll_op_t *op, ps_op_t *s, double sumsq)
         total += c->sumsq[b];
         c->ready[b] = c->waiting[b];
         c->waiting[b] = NULL;
-        c->ready[b]->inflight++; /* held: a failure on the way completes (and frees) them */
+        coll_op_hold(c->ready[b]); /* a failure on the way completes them */
     }
     c->known = 0;
     c->step = 0;
     for (uint32_t b = 0; b < nb; b++) {
         if (!c->ready[b]->done) {
-            coll_ps_clip_ready(c->ready[b], c->ready[b]->stage_state, total);
+            coll_ps_clip_ready(c->ready[b], coll_stage_state(c->ready[b]), total);
         }
     }
     for (uint32_t b = 0; b < nb; b++) {
-        c->ready[b]->inflight--;
-        coll_op_maybe_free(c->ready[b]);
+        coll_op_release(c->ready[b]);
     }
 }
 
 void coll_ps_clip_drop(coll_ps_job_t *ps, const coll_op_t *op)
 {
-    ps_op_t *s = op->stage_state;
+    ps_op_t *s = coll_stage_state(op);
 
     if (ps->clip.waiting[s->bucket] == op) {
         ps->clip.waiting[s->bucket] = NULL;

@@ -36,16 +36,16 @@ static int post_all(coll_op_t *op, ps_op_t *s)
             continue;
         }
         s->xs[i] = (coll_xfer_t){.kind = COLL_XFER_STAGE, .step = s->round};
-        st = coll_op_recv(op, n, coll_tag_stage(op->grp->id, op->desc.key, s->round, n),
-                          s->vec + (size_t)n * s->kmax, len, &s->xs[i++]);
+        st = coll_stage_post(op, 0, n, coll_tag_stage(op->grp->id, op->desc.key, s->round, n),
+                             s->vec + (size_t)n * s->kmax, len, &s->xs[i++]);
     }
     for (uint32_t n = 0; n < job->nnodes && st == COLL_OK; n++) {
         if (n == me) {
             continue;
         }
         s->xs[i] = (coll_xfer_t){.kind = COLL_XFER_STAGE, .is_send = 1, .step = s->round};
-        st = coll_op_send(op, n, coll_tag_stage(op->grp->id, op->desc.key, s->round, me),
-                          s->vec + (size_t)me * s->kmax, len, &s->xs[i++]);
+        st = coll_stage_post(op, 1, n, coll_tag_stage(op->grp->id, op->desc.key, s->round, me),
+                             s->vec + (size_t)me * s->kmax, len, &s->xs[i++]);
         s->ps->exchange_bytes += st == COLL_OK ? len : 0;
     }
     if (st != COLL_OK) {
@@ -71,7 +71,7 @@ void coll_ps_exchange(coll_op_t *op, ps_op_t *s, uint32_t round, uint32_t k)
 
 void coll_ps_exchange_xfer(coll_op_t *op, coll_xfer_t *x)
 {
-    ps_op_t *s = op->stage_state;
+    ps_op_t *s = coll_stage_state(op);
 
     (void)x;
     if (--s->pending == 0) {

@@ -1,7 +1,7 @@
 /**
  * @file internal.h
  * @brief The parameter service's state on one node, shared by the files of ps/ (not by other
- *        layers: they use service.h).
+ *        layers: they use ps.h).
  *
  * A job's service (coll_ps_job_t) holds the registration, the optimizer's settings as the
  * kernels take them, the schedule, and per bucket the chunk this node owns (the ring's chunk of
@@ -20,6 +20,7 @@
 #include "core/job.h"
 #include "engine/op.h"
 #include "engine/plan.h"
+#include "engine/stage.h"
 #include "kernels/optim.h"
 #include "proto/ps_records.h"
 
@@ -78,7 +79,7 @@ typedef struct coll_ps_job {
     uint64_t exchange_bytes;    /**< bytes this node sent in the exchanges of sums */
 } coll_ps_job_t;
 
-/** One bucket's step in flight: op->stage_state. */
+/** One bucket's step in flight: the state of its operation's stage (coll_stage_state()). */
 typedef struct {
     coll_ps_job_t *ps;
     ps_bucket_t *b;
@@ -95,16 +96,16 @@ typedef struct {
     float clip_scale;           /**< the gradients' factor from clipping (1: none) */
 } ps_op_t;
 
-/* ---- layout.c ---------------------------------------------------------------------------- */
+/* ---- shard.c ----------------------------------------------------------------------------- */
 
 /**
- * @brief Lay the registered buckets out on this node: each bucket's plan, chunk and spans, and
- *        the state offsets. @return COLL_OK; COLL_ERR_NOMEM.
+ * @brief Cut this node's shard of the registered buckets: each bucket's plan, chunk and spans,
+ *        and the state offsets. @return COLL_OK; COLL_ERR_NOMEM.
  */
-coll_status_t coll_ps_layout(coll_ps_job_t *ps);
+coll_status_t coll_ps_shard_cut(coll_ps_job_t *ps);
 
-/** @brief Free what coll_ps_layout() allocated. */
-void coll_ps_layout_free(coll_ps_job_t *ps);
+/** @brief Free what coll_ps_shard_cut() allocated. */
+void coll_ps_shard_free(coll_ps_job_t *ps);
 
 /** @return The layer flags of span @p sp of bucket @p b as the kernels take them. */
 unsigned coll_ps_span_flags(const coll_ps_job_t *ps, const ps_bucket_t *b, const ps_span_t *sp);
@@ -169,7 +170,7 @@ void coll_ps_clip_ready(coll_op_t *op, ps_op_t *s, double grad_sumsq);
 
 /** @brief PS_STEP on this node: check the bucket and the step, attach the stage.
  *  @return COLL_OK; COLL_ERR_INVALID, COLL_ERR_NOMEM with the text in @p err. */
-coll_status_t coll_ps_step_start(coll_op_t *op, char *err, size_t errlen);
+coll_status_t coll_ps_step_start(coll_op_t *op, coll_stage_t *stage, char *err, size_t errlen);
 
 /** @brief Fail the job: a sum of squares of step @p s is not finite (a NaN or infinity in the
  *         gradients, or in the weights). @p what names where. */

@@ -1,9 +1,9 @@
 /*
- * Registration on this node (PS_REGISTER): every local rank's registration is read from its
- * pool buffer, checked to be the one its fingerprint says (the descriptor carries the
- * fingerprint to the other nodes, so equal descriptors everywhere mean equal registrations), and
- * taken apart into the kernels' settings, the schedule and the shard layout; the optimizer
- * state is allocated in the job's pool and zeroed, as every reference starts.
+ * Registration on this node (PS_REGISTER): every local rank's registration is read from its pool
+ * buffer, checked to be the one its fingerprint says (the descriptor carries the fingerprint to the
+ * other nodes, so equal descriptors everywhere mean equal registrations), and taken apart into the
+ * kernels' settings, the schedule and the shard; the optimizer state is allocated in the job's pool
+ * and zeroed, as every reference starts.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -30,7 +30,7 @@ static coll_status_t take_optim(coll_ps_job_t *ps, char *err, size_t errlen)
     ps->lars = (coll_optim_lars_params_t){.momentum = o->momentum,
                                           .weight_decay = o->weight_decay, .eta = o->eta,
                                           .eps = o->eps, .nesterov = (int)o->nesterov};
-    /* Clipping is the service's own (every optimizer alike, service.h): the kernel's is off. */
+    /* Clipping is the service's own (every optimizer alike, ps.h): the kernel's is off. */
     ps->lamb = (coll_optim_lamb_params_t){
         .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay,
         .bias = (coll_optim_lamb_bias_t)o->lamb_bias, .eps_inside_sqrt = (int)o->eps_inside_sqrt,
@@ -200,7 +200,7 @@ coll_status_t coll_ps_register(coll_op_t *op, char *err, size_t errlen)
     st = take_reg(ps, op, err, errlen);
     st = st == COLL_OK ? take_optim(ps, err, errlen) : st;
     st = st == COLL_OK ? take_schedule(ps, err, errlen) : st;
-    if (st == COLL_OK && (coll_ps_layout(ps) != COLL_OK || clip_alloc(ps) != COLL_OK)) {
+    if (st == COLL_OK && (coll_ps_shard_cut(ps) != COLL_OK || clip_alloc(ps) != COLL_OK)) {
         snprintf(err, errlen, "daemon out of memory for the layout of %u layers",
                  ps->reg.num_layers);
         st = COLL_ERR_NOMEM;
@@ -225,7 +225,7 @@ void coll_ps_free(coll_ps_job_t *ps)
     if (ps == NULL) {
         return;
     }
-    coll_ps_layout_free(ps);
+    coll_ps_shard_free(ps);
     free(ps->layers);
     free(ps->clip.sumsq);
     free(ps->clip.waiting);

@@ -41,7 +41,7 @@ void coll_ps_fail_nonfinite(coll_op_t *op, const ps_op_t *s, const char *what)
 
 static void stage_reduced(coll_op_t *op, uint64_t off, uint64_t len)
 {
-    ps_op_t *s = op->stage_state;
+    ps_op_t *s = coll_stage_state(op);
     uint64_t j;
 
     if (len == 0) {
@@ -77,7 +77,7 @@ static void layer_round(coll_op_t *op, ps_op_t *s)
 
 static void stage_all_reduced(coll_op_t *op)
 {
-    ps_op_t *s = op->stage_state;
+    ps_op_t *s = coll_stage_state(op);
     double *mine = s->vec + (size_t)op->job->node_rank * s->kmax;
 
     if (!clipping(s->ps)) {
@@ -106,7 +106,7 @@ void coll_ps_clip_ready(coll_op_t *op, ps_op_t *s, double grad_sumsq)
         }
     }
     if (!coll_ps_needs_norms(s->ps)) {
-        coll_stage_release(op);
+        coll_stage_resume(op);
         return;
     }
     for (uint32_t i = 0; i < s->b->nspans; i++) {
@@ -135,15 +135,15 @@ void coll_ps_exchanged(coll_op_t *op, ps_op_t *s)
             return;
         }
     }
-    coll_stage_release(op);
+    coll_stage_resume(op);
 }
 
 static void stage_distribute(coll_op_t *op, uint64_t off, uint64_t len)
 {
-    ps_op_t *s = op->stage_state;
+    ps_op_t *s = coll_stage_state(op);
     uint64_t j;
 
-    if (!op->stage_barrier || len == 0) {
+    if (!coll_op_stage(op)->barrier || len == 0) {
         return;
     }
     j = coll_ps_segment_of(s->b, off);
@@ -155,7 +155,7 @@ static void stage_distribute(coll_op_t *op, uint64_t off, uint64_t len)
 /* A compressed step: this node's gradients hold a NaN or infinity at bucket element @p elem. */
 static void stage_nonfinite(coll_op_t *op, uint64_t elem)
 {
-    ps_op_t *s = op->stage_state;
+    ps_op_t *s = coll_stage_state(op);
     uint32_t l = s->b->first_layer;
     char what[48];
 
@@ -168,7 +168,7 @@ static void stage_nonfinite(coll_op_t *op, uint64_t elem)
 
 static void stage_done(coll_op_t *op, coll_status_t status)
 {
-    ps_op_t *s = op->stage_state;
+    ps_op_t *s = coll_stage_state(op);
 
     COLL_ASSERT(s->b->busy == op);
     s->b->busy = NULL;
@@ -181,11 +181,10 @@ static void stage_done(coll_op_t *op, coll_status_t status)
 
 static void stage_end(coll_op_t *op)
 {
-    free(op->stage_state);
-    op->stage_state = NULL;
+    free(coll_stage_state(op));
 }
 
-static const coll_stage_ops_t ps_stage = {
+static const coll_stage_calls_t ps_stage = {
     .reduced = stage_reduced,
     .all_reduced = stage_all_reduced,
     .distribute = stage_distribute,
@@ -214,7 +213,7 @@ static ps_op_t *op_state_new(const coll_job_t *job, ps_bucket_t *b)
     return s;
 }
 
-coll_status_t coll_ps_step_start(coll_op_t *op, char *err, size_t errlen)
+coll_status_t coll_ps_step_start(coll_op_t *op, coll_stage_t *stage, char *err, size_t errlen)
 {
     coll_ps_job_t *ps = op->job->ps;
     uint32_t k = op->desc.root;
@@ -236,9 +235,7 @@ coll_status_t coll_ps_step_start(coll_op_t *op, char *err, size_t errlen)
     s->bucket = k;
     s->st = (coll_optim_step_t){.lr = coll_schedule_lr(&ps->sched, t - 1), .step = t};
     s->clip_scale = 1.0f;
-    op->stage = &ps_stage;
-    op->stage_state = s;
-    op->stage_barrier = coll_ps_needs_norms(ps) || clipping(ps);
+    *stage = (coll_stage_t){&ps_stage, s, coll_ps_needs_norms(ps) || clipping(ps)};
     b->busy = op;
     return COLL_OK;
 }

@@ -2,8 +2,8 @@
 """Checks the direction of the house's layers (daemon/README.md and client/README.md, the maps).
 
   includes  every #include "..." of the tree: a daemon file includes only its own layer and the
-            ones below (base < core < net < engine < ps < {job, ops} < daemon.c, main.c; job and
-            ops not each other), a client file likewise (base < trace < link < shm < devmap < req <
+            ones below (base < core < net < engine < ps < {job, admin} < daemon.c, main.c; job
+            and admin not each other), a client file likewise (base < trace < link < shm < devmap < req <
             api < {groups, ps, bucketer} < grid; the three siblings not each other), and every
             project header by its path; proto/, common/, kernels/ and device/ include nothing of
             client/ or daemon/; client/ nothing of daemon/; nothing includes client/'s private
@@ -35,9 +35,9 @@ import subprocess
 import sys
 import tempfile
 
-DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "ops": 6}
+DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "admin": 6}
 ROOT_RANK = 7  # daemon/daemon.c, daemon/main.c: the composition root
-SIBLINGS = {("job", "ops"), ("ops", "job")}
+SIBLINGS = {("job", "admin"), ("admin", "job")}
 CLIENT_RANK = {"base": 1, "trace": 2, "link": 3, "shm": 4, "devmap": 5, "req": 6, "api": 7,
                "groups": 8, "ps": 8, "bucketer": 8, "grid": 9}
 BELOW_DAEMON = ("proto", "common", "kernels", "device", "include")

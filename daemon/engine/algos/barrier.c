@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 
+#include "engine/algos/algos.h"
 #include "engine/op.h"
 #include "net/transport.h"
 #include "proto/tag.h"

@@ -89,7 +89,7 @@ static void match_local(coll_job_t *job, coll_op_t *op)
         coll_op_complete(recv, COLL_ERR_MISMATCH, err);
         return;
     }
-    memcpy(recv->out[recv->self], send->in[send->self], op_bytes(send));
+    memcpy(recv->out[0], send->in[0], op_bytes(send));
     coll_op_complete(send, COLL_OK, "");
     coll_op_complete(recv, COLL_OK, "");
 }
@@ -124,11 +124,11 @@ static coll_status_t remote_start(coll_job_t *job, coll_op_t *op, uint32_t node)
                                    sizeof(p->answer), &p->answer_xfer);
         if (st == COLL_OK) {
             st = coll_op_post_job_node(op, 1, node, data_tag(job, op),
-                                       (void *)op->in[op->self], op_bytes(op), &p->data);
+                                       (void *)op->in[0], op_bytes(op), &p->data);
         }
         return st;
     }
-    return coll_op_post_job_node(op, 0, node, data_tag(job, op), op->out[op->self], op_bytes(op),
+    return coll_op_post_job_node(op, 0, node, data_tag(job, op), op->out[0], op_bytes(op),
                                  &p->data);
 }
 
@@ -246,10 +246,11 @@ void coll_p2p_submit(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
         coll_session_complete(s, sub->req_id, COLL_ERR_NOMEM, "daemon out of memory", "");
         return;
     }
-    op->self = self;
+    /* One buffer, the submitting member's, in[0] and out[0]; its member entry is its own. */
     op->members[self] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset};
-    op->in[self] = base + sub->send_offset;
-    op->out[self] = base + sub->recv_offset;
+    op->nbufs = 1;
+    op->in[0] = base + sub->send_offset;
+    op->out[0] = base + sub->recv_offset;
     op->impl = &coll_impl_p2p;
     op->desc_ok = 1;
     st = p2p_start(op);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/staging.h"
+#include "engine/algos/algos.h"
 #include "engine/combine.h"
 #include "engine/op.h"
 #include "net/transport.h"

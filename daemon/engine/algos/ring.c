@@ -30,7 +30,7 @@
  * chunk goes through its stage between the phases: the final reduce-scatter step writes a
  * piece into local rank 0's input instead of the outputs, the stage updates the outputs from it,
  * and the all-gather sends the outputs. With a barrier stage the ring runs in two passes over
- * the columns: every column's reduce-scatter, then (once the stage released the chunk) every
+ * the columns: every column's reduce-scatter, then (once the stage resumed the operation) every
  * column's all-gather; the bytes are those of the allreduce either way.
  */
 #include <stdlib.h>
@@ -38,6 +38,7 @@
 
 #include "base/log.h"
 #include "core/staging.h"
+#include "engine/algos/algos.h"
 #include "engine/combine.h"
 #include "engine/op.h"
 #include "engine/stage.h"
@@ -59,7 +60,7 @@ typedef struct {
     uint32_t n, r, next, prev, nlocal;
     size_t partial_esize;     /* bytes of one element of a reduce-scatter message */
     int rs, ag;               /* phases this operation runs (in this pass) */
-    int staged;               /* the own chunk goes through op->stage (stage.h) */
+    const coll_stage_calls_t *stage; /* the own chunk goes through it (stage.h), or NULL */
     int split;                /* staged with a barrier: the all-gather is a second pass */
     uint32_t ag_step_base;    /* receive steps before the all-gather's (timeline) */
     int send0_staged;         /* step 0 sends a combination of the inputs, from buffer 1 */
@@ -201,7 +202,7 @@ static coll_status_t post_ag_updated(coll_op_t *op, ring_t *g, ring_col_t *c)
 {
     coll_piece_t p = coll_plan_piece(&op->plan, g->r, c->j);
 
-    op->stage->distribute(op, p.off, p.len);
+    g->stage->distribute(op, p.off, p.len);
     if (op->done) {
         return COLL_OK;
     }
@@ -231,7 +232,7 @@ static coll_status_t col_start(coll_op_t *op, ring_t *g, ring_col_t *c, uint64_t
         st = post_ag_recvs(op, g, c);
     }
     if (!g->rs && st == COLL_OK) {
-        return g->staged ? post_ag_updated(op, g, c) : post_ag_own(op, g, c);
+        return g->stage != NULL ? post_ag_updated(op, g, c) : post_ag_own(op, g, c);
     } else if (!g->rs) {
         return st;
     }
@@ -258,10 +259,10 @@ static coll_status_t rs_final(coll_op_t *op, ring_t *g, ring_col_t *c, coll_xfer
     if (++g->cols_reduced == op->plan.nseg) {
         coll_op_mark_reduced(op);
     }
-    if (g->staged) {
+    if (g->stage != NULL) {
         void *grad = at(op->in[0], op, p.off);
         coll_combine_locals(op, p.off, p.len, grad, c->buf[x->step % 2], 1);
-        op->stage->reduced(op, p.off, p.len);
+        g->stage->reduced(op, p.off, p.len);
         return g->split || op->done ? COLL_OK : post_ag_updated(op, g, c);
     }
     if (!g->ag) {
@@ -323,7 +324,7 @@ static void col_done(coll_op_t *op, ring_t *g, ring_col_t *c)
     g->cols_done++;
     if (g->cols_done == op->plan.nseg && g->split && g->rs) {
         release_staging(op, g); /* the all-gather needs none, and the stage may wait long */
-        op->stage->all_reduced(op);
+        g->stage->all_reduced(op);
     } else if (g->cols_done == op->plan.nseg) {
         coll_op_algo_done(op);
     } else if (g->next_col < op->plan.nseg && col_start(op, g, c, g->next_col++) != COLL_OK) {
@@ -450,11 +451,11 @@ static coll_status_t ring_start(coll_op_t *op)
                       g->partial_esize != op->esize;
     g->rs = op->desc.coll != COLL_KIND_ALLGATHER;
     g->ag = op->desc.coll != COLL_KIND_REDUCE_SCATTER;
-    g->staged = op->stage != NULL;
-    g->split = g->staged && op->stage_barrier;
+    g->stage = coll_op_stage(op) != NULL ? coll_op_stage(op)->calls : NULL;
+    g->split = g->stage != NULL && coll_op_stage(op)->barrier;
     g->nsteps = (g->n - 1) * (uint32_t)(g->rs + g->ag);
     g->ag_step_base = g->rs ? g->n - 1 : 0;
-    g->ag = g->ag && !g->split; /* the all-gather waits for the stage's release */
+    g->ag = g->ag && !g->split; /* the all-gather waits until the stage resumes it */
     g->col_events = 2 * (g->n - 1) * (uint32_t)(g->rs + g->ag);
     if (op->plan.nseg == 0) {
         coll_op_algo_done(op);
@@ -464,7 +465,7 @@ static coll_status_t ring_start(coll_op_t *op)
 }
 
 /* The second pass of a split operation: every column's all-gather of the updated chunk. */
-static void ring_release(coll_op_t *op)
+static void ring_resume(coll_op_t *op)
 {
     ring_t *g = op->algo_state;
 
@@ -494,5 +495,5 @@ const coll_impl_t coll_impl_ring = {
     .start = ring_start,
     .on_xfer = ring_on_xfer,
     .cleanup = ring_cleanup,
-    .release = ring_release,
+    .resume = ring_resume,
 };

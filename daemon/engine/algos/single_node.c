@@ -7,12 +7,13 @@
  *
  * A staged operation (the parameter service's step, engine/stage.h) reduces each segment of the
  * whole buffer (this node's chunk) into local rank 0's input, hands it to the stage, and copies
- * the stage's output to the other local ranks: right away, or after a barrier stage released
- * the buffer.
+ * the stage's output to the other local ranks: right away, or once a barrier stage resumed the
+ * operation.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/algos/algos.h"
 #include "engine/combine.h"
 #include "engine/op.h"
 #include "engine/stage.h"
@@ -74,8 +75,7 @@ static void task_done(coll_task_t *t)
     if (!op->done) {
         coll_op_algo_done(op);
     }
-    op->inflight--;
-    coll_op_maybe_free(op);
+    coll_op_release(op);
 }
 
 /* A large allreduce goes to the kernel threads; the operation stays alive until they finish. */
@@ -94,7 +94,7 @@ static void allreduce(coll_op_t *op)
     t->task.nparts = nworkers;
     t->task.run = task_run;
     t->task.done = task_done;
-    op->inflight++;
+    coll_op_hold(op);
     op->job->holds++;
     coll_workers_submit(op->job->d, &t->task);
 }
@@ -133,15 +133,15 @@ static void broadcast(coll_op_t *op)
 /* The stage's output of one segment, to every local rank. */
 static void staged_out(coll_op_t *op, coll_range_t seg)
 {
-    op->stage->distribute(op, seg.off, seg.len);
+    coll_op_stage(op)->calls->distribute(op, seg.off, seg.len);
     for (uint32_t l = 1; l < op->job->local_size && !op->done; l++) {
         memcpy((uint8_t *)op->out[l] + bytes(op, seg.off),
                (const uint8_t *)op->out[0] + bytes(op, seg.off), bytes(op, seg.len));
     }
 }
 
-/* A barrier stage released the buffer (stage.h). */
-static void staged_release(coll_op_t *op)
+/* A barrier stage resumed the operation (stage.h). */
+static void staged_resume(coll_op_t *op)
 {
     for (uint64_t j = 0; j < op->plan.nseg && !op->done; j++) {
         staged_out(op, coll_plan_segment(&op->plan, 0, j));
@@ -153,19 +153,21 @@ static void staged_release(coll_op_t *op)
 
 static void staged_run(coll_op_t *op)
 {
+    const coll_stage_t *stage = coll_op_stage(op);
+
     for (uint64_t j = 0; j < op->plan.nseg && !op->done; j++) {
         coll_range_t seg = coll_plan_segment(&op->plan, 0, j);
         coll_combine_locals(op, seg.off, seg.len, (uint8_t *)op->in[0] + bytes(op, seg.off),
                             NULL, 1);
-        op->stage->reduced(op, seg.off, seg.len);
-        if (!op->stage_barrier && !op->done) {
+        stage->calls->reduced(op, seg.off, seg.len);
+        if (!stage->barrier && !op->done) {
             staged_out(op, seg);
         }
     }
     if (op->done) {
         return;
-    } else if (op->stage_barrier) {
-        op->stage->all_reduced(op);
+    } else if (stage->barrier) {
+        stage->calls->all_reduced(op);
     } else {
         coll_op_algo_done(op);
     }
@@ -175,10 +177,9 @@ static void staged_run(coll_op_t *op)
 static void staged(coll_op_t *op)
 {
     coll_plan_init(&op->plan, op->desc.count, 1, op->esize, op->job->params.segment_bytes);
-    op->inflight++;
+    coll_op_hold(op);
     staged_run(op);
-    op->inflight--;
-    coll_op_maybe_free(op);
+    coll_op_release(op);
 }
 
 static coll_status_t local_start(coll_op_t *op)
@@ -189,7 +190,7 @@ static coll_status_t local_start(coll_op_t *op)
         return COLL_OK; /* it completes the operation itself */
     case COLL_KIND_PS_STEP:
         staged(op);
-        return COLL_OK; /* likewise, or its stage's release does */
+        return COLL_OK; /* likewise, or the stage does when it resumes it */
     case COLL_KIND_REDUCE_SCATTER: reduce_scatter(op); break;
     case COLL_KIND_ALLGATHER: allgather(op); break;
     case COLL_KIND_BROADCAST: broadcast(op); break;
@@ -206,5 +207,5 @@ static coll_status_t local_start(coll_op_t *op)
 const coll_impl_t coll_impl_local = {
     .name = "local",
     .start = local_start,
-    .release = staged_release,
+    .resume = staged_resume,
 };

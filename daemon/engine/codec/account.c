@@ -1,13 +1,14 @@
 /*
- * Bytes on the wire: every allreduce and parameter-service step (an allreduce whose all-gather
- * carries the updated parameters) of a job on several nodes is counted under the method it
- * ran (none when uncompressed), with the bytes this node sent for it (data messages, from
- * coll_op_send(); not the 128-byte descriptors) and what the uncompressed ring would have sent,
- * (N - 1) / N x count x (the reduce-scatter's element bytes + the all-gather's): 8 per element
- * for float32, 6 for 16-bit floats (float32 partials, 16-bit results). Per job in /status and
- * /metrics (collectived_compression_*{job_id, method}), per daemon in /metrics, per operation in
- * the completion (coll_req_wire_bytes()). The link estimate of auto is fed from here too, by
- * allreduces only (a step's time includes its optimizer).
+ * Bytes on the wire, a feature of the operations it counts (engine/feature.h): every allreduce and
+ * parameter-service step (an allreduce whose all-gather carries the updated parameters) of a job
+ * on several nodes is counted under the method it ran (none when uncompressed), with the bytes
+ * this node sent for it (data messages, from coll_op_send(); not the 128-byte descriptors) and
+ * what the uncompressed ring would have sent, (N - 1) / N x count x (the reduce-scatter's element
+ * bytes + the all-gather's): 8 per element for float32, 6 for 16-bit floats (float32 partials,
+ * 16-bit results). Per job in /status and /metrics (collectived_compression_*{job_id, method}),
+ * per daemon in /metrics, per operation in the completion (coll_req_wire_bytes()). The link
+ * estimate of auto is fed from here too, by allreduces only (a step's time includes its
+ * optimizer).
  */
 #include "core/stats.h"
 #include "engine/codec/internal.h"
@@ -24,19 +25,27 @@ static uint64_t dense_bytes(const coll_op_t *op)
     return (uint64_t)((double)(n - 1) / n * (double)op->desc.count * per + 0.5);
 }
 
-void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t)
+/* Every allreduce and step of a job on several nodes is counted; the job's compression state
+ * (its counters) is the feature's state. */
+static coll_status_t wire_attach(coll_op_t *op, void **state)
 {
-    coll_job_t *job = op->job;
-    coll_codec_op_t *c = op->codec;
+    if ((op->desc.coll == COLL_KIND_ALLREDUCE || op->desc.coll == COLL_KIND_PS_STEP) &&
+        op->job->nnodes > 1) {
+        *state = coll__codec_job(op->job); /* NULL when out of memory: not counted */
+    }
+    return COLL_OK;
+}
+
+/* Count @p op's bytes under the method it ran, fill the completion's wire and dense bytes, and
+ * give the link estimate a sample. */
+static void wire_done(coll_op_t *op, void *state, coll_status_t status, coll_ctl_times_t *t)
+{
+    coll_codec_job_t *cj = state;
+    const coll_codec_op_t *c = coll__codec_op(op);
     coll_compress_method_t m = c != NULL ? c->run.method : COLL_COMPRESS_NONE;
-    coll_codec_job_t *cj;
     coll_account_t *a;
     double seconds;
 
-    if ((op->desc.coll != COLL_KIND_ALLREDUCE && op->desc.coll != COLL_KIND_PS_STEP) ||
-        job->nnodes < 2 || (cj = coll__codec_job(job)) == NULL) {
-        return;
-    }
     t->wire_bytes = op->sent_bytes;
     t->dense_bytes = dense_bytes(op);
     if (status != COLL_OK) {
@@ -46,7 +55,7 @@ void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t)
     a->ops++;
     a->wire_bytes += t->wire_bytes;
     a->dense_bytes += t->dense_bytes;
-    coll_stats_compressed(&job->d->stats, m, t->wire_bytes, t->dense_bytes);
+    coll_stats_compressed(&op->job->d->stats, m, t->wire_bytes, t->dense_bytes);
     if (op->desc.coll != COLL_KIND_ALLREDUCE) {
         return;
     }
@@ -57,3 +66,9 @@ void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t)
     coll__est_record(&cj->est, m, op->desc.count, op->sent_bytes, seconds,
                      c != NULL ? c->codec_s : 0.0);
 }
+
+const coll_op_feature_t coll_wire_feature = {
+    .name = "wire",
+    .attach = wire_attach,
+    .done = wire_done,
+};

@@ -1,6 +1,7 @@
 /*
- * An operation's compression from start to end (codec.h): what it runs, its bucket's slot, the
- * auto policy message, and what its completion commits.
+ * An operation's compression from start to end, as a feature of the operation (codec.h,
+ * engine/feature.h): what it runs, its bucket's slot, the auto policy message, and what its
+ * completion commits.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ uint64_t coll__cspec_of(const coll_compression_t *c)
 /* An operation whose count is not the sum of its layout's tensors: it fails on every rank. */
 static coll_status_t wrong_layout_start(coll_op_t *op)
 {
-    const coll_tensor_layout_t *l = op->codec->layout;
+    const coll_tensor_layout_t *l = coll__codec_op(op)->layout;
     char msg[160];
 
     snprintf(msg, sizeof(msg), "count %llu is not the %llu elements of layout %016llx's %zu "
@@ -48,30 +49,34 @@ static coll_codec_op_t *op_state(coll_op_t *op)
                         ? NULL
                         : coll__layout_find(op->job, op->desc.layout);
     }
-    op->codec = c;
     return c;
 }
 
-const coll_impl_t *coll_codec_start(coll_op_t *op)
+/* What an operation that asked for compression runs (op->desc.run, op->impl), from its bucket's
+ * slot; an operation that may not compress at all carries no compression state. */
+static coll_status_t codec_attach(coll_op_t *op, void **state)
 {
     coll_codec_op_t *c;
 
     if (op->desc.compression == 0) {
-        return NULL;
+        return COLL_OK;
     }
     if ((c = op_state(op)) == NULL) {
         coll_job_fail(op->job, COLL_ERR_NOMEM, 1, "job %s: no memory for compression",
                       op->job->id);
-        return NULL;
+        return COLL_ERR_NOMEM;
     }
     if (!coll__policy_applies(op, c)) {
-        return NULL;
+        free(c);
+        return COLL_OK;
     }
+    *state = c;
     if (c->layout != NULL && c->layout->total != op->desc.count) {
-        return &wrong_layout;
+        op->impl = &wrong_layout;
+        return COLL_OK;
     }
     if ((c->slot = coll__slot_take(op)) == NULL) {
-        return NULL;
+        return op->job->error;
     }
     coll__policy_resolve(op, c);
     op->desc.run = coll__cspec_of(&c->run);
@@ -83,18 +88,21 @@ const coll_impl_t *coll_codec_start(coll_op_t *op)
                                               sizeof(c->slot->auto_why));
         }
     }
-    return op->desc.coll == COLL_KIND_PS_STEP ? coll__cx_staged_impl(c->run.method)
-                                              : coll__cx_impl(c->run.method);
+    op->impl = op->desc.coll == COLL_KIND_PS_STEP ? coll__cx_staged_impl(c->run.method)
+                                                  : coll__cx_impl(c->run.method);
+    return COLL_OK;
 }
 
-coll_status_t coll_codec_policy_post(coll_op_t *op)
+/* The auto policy message: the root's choice for the bucket's next operation, to every other
+ * node; a receive on the others. */
+static coll_status_t codec_start(coll_op_t *op, void *state)
 {
-    coll_codec_op_t *c = op->codec;
+    coll_codec_op_t *c = state;
     uint32_t n = op->job->nnodes;
     uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, COLL_TAG_DESC, 1, 0);
     coll_status_t st = COLL_OK;
 
-    if (c == NULL || !c->policy) {
+    if (!c->policy) {
         return COLL_OK;
     }
     if ((c->policy_x = calloc(n, sizeof(coll_xfer_t))) == NULL) {
@@ -104,30 +112,29 @@ coll_status_t coll_codec_policy_post(coll_op_t *op)
     if (op->job->node_rank != 0) {
         c->policy_wait = 1;
         c->policy_x[0] = (coll_xfer_t){.op = op, .kind = COLL_TAG_DESC};
-        return coll_op_recv(op, 0, tag, &c->msg, sizeof(c->msg), &c->policy_x[0]);
+        return coll_op_feature_post(op, &coll_codec_feature, 0, 0, tag, &c->msg,
+                                    sizeof(c->msg), &c->policy_x[0]);
     }
     for (uint32_t p = 1; p < n && st == COLL_OK; p++) {
         c->policy_x[p] = (coll_xfer_t){.op = op, .kind = COLL_TAG_DESC, .is_send = 1};
-        st = coll_op_send(op, p, tag, &c->msg, sizeof(c->msg), &c->policy_x[p]);
+        st = coll_op_feature_post(op, &coll_codec_feature, 1, p, tag, &c->msg, sizeof(c->msg),
+                                  &c->policy_x[p]);
     }
     return st;
 }
 
-int coll_codec_is_policy_xfer(const coll_op_t *op, const coll_xfer_t *x)
+static int codec_waiting(const coll_op_t *op, const void *state)
 {
-    const coll_codec_op_t *c = op->codec;
-    return c != NULL && c->policy_x != NULL && x >= c->policy_x &&
-           x < c->policy_x + op->job->nnodes;
+    const coll_codec_op_t *c = state;
+
+    (void)op;
+    return c->policy_wait;
 }
 
-int coll_codec_policy_waiting(const coll_op_t *op)
+/* A policy message arrived (checks the sender's descriptor), or one went out. */
+static void codec_on_xfer(coll_op_t *op, void *state, coll_xfer_t *x)
 {
-    return op->codec != NULL && op->codec->policy_wait;
-}
-
-void coll_codec_policy_xfer(coll_op_t *op, coll_xfer_t *x)
-{
-    coll_codec_op_t *c = op->codec;
+    coll_codec_op_t *c = state;
     coll_compression_t next;
     char nm[48];
 
@@ -171,22 +178,34 @@ static void slot_done(coll_op_t *op, coll_codec_op_t *c, coll_status_t status)
     s->busy = 0;
 }
 
-void coll_codec_op_done(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t)
+/* Commit or drop the residual, release the slot, apply the root's choice for the bucket's next
+ * operation. */
+static void codec_done(coll_op_t *op, void *state, coll_status_t status, coll_ctl_times_t *t)
 {
-    coll_codec_op_t *c = op->codec;
+    coll_codec_op_t *c = state;
 
-    if (c != NULL && c->slot != NULL) {
+    (void)t;
+    if (c->slot != NULL) {
         slot_done(op, c, status);
         c->slot = NULL;
     }
-    coll__account_op(op, status, t);
 }
 
-void coll_codec_op_free(coll_op_t *op)
+static void codec_free(coll_op_t *op, void *state)
 {
-    if (op->codec != NULL) {
-        free(op->codec->policy_x);
-        free(op->codec);
-        op->codec = NULL;
-    }
+    coll_codec_op_t *c = state;
+
+    (void)op;
+    free(c->policy_x);
+    free(c);
 }
+
+const coll_op_feature_t coll_codec_feature = {
+    .name = "compression",
+    .attach = codec_attach,
+    .start = codec_start,
+    .on_xfer = codec_on_xfer,
+    .waiting = codec_waiting,
+    .done = codec_done,
+    .free = codec_free,
+};

@@ -3,19 +3,22 @@
  * @brief Gradient compression in the engine (docs/compression.md): what the rest of the daemon
  *        calls. The files of this folder, one concept each:
  *
- *   layout.c    the shapes of registered layouts (coll_layout_register())
+ *   shapes.c    the tensor shapes a registered layout stands for (coll_layout_register())
  *   residual.c  one residual slot per (job, bucket) in the job's pool: error feedback, PowerSGD's
  *               Q, the wire buffers; its reset rule
  *   policy.c    what an operation runs (warm-up, fallbacks, auto) and the root's choice for the
  *               bucket's next operation
  *   estimate.c  the link and compressor measurements auto decides from
- *   exchange.c  the compressed allreduce: rounds of messages between all nodes
+ *   rounds.c    the compressed allreduce: rounds of messages between all nodes
  *   twosided.c  fp16, bf16 and 1-bit: compressed reduce-scatter, server error, all-gather
  *   topk.c      TopK: all-gather of (index, value) sets
  *   powersgd.c  PowerSGD: P and Q allreduced, the rest of the bucket dense
  *   staged.c    the parameter service's steps: the codec's reduction, the optimizer on this
  *               node's chunk (engine/stage.h), a float32 all-gather of the parameters
  *   account.c   bytes on the wire per job and method
+ *
+ * codec.c and account.c are the two features an operation carries (engine/feature.c registers
+ * them): compression when it asks for it, the wire's accounting on several nodes.
  *
  * Compression applies between nodes only: every local rank's input is summed first, densely and
  * exactly (engine/combine.c), and the node's sum is compressed, so a node keeps one residual per
@@ -28,6 +31,7 @@
 
 #include "core/job.h"
 #include "core/session.h"
+#include "engine/feature.h"
 #include "engine/op.h"
 #include "proto/wire.h"
 
@@ -40,49 +44,23 @@
  */
 void coll_codec_layout_register(coll_job_t *job, coll_session_t *s, const Coll__Wire__Layout *l);
 
-/**
- * @brief The compression of an operation whose local ranks are all in: resolve what it runs
- *        (op->desc.run), take its bucket's residual slot, and choose its implementation.
- *        Called before the descriptor goes to the next node.
- * @return The implementation to run (a compressed allreduce), or NULL to run the operation's
- *         own algorithm (no compression asked for, one node, warm-up, fallback, auto chose none).
- *         When it fails the job (a busy bucket, no pool memory for the residual, a count that
- *         is not its layout's), it returns NULL with op->job failed.
- */
-const coll_impl_t *coll_codec_start(coll_op_t *op);
+/** Compression as a feature of the operations that ask for it (engine/feature.h): what an
+ *  operation runs (op->desc.run, and the compressed allreduce as op->impl), its bucket's
+ *  residual slot, the auto policy message (the completion waits for it), and what the
+ *  completion commits. A failure (a busy bucket, no pool memory for the residual) fails the
+ *  job; a count that is not its layout's fails the operation on every rank. */
+extern const coll_op_feature_t coll_codec_feature;
 
-/**
- * @brief Post the auto policy message of @p op (the root's choice for the bucket's next
- *        operation, to every other node; a receive on the others). No-op unless the operation
- *        asked for auto on several nodes. @return COLL_OK or the transport's error.
- */
-coll_status_t coll_codec_policy_post(coll_op_t *op);
-
-/** @return 1 when @p x is a transfer of the auto policy message (handle it with
- *          coll_codec_policy_xfer()). */
-int coll_codec_is_policy_xfer(const coll_op_t *op, const coll_xfer_t *x);
-
-/** @brief A policy transfer of @p op completed successfully (checks the sender's descriptor). */
-void coll_codec_policy_xfer(coll_op_t *op, coll_xfer_t *x);
-
-/** @return 1 while @p op still waits for the root's policy message. */
-int coll_codec_policy_waiting(const coll_op_t *op);
-
-/**
- * @brief The operation completes with @p status: commit or drop its residual, release its slot,
- *        apply the root's choice for the bucket's next operation, count its bytes, and fill
- *        @p t's wire_bytes and dense_bytes. Every operation of a job comes here once.
- */
-void coll_codec_op_done(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t);
+/** The bytes on the wire as a feature of every allreduce and parameter-service step of a job on
+ *  several nodes (account.c): counted per method run, written into the completion
+ *  (wire_bytes, dense_bytes), sampled for auto's link estimate. */
+extern const coll_op_feature_t coll_wire_feature;
 
 /**
  * @return The digest of the shapes registered for @p layout in @p job (the descriptor's
  *         shapes), 0 when none are.
  */
 uint64_t coll_codec_shapes(const coll_job_t *job, uint64_t layout);
-
-/** @brief Free the operation's compression state (with the operation). */
-void coll_codec_op_free(coll_op_t *op);
 
 /** @brief Free a job's compression state (layouts, slots; their pool memory goes with the
  *         pool). Safe when there is none. */

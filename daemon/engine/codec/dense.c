@@ -1,10 +1,10 @@
 /*
- * A float32 array allreduced without loss over two rounds of the exchange: a reduce-scatter in
+ * A float32 array allreduced without loss over two rounds (rounds.c): a reduce-scatter in
  * which node c sums every node's chunk c in rank order, and an all-gather of the sums. Every
  * node ends with the same bits (each chunk is summed once, by its owner); a sum that is not
  * finite is found by its owner, which fails the operation in the all-gather. PowerSGD's factors
  * and the tensors it does not compress travel so (powersgd.c). Chunks are coll_plan_init()'s,
- * whole cache lines; messages are COLL_WIRE_F32 spans behind the exchange's prefix, each
+ * whole cache lines; messages are COLL_WIRE_F32 spans behind the rounds' prefix, each
  * message buffer starting on a cache line.
  */
 
@@ -58,7 +58,7 @@ static const float *read_msg(uint8_t *buf, uint64_t len)
     return (const float *)(const void *)(m + COLL_WIRE_HDR_BYTES);
 }
 
-void coll__dense_rs_layout(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv)
+void coll__dense_rs_place(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv)
 {
     coll_plan_t pl = plan_of(cx, len);
     coll_range_t mine = coll_plan_chunk(&pl, cx->r);
@@ -125,7 +125,7 @@ void coll__dense_ag_write(coll_cx_t *cx, const float *sums, uint64_t len, uint8_
     write_msg(cx, send, sums, coll_plan_chunk(&pl, cx->r).len);
 }
 
-void coll__dense_ag_layout(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv)
+void coll__dense_ag_place(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv)
 {
     coll_plan_t pl = plan_of(cx, len);
     coll_range_t mine = coll_plan_chunk(&pl, cx->r);

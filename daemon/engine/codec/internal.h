@@ -2,7 +2,7 @@
  * @file internal.h
  * @brief What the files of engine/codec/ share (codec.h lists them): a job's compression state,
  *        registered layouts, residual slots, an operation's compression, and the interface of a
- *        compressed allreduce's codec over the exchange's rounds. Not used outside the folder.
+ *        compressed allreduce's codec over its rounds. Not used outside the folder.
  */
 #ifndef COLL_ENGINE_CODEC_INTERNAL_H
 #define COLL_ENGINE_CODEC_INTERNAL_H
@@ -13,12 +13,14 @@
 
 #include "base/list.h"
 #include "core/job.h"
+#include "engine/codec/codec.h"
 #include "engine/exec.h"
+#include "engine/feature.h"
 #include "engine/op.h"
 #include "engine/plan.h"
 #include "net/transport.h"
 
-/* ---- layouts (layout.c) --------------------------------------------------------------------- */
+/* ---- layouts' shapes (shapes.c) ------------------------------------------------------------- */
 
 /** The shapes a layout fingerprint stands for. */
 typedef struct {
@@ -168,7 +170,7 @@ typedef struct {
     uint64_t zero;
 } coll_policy_msg_t;
 
-/** op->codec. */
+/** An operation's compression: the codec feature's state (coll__codec_op()). */
 typedef struct coll_codec_op {
     coll_compression_t asked;  /**< what the operation asked for (with warm-up and bucket) */
     coll_compression_t run;    /**< what it runs (method NONE: uncompressed) */
@@ -182,6 +184,12 @@ typedef struct coll_codec_op {
     coll_policy_msg_t msg;
     coll_xfer_t *policy_x;     /**< per node */
 } coll_codec_op_t;
+
+/** @return @p op's compression state, NULL when it carries none (codec.c). */
+static inline coll_codec_op_t *coll__codec_op(const coll_op_t *op)
+{
+    return coll_op_feature_state(op, &coll_codec_feature);
+}
 
 /* ---- policy (policy.c) -------------------------------------------------------------------- */
 
@@ -206,12 +214,6 @@ void coll__policy_resolve(coll_op_t *op, coll_codec_op_t *c);
  */
 uint64_t coll__policy_choose(coll_op_t *op, const coll_codec_op_t *c, char *why, size_t len);
 
-/* ---- accounting (account.c) --------------------------------------------------------------- */
-
-/** @brief Count @p op's bytes under the method it ran (allreduce on several nodes only), fill
- *         @p t's wire and dense bytes, and give the link estimate a sample. */
-void coll__account_op(coll_op_t *op, coll_status_t status, coll_ctl_times_t *t);
-
 /* ---- estimates (estimate.c) ------------------------------------------------------------------- */
 
 /** Seconds per round of messages added to every estimate (a constant, not measured). */
@@ -233,7 +235,7 @@ void coll__est_record(coll_estimate_t *e, coll_compress_method_t method, uint64_
  *          synthetic buffer (once per job and method). */
 double coll__est_cost(coll_estimate_t *e, const coll_compression_t *run);
 
-/* ---- the compressed allreduce: rounds of messages (exchange.c) -------------------------------- */
+/* ---- the compressed allreduce: rounds of messages (rounds.c) ---------------------------------- */
 
 /** Bytes in front of every message: the sender's descriptor and a cx header (then the
  *  compress_wire.h message). */
@@ -249,7 +251,7 @@ typedef struct {
 
 struct coll_cx;
 
-/** A compressed allreduce's method over the exchange's rounds. Every round, every node sends
+/** A compressed allreduce's method over its rounds (rounds.c). Every round, every node sends
  *  one message to each other node and receives one from each (a message may be empty). */
 typedef struct coll_cx_codec {
     coll_compress_method_t method;
@@ -259,7 +261,7 @@ typedef struct coll_cx_codec {
     /** Point cx->sendp, sendlen, recvp and recvlen at round cx->round's messages in the
      *  slot (a pure function of the sizes: it also runs for an operation that carries no
      *  data any more). */
-    void (*layout)(struct coll_cx *cx);
+    void (*place)(struct coll_cx *cx);
     /** The input (cx->in: local sum + residual) is ready: compress it into round 0's
      *  messages. COLL_ERR_INVALID when it cannot be encoded (the operation fails). */
     coll_status_t (*begin)(struct coll_cx *cx);
@@ -281,7 +283,7 @@ typedef struct coll_cx_codec {
     coll_status_t (*staged_done)(struct coll_cx *cx);
 } coll_cx_codec_t;
 
-/** The exchange's state of one operation (op->algo_state). */
+/** The rounds' state of one operation (op->algo_state). */
 typedef struct coll_cx {
     coll_op_t *op;
     const coll_exec_t *ex;  /**< the executor of the operation's buffers (engine/exec.h) */
@@ -294,7 +296,7 @@ typedef struct coll_cx {
     unsigned round;
     unsigned rounds;        /**< of this operation: the codec's, or for a staged one its
                                  staged_rounds and the all-gather of the stage's output */
-    int staged;             /**< a parameter-service step (op->stage, staged.c) */
+    int staged;             /**< a parameter-service step (coll_op_stage(), staged.c) */
     size_t ag_send_off, ag_recv_off; /**< staged: the all-gather's areas in the slot's send and
                                           recv buffers */
     uint32_t waiting;       /**< transfers of the round not completed */
@@ -330,14 +332,14 @@ static inline size_t coll__cx_align(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-/** @return The implementation of @p method's parameter-service step (exchange.c, staged.c),
+/** @return The implementation of @p method's parameter-service step (rounds.c, staged.c),
  *          or NULL when the method cannot run one (POWERSGD, AUTO, NONE). */
 const coll_impl_t *coll__cx_staged_impl(coll_compress_method_t method);
 
 /** @return The codec of @p method (FP16, BF16, TOPK, ONEBIT, POWERSGD), or NULL. */
 const coll_cx_codec_t *coll__cx_codec(coll_compress_method_t method);
 
-/** @return The implementation of @p method's compressed allreduce (exchange.c), or NULL. */
+/** @return The implementation of @p method's compressed allreduce (rounds.c), or NULL. */
 const coll_impl_t *coll__cx_impl(coll_compress_method_t method);
 
 /** @return The 64 bits of @p c (proto/cspec.h), 0 for NONE. */
@@ -356,7 +358,7 @@ coll_status_t coll__staged_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz);
 
 /** @brief Point round cx->round's messages: the codec's during the reduction, the float32
  *         all-gather's in the last round. */
-void coll__staged_layout(coll_cx_t *cx);
+void coll__staged_place(coll_cx_t *cx);
 
 /**
  * @brief Every transfer of round cx->round of a staged operation completed: a reduction round
@@ -382,7 +384,7 @@ void coll__staged_distribute(coll_cx_t *cx);
 
 /** @brief Point the round's messages at @p send (chunk p to node p) and @p recv (this node's
  *         chunk from every node). */
-void coll__dense_rs_layout(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
+void coll__dense_rs_place(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
 
 /** @brief Write the reduce-scatter's messages of the array @p src into @p send. */
 void coll__dense_rs_write(coll_cx_t *cx, const float *src, uint64_t len, uint8_t *send);
@@ -400,7 +402,7 @@ coll_status_t coll__dense_rs_reduce(coll_cx_t *cx, const float *own, uint64_t le
 
 /** @brief Point the all-gather's messages: this node's sums to every node from @p send, chunk p
  *         from node p into @p recv. */
-void coll__dense_ag_layout(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
+void coll__dense_ag_place(coll_cx_t *cx, uint64_t len, uint8_t *send, uint8_t *recv);
 
 /** @brief Write the all-gather's message of this node's chunk @p sums into @p send. */
 void coll__dense_ag_write(coll_cx_t *cx, const float *sums, uint64_t len, uint8_t *send);

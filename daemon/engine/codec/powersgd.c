@@ -1,7 +1,7 @@
 /*
  * PowerSGD (Vogels, Karimireddy, Jaggi, NeurIPS 2019, arXiv 1905.13727), as PyTorch's DDP hook
  * does it (torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py, powerSGD_hook()): the
- * bucket's registered layout cuts it into tensors, each an n x m matrix (layout.c). A matrix is
+ * bucket's registered layout cuts it into tensors, each an n x m matrix (shapes.c). A matrix is
  * compressed at rank r = min(n, m, rank) when (n + m) r x 2 < n m (min_compression_rate 2);
  * the other tensors (vectors, small matrices) travel uncompressed, in one batch with the P's.
  * For M = g + e of every compressed matrix (g: the local ranks' sum; e: this node's residual):
@@ -113,15 +113,15 @@ static coll_status_t psgd_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
     return COLL_OK;
 }
 
-static void psgd_layout(coll_cx_t *cx)
+static void psgd_place(coll_cx_t *cx)
 {
     psgd_t s = state_of(cx);
     uint64_t len = cx->round < 2 ? s.la : s.lb;
 
     if (cx->round % 2 == 0) {
-        coll__dense_rs_layout(cx, len, cx->slot->send, cx->slot->recv);
+        coll__dense_rs_place(cx, len, cx->slot->send, cx->slot->recv);
     } else {
-        coll__dense_ag_layout(cx, len, cx->slot->send, cx->slot->recv);
+        coll__dense_ag_place(cx, len, cx->slot->send, cx->slot->recv);
     }
 }
 
@@ -285,7 +285,7 @@ const coll_cx_codec_t coll__cx_powersgd = {
     .method = COLL_COMPRESS_POWERSGD,
     .rounds = 4,
     .sizes = psgd_sizes,
-    .layout = psgd_layout,
+    .place = psgd_place,
     .begin = psgd_begin,
     .round_done = psgd_round_done,
     .wire_bytes = psgd_wire,

@@ -141,7 +141,7 @@ static size_t floats(size_t n)
 }
 
 /* Offsets of every region in one allocation; its size. */
-static size_t lay_out(coll_slot_t *s, uint8_t *base, int ef)
+static size_t carve(coll_slot_t *s, uint8_t *base, int ef)
 {
     const coll_slot_sizes_t *z = &s->sz;
     size_t off = 0;
@@ -203,7 +203,7 @@ coll_status_t coll__slot_memory(coll_op_t *op, coll_slot_t *s, uint64_t run,
     }
     slot_release_memory(job, s);
     s->sz = *sz;
-    bytes = lay_out(s, NULL, ef);
+    bytes = carve(s, NULL, ef);
     st = coll_pool_alloc(job->pool, bytes, job->engine.codec, &off);
     if (st != COLL_OK) {
         coll_job_fail(job, st, 1, "job %s: the compression state of bucket %u (%zu bytes: "
@@ -218,7 +218,7 @@ coll_status_t coll__slot_memory(coll_op_t *op, coll_slot_t *s, uint64_t run,
     s->mem_run = run;
     s->mem_nodes = job->nnodes;
     s->ef = ef;
-    lay_out(s, coll_pool_base(job->pool) + off, ef);
+    carve(s, coll_pool_base(job->pool) + off, ef);
     slot_zero(coll_op_exec(op), s);
     return COLL_OK;
 }

@@ -1,8 +1,8 @@
 /*
  * The parameter service's steps over compression (engine/stage.h, docs/parameter-service.md):
  * compressed gradients in, exact parameters out. A step is an allreduce whose reduced chunk
- * goes through the optimizer (the stage) before the all-gather; compressed, the exchange
- * (exchange.c) runs it in the codec's reduction rounds and one more:
+ * goes through the optimizer (the stage) before the all-gather; compressed, rounds.c runs it
+ * in the codec's reduction rounds and one more:
  *
  *   reduction   fp16, bf16, 1-bit (twosided.c): round 0 of the compressed allreduce of 1-bit
  *               Adam. Node r encodes each chunk c of x = g + e (its local ranks' sum plus its
@@ -17,7 +17,7 @@
  *               coll_plan_init(count, nodes, 4, the job's segment bytes)): reduced(); with a
  *               barrier all_reduced() and, once the stage released the chunk, distribute().
  *   all-gather  the last round: this node's updated chunk of the parameters (op->out[0]),
- *               float32 and exact (COLL_WIRE_F32 behind the exchange's prefix), to every other
+ *               float32 and exact (COLL_WIRE_F32 behind the rounds' prefix), to every other
  *               node; every chunk into local rank 0's output, then every local rank's.
  *
  * A node sends per step the codec's reduction ((N - 1) encoded chunks, or (N - 1) TopK sets)
@@ -42,13 +42,13 @@ coll_status_t coll__staged_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
     return COLL_OK;
 }
 
-void coll__staged_layout(coll_cx_t *cx)
+void coll__staged_place(coll_cx_t *cx)
 {
     if (cx->round + 1 < cx->rounds) {
-        cx->codec->layout(cx);
+        cx->codec->place(cx);
         return;
     }
-    coll__dense_ag_layout(cx, cx->count, cx->slot->send + cx->ag_send_off,
+    coll__dense_ag_place(cx, cx->count, cx->slot->send + cx->ag_send_off,
                           cx->slot->recv + cx->ag_recv_off);
 }
 
@@ -87,7 +87,7 @@ coll_status_t coll__staged_round_done(coll_cx_t *cx)
     pl = pieces(cx);
     for (uint64_t j = 0; j < pl.nseg && !op->done; j++) {
         coll_range_t s = coll_plan_segment(&pl, cx->r, j);
-        op->stage->reduced(op, s.off, s.len);
+        coll_op_stage(op)->calls->reduced(op, s.off, s.len);
     }
     return COLL_OK;
 }
@@ -100,7 +100,7 @@ void coll__staged_distribute(coll_cx_t *cx)
 
     for (uint64_t j = 0; j < pl.nseg && !op->done; j++) {
         coll_range_t s = coll_plan_segment(&pl, cx->r, j);
-        op->stage->distribute(op, s.off, s.len);
+        coll_op_stage(op)->calls->distribute(op, s.off, s.len);
     }
     if (!op->done) {
         coll__dense_ag_write(cx, params(cx) + mine.off, cx->count,

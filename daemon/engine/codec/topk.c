@@ -52,7 +52,7 @@ static coll_status_t topk_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
     return COLL_OK;
 }
 
-static void topk_layout(coll_cx_t *cx)
+static void topk_place(coll_cx_t *cx)
 {
     size_t k = k_of(cx);
 
@@ -212,7 +212,7 @@ const coll_cx_codec_t coll__cx_topk = {
     .method = COLL_COMPRESS_TOPK,
     .rounds = 1,
     .sizes = topk_sizes,
-    .layout = topk_layout,
+    .place = topk_place,
     .begin = topk_begin,
     .round_done = topk_round_done,
     .wire_bytes = topk_wire,

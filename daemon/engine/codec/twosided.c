@@ -14,9 +14,9 @@
  *
  * Every node ends with the same bits: each chunk's result is decoded from the one message its
  * owner encoded. 1-bit: the scale of a chunk of n elements is ||x||_2 / sqrt(n), sign(0) = +1
- * (kernels/cpu/onebit.h, COLL_ONEBIT_SCALE_L2: DeepSpeed's rule), one scale per chunk (the
- * issue's variant; DeepSpeed has one worker scale per buffer), never diluted by padding (the
- * chunks are exact, there is none). fp16 and bf16: a power-of-two scale per chunk, so that no
+ * (kernels/cpu/onebit.h, COLL_ONEBIT_SCALE_L2: DeepSpeed's rule), one scale per chunk (our
+ * variant; DeepSpeed has one worker scale per buffer), never diluted by padding (the chunks are
+ * exact, there is none). fp16 and bf16: a power-of-two scale per chunk, so that no
  * 16-bit value overflows (kernels/cpu/cast.h); sums are float32.
  *
  * A parameter-service step (staged.c) runs round 0 only: node r's sum of the decoded
@@ -146,7 +146,7 @@ static coll_status_t ts_sizes(coll_cx_t *cx, coll_slot_sizes_t *sz)
     return COLL_OK;
 }
 
-static void ts_layout(coll_cx_t *cx)
+static void ts_place(coll_cx_t *cx)
 {
     const fmt_t *f = fmt_of(cx);
     uint64_t mine = coll_plan_chunk(&cx->plan, cx->r).len;
@@ -255,7 +255,7 @@ static double ts_wire(uint64_t count, uint32_t n, const coll_compression_t *run,
 
 #define TWOSIDED(m)                                                                                \
     {                                                                                              \
-        .method = m, .rounds = 2, .sizes = ts_sizes, .layout = ts_layout, .begin = ts_begin,       \
+        .method = m, .rounds = 2, .sizes = ts_sizes, .place = ts_place, .begin = ts_begin,       \
         .round_done = ts_round_done, .wire_bytes = ts_wire, .staged_rounds = 1,                    \
         .staged_done = ts_staged_done                                                              \
     }

@@ -157,13 +157,13 @@ void coll_transport_drive(coll_job_t *job)
 {
     coll_list_t *e;
     while ((e = coll_list_pop(&job->net.events)) != NULL) {
-        job->net.ops->on_xfer(coll_container_of(e, coll_xfer_t, link));
+        job->net.hooks->on_xfer(coll_container_of(e, coll_xfer_t, link));
     }
 }
 
-coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_ops_t *ops)
+coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_hooks_t *hooks)
 {
-    job->net.ops = ops;
+    job->net.hooks = hooks;
     return COLL_OK;
 }
 
@@ -204,7 +204,7 @@ void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t sta
 
 /* ---- the world ------------------------------------------------------------------------------ */
 
-/* The job layer's part of a failure, as job/job.c does it: the operations end on every rank. */
+/* The job layer's part of a failure, as job/lifecycle.c does it: the operations end on every rank. */
 static void job_failed(coll_job_t *job, int was, int tell_peers)
 {
     coll_op_fail_all(job);

@@ -92,7 +92,7 @@ static void st_all_reduced(coll_op_t *op)
     if (T.defer) {
         T.waiting[op->job->node_rank] = op;
     } else {
-        coll_stage_release(op);
+        coll_stage_resume(op);
     }
 }
 
@@ -121,7 +121,7 @@ static void st_done(coll_op_t *op, coll_status_t status)
 
 static void st_end(coll_op_t *op)
 {
-    op->stage_state = NULL;
+    (void)op;
 }
 
 static void st_nonfinite(coll_op_t *op, uint64_t elem)
@@ -131,7 +131,7 @@ static void st_nonfinite(coll_op_t *op, uint64_t elem)
     coll_job_fail(op->job, COLL_ERR_INVALID, 1, "test stage: not finite");
 }
 
-static const coll_stage_ops_t stage = {st_reduced, st_all_reduced, st_distribute, st_on_xfer,
+static const coll_stage_calls_t stage = {st_reduced, st_all_reduced, st_distribute, st_on_xfer,
                                        st_done, st_end, st_nonfinite};
 
 static coll_status_t hk_check(const coll_job_t *job, const coll_session_t *s,
@@ -141,11 +141,11 @@ static coll_status_t hk_check(const coll_job_t *job, const coll_session_t *s,
     return COLL_OK;
 }
 
-static coll_status_t hk_start(coll_op_t *op, char *err, size_t errlen)
+static coll_status_t hk_start(coll_op_t *op, coll_stage_t *st, char *err, size_t errlen)
 {
-    (void)err, (void)errlen;
-    op->stage = &stage;
-    op->stage_barrier = T.barrier;
+    (void)op, (void)err, (void)errlen;
+    st->calls = &stage;
+    st->barrier = T.barrier;
     return COLL_OK;
 }
 
@@ -191,7 +191,7 @@ static void release_waiting(void)
         if (T.waiting[n] != NULL) {
             coll_op_t *op = T.waiting[n];
             T.waiting[n] = NULL;
-            coll_stage_release(op);
+            coll_stage_resume(op);
         }
     }
     fake_net_run(&w);

@@ -75,8 +75,8 @@ static void on_down(coll_peer_link_t *l, coll_status_t status, const char *why)
     fx->out = NULL;
 }
 
-static const coll_link_ops_t listen_ops = {NULL, on_msg, on_accepted_down};
-static const coll_link_ops_t connect_ops = {on_up, on_msg, on_down};
+static const coll_link_hooks_t listen_hooks = {NULL, on_msg, on_accepted_down};
+static const coll_link_hooks_t connect_hooks = {on_up, on_msg, on_down};
 
 static int setup(void **state)
 {
@@ -84,7 +84,7 @@ static int setup(void **state)
 
     assert_int_equal(uv_loop_init(&fx->loop), 0);
     daemon_fixture_init(&fx->d, &fx->loop, 1);
-    assert_int_equal(coll_link_listen(&fx->d, &listen_ops), COLL_OK);
+    assert_int_equal(coll_link_listen(&fx->d, &listen_hooks), COLL_OK);
     fx->client = -1;
     *state = fx;
     return 0;
@@ -402,7 +402,7 @@ static void test_two_daemons_authenticate(void **state)
     char err[256];
 
     daemon_fixture_init(&fx->other, &fx->loop, 1);
-    assert_int_equal(coll_link_connect(&fx->other, fx->d.control_addr, &connect_ops, fx,
+    assert_int_equal(coll_link_connect(&fx->other, fx->d.control_addr, &connect_hooks, fx,
                                        &fx->out, err, sizeof(err)), COLL_OK);
     assert_true(daemon_fixture_run_until(&fx->loop, msg_came, fx, BOUND_MS));
     assert_int_equal(fx->ups, 1);
@@ -419,7 +419,7 @@ static void test_two_daemons_other_secret(void **state)
     char err[256];
 
     daemon_fixture_init(&fx->other, &fx->loop, 2);
-    assert_int_equal(coll_link_connect(&fx->other, fx->d.control_addr, &connect_ops, fx,
+    assert_int_equal(coll_link_connect(&fx->other, fx->d.control_addr, &connect_hooks, fx,
                                        &fx->out, err, sizeof(err)), COLL_OK);
     assert_true(daemon_fixture_run_until(&fx->loop, went_down, fx, BOUND_MS));
     assert_int_equal(fx->ups, 0);

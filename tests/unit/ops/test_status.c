@@ -1,6 +1,6 @@
 /* Unit tests of the status server's pieces: HTTP request parsing (base/http.h), the answers
- * to each route (ops/status.h), the JSON of /status and the text of /metrics
- * (ops/status_json.h, ops/metrics.h) for a daemon built by hand with one job, and the counters
+ * to each route (admin/status_server.h), the JSON of /status and the text of /metrics
+ * (admin/status_json.h, admin/metrics.h) for a daemon built by hand with one job, and the counters
  * (core/stats.h).
  * Nothing listens: the system tests (tests/system/ops) do that with real daemons. */
 #include <setjmp.h>
@@ -14,15 +14,15 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "admin/admin.h"
+#include "admin/metrics.h"
+#include "admin/report.h"
+#include "admin/status_json.h"
+#include "admin/status_server.h"
 #include "base/http.h"
 #include "core/job.h"
-#include "engine/op.h"
 #include "core/stats.h"
-#include "ops/metrics.h"
-#include "ops/report.h"
-#include "ops/service.h"
-#include "ops/status.h"
-#include "ops/status_json.h"
+#include "engine/op.h"
 
 static void assert_contains(const char *text, const char *part)
 {
@@ -117,7 +117,7 @@ static void test_response_format(void **state)
 
 typedef struct {
     coll_daemon_t d;
-    coll_service_t svc;
+    coll_admin_t svc;
     coll_job_t job;
     coll_session_t s[2];
     coll_session_t *locals[2];
@@ -143,7 +143,7 @@ static int world_setup(void **state)
     w.d.cfg.socket = "/run/x/c.sock";
     w.d.cfg.status_socket = "/run/x/status.sock";
     w.d.cfg.config_file = "";
-    w.d.service = &w.svc;
+    w.d.admin = &w.svc;
     w.svc.d = &w.d;
     coll_stats_init(&w.d.stats, 1024);
     for (int i = 0; i < 2; i++) {

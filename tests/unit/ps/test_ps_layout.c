@@ -1,5 +1,5 @@
 /*
- * Unit tests of the parameter service's shard layout (ps/layout.c): for many layer tables, node
+ * Unit tests of the parameter service's shard layout (ps/shard.c): for many layer tables, node
  * counts and segment sizes, each node's chunk of each bucket is the ring's (coll_plan_chunk()),
  * its spans cover the chunk exactly once in position order, each inside one layer and one
  * segment, the segments' span ranges follow each other, the state offsets are the chunks'
@@ -35,7 +35,7 @@ static void check_node(coll_ps_reg_layer_t *layers, uint32_t nl, uint32_t nb, ui
     job.params.segment_bytes = seg;
     ps.reg.num_layers = nl;
     ps.reg.num_buckets = nb;
-    assert_int_equal(coll_ps_layout(&ps), COLL_OK);
+    assert_int_equal(coll_ps_shard_cut(&ps), COLL_OK);
     for (uint32_t k = 0; k < nb; k++) {
         const ps_bucket_t *b = &ps.buckets[k];
         coll_range_t want = coll_plan_chunk(&b->plan, node);
@@ -64,7 +64,7 @@ static void check_node(coll_ps_reg_layer_t *layers, uint32_t nl, uint32_t nb, ui
         held[k] += b->chunk.len;
     }
     assert_int_equal(ps.shard_elems, state);
-    coll_ps_layout_free(&ps);
+    coll_ps_shard_free(&ps);
 }
 
 static void test_layouts(void **state)

@@ -4,7 +4,7 @@
  * file descriptors and start time, read from /proc/self, so that the usual dashboards and
  * alerts (file descriptors running out, memory growing) work for the daemon.
  */
-#include "ops/metrics.h"
+#include "admin/metrics.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
 /**
  * @file status_json.h
- * @brief GET /status: the daemon's state as JSON (ops/status_json.c), built on the loop thread
+ * @brief GET /status: the daemon's state as JSON (admin/status_json.c), built on the loop thread
  *        from the live job, operation and session tables, so it is a consistent snapshot.
  *        Schema: docs/operations.md.
  */
-#ifndef COLL_OPS_STATUS_JSON_H
-#define COLL_OPS_STATUS_JSON_H
+#ifndef COLL_ADMIN_STATUS_JSON_H
+#define COLL_ADMIN_STATUS_JSON_H
 
 #include <stddef.h>
 

@@ -3,7 +3,7 @@
  * line current, pings the watchdog from the loop (a loop that hangs stops pinging, and systemd
  * restarts the daemon), and says STOPPING=1 when it shuts down.
  */
-#include "ops/service.h"
+#include "admin/admin.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -11,16 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "admin/report.h"
+#include "admin/status_server.h"
 #include "base/log.h"
 #include "base/notify.h"
 #include "core/job.h"
-#include "ops/report.h"
-#include "ops/status.h"
 
 /* STATUS= is refreshed at least this often (milliseconds), and on every watchdog ping. */
 #define STATUS_PERIOD_MS 5000
 
-coll_status_t coll_service_own_socket(coll_daemon_t *d, const char *path)
+coll_status_t coll_admin_own_socket(coll_daemon_t *d, const char *path)
 {
     const char *name = d->cfg.socket_group;
     struct stat st;
@@ -74,7 +74,7 @@ static void status_line(const coll_daemon_t *d, char *buf, size_t len)
 /* Send @p extra (assignments, each ending in a newline, or "") and STATUS=<the status line>.
  * The assignments are separated by newlines as sd_notify(3) wants; a log line names them
  * separated by spaces, so that it stays one line. */
-static void send_status(coll_service_t *svc, const char *extra)
+static void send_status(coll_admin_t *svc, const char *extra)
 {
     char line[160], msg[256];
 
@@ -94,12 +94,12 @@ static void send_status(coll_service_t *svc, const char *extra)
 
 static void tick_cb(uv_timer_t *t)
 {
-    coll_service_t *svc = t->data;
+    coll_admin_t *svc = t->data;
     send_status(svc, svc->watchdog_usec ? "WATCHDOG=1\n" : "");
 }
 
 /* The watchdog is pinged at half its period, as sd_watchdog_enabled(3) advises. */
-static void start_tick(coll_service_t *svc)
+static void start_tick(coll_admin_t *svc)
 {
     uint64_t period = STATUS_PERIOD_MS;
 
@@ -118,17 +118,17 @@ static void start_tick(coll_service_t *svc)
                (unsigned long long)period, (unsigned long long)svc->watchdog_usec);
 }
 
-coll_status_t coll_service_start(coll_daemon_t *d)
+coll_status_t coll_admin_start(coll_daemon_t *d)
 {
-    coll_service_t *svc = calloc(1, sizeof(*svc));
+    coll_admin_t *svc = calloc(1, sizeof(*svc));
     coll_status_t st;
 
     if (svc == NULL) {
         return COLL_ERR_NOMEM;
     }
     svc->d = d;
-    d->service = svc;
-    if ((st = coll_service_own_socket(d, d->cfg.socket)) != COLL_OK ||
+    d->admin = svc;
+    if ((st = coll_admin_own_socket(d, d->cfg.socket)) != COLL_OK ||
         (st = coll_status_server_open(d, &svc->server)) != COLL_OK) {
         return st;
     }
@@ -139,14 +139,14 @@ coll_status_t coll_service_start(coll_daemon_t *d)
     return COLL_OK;
 }
 
-const char *coll_service_tcp_addr(const coll_service_t *svc)
+const char *coll_admin_tcp_addr(const coll_admin_t *svc)
 {
     return coll_status_server_tcp_addr(svc->server);
 }
 
-void coll_service_stop(coll_daemon_t *d)
+void coll_admin_stop(coll_daemon_t *d)
 {
-    coll_service_t *svc = d->service;
+    coll_admin_t *svc = d->admin;
 
     if (svc == NULL) {
         return;
@@ -162,8 +162,8 @@ void coll_service_stop(coll_daemon_t *d)
     }
 }
 
-void coll_service_cleanup(coll_daemon_t *d)
+void coll_admin_cleanup(coll_daemon_t *d)
 {
-    free(d->service);
-    d->service = NULL;
+    free(d->admin);
+    d->admin = NULL;
 }

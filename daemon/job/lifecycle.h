@@ -1,11 +1,11 @@
 /**
- * @file job.h
+ * @file lifecycle.h
  * @brief The job layer: a job's life on this node, from its first local rank's JoinJob to its
- *        release once no rank, transfer or handle holds it (job/join.c, job/job.c). Installs
- *        the hooks through which the layers below report (core/hooks.h).
+ *        release once no rank, transfer or handle holds it (job/join.c, job/lifecycle.c).
+ *        Installs the hooks through which the layers below report (core/hooks.h).
  */
-#ifndef COLL_JOB_JOB_H
-#define COLL_JOB_JOB_H
+#ifndef COLL_JOB_LIFECYCLE_H
+#define COLL_JOB_LIFECYCLE_H
 
 #include "core/job.h"
 

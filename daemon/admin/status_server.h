@@ -1,5 +1,5 @@
 /**
- * @file status.h
+ * @file status_server.h
  * @brief The status server: HTTP/1.1 on a Unix socket (status_socket) and optionally on TCP
  *        (status_listen), served by the daemon's loop. GET /status (JSON), GET /metrics
  *        (Prometheus), GET /healthz, GET / (an index).
@@ -12,8 +12,8 @@
  * /status answers while peers hold what they may). Answers are built whole on the loop thread
  * (report.h).
  */
-#ifndef COLL_STATUS_H
-#define COLL_STATUS_H
+#ifndef COLL_ADMIN_STATUS_SERVER_H
+#define COLL_ADMIN_STATUS_SERVER_H
 
 #include <stddef.h>
 

@@ -1,25 +1,25 @@
 /*
  * GET /metrics: the Prometheus text exposition format 0.0.4. Counters come from stats.c; gauges
  * (jobs, pools, peers, pending operations) are read from the live tables; the devices' come
- * from ops/devices.c. A family with no
+ * from admin/devices.c. A family with no
  * sample yet is left out. `promtool check metrics` accepts the output (tests/ops). A job is
  * labelled job_id, not job: Prometheus gives every series its own "job" (the scrape job).
  */
-#include "ops/metrics.h"
+#include "admin/metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/admin.h"
+#include "admin/devices.h"
+#include "admin/report.h"
 #include "base/loopwatch.h"
 #include "core/stats.h"
 #include "engine/codec/codec.h"
-#include "engine/shm_watch.h"
 #include "engine/op.h"
-#include "ops/devices.h"
-#include "ops/report.h"
-#include "ops/service.h"
-#include "ps/service.h"
+#include "engine/shm_watch.h"
+#include "ps/ps.h"
 
 #ifndef COLL_DAEMON_VERSION
 #define COLL_DAEMON_VERSION "unknown"

@@ -71,7 +71,7 @@ static coll_status_t bucket_spans(const coll_ps_job_t *ps, ps_bucket_t *b)
     return COLL_OK;
 }
 
-coll_status_t coll_ps_layout(coll_ps_job_t *ps)
+coll_status_t coll_ps_shard_cut(coll_ps_job_t *ps)
 {
     coll_job_t *job = ps->job;
     uint64_t off = 0, state_off = 0;
@@ -102,7 +102,7 @@ coll_status_t coll_ps_layout(coll_ps_job_t *ps)
     return COLL_OK;
 }
 
-void coll_ps_layout_free(coll_ps_job_t *ps)
+void coll_ps_shard_free(coll_ps_job_t *ps)
 {
     for (uint32_t k = 0; ps->buckets != NULL && k < ps->reg.num_buckets; k++) {
         free(ps->buckets[k].spans);

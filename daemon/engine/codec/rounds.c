@@ -5,11 +5,11 @@
  * Life of an operation, on each node:
  *   1. in = (the local ranks' inputs summed, engine/combine.c) + the bucket's residual, in
  *      float32 (the slot's spare residual buffer). A non-finite value poisons the operation.
- *   2. The codec compresses in (begin) into round 0's messages; the exchange writes the
+ *   2. The codec compresses in (begin) into round 0's messages; this file writes the
  *      descriptor and a cx header in front of every message and posts them (receives first).
  *   3. When every transfer of a round completed, the codec uses what arrived and writes the
- *      next round; after the last it has written the result in float32 (outf), which the
- *      exchange rounds to the output's datatype and copies to every local rank.
+ *      next round; after the last it has written the result in float32 (outf), which this file
+ *      rounds to the output's datatype and copies to every local rank.
  *
  * Agreement: every message starts with its sender's descriptor, checked before anything is
  * used (COLL_IMPL_SELF_CHECK): a node that asked for other compression, count or layout fails
@@ -28,12 +28,12 @@
  * from the same messages (TopK's sets, PowerSGD's factors). The residual is never committed by
  * a failed operation (internal.h), so it stays as it was on every node.
  *
- * A parameter-service step (op->stage, staged.c) runs the codec's reduction rounds, hands this
- * node's chunk of the reduced gradient to the stage, and once the stage let it go (at once, or
- * after a barrier stage's release: cx_release()) all-gathers the updated parameters in one
- * more round, float32. A non-finite value in a node's input fails the job there (the stage
- * names the layer), before anything is sent, as the ring's steps do; a poisoned reduction
- * (a codec that cannot encode) fails the job too: a step that fails ends it.
+ * A parameter-service step (one with a stage, staged.c) runs the codec's reduction rounds, hands
+ * this node's chunk of the reduced gradient to the stage, and once the stage let it go (at once, or
+ * after a barrier stage resumed it: cx_resume()) all-gathers the updated parameters in one more
+ * round, float32. A non-finite value in a node's input fails the job there (the stage names the
+ * layer), before anything is sent, as the ring's steps do; a poisoned reduction (a codec that
+ * cannot encode) fails the job too: a step that fails ends it.
  *
  * Tags: (key, reduce-scatter kind, step = sending node, column = round).
  */
@@ -97,9 +97,9 @@ static coll_status_t post_round(coll_cx_t *cx)
     coll_status_t st = COLL_OK;
 
     if (cx->staged) {
-        coll__staged_layout(cx);
+        coll__staged_place(cx);
     } else {
-        cx->codec->layout(cx);
+        cx->codec->place(cx);
     }
     write_prefix(cx, cx->poison_buf, bad ? cx->poison : COLL_OK);
     for (uint32_t p = 0; p < cx->n && !bad; p++) {
@@ -171,9 +171,9 @@ static void overflowed(coll_cx_t *cx)
     poison(cx, COLL_ERR_INVALID, msg);
 }
 
-/* A staged operation's chunk may go (the stage's release, or at once without a barrier): the
+/* A staged operation's chunk may go (the stage resumed it, or at once without a barrier): the
  * stage's output, then the all-gather. */
-static void cx_release(coll_op_t *op)
+static void cx_resume(coll_op_t *op)
 {
     coll_cx_t *cx = op->algo_state;
     coll_status_t st;
@@ -193,10 +193,10 @@ static void staged_handoff(coll_cx_t *cx)
     if (cx->poison != COLL_OK) {
         coll_job_fail(op->job, cx->poison, 1, "job %s: parameter service step: %s", op->job->id,
                       cx->poison_msg);
-    } else if (op->stage_barrier) {
-        op->stage->all_reduced(op); /* it releases now or later (cx_release()) */
+    } else if (coll_op_stage(op)->barrier) {
+        coll_op_stage(op)->calls->all_reduced(op); /* it resumes now or later (cx_resume()) */
     } else {
-        cx_release(op);
+        cx_resume(op);
     }
 }
 
@@ -300,7 +300,7 @@ static void gather_input(coll_cx_t *cx)
     cx->in = s->res[s->cur ^ 1];
     coll_combine_locals(op, 0, cx->count, cx->in, s->ef ? s->res[s->cur] : NULL, 0);
     if ((bad = coll__cx_first_nonfinite(cx->in, cx->count)) < cx->count && cx->staged) {
-        op->stage->nonfinite(op, bad); /* a step fails the job, naming the layer */
+        coll_op_stage(op)->calls->nonfinite(op, bad); /* a step fails the job, naming the layer */
     } else if (bad < cx->count) {
         snprintf(msg, sizeof(msg), "compression bucket %u: the gradient summed on node %u "
                  "(ranks from %u) has a non-finite value at element %" PRIu64 "; the "
@@ -326,13 +326,13 @@ static coll_cx_t *cx_new(coll_op_t *op)
     cx->recvlen = cx->sendlen + n;
     cx->op = op;
     cx->ex = coll_op_exec(op);
-    cx->c = op->codec;
-    cx->slot = op->codec->slot;
-    cx->codec = coll__cx_codec(op->codec->run.method);
+    cx->c = coll__codec_op(op);
+    cx->slot = cx->c->slot;
+    cx->codec = coll__cx_codec(cx->c->run.method);
     cx->n = n;
     cx->r = op->job->node_rank;
     cx->count = op->desc.count;
-    cx->staged = op->stage != NULL;
+    cx->staged = coll_op_stage(op) != NULL;
     cx->rounds = cx->staged ? cx->codec->staged_rounds + 1 : cx->codec->rounds;
     cx->weight = op->desc.op == COLL_AVG && !coll_combine_transforms_raw(op)
                      ? 1.0f / (float)op->desc.world_size
@@ -380,13 +380,13 @@ static coll_status_t cx_start(coll_op_t *op)
         return COLL_OK;
     }
     /* Held: a step whose input is not finite fails the job, which completes the operation. */
-    op->inflight++;
+    coll_op_hold(op);
     gather_input(cx);
-    op->inflight--;
     if (op->done) {
-        coll_op_maybe_free(op); /* op may be gone now; the caller does not look at it again */
+        coll_op_release(op); /* op may be gone now; the caller does not look at it again */
         return COLL_OK;
     }
+    coll_op_release(op);
     if (cx->poison == COLL_OK && cx->codec->begin(cx) == COLL_ERR_INVALID) {
         overflowed(cx);
     }
@@ -413,11 +413,11 @@ static const coll_impl_t impls[COLL_COMPRESS_COUNT] = {
     [COLL_COMPRESS_POWERSGD] = CX_IMPL("powersgd"),
 };
 
-/* The parameter service's steps: the same, and a barrier stage's release. */
+/* The parameter service's steps: the same, and a barrier stage's resumption. */
 #define CX_STAGED_IMPL(nm)                                                                         \
     {                                                                                              \
         .name = nm, .flags = COLL_IMPL_SELF_CHECK | COLL_IMPL_OWN_ERRORS, .start = cx_start,       \
-        .on_xfer = cx_on_xfer, .cleanup = cx_cleanup, .release = cx_release                        \
+        .on_xfer = cx_on_xfer, .cleanup = cx_cleanup, .resume = cx_resume                        \
     }
 
 static const coll_impl_t staged_impls[COLL_COMPRESS_COUNT] = {

@@ -1,10 +1,10 @@
 /**
  * @file metrics.h
  * @brief GET /metrics: the daemon's counters in the Prometheus text exposition format
- *        (ops/metrics.c), from core/stats.h and the live job table.
+ *        (admin/metrics.c), from core/stats.h and the live job table.
  */
-#ifndef COLL_OPS_METRICS_H
-#define COLL_OPS_METRICS_H
+#ifndef COLL_ADMIN_METRICS_H
+#define COLL_ADMIN_METRICS_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@ char *coll_report_metrics(coll_daemon_t *d, size_t *len_p);
 
 /**
  * @brief Write the standard process_* families of Prometheus' client libraries for this
- *        process to @p f (ops/metrics_process.c): process_cpu_seconds_total,
+ *        process to @p f (admin/metrics_process.c): process_cpu_seconds_total,
  *        process_{virtual,resident}_memory_bytes, process_virtual_memory_max_bytes,
  *        process_start_time_seconds, process_open_fds, process_max_fds. A family whose /proc
  *        file cannot be read is left out.

@@ -2,7 +2,7 @@
  * The status server's listeners and connections. Each connection reads one request, gets its
  * answer (built whole), writes it, shuts its side down and closes.
  */
-#include "ops/status.h"
+#include "admin/status_server.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,14 +12,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
+#include "admin/metrics.h"
+#include "admin/report.h"
+#include "admin/status_json.h"
 #include "base/list.h"
 #include "base/log.h"
 #include "base/stream.h"
 #include "net/accept.h"
-#include "ops/metrics.h"
-#include "ops/report.h"
-#include "ops/service.h"
-#include "ops/status_json.h"
 
 /** The listeners and their connections; freed when the last connection closed after close(). */
 struct coll_status_server {
@@ -309,7 +309,7 @@ static coll_status_t listen_unix(coll_status_server_t *srv)
     }
     srv->socket_bound = 1;
     if ((st = open_acceptor(srv, fd, "status socket", &srv->unix_listener)) != COLL_OK ||
-        (st = coll_service_own_socket(srv->d, path)) != COLL_OK) {
+        (st = coll_admin_own_socket(srv->d, path)) != COLL_OK) {
         return st;
     }
     coll_info(COLL_SUB_STATUS, "status server on %s", path);

@@ -2,12 +2,12 @@
  * Devices in /status and /metrics (devices.h), read from the daemon's devices (core/devices.h)
  * and the jobs' device pools (core/dev_pools.h).
  */
-#include "ops/devices.h"
+#include "admin/devices.h"
 
 #include <inttypes.h>
 
 #include "core/dev_pools.h"
-#include "ops/metrics.h"
+#include "admin/metrics.h"
 
 /* What the jobs' pools on device @p i hold, and how many allocations they have. */
 static void device_use(coll_daemon_t *d, int i, uint64_t *used_p, uint64_t *allocs_p)

@@ -1,10 +1,10 @@
 /**
  * @file report.h
- * @brief What /status (ops/status_json.h) and /metrics (ops/metrics.h) both report: state
- *        names, the daemon's uptime, a job's pending operations (ops/report.c).
+ * @brief What /status (admin/status_json.h) and /metrics (admin/metrics.h) both report: state
+ *        names, the daemon's uptime, a job's pending operations (admin/report.c).
  */
-#ifndef COLL_OPS_REPORT_H
-#define COLL_OPS_REPORT_H
+#ifndef COLL_ADMIN_REPORT_H
+#define COLL_ADMIN_REPORT_H
 
 #include <stddef.h>
 #include <stdint.h>

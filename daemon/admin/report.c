@@ -1,7 +1,7 @@
 /*
  * What /status and /metrics both report: state names, uptime, pending operations.
  */
-#include "ops/report.h"
+#include "admin/report.h"
 
 #include "core/stats.h"
 #include "engine/op.h"

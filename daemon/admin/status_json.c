@@ -3,7 +3,7 @@
  * ("which rank, on which node, is everybody waiting for?") is answered per operation: the local
  * ranks that have not submitted it yet, and for one that runs, the nodes it still waits on.
  */
-#include "ops/status_json.h"
+#include "admin/status_json.h"
 
 #include <jansson.h>
 #include <malloc.h>
@@ -11,16 +11,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
+#include "admin/devices.h"
+#include "admin/report.h"
 #include "core/stats.h"
 #include "engine/codec/codec.h"
 #include "engine/op.h"
 #include "engine/shm_watch.h"
 #include "net/control.h"
-#include "ops/devices.h"
-#include "ops/report.h"
-#include "ops/service.h"
 #include "proto/jobmsg.h"
-#include "ps/service.h"
+#include "ps/ps.h"
 
 #ifndef COLL_DAEMON_VERSION
 #define COLL_DAEMON_VERSION "unknown"
@@ -320,7 +320,7 @@ static void add_compression(json_t *o, const coll_job_t *job)
 
 /* "epoch" tells incarnations of a job id apart (0 before the rendezvous completed);
  * "timeout_ms" is the job's effective timeout (0 before it is known). */
-/* The job's parameter service on this node (ps/service.h), or null. */
+/* The job's parameter service on this node (ps/ps.h), or null. */
 static json_t *ps_json(const coll_job_t *job)
 {
     coll_ps_info_t in;
@@ -391,7 +391,7 @@ static json_t *peers_mode_json(const coll_daemon_t *d)
 
 static json_t *node_json(const coll_daemon_t *d)
 {
-    const coll_service_t *svc = d->service;
+    const coll_admin_t *svc = d->admin;
     json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:b}", "hostname", d->hostname, "pid",
                           (json_int_t)getpid(), "control_addr", d->control_addr, "socket",
                           d->cfg.socket, "stopping", d->stopping != 0);
@@ -404,7 +404,7 @@ static json_t *node_json(const coll_daemon_t *d)
     json_object_set_new(o, "sessions", json_integer((json_int_t)sessions));
     json_object_set_new(o, "status_socket", json_string(d->cfg.status_socket));
     json_object_set_new(o, "status_listen",
-                        json_string(svc != NULL ? coll_service_tcp_addr(svc) : ""));
+                        json_string(svc != NULL ? coll_admin_tcp_addr(svc) : ""));
     json_object_set_new(o, "config_file", json_string(d->cfg.config_file));
     json_object_set_new(o, "peers", peers_mode_json(d));
     /* Bytes malloc has handed out and not taken back (glibc; 0 under sanitizers, whose

@@ -1,13 +1,13 @@
 /**
- * @file service.h
+ * @file ps.h
  * @brief The parameter service's face to the other layers (docs/parameter-service.md): the
  *        hooks through which the engine hands it the service's operations, the end of a job's
  *        service, and what /status and /metrics show of it. The layer sits above the engine
- *        (whose operations carry its steps, engine/stage.h) and below the job layer and ops,
+ *        (whose operations carry its steps, engine/stage.h) and below the job layer and admin,
  *        which free and show it. Loop thread only.
  */
-#ifndef COLL_PS_SERVICE_H
-#define COLL_PS_SERVICE_H
+#ifndef COLL_PS_PS_H
+#define COLL_PS_PS_H
 
 #include <stdint.h>
 

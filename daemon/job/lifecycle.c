@@ -3,7 +3,7 @@
  * failed hook's fan-out), loses ranks, and is freed once no rank, transfer or handle holds it.
  * The hooks the layers below call (core/hooks.h) are installed here.
  */
-#include "job/job.h"
+#include "job/lifecycle.h"
 
 #include <malloc.h>
 #include <stdlib.h>
@@ -23,13 +23,13 @@
 #include "net/accept.h"
 #include "net/clientlink.h"
 #include "net/control.h"
-#include "net/transport.h"
 #include "net/peerwatch.h"
 #include "net/rdv.h"
+#include "net/transport.h"
 #include "net/ucx_address.h"
-#include "ps/service.h"
 #include "proto/ctl.h"
 #include "proto/tag.h"
+#include "ps/ps.h"
 
 void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *error,
                        const coll_job_t *job)

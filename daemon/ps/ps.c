@@ -1,8 +1,8 @@
 /*
- * The parameter service's hooks (service.h, engine/stage.h): the checks of its submissions,
+ * The parameter service's hooks (ps.h, engine/stage.h): the checks of its submissions,
  * the start of its operations on this node, the end of a job's service and its description.
  */
-#include "ps/service.h"
+#include "ps/ps.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -84,11 +84,11 @@ static coll_status_t ps_check(const coll_job_t *job, const coll_session_t *s,
     }
 }
 
-static coll_status_t ps_start(coll_op_t *op, char *err, size_t errlen)
+static coll_status_t ps_start(coll_op_t *op, coll_stage_t *stage, char *err, size_t errlen)
 {
     switch (op->desc.coll) {
     case COLL_KIND_PS_REGISTER: return coll_ps_register(op, err, errlen);
-    case COLL_KIND_PS_STEP: return coll_ps_step_start(op, err, errlen);
+    case COLL_KIND_PS_STEP: return coll_ps_step_start(op, stage, err, errlen);
     case COLL_KIND_PS_SAVE: return coll_ps_save_node(op, err, errlen);
     default: return coll_ps_load_node(op, err, errlen);
     }

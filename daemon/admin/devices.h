@@ -1,11 +1,11 @@
 /**
  * @file devices.h
- * @brief What /status and /metrics say about devices (ops/devices.c): the device layer and its
+ * @brief What /status and /metrics say about devices (admin/devices.c): the device layer and its
  *        driver, or why there is none; NCCL; each device with its pools' budget and what they
  *        hold; each job's pools on the devices. Schema: docs/operations.md.
  */
-#ifndef COLL_OPS_DEVICES_H
-#define COLL_OPS_DEVICES_H
+#ifndef COLL_ADMIN_DEVICES_H
+#define COLL_ADMIN_DEVICES_H
 
 #include <jansson.h>
 #include <stdio.h>

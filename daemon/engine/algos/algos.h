@@ -1,0 +1,24 @@
+/**
+ * @file algos.h
+ * @brief The implementations of the registered algorithms (engine/algos/table.c lists them per
+ *        collective and memory kind; engine/algo.h says how one is chosen).
+ */
+#ifndef COLL_ENGINE_ALGOS_H
+#define COLL_ENGINE_ALGOS_H
+
+#include "engine/op.h"
+
+/** The pipelined ring: allreduce, reduce-scatter, all-gather (ring.c). */
+extern const coll_impl_t coll_impl_ring;
+/** Recursive doubling allreduce (rd.c). */
+extern const coll_impl_t coll_impl_rd;
+/** Pipelined chain broadcast (chain.c). */
+extern const coll_impl_t coll_impl_chain_bcast;
+/** Pipelined chain reduce (chain.c). */
+extern const coll_impl_t coll_impl_chain_reduce;
+/** Dissemination barrier (barrier.c). */
+extern const coll_impl_t coll_impl_barrier;
+/** Single node: every collective from the local ranks' buffers (single_node.c). */
+extern const coll_impl_t coll_impl_local;
+
+#endif

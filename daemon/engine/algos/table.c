@@ -1,0 +1,51 @@
+/*
+ * The registered algorithms (engine/algo.h): one entry per collective, memory kind and
+ * algorithm. An algorithm goes in its own file of this folder and in this table; on a new
+ * memory kind (a GPU's memory through NCCL, next) it is one more entry per collective, with
+ * that kind, its own predicate and score, and its implementation; the engine's core is not
+ * touched.
+ *
+ * The automatic choice on host memory: allreduces up to rd_max_bytes by recursive doubling
+ * (whose whole buffer and a descriptor travel in one staging half), larger ones by the ring;
+ * reduce-scatter, all-gather and the parameter service's steps by the ring; broadcast and
+ * reduce by the chain; the barrier and the parameter service's registration, save and load
+ * (the agreement of every node) by dissemination. With every rank on one node, every one of
+ * them runs from the local ranks' buffers in the daemon.
+ */
+#include "engine/algo.h"
+#include "engine/algos/algos.h"
+
+/* The whole buffer and a descriptor travel in one staging half. */
+static int rd_runs(const coll_job_t *job, uint64_t bytes)
+{
+    return bytes + sizeof(coll_desc_t) <= job->params.segment_bytes;
+}
+
+/* Above the ring's claim (1) up to rd_max_bytes, never chosen beyond. */
+static double rd_score(const coll_job_t *job, uint64_t bytes)
+{
+    return bytes <= job->params.rd_max_bytes ? 2.0 : 0.0;
+}
+
+#define HOST(kind, algo, runs, score, impl)                                                       \
+    {COLL_KIND_##kind, COLL_MEM_HOST, COLL_ALGO_##algo, runs, score, impl, &coll_impl_local}
+
+static const coll_algo_entry_t table[] = {
+    HOST(ALLREDUCE, RD, rd_runs, rd_score, &coll_impl_rd),
+    HOST(ALLREDUCE, RING, NULL, NULL, &coll_impl_ring),
+    HOST(REDUCE_SCATTER, RING, NULL, NULL, &coll_impl_ring),
+    HOST(ALLGATHER, RING, NULL, NULL, &coll_impl_ring),
+    HOST(PS_STEP, RING, NULL, NULL, &coll_impl_ring),
+    HOST(BROADCAST, CHAIN, NULL, NULL, &coll_impl_chain_bcast),
+    HOST(REDUCE, CHAIN, NULL, NULL, &coll_impl_chain_reduce),
+    HOST(BARRIER, DISSEMINATION, NULL, NULL, &coll_impl_barrier),
+    HOST(PS_REGISTER, DISSEMINATION, NULL, NULL, &coll_impl_barrier),
+    HOST(PS_SAVE, DISSEMINATION, NULL, NULL, &coll_impl_barrier),
+    HOST(PS_LOAD, DISSEMINATION, NULL, NULL, &coll_impl_barrier),
+};
+
+const coll_algo_entry_t *coll_algo_table(size_t *n_p)
+{
+    *n_p = sizeof(table) / sizeof(table[0]);
+    return table;
+}

@@ -1,0 +1,184 @@
+/*
+ * Unit tests of the table of registered algorithms (engine/algo.h, engine/algos/table.c) over the
+ * fake net layer (fake_net.h), so that an entry added for another memory kind cannot change the
+ * host's choices:
+ *
+ *   the automatic choice on host memory, collective by collective and around rd_max_bytes and
+ *   the segment (the choices written out here, as docs/architecture.md lists them);
+ *   forced algorithms: one that runs the operation is kept, one that cannot, or that the
+ *   collective has no entry for, is refused (COLL_ALGO_REFUSED + the algorithm);
+ *   the table itself: one entry per (collective, memory kind, algorithm), each with both
+ *   implementations, and on host memory every collective resolvable automatically at any size;
+ *   the implementation an operation gets: the entry's own on several nodes, the local one on
+ *   one node, the refusal's for a refused algorithm.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "fake_net.h"
+#include "engine/algo.h"
+
+#define SEG 4096u   /* the job's segment bytes */
+#define RD_MAX 1024u /* the job's rd_max_bytes */
+
+static fake_world_t w;
+
+static int setup(void **state)
+{
+    (void)state;
+    fake_net_init(&w, 2, 1, SEG, 1 << 20, FAKE_EAGER);
+    for (uint32_t n = 0; n < w.nnodes; n++) {
+        w.job[n].params.rd_max_bytes = RD_MAX;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fake_net_free(&w);
+    return 0;
+}
+
+static uint32_t resolve(coll_kind_t kind, uint64_t bytes, coll_algo_t forced)
+{
+    return coll_algo_resolve(&w.job[0], kind, bytes, forced);
+}
+
+static void test_auto_on_host(void **state)
+{
+    const uint32_t desc = sizeof(coll_desc_t);
+
+    (void)state;
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, 0, COLL_ALGO_AUTO), COLL_ALGO_RD);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO), COLL_ALGO_RD);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, RD_MAX, COLL_ALGO_AUTO), COLL_ALGO_RD);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, RD_MAX + 1, COLL_ALGO_AUTO), COLL_ALGO_RING);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, 1 << 20, COLL_ALGO_AUTO), COLL_ALGO_RING);
+    /* rd_max_bytes beyond what fits a segment: the ring, not a refusal. */
+    w.job[0].params.rd_max_bytes = SEG;
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, SEG - desc, COLL_ALGO_AUTO), COLL_ALGO_RD);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, SEG - desc + 1, COLL_ALGO_AUTO),
+                     COLL_ALGO_RING);
+    w.job[0].params.rd_max_bytes = RD_MAX;
+    assert_int_equal(resolve(COLL_KIND_REDUCE_SCATTER, 8, COLL_ALGO_AUTO), COLL_ALGO_RING);
+    assert_int_equal(resolve(COLL_KIND_ALLGATHER, 8, COLL_ALGO_AUTO), COLL_ALGO_RING);
+    assert_int_equal(resolve(COLL_KIND_PS_STEP, 8, COLL_ALGO_AUTO), COLL_ALGO_RING);
+    assert_int_equal(resolve(COLL_KIND_BROADCAST, 8, COLL_ALGO_AUTO), COLL_ALGO_CHAIN);
+    assert_int_equal(resolve(COLL_KIND_REDUCE, 1 << 20, COLL_ALGO_AUTO), COLL_ALGO_CHAIN);
+    assert_int_equal(resolve(COLL_KIND_BARRIER, 0, COLL_ALGO_AUTO), COLL_ALGO_DISSEMINATION);
+    assert_int_equal(resolve(COLL_KIND_PS_REGISTER, 64, COLL_ALGO_AUTO),
+                     COLL_ALGO_DISSEMINATION);
+    assert_int_equal(resolve(COLL_KIND_PS_SAVE, 64, COLL_ALGO_AUTO), COLL_ALGO_DISSEMINATION);
+    assert_int_equal(resolve(COLL_KIND_PS_LOAD, 0, COLL_ALGO_AUTO), COLL_ALGO_DISSEMINATION);
+    assert_int_equal(resolve(COLL_KIND_SEND, 0, COLL_ALGO_AUTO), COLL_ALGO_AUTO);
+    assert_int_equal(resolve(COLL_KIND_RECV, 0, COLL_ALGO_RING), COLL_ALGO_AUTO);
+}
+
+static void test_forced(void **state)
+{
+    const uint32_t desc = sizeof(coll_desc_t);
+
+    (void)state;
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, 8, COLL_ALGO_RING), COLL_ALGO_RING);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, SEG - desc, COLL_ALGO_RD), COLL_ALGO_RD);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, SEG - desc + 1, COLL_ALGO_RD),
+                     COLL_ALGO_REFUSED + COLL_ALGO_RD);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, 8, COLL_ALGO_CHAIN),
+                     COLL_ALGO_REFUSED + COLL_ALGO_CHAIN);
+    assert_int_equal(resolve(COLL_KIND_BROADCAST, 8, COLL_ALGO_RING),
+                     COLL_ALGO_REFUSED + COLL_ALGO_RING);
+    assert_int_equal(resolve(COLL_KIND_BARRIER, 0, COLL_ALGO_RD), COLL_ALGO_REFUSED + COLL_ALGO_RD);
+    assert_int_equal(resolve(COLL_KIND_PS_STEP, 8, COLL_ALGO_DISSEMINATION),
+                     COLL_ALGO_REFUSED + COLL_ALGO_DISSEMINATION);
+    assert_int_equal(resolve(COLL_KIND_PS_SAVE, 8, COLL_ALGO_DISSEMINATION),
+                     COLL_ALGO_DISSEMINATION);
+}
+
+/* Whether some entry of (@p kind, host) runs any size and is chosen automatically. */
+static int host_has_fallback(coll_kind_t kind)
+{
+    size_t n;
+    const coll_algo_entry_t *t = coll_algo_table(&n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].kind == kind && t[i].mem == COLL_MEM_HOST && t[i].runs == NULL &&
+            (t[i].score == NULL || t[i].score(&w.job[0], UINT64_MAX / 2) > 0.0)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void test_table(void **state)
+{
+    size_t n;
+    const coll_algo_entry_t *t = coll_algo_table(&n);
+
+    (void)state;
+    assert_true(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        assert_true((unsigned)t[i].mem < COLL_MEM_KINDS);
+        assert_true(t[i].algo != COLL_ALGO_AUTO && t[i].algo < COLL_ALGO_COUNT);
+        assert_false(coll_kind_is_p2p(t[i].kind));
+        assert_non_null(t[i].impl);
+        assert_non_null(t[i].local);
+        for (size_t j = 0; j < i; j++) {
+            assert_false(t[j].kind == t[i].kind && t[j].mem == t[i].mem &&
+                         t[j].algo == t[i].algo);
+        }
+    }
+    for (int k = COLL_KIND_ALLREDUCE; k <= COLL_KIND_PS_LOAD; k++) {
+        if (!coll_kind_is_p2p((coll_kind_t)k)) {
+            assert_true(host_has_fallback((coll_kind_t)k));
+        }
+    }
+}
+
+/* The implementation of an operation of @p grp whose descriptor names @p algo. */
+static const char *impl_name(coll_job_t *job, coll_group_t *grp, coll_kind_t kind, uint32_t algo)
+{
+    coll_desc_t d = {.coll = (uint16_t)kind, .algo = algo, .count = 4, .dtype = COLL_FLOAT32};
+    coll_op_t *op = coll_op_create(job, grp, &d);
+    const char *name;
+
+    assert_non_null(op);
+    name = coll_algo_impl(op)->name;
+    op->done = 1;
+    coll_op_maybe_free(op);
+    return name;
+}
+
+static void test_impl(void **state)
+{
+    coll_job_t *job = &w.job[0];
+
+    (void)state;
+    assert_string_equal(impl_name(job, job->world, COLL_KIND_ALLREDUCE, COLL_ALGO_RING), "ring");
+    assert_string_equal(impl_name(job, job->world, COLL_KIND_ALLREDUCE, COLL_ALGO_RD), "rd");
+    assert_string_equal(impl_name(job, job->world, COLL_KIND_ALLREDUCE,
+                                  COLL_ALGO_REFUSED + COLL_ALGO_CHAIN),
+                        "none");
+    fake_net_free(&w);
+    fake_net_init(&w, 1, 2, SEG, 1 << 20, FAKE_EAGER);
+    job = &w.job[0];
+    assert_string_equal(impl_name(job, job->world, COLL_KIND_ALLREDUCE, COLL_ALGO_RING), "local");
+    assert_string_equal(impl_name(job, job->world, COLL_KIND_BROADCAST, COLL_ALGO_CHAIN),
+                        "local");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_auto_on_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_table, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_impl, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
