@@ -1,0 +1,86 @@
+#!/bin/sh
+# run.sh: the device checks of the GPU path, in one command on a machine with an NVIDIA GPU,
+# CUDA, CMake and a C compiler (docs/gpu.md, "What is verified where").
+#
+#   tests/gpu/run.sh LOGDIR
+#
+# Builds everything (Release, the CUDA module for the machine's own GPU) in build-gpu/build
+# against the Debian packages' files that tests/gpu/pack.sh unpacked into build-gpu/root on the
+# build machine (carried here with the sources; where a library is installed system-wide that
+# one serves as well), then runs, each with its log in LOGDIR:
+#   kernels   coll_cuda_kernel_check: every entry of the CUDA executor against the host's,
+#             every dtype and operation at counts 0, 1, 1023 and 2^20 + 3, and the reduction's
+#             bandwidth at 256 MiB against the device's copy bandwidth
+#   gpu       ctest -L gpu on the real device: the device pool shared by 4 local ranks on one
+#             GPU (integration.devpool_1x4), and the tests over the fake device layer
+# and prints one line per check (PASS, FAIL or SKIP with why) and the kernel check's figures.
+# What it does not check yet is printed too, so the summary says what a device run covered.
+# Bounded: each step has a timeout; the whole run stays under 8 minutes on 16 cores.
+# Exit status: 0 when every check that ran passed, 1 otherwise, 2 usage.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+[ $# -eq 1 ] || { echo "usage: $0 LOGDIR" >&2; exit 2; }
+logs=$1
+mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
+root=$top/build-gpu/root
+build=$top/build-gpu/build
+lib=$root/usr/lib/x86_64-linux-gnu
+summary=$logs/summary.txt
+: >"$summary"
+failed=0
+
+say() { echo "$*" | tee -a "$summary"; }
+# check NAME TIMEOUT CMD...: run CMD with its output in LOGDIR/NAME.log, one summary line.
+check() {
+    name=$1 limit=$2
+    shift 2
+    timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+    rc=$?
+    case $rc in
+    0) say "PASS $name" ;;
+    77) say "SKIP $name: $(tail -n 1 "$logs/$name.log")" ;;
+    124) say "FAIL $name: over ${limit} s (log: $logs/$name.log)"; failed=1 ;;
+    *) say "FAIL $name: exit $rc (log: $logs/$name.log)"; failed=1 ;;
+    esac
+}
+
+say "run.sh $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '(no git)') on $(hostname), $(date -u '+%Y-%m-%d %H:%M UTC')"
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 |
+        sed 's/^/device: /' | tee -a "$summary"
+else
+    say "device: none seen (no nvidia-smi): the device checks will skip"
+fi
+say "glibc $(ldd --version 2>/dev/null | head -n 1 | awk '{print $NF}') (the packed libraries are Debian 12's, built for 2.36)"
+
+# The packed Debian files: pkg-config and protoc-c from there, their libraries on the path.
+if [ -d "$root" ]; then
+    export PATH="$root/usr/bin:$PATH"
+    export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$root/usr/share/pkgconfig"
+    export PKG_CONFIG_SYSROOT_DIR="$root"
+    export UCX_MODULE_DIR="$lib/ucx"
+    cmake_prefix="-DCMAKE_PREFIX_PATH=$root/usr -DCMAKE_LIBRARY_PATH=$lib -DCMAKE_INCLUDE_PATH=$root/usr/include"
+else
+    say "note: no $root (tests/gpu/pack.sh makes it): the system's libraries must serve"
+    cmake_prefix=""
+fi
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d .)
+# shellcheck disable=SC2086 # cmake_prefix is a list of options
+check build 360 sh -c "cmake -S '$top' -B '$build' -DCMAKE_BUILD_TYPE=Release -DCOLL_WITH_CUDA=ON \
+    ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} $cmake_prefix && cmake --build '$build' -j $(nproc)"
+if [ "$failed" -ne 0 ]; then
+    say "the build failed: nothing else ran (tail of $logs/build.log):"
+    tail -n 30 "$logs/build.log"
+    exit 1
+fi
+
+check kernels 180 "$build/tests/gpu/coll_cuda_kernel_check"
+grep -iE 'GB/s|bandwidth' "$logs/kernels.log" | sed 's/^/  /' | tee -a "$summary"
+check gpu 240 sh -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 120"
+grep -E 'tests passed|Skipped|Failed' "$logs/gpu.log" | sed 's/^/  /' | tee -a "$summary"
+
+say "not covered by this run: collectives on device buffers between daemons (the staged path and"
+say "NCCL), the local reduce on the device with events, CUDA tensors in the torch backend"
+[ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
+exit "$failed"
