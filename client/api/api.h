@@ -33,6 +33,17 @@ void coll__group_leave(coll_comm_t *k, uint32_t group);
 coll_status_t coll__mem_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p);
 
 /**
+ * @brief Send the allocation request @p m (its req_id filled in here) and wait for the
+ *        daemon's answer, as coll__mem_alloc() does for any memory kind. Lock held; @p c the
+ *        connection.
+ * @param [out] pool_p   The pool it is in (0 the host pool, 1 + d device d's).
+ * @param [out] offset_p Its offset in that pool.
+ * @return As coll__mem_alloc(); a device's refusals too (COLL_ERR_UNSUPPORTED, ...).
+ */
+coll_status_t coll__mem_ask(coll_comm_t *c, Coll__Wire__MemAlloc *m, uint32_t *pool_p,
+                            uint64_t *offset_p);
+
+/**
  * @brief The key of a keyed collective the library makes itself (the bucketer's buckets, the
  *        parameter service's steps; python/collective/ddp.py makes its keys so): key
  *        space @p space (0..7) in bits 24-26, @p iteration mod 256 in bits 16-23, @p low (a

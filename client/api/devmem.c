@@ -15,9 +15,6 @@ _Static_assert((int)COLL_MEMORY_HOST == (int)COLL_MEM_HOST &&
                    (int)COLL_MEMORY_CUDA == (int)COLL_MEM_CUDA,
                "the public memory kinds are the daemon's");
 
-/* An allocation answer is local work for the daemon; this only bounds a daemon that hangs. */
-#define COLL_DEVALLOC_TIMEOUT_MS 30000
-
 /* The device layer and what device @p device of this process is. */
 static coll_status_t open_device(coll_comm_t *c, int device, coll_dev_info_t *info)
 {
@@ -54,30 +51,16 @@ static coll_status_t open_device(coll_comm_t *c, int device, coll_dev_info_t *in
 static coll_status_t ask(coll_comm_t *c, size_t bytes, int device, const coll_dev_info_t *info,
                          coll_devalloc_t *a)
 {
-    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__MemAlloc m = COLL__WIRE__MEM_ALLOC__INIT;
-    coll_request_t *r = coll__req_new(c, COLL_REQ_ALLOC);
-    coll_status_t st;
 
-    if (r == NULL) {
-        return COLL_ERR_NOMEM;
-    }
-    m.req_id = r->id;
     m.bytes = bytes;
     m.kind = COLL_MEM_CUDA;
     m.device = (uint32_t)device;
     m.device_uuid.data = (uint8_t *)info->uuid;
     m.device_uuid.len = COLL_DEV_UUID_BYTES;
     m.layer = (char *)c->devmem->ops->name;
-    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_ALLOC;
-    msg.alloc = &m;
-    st = coll__req_exchange(c, r, &msg, COLL_DEVALLOC_TIMEOUT_MS);
-    if (st == COLL_OK) {
-        st = r->status;
-        *a = (coll_devalloc_t){r->pool, r->offset, bytes};
-        coll__req_release(r);
-    }
-    return st;
+    a->bytes = bytes;
+    return coll__mem_ask(c, &m, &a->pool, &a->offset);
 }
 
 static coll_status_t remember(struct coll_devmem *dm, const coll_devalloc_t *a)

@@ -28,27 +28,36 @@ static coll_status_t remember(coll_comm_t *c, uint64_t offset, uint64_t bytes)
     return COLL_OK;
 }
 
-coll_status_t coll__mem_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p)
+coll_status_t coll__mem_ask(coll_comm_t *c, Coll__Wire__MemAlloc *m, uint32_t *pool_p,
+                            uint64_t *offset_p)
 {
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
-    Coll__Wire__MemAlloc a = COLL__WIRE__MEM_ALLOC__INIT;
     coll_request_t *r = coll__req_new(c, COLL_REQ_ALLOC);
     coll_status_t st;
 
     if (r == NULL) {
         return COLL_ERR_NOMEM;
     }
-    a.req_id = r->id;
-    a.bytes = bytes;
+    m->req_id = r->id;
     msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_ALLOC;
-    msg.alloc = &a;
+    msg.alloc = m;
     st = coll__req_exchange(c, r, &msg, COLL_ALLOC_TIMEOUT_MS);
     if (st == COLL_OK) {
         st = r->status;
+        *pool_p = r->pool;
         *offset_p = r->offset;
         coll__req_release(r);
     }
     return st;
+}
+
+coll_status_t coll__mem_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p)
+{
+    Coll__Wire__MemAlloc m = COLL__WIRE__MEM_ALLOC__INIT;
+    uint32_t pool;
+
+    m.bytes = bytes;
+    return coll__mem_ask(c, &m, &pool, offset_p);
 }
 
 coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p)
