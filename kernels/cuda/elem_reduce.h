@@ -12,8 +12,9 @@
  * bfloat16 widen every source to float32 (a raw source times 1/world_size first, for AVG; a
  * float32 partial source as it is), fold in float32 and round once. MIN and MAX are IEEE
  * 754-2019 minimum() and maximum() on the bits: a NaN operand gives a NaN (the OR of the two
- * operands' bits), -0 is below +0. BAND, BOR and BXOR take the integers only. The results are the host's bit for bit, except the payload
- * of a NaN that SUM, AVG or PROD produce (the device's arithmetic makes its canonical NaN).
+ * operands' bits), -0 is below +0. BAND, BOR and BXOR take the integers only. The results are
+ * the host's bit for bit, except the payload of a NaN that SUM, AVG or PROD produce (the
+ * device's arithmetic makes its canonical NaN).
  */
 #ifndef COLL_KERNELS_CUDA_ELEM_REDUCE_H
 #define COLL_KERNELS_CUDA_ELEM_REDUCE_H
