@@ -2,12 +2,13 @@
  * reduce-bw: single-core bandwidth of the host reduction kernels (kernels/cpu/reduce.h) on
  * every instruction set this CPU has, next to a memcpy measured in the same run.
  *
- *   reduce-bw [-s SIZE,SIZE,...] [-r reps] [-i isa]
+ *   reduce-bw [-s SIZE,SIZE,...] [-r reps] [-i isa] [-o OP]
  *
  * A SIZE is in MiB, or in KiB with a k suffix ("4k,1,64": 4 KiB, 1 MiB, 64 MiB). For each size
- * (bytes per source) and instruction set: SUM of float32, float16, bfloat16 and
- * int32 over 2, 3 and 5 sources into a separate destination, plus float32 over 2 sources in
- * place (dst = src[0], the classic a[i] += b[i]). Reported: the median over the repetitions
+ * (bytes per source) and instruction set: the reduction OP (sum unless -o names another, as
+ * coll_redop_name() spells it) of float32, float16, bfloat16 and int32 (of int32 alone for the
+ * bitwise ones) over 2, 3 and 5 sources into a separate destination, plus float32 over 2
+ * sources in place (dst = src[0], the classic a[i] += b[i]). Reported: the median over the repetitions
  * of (bytes read + bytes written) / time, in GB/s (1e9 bytes), and that as a fraction of
  * memcpy's (bytes read + bytes written) / time at the same size. memcpy's payload rate
  * (size / time, the unit nccl-tests and memcpy benchmarks quote) is printed too.
@@ -36,6 +37,7 @@ static const struct {
               {COLL_BFLOAT16, "bfloat16", 2},
               {COLL_INT32, "int32", 4}};
 static const unsigned nsrcs[] = {2, 3, 5};
+static coll_redop_t g_op = COLL_SUM;
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -117,7 +119,7 @@ static void bench_one(const char *isa, int d, unsigned nsrc, int in_place, uint8
     for (unsigned k = 0; k < nsrc; k++) {
         srcs[k] = buf[k];
     }
-    coll_reduce_args_t a = {.dtype = dtypes[d].dtype, .op = COLL_SUM, .world_size = 1,
+    coll_reduce_args_t a = {.dtype = dtypes[d].dtype, .op = g_op, .world_size = 1,
                             .dst = in_place ? buf[0] : buf[MAX_NSRC], .src = srcs,
                             .nsrc = nsrc, .raw_mask = ~0ull, .count = count};
     if (in_place) {
@@ -159,15 +161,29 @@ static void bench_size(size_t bytes, int reps_arg, const char *only_isa)
             continue;
         }
         for (size_t d = 0; d < LEN(dtypes); d++) {
-            for (size_t n = 0; n < LEN(nsrcs); n++) {
+            for (size_t n = 0; n < LEN(nsrcs) && coll_reduce_op_fits(dtypes[d].dtype, g_op); n++) {
                 bench_one(isas[i], (int)d, nsrcs[n], 0, buf, bytes, reps, memcpy_gbs);
             }
         }
-        bench_one(isas[i], 0, 2, 1, buf, bytes, reps, memcpy_gbs);
+        if (coll_reduce_op_fits(COLL_FLOAT32, g_op)) {
+            bench_one(isas[i], 0, 2, 1, buf, bytes, reps, memcpy_gbs);
+        }
     }
     for (int k = 0; k <= MAX_NSRC; k++) {
         free(buf[k]);
     }
+}
+
+/* The reduction named @p name into g_op; -1 when none is. */
+static int parse_op(const char *name)
+{
+    for (int o = 0; o < COLL_REDOP_COUNT; o++) {
+        if (strcmp(name, coll_redop_name((coll_redop_t)o)) == 0) {
+            g_op = (coll_redop_t)o;
+            return 0;
+        }
+    }
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -176,7 +192,7 @@ int main(int argc, char **argv)
     int nsizes = 4, reps = 0, opt;
     const char *only_isa = NULL;
 
-    while ((opt = getopt(argc, argv, "s:r:i:h")) != -1) {
+    while ((opt = getopt(argc, argv, "s:r:i:o:h")) != -1) {
         if (opt == 's') {
             nsizes = 0;
             char *tok = strtok(optarg, ",");
@@ -189,14 +205,17 @@ int main(int argc, char **argv)
             reps = atoi(optarg);
         } else if (opt == 'i') {
             only_isa = optarg;
+        } else if (opt == 'o' && parse_op(optarg) == 0) {
+            continue;
         } else {
-            fprintf(stderr, "usage: %s [-s SIZE,...] [-r reps] [-i avx512|avx2|scalar] (SIZE: MiB, "
-                    "or KiB with a k suffix)\n", argv[0]);
+            fprintf(stderr, "usage: %s [-s SIZE,...] [-r reps] [-i avx512|avx2|scalar] [-o OP] "
+                    "(SIZE: MiB, or KiB with a k suffix; OP: sum, avg, prod, min, max, band, bor, "
+                    "bxor)\n", argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
-    printf("reduce-bw: default isa %s; GB/s = (bytes read + written) / median time, "
-           "1 GB = 1e9 B\n\n", coll_cpu_isa());
+    printf("reduce-bw: %s, default isa %s; GB/s = (bytes read + written) / median time, "
+           "1 GB = 1e9 B\n\n", coll_redop_name(g_op), coll_cpu_isa());
     printf("| isa    | dtype    | nsrc       |  size |   GB/s | x memcpy |\n");
     printf("|--------|----------|------------|-------|--------|----------|\n");
     for (int s = 0; s < nsizes; s++) {

@@ -16,7 +16,8 @@ static const struct {
 
 static const char *const redops[COLL_REDOP_COUNT] = {
     [COLL_SUM] = "sum", [COLL_AVG] = "avg", [COLL_PROD] = "prod",
-    [COLL_MIN] = "min", [COLL_MAX] = "max",
+    [COLL_MIN] = "min", [COLL_MAX] = "max", [COLL_BAND] = "band",
+    [COLL_BOR] = "bor", [COLL_BXOR] = "bxor",
 };
 
 static const char *const algos[COLL_ALGO_COUNT] = {

@@ -115,6 +115,9 @@ typedef enum {
  *   modulo 2^bits on overflow, as NCCL), then divided by the world size rounding toward zero.
  * - COLL_MIN, COLL_MAX: a NaN on any rank gives NaN.
  * - Integer COLL_SUM and COLL_PROD wrap modulo 2^bits.
+ * - COLL_BAND, COLL_BOR, COLL_BXOR: bitwise and, or, exclusive or of the integer dtypes (int8,
+ *   uint8, int32, int64) only; a collective that asks one of them of a float dtype is refused
+ *   with COLL_ERR_INVALID before anything is posted.
  */
 typedef enum {
     COLL_SUM = 0,
@@ -122,6 +125,9 @@ typedef enum {
     COLL_PROD = 2,
     COLL_MIN = 3,
     COLL_MAX = 4,
+    COLL_BAND = 5,
+    COLL_BOR = 6,
+    COLL_BXOR = 7,
     COLL_REDOP_COUNT
 } coll_redop_t;
 
@@ -560,7 +566,8 @@ typedef struct {
  *   place. Send and receive buffers are either the same (in place) or do not overlap.
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
- *   COLL_ERR_INVALID (bad dtype, op, root, peer; overlapping buffers; a key in flight),
+ *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping
+ *   buffers; a key in flight),
  *   COLL_ERR_NOT_IN_POOL (a buffer outside this rank's allocations), the job's error once it
  *   failed (coll_comm_last_error() says why), COLL_ERR_CLOSED (daemon gone), COLL_ERR_NOMEM.
  * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,

@@ -141,7 +141,8 @@ COLL_API coll_status_t coll_bucketer_create(coll_comm_t *comm,
  *                       copied (at most 47 characters are kept).
  * @param [out] index_p  Its index (0, 1, ... in registration order), the handle of the other
  *                       calls; may be NULL.
- * @return COLL_OK; COLL_ERR_INVALID for a bad dtype or after the registration was sealed;
+ * @return COLL_OK; COLL_ERR_INVALID for a bad dtype, a float dtype in a bucketer of a bitwise
+ *         reduction (coll_bucketer_params_t.op), or after the registration was sealed;
  *         COLL_ERR_NOMEM.
  */
 COLL_API coll_status_t coll_bucketer_add_param(coll_bucketer_t *bucketer, size_t count,

@@ -56,9 +56,25 @@ typedef struct {
 } coll_reduce_args_t;
 
 /**
+ * @return 1 when @p op applies to @p dtype: every reduction to every dtype, except the bitwise
+ *         ones (COLL_BAND, COLL_BOR, COLL_BXOR), which apply to the integer dtypes only; 0
+ *         otherwise, and for a dtype or op out of range. Pure, thread-safe.
+ */
+static inline int coll_reduce_op_fits(coll_dtype_t dtype, coll_redop_t op)
+{
+    int bitwise = op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
+    int is_float = dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
+                   dtype == COLL_BFLOAT16;
+
+    return (unsigned)dtype < COLL_DTYPE_COUNT && (unsigned)op < COLL_REDOP_COUNT &&
+           !(bitwise && is_float);
+}
+
+/**
  * @brief Check a reduction's arguments as every executor's reduce_async does (the synchronous
  *        reduce trusts its caller).
- * @return COLL_OK; COLL_ERR_INVALID for NULL @p a or src, a dtype or op that is none, world_size
+ * @return COLL_OK; COLL_ERR_INVALID for NULL @p a or src, a dtype or op that is none or that do
+ *         not fit (coll_reduce_op_fits(): a bitwise op of a float dtype), world_size
  *         0, nsrc outside 1 .. COLL_REDUCE_MAX_SRCS, a mask bit at or past nsrc, a source both
  *         raw and float32, f32_mask or dst_f32 for a dtype other than float16 and bfloat16, or
  *         a NULL dst or source with count > 0. Pure, thread-safe.

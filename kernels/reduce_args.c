@@ -13,8 +13,7 @@ coll_status_t coll_reduce_args_check(const coll_reduce_args_t *a)
 {
     const int half = a != NULL && (a->dtype == COLL_FLOAT16 || a->dtype == COLL_BFLOAT16);
 
-    if (a == NULL || (unsigned)a->dtype >= COLL_DTYPE_COUNT ||
-        (unsigned)a->op >= COLL_REDOP_COUNT || a->world_size < 1 || a->nsrc < 1 ||
+    if (a == NULL || !coll_reduce_op_fits(a->dtype, a->op) || a->world_size < 1 || a->nsrc < 1 ||
         a->nsrc > COLL_REDUCE_MAX_SRCS || a->src == NULL) {
         return COLL_ERR_INVALID;
     }

@@ -177,6 +177,9 @@ static double reduce_class(const perf_data_t *d, unsigned h)
         case COLL_PROD: acc = (int64_t)((uint64_t)acc * (uint64_t)v); break;
         case COLL_MIN: acc = v < acc ? v : acc; break;
         case COLL_MAX: acc = v > acc ? v : acc; break;
+        case COLL_BAND: acc &= v; break;
+        case COLL_BOR: acc |= v; break;
+        case COLL_BXOR: acc ^= v; break;
         default: acc = (int64_t)((uint64_t)acc + (uint64_t)v); break; /* SUM, AVG */
         }
     }

@@ -8,6 +8,7 @@
 #include "client/api/api.h"
 #include "client/devmap/devmap.h"
 #include "common/compression.h"
+#include "kernels/reduce.h"
 #include "proto/cspec.h"
 #include "client/shm/shm.h"
 
@@ -100,6 +101,12 @@ static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
 
     if (coll_dtype_size(s->dtype) == 0 || (unsigned)s->redop >= COLL_REDOP_COUNT) {
         coll__set_error(c, "unsupported dtype %d or reduction %d", (int)s->dtype, (int)s->redop);
+        return COLL_ERR_INVALID;
+    }
+    if (!coll_reduce_op_fits(s->dtype, s->redop)) {
+        coll__set_error(c, "rank %d: reduction %s does not apply to %s: the bitwise reductions "
+                        "(band, bor, bxor) take the integer dtypes (int8, uint8, int32, int64)",
+                        c->rank, coll_redop_name(s->redop), coll_dtype_name(s->dtype));
         return COLL_ERR_INVALID;
     }
     if (s->root < 0 || s->root >= c->world_size) {

@@ -22,6 +22,7 @@
 #include "client/bucketer/bucketer.h"
 #include "client/trace/timeline.h"
 #include "common/compression.h"
+#include "kernels/reduce.h"
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -170,6 +171,11 @@ coll_status_t coll_bucketer_add_param(coll_bucketer_t *b, size_t count, coll_dty
                   b->sealed ? "parameters must be added before the first param_grad, "
                               "grad_ready, mark_unused or wait_all"
                             : "unknown datatype");
+    } else if (!coll_reduce_op_fits(dtype, b->redop)) {
+        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: parameter %s: reduction %s does not apply "
+                           "to %s (the bitwise reductions take integer dtypes)", b->name,
+                           name != NULL ? name : "", coll_redop_name(b->redop),
+                           coll_dtype_name(dtype));
     } else if (b->nparams == b->cap_params) {
         size_t cap = b->cap_params ? 2 * b->cap_params : 64;
         bparam_t *np = realloc(b->params, cap * sizeof(*np));

@@ -8,6 +8,7 @@
 #include "engine/codec/codec.h"
 #include "engine/combine.h"
 #include "engine/stage.h"
+#include "kernels/reduce.h"
 
 /* The parameter service's submissions: the layer above checks what only it knows. */
 static coll_status_t ps_check(const coll_job_t *job, const coll_group_t *grp,
@@ -92,6 +93,12 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
                  s->rank, bad, bad[0] == 'r' ? sub->root : sub->peer,
                  bad[0] == 'r' ? "a" : "another", grp->id ? "group" : "communicator", grp->id,
                  job->id, grp->size);
+        return COLL_ERR_INVALID;
+    }
+    if (!coll_reduce_op_fits((coll_dtype_t)sub->dtype, (coll_redop_t)sub->op)) {
+        snprintf(err, errlen, "rank %u: reduction %s does not apply to %s (the bitwise "
+                 "reductions take integer dtypes)", s->rank,
+                 coll_redop_name((coll_redop_t)sub->op), coll_dtype_name((coll_dtype_t)sub->dtype));
         return COLL_ERR_INVALID;
     }
     if (sub->count > UINT64_MAX / es / grp->size) {

@@ -13,7 +13,8 @@
  *        scaling described in coll_reduce_args_t. 16-bit floats are combined in float32 and
  *        rounded to nearest even once. MIN and MAX return NaN when any source is NaN.
  *
- * Thread-safe (no shared state). The caller validated dtype, op and nsrc; count 0 is a no-op.
+ * Thread-safe (no shared state). The caller validated dtype, op (coll_reduce_op_fits()) and
+ * nsrc; count 0 is a no-op.
  * Runs on the instruction set chosen once for every host kernel (kernels/cpu/isa.h).
  */
 void coll_reduce(const coll_reduce_args_t *args);

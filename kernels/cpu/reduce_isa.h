@@ -66,7 +66,8 @@ static inline size_t coll__reduce_block_elems(coll_dtype_t dtype)
 typedef struct {
     /**
      * out[i] = op(in[0][i], ..., in[m-1][i]) for 0 <= i < n, left to right, for every dtype
-     * except float16 and bfloat16. COLL_AVG combines as COLL_SUM. 2 <= m <= FANIN + 1.
+     * except float16 and bfloat16. COLL_AVG combines as COLL_SUM; COLL_BAND, COLL_BOR and
+     * COLL_BXOR only for the integer dtypes. 2 <= m <= FANIN + 1.
      * @p out may be exactly in[0]; it overlaps no other input.
      */
     void (*combine)(coll_dtype_t dtype, coll_redop_t op, void *out, const void *const *in,

@@ -12,8 +12,9 @@
  * follow IEEE 754-2019 §9.6 minimum()/maximum(), not IEEE 754-2008 minNum()/maxNum(): a NaN in
  * any source makes the result NaN (minNum would drop a quiet NaN and hide a diverged rank), -0
  * is below +0, and a NaN result is the bitwise OR of the two operands. Integer SUM and PROD wrap
- * (unsigned vectors); AVG's final integer division is exact through floating point (see
- * rl_divide). A tail shorter than one vector goes through the same vector code on a copy.
+ * (unsigned vectors); BAND, BOR and BXOR are the vectors' &, | and ^, integers only; AVG's
+ * final integer division is exact through floating point (see rl_divide). A tail shorter than
+ * one vector goes through the same vector code on a copy.
  */
 #ifndef COLL_KERNELS_REDUCE_LOOPS_H
 #define COLL_KERNELS_REDUCE_LOOPS_H
@@ -141,15 +142,30 @@ RL_INT_MINMAX(rl_minmax_i64, rl_u64, rl_i64)
         }                                                                                       \
         return a + b;                                                                           \
     }
+
+/* The integers' operation: the bitwise ones besides. */
+#define RL_INT_OP(name, V, MINMAX)                                                              \
+    RL_OP(name##_arith, V, MINMAX)                                                              \
+    RL_INLINE V name(coll_redop_t op, V a, V b)                                                 \
+    {                                                                                           \
+        switch (op) {                                                                           \
+        case COLL_BAND: return a & b;                                                           \
+        case COLL_BOR: return a | b;                                                            \
+        case COLL_BXOR: return a ^ b;                                                           \
+        default: return name##_arith(op, a, b);                                                 \
+        }                                                                                       \
+    }
+
 /* ---- combine: out = op(in[0], ..., in[m-1]) ---------------------------------------------- */
 
 /*
  * One loop per element type V and its operation OP, instantiated below for every operation and
- * every number of inputs (compile-time constants in each instance). Whole vectors, then the
- * tail through the same code on zero-padded copies. @p out may be exactly in[0]: each vector is
- * read from every input before it is stored.
+ * every number of inputs (compile-time constants in each instance): the arithmetic ones, and
+ * those CASES adds (RL_BITWISE_CASES for the integers, RL_NO_CASES for the floats). Whole
+ * vectors, then the tail through the same code on zero-padded copies. @p out may be exactly
+ * in[0]: each vector is read from every input before it is stored.
  */
-#define RL_COMBINE(name, V, OP)                                                                 \
+#define RL_COMBINE(name, V, OP, CASES)                                                          \
     RL_INLINE V name##_vec(coll_redop_t op, unsigned m, const char *const *p, size_t off)       \
     {                                                                                           \
         V v, x;                                                                                 \
@@ -208,18 +224,28 @@ RL_INT_MINMAX(rl_minmax_i64, rl_u64, rl_i64)
         case COLL_PROD: name##_m(COLL_PROD, out, in, m, bytes); break;                          \
         case COLL_MIN: name##_m(COLL_MIN, out, in, m, bytes); break;                            \
         case COLL_MAX: name##_m(COLL_MAX, out, in, m, bytes); break;                            \
+        CASES(name)                                                                             \
         default: name##_m(COLL_SUM, out, in, m, bytes); break;                                  \
         }                                                                                       \
     }
+#define RL_CASE(name, OP)                                                                       \
+    case OP: name##_m(OP, out, in, m, bytes); break;
+#define RL_BITWISE_CASES(name)                                                                  \
+    RL_CASE(name, COLL_BAND) RL_CASE(name, COLL_BOR) RL_CASE(name, COLL_BXOR)
+#define RL_NO_CASES(name)
 
-/* Every dtype but the 16-bit floats: its operation on vectors V and its combine loops. */
-#define RL_DTYPE(t, V, MINMAX) RL_OP(rl_op_##t, V, MINMAX) RL_COMBINE(rl_combine_##t, V, rl_op_##t)
+/* Every dtype but the 16-bit floats: its operation on vectors V and its combine loops. The
+ * bitwise operations apply to the integers only (the callers checked: kernels/reduce.h). */
+#define RL_DTYPE(t, V, MINMAX)                                                                  \
+    RL_OP(rl_op_##t, V, MINMAX) RL_COMBINE(rl_combine_##t, V, rl_op_##t, RL_NO_CASES)
+#define RL_INT_DTYPE(t, V, MINMAX)                                                              \
+    RL_INT_OP(rl_op_##t, V, MINMAX) RL_COMBINE(rl_combine_##t, V, rl_op_##t, RL_BITWISE_CASES)
 RL_DTYPE(f32, rl_f32, rl_minmax_f32)
 RL_DTYPE(f64, rl_f64, rl_minmax_f64)
-RL_DTYPE(i8, rl_u8, rl_minmax_i8)
-RL_DTYPE(u8, rl_u8, rl_minmax_u8)
-RL_DTYPE(i32, rl_u32, rl_minmax_i32)
-RL_DTYPE(i64, rl_u64, rl_minmax_i64)
+RL_INT_DTYPE(i8, rl_u8, rl_minmax_i8)
+RL_INT_DTYPE(u8, rl_u8, rl_minmax_u8)
+RL_INT_DTYPE(i32, rl_u32, rl_minmax_i32)
+RL_INT_DTYPE(i64, rl_u64, rl_minmax_i64)
 
 static void rl_combine(coll_dtype_t dtype, coll_redop_t op, void *out, const void *const *in,
                        unsigned m, size_t n)

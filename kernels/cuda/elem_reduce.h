@@ -12,8 +12,9 @@
  * bfloat16 widen every source to float32 (a raw source times 1/world_size first, for AVG; a
  * float32 partial source as it is), fold in float32 and round once. MIN and MAX are IEEE
  * 754-2019 minimum() and maximum() on the bits: a NaN operand gives a NaN (the OR of the two
- * operands' bits), -0 is below +0. The results are the host's bit for bit, except the payload
- * of a NaN that SUM, AVG or PROD produce (the device's arithmetic makes its canonical NaN).
+ * operands' bits), -0 is below +0. BAND, BOR and BXOR take the integers only. The results are
+ * the host's bit for bit, except the payload of a NaN that SUM, AVG or PROD produce (the
+ * device's arithmetic makes its canonical NaN).
  */
 #ifndef COLL_KERNELS_CUDA_ELEM_REDUCE_H
 #define COLL_KERNELS_CUDA_ELEM_REDUCE_H
@@ -71,10 +72,13 @@ COLL_HD double coll_hd_op_f64(int op, double a, double b)
 }
 
 /* Integers: SUM and PROD on the unsigned type of the width (wrapping), MIN and MAX signed or
- * unsigned as the dtype. */
+ * unsigned as the dtype, BAND, BOR and BXOR on the bits. */
 #define COLL_HD_OP_INT(name, T, U)                                                              \
     COLL_HD T name(int op, T a, T b)                                                            \
     {                                                                                           \
+        if (op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR) {                             \
+            return (T)(op == COLL_BAND ? a & b : op == COLL_BOR ? a | b : a ^ b);               \
+        }                                                                                       \
         if (op == COLL_PROD) {                                                                  \
             return (T)(U)((U)a * (U)b);                                                         \
         }                                                                                       \

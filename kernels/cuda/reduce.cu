@@ -215,6 +215,17 @@ template <typename T> kernel_t pick_op(coll_redop_t op)
     }
 }
 
+/* The integers: the bitwise operations besides (a float's were refused by the argument check). */
+template <typename T> kernel_t pick_int(coll_redop_t op)
+{
+    switch (op) {
+    case COLL_BAND: return reduce_kernel<T, COLL_BAND>;
+    case COLL_BOR: return reduce_kernel<T, COLL_BOR>;
+    case COLL_BXOR: return reduce_kernel<T, COLL_BXOR>;
+    default: return pick_op<T>(op);
+    }
+}
+
 template <int FMT> kernel_t pick_half(coll_redop_t op)
 {
     switch (op) {
@@ -233,10 +244,10 @@ kernel_t pick(coll_dtype_t dt, coll_redop_t op)
     case COLL_FLOAT64: return pick_op<double>(op);
     case COLL_FLOAT16: return pick_half<COLL_HD_F16>(op);
     case COLL_BFLOAT16: return pick_half<COLL_HD_BF16>(op);
-    case COLL_INT8: return pick_op<int8_t>(op);
-    case COLL_UINT8: return pick_op<uint8_t>(op);
-    case COLL_INT32: return pick_op<int32_t>(op);
-    default: return pick_op<int64_t>(op);
+    case COLL_INT8: return pick_int<int8_t>(op);
+    case COLL_UINT8: return pick_int<uint8_t>(op);
+    case COLL_INT32: return pick_int<int32_t>(op);
+    default: return pick_int<int64_t>(op);
     }
 }
 

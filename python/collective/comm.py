@@ -320,7 +320,8 @@ class Communicator:
     def allreduce(self, x, out=None, op="sum", *, dtype=None, key=None, algo=None,
                   timeout=None, layout=None, compression=None, bucket=0):
         """Every rank's @out receives the element-wise reduction @op (``"sum"``, ``"avg"``,
-        ``"prod"``, ``"min"``, ``"max"``) over all ranks' @x. In place when @out is None.
+        ``"prod"``, ``"min"``, ``"max"``; for integer dtypes also the bitwise ``"band"``,
+        ``"bor"``, ``"bxor"``) over all ranks' @x. In place when @out is None.
         @x, @out: pool arrays of the same number of elements and dtype. @layout: a nonzero
         64-bit fingerprint of the tensors @x is made of, compared across ranks like the count
         (coll_op_params_t.layout). @compression: a spec as :meth:`set_compression` takes, for

@@ -32,13 +32,17 @@ _ITEMSIZE = {DType.FLOAT32: 4, DType.FLOAT64: 8, DType.FLOAT16: 2, DType.BFLOAT1
 
 
 class Op(enum.IntEnum):
-    """``coll_redop_t``. AVG is the sum divided by the world size (see collective.h)."""
+    """``coll_redop_t``. AVG is the sum divided by the world size (see collective.h); BAND, BOR
+    and BXOR are bitwise and take the integer dtypes only."""
 
     SUM = 0
     AVG = 1
     PROD = 2
     MIN = 3
     MAX = 4
+    BAND = 5
+    BOR = 6
+    BXOR = 7
 
 
 class Algo(enum.IntEnum):

@@ -112,7 +112,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor> &
 {
     at::Tensor &t = only(tensors, "allreduce");
     coll_dtype_t dt = check_tensor(t, "allreduce: tensor");
-    coll_redop_t op = to_coll_op(opts.reduceOp);
+    coll_redop_t op = to_coll_op(opts.reduceOp, dt);
     void *p = nullptr;
     return run(
         c10d::OpType::ALLREDUCE, "allreduce", next_key(), tensors,
@@ -143,7 +143,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce(std::vector<at::Tensor> &ten
 {
     at::Tensor &t = only(tensors, "reduce");
     coll_dtype_t dt = check_tensor(t, "reduce: tensor");
-    coll_redop_t op = to_coll_op(opts.reduceOp);
+    coll_redop_t op = to_coll_op(opts.reduceOp, dt);
     int root = static_cast<int>(opts.rootRank);
     check_rank(root, size_, "reduce: root");
     void *p = nullptr;
@@ -218,7 +218,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter(
 {
     at::Tensor &out = only(outputs, "reduce_scatter");
     coll_dtype_t dt = check_tensor(out, "reduce_scatter: output");
-    coll_redop_t op = to_coll_op(opts.reduceOp);
+    coll_redop_t op = to_coll_op(opts.reduceOp, dt);
     TORCH_CHECK(inputs.size() == 1, "collectived: reduce_scatter takes one input list");
     std::vector<at::Tensor> &ins = inputs[0];
     check_list(ins, out, size_, "reduce_scatter: input list");
@@ -251,7 +251,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_reduce_scatter_base(
     coll_dtype_t dt = check_tensor(output, "reduce_scatter_tensor: output");
     check_tensor(input, "reduce_scatter_tensor: input");
     check_same(output, input, size_, "reduce_scatter_tensor");
-    coll_redop_t op = to_coll_op(opts.reduceOp);
+    coll_redop_t op = to_coll_op(opts.reduceOp, dt);
     int64_t n = output.numel();
     void *send = nullptr, *recv = nullptr;
     return run(

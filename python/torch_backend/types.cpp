@@ -29,7 +29,18 @@ coll_dtype_t to_coll_dtype(at::ScalarType type)
     }
 }
 
-coll_redop_t to_coll_op(const c10d::ReduceOp &op)
+/* The bitwise reductions, of the integer dtypes only. */
+static coll_redop_t bitwise(coll_redop_t op, coll_dtype_t dtype)
+{
+    TORCH_CHECK(dtype != COLL_FLOAT32 && dtype != COLL_FLOAT64 && dtype != COLL_FLOAT16 &&
+                    dtype != COLL_BFLOAT16,
+                "collectived: reduction ", coll_redop_name(op), " does not apply to ",
+                coll_dtype_name(dtype), ": ReduceOp.BAND, BOR and BXOR take integer tensors "
+                "(int8, uint8, int32, int64)");
+    return op;
+}
+
+coll_redop_t to_coll_op(const c10d::ReduceOp &op, coll_dtype_t dtype)
 {
     switch (op.op_) {
     case c10d::ReduceOp::SUM:
@@ -43,17 +54,15 @@ coll_redop_t to_coll_op(const c10d::ReduceOp &op)
     case c10d::ReduceOp::MAX:
         return COLL_MAX;
     case c10d::ReduceOp::BAND:
-        TORCH_CHECK(false, "collectived does not support ReduceOp.BAND (supported: SUM, AVG, "
-                    "PRODUCT, MIN, MAX)");
+        return bitwise(COLL_BAND, dtype);
     case c10d::ReduceOp::BOR:
-        TORCH_CHECK(false, "collectived does not support ReduceOp.BOR (supported: SUM, AVG, "
-                    "PRODUCT, MIN, MAX)");
+        return bitwise(COLL_BOR, dtype);
     case c10d::ReduceOp::BXOR:
-        TORCH_CHECK(false, "collectived does not support ReduceOp.BXOR (supported: SUM, AVG, "
-                    "PRODUCT, MIN, MAX)");
+        return bitwise(COLL_BXOR, dtype);
     default:
         TORCH_CHECK(false, "collectived does not support reduction ", int(op.op_),
-                    " (PREMUL_SUM is NCCL's; supported: SUM, AVG, PRODUCT, MIN, MAX)");
+                    " (PREMUL_SUM is NCCL's; supported: SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, "
+                    "BXOR)");
     }
 }
 

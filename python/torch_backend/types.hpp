@@ -19,10 +19,13 @@ namespace collectived {
 coll_dtype_t to_coll_dtype(at::ScalarType type);
 
 /**
- * @return The coll_redop_t of @p op: SUM, AVG, PRODUCT, MIN, MAX.
- * @throws c10::Error for BAND, BOR, BXOR and PREMUL_SUM, which collectived does not have.
+ * @return The coll_redop_t of @p op on tensors of @p dtype: SUM, AVG, PRODUCT, MIN, MAX, and of
+ *         the integer dtypes BAND, BOR, BXOR.
+ * @throws c10::Error for a bitwise op of a float dtype, naming both (here, before anything is
+ *         submitted, so that the group stays usable, as gloo's does), and for PREMUL_SUM,
+ *         which collectived does not have.
  */
-coll_redop_t to_coll_op(const c10d::ReduceOp &op);
+coll_redop_t to_coll_op(const c10d::ReduceOp &op, coll_dtype_t dtype);
 
 /**
  * @brief Check that @p t is a dense CPU tensor collectived can carry; returns its dtype.

@@ -1,8 +1,9 @@
 /*
- * The device check of copies and the reduction (kernel_check.h): every dtype and operation at
- * every count, three ways: aligned through the synchronous entry; every pointer one element off
- * (the kernels' element path) through reduce_async on a stream of this program's, with float16
- * and bfloat16 mixing raw, partial and float32 sources into a float32 destination; and in place.
+ * The device check of copies and the reduction (kernel_check.h): every dtype and operation (the
+ * bitwise ones of the integers only) at every count, three ways: aligned through the synchronous
+ * entry; every pointer one element off (the kernels' element path) through reduce_async on a
+ * stream of this program's, with float16 and bfloat16 mixing raw, partial and float32 sources
+ * into a float32 destination; and in place.
  * The host's bits, except the payload of a NaN that SUM, AVG or PROD produce.
  */
 #include <stdio.h>
@@ -15,7 +16,8 @@
 
 static const char *const dtype_names[COLL_DTYPE_COUNT] = {
     "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"};
-static const char *const op_names[COLL_REDOP_COUNT] = {"sum", "avg", "prod", "min", "max"};
+static const char *const op_names[COLL_REDOP_COUNT] = {"sum", "avg", "prod", "min",
+                                                        "max", "band", "bor", "bxor"};
 
 void kc_check_copy(kc_t *kc)
 {
@@ -193,7 +195,9 @@ void kc_check_reduce(kc_t *kc)
     for (size_t c = 0; c < kc_ncounts(kc); c++) {
         for (int dt = 0; dt < COLL_DTYPE_COUNT; dt++) {
             for (int op = 0; op < COLL_REDOP_COUNT; op++) {
-                reduce_case(kc, (coll_dtype_t)dt, op, kc_counts[c], &ctx);
+                if (coll_reduce_op_fits((coll_dtype_t)dt, (coll_redop_t)op)) {
+                    reduce_case(kc, (coll_dtype_t)dt, op, kc_counts[c], &ctx);
+                }
             }
         }
     }

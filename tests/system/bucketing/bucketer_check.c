@@ -4,7 +4,8 @@
  *
  *   layout   bucket assignment from COLL_BUCKET_CAP_MB / COLL_FIRST_BUCKET_CAP_MB (set by the
  *            test to 4 KiB / 1 KiB) against a layout computed by hand; explicit caps win over
- *            the environment; a malformed variable is refused; one iteration's results.
+ *            the environment; a malformed variable is refused; one iteration's results; a
+ *            bitwise reduction's bucketer refuses a float parameter, naming both.
  *   rebuild  rank 0 reports its gradients in one order, the other ranks in others: after the
  *            first wait_all every rank has the layout rank 0's order gives (by hand), the
  *            reduced gradients moved with it, and later iterations are correct; with rebuild
@@ -254,6 +255,14 @@ static int test_layout(coll_comm_t *comm)
           strstr(coll_comm_last_error(comm), "COLL_BUCKET_CAP_MB") != NULL,
           "COLL_BUCKET_CAP_MB=25MB accepted (%s)", coll_comm_last_error(comm));
     setenv("COLL_BUCKET_CAP_MB", cap, 1);
+    /* A bucketer of a bitwise reduction takes integer parameters only, and says why. */
+    coll_bucketer_params_t bor = {.field_mask = COLL_BUCKETER_PARAM_OP, .op = COLL_BOR};
+    CHECK_ST(coll_bucketer_create(comm, &bor, &b));
+    CHECK(coll_bucketer_add_param(b, 10, COLL_INT64, "i", NULL) == COLL_OK &&
+          coll_bucketer_add_param(b, 10, COLL_FLOAT32, "f", NULL) == COLL_ERR_INVALID &&
+          strstr(coll_comm_last_error(comm), "reduction bor does not apply to float32") != NULL,
+          "a float32 parameter of a bor bucketer: %s", coll_comm_last_error(comm));
+    coll_bucketer_destroy(b);
     return 0;
 }
 

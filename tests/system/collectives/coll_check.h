@@ -31,6 +31,8 @@ typedef struct {
     int node_whole; /* every multi-node allreduce runs in the daemon whole (no node buffers) */
     int timeout_ms;
     coll_status_t expect; /* COLL_OK, or the error every operation must fail with */
+    int mismatch_rank;    /* -1, or the rank that submits mismatch_op instead of the case's */
+    coll_redop_t mismatch_op;
 } opts_t;
 
 /* Counts and roots resolved for this job. */
@@ -42,6 +44,8 @@ typedef struct {
 } resolved_t;
 
 void parse_opts(int argc, char **argv, opts_t *o);
+/* Whether the library takes @p op of @p dt: the bitwise reductions only of integers. */
+int op_applies(coll_dtype_t dt, coll_redop_t op);
 void resolve_counts(const opts_t *o, int nodes, resolved_t *rv);
 void resolve_roots(const check_ctx_t *c, const opts_t *o, resolved_t *rv);
 

@@ -11,11 +11,13 @@ static void usage(FILE *f)
         "usage: coll_check [--colls LIST] [--dtypes LIST] [--ops LIST] [--counts LIST]\n"
         "                  [--algos LIST] [--place LIST] [--roots LIST] [--iters K]\n"
         "                  [--window W] [--shuffle] [--timeout-ms T] [--expect-error NAME]\n"
-        "                  [--node-whole]\n"
+        "                  [--node-whole] [--mismatch-op RANK:OP]\n"
         "Run as every rank of a collective-launch job; checks every combination of:\n"
         "  --colls LIST   allreduce,reduce_scatter,allgather,broadcast,reduce or all (default)\n"
         "  --dtypes LIST  datatype names as coll_dtype_name() spells them, or all (default)\n"
-        "  --ops LIST     sum,avg,prod,min,max or all (default); reductions only\n"
+        "  --ops LIST     sum,avg,prod,min,max,band,bor,bxor or all (default); reductions\n"
+        "                 only; the bitwise ones (band, bor, bxor) of integer dtypes only,\n"
+        "                 unless --expect-error\n"
         "  --counts LIST  elements per rank (recvcount, sendcount): integers with optional\n"
         "                 Ki/Mi suffix, or N, N-k, N+k with N the number of nodes\n"
         "                 (default 0,1,N-1,N+1,1009)\n"
@@ -34,7 +36,9 @@ static void usage(FILE *f)
         "                 multi-node allreduce must run in the daemon whole (rd or ring)\n"
         "  --timeout-ms T bound on each wait (default 60000)\n"
         "  --expect-error NAME  every operation must fail with this status (e.g.\n"
-        "                 COLL_ERR_UNSUPPORTED) and leave its buffers untouched\n",
+        "                 COLL_ERR_UNSUPPORTED) and leave its buffers untouched\n"
+        "  --mismatch-op RANK:OP  rank RANK submits reduction OP instead of the case's (with\n"
+        "                 --expect-error COLL_ERR_MISMATCH: the message names both)\n",
         RD_FORCE_MAX_BYTES, MAX_WINDOW);
 }
 
@@ -125,9 +129,35 @@ static int parse_status(const char *s, coll_status_t *st)
     return -1;
 }
 
+int op_applies(coll_dtype_t dt, coll_redop_t op)
+{
+    return !(check_dtype_is_float(dt) && (op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR));
+}
+
+/* RANK:OP of --mismatch-op. */
+static int parse_mismatch_op(const char *arg, opts_t *o)
+{
+    const char *colon = strchr(arg, ':');
+    long rank;
+    char rk[TOKEN_MAX];
+    int op;
+
+    if (colon == NULL || colon - arg >= TOKEN_MAX) {
+        return -1;
+    }
+    snprintf(rk, sizeof(rk), "%.*s", (int)(colon - arg), arg);
+    if (check_parse_int(rk, 0, 1 << 20, &rank) < 0 || (op = check_redop_parse(colon + 1)) < 0) {
+        return -1;
+    }
+    o->mismatch_rank = (int)rank;
+    o->mismatch_op = (coll_redop_t)op;
+    return 0;
+}
+
 static void set_defaults(opts_t *o)
 {
     memset(o, 0, sizeof(*o));
+    o->mismatch_rank = -1;
     o->iters = 1;
     o->window = 1;
     o->timeout_ms = 60000;
@@ -158,6 +188,7 @@ static int parse_opt(int ch, const char *arg, opts_t *o)
     case 'n': o->node_whole = 1; return 0;
     case 't': return check_parse_int(arg, 1, 3600000, &v) < 0 || (o->timeout_ms = (int)v) < 0;
     case 'e': return parse_status(arg, &o->expect) < 0;
+    case 'm': return parse_mismatch_op(arg, o) < 0;
     case 'h': usage(stdout); exit(0);
     default: return 1;
     }
@@ -173,6 +204,7 @@ void parse_opts(int argc, char **argv, opts_t *o)
         {"window", required_argument, NULL, 'w'},     {"shuffle", no_argument, NULL, 's'},
         {"timeout-ms", required_argument, NULL, 't'}, {"expect-error", required_argument, NULL, 'e'},
         {"node-whole", no_argument, NULL, 'n'},       {"help", no_argument, NULL, 'h'},
+        {"mismatch-op", required_argument, NULL, 'm'},
         {NULL, 0, NULL, 0}};
     int ch, bad = 0;
 

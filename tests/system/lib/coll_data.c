@@ -111,10 +111,16 @@ static double gen_float(const case_t *k, int world, int rank, size_t i)
 check_val_t coll_data_input(const case_t *k, int world, int rank, size_t i)
 {
     check_val_t v = {0, 0};
+    uint64_t h = hash(k, rank, i), g = check_mix(h);
+
     if (check_dtype_is_float(k->dt)) {
         v.f = gen_float(k, world, rank, i);
+    } else if (k->op == COLL_BAND || k->op == COLL_BOR) {
+        /* Bits set 3 times in 4 for AND, 1 in 4 for OR: over a few ranks, results that are
+         * neither all zeros nor all ones. */
+        v.i = check_int_wrap(k->dt, k->op == COLL_BAND ? h | g : h & g);
     } else {
-        v.i = check_int_wrap(k->dt, hash(k, rank, i));
+        v.i = check_int_wrap(k->dt, h);
     }
     return v;
 }
@@ -140,7 +146,11 @@ static int64_t int_reduce(coll_dtype_t dt, coll_redop_t op, int64_t acc, int64_t
     case COLL_AVG: return check_int_wrap(dt, (uint64_t)acc + (uint64_t)x);
     case COLL_PROD: return check_int_wrap(dt, (uint64_t)acc * (uint64_t)x);
     case COLL_MIN: return x < acc ? x : acc;
-    default: return x > acc ? x : acc;
+    case COLL_MAX: return x > acc ? x : acc;
+    /* On the sign-extended values, whose results stay sign-extended. */
+    case COLL_BAND: return acc & x;
+    case COLL_BOR: return acc | x;
+    default: return acc ^ x;
     }
 }
 

@@ -10,7 +10,8 @@
  * pre-scaled by 1/world), with one position in BIG_PERIOD whose sum over the ranks overflows
  * the type while the mean does not; random finite values for MIN and MAX with a NaN at one rank
  * in one position in NAN_PERIOD; full-range random integers (which wrap) for every integer
- * reduction. All-gather and broadcast move random bytes (any bit pattern, NaNs included).
+ * reduction, with bits set three times in four for BAND and one in four for BOR. All-gather and
+ * broadcast move random bytes (any bit pattern, NaNs included).
  */
 #ifndef COLL_DATA_H
 #define COLL_DATA_H

@@ -95,6 +95,16 @@ class Allreduce(unittest.TestCase):
             comm.allreduce(a, op=op).result(T)
             np.testing.assert_array_equal(a, want, err_msg=op)
 
+    def test_bitwise_ops_of_integers(self):
+        i = np.arange(1000, dtype=np.int64)
+        inputs = [(i * 2654435761 + q * 40503) ^ (i << q) for q in range(comm.world_size)]
+        for op, fn in (("band", np.bitwise_and), ("bor", np.bitwise_or),
+                       ("bxor", np.bitwise_xor)):
+            a = comm.empty(1000, "int64")
+            a[:] = inputs[comm.rank]
+            comm.allreduce(a, op=op).result(T)
+            np.testing.assert_array_equal(a, fn.reduce(inputs), err_msg=op)
+
     def test_numpy_dtypes_out_of_place(self):
         w = comm.world_size
         for dt in NUMPY_DTYPES:

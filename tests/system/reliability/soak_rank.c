@@ -69,7 +69,9 @@ static void pick_case(const opts_t *o, uint64_t n, int rank, slot_t *s)
     memset(s, 0, sizeof(*s));
     s->k.kind = K_ALLREDUCE;
     s->k.dt = (coll_dtype_t)(rnd(o, n, 2) % COLL_DTYPE_COUNT);
-    s->k.op = (coll_redop_t)(rnd(o, n, 3) % COLL_REDOP_COUNT);
+    /* The bitwise reductions (after COLL_MAX) of the integers only. */
+    s->k.op = (coll_redop_t)(rnd(o, n, 3) %
+                             (check_dtype_is_float(s->k.dt) ? COLL_MAX + 1 : COLL_REDOP_COUNT));
     s->k.count = pick_bytes(o, n) / coll_dtype_size(s->k.dt);
     s->k.algo = COLL_ALGO_AUTO;
     s->k.seq = (uint32_t)n;

@@ -13,7 +13,9 @@
  *   and no rank's output changes;
  *   a send failing in the middle of a step fails the job naming the node;
  *   a broadcast whose nodes name different roots fails before any output is written (the
- *   root's node's included); an operation's buffers count as in flight until it completes.
+ *   root's node's included); an operation's buffers count as in flight until it completes;
+ *   the bitwise reductions of int32 through the ring and recursive doubling, and of a float
+ *   refused by the daemon's own check (a client that skipped the library's), naming both.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -384,6 +386,95 @@ static void test_failure_mid_step(void **state)
     fake_net_free(&w);
 }
 
+/* Rank r's int32 element i for @p op: bits set 3 times in 4 for AND, 1 in 4 for OR. */
+static int32_t int_input(uint32_t r, size_t i, coll_redop_t op)
+{
+    uint32_t h = (r + 1) * 0x9e3779b9u ^ (uint32_t)i * 0x85ebca6bu;
+    uint32_t g = h * 0xc2b2ae35u ^ (h >> 13);
+
+    return (int32_t)(op == COLL_BAND ? h | g : op == COLL_BOR ? h & g : h);
+}
+
+static void submit_typed(uint32_t n, uint32_t l, coll_dtype_t dtype, coll_redop_t op,
+                         uint64_t count, coll_algo_t algo, const void *send, const void *recv)
+{
+    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+
+    s.req_id = 7;
+    s.key = 5;
+    s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
+    s.dtype = dtype;
+    s.op = op;
+    s.count = count;
+    s.send_offset = offset(n, send);
+    s.recv_offset = offset(n, recv);
+    s.algo = algo;
+    coll_op_submit(&w.job[n], &w.sess[n][l], &s);
+}
+
+static void run_bitwise(uint32_t nodes, uint32_t nlocal, uint64_t count, coll_algo_t algo,
+                        coll_redop_t op)
+{
+    int32_t *send[FAKE_MAX_NODES][FAKE_MAX_LOCAL], *recv[FAKE_MAX_NODES][FAKE_MAX_LOCAL];
+
+    fake_net_init(&w, nodes, nlocal, SEG, 4 << 20, FAKE_EAGER);
+    for (uint32_t n = 0; n < nodes; n++) {
+        for (uint32_t l = 0; l < nlocal; l++) {
+            send[n][l] = fake_net_alloc(&w, n, l, count * sizeof(int32_t));
+            recv[n][l] = fake_net_alloc(&w, n, l, count * sizeof(int32_t));
+            for (size_t i = 0; i < count; i++) {
+                send[n][l][i] = int_input(n * nlocal + l, i, op);
+            }
+            submit_typed(n, l, COLL_INT32, op, count, algo, send[n][l], recv[n][l]);
+        }
+    }
+    fake_net_run(&w);
+    expect_done(COLL_OK);
+    for (size_t i = 0; i < count; i++) {
+        int32_t want = int_input(0, i, op);
+        for (uint32_t r = 1; r < nodes * nlocal; r++) {
+            int32_t x = int_input(r, i, op);
+            want = op == COLL_BAND ? want & x : op == COLL_BOR ? want | x : want ^ x;
+        }
+        for (uint32_t n = 0; n < nodes; n++) {
+            for (uint32_t l = 0; l < nlocal; l++) {
+                if (recv[n][l][i] != want) {
+                    fail_msg("%s node %u local %u element %zu: %d, expected %d",
+                             coll_redop_name(op), n, l, i, recv[n][l][i], want);
+                }
+            }
+        }
+    }
+    fake_net_free(&w);
+}
+
+static void test_bitwise(void **state)
+{
+    for (coll_redop_t op = COLL_BAND; op <= COLL_BXOR; op++) {
+        run_bitwise(3, 2, 1000, COLL_ALGO_RING, op); /* several segments of 256 */
+        run_bitwise(4, 1, 37, COLL_ALGO_RD, op);
+    }
+}
+
+static void test_bitwise_of_float_refused(void **state)
+{
+    bufs_t b;
+    const fake_done_t *d;
+
+    fake_net_init(&w, 2, 1, SEG, 4 << 20, FAKE_EAGER);
+    alloc_bufs(&b, 10, 10);
+    submit_typed(0, 0, COLL_FLOAT32, COLL_BOR, 10, COLL_ALGO_AUTO, b.send[0][0], b.recv[0][0]);
+    fake_net_run(&w);
+    d = fake_net_done(&w, 0, 0, 7);
+    assert_non_null(d);
+    assert_int_equal(d->status, COLL_ERR_INVALID);
+    if (strstr(d->error, "reduction bor does not apply to float32") == NULL) {
+        fail_msg("the refusal does not name the reduction and dtype: '%s'", d->error);
+    }
+    assert_true(b.recv[0][0][0] == -1.0f && b.recv[0][0][9] == -1.0f);
+    fake_net_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +487,8 @@ int main(void)
         cmocka_unit_test(test_failure_mid_step),
         cmocka_unit_test(test_bcast_roots_differ),
         cmocka_unit_test(test_buffers_in_flight),
+        cmocka_unit_test(test_bitwise),
+        cmocka_unit_test(test_bitwise_of_float_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,6 +174,7 @@ static void test_fallbacks(void **state)
 {
     fallback_case(COLL_INT32, COLL_SUM, "topk:0.01", 0, COLL_FALLBACK_DTYPE);
     fallback_case(COLL_FLOAT32, COLL_MAX, "onebit", 0, COLL_FALLBACK_OP);
+    fallback_case(COLL_INT32, COLL_BXOR, "topk:0.01", 0, COLL_FALLBACK_OP);
     fallback_case(COLL_FLOAT32, COLL_SUM, "powersgd:2", 0, COLL_FALLBACK_SHAPES);
     fallback_case(COLL_FLOAT32, COLL_SUM, "powersgd:2", 61, COLL_FALLBACK_NOMATRIX);
     fallback_case(COLL_FLOAT32, COLL_SUM, "powersgd:4", 62, COLL_FALLBACK_NOMATRIX);

@@ -24,7 +24,8 @@ static const char *const ref_isas[] = {"avx512", "avx2", "scalar"};
 
 static const char *const ref_dtype_names[COLL_DTYPE_COUNT] = {
     "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"};
-static const char *const ref_op_names[COLL_REDOP_COUNT] = {"sum", "avg", "prod", "min", "max"};
+static const char *const ref_op_names[COLL_REDOP_COUNT] = {"sum", "avg", "prod", "min",
+                                                            "max", "band", "bor", "bxor"};
 
 static size_t ref_esize(coll_dtype_t dt)
 {
@@ -40,6 +41,18 @@ static int ref_is_float(coll_dtype_t dt)
 static int ref_is_half(coll_dtype_t dt)
 {
     return dt == COLL_FLOAT16 || dt == COLL_BFLOAT16;
+}
+
+static int ref_is_bitwise(coll_redop_t op)
+{
+    return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
+}
+
+/* Whether the kernels take @p op of @p dt: the bitwise ones only of integers (inline: not
+ * every test that includes this asks). */
+static inline int ref_op_applies(coll_dtype_t dt, coll_redop_t op)
+{
+    return !(ref_is_float(dt) && ref_is_bitwise(op));
 }
 
 /* ---- PRNG (xorshift64*) ---- */
@@ -236,6 +249,11 @@ static uint64_t ref_int_elem(const coll_reduce_args_t *a, const void *const *src
     for (unsigned k = 1; k < a->nsrc; k++) {
         int64_t x = ref_get_i(dt, src[k], i);
         uint64_t u = a->op == COLL_PROD ? (uint64_t)acc * (uint64_t)x : (uint64_t)acc + (uint64_t)x;
+        if (ref_is_bitwise(a->op)) {
+            /* On the sign-extended values, whose results stay sign-extended. */
+            acc = a->op == COLL_BAND ? acc & x : a->op == COLL_BOR ? acc | x : acc ^ x;
+            continue;
+        }
         if (a->op == COLL_MIN || a->op == COLL_MAX) {
             acc = (a->op == COLL_MIN) == (x < acc) ? x : acc;
             continue;

@@ -115,6 +115,14 @@ static void test_host_async_entries(void **state)
     r.world_size = 1;
     r.dtype = COLL_DTYPE_COUNT;
     assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    for (coll_redop_t op = COLL_BAND; op <= COLL_BXOR; op++) {
+        r.op = op; /* bitwise: integers only */
+        r.dtype = COLL_FLOAT32;
+        assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+        r.dtype = COLL_BFLOAT16;
+        assert_int_equal(ex->reduce_async(&ctx, &r), COLL_ERR_INVALID);
+    }
+    r.op = COLL_SUM;
     r.dtype = COLL_FLOAT16;
     r.f32_mask = 3;
     r.raw_mask = 1; /* raw and float32 at once */
@@ -161,6 +169,9 @@ static void check_reduce_all(const coll_exec_t *ex)
 
     for (int dt = 0; dt < COLL_DTYPE_COUNT; dt++) {
         for (int op = 0; op < COLL_REDOP_COUNT; op++) {
+            if (!ref_op_applies((coll_dtype_t)dt, (coll_redop_t)op)) {
+                continue;
+            }
             coll_reduce_args_t a = {.dtype = (coll_dtype_t)dt, .op = (coll_redop_t)op,
                                     .world_size = 5, .finalize = 1, .nsrc = NSRC,
                                     .raw_mask = (1u << NSRC) - 1, .count = N};

@@ -159,6 +159,8 @@ class Types(unittest.TestCase):
     def test_names(self):
         self.assertEqual(types.parse_op("avg"), collective.Op.AVG)
         self.assertEqual(types.parse_op(collective.Op.MAX), collective.Op.MAX)
+        self.assertEqual(types.parse_op("bxor"), collective.Op.BXOR)
+        self.assertEqual(types.parse_op(5), collective.Op.BAND)
         self.assertEqual(types.parse_algo("rd"), collective.Algo.RD)
         self.assertEqual(types.parse_dtype("bfloat16"), collective.DType.BFLOAT16)
         self.assertEqual(types.parse_dtype(np.int8), collective.DType.INT8)
