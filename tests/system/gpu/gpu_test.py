@@ -14,8 +14,8 @@
              writes; while they hold their buffers /status and /metrics show the pool (bytes,
              what it holds, allocations, chunks) and the device's budget, and collectivectl
              status shows the device; then an allocation
-             beyond device_pool_budget is refused, a collective on device buffers is refused
-             (the daemon runs collectives on host memory only), and once the job ended the
+             beyond device_pool_budget is refused, a send from device buffers is refused
+             (the staged path runs collectives only), and once the job ended the
              device's pools hold nothing.
 """
 
@@ -156,7 +156,7 @@ def test_fake_pool(args, work):
         dv = h.status_json(d.status_sock)["devices"]["list"][0]
         h.check(dv["pool_held_bytes"] == 0 and dv["pools"] == 0 and dv["allocations"] == 0,
                 "device 0 after the job: %s" % dv)
-        h.check_no_warnings(d.log(), d.name, allowed=("host memory only",))
+        h.check_no_warnings(d.log(), d.name, allowed=("the staged path runs",))
     finally:
         d.stop()
 
