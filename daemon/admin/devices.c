@@ -122,8 +122,8 @@ static void per_device(FILE *f, coll_daemon_t *d, unsigned which)
     }
 }
 
-/* The staged path's counters per device (engine/staged.h): @p bytes 0 its operations, 1 the
- * bytes it copied. */
+/* The staged path's counters per device (engine/dev_staged.h): @p bytes 0 its operations, 1
+ * the bytes it copied. */
 static void staged(FILE *f, const coll_devices_t *ds, int bytes)
 {
     const char *name = bytes ? "collectived_device_staged_bytes_total"

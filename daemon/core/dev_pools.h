@@ -46,8 +46,8 @@ size_t coll_dev_pool_unsent(coll_dev_pool_t *dp, uint32_t local, coll_pool_chunk
 void coll_dev_pools_leave(coll_job_t *job, const void *owner, uint32_t local);
 
 /**
- * @brief The two streams the staged path copies @p dp's buffers on (engine/staged.h), made at
- *        the first call and destroyed with the pool.
+ * @brief The two streams the staged path copies @p dp's buffers on (engine/dev_staged.h),
+ *        made at the first call and destroyed with the pool.
  * @param [out] streams_p The pair, on success.
  * @param [out] err       Why not (the device layer's words).
  * @return COLL_OK; the device layer's error (its stream could not be made).

@@ -18,7 +18,7 @@ typedef struct {
     coll_pool_budget_t budget; /**< what the jobs' pools on it may hold, and hold */
     uint32_t pools;            /**< jobs' pools on it now */
     uint64_t staged_ops;       /**< operations whose buffers on it the staged path copied
-                                    (engine/staged.h) */
+                                    (engine/dev_staged.h) */
     uint64_t staged_bytes;     /**< bytes it copied between the device and host memory, both
                                     ways */
 } coll_device_t;

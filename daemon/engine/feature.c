@@ -15,14 +15,14 @@
 #include "engine/codec/codec.h"
 #include "engine/node_op.h"
 #include "engine/stage.h"
-#include "engine/staged.h"
+#include "engine/dev_staged.h"
 
 static const coll_op_feature_t *const features[] = {
     &coll_codec_feature,
     &coll_wire_feature,
     &coll_stage_feature,
     &coll_node_feature,
-    &coll_staged_feature,
+    &coll_dev_staged_feature,
 };
 
 _Static_assert(sizeof(features) / sizeof(features[0]) <= COLL_OP_FEATURES,

@@ -2,11 +2,11 @@
  * @file feature.h
  * @brief What an operation may carry beside its algorithm, attached through a table of hooks:
  *        compression and the bytes on the wire (engine/codec/codec.h), the parameter service's
- *        stage (engine/stage.h), the node-reduced path (engine/node_op.h), the staged path of device
- *        buffers (engine/staged.h). The features are
- *        registered in one array (engine/feature.c); the core (engine/op.c, engine/xfer.c)
- *        calls their hooks in that order and names none of them, as UCP's core calls the
- *        protocols registered with it and Redis' event loop knows no command.
+ *        stage (engine/stage.h), the node-reduced path (engine/node_op.h), the staged path of
+ *        device buffers (engine/dev_staged.h). The features are registered in one array
+ *        (engine/feature.c); the core (engine/op.c, engine/xfer.c) calls their hooks in that
+ *        order and names none of them, as UCP's core calls the protocols registered with it and
+ *        Redis' event loop knows no command.
  *
  * Each feature keeps its state of an operation in its slot (coll_op_feature_state()); an empty
  * slot means the operation does not carry it, and none of its hooks runs for that operation.

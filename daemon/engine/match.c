@@ -104,7 +104,7 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
 
 /* Daemon addresses of member @p i's buffers (NULL where its role uses none), in the pool its
  * submission named: a device pool's are device addresses, which the staged path gives host
- * copies when the operation starts (engine/staged.h). */
+ * copies when the operation starts (engine/dev_staged.h). */
 static void map_member(coll_op_t *op, uint32_t i)
 {
     const coll_group_t *grp = op->grp;

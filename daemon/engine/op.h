@@ -82,7 +82,7 @@ typedef struct coll_op {
                                     (the node-reduced path, node_op.h) */
     const void **in;           /**< daemon addresses of the inputs, by local member (host
                                     memory once the features attached: the staged path gives
-                                    device buffers host copies, engine/staged.h) */
+                                    device buffers host copies, engine/dev_staged.h) */
     void **out;                /**< daemon addresses of the outputs, by local member (as in) */
     const struct coll_impl *impl;
     void *algo_state;

@@ -8,7 +8,7 @@
 #include "engine/codec/codec.h"
 #include "engine/combine.h"
 #include "engine/stage.h"
-#include "engine/staged.h"
+#include "engine/dev_staged.h"
 
 /* The parameter service's submissions: the layer above checks what only it knows. */
 static coll_status_t ps_check(const coll_job_t *job, const coll_group_t *grp,
@@ -43,7 +43,7 @@ static const char *bad_rank(const coll_group_t *grp, uint32_t me, const Coll__Wi
 }
 
 /* The buffers lie inside this rank's allocations in the pool the submission names; in a device
- * pool, the collective must be one the staged path runs (engine/staged.h), refused here
+ * pool, the collective must be one the staged path runs (engine/dev_staged.h), refused here
  * otherwise, after the check that they are the rank's own. */
 static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
                                 const Coll__Wire__Submit *sub, uint64_t send_bytes,
@@ -61,7 +61,8 @@ static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
                  sub->pool == 0 ? "pool" : "device pool", job->id);
         return COLL_ERR_NOT_IN_POOL;
     }
-    if (coll_pool_kind(pool) != COLL_MEM_HOST && !coll_staged_runs(sub->coll, sub->compression)) {
+    if (coll_pool_kind(pool) != COLL_MEM_HOST &&
+        !coll_dev_staged_runs(sub->coll, sub->compression)) {
         snprintf(err, errlen, "rank %u: the buffers are in job %s's pool on device %u (%s "
                  "memory); the staged path runs allreduce, reduce-scatter, all-gather, "
                  "broadcast and reduce on device memory without compression (this is %s%s)",

@@ -233,8 +233,9 @@ static int run_case(int c, float *h)
     for (size_t i = 0; i < nout; i++) {
         h[nout + i] = expected(c, i);
     }
-    rc = st == COLL_OK && copy(h, out, nout * 4) < 0 ? -1
-                                                      : check(case_names[c], st, algo, h, h + nout, nout);
+    rc = st == COLL_OK && copy(h, out, nout * 4) < 0
+             ? -1
+             : check(case_names[c], st, algo, h, h + nout, nout);
     coll_mem_free(comm, out);
     coll_mem_free(comm, in);
     return rc;

@@ -4,14 +4,14 @@
  * input and output that overlap (the in-place layouts) share one host copy of their union, so
  * the algorithm sees the same layout as on host memory.
  */
-#include "engine/staged.h"
+#include "engine/dev_staged.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/dev_pools.h"
 #include "engine/algo.h"
-#include "engine/staged_copy.h"
+#include "engine/dev_staged_copy.h"
 
 /* Host copies are aligned as the kernels' vectors want them. */
 #define HOST_ALIGN 64
@@ -33,7 +33,7 @@ typedef struct {
     span_t span[];     /* at most two per local member */
 } staged_t;
 
-int coll_staged_runs(unsigned kind, unsigned compression)
+int coll_dev_staged_runs(unsigned kind, unsigned compression)
 {
     return compression == 0 &&
            (kind == COLL_KIND_ALLREDUCE || kind == COLL_KIND_REDUCE_SCATTER ||
@@ -127,12 +127,12 @@ static coll_status_t copy(coll_op_t *op, staged_t *sg, int in)
         span_t *p = &sg->span[k];
         uint64_t off = in ? p->in_off : p->out_off, len = in ? p->in_len : p->out_len;
         uint64_t host = (uint64_t)(uintptr_t)(p->host + off), dev = p->dev + off;
-        st = coll_staged_queue(ds->ops, p->streams, in ? host : dev, in ? dev : host, len,
-                               COLL_STAGED_CHUNK_BYTES);
+        st = coll_dev_staged_queue(ds->ops, p->streams, in ? host : dev, in ? dev : host, len,
+                                   COLL_DEV_STAGED_CHUNK_BYTES);
         ds->dev[p->device].staged_bytes += len;
     }
     for (uint32_t k = 0; k < sg->nspans; k++) {
-        coll_status_t w = coll_staged_wait(ds->ops, sg->span[k].streams);
+        coll_status_t w = coll_dev_staged_wait(ds->ops, sg->span[k].streams);
         st = st != COLL_OK ? st : w;
     }
     return st;
@@ -200,8 +200,8 @@ static void staged_free(coll_op_t *op, void *state)
     free(sg);
 }
 
-const coll_op_feature_t coll_staged_feature = {
-    .name = "staged",
+const coll_op_feature_t coll_dev_staged_feature = {
+    .name = "device staging",
     .attach = staged_attach,
     .finish = staged_finish,
     .free = staged_free,

@@ -1,8 +1,9 @@
 /*
- * Unit tests of the staged path's copies (engine/staged_copy.h) over the fake device layer,
- * wrapped so that every call is recorded: the chunk plan (every byte once, in order, alternate
- * streams, the last chunk short), the copies queued in that order with the data where it
- * belongs, both streams waited for, and a refused chunk that stops the queue but not the wait.
+ * Unit tests of the staged path's copies (engine/dev_staged_copy.h) over the fake device
+ * layer, wrapped so that every call is recorded: the chunk plan (every byte once, in order,
+ * alternate streams, the last chunk short), the copies queued in that order with the data
+ * where it belongs, both streams waited for, and a refused chunk that stops the queue but not
+ * the wait.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "engine/staged_copy.h"
+#include "engine/dev_staged_copy.h"
 
 #define MAX_CALLS 64
 
@@ -82,10 +83,10 @@ static void test_plan(void **state)
     (void)state;
 
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-        uint64_t bytes = sizes[k], n = coll_staged_nchunks(bytes, 4096), end = 0;
+        uint64_t bytes = sizes[k], n = coll_dev_staged_nchunks(bytes, 4096), end = 0;
         assert_int_equal(n, (bytes + 4095) / 4096);
         for (uint64_t i = 0; i < n; i++) {
-            coll_staged_chunk_t c = coll_staged_chunk(bytes, 4096, i);
+            coll_dev_staged_chunk_t c = coll_dev_staged_chunk(bytes, 4096, i);
             assert_int_equal(c.off, end);
             assert_true(c.len > 0 && c.len <= 4096);
             assert_true(i + 1 == n || c.len == 4096);
@@ -107,9 +108,9 @@ static void test_queue_and_wait(void **state)
         src[i] = (uint8_t)(i * 7 + 3);
     }
     reset(-1);
-    assert_int_equal(coll_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
-                                       (uint64_t)(uintptr_t)src, bytes, 4096), COLL_OK);
-    assert_int_equal(coll_staged_wait(&rec, streams), COLL_OK);
+    assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
+                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_OK);
+    assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
     assert_int_equal(ncalls, 5);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(calls[i].sync, 0);
@@ -134,11 +135,11 @@ static void test_refused_chunk(void **state)
     (void)state;
 
     reset(1);
-    assert_int_equal(coll_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
-                                       (uint64_t)(uintptr_t)src, bytes, 4096), COLL_ERR_IO);
+    assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
+                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_ERR_IO);
     assert_int_equal(ncalls, 2);
     assert_non_null(strstr(coll_dev_error(), "refused by the test"));
-    assert_int_equal(coll_staged_wait(&rec, streams), COLL_OK);
+    assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
     assert_int_equal(ncalls, 4);
     assert_true(calls[2].sync && calls[3].sync && calls[2].stream != calls[3].stream);
     free(src);
@@ -152,5 +153,5 @@ int main(void)
         cmocka_unit_test(test_queue_and_wait),
         cmocka_unit_test(test_refused_chunk),
     };
-    return cmocka_run_group_tests_name("staged_copy", tests, setup, teardown);
+    return cmocka_run_group_tests_name("dev_staged_copy", tests, setup, teardown);
 }

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the staged path (engine/staged.h) over the fake net layer (fake_net.h) and the
+ * Unit tests of the staged path (engine/dev_staged.h) over the fake net layer (fake_net.h) and the
  * fake device layer (COLL_DEVICE_FAKE=1 in this test's environment): 2 nodes of 2 local ranks
  * whose buffers are in each job's pool on device 0, submitted as the job layer does.
  *
@@ -228,5 +228,5 @@ int main(void)
         cmocka_unit_test(test_mixed_kinds),
         cmocka_unit_test(test_copy_back_refused),
     };
-    return cmocka_run_group_tests_name("staged", tests, setup, teardown);
+    return cmocka_run_group_tests_name("dev_staged", tests, setup, teardown);
 }
