@@ -35,10 +35,9 @@ typedef struct {
 
 int coll_dev_staged_runs(unsigned kind, unsigned compression)
 {
-    return compression == 0 &&
-           (kind == COLL_KIND_ALLREDUCE || kind == COLL_KIND_REDUCE_SCATTER ||
-            kind == COLL_KIND_ALLGATHER || kind == COLL_KIND_BROADCAST ||
-            kind == COLL_KIND_REDUCE);
+    return kind == COLL_KIND_ALLREDUCE ||
+           (compression == 0 && (kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALLGATHER ||
+                                 kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE));
 }
 
 /* Local members whose buffers are in a device pool (every pool but the host's, 0). */

@@ -4,10 +4,11 @@
  * run in: compression chooses what an operation runs before the bytes it sends are counted
  * (the wire), the parameter service's stage attaches after both, and the node-reduced path,
  * which answers the ranks through their shared-memory posts, completes last, when the others
- * filled the completion record. The staged path of device buffers attaches after them all (it
- * wraps the implementation they or the table chose; compression and the stage never attach to
- * device buffers, whose submissions with them are refused) and finishes by copying the results
- * back before the ranks hear of them.
+ * filled the completion record. The staged path of device buffers attaches after them all: it
+ * wraps the implementation compression or the table chose (their attach hooks only set up
+ * state; the implementations read op->in and op->out once started, by then the host copies)
+ * and finishes by copying the results back before the ranks hear of them. The stage never
+ * attaches to device buffers (the parameter service's submissions on them are refused).
  */
 #include "engine/feature.h"
 

@@ -14,6 +14,8 @@
  *               buffer of 1025: every rank gets COLL_ERR_MISMATCH.
  *   --mixed     an allreduce from a device buffer into a host-pool buffer is refused with
  *               COLL_ERR_INVALID by the library (which ends the job, as any refusal does).
+ *   --compression SPEC  the float32 allreduces only (out of place and in place), compressed
+ *               with SPEC (coll_compression_parse()): "fp16" keeps these small integers exact.
  *
  * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
  * layer in this process).
@@ -31,6 +33,7 @@
 #define SMALL 1031 /* elements of the collectives beside the allreduce */
 
 static const coll_dev_ops_t *ops;
+static const coll_op_params_t *params; /* the allreduces' (--compression), NULL: none */
 static coll_dev_stream_t stream;
 static coll_comm_t *comm;
 static int rank, world;
@@ -120,7 +123,7 @@ static int allreduce_f32(const char *what, float *in, float *out, size_t n, floa
     if (copy(in, h, n * 4) < 0) {
         return -1;
     }
-    st = coll_allreduce_async(comm, in, out, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    st = coll_allreduce_async(comm, in, out, n, COLL_FLOAT32, COLL_SUM, params, &req);
     st = finish(st, req, algo, sizeof(algo));
     if (st == COLL_OK && copy(h, out, n * 4) < 0) {
         return -1;
@@ -241,6 +244,23 @@ static int run_case(int c, float *h)
     return rc;
 }
 
+/* The float32 allreduces only, compressed with --compression's method. */
+static int run_compressed(size_t count)
+{
+    float *h = malloc(count * 2 * sizeof(float));
+    float *a = dev_alloc(count * 4), *b = dev_alloc(count * 4);
+    int rc = h == NULL || a == NULL || b == NULL ? -1 : 0;
+
+    if (rc == 0) {
+        rc = allreduce_f32("compressed float32 allreduce", a, b, count, h);
+    }
+    if (rc == 0) {
+        rc = allreduce_f32("compressed float32 allreduce in place", b, b, count, h);
+    }
+    free(h);
+    return rc;
+}
+
 static int run_all(size_t count)
 {
     float *h = malloc((count > SMALL * 8 ? count : SMALL * 8) * 2 * sizeof(float) +
@@ -321,7 +341,9 @@ int main(int argc, char **argv)
     static const struct option opts[] = {{"count", required_argument, NULL, 'n'},
                                          {"mismatch", no_argument, NULL, 'm'},
                                          {"mixed", no_argument, NULL, 'x'},
+                                         {"compression", required_argument, NULL, 'c'},
                                          {NULL, 0, NULL, 0}};
+    static coll_op_params_t compressed = {.field_mask = COLL_OP_PARAM_COMPRESSION};
     size_t count = 3u << 19;
     int c, mode = 0, rc;
     coll_status_t st;
@@ -331,8 +353,12 @@ int main(int argc, char **argv)
             count = (size_t)atol(optarg);
         } else if (c == 'm' || c == 'x') {
             mode = c;
+        } else if (c == 'c' && coll_compression_parse(optarg, &compressed.compression) == COLL_OK) {
+            mode = c;
+            params = &compressed;
         } else {
-            fprintf(stderr, "usage: staged_check [--count N] [--mismatch | --mixed]\n");
+            fprintf(stderr, "usage: staged_check [--count N] [--mismatch | --mixed | "
+                    "--compression SPEC]\n");
             return 2;
         }
     }
@@ -348,7 +374,10 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
-    rc = mode == 'm' ? run_mismatch() : mode == 'x' ? run_mixed() : run_all(count);
+    rc = mode == 'm'   ? run_mismatch()
+         : mode == 'x' ? run_mixed()
+         : mode == 'c' ? run_compressed(count)
+                       : run_all(count);
     if (rc == 0) {
         printf("rank %d: done\n", rank);
     }
