@@ -128,7 +128,7 @@ static coll_status_t copy(coll_op_t *op, staged_t *sg, int in)
         uint64_t host = (uint64_t)(uintptr_t)(p->host + off), dev = p->dev + off;
         st = coll_dev_staged_queue(ds->ops, p->streams, in ? host : dev, in ? dev : host, len,
                                    COLL_DEV_STAGED_CHUNK_BYTES);
-        ds->dev[p->device].staged_bytes += len;
+        ds->dev[p->device].staged_bytes += st == COLL_OK ? len : 0;
     }
     for (uint32_t k = 0; k < sg->nspans; k++) {
         coll_status_t w = coll_dev_staged_wait(ds->ops, sg->span[k].streams);
