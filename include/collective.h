@@ -563,7 +563,13 @@ typedef struct {
 /*
  * Collectives. Common to all of them:
  * - Buffers live in the job's pool (coll_mem_alloc()); the daemon reads and writes them in
- *   place. Send and receive buffers are either the same (in place) or do not overlap.
+ *   place. Send and receive buffers are either the same (in place) or do not overlap. They may
+ *   instead both be in the job's pool on a device (coll_mem_alloc_on()): allreduce,
+ *   reduce-scatter, all-gather, broadcast and reduce then run through host copies the daemon
+ *   makes and copies back (docs/gpu.md, "The staged path"), allreduce compressed too; on
+ *   device buffers anything else, or another collective compressed, completes with
+ *   COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a
+ *   receive buffer in another is refused with COLL_ERR_INVALID.
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
  *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping
@@ -680,8 +686,10 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
  *        coll_comm_shm_max_bytes()), "shm+rd" and "shm+ring" (reduced and distributed among
  *        the local ranks around the daemons' algorithm, coll_comm_shm_node_max_bytes()); a
  *        compressed allreduce names its method: "fp16", "bf16", "topk", "onebit", "powersgd"
- *        (with auto, the one chosen); "" while pending or for requests without one. Valid
- *        until the request is freed.
+ *        (with auto, the one chosen); a collective on device buffers (coll_mem_alloc_on())
+ *        names the staged path and the algorithm it ran on the host copies: "staged+ring",
+ *        "staged+rd", "staged+chain", "staged+local"; "" while pending or for requests without
+ *        one. Valid until the request is freed.
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 

@@ -122,10 +122,32 @@ static void per_device(FILE *f, coll_daemon_t *d, unsigned which)
     }
 }
 
+/* The staged path's counters per device (engine/dev_staged.h): @p bytes 0 its operations, 1
+ * the bytes it copied. */
+static void staged(FILE *f, const coll_devices_t *ds, int bytes)
+{
+    const char *name = bytes ? "collectived_device_staged_bytes_total"
+                             : "collectived_device_staged_operations_total";
+
+    coll_metrics_family(f, name, "counter",
+                        bytes ? "Bytes the staged path copied between the device's pools and "
+                                "host memory, both ways."
+                              : "Collectives on the device's pools that the staged path ran on "
+                                "host copies of their buffers.");
+    for (int i = 0; i < ds->n; i++) {
+        fprintf(f, "%s{device=\"%d\",name=\"", name, i);
+        coll_metrics_label(f, ds->dev[i].info.name);
+        fprintf(f, "\"} %" PRIu64 "\n", bytes ? ds->dev[i].staged_bytes : ds->dev[i].staged_ops);
+    }
+}
+
 void coll_metrics_devices(FILE *f, coll_daemon_t *d)
 {
     availability(f, &d->devices);
     for (unsigned which = 0; d->devices.n > 0 && which < 5; which++) {
         per_device(f, d, which);
+    }
+    for (int bytes = 0; d->devices.n > 0 && bytes < 2; bytes++) {
+        staged(f, &d->devices, bytes);
     }
 }

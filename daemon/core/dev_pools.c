@@ -81,11 +81,46 @@ void coll_dev_pools_leave(coll_job_t *job, const void *owner, uint32_t local)
     }
 }
 
+coll_status_t coll_dev_pool_streams(coll_dev_pool_t *dp, coll_dev_stream_t **streams_p, char *err,
+                                    size_t errlen)
+{
+    const coll_dev_ops_t *ops;
+    coll_status_t st = coll_dev_open(&ops);
+
+    for (int i = 0; i < 2 && st == COLL_OK; i++) {
+        if (dp->streams[i] == NULL) {
+            st = ops->stream_create(dp->device, &dp->streams[i]);
+        }
+    }
+    if (st != COLL_OK) {
+        snprintf(err, errlen, "device %d: no stream for the staged copies: %s", dp->device,
+                 coll_dev_error());
+        return st;
+    }
+    *streams_p = dp->streams;
+    return COLL_OK;
+}
+
+/* The streams' work is done: the staged path waits for every copy it queues. */
+static void destroy_streams(coll_dev_pool_t *dp)
+{
+    const coll_dev_ops_t *ops;
+
+    if (dp->streams[0] == NULL && dp->streams[1] == NULL) {
+        return;
+    }
+    if (coll_dev_open(&ops) == COLL_OK) {
+        ops->stream_destroy(dp->streams[0]);
+        ops->stream_destroy(dp->streams[1]);
+    }
+}
+
 void coll_dev_pools_destroy(coll_job_t *job)
 {
     for (int i = 0; i < COLL_DEV_MAX; i++) {
         coll_dev_pool_t *dp = job->dev_pools[i];
         if (dp != NULL) {
+            destroy_streams(dp);
             coll_pool_destroy(dp->pool);
             job->d->devices.dev[i].pools--;
             free(dp->sent);

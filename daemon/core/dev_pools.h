@@ -14,12 +14,15 @@
 #include <stdint.h>
 
 #include "core/job.h"
+#include "device/dev.h"
 
 /** A job's pool on one device. */
 typedef struct coll_dev_pool {
     int device;      /**< the daemon's index of it */
     coll_pool_t *pool;
     uint32_t *sent;  /**< by local rank: chunks of the pool that rank was sent */
+    coll_dev_stream_t streams[2]; /**< the staged path's copies (coll_dev_pool_streams()), NULL
+                                       until the first */
 } coll_dev_pool_t;
 
 /**
@@ -41,6 +44,16 @@ size_t coll_dev_pool_unsent(coll_dev_pool_t *dp, uint32_t local, coll_pool_chunk
 /** @brief Free everything @p owner (local rank @p local) holds in the job's device pools; a
  *         rank that joins in its place is sent every chunk again. */
 void coll_dev_pools_leave(coll_job_t *job, const void *owner, uint32_t local);
+
+/**
+ * @brief The two streams the staged path copies @p dp's buffers on (engine/dev_staged.h),
+ *        made at the first call and destroyed with the pool.
+ * @param [out] streams_p The pair, on success.
+ * @param [out] err       Why not (the device layer's words).
+ * @return COLL_OK; the device layer's error (its stream could not be made).
+ */
+coll_status_t coll_dev_pool_streams(coll_dev_pool_t *dp, coll_dev_stream_t **streams_p, char *err,
+                                    size_t errlen);
 
 /** @brief Destroy the job's device pools, giving their memory and budget back. */
 void coll_dev_pools_destroy(coll_job_t *job);

@@ -17,6 +17,10 @@ typedef struct {
     coll_dev_info_t info;
     coll_pool_budget_t budget; /**< what the jobs' pools on it may hold, and hold */
     uint32_t pools;            /**< jobs' pools on it now */
+    uint64_t staged_ops;       /**< operations whose buffers on it the staged path copied
+                                    (engine/dev_staged.h) */
+    uint64_t staged_bytes;     /**< bytes it copied between the device and host memory, both
+                                    ways */
 } coll_device_t;
 
 /** The daemon's devices. */

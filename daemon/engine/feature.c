@@ -4,7 +4,11 @@
  * run in: compression chooses what an operation runs before the bytes it sends are counted
  * (the wire), the parameter service's stage attaches after both, and the node-reduced path,
  * which answers the ranks through their shared-memory posts, completes last, when the others
- * filled the completion record.
+ * filled the completion record. The staged path of device buffers attaches after them all: it
+ * wraps the implementation compression or the table chose (their attach hooks only set up
+ * state; the implementations read op->in and op->out once started, by then the host copies)
+ * and finishes by copying the results back before the ranks hear of them. The stage never
+ * attaches to device buffers (the parameter service's submissions on them are refused).
  */
 #include "engine/feature.h"
 
@@ -12,12 +16,14 @@
 #include "engine/codec/codec.h"
 #include "engine/node_op.h"
 #include "engine/stage.h"
+#include "engine/dev_staged.h"
 
 static const coll_op_feature_t *const features[] = {
     &coll_codec_feature,
     &coll_wire_feature,
     &coll_stage_feature,
     &coll_node_feature,
+    &coll_dev_staged_feature,
 };
 
 _Static_assert(sizeof(features) / sizeof(features[0]) <= COLL_OP_FEATURES,

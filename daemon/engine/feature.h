@@ -2,10 +2,11 @@
  * @file feature.h
  * @brief What an operation may carry beside its algorithm, attached through a table of hooks:
  *        compression and the bytes on the wire (engine/codec/codec.h), the parameter service's
- *        stage (engine/stage.h), the node-reduced path (engine/node_op.h). The features are
- *        registered in one array (engine/feature.c); the core (engine/op.c, engine/xfer.c)
- *        calls their hooks in that order and names none of them, as UCP's core calls the
- *        protocols registered with it and Redis' event loop knows no command.
+ *        stage (engine/stage.h), the node-reduced path (engine/node_op.h), the staged path of
+ *        device buffers (engine/dev_staged.h). The features are registered in one array
+ *        (engine/feature.c); the core (engine/op.c, engine/xfer.c) calls their hooks in that
+ *        order and names none of them, as UCP's core calls the protocols registered with it and
+ *        Redis' event loop knows no command.
  *
  * Each feature keeps its state of an operation in its slot (coll_op_feature_state()); an empty
  * slot means the operation does not carry it, and none of its hooks runs for that operation.
@@ -21,6 +22,9 @@
  *   on_xfer  one of them completed successfully (failures fail the job in the core).
  *   waiting  1 while the feature holds the completion back (asked again after each of its
  *            transfers).
+ *   finish   the operation is about to complete successfully: the feature's last work on its
+ *            results (the staged path copies them back to the device); a failure fails the job
+ *            and the operation completes with it.
  *   done     the operation completes with a status on every local rank: the feature's part of
  *            the completion (@p t: what the ranks are told). A feature that answers the ranks
  *            itself (the node-reduced path) clears op->members[].session here.
@@ -50,6 +54,10 @@ typedef struct coll_op_feature {
     void (*on_xfer)(coll_op_t *op, void *state, coll_xfer_t *x);
     /** @return 1 while the feature holds @p op's completion back. */
     int (*waiting)(const coll_op_t *op, const void *state);
+    /** @p op is about to complete successfully (op->done is set, the ranks are not told yet).
+     *  @return COLL_OK, or the error with which the feature failed the job (coll_job_fail(),
+     *  saying why): the operation completes with it. */
+    coll_status_t (*finish)(coll_op_t *op, void *state);
     /** @p op completes with @p status (COLL_OK or an error); @p t is its completion record. */
     void (*done)(coll_op_t *op, void *state, coll_status_t status, coll_ctl_times_t *t);
     /** Free @p state: @p op is about to be freed. */

@@ -5,39 +5,43 @@
  */
 #include "engine/inflight.h"
 
+#include "core/dev_pools.h"
 #include "core/pool.h"
 #include "engine/op.h"
 #include "engine/shm.h"
 
-/* Whether [@p b, @p b + @p len) lies in @p s's allocation that starts at @p off. */
-static int in_alloc(const coll_job_t *job, const coll_session_t *s, uint64_t off, uint64_t b,
+/* Whether [@p b, @p b + @p len) lies in @p s's allocation that starts at @p off in @p pool. */
+static int in_alloc(const coll_pool_t *pool, const coll_session_t *s, uint64_t off, uint64_t b,
                     uint64_t len)
 {
-    return len > 0 && b >= off && coll_pool_range_owned(job->pool, off, b - off + len, s);
+    return len > 0 && b >= off && coll_pool_range_owned(pool, off, b - off + len, s);
 }
 
-/* Whether member @p l of @p op (whose session is the allocation's owner) uses it. */
-static int member_uses(const coll_op_t *op, uint32_t l, uint64_t off)
+/* Whether member @p l of @p op (whose session is the allocation's owner) uses it, in the pool
+ * of id @p pool (core/dev_pools.h). */
+static int member_uses(const coll_op_t *op, uint32_t l, uint32_t pool, uint64_t off)
 {
     const coll_op_member_t *m = &op->members[l];
     const coll_group_t *grp = op->grp;
+    const coll_pool_t *p = coll_job_pool_by_id(op->job, pool);
     uint64_t se, re;
 
     coll_kind_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
                      coll_group_rank_of_local(grp, l), op->desc.root, &se, &re);
-    return in_alloc(op->job, m->session, off, m->send_off, se * op->esize) ||
-           in_alloc(op->job, m->session, off, m->recv_off, re * op->esize);
+    return m->pool == pool && p != NULL &&
+           (in_alloc(p, m->session, off, m->send_off, se * op->esize) ||
+            in_alloc(p, m->session, off, m->recv_off, re * op->esize));
 }
 
-static int op_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, char *what,
-                   size_t len)
+static int op_uses(coll_job_t *job, const coll_session_t *s, uint32_t pool, uint64_t off,
+                   char *what, size_t len)
 {
     coll_op_t *op, *tmp;
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
         for (uint32_t l = 0; l < op->grp->nlocal && !op->done; l++) {
-            if (op->members[l].session == s && member_uses(op, l, off)) {
+            if (op->members[l].session == s && member_uses(op, l, pool, off)) {
                 coll_desc_name(&op->desc, what, len);
                 return 1;
             }
@@ -62,8 +66,8 @@ static int post_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, cha
         }
         coll_kind_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank, sub->root,
                          &se, &re);
-        if ((se <= UINT64_MAX / es && in_alloc(job, s, off, sub->send_offset, se * es)) ||
-            (re <= UINT64_MAX / es && in_alloc(job, s, off, sub->recv_offset, re * es))) {
+        if ((se <= UINT64_MAX / es && in_alloc(job->pool, s, off, sub->send_offset, se * es)) ||
+            (re <= UINT64_MAX / es && in_alloc(job->pool, s, off, sub->recv_offset, re * es))) {
             coll_desc_name(&(coll_desc_t){.coll = (uint16_t)sub->coll, .key = sub->key}, what,
                            len);
             return 1;
@@ -72,12 +76,13 @@ static int post_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, cha
     return 0;
 }
 
-int coll_inflight_uses(coll_job_t *job, const coll_session_t *s, uint64_t off, char *what,
-                       size_t len)
+int coll_inflight_uses(coll_job_t *job, const coll_session_t *s, uint32_t pool, uint64_t off,
+                       char *what, size_t len)
 {
     if (job->pool == NULL) {
         return 0;
     }
-    return op_uses(job, s, off, what, len) ||
-           (job->state == COLL_JOB_READY && post_uses(job, s, off, what, len));
+    /* The shared-memory area's posts are on host buffers only. */
+    return op_uses(job, s, pool, off, what, len) ||
+           (pool == 0 && job->state == COLL_JOB_READY && post_uses(job, s, off, what, len));
 }

@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 
+#include "core/dev_pools.h"
 #include "engine/algos/p2p.h"
 #include "engine/op.h"
 #include "engine/submit.h"
@@ -101,11 +102,13 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
 }
 
 
-/* Daemon addresses of member @p i's buffers (NULL where its role uses none). */
+/* Daemon addresses of member @p i's buffers (NULL where its role uses none), in the pool its
+ * submission named: a device pool's are device addresses, which the staged path gives host
+ * copies when the operation starts (engine/dev_staged.h). */
 static void map_member(coll_op_t *op, uint32_t i)
 {
     const coll_group_t *grp = op->grp;
-    uint8_t *base = coll_pool_base(op->job->pool);
+    uint8_t *base = coll_pool_base(coll_job_pool_by_id(op->job, op->members[i].pool));
     uint64_t se, re;
 
     coll_kind_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
@@ -131,7 +134,8 @@ static void add_member(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
         refuse_everywhere(job, s, sub->req_id, COLL_ERR_INVALID, err);
         return;
     }
-    op->members[i] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset};
+    op->members[i] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset,
+                                         sub->pool};
     op->nsubmitted++;
     if (!coll_desc_equal(&op->desc, desc)) {
         fail_local_mismatch(op, s, desc);

@@ -177,6 +177,22 @@ static void times(const coll_op_t *op, coll_status_t status, coll_ctl_times_t *t
     t->wire_bytes = t->dense_bytes = 0;
 }
 
+/* The attached features' last work on a successful operation's results (feature.h); the first
+ * that fails the job decides the status. */
+static coll_status_t finish_features(coll_op_t *op)
+{
+    uint32_t n;
+    const coll_op_feature_t *const *f = coll_op_features(&n);
+    coll_status_t st = COLL_OK;
+
+    for (uint32_t i = 0; i < n && st == COLL_OK; i++) {
+        if (op->feature[i] != NULL && f[i]->finish != NULL) {
+            st = f[i]->finish(op, op->feature[i]);
+        }
+    }
+    return st;
+}
+
 void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
 {
     uint32_t n;
@@ -186,8 +202,12 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
     if (op->done) {
         return;
     }
-    times(op, status, &t);
+    /* Done before the features finish: a job failure they cause does not complete it twice. */
     op->done = 1;
+    if (status == COLL_OK && (status = finish_features(op)) != COLL_OK) {
+        error = op->job->errmsg;
+    }
+    times(op, status, &t);
     for (uint32_t i = 0; i < n; i++) {
         if (op->feature[i] != NULL && f[i]->done != NULL) {
             f[i]->done(op, op->feature[i], status, &t);

@@ -62,10 +62,11 @@ typedef struct {
     uint32_t req_id;
     uint64_t send_off;
     uint64_t recv_off;
+    uint32_t pool;           /**< the pool of its buffers (core/dev_pools.h: 0 the host pool) */
 } coll_op_member_t;
 
 /** Per-operation slots of the features registered in engine/feature.c (at most this many). */
-#define COLL_OP_FEATURES 4
+#define COLL_OP_FEATURES 5
 
 typedef struct coll_op {
     coll_list_t link;          /**< in job->engine.ops */
@@ -79,8 +80,10 @@ typedef struct coll_op {
     uint32_t nbufs;            /**< local members whose buffers the algorithm reads and writes:
                                     the group's nlocal, or 1 when a feature gave it one buffer
                                     (the node-reduced path, node_op.h) */
-    const void **in;           /**< daemon addresses of the inputs, by local member */
-    void **out;                /**< daemon addresses of the outputs, by local member */
+    const void **in;           /**< daemon addresses of the inputs, by local member (host
+                                    memory once the features attached: the staged path gives
+                                    device buffers host copies, engine/dev_staged.h) */
+    void **out;                /**< daemon addresses of the outputs, by local member (as in) */
     const struct coll_impl *impl;
     void *algo_state;
     void *feature[COLL_OP_FEATURES]; /**< each registered feature's state, NULL where it is not

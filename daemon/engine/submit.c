@@ -8,6 +8,7 @@
 #include "engine/codec/codec.h"
 #include "engine/combine.h"
 #include "engine/stage.h"
+#include "engine/dev_staged.h"
 #include "kernels/reduce.h"
 
 /* The parameter service's submissions: the layer above checks what only it knows. */
@@ -42,9 +43,9 @@ static const char *bad_rank(const coll_group_t *grp, uint32_t me, const Coll__Wi
     return NULL;
 }
 
-/* The buffers lie inside this rank's allocations in the pool the submission names, one of the
- * host kind: the engine runs on host memory, so a device pool's buffers are refused here,
- * after the check that they are the rank's own. */
+/* The buffers lie inside this rank's allocations in the pool the submission names; in a device
+ * pool, the collective must be one the staged path runs (engine/dev_staged.h), refused here
+ * otherwise, after the check that they are the rank's own. */
 static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
                                 const Coll__Wire__Submit *sub, uint64_t send_bytes,
                                 uint64_t recv_bytes, char *err, size_t errlen)
@@ -61,10 +62,14 @@ static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
                  sub->pool == 0 ? "pool" : "device pool", job->id);
         return COLL_ERR_NOT_IN_POOL;
     }
-    if (coll_pool_kind(pool) != COLL_MEM_HOST) {
+    if (coll_pool_kind(pool) != COLL_MEM_HOST &&
+        !coll_dev_staged_runs(sub->coll, sub->compression)) {
         snprintf(err, errlen, "rank %u: the buffers are in job %s's pool on device %u (%s "
-                 "memory), and this daemon runs collectives on host memory only", s->rank,
-                 job->id, sub->pool - 1, coll_mem_kind_name(coll_pool_kind(pool)));
+                 "memory); the staged path runs allreduce (compressed or not), reduce-scatter, "
+                 "all-gather, broadcast and reduce on device memory (this is %s%s)",
+                 s->rank, job->id, sub->pool - 1, coll_mem_kind_name(coll_pool_kind(pool)),
+                 coll_kind_name((coll_kind_t)sub->coll),
+                 sub->compression != 0 ? " with compression" : "");
         return COLL_ERR_UNSUPPORTED;
     }
     return COLL_OK;

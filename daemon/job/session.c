@@ -130,15 +130,16 @@ static void on_free(coll_session_t *s, uint64_t off, uint32_t pool)
 {
     char what[48];
 
-    if (s->job != NULL && pool != 0) {
-        coll_devalloc_free(s, pool, off);
-    } else if (s->job == NULL || s->job->pool == NULL) {
+    if (s->job == NULL || s->job->pool == NULL) {
         coll_warn(COLL_SUB_SESSION, "session %llu: free of offset %llu before joining a job",
                   (unsigned long long)s->id, (unsigned long long)off);
-    } else if (coll_inflight_uses(s->job, s, off, what, sizeof(what))) {
-        coll_warn(COLL_SUB_SESSION, "session %llu (rank %u of job %s): free of offset %llu "
-                  "refused: its %s still uses it (kept until the job ends)",
-                  (unsigned long long)s->id, s->rank, s->job->id, (unsigned long long)off, what);
+    } else if (coll_inflight_uses(s->job, s, pool, off, what, sizeof(what))) {
+        coll_warn(COLL_SUB_SESSION, "session %llu (rank %u of job %s): free of offset %llu of "
+                  "pool %u refused: its %s still uses it (kept until the job ends)",
+                  (unsigned long long)s->id, s->rank, s->job->id, (unsigned long long)off, pool,
+                  what);
+    } else if (pool != 0) {
+        coll_devalloc_free(s, pool, off);
     } else if (coll_pool_free(s->job->pool, off, s) != COLL_OK) {
         coll_warn(COLL_SUB_SESSION, "session %llu: free of offset %llu it does not own",
                   (unsigned long long)s->id, (unsigned long long)off);

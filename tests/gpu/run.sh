@@ -12,7 +12,8 @@
 #             every dtype and operation at counts 0, 1, 1023 and 2^20 + 3, and the reduction's
 #             bandwidth at 256 MiB against the device's copy bandwidth
 #   gpu       ctest -L gpu on the real device: the device pool shared by 4 local ranks on one
-#             GPU (integration.devpool_1x4), and the tests over the fake device layer
+#             GPU (integration.devpool_1x4), 2 daemons x 2 ranks on one GPU over the staged path
+#             (integration.staged_2x2), and the tests over the fake device layer
 # and prints one line per check (PASS, FAIL or SKIP with why) and the kernel check's figures.
 # What it does not check yet is printed too, so the summary says what a device run covered.
 # Bounded: each step has a timeout; the whole run stays under 8 minutes on 16 cores.
@@ -80,7 +81,7 @@ grep -iE 'GB/s|bandwidth' "$logs/kernels.log" | sed 's/^/  /' | tee -a "$summary
 check gpu 240 sh -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 120"
 grep -E 'tests passed|Skipped|Failed' "$logs/gpu.log" | sed 's/^/  /' | tee -a "$summary"
 
-say "not covered by this run: collectives on device buffers between daemons (the staged path and"
-say "NCCL), the local reduce on the device with events, CUDA tensors in the torch backend"
+say "not covered by this run: NCCL between daemons, the local reduce on the device with events,"
+say "CUDA tensors in the torch backend"
 [ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
 exit "$failed"

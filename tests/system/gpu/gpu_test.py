@@ -14,9 +14,12 @@
              writes; while they hold their buffers /status and /metrics show the pool (bytes,
              what it holds, allocations, chunks) and the device's budget, and collectivectl
              status shows the device; then an allocation
-             beyond device_pool_budget is refused, a collective on device buffers is refused
-             (the daemon runs collectives on host memory only), and once the job ended the
+             beyond device_pool_budget is refused, a send from device buffers is refused
+             (the staged path runs collectives only), and once the job ended the
              device's pools hold nothing.
+  staged     Over the fake device layer: 2 local ranks run staged_check's collectives on
+             device buffers; /metrics then counts each of them once as a staged operation of
+             device 0 and the bytes copied both ways that their extents give.
 """
 
 import ctypes
@@ -156,18 +159,57 @@ def test_fake_pool(args, work):
         dv = h.status_json(d.status_sock)["devices"]["list"][0]
         h.check(dv["pool_held_bytes"] == 0 and dv["pools"] == 0 and dv["allocations"] == 0,
                 "device 0 after the job: %s" % dv)
-        h.check_no_warnings(d.log(), d.name, allowed=("host memory only",))
+        h.check_no_warnings(d.log(), d.name, allowed=("the staged path runs",))
     finally:
         d.stop()
 
 
-TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool}
+# ---- staged -----------------------------------------------------------------------------------
+
+SMALL = 1031  # staged_check's elements beside the allreduce's
+
+
+def staged_bytes(world, count):
+    """What the staged path copies on one node for staged_check's collectives, both ways: each
+    rank's input and output of each (nothing for the input of a broadcast's non-root or the
+    output of a reduce's)."""
+    f32, bf16 = 4, 2
+    return (world * 2 * (2 * count * f32)              # allreduce out of place and in place
+            + world * 2 * SMALL * bf16                 # bfloat16 allreduce in place
+            + 2 * world * (SMALL + SMALL * world) * f32  # all-gather, reduce-scatter
+            + 2 * (world + 1) * SMALL * f32)           # broadcast, reduce
+
+
+def test_staged(args, work):
+    env = h.clean_env()
+    env["COLL_DEVICE_FAKE"] = "1"
+    d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
+    world, count = 2, 5000
+    try:
+        ranks = [h.Rank(r, 0, [args.staged, "--count", str(count)],
+                        rank_env(d, "staged", r, world, True),
+                        os.path.join(work, "staged.r%d.out" % r), local=r, stdin_pipe=False)
+                 for r in range(world)]
+        wait_ranks(ranks, d)
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        ops = metric(text, "collectived_device_staged_operations_total", 'device="0"')
+        copied = metric(text, "collectived_device_staged_bytes_total", 'device="0"')
+        h.check(ops == 7 and copied == staged_bytes(world, count),
+                "staged metrics: %d operations, %d bytes; expected 7 and %d"
+                % (ops, copied, staged_bytes(world, count)))
+        h.check_no_warnings(d.log(), d.name)
+    finally:
+        d.stop()
+
+
+TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool, "staged": test_staged}
 
 
 def parser():
     p = h.named_parser(__doc__, TESTS)
     p.add_argument("--check", required=True, help="devpool_check")
     p.add_argument("--ctl", required=True, help="collectivectl")
+    p.add_argument("--staged", help="staged_check (the staged test)")
     return p
 
 

@@ -349,17 +349,17 @@ static void test_buffers_in_flight(void **state)
         coll_op_submit(&w.job[n], &w.sess[n][0], &s);
         fake_net_run(&w);
         if (n == 0) { /* node 1 has not submitted yet */
-            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.send[0][0]),
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], 0, offset(0, b.send[0][0]),
                                            what, sizeof(what)));
             assert_string_equal(what, "allreduce key 5");
-            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.recv[0][0]),
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], 0, offset(0, b.recv[0][0]),
                                            what, sizeof(what)));
-            assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, other), what,
+            assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], 0, offset(0, other), what,
                                             sizeof(what)));
         }
     }
     expect_done(COLL_OK);
-    assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], offset(0, b.send[0][0]), what,
+    assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], 0, offset(0, b.send[0][0]), what,
                                     sizeof(what)));
     fake_net_free(&w);
 }

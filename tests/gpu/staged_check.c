@@ -1,0 +1,387 @@
+/*
+ * staged_check: one rank of the staged path's checks (docs/gpu.md, "The staged path"), started
+ * by collective-launch with the COLL_* environment of its rank. With COLL_DEVICE_FAKE=1 (daemons
+ * and ranks) it runs over the fake device layer; on a machine with a GPU over the real one.
+ *
+ * Every buffer is in the job's pool on device 0; inputs are written and outputs read through
+ * copies on a stream of the device layer, and every output is checked against values computed
+ * here (small integers, exact in float32 and bfloat16 sums):
+ *   default     allreduce float32 SUM out of place over --count elements (default 1.5 Mi, more
+ *               than one staging chunk) and in place; bfloat16 SUM in place; all-gather,
+ *               reduce-scatter, broadcast from the last rank and reduce to rank 0 (float32);
+ *               coll_req_algo() of each names the staged path ("staged+...").
+ *   --mismatch  rank 0 allreduces a device buffer of 1024 elements, every other rank a host
+ *               buffer of 1025: every rank gets COLL_ERR_MISMATCH.
+ *   --mixed     an allreduce from a device buffer into a host-pool buffer is refused with
+ *               COLL_ERR_INVALID by the library (which ends the job, as any refusal does).
+ *   --compression SPEC  the float32 allreduces only (out of place and in place), compressed
+ *               with SPEC (coll_compression_parse()): "fp16" keeps these small integers exact.
+ *
+ * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
+ * layer in this process).
+ */
+#include <collective.h>
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/dev.h"
+
+#define SKIP 77
+#define SMALL 1031 /* elements of the collectives beside the allreduce */
+
+static const coll_dev_ops_t *ops;
+static const coll_op_params_t *params; /* the allreduces' (--compression), NULL: none */
+static coll_dev_stream_t stream;
+static coll_comm_t *comm;
+static int rank, world;
+
+/* Rank @p r's input element @p i. */
+static float value(int r, size_t i)
+{
+    return (float)(r + 1) + (float)(i % 5);
+}
+
+/* The sum over every rank of element @p i of their inputs. */
+static float sum(size_t i)
+{
+    return (float)(world * (world + 1) / 2) + (float)world * (float)(i % 5);
+}
+
+static int copy(void *dst, const void *src, size_t n)
+{
+    if (ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, n, stream) != COLL_OK ||
+        ops->stream_sync(stream) != COLL_OK) {
+        fprintf(stderr, "rank %d: copy of %zu bytes: %s\n", rank, n, coll_dev_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    coll_status_t st = coll_mem_alloc_on(comm, bytes, COLL_MEMORY_CUDA, 0, &p);
+
+    if (st != COLL_OK) {
+        fprintf(stderr, "rank %d: coll_mem_alloc_on(%zu): %s: %s\n", rank, bytes,
+                coll_err_name(st), coll_comm_last_error(comm));
+    }
+    return st == COLL_OK ? p : NULL;
+}
+
+/* Wait for a collective's request; its algorithm's name into @p algo. */
+static coll_status_t finish(coll_status_t st, coll_request_t *req, char *algo, size_t len)
+{
+    algo[0] = '\0';
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(req, 30000);
+        snprintf(algo, len, "%s", coll_req_algo(req));
+        coll_req_free(req);
+    }
+    return st;
+}
+
+/* The collective @p what completed on the staged path; its output @p got equals @p want. */
+static int check(const char *what, coll_status_t st, const char *algo, const float *got,
+                 const float *want, size_t n)
+{
+    if (st != COLL_OK) {
+        fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_err_name(st),
+                coll_comm_last_error(comm));
+        return -1;
+    }
+    if (strncmp(algo, "staged+", 7) != 0) {
+        fprintf(stderr, "rank %d: %s ran as '%s', not on the staged path\n", rank, what, algo);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] != want[i]) {
+            fprintf(stderr, "rank %d: %s: element %zu is %g, expected %g\n", rank, what, i,
+                    (double)got[i], (double)want[i]);
+            return -1;
+        }
+    }
+    printf("rank %d: %s of %zu elements right (%s)\n", rank, what, n, algo);
+    return 0;
+}
+
+/* Float32 SUM allreduce of @p n elements from @p in into @p out (device buffers, maybe the
+ * same), through @p h (2n floats of host memory). */
+static int allreduce_f32(const char *what, float *in, float *out, size_t n, float *h)
+{
+    coll_request_t *req = NULL;
+    char algo[32];
+    coll_status_t st;
+
+    for (size_t i = 0; i < n; i++) {
+        h[i] = value(rank, i);
+        h[n + i] = sum(i);
+    }
+    if (copy(in, h, n * 4) < 0) {
+        return -1;
+    }
+    st = coll_allreduce_async(comm, in, out, n, COLL_FLOAT32, COLL_SUM, params, &req);
+    st = finish(st, req, algo, sizeof(algo));
+    if (st == COLL_OK && copy(h, out, n * 4) < 0) {
+        return -1;
+    }
+    return check(what, st, algo, h, h + n, n);
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16); /* exact: small integers */
+}
+
+static float from_bf16(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Bfloat16 SUM allreduce in place of SMALL elements. */
+static int allreduce_bf16(float *h)
+{
+    uint16_t *d = dev_alloc(SMALL * 2), *b = (uint16_t *)(h + 2 * SMALL);
+    coll_request_t *req = NULL;
+    char algo[32];
+    coll_status_t st;
+
+    for (size_t i = 0; i < SMALL && d != NULL; i++) {
+        b[i] = to_bf16(value(rank, i));
+        h[SMALL + i] = sum(i);
+    }
+    if (d == NULL || copy(d, b, SMALL * 2) < 0) {
+        return -1;
+    }
+    st = coll_allreduce_async(comm, d, d, SMALL, COLL_BFLOAT16, COLL_SUM, NULL, &req);
+    st = finish(st, req, algo, sizeof(algo));
+    if (st == COLL_OK && copy(b, d, SMALL * 2) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < SMALL; i++) {
+        h[i] = from_bf16(b[i]);
+    }
+    coll_mem_free(comm, d);
+    return check("bfloat16 allreduce in place", st, algo, h, h + SMALL, SMALL);
+}
+
+enum { ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, NCASES };
+
+static const char *const case_names[NCASES] = {"all-gather", "reduce-scatter",
+                                               "broadcast from the last rank", "reduce to rank 0"};
+
+/* Elements of case @p c's input and of the output this rank checks. */
+static void extent(int c, size_t *in_p, size_t *out_p)
+{
+    *in_p = c == REDUCE_SCATTER ? SMALL * (size_t)world : SMALL;
+    *out_p = c == ALLGATHER ? SMALL * (size_t)world : c == REDUCE && rank != 0 ? 0 : SMALL;
+}
+
+/* Element @p i of what case @p c writes into this rank's output. */
+static float expected(int c, size_t i)
+{
+    switch (c) {
+    case ALLGATHER: return value((int)(i / SMALL), i % SMALL);
+    case REDUCE_SCATTER: return sum((size_t)rank * SMALL + i);
+    case BROADCAST: return value(world - 1, i);
+    default: return sum(i);
+    }
+}
+
+static coll_status_t start(int c, const float *in, float *out, coll_request_t **req)
+{
+    switch (c) {
+    case ALLGATHER:
+        return coll_allgather_async(comm, in, out, SMALL, COLL_FLOAT32, NULL, req);
+    case REDUCE_SCATTER:
+        return coll_reduce_scatter_async(comm, in, out, SMALL, COLL_FLOAT32, COLL_SUM, NULL, req);
+    case BROADCAST:
+        return coll_broadcast_async(comm, in, out, SMALL, COLL_FLOAT32, world - 1, NULL, req);
+    default:
+        return coll_reduce_async(comm, in, out, SMALL, COLL_FLOAT32, COLL_SUM, 0, NULL, req);
+    }
+}
+
+/* Case @p c on device buffers of its own, through @p h (host memory for 2 (world + 1) SMALL
+ * floats). */
+static int run_case(int c, float *h)
+{
+    size_t nin, nout;
+    float *in, *out;
+    coll_request_t *req = NULL;
+    char algo[32];
+    coll_status_t st;
+    int rc;
+
+    extent(c, &nin, &nout);
+    if ((in = dev_alloc(nin * 4)) == NULL || (out = dev_alloc(SMALL * (size_t)world * 4)) == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < nin; i++) {
+        h[i] = value(rank, i);
+    }
+    if (copy(in, h, nin * 4) < 0) {
+        return -1;
+    }
+    st = start(c, in, out, &req);
+    st = finish(st, req, algo, sizeof(algo));
+    for (size_t i = 0; i < nout; i++) {
+        h[nout + i] = expected(c, i);
+    }
+    rc = st == COLL_OK && copy(h, out, nout * 4) < 0
+             ? -1
+             : check(case_names[c], st, algo, h, h + nout, nout);
+    coll_mem_free(comm, out);
+    coll_mem_free(comm, in);
+    return rc;
+}
+
+/* The float32 allreduces only, compressed with --compression's method. */
+static int run_compressed(size_t count)
+{
+    float *h = malloc(count * 2 * sizeof(float));
+    float *a = dev_alloc(count * 4), *b = dev_alloc(count * 4);
+    int rc = h == NULL || a == NULL || b == NULL ? -1 : 0;
+
+    if (rc == 0) {
+        rc = allreduce_f32("compressed float32 allreduce", a, b, count, h);
+    }
+    if (rc == 0) {
+        rc = allreduce_f32("compressed float32 allreduce in place", b, b, count, h);
+    }
+    free(h);
+    return rc;
+}
+
+static int run_all(size_t count)
+{
+    float *h = malloc((count > SMALL * 8 ? count : SMALL * 8) * 2 * sizeof(float) +
+                      2 * SMALL * (size_t)world * sizeof(float));
+    float *a = dev_alloc(count * 4), *b = dev_alloc(count * 4);
+    int rc = h == NULL || a == NULL || b == NULL ? -1 : 0;
+
+    if (rc == 0) {
+        rc = allreduce_f32("float32 allreduce", a, b, count, h);
+    }
+    if (rc == 0) {
+        rc = allreduce_f32("float32 allreduce in place", b, b, count, h);
+    }
+    if (rc == 0) {
+        rc = allreduce_bf16(h);
+    }
+    for (int c = 0; c < NCASES && rc == 0; c++) {
+        rc = run_case(c, h);
+    }
+    coll_mem_free(comm, b);
+    coll_mem_free(comm, a);
+    free(h);
+    return rc;
+}
+
+static int expect(coll_status_t st, coll_status_t want, const char *what)
+{
+    if (st != want) {
+        fprintf(stderr, "rank %d: %s: expected %s, got %s: %s\n", rank, what,
+                coll_err_name(want), coll_err_name(st), coll_comm_last_error(comm));
+        return -1;
+    }
+    printf("rank %d: %s: %s as expected: %s\n", rank, what, coll_err_name(st),
+           coll_comm_last_error(comm));
+    return 0;
+}
+
+/* Rank 0 on the device with 1024 elements, the others in the host pool with 1025. */
+static int run_mismatch(void)
+{
+    size_t n = rank == 0 ? 1024 : 1025;
+    void *buf = NULL;
+    coll_request_t *req = NULL;
+    char algo[32];
+    coll_status_t st = rank == 0 ? ((buf = dev_alloc(n * 4)) != NULL ? COLL_OK : COLL_ERR_NOMEM)
+                                 : coll_mem_alloc(comm, n * 4, &buf);
+
+    if (st != COLL_OK) {
+        return -1;
+    }
+    st = coll_allreduce_async(comm, buf, buf, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    return expect(finish(st, req, algo, sizeof(algo)), COLL_ERR_MISMATCH,
+                  "an allreduce whose counts disagree");
+}
+
+/* Send on the device, receive in the host pool: refused by the library, which ends the job (as
+ * any refused submission does). */
+static int run_mixed(void)
+{
+    float *d = dev_alloc(SMALL * 4), *h = NULL;
+    coll_request_t *req = NULL;
+    coll_status_t st = coll_mem_alloc(comm, SMALL * 4, (void **)&h);
+
+    if (d == NULL || st != COLL_OK) {
+        return -1;
+    }
+    /* Every rank holds its buffers before the first refusal ends the job (a host allreduce). */
+    memset(h, 0, SMALL * 4);
+    if ((st = coll_allreduce(comm, h, h, SMALL, COLL_FLOAT32, COLL_SUM)) != COLL_OK) {
+        return expect(st, COLL_OK, "a host allreduce");
+    }
+    st = coll_allreduce_async(comm, d, h, SMALL, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    return expect(st, COLL_ERR_INVALID, "an allreduce from the device into the host pool");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"count", required_argument, NULL, 'n'},
+                                         {"mismatch", no_argument, NULL, 'm'},
+                                         {"mixed", no_argument, NULL, 'x'},
+                                         {"compression", required_argument, NULL, 'c'},
+                                         {NULL, 0, NULL, 0}};
+    static coll_op_params_t compressed = {.field_mask = COLL_OP_PARAM_COMPRESSION};
+    size_t count = 3u << 19;
+    int c, mode = 0, rc;
+    coll_status_t st;
+
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'n') {
+            count = (size_t)atol(optarg);
+        } else if (c == 'm' || c == 'x') {
+            mode = c;
+        } else if (c == 'c' && coll_compression_parse(optarg, &compressed.compression) == COLL_OK) {
+            mode = c;
+            params = &compressed;
+        } else {
+            fprintf(stderr, "usage: staged_check [--count N] [--mismatch | --mixed | "
+                    "--compression SPEC]\n");
+            return 2;
+        }
+    }
+    if (coll_dev_open(&ops) != COLL_OK || ops->stream_create(0, &stream) != COLL_OK) {
+        printf("skipped: no CUDA device (%s%s%s)\n", coll_dev_status(),
+               coll_dev_error()[0] != '\0' ? "; " : "", coll_dev_error());
+        return SKIP;
+    }
+    if ((st = coll_comm_create(NULL, &comm)) != COLL_OK) {
+        fprintf(stderr, "staged_check: joining the job: %s: %s\n", coll_strerror(st),
+                coll_comm_last_error(NULL));
+        return 1;
+    }
+    rank = coll_comm_rank(comm);
+    world = coll_comm_world_size(comm);
+    rc = mode == 'm'   ? run_mismatch()
+         : mode == 'x' ? run_mixed()
+         : mode == 'c' ? run_compressed(count)
+                       : run_all(count);
+    if (rc == 0) {
+        printf("rank %d: done\n", rank);
+    }
+    coll_comm_destroy(comm);
+    ops->stream_destroy(stream);
+    return rc == 0 ? 0 : 1;
+}

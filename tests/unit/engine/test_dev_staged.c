@@ -1,0 +1,232 @@
+/*
+ * Unit tests of the staged path (engine/dev_staged.h) over the fake net layer (fake_net.h) and the
+ * fake device layer (COLL_DEVICE_FAKE=1 in this test's environment): 2 nodes of 2 local ranks
+ * whose buffers are in each job's pool on device 0, submitted as the job layer does.
+ *
+ *   a ring allreduce on device buffers: every output right (values computed here), the inputs
+ *   untouched, the completion names "staged+ring", each device counts one staged operation
+ *   and the bytes copied both ways; while it waits for the other node its device buffers are
+ *   in flight (a free of them is refused);
+ *   an in-place allreduce whose local ranks hold it in different memory kinds (one device
+ *   buffer, one host buffer) gives both the same sum;
+ *   a copy back that the device layer refuses fails the job on that node with the layer's
+ *   words, and its ranks get the error instead of a success.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/dev_pools.h"
+#include "core/devices.h"
+#include "engine/inflight.h"
+#include "fake_net.h"
+
+#define N 2
+#define L 2
+#define COUNT 3000 /* floats: several ring segments of 1 KiB */
+
+static fake_world_t w;
+
+static float input(uint32_t r, size_t i)
+{
+    return (float)((r + 1) * 100 + (i % 31));
+}
+
+static float total(size_t i)
+{
+    float t = 0;
+    for (uint32_t r = 0; r < N * L; r++) {
+        t += input(r, i);
+    }
+    return t;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    fake_net_init(&w, N, L, 1024, 64 << 20, FAKE_EAGER);
+    for (uint32_t n = 0; n < N; n++) {
+        coll_devices_open(&w.d[n].devices, 64 << 20);
+        if (w.d[n].devices.n != 1) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fake_net_free(&w);
+    for (uint32_t n = 0; n < N; n++) {
+        coll_dev_pools_destroy(&w.job[n]);
+    }
+    return 0;
+}
+
+/* A buffer of @p bytes of local rank @p l of node @p n in its job's pool on device 0 (pool id
+ * 1), its offset in *off_p. */
+static float *dev_buf(uint32_t n, uint32_t l, size_t bytes, uint64_t *off_p)
+{
+    coll_dev_pool_t *dp;
+    char err[256];
+    size_t off;
+
+    assert_int_equal(coll_dev_pool_get(&w.job[n], 0, &dp, err, sizeof(err)), COLL_OK);
+    assert_int_equal(coll_pool_alloc(dp->pool, bytes, &w.sess[n][l], &off), COLL_OK);
+    *off_p = off;
+    return (float *)(coll_pool_base(dp->pool) + off);
+}
+
+static void submit(uint32_t n, uint32_t l, uint32_t key, uint32_t pool, uint64_t send,
+                   uint64_t recv)
+{
+    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+
+    s.req_id = key;
+    s.key = key;
+    s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
+    s.dtype = COLL_FLOAT32;
+    s.op = COLL_SUM;
+    s.count = COUNT;
+    s.algo = COLL_ALGO_RING;
+    s.pool = pool;
+    s.send_offset = send;
+    s.recv_offset = recv;
+    coll_op_submit(&w.job[n], &w.sess[n][l], &s);
+    fake_net_run(&w);
+}
+
+static void test_allreduce(void **state)
+{
+    float *in[N][L], *out[N][L];
+    uint64_t ino[N][L], outo[N][L];
+    char what[64];
+    (void)state;
+
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            in[n][l] = dev_buf(n, l, COUNT * 4, &ino[n][l]);
+            out[n][l] = dev_buf(n, l, COUNT * 4, &outo[n][l]);
+            for (size_t i = 0; i < COUNT; i++) {
+                in[n][l][i] = input(n * L + l, i);
+                out[n][l][i] = -1;
+            }
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            submit(n, l, 11, 1, ino[n][l], outo[n][l]);
+        }
+        if (n == 0) { /* node 1 has not submitted yet */
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], 1, outo[0][0], what,
+                                           sizeof(what)));
+            assert_false(coll_inflight_uses(&w.job[0], &w.sess[0][0], 0, outo[0][0], what,
+                                            sizeof(what)));
+            assert_int_equal(out[0][0][0], -1);
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = fake_net_done(&w, n, l, 11);
+            assert_non_null(d);
+            assert_int_equal(d->status, COLL_OK);
+            assert_string_equal(d->algo, "staged+ring");
+            for (size_t i = 0; i < COUNT; i++) {
+                assert_true(out[n][l][i] == total(i) && in[n][l][i] == input(n * L + l, i));
+            }
+        }
+        assert_int_equal(w.d[n].devices.dev[0].staged_ops, 1);
+        assert_int_equal(w.d[n].devices.dev[0].staged_bytes, (uint64_t)L * 2 * COUNT * 4);
+    }
+}
+
+/* Local rank 0 of each node in place on the device, local rank 1 in place in the host pool. */
+static void test_mixed_kinds(void **state)
+{
+    float *b[N][L];
+    uint64_t off[N][L];
+    (void)state;
+
+    for (uint32_t n = 0; n < N; n++) {
+        b[n][0] = dev_buf(n, 0, COUNT * 4, &off[n][0]);
+        b[n][1] = fake_net_alloc(&w, n, 1, COUNT * 4);
+        off[n][1] = (uint64_t)((uint8_t *)b[n][1] - coll_pool_base(w.job[n].pool));
+        for (uint32_t l = 0; l < L; l++) {
+            for (size_t i = 0; i < COUNT; i++) {
+                b[n][l][i] = input(n * L + l, i);
+            }
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            submit(n, l, 12, l == 0 ? 1 : 0, off[n][l], off[n][l]);
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = fake_net_done(&w, n, l, 12);
+            assert_true(d != NULL && d->status == COLL_OK);
+            for (size_t i = 0; i < COUNT; i++) {
+                assert_true(b[n][l][i] == total(i));
+            }
+        }
+    }
+}
+
+/* The device layer of node 0, but its copies fail from the @c fail_from-th on. */
+static coll_dev_ops_t failing;
+static const coll_dev_ops_t *real;
+static int copies, fail_from;
+
+static coll_status_t failing_copy(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s)
+{
+    if (++copies >= fail_from) {
+        return coll__dev_fail(COLL_ERR_IO, "cuMemcpyAsync: CUDA_ERROR_ILLEGAL_ADDRESS (test)");
+    }
+    return real->copy_async(dst, src, bytes, s);
+}
+
+static void test_copy_back_refused(void **state)
+{
+    uint64_t ino, outo;
+    (void)state;
+
+    real = w.d[0].devices.ops;
+    failing = *real;
+    failing.copy_async = failing_copy;
+    w.d[0].devices.ops = &failing;
+    copies = 0;
+    fail_from = L + 1; /* the copies in (one chunk per rank) pass, the first copy back fails */
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            dev_buf(n, l, COUNT * 4, &ino);
+            dev_buf(n, l, COUNT * 4, &outo);
+            submit(n, l, 13, 1, ino, outo);
+        }
+    }
+    w.d[0].devices.ops = real;
+    for (uint32_t l = 0; l < L; l++) {
+        const fake_done_t *d = fake_net_done(&w, 0, l, 13);
+        assert_non_null(d);
+        assert_int_equal(d->status, COLL_ERR_IO);
+        assert_non_null(strstr(d->error, "could not copy the results back"));
+        assert_non_null(strstr(d->error, "CUDA_ERROR_ILLEGAL_ADDRESS"));
+    }
+    assert_int_equal(w.job[0].state, COLL_JOB_FAILED);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allreduce),
+        cmocka_unit_test(test_mixed_kinds),
+        cmocka_unit_test(test_copy_back_refused),
+    };
+    return cmocka_run_group_tests_name("dev_staged", tests, setup, teardown);
+}

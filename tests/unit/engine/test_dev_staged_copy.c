@@ -1,0 +1,157 @@
+/*
+ * Unit tests of the staged path's copies (engine/dev_staged_copy.h) over the fake device
+ * layer, wrapped so that every call is recorded: the chunk plan (every byte once, in order,
+ * alternate streams, the last chunk short), the copies queued in that order with the data
+ * where it belongs, both streams waited for, and a refused chunk that stops the queue but not
+ * the wait.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/dev_staged_copy.h"
+
+#define MAX_CALLS 64
+
+/* One call the wrapped layer was asked. */
+typedef struct {
+    int sync;                 /* 1: a stream sync, 0: a copy */
+    uint64_t dst, src, bytes;
+    coll_dev_stream_t stream;
+} call_t;
+
+static call_t calls[MAX_CALLS]; /* in order */
+static int ncalls;
+static int refuse_copy = -1; /* the copy call (0-based) refused with COLL_ERR_IO, -1: none */
+static int ncopies;
+
+static coll_status_t rec_copy(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s)
+{
+    assert_true(ncalls < MAX_CALLS);
+    calls[ncalls++] = (call_t){0, dst, src, bytes, s};
+    if (ncopies++ == refuse_copy) {
+        return coll__dev_fail(COLL_ERR_IO, "copy refused by the test");
+    }
+    return coll_dev_fake.copy_async(dst, src, bytes, s);
+}
+
+static coll_status_t rec_sync(coll_dev_stream_t s)
+{
+    assert_true(ncalls < MAX_CALLS);
+    calls[ncalls++] = (call_t){1, 0, 0, 0, s};
+    return coll_dev_fake.stream_sync(s);
+}
+
+static coll_dev_ops_t rec;
+static coll_dev_stream_t streams[2];
+
+static int setup(void **state)
+{
+    (void)state;
+    rec = coll_dev_fake;
+    rec.copy_async = rec_copy;
+    rec.stream_sync = rec_sync;
+    return coll__dev_fake_init(1) != COLL_OK ||
+                   coll_dev_fake.stream_create(0, &streams[0]) != COLL_OK ||
+                   coll_dev_fake.stream_create(0, &streams[1]) != COLL_OK
+               ? -1
+               : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    coll_dev_fake.stream_destroy(streams[0]);
+    coll_dev_fake.stream_destroy(streams[1]);
+    return 0;
+}
+
+static void reset(int refuse)
+{
+    ncalls = ncopies = 0;
+    refuse_copy = refuse;
+}
+
+static void test_plan(void **state)
+{
+    static const uint64_t sizes[] = {0, 1, 4095, 4096, 4097, 3 * 4096, 3 * 4096 + 7};
+    (void)state;
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        uint64_t bytes = sizes[k], n = coll_dev_staged_nchunks(bytes, 4096), end = 0;
+        assert_int_equal(n, (bytes + 4095) / 4096);
+        for (uint64_t i = 0; i < n; i++) {
+            coll_dev_staged_chunk_t c = coll_dev_staged_chunk(bytes, 4096, i);
+            assert_int_equal(c.off, end);
+            assert_true(c.len > 0 && c.len <= 4096);
+            assert_true(i + 1 == n || c.len == 4096);
+            assert_int_equal(c.stream, i % 2);
+            end += c.len;
+        }
+        assert_int_equal(end, bytes);
+    }
+}
+
+/* 10 KiB in chunks of 4 KiB: three copies in order on streams 0, 1, 0, then both waited for. */
+static void test_queue_and_wait(void **state)
+{
+    size_t bytes = 10 * 1024;
+    uint8_t *src = malloc(bytes), *dst = calloc(1, bytes);
+    (void)state;
+
+    for (size_t i = 0; i < bytes; i++) {
+        src[i] = (uint8_t)(i * 7 + 3);
+    }
+    reset(-1);
+    assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
+                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_OK);
+    assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
+    assert_int_equal(ncalls, 5);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(calls[i].sync, 0);
+        assert_int_equal(calls[i].dst, (uint64_t)(uintptr_t)dst + (uint64_t)i * 4096);
+        assert_int_equal(calls[i].src, (uint64_t)(uintptr_t)src + (uint64_t)i * 4096);
+        assert_int_equal(calls[i].bytes, i < 2 ? 4096 : 2048);
+        assert_ptr_equal(calls[i].stream, streams[i % 2]);
+    }
+    assert_true(calls[3].sync && calls[3].stream == streams[0]);
+    assert_true(calls[4].sync && calls[4].stream == streams[1]);
+    assert_memory_equal(dst, src, bytes);
+    free(src);
+    free(dst);
+}
+
+/* The second chunk refused: no third is queued, the error comes back with the layer's words,
+ * and the wait still syncs both streams. */
+static void test_refused_chunk(void **state)
+{
+    size_t bytes = 10 * 1024;
+    uint8_t *src = calloc(1, bytes), *dst = calloc(1, bytes);
+    (void)state;
+
+    reset(1);
+    assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
+                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_ERR_IO);
+    assert_int_equal(ncalls, 2);
+    assert_non_null(strstr(coll_dev_error(), "refused by the test"));
+    assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
+    assert_int_equal(ncalls, 4);
+    assert_true(calls[2].sync && calls[3].sync && calls[2].stream != calls[3].stream);
+    free(src);
+    free(dst);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_queue_and_wait),
+        cmocka_unit_test(test_refused_chunk),
+    };
+    return cmocka_run_group_tests_name("dev_staged_copy", tests, setup, teardown);
+}
