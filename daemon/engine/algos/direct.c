@@ -58,9 +58,11 @@ static coll_status_t post(coll_op_t *op, direct_t *d, coll_xfer_t *x, int send, 
     /* The first 2 nnodes transfers carry descriptors: not counted as data (coll_op_send()). */
     int desc = x < d->xfers + 2 * op->grp->nnodes;
 
+    coll_status_t st;
+
     *x = (coll_xfer_t){.op = op, .kind = desc ? COLL_TAG_DESC : COLL_TAG_AG,
                        .is_send = (uint8_t)send};
-    coll_status_t st = send ? coll_op_send(op, node, t, buf, len, x) : coll_op_recv(op, node, t, buf, len, x);
+    st = send ? coll_op_send(op, node, t, buf, len, x) : coll_op_recv(op, node, t, buf, len, x);
     if (st == COLL_OK) {
         d->pending++;
     }

@@ -35,7 +35,7 @@
 typedef struct {
     char counts[MAX_COUNTS][TOKEN_MAX];
     int ncounts;
-    int mismatch;      /* 0: none, else COLL_KIND-like: 1 gather, 2 scatter */
+    int mismatch;      /* 0: none, else GATHER or SCATTER */
     int mismatch_rank;
     int bad_root;
     int timeout_ms;
@@ -346,7 +346,10 @@ static void parse_opts(int argc, char **argv, opts_t *o)
                           : strcmp(optarg, "scatter") == 0 ? SCATTER : -1;
             bad = o->mismatch < 0;
             break;
-        case 'r': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_rank = (int)v; break;
+        case 'r':
+            bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0;
+            o->mismatch_rank = (int)v;
+            break;
         case 'b': o->bad_root = 1; break;
         case 't': bad = check_parse_int(optarg, 1, 3600000, &v) < 0; o->timeout_ms = (int)v; break;
         case 'h': usage(stdout); exit(0);
