@@ -384,8 +384,8 @@ COLL_API coll_status_t coll_mem_query(coll_comm_t *comm, const void *ptr, coll_m
  * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count (the
  * thresholds come from the job's root daemon, so every node chooses alike). The environment
  * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct) forces one for a rank's
- * collectives;
- * ranks of a job must agree (a disagreement fails the operation with COLL_ERR_MISMATCH).
+ * collectives; ranks of a job must agree (a disagreement fails the operation with
+ * COLL_ERR_MISMATCH).
  * A collective that an algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
  */
 typedef enum {
