@@ -10,8 +10,8 @@
  * ranks that disagree on count, datatype or root fail with COLL_ERR_MISMATCH on every rank
  * (the failure reaches the nodes that agreed with their neighbours too), with no output
  * written (a gather's other nodes send their blocks at once; what the root never receives is
- * dropped with the job's worker). The engine's own check with the previous node still runs,
- * and the descriptors that reach the root before it are parked until it passed (op.h).
+ * dropped with the job's worker). The engine's own check with the previous node still runs;
+ * descriptors and verdicts that arrive before it passed wait for it (parked, op.h).
  *
  * Messages (proto/tag.h): the descriptor of node n has kind COLL_TAG_AG, step n, column 0; the
  * verdict to node n kind COLL_TAG_RS, step n, column 0; the block of the rank that is local
