@@ -23,7 +23,7 @@ static const char *const redops[COLL_REDOP_COUNT] = {
 static const char *const algos[COLL_ALGO_COUNT] = {
     [COLL_ALGO_AUTO] = "auto",   [COLL_ALGO_RING] = "ring",
     [COLL_ALGO_RD] = "rd",       [COLL_ALGO_CHAIN] = "chain",
-    [COLL_ALGO_DISSEMINATION] = "dissemination",
+    [COLL_ALGO_DISSEMINATION] = "dissemination", [COLL_ALGO_DIRECT] = "direct",
 };
 
 size_t coll_dtype_size(coll_dtype_t dtype)

@@ -389,8 +389,9 @@ COLL_API coll_status_t coll_mem_query(coll_comm_t *comm, const void *ptr, coll_m
 /**
  * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count (the
  * thresholds come from the job's root daemon, so every node chooses alike). The environment
- * variable COLL_ALGO (auto, ring, rd, chain, dissemination) forces one for a rank's collectives;
- * ranks of a job must agree (a disagreement fails the operation with COLL_ERR_MISMATCH).
+ * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct) forces one for a rank's
+ * collectives; ranks of a job must agree (a disagreement fails the operation with
+ * COLL_ERR_MISMATCH).
  * A collective that an algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
  */
 typedef enum {
@@ -405,6 +406,9 @@ typedef enum {
     COLL_ALGO_CHAIN = 3,
     /** Dissemination (Hensgen, Finkel & Manber 1988): barrier in ceil(log2(nodes)) rounds. */
     COLL_ALGO_DISSEMINATION = 4,
+    /** Direct: the root's node exchanges each rank's block with that rank's node, once every
+     *  node's descriptor reached it. Gather and scatter. */
+    COLL_ALGO_DIRECT = 5,
     COLL_ALGO_COUNT
 } coll_algo_t;
 
@@ -634,6 +638,39 @@ COLL_API coll_status_t coll_reduce_async(coll_comm_t *comm, const void *sendbuf,
                                          size_t count, coll_dtype_t dtype, coll_redop_t op,
                                          int root, const coll_op_params_t *params,
                                          coll_request_t **req_p);
+
+/**
+ * @brief Gather: rank @p root's @p recvbuf (world_size blocks of @p count elements) receives
+ *        every rank's @p sendbuf (@p count elements) at that rank's block, in rank order.
+ *        @p recvbuf is written at the root only (may be NULL elsewhere). In place at the root
+ *        when its @p sendbuf is its own block of @p recvbuf.
+ * Every rank must give the same @p count, @p dtype and @p root: the root's node compares every
+ * node's descriptor before it writes a byte, so a disagreement fails the operation on every
+ * rank with COLL_ERR_MISMATCH and the root's @p recvbuf untouched.
+ * @return As the collectives above; COLL_ERR_INVALID also for @p root outside 0 .. world_size
+ *         - 1 (the job fails, as for every refused submission) and for a @p count whose
+ *         world_size blocks overflow.
+ * Algorithm: COLL_ALGO_DIRECT.
+ */
+COLL_API coll_status_t coll_gather_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, coll_dtype_t dtype, int root,
+                                         const coll_op_params_t *params, coll_request_t **req_p);
+
+/**
+ * @brief Scatter: every rank r's @p recvbuf (@p count elements) receives block r of rank
+ *        @p root's @p sendbuf (world_size blocks of @p count elements). @p sendbuf is read at
+ *        the root only (may be NULL elsewhere). In place at the root when its @p recvbuf is its
+ *        own block of @p sendbuf.
+ * Every rank must give the same @p count, @p dtype and @p root: the root's node sends nothing
+ * before it has compared every node's descriptor, so a disagreement fails the operation on
+ * every rank with COLL_ERR_MISMATCH and no @p recvbuf written.
+ * @return As coll_gather_async().
+ * Algorithm: COLL_ALGO_DIRECT.
+ */
+COLL_API coll_status_t coll_scatter_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, coll_dtype_t dtype, int root,
+                                          const coll_op_params_t *params,
+                                          coll_request_t **req_p);
 
 /**
  * @brief Barrier: completes on a rank only after every rank of the job has entered it.

@@ -9,7 +9,8 @@
 
 static const char *const colls[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast",
                                     "reduce",    "barrier",        "send",       "recv",
-                                    "ps-register", "ps-step",      "ps-save",    "ps-load"};
+                                    "ps-register", "ps-step",      "ps-save",    "ps-load",
+                                    "gather",      "scatter"};
 
 const char *coll_kind_name(coll_kind_t kind)
 {
@@ -32,6 +33,8 @@ void coll_kind_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uin
     case COLL_KIND_PS_REGISTER: recv = 0; break;
     case COLL_KIND_PS_SAVE: send = 0; break;
     case COLL_KIND_PS_LOAD: send = recv = 0; break;
+    case COLL_KIND_GATHER: recv = rank == root ? count * world_size : 0; break;
+    case COLL_KIND_SCATTER: send = rank == root ? count * world_size : 0; break;
     default: break;
     }
     *send_p = send;
@@ -45,8 +48,10 @@ int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t 
         return 1;
     }
     switch (kind) {
-    case COLL_KIND_REDUCE_SCATTER: return ro == so + rank * rbytes;
-    case COLL_KIND_ALLGATHER: return so == ro + rank * sbytes;
+    case COLL_KIND_REDUCE_SCATTER:
+    case COLL_KIND_SCATTER: return ro == so + rank * rbytes;
+    case COLL_KIND_ALLGATHER:
+    case COLL_KIND_GATHER: return so == ro + rank * sbytes;
     case COLL_KIND_PS_STEP: return 0; /* the gradients are the scratch of the parameters */
     default: return so == ro && sbytes == rbytes;
     }
@@ -55,8 +60,7 @@ int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t 
 void coll_desc_make(const coll_submission_t *s, const coll_desc_ctx_t *ctx, coll_desc_t *d)
 {
     coll_kind_t kind = (coll_kind_t)s->coll;
-    int rooted = kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE ||
-                 kind == COLL_KIND_PS_STEP;
+    int rooted = coll_kind_is_rooted(kind) || kind == COLL_KIND_PS_STEP;
     int compressed = s->compression != 0;
 
     memset(d, 0, sizeof(*d));

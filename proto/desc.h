@@ -35,13 +35,25 @@ typedef enum {
     COLL_KIND_PS_STEP = 9,     /**< one bucket's optimizer step */
     COLL_KIND_PS_SAVE = 10,    /**< a node's shard of the optimizer state, out */
     COLL_KIND_PS_LOAD = 11,    /**< and in */
+    COLL_KIND_GATHER = 12,     /**< every rank's block to the root, in rank order */
+    COLL_KIND_SCATTER = 13,    /**< block r of the root's buffer to rank r */
 } coll_kind_t;
+
+/** The highest kind (a new kind goes after it, and this follows). */
+#define COLL_KIND_LAST COLL_KIND_SCATTER
 
 /** @return 1 for point-to-point kinds (send, recv), which match by peer and key; every other
  *          kind is an operation of every rank of the job, matched by key. */
 static inline int coll_kind_is_p2p(uint32_t kind)
 {
     return kind == COLL_KIND_SEND || kind == COLL_KIND_RECV;
+}
+
+/** @return 1 for the kinds whose descriptor compares a root (the others carry root 0). */
+static inline int coll_kind_is_rooted(uint32_t kind)
+{
+    return kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE || kind == COLL_KIND_GATHER ||
+           kind == COLL_KIND_SCATTER;
 }
 
 /** @return 1 for the parameter service's kinds. */
@@ -136,7 +148,8 @@ void coll_kind_extent(coll_kind_t kind, uint64_t count, uint32_t world_size, uin
  * @brief Whether rank @p rank may place its send bytes [@p so, @p so + @p sbytes) and receive
  *        bytes [@p ro, @p ro + @p rbytes) of an operation of @p kind so: apart, or in place the
  *        one way the collective allows (the same buffer; for reduce-scatter the receive buffer
- *        is the rank's own block of the send buffer, for all-gather the other way round; never
+ *        is the rank's own block of the send buffer, for all-gather the other way round, for
+ *        scatter as for reduce-scatter at the root, for gather as for all-gather; never
  *        for a parameter-service step). Empty ranges never overlap. Offsets and sizes are the
  *        pool's (no sum overflows). The library checks this at submission, before anything
  *        is posted, and every daemon again for what reaches it.

@@ -19,7 +19,10 @@
  *   bits 22..0   key (low 23 bits)
  * A stage's messages (the parameter service's exchange of sums, engine/stage.h) have kind 0
  * like the descriptor, column 1 + their round and the sending node as the step
- * (coll_tag_stage()); the descriptor's column is 0.
+ * (coll_tag_stage()); the descriptor's column is 0. The direct gather and scatter
+ * (engine/algos/direct.c) put a node in the step and a local member in the column: kind
+ * all-gather, column 0 for a node's descriptor and 1 + i for the block of its local member i;
+ * kind reduce-scatter, column 0 for the root's verdict to the node.
  */
 #ifndef COLL_PROTO_TAG_H
 #define COLL_PROTO_TAG_H

@@ -379,6 +379,43 @@ coll_status_t coll_reduce_async(coll_comm_t *c, const void *sendbuf, void *recvb
     return submit(c, &s, params, req_p);
 }
 
+/* Gather and scatter: the root's buffer holds world_size blocks, the others' one or none. */
+static coll_status_t rooted_blocks(coll_comm_t *c, coll_kind_t kind, const void *sendbuf,
+                                   void *recvbuf, size_t count, coll_dtype_t dtype, int root,
+                                   const coll_op_params_t *params, coll_request_t **req_p)
+{
+    int at_root = root == c->rank, gather = kind == COLL_KIND_GATHER;
+    size_t all = count * (size_t)c->world_size;
+    spec_t s = {.coll = kind, .sendbuf = gather || at_root ? sendbuf : NULL,
+                .recvbuf = !gather || at_root ? recvbuf : NULL, .count = count,
+                .send_elems = gather ? count : at_root ? all : 0,
+                .recv_elems = !gather ? count : at_root ? all : 0, .dtype = dtype,
+                .redop = COLL_SUM, .root = root, .peer = -1};
+
+    if (c->world_size > 0 && all / (size_t)c->world_size != count) {
+        coll__set_error(c, "rank %d: %zu blocks of %zu elements overflow", c->rank,
+                        (size_t)c->world_size, count);
+        return COLL_ERR_INVALID;
+    }
+    return submit(c, &s, params, req_p);
+}
+
+coll_status_t coll_gather_async(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                                coll_dtype_t dtype, int root, const coll_op_params_t *params,
+                                coll_request_t **req_p)
+{
+    return rooted_blocks(c, COLL_KIND_GATHER, sendbuf, recvbuf, count, dtype, root, params,
+                         req_p);
+}
+
+coll_status_t coll_scatter_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                 size_t count, coll_dtype_t dtype, int root,
+                                 const coll_op_params_t *params, coll_request_t **req_p)
+{
+    return rooted_blocks(c, COLL_KIND_SCATTER, sendbuf, recvbuf, count, dtype, root, params,
+                         req_p);
+}
+
 coll_status_t coll_barrier_async(coll_comm_t *c, const coll_op_params_t *params,
                                  coll_request_t **req_p)
 {

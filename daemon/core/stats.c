@@ -19,7 +19,7 @@ static const double bounds[COLL_STATS_BUCKETS] = {
 
 static const char *const kind_names[COLL_STATS_KINDS] = {
     "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "barrier", "send", "recv",
-    "ps_register", "ps_step", "ps_save", "ps_load",
+    "ps_register", "ps_step", "ps_save", "ps_load", "gather", "scatter",
 };
 
 static const coll_status_t errors[] = {
@@ -71,7 +71,9 @@ double coll_stats_bus_factor(unsigned kind, uint32_t world)
     case COLL_KIND_ALLREDUCE:
     case COLL_KIND_PS_STEP: return 2.0 * (n - 1.0) / n;
     case COLL_KIND_REDUCE_SCATTER:
-    case COLL_KIND_ALLGATHER: return (n - 1.0) / n;
+    case COLL_KIND_ALLGATHER:
+    case COLL_KIND_GATHER:
+    case COLL_KIND_SCATTER: return (n - 1.0) / n;
     default: return 1.0;
     }
 }
@@ -80,7 +82,9 @@ uint64_t coll_stats_op_bytes(unsigned kind, uint64_t count, size_t esize, uint32
 {
     uint64_t bytes = count * esize;
 
-    if (kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALLGATHER) {
+    /* The blocked collectives count the whole buffer of every rank's blocks, as nccl-tests. */
+    if (kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALLGATHER ||
+        kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER) {
         bytes *= world;
     }
     /* The barrier and the parameter service's registration, save and load move no data. */

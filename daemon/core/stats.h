@@ -15,8 +15,9 @@
 
 #include <collective.h>
 
-/** Kinds of operation counted (coll_kind_t: allreduce .. recv, then the parameter service's). */
-#define COLL_STATS_KINDS 12
+/** Kinds of operation counted (coll_kind_t: allreduce .. recv, the parameter service's, gather
+ *  and scatter). */
+#define COLL_STATS_KINDS 14
 /** Upper bounds of the latency histogram buckets, seconds (+Inf is implied). */
 #define COLL_STATS_BUCKETS 18
 /** Error kinds counted (room for the status table of collective.h). */
@@ -113,13 +114,13 @@ const char *coll_stats_kind_name(unsigned kind);
 
 /**
  * @brief nccl-tests' bus bandwidth factor of @p kind on @p world ranks: 2(n-1)/n for
- *        allreduce, (n-1)/n for reduce-scatter and all-gather, 1 otherwise.
+ *        allreduce, (n-1)/n for reduce-scatter, all-gather, gather and scatter, 1 otherwise.
  */
 double coll_stats_bus_factor(unsigned kind, uint32_t world);
 
 /**
  * @brief nccl-tests' size of an operation: the bytes of one rank's buffer, and for
- *        reduce-scatter and all-gather the bytes of the large (world-sized) one.
+ *        reduce-scatter, all-gather, gather and scatter the bytes of the large (world-sized) one.
  */
 uint64_t coll_stats_op_bytes(unsigned kind, uint64_t count, size_t esize, uint32_t world);
 

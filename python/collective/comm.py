@@ -101,7 +101,7 @@ class Communicator:
     same key are matched whatever the order; keys of point-to-point messages keep their low 23
     bits. Operations of different communicators (see :meth:`split`) never match. ``algo=``
     forces an algorithm
-    (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``; default COLL_ALGO or auto),
+    (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``, ``"direct"``; default COLL_ALGO or auto),
     ``timeout=`` overrides ``op_timeout`` for one operation.
 
     Thread-safety: all methods may be called from any thread. Futures complete on the
@@ -376,6 +376,43 @@ class Communicator:
         return self._submit("reduce", self._lib.coll_reduce_async,
                             (s.addr, r.addr, s.count, s.dtype, parse_op(op), root), out,
                             (x, out), key, algo, timeout)
+
+    def gather(self, x, out=None, root=0, *, dtype=None, key=None, algo=None, timeout=None):
+        """Rank @root's @out (world_size blocks of x's n elements) receives every rank's @x in
+        rank order. At the root the default @out is a new 1-D pool array (or tensor) of
+        world_size * n elements, in place when @x is block root of @out; elsewhere @out is
+        ignored. Returns a Future of @out (None but at the root)."""
+        if self.rank != root:
+            s = buffer_info(x, dtype)
+            return self._submit("gather", self._lib.coll_gather_async,
+                                (s.addr, None, s.count, s.dtype, root), None, x, key, algo,
+                                timeout)
+        if out is None:
+            out = self._like(x, self.world_size * _count(x))
+        s, r = self._pair(x, out, dtype, self.world_size)
+        return self._submit("gather", self._lib.coll_gather_async,
+                            (s.addr, r.addr, s.count, s.dtype, root), out, (x, out), key, algo,
+                            timeout)
+
+    def scatter(self, x, out=None, root=0, *, dtype=None, key=None, algo=None, timeout=None):
+        """Every rank r's @out receives block r of rank @root's @x (world_size blocks of n
+        elements). At the root the default @out is block root of @x (a view, in place);
+        elsewhere @x is ignored (may be None) and @out (n elements) must be given. Returns a
+        Future of @out."""
+        if self.rank != root:
+            if out is None:
+                raise ValueError("scatter: rank %d is not the root (%d): give out"
+                                 % (self.rank, root))
+            r = buffer_info(out, dtype)
+            return self._submit("scatter", self._lib.coll_scatter_async,
+                                (None, r.addr, r.count, r.dtype, root), out, out, key, algo,
+                                timeout)
+        if out is None:
+            out = x.reshape(-1)[root * self._block(x): (root + 1) * self._block(x)]
+        r, s = self._pair(out, x, dtype, self.world_size)
+        return self._submit("scatter", self._lib.coll_scatter_async,
+                            (s.addr, r.addr, r.count, s.dtype, root), out, (x, out), key, algo,
+                            timeout)
 
     def barrier(self, *, key=None, algo=None, timeout=None):
         """Completes once every rank entered the barrier. Returns a Future of None."""

@@ -15,8 +15,9 @@ rank, size and timeout).
 Every collective torch calls is one asynchronous libcollective operation (see
 ``python/torch_backend/process_group.hpp``): allreduce (SUM, AVG, PRODUCT, MIN, MAX; BAND, BOR
 and BXOR of integer tensors; PREMUL_SUM is refused with an error), broadcast, reduce, all_gather,
-all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, barrier, send and recv (tags
-0..63), for float32, float64, float16, bfloat16, int8, uint8, int32 and int64 CPU tensors of
+all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, gather, scatter (and so
+gather_object and scatter_object_list), barrier, send and recv (tags 0..63), for float32,
+float64, float16, bfloat16, int8, uint8, int32 and int64 CPU tensors of
 any strides. The returned Work completes when the daemon's request does; ``wait(timeout)``
 raises when the timeout passes first; errors raise RuntimeError with the daemon's message.
 Tensors from :func:`empty` / :func:`zeros` live in the group's pool and are reduced in place

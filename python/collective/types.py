@@ -53,6 +53,7 @@ class Algo(enum.IntEnum):
     RD = 2
     CHAIN = 3
     DISSEMINATION = 4
+    DIRECT = 5
 
 
 def _parse(enum_cls, value, what):

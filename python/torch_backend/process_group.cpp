@@ -318,6 +318,86 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::recv(std::vector<at::Tensor> &tenso
         });
 }
 
+/* Gather: the root gathers into one staging buffer (its own block in place), then copies
+ * every block out; the other ranks only send. */
+c10::intrusive_ptr<c10d::Work> ProcessGroup::gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                                    std::vector<at::Tensor> &inputs,
+                                                    const c10d::GatherOptions &opts)
+{
+    at::Tensor &in = only(inputs, "gather");
+    coll_dtype_t dt = check_tensor(in, "gather: input");
+    int root = static_cast<int>(opts.rootRank);
+    check_rank(root, size_, "gather: root");
+    std::vector<at::Tensor> outs;
+    if (rank_ == root) {
+        TORCH_CHECK(outputs.size() == 1, "collectived: gather takes one output list at the root");
+        outs = outputs[0];
+        check_list(outs, in, size_, "gather: output list");
+    } else {
+        TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                    "collectived: gather: only the root (rank ", root, ") takes outputs");
+    }
+    int64_t n = in.numel();
+    void *send = nullptr, *recv = nullptr;
+    return run(
+        c10d::OpType::GATHER, "gather", next_key(), outs,
+        [&](OpBuffers &b) {
+            if (rank_ != root) {
+                send = b.place(in, true, false).data_ptr();
+                return;
+            }
+            at::Tensor all = b.scratch(size_ * n, in.scalar_type());
+            at::Tensor mine = all.narrow(0, rank_ * n, n);
+            mine.view(in.sizes()).copy_(in);
+            for (int i = 0; i < size_; i++) {
+                b.copy_back(all.narrow(0, i * n, n), outs[i]);
+            }
+            send = mine.data_ptr();
+            recv = all.data_ptr();
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_gather_async(comm_->get(), send, recv, n, dt, root, params, req);
+        });
+}
+
+/* Scatter: the root copies every block into one staging buffer and sends from it; every rank
+ * receives its block in place. */
+c10::intrusive_ptr<c10d::Work> ProcessGroup::scatter(std::vector<at::Tensor> &outputs,
+                                                     std::vector<std::vector<at::Tensor>> &inputs,
+                                                     const c10d::ScatterOptions &opts)
+{
+    at::Tensor &out = only(outputs, "scatter");
+    coll_dtype_t dt = check_tensor(out, "scatter: output");
+    int root = static_cast<int>(opts.rootRank);
+    check_rank(root, size_, "scatter: root");
+    std::vector<at::Tensor> ins;
+    if (rank_ == root) {
+        TORCH_CHECK(inputs.size() == 1, "collectived: scatter takes one input list at the root");
+        ins = inputs[0];
+        check_list(ins, out, size_, "scatter: input list");
+    } else {
+        TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                    "collectived: scatter: only the root (rank ", root, ") takes inputs");
+    }
+    int64_t n = out.numel();
+    void *send = nullptr, *recv = nullptr;
+    return run(
+        c10d::OpType::SCATTER, "scatter", next_key(), outputs,
+        [&](OpBuffers &b) {
+            recv = b.place(out, false, true).data_ptr();
+            if (rank_ == root) {
+                at::Tensor all = b.scratch(size_ * n, out.scalar_type());
+                for (int i = 0; i < size_; i++) {
+                    all.narrow(0, i * n, n).view(ins[i].sizes()).copy_(ins[i]);
+                }
+                send = all.data_ptr();
+            }
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_scatter_async(comm_->get(), send, recv, n, dt, root, params, req);
+        });
+}
+
 at::Tensor ProcessGroup::alloc(int64_t bytes)
 {
     TORCH_CHECK(bytes >= 0, "collectived: cannot allocate ", bytes, " bytes");

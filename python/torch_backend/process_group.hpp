@@ -63,6 +63,12 @@ class ProcessGroup : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
         at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::GatherOptions &opts) override;
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+                                           std::vector<std::vector<at::Tensor>> &inputs,
+                                           const c10d::ScatterOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst,
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src,

@@ -18,6 +18,11 @@ extern const coll_impl_t coll_impl_chain_bcast;
 extern const coll_impl_t coll_impl_chain_reduce;
 /** Dissemination barrier (barrier.c). */
 extern const coll_impl_t coll_impl_barrier;
+/** Direct gather and scatter, the root's node exchanging each remote rank's block with its
+ *  node once every node's descriptor agreed (direct.c). */
+extern const coll_impl_t coll_impl_direct;
+/** The same with every rank on one node: the blocks through the pool (direct.c). */
+extern const coll_impl_t coll_impl_direct_local;
 /** Single node: every collective from the local ranks' buffers (single_node.c). */
 extern const coll_impl_t coll_impl_local;
 

@@ -9,8 +9,9 @@
  * (whose whole buffer and a descriptor travel in one staging half), larger ones by the ring;
  * reduce-scatter, all-gather and the parameter service's steps by the ring; broadcast and
  * reduce by the chain; the barrier and the parameter service's registration, save and load
- * (the agreement of every node) by dissemination. With every rank on one node, every one of
- * them runs from the local ranks' buffers in the daemon.
+ * (the agreement of every node) by dissemination; gather and scatter directly between the
+ * root's node and each other node. With every rank on one node, every one of them runs from
+ * the local ranks' buffers in the daemon.
  */
 #include "engine/algo.h"
 #include "engine/algos/algos.h"
@@ -42,6 +43,10 @@ static const coll_algo_entry_t table[] = {
     HOST(PS_REGISTER, DISSEMINATION, NULL, NULL, &coll_impl_barrier),
     HOST(PS_SAVE, DISSEMINATION, NULL, NULL, &coll_impl_barrier),
     HOST(PS_LOAD, DISSEMINATION, NULL, NULL, &coll_impl_barrier),
+    {COLL_KIND_GATHER, COLL_MEM_HOST, COLL_ALGO_DIRECT, NULL, NULL, &coll_impl_direct,
+     &coll_impl_direct_local},
+    {COLL_KIND_SCATTER, COLL_MEM_HOST, COLL_ALGO_DIRECT, NULL, NULL, &coll_impl_direct,
+     &coll_impl_direct_local},
 };
 
 const coll_algo_entry_t *coll_algo_table(size_t *n_p)

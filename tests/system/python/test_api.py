@@ -203,6 +203,46 @@ class Collectives(unittest.TestCase):
         comm.reduce(x, out, op="max", root=root).result(T)
         np.testing.assert_array_equal(out, comm.world_size if comm.rank == root else 0)
 
+    def test_gather_to_every_root(self):
+        w, n = comm.world_size, 1003
+        for root in range(w):
+            x = comm.empty(n, "int64")
+            x[:] = np.arange(n) + 1000 * comm.rank
+            f = comm.gather(x, root=root)
+            out = f.result(T)
+            self.assertEqual(f.algo, "direct" if comm.world_size > comm.local_size else "local")
+            # Then in place at the root: its x is block root of the output.
+            if comm.rank != root:
+                self.assertIsNone(out)
+                comm.gather(x, root=root).result(T)
+                continue
+            want = np.concatenate([np.arange(n) + 1000 * r for r in range(w)])
+            np.testing.assert_array_equal(out, want)
+            big = comm.zeros(w * n, "int64")
+            big[root * n:(root + 1) * n] = 1000 * root + np.arange(n)
+            comm.gather(big[root * n:(root + 1) * n], big, root=root).result(T)
+            np.testing.assert_array_equal(big, want)
+
+    def test_scatter_from_every_root(self):
+        w, n = comm.world_size, 517
+        for root in range(w):
+            out = comm.zeros(n, "float32")
+            x = None
+            if comm.rank == root:
+                x = comm.empty(w * n, "float32")
+                x[:] = np.arange(w * n) % 1021 + root
+            self.assertIs(comm.scatter(x, out, root=root).result(T), out)
+            want = np.arange(comm.rank * n, (comm.rank + 1) * n) % 1021 + root
+            np.testing.assert_array_equal(out, want)
+        # In place at the root: the default output is its block of x.
+        x = comm.empty(w * n, "float32") if comm.rank == 0 else None
+        if x is not None:
+            x[:] = np.arange(w * n)
+        mine = comm.scatter(x, None if comm.rank == 0 else comm.zeros(n, "float32")).result(T)
+        np.testing.assert_array_equal(mine, np.arange(comm.rank * n, (comm.rank + 1) * n))
+        with self.assertRaises(ValueError):  # not the root, and no output
+            comm.scatter(None, root=comm.rank + 1)
+
     def test_barrier(self):
         f = comm.barrier()
         self.assertIsNone(f.result(T))

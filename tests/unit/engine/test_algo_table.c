@@ -76,6 +76,8 @@ static void test_auto_on_host(void **state)
                      COLL_ALGO_DISSEMINATION);
     assert_int_equal(resolve(COLL_KIND_PS_SAVE, 64, COLL_ALGO_AUTO), COLL_ALGO_DISSEMINATION);
     assert_int_equal(resolve(COLL_KIND_PS_LOAD, 0, COLL_ALGO_AUTO), COLL_ALGO_DISSEMINATION);
+    assert_int_equal(resolve(COLL_KIND_GATHER, 1 << 20, COLL_ALGO_AUTO), COLL_ALGO_DIRECT);
+    assert_int_equal(resolve(COLL_KIND_SCATTER, 0, COLL_ALGO_AUTO), COLL_ALGO_DIRECT);
     assert_int_equal(resolve(COLL_KIND_SEND, 0, COLL_ALGO_AUTO), COLL_ALGO_AUTO);
     assert_int_equal(resolve(COLL_KIND_RECV, 0, COLL_ALGO_RING), COLL_ALGO_AUTO);
 }
@@ -98,6 +100,10 @@ static void test_forced(void **state)
                      COLL_ALGO_REFUSED + COLL_ALGO_DISSEMINATION);
     assert_int_equal(resolve(COLL_KIND_PS_SAVE, 8, COLL_ALGO_DISSEMINATION),
                      COLL_ALGO_DISSEMINATION);
+    assert_int_equal(resolve(COLL_KIND_GATHER, 8, COLL_ALGO_CHAIN),
+                     COLL_ALGO_REFUSED + COLL_ALGO_CHAIN);
+    assert_int_equal(resolve(COLL_KIND_ALLREDUCE, 8, COLL_ALGO_DIRECT),
+                     COLL_ALGO_REFUSED + COLL_ALGO_DIRECT);
 }
 
 /* Whether some entry of (@p kind, host) runs any size and is chosen automatically. */
@@ -133,7 +139,7 @@ static void test_table(void **state)
                          t[j].algo == t[i].algo);
         }
     }
-    for (int k = COLL_KIND_ALLREDUCE; k <= COLL_KIND_PS_LOAD; k++) {
+    for (int k = COLL_KIND_ALLREDUCE; k <= COLL_KIND_LAST; k++) {
         if (!coll_kind_is_p2p((coll_kind_t)k)) {
             assert_true(host_has_fallback((coll_kind_t)k));
         }

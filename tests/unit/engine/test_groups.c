@@ -8,7 +8,9 @@
  *   allreduces on A, B and the world at once with the same key give each its own members'
  *   sum; every message carries its group in the tag, and B's travel only between its nodes;
  *   a reduce-scatter on A hands block g to group rank g, a broadcast from A's rank 2 (job
- *   rank 5) reaches A's members only;
+ *   rank 5) reaches A's members only; a gather on A to its rank 1 (job rank 1) holds every
+ *   member's block in group rank order, a scatter on B from its rank 3 (job rank 3, the second
+ *   member of node 1) hands block g to group rank g;
  *   the layout of a group: its nodes, local members and the local index of each rank;
  *   a rank that is not a member (or has not registered) submitting on a group fails the job
  *   with a message saying so.
@@ -80,6 +82,9 @@ static void submit(uint32_t node, uint32_t l, uint32_t group, Coll__Wire__Collec
     s.group = group;
     if (coll == COLL__WIRE__COLLECTIVE__BROADCAST) {
         s.algo = COLL_ALGO_CHAIN;
+    } else if (coll == COLL__WIRE__COLLECTIVE__GATHER ||
+               coll == COLL__WIRE__COLLECTIVE__SCATTER) {
+        s.algo = COLL_ALGO_DIRECT;
     }
     coll_op_submit(&w.job[node], &w.sess[node][l], &s);
 }
@@ -204,6 +209,37 @@ static void test_group_ranks_in_blocked_and_rooted(void **state)
     fake_net_free(&w);
 }
 
+/* A gather on A to group rank 1 and a scatter on B from group rank 3, at once: blocks by
+ * group rank, whatever the job ranks and nodes. */
+static void test_group_gather_scatter(void **state)
+{
+    float *gin[4], *gout[4], *sin[4], *sout[4];
+
+    (void)state;
+    setup_world();
+    for (uint32_t g = 0; g < 4; g++) {
+        uint32_t a = ranks_a[g], b = ranks_b[g];
+        gin[g] = alloc_input(a / 2, a % 2, COUNT, 9);
+        gout[g] = fake_net_alloc(&w, a / 2, a % 2, 4 * COUNT * sizeof(float));
+        sin[g] = alloc_input(b / 2, b % 2, 4 * COUNT, 10);
+        sout[g] = fake_net_alloc(&w, b / 2, b % 2, COUNT * sizeof(float));
+        submit(a / 2, a % 2, 1, COLL__WIRE__COLLECTIVE__GATHER, 22, gin[g], gout[g], COUNT, 1);
+        submit(b / 2, b % 2, 2, COLL__WIRE__COLLECTIVE__SCATTER, 23, sin[g], sout[g], COUNT, 3);
+    }
+    fake_net_run(&w);
+    for (uint32_t g = 0; g < 4; g++) {
+        expect_status(ranks_a[g] / 2, ranks_a[g] % 2, 22, COLL_OK);
+        expect_status(ranks_b[g] / 2, ranks_b[g] % 2, 23, COLL_OK);
+        for (size_t i = 0; i < COUNT; i++) {
+            for (uint32_t m = 0; m < 4; m++) {
+                assert_true(gout[1][m * COUNT + i] == input(ranks_a[m], i, 9));
+            }
+            assert_true(sout[g][i] == input(ranks_b[3], g * COUNT + i, 10));
+        }
+    }
+    fake_net_free(&w);
+}
+
 /* B on node 1: its members are ranks 2 and 3, group ranks 2 and 3; A has rank 2 only, its
  * group rank 3. */
 static void test_layout(void **state)
@@ -254,6 +290,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_key_three_communicators),
         cmocka_unit_test(test_group_ranks_in_blocked_and_rooted),
+        cmocka_unit_test(test_group_gather_scatter),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_non_member_refused),
     };

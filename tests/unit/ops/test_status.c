@@ -395,6 +395,10 @@ static void test_bus_factor_and_bytes(void **state)
     assert_int_equal(coll_stats_op_bytes(COLL_KIND_ALLREDUCE, 10, 4, 8), 40);
     assert_int_equal(coll_stats_op_bytes(COLL_KIND_ALLGATHER, 10, 4, 8), 320);
     assert_int_equal(coll_stats_op_bytes(COLL_KIND_BARRIER, 10, 4, 8), 0);
+    assert_true(coll_stats_bus_factor(COLL_KIND_GATHER, 4) == 0.75);
+    assert_int_equal(coll_stats_op_bytes(COLL_KIND_SCATTER, 10, 4, 8), 320);
+    assert_string_equal(coll_stats_kind_name(COLL_KIND_GATHER), "gather");
+    assert_string_equal(coll_stats_kind_name(COLL_KIND_SCATTER), "scatter");
 }
 
 static void test_histogram_buckets(void **state)
