@@ -71,7 +71,8 @@ class AnySource : public std::enable_shared_from_this<AnySource> {
   private:
     /* A receive posted by any() for the next message of one rank with one tag. */
     struct Posted {
-        Posted(int peer_, int tag_, at::Tensor buf_) : peer(peer_), tag(tag_), buf(std::move(buf_)) {}
+        Posted(int peer_, int tag_, at::Tensor buf_)
+            : peer(peer_), tag(tag_), buf(std::move(buf_)) {}
         int peer;
         int tag;
         at::Tensor buf;

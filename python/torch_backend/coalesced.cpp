@@ -49,7 +49,8 @@ void pack(const std::vector<at::Tensor> &tensors, const at::Tensor &flat, int64_
 }
 
 /* On success, copy @p flat from element @p at back into @p tensors, one after the other. */
-void unpack(OpBuffers &b, const at::Tensor &flat, int64_t at, const std::vector<at::Tensor> &tensors)
+void unpack(OpBuffers &b, const at::Tensor &flat, int64_t at,
+            const std::vector<at::Tensor> &tensors)
 {
     for (const auto &t : tensors) {
         b.copy_back(flat.narrow(0, at, t.numel()), t);
