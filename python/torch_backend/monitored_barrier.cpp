@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 
+#include <string>
 #include <vector>
 
 #include "run.hpp"
@@ -19,18 +20,24 @@ using Works = std::vector<c10::intrusive_ptr<c10d::Work>>;
 
 /* The ranks (1 ..) whose Work in @p works did not complete successfully within @p timeout from
  * @p start (each within the whole @p timeout with @p wait_all); without @p wait_all, the first
- * such rank only. */
+ * such rank only, or none when the time ran out before rank r was waited for: then
+ * @p *expired is r (else 0). */
 std::vector<int> late_ranks(const Works &works, Clock::time_point start,
-                            std::chrono::milliseconds timeout, bool wait_all)
+                            std::chrono::milliseconds timeout, bool wait_all, int *expired)
 {
     std::vector<int> late;
+    *expired = 0;
     for (size_t r = 1; r < works.size() && (wait_all || late.empty()); r++) {
         auto left = wait_all ? timeout
                              : timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
                                              Clock::now() - start);
+        if (left.count() <= 0) {
+            *expired = static_cast<int>(r);
+            break;
+        }
         bool came = false;
         try {
-            came = left.count() > 0 && works[r]->wait(left);
+            came = works[r]->wait(left);
         } catch (const c10::Error &) {
             came = false; /* not within the time, or failed: either way it did not pass */
         }
@@ -39,6 +46,22 @@ std::vector<int> late_ranks(const Works &works, Clock::time_point start,
         }
     }
     return late;
+}
+
+/* gloo's messages: the ranks that did not pass, or the time that ran out first. */
+std::string failure(const std::vector<int> &late, int expired, std::chrono::milliseconds timeout)
+{
+    if (expired == 0) {
+        return c10::str("[Rank 0]: Rank", late.size() > 1 ? "s " : " ", c10::Join(", ", late),
+                        " failed to pass monitoredBarrier in ", timeout.count(), " ms");
+    }
+    std::vector<int> passed;
+    for (int r = 1; r < expired; r++) {
+        passed.push_back(r);
+    }
+    return c10::str("Rank 0 timed out in monitoredBarrier after ", timeout.count(), " ms.\n",
+                    passed.empty() ? "No ranks successfully processed in monitoredBarrier."
+                                   : "Successfully processed ranks: " + c10::Join(", ", passed));
 }
 
 }  // namespace
@@ -52,17 +75,16 @@ void ProcessGroup::monitor_ranks(std::chrono::milliseconds timeout, bool wait_al
         bytes[r] = {at::zeros({1}, at::kByte)};
         recvs[r] = p2p(bytes[r], r, kMonitorTag, false);
     }
-    std::vector<int> late = late_ranks(recvs, start, timeout, wait_all_ranks);
-    if (late.empty()) {
+    int expired = 0;
+    std::vector<int> late = late_ranks(recvs, start, timeout, wait_all_ranks, &expired);
+    if (late.empty() && expired == 0) {
         for (int r = 1; r < size_; r++) {
             sends[r] = p2p(bytes[r], r, kMonitorTag, true);
         }
-        late = late_ranks(sends, start, timeout, wait_all_ranks);
+        late = late_ranks(sends, start, timeout, wait_all_ranks, &expired);
     }
-    if (!late.empty()) {
-        std::string why = c10::str("[Rank 0]: Rank", late.size() > 1 ? "s " : " ",
-                                   c10::Join(", ", late), " failed to pass monitoredBarrier in ",
-                                   timeout.count(), " ms");
+    if (!late.empty() || expired != 0) {
+        std::string why = failure(late, expired, timeout);
         coll_comm_abort(comm_->get(), why.c_str());
         TORCH_CHECK(false, why);
     }
@@ -72,8 +94,8 @@ void ProcessGroup::monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_
 {
     auto timeout = opts.timeout == c10d::kUnsetTimeout ? ::kProcessGroupDefaultTimeout
                                                        : opts.timeout;
-    TORCH_CHECK(timeout.count() > 0, "collectived: monitoredBarrier: timeout ", timeout.count(),
-                " ms (a positive time is needed)");
+    TORCH_CHECK(timeout.count() >= 0, "collectived: monitoredBarrier: timeout ",
+                timeout.count(), " ms");
     if (rank_ == 0) {
         monitor_ranks(timeout, wait_all_ranks);
         return;

@@ -106,8 +106,9 @@ class ProcessGroup : public c10d::ProcessGroup {
      *        then answers all. 2 (N - 1) one-byte messages, all through rank 0, where the
      *        dissemination barrier sends N log2 N spread over the ranks. Blocks the caller.
      * @throws c10::Error on rank 0 "Rank r failed to pass monitoredBarrier in T ms" (the first
-     *         missing rank), or with @p wait_all_ranks "Ranks r, s failed ..." (all of them);
-     *         rank 0 then ends the job on every rank (coll_comm_abort()) with that message, so
+     *         missing rank), or with @p wait_all_ranks "Ranks r, s failed ..." (all of them),
+     *         or without it "Rank 0 timed out in monitoredBarrier after T ms" (with the ranks
+     *         that passed) when the time ran out before a rank was waited for; rank 0 then ends the job on every rank (coll_comm_abort()) with that message, so
      *         the others fail at once ("Rank q successfully reached monitoredBarrier, but
      *         received errors while waiting for send/recv from rank 0") instead of waiting for
      *         the group's timeout, and a rank that comes late finds the job ended.

@@ -183,6 +183,10 @@ class ComposedTest(unittest.TestCase):
                 c.raises("ranks 1 and 3 away", lambda: g.monitored_barrier(
                     SHORT, wait_all_ranks=True),
                     "[Rank 0]: Ranks 1, 3 failed to pass" if R == 0 else "successfully reached")
+        g = dist.new_group()  # no time at all: rank 0 says so before waiting for anyone
+        if R == 0:
+            c.raises("no time", lambda: g.monitored_barrier(datetime.timedelta(0)),
+                     "Rank 0 timed out in monitoredBarrier after 0 ms.\nNo ranks successfully")
         dist.barrier()
         c.check()
 

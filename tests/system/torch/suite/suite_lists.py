@@ -62,6 +62,8 @@ UNGATED = {
                                    "group's timeout too",
     "test_barrier_timeout_group": "as test_barrier_timeout_global, in a group",
     "test_barrier_timeout_full_group": "as test_barrier_timeout_global, in a group of all",
+    "test_monitored_barrier_gloo_rank_0_timeout": "require_backend({'gloo'}) gates it; it calls "
+                                                  "the group's monitored_barrier() itself",
 }
 
 _MONITORED = ("dist.monitored_barrier of torch 1.13 raises for any backend but gloo "
@@ -69,7 +71,6 @@ _MONITORED = ("dist.monitored_barrier of torch 1.13 raises for any backend but g
               "the group's own monitored_barrier() works on collectived")
 EXCEPTIONS = {
     "test_monitored_barrier_gloo": _MONITORED,
-    "test_monitored_barrier_gloo_rank_0_timeout": _MONITORED,
     "test_monitored_barrier_gloo_subgroup": _MONITORED,
     "test_monitored_barrier_failure_order": _MONITORED,
     "test_monitored_barrier_wait_all_ranks": _MONITORED,
