@@ -96,6 +96,15 @@ class ComposedTest(unittest.TestCase):
         dist.all_reduce(t)
         c.equal("sum", t.to_dense(), sum(dense(r) for r in range(W)))
         c.equal("still sparse", torch.tensor(t.is_sparse), torch.tensor(True))
+        # Rank 1's rows are longer: every rank raises after the sizes, naming the first rank
+        # whose tensor differs from its own.
+        t = torch.ones(6, 3 if R == 1 else 2).to_sparse(1)
+        c.raises("sizes differ", lambda: dist.all_reduce(t),
+                 "sparse allreduce: rank %d has" % (0 if R == 1 else 1))
+        c.equal("unwritten", t.to_dense(), torch.ones(6, 3 if R == 1 else 2))
+        t = torch.ones(3)  # both all-gathers' keys were taken on every rank: still in step
+        dist.all_reduce(t)
+        c.equal("after", t, torch.full((3,), float(W)))
         c.check()
 
     def test_recv_any_source(self):
