@@ -2,115 +2,57 @@
 
 #include <c10/util/Exception.h>
 
+#include "checks.hpp"
+#include "run.hpp"
 #include "types.hpp"
 
 namespace collectived {
 
 namespace {
-
-constexpr uint64_t kKeyMask = (uint64_t(1) << 27) - 1; /* the key bits a tag carries */
-constexpr int kTags = 64;
 constexpr uint32_t kP2pSeqMask = 0xffff;
-
-at::Tensor &only(std::vector<at::Tensor> &tensors, const char *name)
-{
-    TORCH_CHECK(tensors.size() == 1, "collectived: ", name, " takes one tensor per call (got ",
-                tensors.size(), "); the *_multigpu variants are not supported");
-    return tensors[0];
-}
-
-void check_rank(int r, int size, const char *what)
-{
-    TORCH_CHECK(r >= 0 && r < size, "collectived: ", what, " ", r,
-                " is not a rank of the group (size ", size, ")");
-}
-
-/* Every tensor of @p list has @p like's dtype and element count; the list has @p size. */
-void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like, int size,
-                const char *what)
-{
-    TORCH_CHECK(static_cast<int>(list.size()) == size, "collectived: ", what, " has ",
-                list.size(), " tensors; the group has ", size, " ranks");
-    for (const auto &t : list) {
-        check_tensor(t, what);
-        TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(),
-                    "collectived: ", what, " holds a ", t.scalar_type(), " tensor of ",
-                    t.numel(), " elements where ", like.scalar_type(), " of ", like.numel(),
-                    " is expected");
-    }
-}
-
-void check_same(const at::Tensor &a, const at::Tensor &b, int64_t factor, const char *what)
-{
-    TORCH_CHECK(a.scalar_type() == b.scalar_type(), "collectived: ", what, ": dtypes differ (",
-                a.scalar_type(), " and ", b.scalar_type(), ")");
-    TORCH_CHECK(b.numel() == factor * a.numel(), "collectived: ", what, ": ", b.numel(),
-                " elements is not ", factor, " x ", a.numel());
-}
-
 }  // namespace
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releaser)
     : c10d::ProcessGroup(coll_comm_rank(comm->get()), coll_comm_world_size(comm->get())),
       comm_(std::move(comm)), staging_(std::make_shared<Staging>(comm_)),
+      any_(std::make_shared<AnySource>(
+          [this](const at::Tensor &buf, int peer, int tag) {
+              std::vector<at::Tensor> t{buf};
+              return p2p(t, peer, tag, false);
+          },
+          comm_, rank_, size_)),
       progress_(std::move(releaser))
 {
     init();
 }
 
-uint64_t ProcessGroup::next_key()
+ProcessGroup::~ProcessGroup()
+{
+    any_->close();
+}
+
+uint64_t ProcessGroup::next_key(int n)
 {
     std::lock_guard<std::mutex> lock(key_mu_);
-    return next_seq_++ & kKeyMask;
+    uint64_t first = next_seq_;
+    next_seq_ += static_cast<uint64_t>(n);
+    return first & kKeyMask;
 }
 
 uint64_t ProcessGroup::p2p_key(int peer, int tag, bool send)
 {
-    TORCH_CHECK(tag >= 0 && tag < kTags, "collectived: tag ", tag, " is not in 0..", kTags - 1);
     std::lock_guard<std::mutex> lock(key_mu_);
     uint32_t n = p2p_seq_[(int64_t(peer) * 2 + send) * kTags + tag]++;
     return uint64_t(tag) << 16 | (n & kP2pSeqMask);
-}
-
-/* Build the buffers (a failure now fails the job: the key is taken), submit, hand the Work
- * to the progress thread. */
-template <typename Build, typename Call>
-c10::intrusive_ptr<c10d::Work> ProcessGroup::run(c10d::OpType type, const char *name,
-                                                 uint64_t key, std::vector<at::Tensor> outputs,
-                                                 Build build, Call call)
-{
-    OpBuffers buffers(*comm_, *staging_);
-    try {
-        build(buffers);
-    } catch (const c10::Error &e) {
-        std::string why = std::string("collectived: ") + name + " (key " + std::to_string(key) +
-                          "): " + e.what_without_backtrace();
-        coll_comm_abort(comm_->get(), why.c_str());
-        TORCH_CHECK(false, why);
-    }
-    auto work = c10::make_intrusive<Work>(comm_, rank_, type, name, key, std::move(outputs),
-                                          buffers.take());
-    coll_op_params_t params = {};
-    params.field_mask = COLL_OP_PARAM_KEY;
-    params.key = key;
-    coll_request_t *req = nullptr;
-    coll_status_t st = call(&params, &req);
-    if (st == COLL_INPROGRESS) {
-        work->set_request(req);
-        progress_.add(work);
-    } else if (st == COLL_OK) {
-        work->complete(COLL_OK);
-    } else {
-        comm_->fail(st, std::string("collectived: ") + name + " (key " + std::to_string(key) +
-                            "): refused, which fails the job on every rank");
-    }
-    return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor> &tensors,
                                                        const c10d::AllreduceOptions &opts)
 {
     at::Tensor &t = only(tensors, "allreduce");
+    if (t.layout() == at::kSparse) {
+        return allreduce_sparse(t, opts);
+    }
     coll_dtype_t dt = check_tensor(t, "allreduce: tensor");
     coll_redop_t op = to_coll_op(opts.reduceOp, dt);
     void *p = nullptr;
@@ -289,32 +231,50 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::barrier(const c10d::BarrierOptions 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::send(std::vector<at::Tensor> &tensors, int dst,
                                                   int tag)
 {
-    at::Tensor &t = only(tensors, "send");
-    coll_dtype_t dt = check_tensor(t, "send: tensor");
-    check_rank(dst, size_, "send: destination");
-    TORCH_CHECK(dst != rank_, "collectived: send to itself (rank ", rank_, ")");
-    void *p = nullptr;
-    return run(
-        c10d::OpType::SEND, "send", p2p_key(dst, tag, true), tensors,
-        [&](OpBuffers &b) { p = b.place(t, true, false).data_ptr(); },
-        [&](const coll_op_params_t *params, coll_request_t **req) {
-            return coll_send_async(comm_->get(), p, t.numel(), dt, dst, params, req);
-        });
+    only(tensors, "send");
+    check_tag(tag);
+    return p2p(tensors, dst, tag, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::recv(std::vector<at::Tensor> &tensors, int src,
                                                   int tag)
 {
     at::Tensor &t = only(tensors, "recv");
-    coll_dtype_t dt = check_tensor(t, "recv: tensor");
+    check_tag(tag);
+    check_tensor(t, "recv: tensor");
     check_rank(src, size_, "recv: source");
-    TORCH_CHECK(src != rank_, "collectived: receive from itself (rank ", rank_, ")");
+    if (auto taken = any_->take(t, src, tag)) {
+        return taken;
+    }
+    return p2p(tensors, src, tag, false);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::recvAnysource(std::vector<at::Tensor> &tensors,
+                                                           int tag)
+{
+    at::Tensor &t = only(tensors, "recv");
+    check_tag(tag);
+    check_tensor(t, "recv: tensor");
+    TORCH_CHECK(size_ > 1, "collectived: recv from any source in a group of one rank");
+    return any_->any(t, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::p2p(std::vector<at::Tensor> &tensors, int peer,
+                                                 int tag, bool send)
+{
+    at::Tensor &t = tensors[0];
+    const char *name = send ? "send" : "recv";
+    coll_dtype_t dt = check_tensor(t, send ? "send: tensor" : "recv: tensor");
+    check_rank(peer, size_, send ? "send: destination" : "recv: source");
+    TORCH_CHECK(peer != rank_, "collectived: ", send ? "send to" : "receive from",
+                " itself (rank ", rank_, ")");
     void *p = nullptr;
     return run(
-        c10d::OpType::RECV, "recv", p2p_key(src, tag, false), tensors,
-        [&](OpBuffers &b) { p = b.place(t, false, true).data_ptr(); },
+        send ? c10d::OpType::SEND : c10d::OpType::RECV, name, p2p_key(peer, tag, send), tensors,
+        [&](OpBuffers &b) { p = b.place(t, send, !send).data_ptr(); },
         [&](const coll_op_params_t *params, coll_request_t **req) {
-            return coll_recv_async(comm_->get(), p, t.numel(), dt, src, params, req);
+            return send ? coll_send_async(comm_->get(), p, t.numel(), dt, peer, params, req)
+                        : coll_recv_async(comm_->get(), p, t.numel(), dt, peer, params, req);
         });
 }
 

@@ -66,6 +66,26 @@ void Work::complete(coll_status_t st)
     finish_with(error);
 }
 
+void Work::complete_from(int source, const at::Tensor &data)
+{
+    source_ = source;
+    buffers_.copy_back.emplace_back(data, outputs_.at(0));
+    complete(COLL_OK);
+}
+
+void Work::fail(std::exception_ptr error)
+{
+    buffers_ = Buffers();
+    finish_with(error);
+}
+
+int Work::sourceRank() const
+{
+    TORCH_CHECK(source_ >= 0, "collectived: ", name_, ": sourceRank() is the sender of a "
+                "receive from any source");
+    return source_;
+}
+
 void Work::abandon(const std::string &why)
 {
     coll_req_free(req_);

@@ -59,6 +59,20 @@ class Work : public c10d::Work {
     void complete(coll_status_t st);
 
     /**
+     * @brief Complete a Work without a request of its own (a receive handed a message another
+     *        request received, see anysource.hpp): copy @p data (of the outputs' only
+     *        tensor's elements and dtype) into it and record @p source as sourceRank().
+     */
+    void complete_from(int source, const at::Tensor &data);
+
+    /** @brief Fail a Work without a request of its own with @p error (see complete_from()). */
+    void fail(std::exception_ptr error);
+
+    /** @return The rank a receive's message came from (complete_from()). @throws c10::Error
+     *          for any other Work, as c10d::Work does. */
+    int sourceRank() const override;
+
+    /**
      * @brief Give up on an operation still in flight (its process group is being destroyed):
      *        the request is freed (detached), the staging buffers stay allocated for the
      *        daemon until the communicator goes, and the Work fails with @p why.
@@ -84,6 +98,7 @@ class Work : public c10d::Work {
     coll_request_t *req_ = nullptr;
     std::string name_;
     uint64_t key_;
+    int source_ = -1;
     std::vector<at::Tensor> outputs_;
     Buffers buffers_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;

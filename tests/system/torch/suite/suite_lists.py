@@ -62,40 +62,19 @@ UNGATED = {
                                    "group's timeout too",
     "test_barrier_timeout_group": "as test_barrier_timeout_global, in a group",
     "test_barrier_timeout_full_group": "as test_barrier_timeout_global, in a group of all",
+    "test_monitored_barrier_gloo_rank_0_timeout": "require_backend({'gloo'}) gates it; it calls "
+                                                  "the group's monitored_barrier() itself",
 }
 
 _MONITORED = ("dist.monitored_barrier of torch 1.13 raises for any backend but gloo "
-              "(distributed_c10d.py: 'monitored_barrier is only implemented for GLOO backend')")
+              "(distributed_c10d.py: 'monitored_barrier is only implemented for GLOO backend'); "
+              "the group's own monitored_barrier() works on collectived")
 EXCEPTIONS = {
     "test_monitored_barrier_gloo": _MONITORED,
-    "test_monitored_barrier_gloo_rank_0_timeout": _MONITORED,
     "test_monitored_barrier_gloo_subgroup": _MONITORED,
     "test_monitored_barrier_failure_order": _MONITORED,
     "test_monitored_barrier_wait_all_ranks": _MONITORED,
 }
 
-_COALESCED_GATHER = "all_gather_coalesced"
-_COALESCED_REDUCE = "all_reduce_coalesced"
 PENDING = {
-    "test_all_gather_coalesced_complex": _COALESCED_GATHER,
-    "test_all_gather_coalesced_full_group": _COALESCED_GATHER,
-    "test_all_gather_coalesced_group": _COALESCED_GATHER,
-    "test_all_gather_coalesced_simple": _COALESCED_GATHER,
-    "test_all_gather_coalesced_with_empty": _COALESCED_GATHER,
-    "test_all_reduce_coalesced_max": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_min": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_product": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_sum": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_full_group_max": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_full_group_min": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_full_group_product": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_full_group_sum": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_group_max": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_group_min": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_group_product": _COALESCED_REDUCE,
-    "test_all_reduce_coalesced_group_sum": _COALESCED_REDUCE,
-    "test_send_recv_any_source": "recv from any source",
-    "test_send_recv_any_source_autograd_profiler": "recv from any source",
-    "test_send_recv_any_source_torch_profiler": "recv from any source",
-    "test_sparse_all_reduce_sum": "sparse allreduce",
 }

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""The operations the "collectived" torch backend composes of the library's collectives
+(python/torch_backend: coalesced.cpp, sparse.cpp, monitored_barrier.cpp, anysource.cpp), each
+checked against values computed here from the inputs every rank knows the others used:
+allreduce_coalesced, all_gather_coalesced, sparse allreduce, recv from any source and
+monitored_barrier; a mismatch (ranks cutting the same total into different tensors) fails on
+every rank without writing, bad arguments raise before anything is submitted, and a
+monitored_barrier names the ranks that did not come.
+
+collective-launch runs this as every rank (ctest: 1x2 and 2x2). Every test issues the same
+operations on every rank and asserts only after its last one. The failing cases run in groups
+of their own (each group is a job: its failure leaves the world group working).
+"""
+
+import datetime
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import common  # noqa: E402
+import torch_common  # noqa: E402
+
+torch, dist = torch_common.require_backend()
+
+R = W = None
+SHORT = datetime.timedelta(seconds=1)  # monitored_barrier's timeout where a rank stays away
+
+
+def inputs(rank, seed=0):
+    """Rank @rank's list for the coalesced operations: three shapes, one of them empty."""
+    sizes = [(2, 3), (0,), (5,)]
+    return [(torch.arange(torch.Size(s).numel(), dtype=torch.float32).view(s) * (rank + 1)
+             + seed) for s in sizes]
+
+
+class Checks:
+    """Collects failures during a test; check() asserts them all at its end."""
+
+    def __init__(self, case):
+        self.case = case
+        self.failed = []
+
+    def equal(self, what, actual, expected):
+        if not (actual.dtype == expected.dtype and actual.shape == expected.shape
+                and torch.equal(actual, expected)):
+            self.failed.append("%s: got %s, expected %s" % (what, actual, expected))
+
+    def raises(self, what, call, text):
+        """@call raises RuntimeError whose message holds @text."""
+        try:
+            call()
+            self.failed.append("%s: no error" % what)
+        except RuntimeError as e:
+            if text not in str(e):
+                self.failed.append("%s: message %r lacks %r" % (what, str(e), text))
+
+    def check(self):
+        self.case.assertEqual(self.failed, [], "rank %d" % R)
+
+
+class ComposedTest(unittest.TestCase):
+    def test_allreduce_coalesced(self):
+        c = Checks(self)
+        for op, fold in ((dist.ReduceOp.SUM, sum), (dist.ReduceOp.MAX, max)):
+            ts = inputs(R, seed=1)
+            dist.all_reduce_coalesced(ts, op=op)
+            for i, t in enumerate(ts):
+                want = inputs(0, seed=1)[i]
+                for r in range(1, W):
+                    want = (want + inputs(r, seed=1)[i] if fold is sum
+                            else torch.maximum(want, inputs(r, seed=1)[i]))
+                c.equal("%s tensor %d" % (op, i), t, want)
+        c.check()
+
+    def test_all_gather_coalesced(self):
+        c = Checks(self)
+        outs = [[torch.full(t.shape, -1.0) for t in inputs(R)] for _ in range(W)]
+        dist.all_gather_coalesced(outs, inputs(R))
+        for r in range(W):
+            for i, t in enumerate(outs[r]):
+                c.equal("rank %d tensor %d" % (r, i), t, inputs(r)[i])
+        c.check()
+
+    def test_sparse_allreduce(self):
+        # Rank r has r + 1 nonzero rows (of 2 dense values) among 6, some shared with others.
+        c = Checks(self)
+
+        def dense(r):
+            d = torch.zeros(6, 2, dtype=torch.float64)
+            for k in range(r + 1):
+                d[(k * 2 + r) % 6] += torch.tensor([k + 1.0, r + 1.0])
+            return d
+
+        t = dense(R).to_sparse(1)
+        dist.all_reduce(t)
+        c.equal("sum", t.to_dense(), sum(dense(r) for r in range(W)))
+        c.equal("still sparse", torch.tensor(t.is_sparse), torch.tensor(True))
+        # Rank 1's rows are longer: every rank raises after the sizes, naming the first rank
+        # whose tensor differs from its own.
+        t = torch.ones(6, 3 if R == 1 else 2).to_sparse(1)
+        c.raises("sizes differ", lambda: dist.all_reduce(t),
+                 "sparse allreduce: rank %d has" % (0 if R == 1 else 1))
+        c.equal("unwritten", t.to_dense(), torch.ones(6, 3 if R == 1 else 2))
+        t = torch.ones(3)  # both all-gathers' keys were taken on every rank: still in step
+        dist.all_reduce(t)
+        c.equal("after", t, torch.full((3,), float(W)))
+        c.check()
+
+    def test_recv_any_source(self):
+        # Every rank but the last sends the last two messages of its rank; the last receives
+        # them from any source, then once from rank 0 by name (that message follows).
+        # A group of its own: the receives it leaves posted for the next message of the
+        # senders that came second go with it.
+        c = Checks(self)
+        g, last = dist.new_group(), W - 1
+        if R != last:
+            dist.send(torch.full((4,), float(R)), last, group=g, tag=3)
+            dist.send(torch.full((4,), float(R) + 0.5), last, group=g, tag=3)
+            if R == 0:
+                dist.send(torch.full((4,), 100.0), last, group=g, tag=3)
+        else:
+            seen = []
+            for _ in range(2 * last):
+                t = torch.zeros(4)
+                work = dist.irecv(t, group=g, tag=3)
+                work.wait()
+                src, v = work._source_rank(), t[0].item()
+                seen.append((src, v))
+                c.equal("from %d" % src, t, torch.full((4,), v))
+            t = torch.zeros(4)
+            dist.recv(t, src=0, group=g, tag=3)
+            c.equal("by name after", t, torch.full((4,), 100.0))
+            for r in range(last):
+                got = [v for s, v in seen if s == r]
+                c.equal("rank %d in order" % r, torch.tensor(got), torch.tensor([r, r + 0.5]))
+        dist.barrier()
+        dist.destroy_process_group(g)
+        c.check()
+
+    def test_mismatch_fails_every_rank_unwritten(self):
+        # The same 5 elements cut as [2 + R, 3 - R]: counts differ, totals agree.
+        c = Checks(self)
+        g = dist.new_group()
+        ts = [torch.ones(2 + R % 2), torch.ones(3 - R % 2)]
+        c.raises("allreduce_coalesced", lambda: dist.all_reduce_coalesced(ts, group=g),
+                 "COLL_ERR_")
+        c.equal("unwritten 0", ts[0], torch.ones(2 + R % 2))
+        c.equal("unwritten 1", ts[1], torch.ones(3 - R % 2))
+        g = dist.new_group()
+        outs = [[torch.zeros(2 + R % 2), torch.zeros(3 - R % 2)] for _ in range(W)]
+        c.raises("all_gather_coalesced",
+                 lambda: dist.all_gather_coalesced(outs, [torch.ones(2 + R % 2),
+                                                          torch.ones(3 - R % 2)], group=g),
+                 "COLL_ERR_")
+        c.equal("outputs unwritten", torch.cat([torch.cat(o) for o in outs]), torch.zeros(5 * W))
+        c.check()
+
+    def test_bad_arguments_submit_nothing(self):
+        c = Checks(self)
+        c.raises("output lists", lambda: dist.all_gather_coalesced(
+            [[torch.zeros(2)]] * (W + 1), [torch.ones(2)]), "output lists; the group has")
+        c.raises("list lengths", lambda: dist.all_gather_coalesced(
+            [[torch.zeros(2), torch.zeros(1)]] * W, [torch.ones(2)]), "has 2 tensors where")
+        c.raises("dtypes", lambda: dist.group.WORLD.allreduce_coalesced(  # past torch's check
+            [torch.ones(2), torch.ones(2, dtype=torch.float64)],
+            dist.AllreduceCoalescedOptions()), "one operation carries one dtype")
+        c.raises("empty list", lambda: dist.all_reduce_coalesced([]), "non-empty list")
+        c.raises("sparse MAX", lambda: dist.all_reduce(
+            torch.ones(3).to_sparse(), op=dist.ReduceOp.MAX), "sums (ReduceOp.SUM) only")
+        t = torch.ones(3)  # nothing was submitted: the keys still agree
+        dist.all_reduce(t)
+        c.equal("after the refusals", t, torch.full((3,), float(W)))
+        c.check()
+
+    def test_monitored_barrier(self):
+        c = Checks(self)
+        g = dist.new_group()
+        g.monitored_barrier(SHORT)
+        g.monitored_barrier(SHORT, wait_all_ranks=True)
+        # Rank 1 stays away: rank 0 names it, the others hear the job ended.
+        if R != 1:
+            c.raises("rank 1 away", lambda: g.monitored_barrier(SHORT),
+                     "[Rank 0]: Rank 1 failed to pass monitoredBarrier in 1000 ms" if R == 0
+                     else "Rank %d successfully reached monitoredBarrier" % R)
+        dist.barrier()
+        if R == 1:  # it comes late, to a job rank 0 ended with that message
+            c.raises("late", lambda: g.monitored_barrier(SHORT), "failed to pass monitoredBarrier")
+        if W > 2:  # every absent rank named at once
+            g = dist.new_group()
+            if R not in (1, 3):
+                c.raises("ranks 1 and 3 away", lambda: g.monitored_barrier(
+                    SHORT, wait_all_ranks=True),
+                    "[Rank 0]: Ranks 1, 3 failed to pass" if R == 0 else "successfully reached")
+        g = dist.new_group()  # no time at all: rank 0 says so before waiting for anyone
+        if R == 0:
+            c.raises("no time", lambda: g.monitored_barrier(datetime.timedelta(0)),
+                     "Rank 0 timed out in monitoredBarrier after 0 ms.\nNo ranks successfully")
+        dist.barrier()
+        c.check()
+
+
+def main():
+    global R, W
+    dist.init_process_group("collectived", timeout=torch_common.TIMEOUT)
+    R, W = dist.get_rank(), dist.get_world_size()
+    status = common.run_tests(__name__)
+    dist.destroy_process_group()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
