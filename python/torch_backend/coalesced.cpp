@@ -88,7 +88,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce_coalesced(
 {
     int64_t total = check_coalesced(tensors, "allreduce_coalesced");
     coll_dtype_t dt = to_coll_dtype(tensors[0].scalar_type());
-    coll_redop_t op = to_coll_op(opts.reduceOp);
+    coll_redop_t op = to_coll_op(opts.reduceOp, dt);
     uint64_t layout = counts_layout(tensors);
     void *p = nullptr;
     return run(
