@@ -260,9 +260,11 @@ class AllToAllTest(unittest.TestCase):
         splits = [2] * W
         theirs = [1] + splits[1:] if R == 1 else splits
         out = torch.full((sum(theirs), 3), -1, dtype=torch.int64)
-        call = lambda: dist.all_to_all_single(out, a2a_input(R, splits),  # noqa: E731
-                                              output_split_sizes=theirs,
-                                              input_split_sizes=splits)
+
+        def call():
+            dist.all_to_all_single(out, a2a_input(R, splits), output_split_sizes=theirs,
+                                   input_split_sizes=splits)
+
         if R in (0, 1):
             c.raises("pair", call, "all_to_all_single: the exchange with rank %d failed; no "
                      "output was written" % (1 - R), "COLL_ERR_MISMATCH",
