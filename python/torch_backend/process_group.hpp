@@ -126,9 +126,10 @@ class ProcessGroup : public c10d::ProcessGroup {
      *        dimension; N equal blocks when empty) goes to rank j, block i of @p output (by
      *        @p output_splits) receives rank i's. Composed as exchange() (alltoall.cpp).
      * @throws c10::Error before submitting for tensors collectived does not carry, differing
-     *         dtypes or sizes beyond the first dimension, split sizes that are not N, are
-     *         negative or do not sum to the first dimension (or, when empty, an N that does
-     *         not divide it), or a block to itself whose size differs from the one expected.
+     *         dtypes or sizes beyond the first dimension, split sizes that are not N in
+     *         number, are negative or do not sum to the first dimension (or, when empty, an N
+     *         that does not divide it), or a block to itself whose size differs from the one
+     *         expected.
      */
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                  std::vector<int64_t> &output_splits,
@@ -144,6 +145,7 @@ class ProcessGroup : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                             std::vector<at::Tensor> &inputs,
                                             const c10d::AllToAllOptions &opts) override;
+
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst,
                                         int tag) override;
     /** @brief Receive from @p src; takes over a receive an earlier recvAnysource() left posted
@@ -212,11 +214,13 @@ class ProcessGroup : public c10d::ProcessGroup {
      *        pair exchanges one message each way, empty blocks included, so the keys stay in
      *        step and a pair whose sizes disagree fails on both ranks with the library's
      *        COLL_ERR_MISMATCH (naming both sizes in bytes: the messages carry no dtype, so
-     *        dtypes of one width are not told apart), the other pairs unaffected. Bytes: each
-     *        rank sends exactly its blocks to the others, what a native pairwise algorithm
-     *        moves (a native one could use Bruck's log2 N rounds for small blocks, at the cost
-     *        of moving each byte log2 N / 2 times); the price here is 2 (N - 1) requests per
-     *        rank and copies: each block into a staging buffer (unless in the pool) and each
+     *        dtypes of one width are not told apart), the other pairs unaffected; a rank that
+     *        never calls it fails the others' receives at the group's timeout (the daemon's
+     *        rule for a message without a sender), which ends the job. Bytes: each rank sends
+     *        exactly its blocks to the others, what a native pairwise algorithm moves (a
+     *        native one could use Bruck's log2 N rounds for small blocks, at the cost of moving
+     *        each byte log2 N / 2 times); the price here is 2 (N - 1) requests per rank and
+     *        copies: each block into a staging buffer (unless in the pool) and each
      *        received block out of it, into a tensor of its own and then into @p recvs.
      * @param outputs  The tensors the Work's result() holds.
      * @param sends    N tensors of one dtype (views are fine), @p sends[rank] with
