@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The operations the "collectived" torch backend composes of the library's collectives
-(python/torch_backend: coalesced.cpp, sparse.cpp, monitored_barrier.cpp, anysource.cpp), each
-checked against values computed here from the inputs every rank knows the others used:
-allreduce_coalesced, all_gather_coalesced, sparse allreduce, recv from any source and
-monitored_barrier; a mismatch (ranks cutting the same total into different tensors) fails on
-every rank without writing, bad arguments raise before anything is submitted, and a
-monitored_barrier names the ranks that did not come.
+"""The operations the "collectived" torch backend composes of the library's collectives and
+messages (python/torch_backend: coalesced.cpp, sparse.cpp, monitored_barrier.cpp,
+anysource.cpp, alltoall.cpp), each checked against values computed here from the inputs every
+rank knows the others used:
+allreduce_coalesced, all_gather_coalesced, sparse allreduce, recv from any source,
+monitored_barrier, all_to_all and all_to_all_single; a mismatch (ranks cutting the same total
+into different tensors) fails on every rank without writing, an all-to-all whose ranks
+disagree on a pair's block fails on those two ranks without writing, bad arguments raise
+before anything is submitted, and a monitored_barrier names the ranks that did not come.
 
 collective-launch runs this as every rank (ctest: 1x2 and 2x2). Every test issues the same
 operations on every rank and asserts only after its last one. The failing cases run in groups
@@ -46,14 +48,15 @@ class Checks:
                 and torch.equal(actual, expected)):
             self.failed.append("%s: got %s, expected %s" % (what, actual, expected))
 
-    def raises(self, what, call, text):
-        """@call raises RuntimeError whose message holds @text."""
+    def raises(self, what, call, text, *more):
+        """@call raises RuntimeError whose message holds @text (and each of @more)."""
         try:
             call()
             self.failed.append("%s: no error" % what)
         except RuntimeError as e:
-            if text not in str(e):
-                self.failed.append("%s: message %r lacks %r" % (what, str(e), text))
+            for t in (text,) + more:
+                if t not in str(e):
+                    self.failed.append("%s: message %r lacks %r" % (what, str(e), t))
 
     def check(self):
         self.case.assertEqual(self.failed, [], "rank %d" % R)
@@ -197,6 +200,102 @@ class ComposedTest(unittest.TestCase):
             c.raises("no time", lambda: g.monitored_barrier(datetime.timedelta(0)),
                      "Rank 0 timed out in monitoredBarrier after 0 ms.\nNo ranks successfully")
         dist.barrier()
+        c.check()
+
+
+def rows(i, j):
+    """The rows rank @i sends rank @j in the unequal all-to-alls: 0, 1 or 2 (empty blocks too)."""
+    return (i + 2 * j) % 3
+
+
+def a2a_input(i, splits, width=3):
+    """Rank @i's all_to_all_single input: @splits rows per destination, values naming rank,
+    row and column."""
+    n = sum(splits)
+    return (torch.arange(n * width, dtype=torch.int64).view(n, width) + 1000 * (i + 1))
+
+
+def a2a_expected(splits_of, width=3):
+    """What rank R receives: block R of every rank i's input, cut by @splits_of(i)."""
+    blocks = []
+    for i in range(W):
+        splits = splits_of(i)
+        at = sum(splits[:R])
+        blocks.append(a2a_input(i, splits, width)[at:at + splits[R]])
+    return torch.cat(blocks)
+
+
+class AllToAllTest(unittest.TestCase):
+    def test_all_to_all_single(self):
+        c = Checks(self)
+        equal = [2] * W
+        out = torch.full((2 * W, 3), -1, dtype=torch.int64)
+        dist.all_to_all_single(out, a2a_input(R, equal))
+        c.equal("equal splits", out, a2a_expected(lambda i: equal))
+        mine, theirs = [rows(R, j) for j in range(W)], [rows(i, R) for i in range(W)]
+        out = torch.full((sum(theirs), 3), -1, dtype=torch.int64)
+        work = dist.all_to_all_single(out, a2a_input(R, mine), output_split_sizes=theirs,
+                                      input_split_sizes=mine, async_op=True)
+        work.wait()
+        c.equal("unequal splits", out, a2a_expected(lambda i: [rows(i, j) for j in range(W)]))
+        c.check()
+
+    def test_all_to_all(self):
+        # Rank i sends rank j rows(i, j) + 1 float64 elements of value 100 i + j, into
+        # non-contiguous outputs.
+        c = Checks(self)
+        ins = [torch.full((rows(R, j) + 1,), 100.0 * R + j, dtype=torch.float64)
+               for j in range(W)]
+        outs = [torch.zeros(2 * (rows(i, R) + 1), dtype=torch.float64)[::2] for i in range(W)]
+        dist.all_to_all(outs, ins)
+        for i in range(W):
+            c.equal("from rank %d" % i, outs[i],
+                    torch.full((rows(i, R) + 1,), 100.0 * i + R, dtype=torch.float64))
+        c.check()
+
+    def test_disagreeing_splits_fail_the_pair(self):
+        # Rank 0 sends rank 1 two rows where rank 1 expects one: ranks 0 and 1 fail naming each
+        # other, without writing; the other pairs' exchanges complete.
+        c = Checks(self)
+        splits = [2] * W
+        theirs = [1] + splits[1:] if R == 1 else splits
+        out = torch.full((sum(theirs), 3), -1, dtype=torch.int64)
+
+        def call():
+            dist.all_to_all_single(out, a2a_input(R, splits), output_split_sizes=theirs,
+                                   input_split_sizes=splits)
+
+        if R in (0, 1):
+            c.raises("pair", call, "all_to_all_single: the exchange with rank %d failed; no "
+                     "output was written" % (1 - R), "COLL_ERR_MISMATCH",
+                     "rank 0 sent 48 bytes to rank 1, which expected 24")
+            c.equal("unwritten", out, torch.full((sum(theirs), 3), -1, dtype=torch.int64))
+        else:
+            call()
+            c.equal("others", out, a2a_expected(lambda i: splits))
+        out = torch.full((2 * W, 3), -1, dtype=torch.int64)  # the keys are still in step
+        dist.all_to_all_single(out, a2a_input(R, splits))
+        c.equal("after", out, a2a_expected(lambda i: splits))
+        c.check()
+
+    def test_bad_arguments_submit_nothing(self):
+        c = Checks(self)
+        t = torch.zeros(2 * W, 3)
+        c.raises("split sum", lambda: dist.all_to_all_single(
+            t, torch.ones(2 * W, 3), input_split_sizes=[1] * W),
+            "input split sizes sum to %d, not to the input's first dimension (%d)" % (W, 2 * W))
+        c.raises("split count", lambda: dist.all_to_all_single(
+            t, torch.ones(2 * W, 3), output_split_sizes=[2 * W]),
+            "1 output split sizes; the group has %d ranks" % W)
+        c.raises("list length", lambda: dist.all_to_all(
+            [torch.zeros(2)] * W, [torch.ones(2)] * (W + 1)),
+            "%d input tensors; the group has %d ranks" % (W + 1, W))
+        c.raises("mixed dtypes", lambda: dist.group.WORLD.alltoall(  # past torch's check
+            [torch.zeros(2)] * W, [torch.ones(2, dtype=torch.float64)] + [torch.ones(2)] * (W - 1),
+            dist.AllToAllOptions()), "one operation carries one dtype")
+        out = torch.full((2 * W, 3), -1, dtype=torch.int64)  # nothing was submitted
+        dist.all_to_all_single(out, a2a_input(R, [2] * W))
+        c.equal("after the refusals", out, a2a_expected(lambda i: [2] * W))
         c.check()
 
 

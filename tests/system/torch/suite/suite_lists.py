@@ -65,6 +65,16 @@ UNGATED = {
     "test_monitored_barrier_gloo_rank_0_timeout": "require_backend({'gloo'}) gates it; it calls "
                                                   "the group's monitored_barrier() itself",
 }
+_MPI_GATE = ("skipped unless BACKEND is mpi ('Only MPI supports CPU all_to_all'); its body is "
+             "torch's API on CPU tensors")
+UNGATED.update((name, _MPI_GATE) for name in (
+    "test_all_to_all", "test_all_to_all_complex", "test_all_to_all_full_group",
+    "test_all_to_all_group", "test_all_to_all_single_equal_split",
+    "test_all_to_all_single_equal_split_complex", "test_all_to_all_single_equal_split_full_group",
+    "test_all_to_all_single_equal_split_group", "test_all_to_all_single_unequal_split",
+    "test_all_to_all_single_unequal_split_complex",
+    "test_all_to_all_single_unequal_split_full_group", "test_all_to_all_single_unequal_split_group",
+))
 
 _MONITORED = ("dist.monitored_barrier of torch 1.13 raises for any backend but gloo "
               "(distributed_c10d.py: 'monitored_barrier is only implemented for GLOO backend'); "
