@@ -26,7 +26,7 @@ import torch_common  # noqa: E402
 torch, dist = torch_common.require_backend()
 
 R = W = None
-SHORT = datetime.timedelta(seconds=1)  # monitored_barrier's timeout where a rank stays away
+SHORT = datetime.timedelta(seconds=3)  # monitored_barrier's timeout where a rank stays away
 
 
 def inputs(rank, seed=0):
@@ -179,12 +179,18 @@ class ComposedTest(unittest.TestCase):
     def test_monitored_barrier(self):
         c = Checks(self)
         g = dist.new_group()
-        g.monitored_barrier(SHORT)
-        g.monitored_barrier(SHORT, wait_all_ranks=True)
+        # Everyone comes: the whole wait of a test, so that a loaded machine cannot make a
+        # present rank late. Where a rank stays away, the present ones meet first (a group of
+        # their own), so only the absent one can miss SHORT.
+        g.monitored_barrier(torch_common.TIMEOUT)
+        g.monitored_barrier(torch_common.TIMEOUT, wait_all_ranks=True)
+        present = dist.new_group([r for r in range(W) if r != 1])
+        present3 = dist.new_group([r for r in range(W) if r not in (1, 3)])
         # Rank 1 stays away: rank 0 names it, the others hear the job ended.
         if R != 1:
+            dist.barrier(group=present)
             c.raises("rank 1 away", lambda: g.monitored_barrier(SHORT),
-                     "[Rank 0]: Rank 1 failed to pass monitoredBarrier in 1000 ms" if R == 0
+                     "[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms" if R == 0
                      else "Rank %d successfully reached monitoredBarrier" % R)
         dist.barrier()
         if R == 1:  # it comes late, to a job rank 0 ended with that message
@@ -192,6 +198,7 @@ class ComposedTest(unittest.TestCase):
         if W > 2:  # every absent rank named at once
             g = dist.new_group()
             if R not in (1, 3):
+                dist.barrier(group=present3)
                 c.raises("ranks 1 and 3 away", lambda: g.monitored_barrier(
                     SHORT, wait_all_ranks=True),
                     "[Rank 0]: Ranks 1, 3 failed to pass" if R == 0 else "successfully reached")
