@@ -100,6 +100,28 @@ int coll_shm_waiting_key(const coll_job_t *job, uint64_t key, coll_shm_wait_t *w
     return 0;
 }
 
+/* Whether collective @p kind takes its key from the same count as those of the area: the
+ * world's collectives do; point-to-point and the parameter service number theirs apart. */
+static int same_keys(uint32_t kind)
+{
+    return kind <= COLL_KIND_BARRIER || kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER;
+}
+
+int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p)
+{
+    coll_op_t *op, *tmp;
+
+    coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
+    {
+        if (!op->done && op->grp == job->world && op->desc.key == w->key &&
+            op->desc.coll != w->coll && same_keys(op->desc.coll)) {
+            *kind_p = op->desc.coll;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Append ", rank R (pid P, node N, what)" for every local rank whose bit in @p mask is @p set:
  * the form in which job/blame.c names the ranks missing from the daemon's operations, so that
  * a job's error names a culprit alike whichever path found it. */

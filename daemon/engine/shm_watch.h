@@ -52,6 +52,15 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
                            size_t len);
 
 /**
+ * @brief Whether a local rank submitted another collective with @p w's key to the daemon: the
+ *        world's collectives of one key meet in the area or in the daemon by their kind, so
+ *        ranks that disagree on the kind (an allreduce against a gather) would each wait for
+ *        the others on its own path until the timeout.
+ * @return 1 with that operation's collective (coll_kind_t) in @p kind_p, else 0.
+ */
+int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p);
+
+/**
  * @return 1 when waiting collective @p w runs in shared memory once every local rank posted
  *         it (a single-node job, no forced algorithm, at most the crossover; on several nodes,
  *         an allreduce reduced and distributed there, up to the node crossover, possibly: local

@@ -195,6 +195,26 @@ static int check_shm_left(coll_job_t *job, size_t n)
     return 1;
 }
 
+/* A collective posted in the area while a local rank submitted another with its key to the
+ * daemon: the ranks disagree on the collective, and neither path would ever see the other's
+ * rank come. Fails the job with COLL_ERR_MISMATCH naming both (returns 1). */
+static int check_shm_conflict(coll_job_t *job, const coll_shm_wait_t *w)
+{
+    char wait[400], mine[48], theirs[48];
+    uint32_t kind;
+
+    if (!coll_shm_conflict(job, w, &kind)) {
+        return 0;
+    }
+    (void)coll_shm_describe(job, w, wait, sizeof(wait));
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, mine, sizeof(mine));
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)kind, .key = w->key}, theirs, sizeof(theirs));
+    coll_job_fail(job, COLL_ERR_MISMATCH, 1, "ranks submitted different collectives with one "
+                  "key: %s in shared memory (waiting for %s) and %s to the daemon", mine, wait,
+                  theirs);
+    return 1;
+}
+
 /* Collectives waiting in the local ranks' shared-memory area (engine/shm_watch.h), scanned once
  * a tick: check_shm_left(), then the same stall warning and timeout as the daemon's own
  * operations. Returns 1 when the job failed. */
@@ -206,6 +226,11 @@ static int check_shm(coll_job_t *job, uint64_t now)
 
     if (check_shm_left(job, n)) {
         return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (check_shm_conflict(job, &w[i])) {
+            return 1;
+        }
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t age = now > w[i].since_ns ? now - w[i].since_ns : 0;

@@ -15,6 +15,11 @@
  * than the others: every rank must get COLL_ERR_MISMATCH naming both counts, and no receive
  * buffer may change (the root's, for a gather; every rank's, for a scatter).
  *
+ * --mismatch allreduce: rank --mismatch-rank submits an allreduce of the first count where the
+ * others submit a gather of it (the same key): every rank must get COLL_ERR_MISMATCH naming both
+ * collectives, at once, not at the timeout, even on one node, where the allreduce waits in the
+ * shared-memory area and the gathers in the daemon; the root's buffer stays unchanged.
+ *
  * --bad-root: every rank names root = world size: every call returns COLL_ERR_INVALID at once,
  * saying the root is not a rank, and the job is failed for every later operation.
  *
@@ -35,13 +40,13 @@
 typedef struct {
     char counts[MAX_COUNTS][TOKEN_MAX];
     int ncounts;
-    int mismatch;      /* 0: none, else GATHER or SCATTER */
+    int mismatch;      /* 0: none, else GATHER, SCATTER or ALLREDUCE */
     int mismatch_rank;
     int bad_root;
     int timeout_ms;
 } opts_t;
 
-enum { GATHER = 1, SCATTER = 2 };
+enum { GATHER = 1, SCATTER = 2, ALLREDUCE = 3 };
 
 static const coll_dtype_t dtypes[] = {COLL_FLOAT32, COLL_INT8, COLL_FLOAT64, COLL_BFLOAT16};
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
@@ -239,26 +244,50 @@ static int names_count(const char *msg, size_t n)
     return strstr(msg, want) != NULL;
 }
 
+/* The mismatching submission of run_mismatch(): another count, or another collective. */
+static coll_status_t submit_mismatch(const check_ctx_t *c, const opts_t *o, op_t *op,
+                                     size_t count, size_t other, int root)
+{
+    if (c->rank != o->mismatch_rank) {
+        return submit(c, op, count, COLL_FLOAT32, root);
+    }
+    if (o->mismatch != ALLREDUCE) {
+        return submit(c, op, other, COLL_FLOAT32, root);
+    }
+    void *mine = block(c, op, count * 4);
+    return op->st = coll_allreduce_async(c->comm, mine, mine, count, COLL_FLOAT32, COLL_SUM,
+                                         NULL, &op->req);
+}
+
+/* Whether @p msg names what differs: both counts, or both collectives. */
+static int names_difference(const opts_t *o, const char *msg, size_t count, size_t other)
+{
+    if (o->mismatch == ALLREDUCE) {
+        return strstr(msg, "allreduce") != NULL && strstr(msg, "gather") != NULL;
+    }
+    return names_count(msg, count) && names_count(msg, other);
+}
+
 static void run_mismatch(const check_ctx_t *c, const opts_t *o, size_t count)
 {
-    size_t other = count + count / 2 + 1, mine = c->rank == o->mismatch_rank ? other : count;
-    int root = c->world - 1, kind = o->mismatch;
+    size_t other = count + count / 2 + 1;
+    int root = c->world - 1, kind = o->mismatch == ALLREDUCE ? GATHER : o->mismatch;
     op_t op;
     char what[200];
 
     /* Buffers for the larger count, so that only the daemons can refuse it. */
     prepare(c, &op, kind, other * 4, root, 0, 1);
-    snprintf(what, sizeof(what), "%s from root %d where rank %d submits %zu elements and the "
-             "others %zu", kind_name(kind), root, o->mismatch_rank, other, count);
+    snprintf(what, sizeof(what), "%s from root %d where rank %d submits %s", kind_name(kind),
+             root, o->mismatch_rank, o->mismatch == ALLREDUCE ? "an allreduce" : "more elements");
     barrier(c);
-    if (submit(c, &op, mine, COLL_FLOAT32, root) != COLL_INPROGRESS) {
+    if (submit_mismatch(c, o, &op, count, other, root) != COLL_INPROGRESS) {
         check_die("%s: submitting: %s: %s", what, coll_err_name(op.st),
                   coll_comm_last_error(c->comm));
     }
     op.st = check_wait(c, op.req, MISMATCH_DEADLINE_MS, what, NULL, 0);
     const char *msg = coll_comm_last_error(c->comm);
-    if (op.st != COLL_ERR_MISMATCH || !names_count(msg, count) || !names_count(msg, other)) {
-        check_die("%s: %s, expected COLL_ERR_MISMATCH naming both counts: '%s'", what,
+    if (op.st != COLL_ERR_MISMATCH || !names_difference(o, msg, count, other)) {
+        check_die("%s: %s, expected COLL_ERR_MISMATCH naming both: '%s'", what,
                   coll_err_name(op.st), msg);
     }
     /* No output: the gather's root's buffer, every scatter output, all still the sentinel. */
@@ -303,12 +332,13 @@ static void run_bad_root(const check_ctx_t *c)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rooted_check [--counts LIST] [--mismatch gather|scatter "
+    fprintf(f, "usage: rooted_check [--counts LIST] [--mismatch gather|scatter|allreduce "
                "--mismatch-rank R] [--bad-root] [--timeout-ms T]\n"
                "Run as every rank of a collective-launch job.\n"
                "  --counts LIST      integers (Ki/Mi suffix) or N, N-k, N+k (default "
                "0,1,N+1,1009,65537)\n"
-               "  --mismatch KIND    rank R submits another count (the first count)\n"
+               "  --mismatch KIND    rank R submits another count (the first count); with\n"
+               "                     allreduce, an allreduce where the others gather\n"
                "  --bad-root         every rank names a root outside the job\n"
                "  --timeout-ms T     bound on each wait (default 60000)\n");
 }
@@ -342,8 +372,9 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         switch (ch) {
         case 'c': counts = optarg; break;
         case 'm':
-            o->mismatch = strcmp(optarg, "gather") == 0 ? GATHER
-                          : strcmp(optarg, "scatter") == 0 ? SCATTER : -1;
+            o->mismatch = strcmp(optarg, "gather") == 0    ? GATHER
+                          : strcmp(optarg, "scatter") == 0 ? SCATTER
+                          : strcmp(optarg, "allreduce") == 0 ? ALLREDUCE : -1;
             bad = o->mismatch < 0;
             break;
         case 'r':
