@@ -357,6 +357,10 @@ def test_collectivectl(args, work):
     check("stalled" in out and "--json" in out, "--help lacks the commands")
     rc, out = ctl(args, "frobnicate", check=False)
     check(rc == 2, "an unknown command: exit %d" % rc)
+    for bad in ("-1", "0", "soon"):
+        rc, out = ctl(args, "--timeout", bad, "status", check=False)
+        check(rc == 2 and "above 0" in out and "Traceback" not in out,
+              "--timeout %s: exit %d, %r" % (bad, rc, out))
 
 
 def check_ctl_tables(args, d, cluster):
