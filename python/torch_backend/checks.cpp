@@ -1,5 +1,7 @@
 #include "checks.hpp"
 
+#include <string>
+
 #include <c10/util/Exception.h>
 
 #include "types.hpp"
@@ -37,6 +39,22 @@ void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like, int
                     t.numel(), " elements where ", like.scalar_type(), " of ", like.numel(),
                     " is expected");
     }
+}
+
+std::vector<at::Tensor> root_list(std::vector<std::vector<at::Tensor>> &lists,
+                                  const at::Tensor &like, int rank, int root, int size,
+                                  const char *what, const char *role)
+{
+    if (rank != root) {
+        TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), "collectived: ",
+                    what, ": only the root (rank ", root, ") takes ", role, "s");
+        return {};
+    }
+    TORCH_CHECK(lists.size() == 1, "collectived: ", what, " takes one ", role,
+                " list at the root");
+    std::string list_name = std::string(what) + ": " + role + " list";
+    check_list(lists[0], like, size, list_name.c_str());
+    return lists[0];
 }
 
 void check_same(const at::Tensor &a, const at::Tensor &b, int64_t factor, const char *what)

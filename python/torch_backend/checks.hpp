@@ -32,6 +32,17 @@ void check_tag(int tag);
 void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like, int size,
                 const char *what);
 
+/**
+ * @brief The root's list of a gather (its outputs) or a scatter (its inputs): @p lists holds
+ *        one list of @p size tensors like @p like at the root, nothing elsewhere.
+ * @param what "gather" or "scatter"; @param role "output" or "input".
+ * @return The root's list (a copy of the handles); empty on the other ranks.
+ * @throws c10::Error naming @p what and the root for any other shape.
+ */
+std::vector<at::Tensor> root_list(std::vector<std::vector<at::Tensor>> &lists,
+                                  const at::Tensor &like, int rank, int root, int size,
+                                  const char *what, const char *role);
+
 /** @throws c10::Error unless @p b has @p a's dtype and @p factor times its elements. */
 void check_same(const at::Tensor &a, const at::Tensor &b, int64_t factor, const char *what);
 

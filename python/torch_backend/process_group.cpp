@@ -288,15 +288,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::gather(std::vector<std::vector<at::
     coll_dtype_t dt = check_tensor(in, "gather: input");
     int root = static_cast<int>(opts.rootRank);
     check_rank(root, size_, "gather: root");
-    std::vector<at::Tensor> outs;
-    if (rank_ == root) {
-        TORCH_CHECK(outputs.size() == 1, "collectived: gather takes one output list at the root");
-        outs = outputs[0];
-        check_list(outs, in, size_, "gather: output list");
-    } else {
-        TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
-                    "collectived: gather: only the root (rank ", root, ") takes outputs");
-    }
+    std::vector<at::Tensor> outs = root_list(outputs, in, rank_, root, size_, "gather", "output");
     int64_t n = in.numel();
     void *send = nullptr, *recv = nullptr;
     return run(
@@ -330,15 +322,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::scatter(std::vector<at::Tensor> &ou
     coll_dtype_t dt = check_tensor(out, "scatter: output");
     int root = static_cast<int>(opts.rootRank);
     check_rank(root, size_, "scatter: root");
-    std::vector<at::Tensor> ins;
-    if (rank_ == root) {
-        TORCH_CHECK(inputs.size() == 1, "collectived: scatter takes one input list at the root");
-        ins = inputs[0];
-        check_list(ins, out, size_, "scatter: input list");
-    } else {
-        TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
-                    "collectived: scatter: only the root (rank ", root, ") takes inputs");
-    }
+    std::vector<at::Tensor> ins = root_list(inputs, out, rank_, root, size_, "scatter", "input");
     int64_t n = out.numel();
     void *send = nullptr, *recv = nullptr;
     return run(
