@@ -389,11 +389,11 @@ typedef struct {
  * - Buffers live in the job's pool (coll_mem_alloc()); the daemon reads and writes them in
  *   place. Send and receive buffers are either the same (in place) or do not overlap. They may
  *   instead both be in the job's pool on a device (coll_mem_alloc_on()): allreduce,
- *   reduce-scatter, all-gather, broadcast and reduce then run through host copies the daemon
- *   makes and copies back (docs/gpu.md, "The staged path"), allreduce compressed too; on
- *   device buffers anything else, or another collective compressed, completes with
- *   COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a
- *   receive buffer in another is refused with COLL_ERR_INVALID.
+ *   reduce-scatter, all-gather, broadcast, reduce, gather and scatter then run through host
+ *   copies the daemon makes and copies back (docs/gpu.md, "The staged path"), allreduce
+ *   compressed too; on device buffers anything else, or another collective compressed,
+ *   completes with COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a receive buffer
+ *   in another is refused with COLL_ERR_INVALID.
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
  *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping

@@ -37,7 +37,8 @@ int coll_dev_staged_runs(unsigned kind, unsigned compression)
 {
     return kind == COLL_KIND_ALLREDUCE ||
            (compression == 0 && (kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALLGATHER ||
-                                 kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE));
+                                 kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE ||
+                                 kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER));
 }
 
 /* Local members whose buffers are in a device pool (every pool but the host's, 0). */

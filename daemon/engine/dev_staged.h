@@ -31,8 +31,8 @@ extern const coll_op_feature_t coll_dev_staged_feature;
  * @return 1 when the staged path runs a @p kind collective (coll_kind_t) with compression
  *         @p compression (0: none) on device buffers: allreduce, compressed or not (the
  *         compressed allreduce reads its host copies as the others do), and reduce-scatter,
- *         all-gather, broadcast and reduce without compression; 0 otherwise (the submission is
- *         refused).
+ *         all-gather, broadcast, reduce, gather and scatter without compression; 0 otherwise
+ *         (the submission is refused).
  */
 int coll_dev_staged_runs(unsigned kind, unsigned compression);
 

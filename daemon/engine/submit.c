@@ -66,7 +66,8 @@ static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
         !coll_dev_staged_runs(sub->coll, sub->compression)) {
         snprintf(err, errlen, "rank %u: the buffers are in job %s's pool on device %u (%s "
                  "memory); the staged path runs allreduce (compressed or not), reduce-scatter, "
-                 "all-gather, broadcast and reduce on device memory (this is %s%s)",
+                 "all-gather, broadcast, reduce, gather and scatter on device memory (this is "
+                 "%s%s)",
                  s->rank, job->id, sub->pool - 1, coll_mem_kind_name(coll_pool_kind(pool)),
                  coll_kind_name((coll_kind_t)sub->coll),
                  sub->compression != 0 ? " with compression" : "");

@@ -173,23 +173,32 @@ static int allreduce_bf16(float *h)
     return check("bfloat16 allreduce in place", st, algo, h, h + SMALL, SMALL);
 }
 
-enum { ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, NCASES };
+enum { ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, GATHER, SCATTER, NCASES };
 
-static const char *const case_names[NCASES] = {"all-gather", "reduce-scatter",
-                                               "broadcast from the last rank", "reduce to rank 0"};
+static const char *const case_names[NCASES] = {
+    "all-gather", "reduce-scatter", "broadcast from the last rank", "reduce to rank 0",
+    "gather to the last rank", "scatter from rank 0"};
 
 /* Elements of case @p c's input and of the output this rank checks. */
 static void extent(int c, size_t *in_p, size_t *out_p)
 {
-    *in_p = c == REDUCE_SCATTER ? SMALL * (size_t)world : SMALL;
-    *out_p = c == ALLGATHER ? SMALL * (size_t)world : c == REDUCE && rank != 0 ? 0 : SMALL;
+    size_t all = SMALL * (size_t)world;
+
+    *in_p = c == REDUCE_SCATTER || (c == SCATTER && rank == 0) ? all
+            : c == SCATTER                                    ? 0
+                                                              : SMALL;
+    *out_p = c == ALLGATHER || (c == GATHER && rank == world - 1) ? all
+             : (c == REDUCE && rank != 0) || c == GATHER        ? 0
+                                                                : SMALL;
 }
 
 /* Element @p i of what case @p c writes into this rank's output. */
 static float expected(int c, size_t i)
 {
     switch (c) {
-    case ALLGATHER: return value((int)(i / SMALL), i % SMALL);
+    case ALLGATHER:
+    case GATHER: return value((int)(i / SMALL), i % SMALL);
+    case SCATTER: return value(0, (size_t)rank * SMALL + i);
     case REDUCE_SCATTER: return sum((size_t)rank * SMALL + i);
     case BROADCAST: return value(world - 1, i);
     default: return sum(i);
@@ -205,8 +214,12 @@ static coll_status_t start(int c, const float *in, float *out, coll_request_t **
         return coll_reduce_scatter_async(comm, in, out, SMALL, COLL_FLOAT32, COLL_SUM, NULL, req);
     case BROADCAST:
         return coll_broadcast_async(comm, in, out, SMALL, COLL_FLOAT32, world - 1, NULL, req);
-    default:
+    case REDUCE:
         return coll_reduce_async(comm, in, out, SMALL, COLL_FLOAT32, COLL_SUM, 0, NULL, req);
+    case GATHER:
+        return coll_gather_async(comm, in, out, SMALL, COLL_FLOAT32, world - 1, NULL, req);
+    default:
+        return coll_scatter_async(comm, in, out, SMALL, COLL_FLOAT32, 0, NULL, req);
     }
 }
 
@@ -222,7 +235,7 @@ static int run_case(int c, float *h)
     int rc;
 
     extent(c, &nin, &nout);
-    if ((in = dev_alloc(nin * 4)) == NULL || (out = dev_alloc(SMALL * (size_t)world * 4)) == NULL) {
+    if ((in = dev_alloc((nin > 0 ? nin : 1) * 4)) == NULL || (out = dev_alloc(SMALL * (size_t)world * 4)) == NULL) {
         return -1;
     }
     for (size_t i = 0; i < nin; i++) {

@@ -174,13 +174,14 @@ SMALL = 1031  # staged_check's elements beside the allreduce's
 
 def staged_bytes(world, count):
     """What the staged path copies on one node for staged_check's collectives, both ways: each
-    rank's input and output of each (nothing for the input of a broadcast's non-root or the
-    output of a reduce's)."""
+    rank's input and output of each (nothing for the input of a broadcast's or a scatter's
+    non-root or the output of a reduce's or a gather's)."""
     f32, bf16 = 4, 2
     return (world * 2 * (2 * count * f32)              # allreduce out of place and in place
             + world * 2 * SMALL * bf16                 # bfloat16 allreduce in place
             + 2 * world * (SMALL + SMALL * world) * f32  # all-gather, reduce-scatter
-            + 2 * (world + 1) * SMALL * f32)           # broadcast, reduce
+            + 2 * (world + 1) * SMALL * f32            # broadcast, reduce
+            + 2 * (2 * world * SMALL) * f32)           # gather, scatter
 
 
 def test_staged(args, work):
@@ -197,8 +198,8 @@ def test_staged(args, work):
         _, _, text = h.http_unix(d.status_sock, "/metrics")
         ops = metric(text, "collectived_device_staged_operations_total", 'device="0"')
         copied = metric(text, "collectived_device_staged_bytes_total", 'device="0"')
-        h.check(ops == 7 and copied == staged_bytes(world, count),
-                "staged metrics: %d operations, %d bytes; expected 7 and %d"
+        h.check(ops == 9 and copied == staged_bytes(world, count),
+                "staged metrics: %d operations, %d bytes; expected 9 and %d"
                 % (ops, copied, staged_bytes(world, count)))
         h.check_no_warnings(d.log(), d.name)
     finally:
