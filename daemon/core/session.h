@@ -23,6 +23,7 @@ typedef struct coll_session {
     uv_pipe_t pipe;          /**< first member: the handle's data points back here */
     coll_daemon_t *d;
     coll_list_t link;        /**< in d->sessions */
+    coll_list_t fd_frames;   /**< frames with fds waiting to be sent (net/clientlink.h) */
     coll_frame_reader_t reader;
     uint64_t id;             /**< for logs */
     struct ucred cred;       /**< peer pid, uid, gid (SO_PEERCRED) */

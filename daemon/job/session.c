@@ -42,6 +42,7 @@ void coll_session_close(coll_session_t *s, const char *why)
         coll_job_leave(s->job, s);
     }
     coll_list_remove(&s->link);
+    coll_session_drop_fd_frames(s);
     uv_close((uv_handle_t *)&s->pipe, session_close_cb);
 }
 
@@ -284,6 +285,7 @@ void coll_session_open(coll_daemon_t *d, int fd, struct coll_acceptor *a)
         return;
     }
     s->d = d;
+    coll_list_init(&s->fd_frames);
     s->id = next_id++;
     s->acceptor = a;
     getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len);

@@ -17,9 +17,17 @@
 coll_status_t coll_session_send(coll_session_t *s, coll_daemon_msg_t *msg);
 
 /** @brief As coll_session_send(), passing @p nfds (0 .. COLL_FRAME_MAX_FDS) descriptors with
- *         SCM_RIGHTS. */
+ *         SCM_RIGHTS. While frames wait on the socket, or it has no room, the frame waits in
+ *         the session's fd_frames (with duplicates of the fds: the caller keeps its own) and
+ *         goes out once they are written, ahead of none it was queued after but possibly after
+ *         frames sent later (every frame stands alone); it is dropped, with a warning, when the
+ *         client reads nothing for 30 s, and silently when the session closes. */
 coll_status_t coll_session_send_fds(coll_session_t *s, coll_daemon_msg_t *msg, const int *fds,
                                     unsigned nfds);
+
+/** @brief Forget the frames with fds that still wait to be sent on @p s (at its close; each
+ *         frees itself with its duplicates from the loop). */
+void coll_session_drop_fd_frames(coll_session_t *s);
 
 /** @brief Send a Complete for @p req_id, with no phase times. */
 void coll_session_complete(coll_session_t *s, uint32_t req_id, coll_status_t status,
