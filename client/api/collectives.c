@@ -452,25 +452,38 @@ coll_status_t coll_scatter_async(coll_comm_t *c, const void *sendbuf, void *recv
                          req_p);
 }
 
-/* The count table of an alltoallv's arguments, and the elements it reads and writes in @p s;
- * NULL (the error set) for a missing row, a block that overflows or no memory. */
-static uint64_t *a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A_ROWS], spec_t *s)
+/* A call refused before its submission: the job fails for the other ranks too, as in
+ * submit_table(); returns @p st. */
+static coll_status_t refuse_call(coll_comm_t *c, coll_status_t st)
 {
+    coll_comm_t *k = c->conn;
+
+    pthread_mutex_lock(&k->lock);
+    coll__abort(k, st, k->last_error);
+    pthread_mutex_unlock(&k->lock);
+    return st;
+}
+
+/* The count table of an alltoallv's arguments in @p table_p (the caller frees it), and the
+ * elements it reads and writes in @p s; an error (set) for a missing row, a block that
+ * overflows or no memory. */
+static coll_status_t a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A_ROWS],
+                               spec_t *s, uint64_t **table_p)
+{
+    static const char *const names[] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
     uint32_t ws = (uint32_t)c->world_size, bad = 0;
     size_t es = coll_dtype_size(s->dtype);
     uint64_t *t;
 
     for (unsigned i = 0; i < COLL_A2A_ROWS; i++) {
         if (rows[i] == NULL) {
-            coll__set_error(c, "rank %d: alltoallv without its %s", c->rank,
-                            (const char *const[]){"sendcounts", "sdispls", "recvcounts",
-                                                  "rdispls"}[i]);
-            return NULL;
+            coll__set_error(c, "rank %d: alltoallv without its %s", c->rank, names[i]);
+            return COLL_ERR_INVALID;
         }
     }
     if ((t = malloc(coll_a2a_table_bytes(ws))) == NULL) {
         coll__set_error(c, "rank %d: no memory for the alltoallv's count table", c->rank);
-        return NULL;
+        return COLL_ERR_NOMEM;
     }
     for (size_t i = 0; i < (size_t)COLL_A2A_ROWS * ws; i++) {
         t[i] = rows[i / ws][i % ws];
@@ -479,9 +492,10 @@ static uint64_t *a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A_ROW
         coll__set_error(c, es == 0 ? "unsupported dtype %d" : "rank %d: the alltoallv's block "
                         "for rank %u overflows", es == 0 ? (int)s->dtype : c->rank, bad);
         free(t);
-        return NULL;
+        return COLL_ERR_INVALID;
     }
-    return t;
+    *table_p = t;
+    return COLL_OK;
 }
 
 coll_status_t coll_alltoallv_async(coll_comm_t *c, const void *sendbuf, const size_t *sendcounts,
@@ -493,12 +507,11 @@ coll_status_t coll_alltoallv_async(coll_comm_t *c, const void *sendbuf, const si
     const size_t *const rows[COLL_A2A_ROWS] = {sendcounts, sdispls, recvcounts, rdispls};
     spec_t s = {.coll = COLL_KIND_ALLTOALLV, .sendbuf = sendbuf, .recvbuf = recvbuf,
                 .dtype = dtype, .redop = COLL_SUM, .peer = -1};
-    uint64_t *table = a2a_table(c, rows, &s);
-    coll_status_t st;
+    uint64_t *table = NULL;
+    coll_status_t st = a2a_table(c, rows, &s, &table);
 
-    if (table == NULL) {
-        coll__abort(c->conn, COLL_ERR_INVALID, c->conn->last_error);
-        return COLL_ERR_INVALID;
+    if (st != COLL_OK) {
+        return refuse_call(c, st);
     }
     st = submit_table(c, &s, table, params, req_p);
     free(table);
@@ -510,14 +523,16 @@ coll_status_t coll_alltoall_async(coll_comm_t *c, const void *sendbuf, void *rec
                                   const coll_op_params_t *params, coll_request_t **req_p)
 {
     size_t ws = (size_t)c->world_size;
-    size_t *v = count <= SIZE_MAX / ws ? malloc(2 * ws * sizeof(size_t)) : NULL;
+    size_t *v;
     coll_status_t st;
 
-    if (v == NULL) {
-        coll__set_error(c, "rank %d: %zu blocks of %zu elements %s", c->rank, ws, count,
-                        count <= SIZE_MAX / ws ? "find no memory" : "overflow");
-        coll__abort(c->conn, COLL_ERR_INVALID, c->conn->last_error);
-        return count <= SIZE_MAX / ws ? COLL_ERR_NOMEM : COLL_ERR_INVALID;
+    if (count > SIZE_MAX / ws) {
+        coll__set_error(c, "rank %d: %zu blocks of %zu elements overflow", c->rank, ws, count);
+        return refuse_call(c, COLL_ERR_INVALID);
+    }
+    if ((v = malloc(2 * ws * sizeof(size_t))) == NULL) {
+        coll__set_error(c, "rank %d: no memory for the alltoall's counts", c->rank);
+        return refuse_call(c, COLL_ERR_NOMEM);
     }
     for (size_t j = 0; j < ws; j++) {
         v[j] = count;

@@ -20,6 +20,8 @@
  * alltoallv (the same key): COLL_ERR_MISMATCH on every rank naming both, at once, not at the
  * timeout, also on one node, where the allreduce waits in the shared-memory area and the
  * alltoallvs in the daemon; no receive buffer changed.
+ * --null-counts: rank --odd-rank passes no recvcounts: its call returns COLL_ERR_INVALID at
+ * once naming them, and every rank's operation fails (the job with it), no output written.
  * --abort: rank --odd-rank aborts the job where the others submit an alltoallv: every
  * other rank's request fails (not at the timeout) with the reason, no receive buffer changed.
  *
@@ -37,7 +39,7 @@
 #define FAIL_DEADLINE_MS 30000
 #define ABORT_REASON "a2a_check aborts on purpose"
 
-enum { NONE = 0, COUNT = 1, DTYPE = 2, ABORT = 3, ALLREDUCE = 4 };
+enum { NONE = 0, COUNT = 1, DTYPE = 2, ABORT = 3, ALLREDUCE = 4, NULL_COUNTS = 5 };
 
 typedef struct {
     long scales[MAX_SCALES];
@@ -270,6 +272,9 @@ static int names_failure(const opts_t *o, const char *msg, uint64_t round)
     if (o->mode == ALLREDUCE) {
         return strstr(msg, "allreduce") != NULL && strstr(msg, "alltoallv") != NULL;
     }
+    if (o->mode == NULL_COUNTS) {
+        return strstr(msg, "without its recvcounts") != NULL;
+    }
     snprintf(want, sizeof(want), "rank 0 sends %zu elements to rank %d, which expects %zu", n,
              o->odd_rank, n + 1);
     return strstr(msg, want) != NULL;
@@ -279,7 +284,8 @@ static void run_failure(const check_ctx_t *c, const opts_t *o)
 {
     static const char *const names[] = {"", "expects one element more from rank 0",
                                         "submits int32 where the others submit float32",
-                                        "aborts the job", "submits an allreduce"};
+                                        "aborts the job", "submits an allreduce",
+                                        "passes no recvcounts"};
     a2a_t a;
     uint64_t round;
     char what[160];
@@ -294,7 +300,10 @@ static void run_failure(const check_ctx_t *c, const opts_t *o)
         check_say(c, 0, "%s: aborted", what);
         return;
     }
-    if (o->mode == ALLREDUCE && c->rank == o->odd_rank) {
+    if (o->mode == NULL_COUNTS && c->rank == o->odd_rank) {
+        st = coll_alltoallv_async(c->comm, a.send.data, a.sc, a.sd, a.recv.data, NULL, a.rd,
+                                  COLL_FLOAT32, NULL, &a.req);
+    } else if (o->mode == ALLREDUCE && c->rank == o->odd_rank) {
         st = coll_allreduce_async(c->comm, a.recv.data, a.recv.data, a.recv_elems, COLL_FLOAT32,
                                   COLL_SUM, NULL, &a.req);
     } else {
@@ -305,10 +314,13 @@ static void run_failure(const check_ctx_t *c, const opts_t *o)
         st = check_wait(c, a.req, FAIL_DEADLINE_MS, what, NULL, 0);
     }
     const char *msg = coll_comm_last_error(c->comm);
-    coll_status_t want = o->mode == ABORT ? st : COLL_ERR_MISMATCH;
+    coll_status_t want = o->mode == ABORT || (o->mode == NULL_COUNTS && c->rank != o->odd_rank)
+                             ? st
+                         : o->mode == NULL_COUNTS ? COLL_ERR_INVALID
+                                                  : COLL_ERR_MISMATCH;
     if (st == COLL_OK || st != want || !names_failure(o, msg, round)) {
         check_die("%s: %s, expected %s naming the difference: '%s'", what, coll_err_name(st),
-                  o->mode == ABORT ? "a failure" : "COLL_ERR_MISMATCH", msg);
+                  want == st ? "a failure" : coll_err_name(want), msg);
     }
     for (size_t k = 0; k < a.recv.bytes; k++) {
         if (a.recv.data[k] != SENTINEL) {
@@ -324,13 +336,14 @@ static void run_failure(const check_ctx_t *c, const opts_t *o)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: a2a_check [--scales LIST] [--mismatch count|dtype|allreduce --odd-rank R] "
-               "[--abort --odd-rank R] [--timeout-ms T]\n"
+               "[--abort|--null-counts --odd-rank R] [--timeout-ms T]\n"
                "Run as every rank of a collective-launch job.\n"
                "  --scales LIST      block sizes in elements, up to %d (default 1,1009)\n"
                "  --mismatch KIND    count: rank R expects one element more from rank 0;\n"
                "                     dtype: it submits int32 where the others submit float32;\n"
                "                     allreduce: it submits an allreduce of the same key\n"
                "  --abort            rank R aborts the job where the others submit\n"
+               "  --null-counts      rank R passes no recvcounts\n"
                "  --timeout-ms T     bound on each wait (default 60000)\n", MAX_SCALES);
 }
 
@@ -353,6 +366,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
     static const struct option longopts[] = {
         {"scales", required_argument, NULL, 's'}, {"mismatch", required_argument, NULL, 'm'},
         {"abort", no_argument, NULL, 'a'},        {"odd-rank", required_argument, NULL, 'r'},
+        {"null-counts", no_argument, NULL, 'n'},
         {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *scales = "1,1009";
@@ -370,6 +384,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             bad = o->mode < 0;
             break;
         case 'a': o->mode = ABORT; break;
+        case 'n': o->mode = NULL_COUNTS; break;
         case 'r':
             bad = check_parse_int(optarg, 1, 1 << 20, &v) < 0;
             o->odd_rank = (int)v;
