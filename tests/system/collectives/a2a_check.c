@@ -9,7 +9,8 @@
  * each, the receive buffer in rank order with two gap elements after each. Every byte is
  * computed from (sender, receiver, round, position), so the test knows the whole receive
  * buffer: each block where it belongs, the gaps untouched, the send buffer unchanged, guards
- * intact. coll_req_algo() must say "direct".
+ * intact. coll_req_algo() must say "direct". Then the same on the communicators split by rank
+ * parity, in reverse rank order (group ranks, its nodes and its tags), two dtypes.
  *
  * --mismatch count: rank --odd-rank expects one element more from rank 0 than rank 0
  * sends it (and rank 0 sends it at least one): every rank must get COLL_ERR_MISMATCH naming that
@@ -28,6 +29,8 @@
  * Exit status: 0 when everything checked out, 1 on a failed check, 2 on a usage error.
  */
 #include "check_common.h"
+
+#include <collective_groups.h>
 
 #include <getopt.h>
 #include <stdio.h>
@@ -225,6 +228,27 @@ static void run_all(const check_ctx_t *c, const opts_t *o)
               (unsigned long long)round, 1e3 * (check_now_s() - t0));
 }
 
+/* The rounds again on the group of this rank's parity, its ranks in reverse order. */
+static void run_split(const check_ctx_t *c, const opts_t *o)
+{
+    check_ctx_t g = *c;
+    coll_status_t st = coll_comm_split(c->comm, c->rank % 2, -c->rank, &g.comm);
+
+    if (st != COLL_OK) {
+        check_die("split: %s: %s", coll_err_name(st), coll_comm_last_error(c->comm));
+    }
+    g.rank = coll_comm_rank(g.comm);
+    g.world = coll_comm_world_size(g.comm);
+    g.nodes = coll_comm_node_count(g.comm);
+    g.local_size = g.world / g.nodes;
+    for (size_t d = 0; d < 2; d++) {
+        run_round(&g, o, dtypes[d], o->scales[o->nscales - 1], 0, 100 + 3 * d);
+        run_round(&g, o, dtypes[d], 7, 1, 102 + 3 * d);
+    }
+    check_say(c, 1, "alltoallv and alltoall on the parity groups ok");
+    coll_comm_destroy(g.comm);
+}
+
 /* ---- failures -------------------------------------------------------------------------------- */
 
 static void barrier(const check_ctx_t *c)
@@ -419,6 +443,7 @@ int main(int argc, char **argv)
         run_failure(&c, &o);
     } else {
         run_all(&c, &o);
+        run_split(&c, &o);
     }
     check_say(&c, 1, "all checks passed: world %d (%d nodes x %d ranks)", c.world, c.nodes,
               c.local_size);
