@@ -340,7 +340,8 @@ typedef enum {
     /** Dissemination (Hensgen, Finkel & Manber 1988): barrier in ceil(log2(nodes)) rounds. */
     COLL_ALGO_DISSEMINATION = 4,
     /** Direct: the root's node exchanges each rank's block with that rank's node, once every
-     *  node's descriptor reached it. Gather and scatter. */
+     *  node's descriptor reached it (gather and scatter); every pair of nodes exchanges their
+     *  ranks' blocks, once every node's counts reached every node (all-to-all). */
     COLL_ALGO_DIRECT = 5,
     COLL_ALGO_COUNT
 } coll_algo_t;
@@ -491,6 +492,48 @@ COLL_API coll_status_t coll_scatter_async(coll_comm_t *comm, const void *sendbuf
                                           size_t count, coll_dtype_t dtype, int root,
                                           const coll_op_params_t *params,
                                           coll_request_t **req_p);
+
+/**
+ * @brief All-to-all with per-rank sizes, as MPI_Alltoallv: rank i's @p sendcounts[j] elements
+ *        at @p sdispls[j] of its @p sendbuf land in rank j's @p recvbuf at j's @p rdispls[i],
+ *        where j expects @p recvcounts[i] of them. Counts and displacements are in elements
+ *        of @p dtype, world_size entries each (the communicator's ranks); a block of 0
+ *        elements touches nothing, whatever its displacement. Blocks may overlap in
+ *        @p sendbuf, not in @p recvbuf; the send and receive buffers must not overlap (no in
+ *        place form). A buffer that no block touches may be NULL.
+ * The four arrays are the caller's and are read during the call only: the library copies
+ * them into a table of its own in the pool (4 x world_size x 8 bytes, allocated for the
+ * request, given back when it completes), from which the daemon copies them at submission.
+ * Every rank must give the same @p dtype, and every pair of ranks the same count (what i sends
+ * j is what j expects from i): every node checks every rank's counts before a byte moves, so
+ * a disagreement fails the operation on every rank with COLL_ERR_MISMATCH (the message names
+ * the first pair) and no @p recvbuf written.
+ * @return As the collectives above; COLL_ERR_INVALID also for a NULL array or a block whose
+ *         end in bytes overflows, COLL_ERR_NOT_IN_POOL for a block outside this rank's
+ *         allocations, COLL_ERR_UNSUPPORTED on a device pool's buffers or on more than 4096
+ *         ranks, and the errors of coll_mem_alloc() for the table (COLL_ERR_NOMEM when the
+ *         pool is full). A refused call fails the job, as every refused submission.
+ *         Compression (of @p params or the communicator) does not apply.
+ * Algorithm: COLL_ALGO_DIRECT.
+ */
+COLL_API coll_status_t coll_alltoallv_async(coll_comm_t *comm, const void *sendbuf,
+                                            const size_t *sendcounts, const size_t *sdispls,
+                                            void *recvbuf, const size_t *recvcounts,
+                                            const size_t *rdispls, coll_dtype_t dtype,
+                                            const coll_op_params_t *params,
+                                            coll_request_t **req_p);
+
+/**
+ * @brief All-to-all with equal blocks: block j (@p count elements) of rank i's @p sendbuf
+ *        (world_size blocks) lands in block i of rank j's @p recvbuf (world_size blocks).
+ *        coll_alltoallv_async() with every count @p count and displacements j x @p count.
+ * @return As coll_alltoallv_async(); COLL_ERR_INVALID also when world_size blocks of @p count
+ *         elements overflow. Algorithm: COLL_ALGO_DIRECT.
+ */
+COLL_API coll_status_t coll_alltoall_async(coll_comm_t *comm, const void *sendbuf,
+                                           void *recvbuf, size_t count, coll_dtype_t dtype,
+                                           const coll_op_params_t *params,
+                                           coll_request_t **req_p);
 
 /**
  * @brief Barrier: completes on a rank only after every rank of the job has entered it.

@@ -10,7 +10,7 @@
 static const char *const colls[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast",
                                     "reduce",    "barrier",        "send",       "recv",
                                     "ps-register", "ps-step",      "ps-save",    "ps-load",
-                                    "gather",      "scatter"};
+                                    "gather",      "scatter",      "alltoallv"};
 
 const char *coll_kind_name(coll_kind_t kind)
 {
@@ -50,6 +50,7 @@ int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t 
     switch (kind) {
     case COLL_KIND_REDUCE_SCATTER:
     case COLL_KIND_SCATTER: return ro == so + rank * rbytes;
+    case COLL_KIND_ALLTOALLV: return 0; /* blocks at any displacement: never in place */
     case COLL_KIND_ALLGATHER:
     case COLL_KIND_GATHER: return so == ro + rank * sbytes;
     case COLL_KIND_PS_STEP: return 0; /* the gradients are the scratch of the parameters */
@@ -79,7 +80,7 @@ void coll_desc_make(const coll_submission_t *s, const coll_desc_ctx_t *ctx, coll
         .root = rooted ? s->root : 0,
         .algo = ctx->algo,
         .epoch = ctx->epoch,
-        .layout = s->layout,
+        .layout = kind == COLL_KIND_ALLTOALLV ? 0 : s->layout, /* the table's offset there */
         .compression = s->compression,
         .shapes = compressed ? ctx->shapes : 0,
         .bucket = compressed ? s->bucket : 0,

@@ -37,10 +37,11 @@ typedef enum {
     COLL_KIND_PS_LOAD = 11,    /**< and in */
     COLL_KIND_GATHER = 12,     /**< every rank's block to the root, in rank order */
     COLL_KIND_SCATTER = 13,    /**< block r of the root's buffer to rank r */
+    COLL_KIND_ALLTOALLV = 14,  /**< rank i's block j to rank j, sizes per pair (proto/a2a.h) */
 } coll_kind_t;
 
 /** The highest kind (a new kind goes after it, and this follows). */
-#define COLL_KIND_LAST COLL_KIND_SCATTER
+#define COLL_KIND_LAST COLL_KIND_ALLTOALLV
 
 /** @return 1 for point-to-point kinds (send, recv), which match by peer and key; every other
  *          kind is an operation of every rank of the job, matched by key. */

@@ -24,7 +24,9 @@ typedef struct {
     uint64_t send_offset; /**< the send buffer in the pool */
     uint64_t recv_offset; /**< the receive buffer in the pool */
     uint64_t layout;      /**< fingerprint of the buffer's tensor layout (coll_op_params_t
-                               .layout; 0: none); a parameter-service step's step number */
+                               .layout; 0: none); a parameter-service step's step number; an
+                               alltoallv's count table, its offset in the host pool
+                               (proto/a2a.h; the alltoallv's count is 0) */
     uint64_t compression; /**< compression spec (proto/cspec.h); 0: none */
     uint32_t req_id;      /**< the submitting rank's request, which the completion names */
     uint32_t coll;        /**< coll_kind_t (the wire's Collective) */

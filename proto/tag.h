@@ -22,7 +22,10 @@
  * (coll_tag_stage()); the descriptor's column is 0. The direct gather and scatter
  * (engine/algos/direct.c) put a node in the step and a local member in the column: kind
  * all-gather, column 0 for a node's descriptor and 1 + i for the block of its local member i;
- * kind reduce-scatter, column 0 for the root's verdict to the node.
+ * kind reduce-scatter, column 0 for the root's verdict to the node. The all-to-all
+ * (engine/algos/alltoallv.c) sends a node's counts with kind reduce-scatter, the node as the
+ * step, column 0, and the block of group rank a for local member i of another node with kind
+ * all-gather, a as the step (so at most 4096 ranks), i as the column.
  */
 #ifndef COLL_PROTO_TAG_H
 #define COLL_PROTO_TAG_H

@@ -97,7 +97,7 @@ static coll_status_t check_layout(const Coll__Wire__Layout *l, char *err, size_t
 
 coll_status_t coll_wire_check_submission(const coll_submission_t *s, char *err, size_t errlen)
 {
-    CHECK_FIELD(s->coll <= COLL__WIRE__COLLECTIVE__SCATTER, "submit: unknown collective %u",
+    CHECK_FIELD(s->coll <= COLL__WIRE__COLLECTIVE__ALLTOALLV, "submit: unknown collective %u",
                 s->coll);
     CHECK_FIELD(s->algo < COLL_ALGO_COUNT, "submit: unknown algorithm %u", s->algo);
     CHECK_FIELD(s->root < COLL_WORLD_MAX && s->peer < COLL_WORLD_MAX,

@@ -9,6 +9,7 @@
 #include "client/devmap/devmap.h"
 #include "common/compression.h"
 #include "kernels/reduce.h"
+#include "proto/a2a.h"
 #include "proto/cspec.h"
 #include "client/shm/shm.h"
 
@@ -286,10 +287,25 @@ static void fill(const coll_comm_t *c, const spec_t *s, const coll_op_params_t *
                                                           : &c->compression);
 }
 
-static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
-                            coll_request_t **req_p)
+/* An alltoallv's count table into the pool, where the daemon copies it from at submission:
+ * the submission names it in its layout field and runs uncompressed. */
+static coll_status_t put_table(coll_comm_t *k, const uint64_t *table, uint32_t world,
+                               coll_submission_t *m)
 {
-    coll_submission_t m = {0};
+    size_t bytes = coll_a2a_table_bytes(world);
+    coll_status_t st = coll__mem_alloc(k, bytes, &m->layout);
+
+    if (st == COLL_OK) {
+        memcpy(k->pool + m->layout, table, bytes);
+    }
+    return st;
+}
+
+/* Submit call @p s; an alltoallv with its count @p table (NULL for every other kind). */
+static coll_status_t submit_table(coll_comm_t *c, const spec_t *s, const uint64_t *table,
+                                  const coll_op_params_t *params, coll_request_t **req_p)
+{
+    coll_submission_t m = {0}, t = {0};
     coll_comm_t *k = c->conn;
     coll_status_t st;
 
@@ -304,9 +320,23 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
     if (st == COLL_OK) {
         st = assign_key(c, s, params, &m.key);
     }
+    if (st == COLL_OK && table != NULL) {
+        st = put_table(k, table, (uint32_t)c->world_size, &t);
+    }
     if (st == COLL_OK) {
         fill(c, s, params, &m);
+        if (table != NULL) {
+            m.layout = t.layout;
+            m.compression = m.bucket = m.warmup = 0;
+        }
         st = coll__submit_msg(c, &m, req_p);
+    }
+    if (st == COLL_INPROGRESS && table != NULL) {
+        (*req_p)->table_off = t.layout;
+        (*req_p)->send_bytes = s->send_elems * coll_dtype_size(s->dtype);
+        (*req_p)->recv_bytes = s->recv_elems * coll_dtype_size(s->dtype);
+    } else if (t.layout != 0) {
+        coll__pool_give_back(k, t.layout);
     }
     if (st != COLL_INPROGRESS) {
         /* The other ranks would wait for this operation: end the job for them too (nothing
@@ -315,6 +345,12 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
     }
     pthread_mutex_unlock(&k->lock);
     return st;
+}
+
+static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params,
+                            coll_request_t **req_p)
+{
+    return submit_table(c, s, NULL, params, req_p);
 }
 
 coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
@@ -414,6 +450,97 @@ coll_status_t coll_scatter_async(coll_comm_t *c, const void *sendbuf, void *recv
 {
     return rooted_blocks(c, COLL_KIND_SCATTER, sendbuf, recvbuf, count, dtype, root, params,
                          req_p);
+}
+
+/* A call refused before its submission: the job fails for the other ranks too, as in
+ * submit_table(); returns @p st. */
+static coll_status_t refuse_call(coll_comm_t *c, coll_status_t st)
+{
+    coll_comm_t *k = c->conn;
+
+    pthread_mutex_lock(&k->lock);
+    coll__abort(k, st, k->last_error);
+    pthread_mutex_unlock(&k->lock);
+    return st;
+}
+
+/* The count table of an alltoallv's arguments in @p table_p (the caller frees it), and the
+ * elements it reads and writes in @p s; an error (set) for a missing row, a block that
+ * overflows or no memory. */
+static coll_status_t a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A_ROWS],
+                               spec_t *s, uint64_t **table_p)
+{
+    static const char *const names[] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+    uint32_t ws = (uint32_t)c->world_size, bad = 0;
+    size_t es = coll_dtype_size(s->dtype);
+    uint64_t *t;
+
+    for (unsigned i = 0; i < COLL_A2A_ROWS; i++) {
+        if (rows[i] == NULL) {
+            coll__set_error(c, "rank %d: alltoallv without its %s", c->rank, names[i]);
+            return COLL_ERR_INVALID;
+        }
+    }
+    if ((t = malloc(coll_a2a_table_bytes(ws))) == NULL) {
+        coll__set_error(c, "rank %d: no memory for the alltoallv's count table", c->rank);
+        return COLL_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < (size_t)COLL_A2A_ROWS * ws; i++) {
+        t[i] = rows[i / ws][i % ws];
+    }
+    if (es == 0 || coll_a2a_extent(t, ws, es, &s->send_elems, &s->recv_elems, &bad) != 0) {
+        coll__set_error(c, es == 0 ? "unsupported dtype %d" : "rank %d: the alltoallv's block "
+                        "for rank %u overflows", es == 0 ? (int)s->dtype : c->rank, bad);
+        free(t);
+        return COLL_ERR_INVALID;
+    }
+    *table_p = t;
+    return COLL_OK;
+}
+
+coll_status_t coll_alltoallv_async(coll_comm_t *c, const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *sdispls, void *recvbuf,
+                                   const size_t *recvcounts, const size_t *rdispls,
+                                   coll_dtype_t dtype, const coll_op_params_t *params,
+                                   coll_request_t **req_p)
+{
+    const size_t *const rows[COLL_A2A_ROWS] = {sendcounts, sdispls, recvcounts, rdispls};
+    spec_t s = {.coll = COLL_KIND_ALLTOALLV, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                .dtype = dtype, .redop = COLL_SUM, .peer = -1};
+    uint64_t *table = NULL;
+    coll_status_t st = a2a_table(c, rows, &s, &table);
+
+    if (st != COLL_OK) {
+        return refuse_call(c, st);
+    }
+    st = submit_table(c, &s, table, params, req_p);
+    free(table);
+    return st;
+}
+
+coll_status_t coll_alltoall_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+                                  size_t count, coll_dtype_t dtype,
+                                  const coll_op_params_t *params, coll_request_t **req_p)
+{
+    size_t ws = (size_t)c->world_size;
+    size_t *v;
+    coll_status_t st;
+
+    if (count > SIZE_MAX / ws) {
+        coll__set_error(c, "rank %d: %zu blocks of %zu elements overflow", c->rank, ws, count);
+        return refuse_call(c, COLL_ERR_INVALID);
+    }
+    if ((v = malloc(2 * ws * sizeof(size_t))) == NULL) {
+        coll__set_error(c, "rank %d: no memory for the alltoall's counts", c->rank);
+        return refuse_call(c, COLL_ERR_NOMEM);
+    }
+    for (size_t j = 0; j < ws; j++) {
+        v[j] = count;
+        v[ws + j] = j * count;
+    }
+    st = coll_alltoallv_async(c, sendbuf, v, v + ws, recvbuf, v, v + ws, dtype, params, req_p);
+    free(v);
+    return st;
 }
 
 coll_status_t coll_barrier_async(coll_comm_t *c, const coll_op_params_t *params,

@@ -54,6 +54,8 @@ struct coll_request {
                              COLL_ERR_INVALID whatever the daemon answers */
     uint64_t send_off, send_bytes; /* COLL_REQ_COLLECTIVE: the pool bytes it reads ... */
     uint64_t recv_off, recv_bytes; /* ... and writes (coll_kind_extent()); 0 bytes: none */
+    uint64_t table_off;   /* COLL_REQ_COLLECTIVE: an alltoallv's count table, allocated in the
+                             pool for it and given back when it finishes (0: none) */
     char track[32];       /* "" unless labelled */
     char name[48];
     uint64_t iteration;

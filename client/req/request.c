@@ -91,10 +91,36 @@ coll_request_t *coll__req_using(const coll_comm_t *c, uint32_t pool, uint64_t of
     return NULL;
 }
 
+/* An alltoallv's count table goes back to the daemon with its operation, which copied it at
+ * submission. With the link gone there is nothing to do: the daemon frees a rank's allocations
+ * when it leaves. */
+static void give_back_table(coll_request_t *r)
+{
+    if (r->table_off != 0) {
+        coll__pool_give_back(r->comm, r->table_off);
+        r->table_off = 0;
+    }
+}
+
+void coll__pool_give_back(coll_comm_t *c, uint64_t offset)
+{
+    coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
+    Coll__Wire__MemFree f = COLL__WIRE__MEM_FREE__INIT;
+
+    if (c->broken != COLL_OK) {
+        return;
+    }
+    f.offset = offset;
+    msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_FREE;
+    msg.free = &f;
+    (void)coll__send(c, &msg); /* a broken link is the next call's error */
+}
+
 /* A finished request waits on comm->done until the user frees it (or the communicator goes). */
 static void finish(coll_request_t *r, coll_status_t status)
 {
     COLL_ASSERT(!r->done && status != COLL_INPROGRESS);
+    give_back_table(r);
     if (r->key_reused && status == COLL_OK) {
         status = COLL_ERR_INVALID; /* the user reused its key: the job fails, this one too */
     }

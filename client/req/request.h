@@ -37,6 +37,14 @@ coll_request_t *coll__req_same_key(const coll_comm_t *owner, const coll_submissi
 coll_request_t *coll__req_using(const coll_comm_t *c, uint32_t pool, uint64_t off,
                                 uint64_t bytes);
 
+/**
+ * @brief Give the library's own allocation at @p offset of the host pool (not one in the
+ *        user's list, such as an alltoallv's count table) back to the daemon; nothing when
+ *        the link is broken (the daemon frees a rank's allocations when it leaves). Connection
+ *        lock held.
+ */
+void coll__pool_give_back(coll_comm_t *c, uint64_t offset);
+
 /** @brief Unlink and free. Lock held. */
 void coll__req_release(coll_request_t *r);
 

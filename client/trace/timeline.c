@@ -332,7 +332,8 @@ static const char *coll_name(uint32_t coll)
 {
     static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
                                         "reduce", "barrier", "send", "recv", "ps_register",
-                                        "ps_step", "ps_save", "ps_load"};
+                                        "ps_step", "ps_save", "ps_load", "gather", "scatter",
+                                        "alltoallv"};
     return coll < sizeof(names) / sizeof(names[0]) ? names[coll] : "collective";
 }
 

@@ -19,7 +19,7 @@ static const double bounds[COLL_STATS_BUCKETS] = {
 
 static const char *const kind_names[COLL_STATS_KINDS] = {
     "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "barrier", "send", "recv",
-    "ps_register", "ps_step", "ps_save", "ps_load", "gather", "scatter",
+    "ps_register", "ps_step", "ps_save", "ps_load", "gather", "scatter", "alltoallv",
 };
 
 static const coll_status_t errors[] = {

@@ -15,9 +15,9 @@
 
 #include <collective.h>
 
-/** Kinds of operation counted (coll_kind_t: allreduce .. recv, the parameter service's, gather
- *  and scatter). */
-#define COLL_STATS_KINDS 14
+/** Kinds of operation counted (coll_kind_t: allreduce .. recv, the parameter service's, gather,
+ *  scatter and alltoallv, whose bytes its descriptor does not carry: counted as 0). */
+#define COLL_STATS_KINDS 15
 /** Upper bounds of the latency histogram buckets, seconds (+Inf is implied). */
 #define COLL_STATS_BUCKETS 18
 /** Error kinds counted (room for the status table of collective.h). */

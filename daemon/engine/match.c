@@ -8,6 +8,7 @@
  * starts at once and runs beside the others, those of other groups included.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/dev_pools.h"
 #include "engine/algos/p2p.h"
@@ -81,7 +82,7 @@ static int member_left(coll_job_t *job, const coll_group_t *grp, const coll_sess
  * an error with its text in @p err (the caller refuses the request, or the job with
  * refuse_everywhere()). */
 static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit *sub,
-                            coll_group_t **grp_p, char *err, size_t len)
+                            coll_group_t **grp_p, uint64_t **table_p, char *err, size_t len)
 {
     if (job->state == COLL_JOB_FAILED) {
         snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
@@ -98,13 +99,14 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
         snprintf(err, len, "%.500s", job->errmsg);
         return job->error;
     }
-    return coll_submit_check(job, *grp_p, s, sub, err, len);
+    return coll_submit_check(job, *grp_p, s, sub, table_p, err, len);
 }
 
 
-/* Daemon addresses of member @p i's buffers (NULL where its role uses none), in the pool its
- * submission named: a device pool's are device addresses, which the staged path gives host
- * copies when the operation starts (engine/dev_staged.h). */
+/* Daemon addresses of member @p i's buffers (NULL where its role uses none; an all-to-all's
+ * always, its count table says which bytes), in the pool its submission named: a device
+ * pool's are device addresses, which the staged path gives host copies when the operation
+ * starts (engine/dev_staged.h). */
 static void map_member(coll_op_t *op, uint32_t i)
 {
     const coll_group_t *grp = op->grp;
@@ -113,12 +115,17 @@ static void map_member(coll_op_t *op, uint32_t i)
 
     coll_kind_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
                      coll_group_rank_of_local(grp, i), op->desc.root, &se, &re);
+    if (op->desc.coll == COLL_KIND_ALLTOALLV) {
+        se = re = 1;
+    }
     op->in[i] = se > 0 ? base + op->members[i].send_off : NULL;
     op->out[i] = re > 0 ? base + op->members[i].recv_off : NULL;
 }
 
+/* Member @p s joins the operation of @p sub's key, with the count table @p table (an
+ * all-to-all's, which the operation then owns; else NULL). */
 static void add_member(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
-                       const Coll__Wire__Submit *sub, const coll_desc_t *desc)
+                       const Coll__Wire__Submit *sub, const coll_desc_t *desc, uint64_t *table)
 {
     char err[256], nm[64];
     coll_op_t *op = coll_op_find(job, grp, sub->key);
@@ -126,16 +133,18 @@ static void add_member(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
 
     if (op == NULL && (op = coll_op_create(job, grp, desc)) == NULL) {
         refuse_everywhere(job, s, sub->req_id, COLL_ERR_NOMEM, "daemon out of memory");
+        free(table);
         return;
     }
     if (op->members[i].session != NULL) {
         coll_desc_name(desc, nm, sizeof(nm));
         snprintf(err, sizeof(err), "rank %u submitted %s twice", s->rank, nm);
         refuse_everywhere(job, s, sub->req_id, COLL_ERR_INVALID, err);
+        free(table);
         return;
     }
     op->members[i] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset,
-                                         sub->pool};
+                                         sub->pool, table};
     op->nsubmitted++;
     if (!coll_desc_equal(&op->desc, desc)) {
         fail_local_mismatch(op, s, desc);
@@ -152,7 +161,8 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
     char err[640];
     coll_desc_t desc;
     coll_group_t *grp = NULL;
-    coll_status_t st = refuse(job, s, sub, &grp, err, sizeof(err));
+    uint64_t *table = NULL;
+    coll_status_t st = refuse(job, s, sub, &grp, &table, err, sizeof(err));
 
     if (st != COLL_OK && job->state == COLL_JOB_READY) {
         refuse_everywhere(job, s, sub->req_id, st, err);
@@ -170,5 +180,5 @@ void coll_op_submit(coll_job_t *job, coll_session_t *s, const Coll__Wire__Submit
      * refused algorithm): ranks that all forced it fail together with COLL_ERR_UNSUPPORTED
      * after agreeing; a rank that did not force it disagrees, and the job fails. */
     coll_submit_desc(job, grp, sub, &desc);
-    add_member(job, grp, s, sub, &desc);
+    add_member(job, grp, s, sub, &desc, table);
 }

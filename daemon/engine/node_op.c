@@ -52,7 +52,7 @@ static coll_status_t check_ranks(coll_job_t *job, coll_group_t *grp, const Coll_
                      "run without it", job->left, job->id);
             return COLL_ERR_JOB;
         }
-        if ((st = coll_submit_check(job, grp, job->locals[l], &subs[l], err, len)) != COLL_OK) {
+        if ((st = coll_submit_check(job, grp, job->locals[l], &subs[l], NULL, err, len)) != COLL_OK) {
             return st;
         }
     }
@@ -143,7 +143,7 @@ void coll_op_submit_reduced(coll_job_t *job, const Coll__Wire__Submit *subs,
     for (uint32_t l = 0; l < job->local_size; l++) {
         coll_session_t *s = job->locals[l];
         op->members[grp->local_of[l]] =
-            (coll_op_member_t){s, subs[l].req_id, subs[l].send_offset, subs[l].recv_offset, 0};
+            (coll_op_member_t){s, subs[l].req_id, subs[l].send_offset, subs[l].recv_offset, 0, NULL};
     }
     op->nsubmitted = grp->nlocal;
     coll_op_start(op);

@@ -315,6 +315,9 @@ void coll_op_maybe_free(coll_op_t *op)
         }
         op->feature[i] = NULL;
     }
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+        free(op->members[l].table);
+    }
     COLL_ASSERT(op->grp->ops > 0);
     op->grp->ops--;
     coll_group_unref(op->grp);

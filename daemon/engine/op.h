@@ -63,6 +63,8 @@ typedef struct {
     uint64_t send_off;
     uint64_t recv_off;
     uint32_t pool;           /**< the pool of its buffers (core/dev_pools.h: 0 the host pool) */
+    uint64_t *table;         /**< an all-to-all's count table (proto/a2a.h), copied from the
+                                  pool at submission and owned by the operation; else NULL */
 } coll_op_member_t;
 
 /** Per-operation slots of the features registered in engine/feature.c (at most this many). */

@@ -104,7 +104,8 @@ int coll_shm_waiting_key(const coll_job_t *job, uint64_t key, coll_shm_wait_t *w
  * world's collectives do; point-to-point and the parameter service number theirs apart. */
 static int same_keys(uint32_t kind)
 {
-    return kind <= COLL_KIND_BARRIER || kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER;
+    return kind <= COLL_KIND_BARRIER || kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER ||
+           kind == COLL_KIND_ALLTOALLV;
 }
 
 int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p)

@@ -2,6 +2,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/dev_pools.h"
 #include "engine/algo.h"
@@ -10,6 +12,8 @@
 #include "engine/stage.h"
 #include "engine/dev_staged.h"
 #include "kernels/reduce.h"
+#include "proto/a2a.h"
+#include "proto/tag.h"
 
 /* The parameter service's submissions: the layer above checks what only it knows. */
 static coll_status_t ps_check(const coll_job_t *job, const coll_group_t *grp,
@@ -76,14 +80,99 @@ static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
     return COLL_OK;
 }
 
+/* An all-to-all's count table: in this rank's allocations of the host pool, copied out of the
+ * pool before it is read (the rank may write the pool meanwhile), its blocks' ends without
+ * overflow. Their extents in elements go to @p se and @p re, the copy to @p table_p. */
+static coll_status_t a2a_table(const coll_job_t *job, const coll_group_t *grp,
+                               const coll_session_t *s, const Coll__Wire__Submit *sub,
+                               uint64_t **table_p, uint64_t *se, uint64_t *re, char *err,
+                               size_t errlen)
+{
+    size_t bytes = coll_a2a_table_bytes(grp->size);
+    uint64_t *t;
+    uint32_t bad;
+
+    /* Its messages' tags carry the sending rank where a ring's carry its step. */
+    if (sub->compression != 0 || sub->pool != 0 || grp->size > COLL_TAG_MAX_NODES) {
+        snprintf(err, errlen, "rank %u: an alltoallv runs uncompressed on host memory, on at "
+                 "most %u ranks (this one: %u ranks%s%s)", s->rank, COLL_TAG_MAX_NODES,
+                 grp->size, sub->compression != 0 ? ", compressed" : "",
+                 sub->pool != 0 ? ", on a device pool" : "");
+        return COLL_ERR_UNSUPPORTED;
+    }
+    if (!coll_pool_range_owned(job->pool, sub->layout, bytes, s)) {
+        snprintf(err, errlen, "rank %u: the alltoallv's count table [%" PRIu64 ", +%zu) is not "
+                 "inside this rank's allocations in the host pool of job %s", s->rank,
+                 sub->layout, bytes, job->id);
+        return COLL_ERR_NOT_IN_POOL;
+    }
+    if ((t = malloc(bytes)) == NULL) {
+        snprintf(err, errlen, "daemon out of memory");
+        return COLL_ERR_NOMEM;
+    }
+    memcpy(t, coll_pool_base(job->pool) + sub->layout, bytes);
+    if (coll_a2a_extent(t, grp->size, coll_dtype_size((coll_dtype_t)sub->dtype), se, re,
+                        &bad) != 0) {
+        snprintf(err, errlen, "rank %u: the alltoallv's block of rank %u overflows", s->rank,
+                 bad);
+        free(t);
+        return COLL_ERR_INVALID;
+    }
+    *table_p = t;
+    return COLL_OK;
+}
+
+/* The elements @p sub reads and writes: an all-to-all's from its count table (in @p table_p,
+ * which the caller then owns), every other kind's from its count. */
+static coll_status_t extents(const coll_job_t *job, const coll_group_t *grp,
+                             const coll_session_t *s, const Coll__Wire__Submit *sub,
+                             uint64_t **table_p, uint64_t *se, uint64_t *re, char *err,
+                             size_t errlen)
+{
+    uint32_t me = coll_group_rank_of_local(grp, grp->local_of[s->local_rank]);
+
+    *table_p = NULL;
+    if ((coll_kind_t)sub->coll == COLL_KIND_ALLTOALLV) {
+        return a2a_table(job, grp, s, sub, table_p, se, re, err, errlen);
+    }
+    coll_kind_extent((coll_kind_t)sub->coll, sub->count, grp->size, me, sub->root, se, re);
+    return COLL_OK;
+}
+
+/* The buffers of @p sub: in the rank's allocations, apart unless in place as its kind allows. */
+static coll_status_t check_buffers(const coll_job_t *job, const coll_group_t *grp,
+                                   const coll_session_t *s, const Coll__Wire__Submit *sub,
+                                   uint64_t **table_p, char *err, size_t errlen)
+{
+    size_t es = coll_dtype_size((coll_dtype_t)sub->dtype);
+    uint32_t me = coll_group_rank_of_local(grp, grp->local_of[s->local_rank]);
+    uint64_t se, re;
+    coll_status_t st = extents(job, grp, s, sub, table_p, &se, &re, err, errlen);
+
+    if (st == COLL_OK) {
+        st = check_pool(job, s, sub, se * es, re * es, err, errlen);
+    }
+    if (st == COLL_OK && !coll_kind_overlap_ok((coll_kind_t)sub->coll, me, sub->send_offset,
+                                              se * es, sub->recv_offset, re * es)) {
+        snprintf(err, errlen, "rank %u: send and receive buffers overlap (only the in-place "
+                 "layouts of this collective may)", s->rank);
+        st = COLL_ERR_INVALID;
+    }
+    if (st != COLL_OK) {
+        free(*table_p);
+        *table_p = NULL;
+    }
+    return st;
+}
+
 coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
                                 const coll_session_t *s, const Coll__Wire__Submit *sub,
-                                char *err, size_t errlen)
+                                uint64_t **table_p, char *err, size_t errlen)
 {
     size_t es = coll_dtype_size((coll_dtype_t)sub->dtype);
     uint32_t me = coll_group_rank_of_local(grp, grp->local_of[s->local_rank]);
     const char *bad = coll_kind_is_ps(sub->coll) ? NULL : bad_rank(grp, me, sub);
-    uint64_t se, re;
+    uint64_t *table = NULL;
     coll_status_t st;
 
     if (coll_kind_is_ps(sub->coll) && (st = ps_check(job, grp, s, sub, err, errlen)) != COLL_OK) {
@@ -111,15 +200,13 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
         snprintf(err, errlen, "rank %u: count %" PRIu64 " overflows", s->rank, sub->count);
         return COLL_ERR_INVALID;
     }
-    coll_kind_extent((coll_kind_t)sub->coll, sub->count, grp->size, me, sub->root, &se, &re);
-    if ((st = check_pool(job, s, sub, se * es, re * es, err, errlen)) != COLL_OK) {
+    if ((st = check_buffers(job, grp, s, sub, &table, err, errlen)) != COLL_OK) {
         return st;
     }
-    if (!coll_kind_overlap_ok((coll_kind_t)sub->coll, me, sub->send_offset, se * es,
-                             sub->recv_offset, re * es)) {
-        snprintf(err, errlen, "rank %u: send and receive buffers overlap (only the in-place "
-                 "layouts of this collective may)", s->rank);
-        return COLL_ERR_INVALID;
+    if (table_p != NULL) {
+        *table_p = table;
+    } else {
+        free(table);
     }
     return COLL_OK;
 }

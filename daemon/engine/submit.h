@@ -13,12 +13,18 @@
 /**
  * @brief Check @p sub of a local member of @p grp: root and peer ranks of the group (another
  *        rank for a peer), its buffers inside the session's own allocations, sizes without
- *        overflow, and in place only where the collective allows it.
- * @return COLL_OK; COLL_ERR_NOT_IN_POOL or COLL_ERR_INVALID with a message in @p err.
+ *        overflow, and in place only where the collective allows it. An all-to-all's buffers
+ *        are sized by its count table (proto/a2a.h), which is copied out of the pool first
+ *        and checked in that copy.
+ * @param [out] table_p With COLL_OK, an all-to-all's count table (the copy, the caller's to
+ *        free), NULL for every other kind; NULL to keep none.
+ * @return COLL_OK; COLL_ERR_NOT_IN_POOL (buffers or count table outside the rank's
+ *         allocations), COLL_ERR_INVALID, COLL_ERR_UNSUPPORTED or COLL_ERR_NOMEM with a message
+ *         in @p err.
  */
 coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
                                 const coll_session_t *s, const Coll__Wire__Submit *sub,
-                                char *err, size_t errlen);
+                                uint64_t **table_p, char *err, size_t errlen);
 
 /**
  * @brief Build the descriptor of @p sub on @p grp, resolving its algorithm (coll_algo_resolve();

@@ -414,6 +414,33 @@ class Communicator:
                             (s.addr, r.addr, r.count, s.dtype, root), out, (x, out), key, algo,
                             timeout)
 
+    def alltoallv(self, x, sendcounts, recvcounts, out=None, sdispls=None, rdispls=None, *,
+                  dtype=None, key=None, algo=None, timeout=None):
+        """All-to-all with per-rank sizes (MPI_Alltoallv): @sendcounts[j] elements of @x at
+        @sdispls[j] go to rank j, which receives them in its @out at its @rdispls[r] (where it
+        expects its @recvcounts[r] of them). Counts and displacements are in elements,
+        world_size of each; displacements default to the blocks packed in rank order. Default
+        @out: a new 1-D pool array (or tensor) that holds every received block. Every pair of
+        ranks must agree on its count and every rank on the dtype, or the operation fails on
+        every rank with CollectiveError COLL_ERR_MISMATCH and no @out written. Raises
+        ValueError for lists of another length or negative entries. Returns a Future of
+        @out."""
+        ws = self.world_size
+        sendcounts, recvcounts = _sizes(sendcounts, ws, "sendcounts"), _sizes(recvcounts, ws,
+                                                                                 "recvcounts")
+        sdispls = _packed(sendcounts) if sdispls is None else _sizes(sdispls, ws, "sdispls")
+        rdispls = _packed(recvcounts) if rdispls is None else _sizes(rdispls, ws, "rdispls")
+        if out is None:
+            out = self._like(x, max([d + n for d, n in zip(rdispls, recvcounts)] + [0]))
+        s, r = buffer_info(x, dtype), buffer_info(out, dtype)
+        if s.dtype != r.dtype:
+            raise TypeError("buffers have different dtypes: %s and %s"
+                            % (s.dtype.name.lower(), r.dtype.name.lower()))
+        arrays = [(ctypes.c_size_t * ws)(*v) for v in (sendcounts, sdispls, recvcounts, rdispls)]
+        return self._submit("alltoallv", self._lib.coll_alltoallv_async,
+                            (s.addr, arrays[0], arrays[1], r.addr, arrays[2], arrays[3],
+                             s.dtype), out, (x, out), key, algo, timeout)
+
     def barrier(self, *, key=None, algo=None, timeout=None):
         """Completes once every rank entered the barrier. Returns a Future of None."""
         return self._submit("barrier", self._lib.coll_barrier_async, (), None, None, key, algo,
@@ -466,4 +493,17 @@ def _close(timeline, progress, native):
 
 def _count(x):
     return x.numel() if is_tensor(x) else x.size
+
+
+def _sizes(values, n, what):
+    """@values as a list of @n integers >= 0 (an alltoallv's counts or displacements)."""
+    values = [int(v) for v in values]
+    if len(values) != n or any(v < 0 for v in values):
+        raise ValueError("alltoallv: %s must be %d integers >= 0, not %r" % (what, n, values))
+    return values
+
+
+def _packed(counts):
+    """Displacements of blocks of @counts elements packed in order."""
+    return [sum(counts[:i]) for i in range(len(counts))]
 

@@ -16,12 +16,11 @@ Every collective torch calls is one asynchronous libcollective operation (see
 ``python/torch_backend/process_group.hpp``): allreduce (SUM, AVG, PRODUCT, MIN, MAX; BAND, BOR
 and BXOR of integer tensors; PREMUL_SUM is refused with an error), broadcast, reduce, all_gather,
 all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, gather, scatter (and so
-gather_object and scatter_object_list), barrier, send and recv (tags 0..63), for float32,
-float64, float16, bfloat16, int8, uint8, int32 and int64 CPU tensors of
-any strides. all_reduce_coalesced, all_gather_coalesced (one operation over the tensors packed
-together), sparse allreduce, recv from any source, the group's ``monitored_barrier()``, and
-all_to_all and all_to_all_single (per-rank split sizes; pairwise sends and receives) are
-composed of those in the backend (``python/torch_backend/README.md``). The returned Work
+gather_object and scatter_object_list), all_to_all and all_to_all_single (per-rank split
+sizes), barrier, send and recv (tags 0..63), for float32, float64, float16, bfloat16, int8,
+uint8, int32 and int64 CPU tensors of any strides. all_reduce_coalesced, all_gather_coalesced
+(one operation over the tensors packed together), sparse allreduce, recv from any source and
+the group's ``monitored_barrier()`` are composed of those in the backend (``python/torch_backend/README.md``). The returned Work
 completes when the daemon's request does; ``wait(timeout)``
 raises when the timeout passes first; errors raise RuntimeError with the daemon's message.
 Tensors from :func:`empty` / :func:`zeros` live in the group's pool and are reduced in place

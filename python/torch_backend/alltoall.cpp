@@ -1,43 +1,21 @@
 /*
- * alltoall() and alltoall_base(): pairwise exchanges of the group's point-to-point messages
- * (tag kAllToAllTag), as gloo's alltoall does; the costs are in process_group.hpp.
+ * alltoall() and alltoall_base(): one coll_alltoallv_async() each, the tensors staged in the
+ * pool as for the other collectives. The daemons check every pair's counts and the dtype
+ * before a byte moves (collective.h), so a disagreement fails every rank with
+ * COLL_ERR_MISMATCH and no output written.
  */
 #include <c10/util/Exception.h>
 
-#include <atomic>
-#include <mutex>
-#include <string>
+#include <numeric>
+#include <vector>
 
 #include "process_group.hpp"
+#include "run.hpp"
 #include "types.hpp"
 
 namespace collectived {
 
 namespace {
-
-/* What the exchanges of one all-to-all share: how many have not ended, the first failure. */
-struct Exchanges {
-    std::atomic<int> left{0};
-    std::mutex mu;
-    std::exception_ptr error; /* under mu */
-};
-
-/* @p error, a failed exchange with @p peer, as the all-to-all's own error. */
-std::exception_ptr exchange_error(const char *name, int peer, std::exception_ptr error)
-{
-    std::string why;
-    try {
-        std::rethrow_exception(error);
-    } catch (const c10::Error &e) {
-        why = e.what_without_backtrace();
-    } catch (const std::exception &e) {
-        why = e.what();
-    }
-    return std::make_exception_ptr(c10::Error(
-        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-        c10::str("collectived: ", name, ": the exchange with rank ", peer, " failed; no output "
-                 "was written: ", why)));
-}
 
 /* The split sizes of @p t (@p what): @p splits, checked, or N equal ones when it is empty. */
 std::vector<int64_t> rows_of(const at::Tensor &t, const std::vector<int64_t> &splits, int size,
@@ -65,16 +43,34 @@ std::vector<int64_t> rows_of(const at::Tensor &t, const std::vector<int64_t> &sp
     return splits;
 }
 
-/* @p t cut along its first dimension into blocks of @p rows rows. */
-std::vector<at::Tensor> blocks_of(const at::Tensor &t, const std::vector<int64_t> &rows)
+/* One side of an all-to-all: element counts and displacements per rank. */
+struct Side {
+    std::vector<size_t> counts, displs;
+};
+
+/* Blocks of @p numel elements each, one after the other. */
+Side packed(const std::vector<int64_t> &numel)
 {
-    std::vector<at::Tensor> blocks;
-    int64_t at = 0;
-    for (int64_t n : rows) {
-        blocks.push_back(t.narrow(0, at, n));
-        at += n;
+    Side s;
+    size_t at = 0;
+    for (int64_t n : numel) {
+        s.counts.push_back(static_cast<size_t>(n));
+        s.displs.push_back(at);
+        at += static_cast<size_t>(n);
     }
-    return blocks;
+    return s;
+}
+
+/* @p rows scaled by the elements of one row of @p t. */
+std::vector<int64_t> elements(const std::vector<int64_t> &rows, const at::Tensor &t)
+{
+    int64_t row = std::accumulate(t.sizes().begin() + 1, t.sizes().end(), int64_t(1),
+                                  std::multiplies<int64_t>());
+    std::vector<int64_t> n;
+    for (int64_t r : rows) {
+        n.push_back(r * row);
+    }
+    return n;
 }
 
 /* The checks of alltoall()'s lists: one tensor per rank, each one collectived carries, all of
@@ -92,58 +88,23 @@ void check_blocks(const std::vector<at::Tensor> &list, const at::Tensor &like, i
     }
 }
 
-}  // namespace
-
-c10::intrusive_ptr<c10d::Work> ProcessGroup::exchange(c10d::OpType type, const char *name,
-                                                      std::vector<at::Tensor> outputs,
-                                                      const std::vector<at::Tensor> &sends,
-                                                      const std::vector<at::Tensor> &recvs)
+std::vector<int64_t> numels(const std::vector<at::Tensor> &list)
 {
-    Buffers buffers;
-    std::vector<at::Tensor> got;
-    for (const auto &r : recvs) {
-        got.push_back(at::empty({r.numel()}, r.options()));
-        buffers.copy_back.emplace_back(got.back(), r);
+    std::vector<int64_t> n;
+    for (const auto &t : list) {
+        n.push_back(t.numel());
     }
-    got[rank_].view(sends[rank_].sizes()).copy_(sends[rank_]);
-    auto work = c10::make_intrusive<Work>(comm_, rank_, type, name, 0, std::move(outputs),
-                                          std::move(buffers));
-    auto state = std::make_shared<Exchanges>();
-    state->left = 2 * (size_ - 1) + 1; /* and one for the posting itself */
-    auto ended = [state, work, name](int peer, std::exception_ptr error) {
-        if (error) {
-            std::lock_guard<std::mutex> lock(state->mu);
-            if (!state->error) {
-                state->error = exchange_error(name, peer, error);
-            }
-        }
-        if (--state->left == 0) {
-            state->error ? work->fail(state->error) : work->complete(COLL_OK);
-        }
-    };
-    auto watch = [&ended](const c10::intrusive_ptr<c10d::Work> &w, int peer) {
-        w->getFuture()->addCallback([ended, peer](c10::ivalue::Future &f) {
-            ended(peer, f.hasError() ? f.exception_ptr() : nullptr);
-        });
-    };
-    /* Step i sends to rank + i and receives from rank - i (gloo's order); all are posted
-     * before any is waited for, so no order of the ranks' calls can deadlock. */
-    for (int i = 1; i < size_; i++) {
-        int to = (rank_ + i) % size_, from = (rank_ - i + size_) % size_;
-        std::vector<at::Tensor> out{sends[to]}, in{got[from]};
-        watch(p2p(out, to, kAllToAllTag, true), to);
-        watch(p2p(in, from, kAllToAllTag, false), from);
-    }
-    ended(rank_, nullptr);
-    return work;
+    return n;
 }
+
+}  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall_base(at::Tensor &output, at::Tensor &input,
                                                            std::vector<int64_t> &output_splits,
                                                            std::vector<int64_t> &input_splits,
                                                            const c10d::AllToAllOptions &)
 {
-    check_tensor(input, "all_to_all_single: input");
+    coll_dtype_t dt = check_tensor(input, "all_to_all_single: input");
     check_tensor(output, "all_to_all_single: output");
     TORCH_CHECK(input.scalar_type() == output.scalar_type(), "collectived: all_to_all_single: "
                 "the input is ", input.scalar_type(), " and the output ", output.scalar_type(),
@@ -153,10 +114,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall_base(at::Tensor &output, a
     TORCH_CHECK(input.sizes().slice(1) == output.sizes().slice(1), "collectived: "
                 "all_to_all_single: the input (sizes ", input.sizes(), ") and the output (",
                 output.sizes(), ") differ beyond the first dimension");
-    TORCH_CHECK(in_rows[rank_] == out_rows[rank_], "collectived: all_to_all_single: rank ",
-                rank_, " sends itself ", in_rows[rank_], " rows but expects ", out_rows[rank_]);
-    return exchange(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
-                    blocks_of(input, in_rows), blocks_of(output, out_rows));
+    Side send = packed(elements(in_rows, input)), recv = packed(elements(out_rows, output));
+    void *sbuf = nullptr, *rbuf = nullptr;
+    return run(
+        c10d::OpType::ALLTOALL_BASE, "all_to_all_single", next_key(), {output},
+        [&](OpBuffers &b) {
+            at::Tensor out = b.place(output, false, true);
+            /* The library takes no in-place form: an input that shares bytes with the output
+             * is staged apart. */
+            at::Tensor in;
+            if (OpBuffers::overlaps(input, out)) {
+                in = b.scratch(input.numel(), input.scalar_type());
+                in.view(input.sizes()).copy_(input);
+            } else {
+                in = b.place(input, true, false);
+            }
+            sbuf = in.data_ptr();
+            rbuf = out.data_ptr();
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_alltoallv_async(comm_->get(), sbuf, send.counts.data(),
+                                        send.displs.data(), rbuf, recv.counts.data(),
+                                        recv.displs.data(), dt, params, req);
+        });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall(std::vector<at::Tensor> &outputs,
@@ -165,12 +145,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall(std::vector<at::Tensor> &o
 {
     TORCH_CHECK(!inputs.empty(), "collectived: all_to_all: no input tensors; the group has ",
                 size_, " ranks");
+    coll_dtype_t dt = check_tensor(inputs[0], "all_to_all: input");
     check_blocks(inputs, inputs[0], size_, "input");
     check_blocks(outputs, inputs[0], size_, "output");
-    TORCH_CHECK(inputs[rank_].numel() == outputs[rank_].numel(), "collectived: all_to_all: "
-                "rank ", rank_, " sends itself ", inputs[rank_].numel(), " elements but "
-                "expects ", outputs[rank_].numel());
-    return exchange(c10d::OpType::ALLTOALL, "all_to_all", outputs, inputs, outputs);
+    Side send = packed(numels(inputs)), recv = packed(numels(outputs));
+    void *sbuf = nullptr, *rbuf = nullptr;
+    /* Each list through one staging buffer: the inputs copied in, the outputs copied out. */
+    return run(
+        c10d::OpType::ALLTOALL, "all_to_all", next_key(), outputs,
+        [&](OpBuffers &b) {
+            int64_t ns = std::accumulate(send.counts.begin(), send.counts.end(), int64_t(0));
+            int64_t nr = std::accumulate(recv.counts.begin(), recv.counts.end(), int64_t(0));
+            at::Tensor in = b.scratch(ns, inputs[0].scalar_type());
+            at::Tensor out = b.scratch(nr, inputs[0].scalar_type());
+            for (int i = 0; i < size_; i++) {
+                in.narrow(0, send.displs[i], send.counts[i]).view(inputs[i].sizes())
+                    .copy_(inputs[i]);
+                b.copy_back(out.narrow(0, recv.displs[i], recv.counts[i]), outputs[i]);
+            }
+            sbuf = in.data_ptr();
+            rbuf = out.data_ptr();
+        },
+        [&](const coll_op_params_t *params, coll_request_t **req) {
+            return coll_alltoallv_async(comm_->get(), sbuf, send.counts.data(),
+                                        send.displs.data(), rbuf, recv.counts.data(),
+                                        recv.displs.data(), dt, params, req);
+        });
 }
 
 }  // namespace collectived

@@ -13,12 +13,12 @@
  * c10d backend. Point-to-point messages are numbered per peer, direction and tag: key =
  * tag << 16 | n (mod 2^16), so the n-th send of tag t to a peer meets that peer's n-th receive
  * of tag t from this rank (tags 0..63; at most 65536 messages of one tag in flight per peer).
- * Tags 64 and 65 are the group's own, for monitoredBarrier()'s and the all-to-alls' messages.
+ * Tag 64 is the group's own, for monitoredBarrier()'s messages.
  *
  * Operations the library has no single call for are composed of its collectives in the
- * backend, one function each (coalesced.cpp, sparse.cpp, monitored_barrier.cpp,
- * alltoall.cpp): the doc comment of each says which operations it runs and what that costs
- * against a native algorithm.
+ * backend, one function each (coalesced.cpp, sparse.cpp, monitored_barrier.cpp): the doc
+ * comment of each says which operations it runs and what that costs against a native
+ * algorithm.
  *
  * Failures: arguments are checked before the key is taken, identically on every rank (a bad
  * dtype, reduction, root or size raises and nothing is submitted). A failure after it (no
@@ -124,12 +124,13 @@ class ProcessGroup : public c10d::ProcessGroup {
     /**
      * @brief all_to_all_single: block j of @p input (@p input_splits[j] rows along its first
      *        dimension; N equal blocks when empty) goes to rank j, block i of @p output (by
-     *        @p output_splits) receives rank i's. Composed as exchange() (alltoall.cpp).
+     *        @p output_splits) receives rank i's. One coll_alltoallv_async() (alltoall.cpp):
+     *        ranks that disagree on a pair's block or on the dtype fail together with
+     *        COLL_ERR_MISMATCH, no output written.
      * @throws c10::Error before submitting for tensors collectived does not carry, differing
      *         dtypes or sizes beyond the first dimension, split sizes that are not N in
      *         number, are negative or do not sum to the first dimension (or, when empty, an N
-     *         that does not divide it), or a block to itself whose size differs from the one
-     *         expected.
+     *         that does not divide it).
      */
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                  std::vector<int64_t> &output_splits,
@@ -138,9 +139,10 @@ class ProcessGroup : public c10d::ProcessGroup {
 
     /**
      * @brief all_to_all: @p inputs[j] goes to rank j, @p outputs[i] receives rank i's (any
-     *        sizes, each pair agreeing). Composed as exchange() (alltoall.cpp).
+     *        sizes, each pair agreeing). One coll_alltoallv_async() through one staging
+     *        buffer per list (alltoall.cpp), failing as alltoall_base().
      * @throws c10::Error before submitting unless both lists have N tensors collectived
-     *         carries, all of one dtype, and @p inputs[rank] has @p outputs[rank]'s elements.
+     *         carries, all of one dtype.
      */
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                             std::vector<at::Tensor> &inputs,
@@ -206,36 +208,6 @@ class ProcessGroup : public c10d::ProcessGroup {
      */
     at::Tensor gather_blocks(const std::vector<at::Tensor> &parts, int64_t block, uint64_t key);
 
-    /**
-     * @brief The all-to-all of alltoall() and alltoall_base(), composed of point-to-point
-     *        messages as gloo's pairwise alltoall: step i = 1 .. N - 1 sends @p sends[rank + i]
-     *        to rank + i and receives @p recvs[rank - i] from rank - i (tag kAllToAllTag, every
-     *        message posted before any is waited for); the block to itself is copied. Every
-     *        pair exchanges one message each way, empty blocks included, so the keys stay in
-     *        step and a pair whose sizes disagree fails on both ranks with the library's
-     *        COLL_ERR_MISMATCH (naming both sizes in bytes: the messages carry no dtype, so
-     *        dtypes of one width are not told apart), the other pairs unaffected; a rank that
-     *        never calls it fails the others' receives at the group's timeout (the daemon's
-     *        rule for a message without a sender), which ends the job. Bytes: each rank sends
-     *        exactly its blocks to the others, what a native pairwise algorithm moves (a
-     *        native one could use Bruck's log2 N rounds for small blocks, at the cost of moving
-     *        each byte log2 N / 2 times); the price here is 2 (N - 1) requests per rank and
-     *        copies: each block into a staging buffer (unless in the pool) and each
-     *        received block out of it, into a tensor of its own and then into @p recvs.
-     * @param outputs  The tensors the Work's result() holds.
-     * @param sends    N tensors of one dtype (views are fine), @p sends[rank] with
-     *                 @p recvs[rank]'s element count (checked by the caller).
-     * @param recvs    N tensors (views of @p outputs), written only when every exchange
-     *                 succeeded.
-     * @return A Work that completes when every exchange has ended: with the first failure,
-     *         naming its peer ("the exchange with rank j failed"), else successfully.
-     * @throws c10::Error when a submission was refused (the job then failed on every rank).
-     */
-    c10::intrusive_ptr<c10d::Work> exchange(c10d::OpType type, const char *name,
-                                            std::vector<at::Tensor> outputs,
-                                            const std::vector<at::Tensor> &sends,
-                                            const std::vector<at::Tensor> &recvs);
-
     /** monitoredBarrier() on rank 0: wait for every other rank, then answer them. */
     void monitor_ranks(std::chrono::milliseconds timeout, bool wait_all_ranks);
 
@@ -250,8 +222,7 @@ class ProcessGroup : public c10d::ProcessGroup {
     uint64_t next_seq_ = 0;                   /* under key_mu_ */
     static constexpr uint64_t kKeyMask = (uint64_t(1) << 27) - 1; /* a collective key's bits */
     static constexpr int kMonitorTag = 64;    /* monitoredBarrier()'s messages */
-    static constexpr int kAllToAllTag = 65;   /* exchange()'s messages */
-    static constexpr int kTags = kAllToAllTag + 1;
+    static constexpr int kTags = kMonitorTag + 1;
     std::map<int64_t, uint32_t> p2p_seq_;     /* (peer, direction, tag) -> next number */
     Progress progress_;                       /* last: stops first */
 };

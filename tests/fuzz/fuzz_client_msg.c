@@ -36,7 +36,7 @@ static void check_submit(const Coll__Wire__Submit *s)
 {
     size_t es;
 
-    FUZZ_CHECK((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__SCATTER, "submit: collective %d",
+    FUZZ_CHECK((unsigned)s->coll <= COLL__WIRE__COLLECTIVE__ALLTOALLV, "submit: collective %d",
                (int)s->coll);
     FUZZ_CHECK(s->dtype < COLL_DTYPE_COUNT && s->op < COLL_REDOP_COUNT && s->algo < COLL_ALGO_COUNT,
                "submit: dtype %u op %u algo %u", s->dtype, s->op, s->algo);

@@ -61,7 +61,7 @@ static void check_fields(const coll_submission_t *rec, const Coll__Wire__Submit 
 
 static void check_accepted(const Coll__Wire__Submit *sub)
 {
-    FUZZ_CHECK((unsigned)sub->coll <= COLL__WIRE__COLLECTIVE__SCATTER && sub->dtype < COLL_DTYPE_COUNT &&
+    FUZZ_CHECK((unsigned)sub->coll <= COLL__WIRE__COLLECTIVE__ALLTOALLV && sub->dtype < COLL_DTYPE_COUNT &&
                    sub->op < COLL_REDOP_COUNT && sub->algo < COLL_ALGO_COUNT &&
                    sub->root < COLL_WORLD_MAX && sub->peer < COLL_WORLD_MAX,
                "accepted coll %d dtype %u op %u algo %u root %u peer %u", (int)sub->coll,
@@ -101,7 +101,7 @@ static void submit(const coll_job_t *job, const coll_group_t *grp, const coll_se
         return;
     }
     check_accepted(&sub);
-    if (coll_submit_check(job, grp, s, &sub, err, sizeof(err)) != COLL_OK) {
+    if (coll_submit_check(job, grp, s, &sub, NULL, err, sizeof(err)) != COLL_OK) {
         FUZZ_CHECK(err[0] != '\0', "refused without a reason");
         return;
     }

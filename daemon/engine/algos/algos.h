@@ -23,6 +23,9 @@ extern const coll_impl_t coll_impl_barrier;
 extern const coll_impl_t coll_impl_direct;
 /** The same with every rank on one node: the blocks through the pool (direct.c). */
 extern const coll_impl_t coll_impl_direct_local;
+/** All-to-all with per-rank sizes: every node's counts checked on every node, then one
+ *  message per pair of ranks on different nodes, copies within a node (alltoallv.c). */
+extern const coll_impl_t coll_impl_alltoallv;
 /** Single node: every collective from the local ranks' buffers (single_node.c). */
 extern const coll_impl_t coll_impl_local;
 

@@ -10,7 +10,7 @@
  * reduce-scatter, all-gather and the parameter service's steps by the ring; broadcast and
  * reduce by the chain; the barrier and the parameter service's registration, save and load
  * (the agreement of every node) by dissemination; gather and scatter directly between the
- * root's node and each other node. With every rank on one node, every one of them runs from
+ * root's node and each other node; all-to-all directly between every pair of nodes. With every rank on one node, every one of them runs from
  * the local ranks' buffers in the daemon.
  */
 #include "engine/algo.h"
@@ -47,6 +47,8 @@ static const coll_algo_entry_t table[] = {
      &coll_impl_direct_local},
     {COLL_KIND_SCATTER, COLL_MEM_HOST, COLL_ALGO_DIRECT, NULL, NULL, &coll_impl_direct,
      &coll_impl_direct_local},
+    {COLL_KIND_ALLTOALLV, COLL_MEM_HOST, COLL_ALGO_DIRECT, NULL, NULL, &coll_impl_alltoallv,
+     &coll_impl_alltoallv},
 };
 
 const coll_algo_entry_t *coll_algo_table(size_t *n_p)

@@ -223,6 +223,29 @@ class Collectives(unittest.TestCase):
             comm.gather(big[root * n:(root + 1) * n], big, root=root).result(T)
             np.testing.assert_array_equal(big, want)
 
+    def test_alltoallv(self):
+        # Rank i sends rank j (i + 2 j) % 3 elements of value 100 i + j (some blocks empty),
+        # packed, then again into an output with a gap after each block.
+        w, me = comm.world_size, comm.rank
+        send = [(me + 2 * j) % 3 for j in range(w)]
+        recv = [(i + 2 * me) % 3 for i in range(w)]
+        x = comm.empty(max(sum(send), 1), "float64")
+        x[:sum(send)] = np.concatenate([np.full(n, 100.0 * me + j) for j, n in enumerate(send)])
+        f = comm.alltoallv(x, send, recv)
+        out = f.result(T)
+        self.assertEqual(f.algo, "direct")
+        want = np.concatenate([np.full(n, 100.0 * i + me) for i, n in enumerate(recv)])
+        np.testing.assert_array_equal(out[:sum(recv)], want)
+        gaps = comm.empty(sum(recv) + w, "float64")
+        gaps[:] = -1.0
+        rd = [sum(recv[:i]) + i for i in range(w)]
+        comm.alltoallv(x, send, recv, gaps, rdispls=rd).result(T)
+        for i in range(w):
+            np.testing.assert_array_equal(gaps[rd[i]:rd[i] + recv[i]], 100.0 * i + me)
+            self.assertEqual(gaps[rd[i] + recv[i]], -1.0)
+        with self.assertRaises(ValueError):
+            comm.alltoallv(x, send[:-1], recv)
+
     def test_scatter_from_every_root(self):
         w, n = comm.world_size, 517
         for root in range(w):

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """The operations the "collectived" torch backend composes of the library's collectives and
 messages (python/torch_backend: coalesced.cpp, sparse.cpp, monitored_barrier.cpp,
-anysource.cpp, alltoall.cpp), each checked against values computed here from the inputs every
-rank knows the others used:
+anysource.cpp) and its all-to-alls, each checked against values computed here from the inputs
+every rank knows the others used:
 allreduce_coalesced, all_gather_coalesced, sparse allreduce, recv from any source,
-monitored_barrier, all_to_all and all_to_all_single; a mismatch (ranks cutting the same total
-into different tensors) fails on every rank without writing, an all-to-all whose ranks
-disagree on a pair's block fails on those two ranks without writing, bad arguments raise
-before anything is submitted, and a monitored_barrier names the ranks that did not come.
+monitored_barrier, and the native all_to_all and all_to_all_single (alltoall.cpp, one
+coll_alltoallv_async() each); a mismatch (ranks cutting the same total into different tensors)
+fails on every rank without writing, an all-to-all whose ranks disagree on a pair's block or on
+the dtype (even of one width) fails on every rank without writing, bad arguments raise before
+anything is submitted, and a monitored_barrier names the ranks that did not come.
 
-collective-launch runs this as every rank (ctest: 1x2 and 2x2). Every test issues the same
+collective-launch runs this as every rank (ctest: 1x2, 2x2 and 4x1). Every test issues the same
 operations on every rank and asserts only after its last one. The failing cases run in groups
 of their own (each group is a job: its failure leaves the world group working).
 """
@@ -260,27 +261,29 @@ class AllToAllTest(unittest.TestCase):
                     torch.full((rows(i, R) + 1,), 100.0 * i + R, dtype=torch.float64))
         c.check()
 
-    def test_disagreeing_splits_fail_the_pair(self):
-        # Rank 0 sends rank 1 two rows where rank 1 expects one: ranks 0 and 1 fail naming each
-        # other, without writing; the other pairs' exchanges complete.
+    def test_disagreement_fails_every_rank_unwritten(self):
+        # Rank 1 expects one row from rank 0 where rank 0 sends two: every rank fails naming
+        # that pair (in elements: 2 rows of 3 against 1), no output written. Each case in a
+        # group of its own (its failure ends that group's job, not the world's).
         c = Checks(self)
+        g = dist.new_group()
         splits = [2] * W
         theirs = [1] + splits[1:] if R == 1 else splits
         out = torch.full((sum(theirs), 3), -1, dtype=torch.int64)
-
-        def call():
-            dist.all_to_all_single(out, a2a_input(R, splits), output_split_sizes=theirs,
-                                   input_split_sizes=splits)
-
-        if R in (0, 1):
-            c.raises("pair", call, "all_to_all_single: the exchange with rank %d failed; no "
-                     "output was written" % (1 - R), "COLL_ERR_MISMATCH",
-                     "rank 0 sent 48 bytes to rank 1, which expected 24")
-            c.equal("unwritten", out, torch.full((sum(theirs), 3), -1, dtype=torch.int64))
-        else:
-            call()
-            c.equal("others", out, a2a_expected(lambda i: splits))
-        out = torch.full((2 * W, 3), -1, dtype=torch.int64)  # the keys are still in step
+        c.raises("splits", lambda: dist.all_to_all_single(
+            out, a2a_input(R, splits), output_split_sizes=theirs, input_split_sizes=splits,
+            group=g), "COLL_ERR_MISMATCH", "rank 0 sends 6 elements to rank 1, which expects 3")
+        c.equal("unwritten", out, torch.full((sum(theirs), 3), -1, dtype=torch.int64))
+        # Rank 1 gives int32 where the others give float32, the same width: the dtypes differ
+        # in the daemons' descriptors, so every rank fails (a composed exchange of bytes could
+        # not tell them apart).
+        g = dist.new_group()
+        dt = torch.int32 if R == 1 else torch.float32
+        outs = [torch.full((2,), -1, dtype=dt) for _ in range(W)]
+        c.raises("dtype", lambda: dist.all_to_all(outs, [torch.ones(2, dtype=dt)] * W, group=g),
+                 "COLL_ERR_MISMATCH", "int32", "float32")
+        c.equal("unwritten", torch.cat(outs), torch.full((2 * W,), -1, dtype=dt))
+        out = torch.full((2 * W, 3), -1, dtype=torch.int64)  # the world's job goes on
         dist.all_to_all_single(out, a2a_input(R, splits))
         c.equal("after", out, a2a_expected(lambda i: splits))
         c.check()

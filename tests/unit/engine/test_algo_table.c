@@ -78,6 +78,9 @@ static void test_auto_on_host(void **state)
     assert_int_equal(resolve(COLL_KIND_PS_LOAD, 0, COLL_ALGO_AUTO), COLL_ALGO_DISSEMINATION);
     assert_int_equal(resolve(COLL_KIND_GATHER, 1 << 20, COLL_ALGO_AUTO), COLL_ALGO_DIRECT);
     assert_int_equal(resolve(COLL_KIND_SCATTER, 0, COLL_ALGO_AUTO), COLL_ALGO_DIRECT);
+    assert_int_equal(resolve(COLL_KIND_ALLTOALLV, 0, COLL_ALGO_AUTO), COLL_ALGO_DIRECT);
+    assert_int_equal(resolve(COLL_KIND_ALLTOALLV, 0, COLL_ALGO_RING),
+                     COLL_ALGO_REFUSED + COLL_ALGO_RING);
     assert_int_equal(resolve(COLL_KIND_SEND, 0, COLL_ALGO_AUTO), COLL_ALGO_AUTO);
     assert_int_equal(resolve(COLL_KIND_RECV, 0, COLL_ALGO_RING), COLL_ALGO_AUTO);
 }

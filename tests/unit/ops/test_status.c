@@ -399,6 +399,7 @@ static void test_bus_factor_and_bytes(void **state)
     assert_int_equal(coll_stats_op_bytes(COLL_KIND_SCATTER, 10, 4, 8), 320);
     assert_string_equal(coll_stats_kind_name(COLL_KIND_GATHER), "gather");
     assert_string_equal(coll_stats_kind_name(COLL_KIND_SCATTER), "scatter");
+    assert_string_equal(coll_stats_kind_name(COLL_KIND_ALLTOALLV), "alltoallv");
 }
 
 static void test_histogram_buckets(void **state)

@@ -338,7 +338,7 @@ static void test_submit_unknown_collective_rejected(void **state)
 {
     client_t c;
     client_init(&c);
-    c.submit.coll = (Coll__Wire__Collective)(COLL__WIRE__COLLECTIVE__SCATTER + 1);
+    c.submit.coll = (Coll__Wire__Collective)(COLL__WIRE__COLLECTIVE__ALLTOALLV + 1);
     expect_err(KIND_CLIENT, client_submit(&c), COLL_ERR_PROTOCOL, "collective");
     c.submit.coll = (Coll__Wire__Collective)-1;
     expect_err(KIND_CLIENT, client_submit(&c), COLL_ERR_PROTOCOL, "collective");

@@ -41,7 +41,7 @@ static void check_client(const coll_client_msg_t *m)
         assert_true(m->join->local_rank < m->join->local_size);
         break;
     case COLL__WIRE__CLIENT_MSG__BODY_SUBMIT:
-        assert_true((unsigned)m->submit->coll <= COLL__WIRE__COLLECTIVE__SCATTER);
+        assert_true((unsigned)m->submit->coll <= COLL__WIRE__COLLECTIVE__ALLTOALLV);
         assert_true(m->submit->dtype < COLL_DTYPE_COUNT);
         assert_true(m->submit->op < COLL_REDOP_COUNT);
         break;
