@@ -1,7 +1,7 @@
 /*
  * fault_rank: one trainer rank of the fault-injection tests (fault_test.py), joined to its job
- * through the COLL_* environment. It allreduces float32 sums of --count elements in a loop, with
- * --window operations in flight, and checks every element of every result, until --iters have
+ * through the COLL_* environment. It allreduces float32 sums of --count elements in a loop (or,
+ * with --alltoall, exchanges blocks of them all-to-all), with --window operations in flight, and checks every element of every result, until --iters have
  * completed or one fails. It tells the test what happens on stdout, one line per event:
  *
  *   JOINED rank=R world=W nodes=N t_mono=S
@@ -61,6 +61,7 @@ typedef struct {
     int hold_ms;
     int hold_start; /* wait for stdin to close before the first operation */
     uint32_t seed;  /* mixed into every input */
+    int alltoall;   /* all-to-alls of count / world elements per block instead of allreduces */
 } opts_t;
 
 /* One operation slot: its buffers stay allocated for the whole run. */
@@ -129,8 +130,31 @@ static void fill(const run_t *r, slot_t *s)
     }
 }
 
+/* Element i of an all-to-all's output: block q is rank q's block for this rank; past the
+ * world's blocks nothing is written. */
+static void check_alltoall(const run_t *r, const slot_t *s)
+{
+    size_t block = r->o->count / (size_t)r->world;
+
+    for (size_t i = 0; i < r->o->count; i++) {
+        size_t q = block > 0 ? i / block : (size_t)r->world, j = block > 0 ? i % block : 0;
+        float want = q < (size_t)r->world
+                         ? (float)input_value((int)q, (size_t)r->rank * block + j, s->seq,
+                                              r->o->seed)
+                         : -1e30f;
+        if (s->recv[i] != want) {
+            die("all-to-all %ld completed with COLL_OK but element %zu of %zu is %.9g, expected "
+                "%.9g", s->seq, i, r->o->count, s->recv[i], want);
+        }
+    }
+}
+
 static void check(const run_t *r, const slot_t *s)
 {
+    if (r->o->alltoall) {
+        check_alltoall(r, s);
+        return;
+    }
     for (size_t i = 0; i < r->o->count; i++) {
         int want = 0;
         for (int q = 0; q < r->world; q++) {
@@ -165,8 +189,11 @@ static void submit(run_t *r, slot_t *s, long seq)
     s->seq = seq;
     s->req = NULL;
     fill(r, s);
-    s->st = coll_allreduce_async(r->comm, s->send, s->recv, r->o->count, COLL_FLOAT32, COLL_SUM,
-                                 NULL, &s->req);
+    s->st = r->o->alltoall
+                ? coll_alltoall_async(r->comm, s->send, s->recv, r->o->count / (size_t)r->world,
+                                      COLL_FLOAT32, NULL, &s->req)
+                : coll_allreduce_async(r->comm, s->send, s->recv, r->o->count, COLL_FLOAT32,
+                                       COLL_SUM, NULL, &s->req);
 }
 
 static coll_status_t finish(slot_t *s)
@@ -269,7 +296,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: fault_rank [--count N] [--window W] [--iters K] [--progress P]\n"
             "                  [--stall-rank R --stall-after K [--leave|--abort]] [--hold-ms T]\n"
-            "                  [--seed S] [--hold-start]\n"
+            "                  [--seed S] [--hold-start] [--alltoall]\n"
             "One rank of a fault-injection test (COLL_* environment): float32 sum allreduces of\n"
             "N elements (default 262144), W in flight (default 2), K of them (default: until\n"
             "one fails), every result checked. Prints JOINED, PROGRESS (every P completions,\n"
@@ -282,6 +309,7 @@ static void usage(FILE *f)
             "           stopped submitting, and then holds it\n"
             "  --seed S       mix S into every input (default 0)\n"
             "  --hold-start   once joined, wait until stdin closes before operating\n"
+            "  --alltoall     all-to-alls of N / world_size elements per block instead\n"
             "exit: 0 done, 3 an operation failed, 4 the join failed, 1 a wrong result, 2 usage\n");
 }
 
@@ -307,7 +335,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         {"hold-ms", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
         {"leave", no_argument, NULL, 'l'},    {"abort", no_argument, NULL, 'x'},
         {"seed", required_argument, NULL, 's'}, {"hold-start", no_argument, NULL, 'H'},
-        {NULL, 0, NULL, 0}};
+        {"alltoall", no_argument, NULL, 'A'},   {NULL, 0, NULL, 0}};
     int ch;
 
     *o = (opts_t){.count = 262144, .window = 2, .iters = 1L << 40, .progress = 1,
@@ -325,6 +353,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'x': o->abort = 1; break;
         case 's': o->seed = (uint32_t)parse_long(optarg, 0, 0x7fffffff); break;
         case 'H': o->hold_start = 1; break;
+        case 'A': o->alltoall = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }

@@ -24,6 +24,9 @@ The errors each case expects (the contract these tests pin down):
                 (node 2 misses its heartbeats, fails the job and tells node 0). Rank 1, whose
                 daemon is gone: COLL_ERR_CLOSED. Then a restarted daemon in node 1's place
                 joins a fresh job with the survivors.
+  alltoall_daemon_kill  the same during all-to-alls of 768 KiB per rank (direct exchanges
+                between every pair of nodes): the same errors, then a fresh job of the
+                survivors.
   trainer_kill  2 x 2; SIGKILL rank 3 with 4 allreduces in flight on every rank. Ranks 0-2:
                 COLL_ERR_JOB naming "rank 3" (its daemon sees it leave with work pending).
   trainer_leave 2 x 2, then 2 x 1; rank 3 (then 1) destroys its communicator between
@@ -235,6 +238,25 @@ def case_daemon_kill(ctx):
     c.start_daemons(1)
     fresh_job(ctx, "kill-daemon-rejoin", [0, 3, 2], 1)
     finish(ctx, [0, 2, 3])
+
+
+def case_alltoall_daemon_kill(ctx):
+    """As daemon_kill for all-to-alls (the engine's direct exchanges between every pair of
+    nodes): the survivors fail naming node 1 within the bound and a fresh job runs."""
+    c = ctx.c
+    c.start_daemons(3)
+    job = loop_job(ctx, "kill-daemon-a2a", [0, 1, 2], 1, 3 << 16, 2, "--alltoall")
+    t = inject("SIGKILL node 1's daemon (pid %d)" % c.daemons[1].pid,
+               lambda: c.daemons[1].signal(signal.SIGKILL))
+    expect_failures(ctx, job, t, {0: ({"COLL_ERR_PEER"}, r"\bnode 1\b"),
+                                  2: ({"COLL_ERR_PEER"}, r"\bnode 1\b"),
+                                  1: ({"COLL_ERR_CLOSED"}, None)})
+    expect_status_failed(ctx, [0, 2], job.id, r"\bnode 1\b", lost_node=1)
+    end_job(job)
+    c.daemons[1].popen.wait(5)
+    c.daemons[1].exit_code = c.daemons[1].popen.returncode
+    fresh_job(ctx, "kill-daemon-a2a-fresh", [0, 2], 1)
+    finish(ctx, [0, 2])
 
 
 def case_trainer_kill(ctx):
@@ -648,7 +670,8 @@ def case_pool_budget(ctx):
 
 
 CASES = {
-    "daemon_kill": case_daemon_kill, "trainer_kill": case_trainer_kill,
+    "daemon_kill": case_daemon_kill, "alltoall_daemon_kill": case_alltoall_daemon_kill,
+    "trainer_kill": case_trainer_kill,
     "trainer_leave": case_trainer_leave,
     "daemon_stop": case_daemon_stop, "link_down": case_link_down, "stall": case_stall,
     "shm_kill": case_shm_kill, "shm_stop": case_shm_stop, "shm_abort": case_shm_abort,
