@@ -154,6 +154,18 @@ def check_running_job(doc, cluster, k, per_node):
           "pool: %s" % job["pool"])
     check(job["pool"]["on_demand"] is True, "the default pool is not on demand: %s" % job["pool"])
     check(doc["node"]["sessions"] == per_node and doc["uptime_s"] > 0, "node: %s" % doc["node"])
+    check_algo_choice(job)
+
+
+def check_algo_choice(job):
+    """The root's cost-model ranges of a 2-node job with the built-in constants: recursive
+    doubling wins below 2 alpha / gamma = 2 x 83.8 us / 0.2076 ns = 807 KB, so it runs up to what
+    one 256 KiB segment holds beside the 128-byte descriptor, the ring above."""
+    choice = job["algo_choice"]
+    ranges = [(r["collective"], r["algo"], r["max_bytes"]) for r in choice["ranges"]]
+    check(choice["by"] == "cost_model" and ranges[:2] == [("allreduce", "rd", 262016),
+                                                          ("allreduce", "ring", None)]
+          and ("broadcast", "chain", None) in ranges, "algo_choice: %s" % choice)
 
 
 def start_job(args, cluster, name, per_node, rank_args):
@@ -175,6 +187,9 @@ def test_status_running(args, work):
             doc = h.status_json(d.status_sock)
             check(doc["version"] and doc["node"]["control_addr"] == d.addr, "node: %s" % doc)
             check_running_job(doc, cluster, k, 2)
+        _, text = ctl(args, "--socket", cluster.daemons[1].status_sock, "jobs")
+        check("automatic choice (cost model): allreduce rd <= 262016 B, ring;" in text,
+              "collectivectl jobs does not show the ranges:\n%s" % text)
         job.wait_exit(120, expect=0)
         for d in cluster.daemons:
             h.wait_until(lambda: not h.status_json(d.status_sock)["jobs"], 10,

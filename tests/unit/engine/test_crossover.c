@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "../base/capture.h"
 #include "fake_net.h"
 #include "engine/algo.h"
 #include "engine/crossover.h"
@@ -306,11 +307,16 @@ static void test_daemon_constants(void **state)
     coll_cost_params_default(&def);
     write_file(path, "alpha = 1e-5\ngamma = much\n");
     d->cfg.cost_params = path;
+    capture_start(STDERR_FILENO);
     assert_int_equal(coll_crossover_start(d), COLL_ERR_INVALID);
+    assert_contains(capture_end(), ":2: gamma: \"much\" is not a finite number >= 0");
+    assert_contains(capture_text(), "error core: cost_params: /tmp/coll-cost-");
     assert_null(d->cost);
     unlink(path);
     d->cfg.cost_params = "none";
+    capture_start(STDERR_FILENO);
     assert_int_equal(coll_crossover_start(d), COLL_OK);
+    assert_contains(capture_end(), "cost_params = none");
     assert_null(d->cost);
     d->cfg.cost_params = "";
     assert_int_equal(coll_crossover_start(d), COLL_OK);
