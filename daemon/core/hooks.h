@@ -30,7 +30,8 @@ typedef struct coll_job_hooks {
     /** A job is complete on @p nnodes nodes of at most @p ranks_per_node ranks each: add to
      *  @p params (the configuration's, coll_job_params_from_config()) what this daemon decides
      *  for every node alike beyond them (the automatic choice's size ranges). Called by the
-     *  root's rendezvous before it answers, and for a job on one node. */
+     *  root's rendezvous before it answers (a job on one node has no rendezvous: the job layer
+     *  adds them itself). */
     void (*params)(const struct coll_daemon *d, uint32_t nnodes, uint32_t ranks_per_node,
                    struct coll_job_params *params);
 } coll_job_hooks_t;
