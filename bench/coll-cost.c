@@ -13,7 +13,6 @@
  * them; '#' starts a comment), --set overrides one. KEY is a field of coll_cost_params_t.
  * Exit status: 0, 2 on a usage error or an unknown key.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,23 +21,6 @@
 #include "engine/cost.h"
 
 #define MAX_NODES 64
-
-typedef struct {
-    const char *name;
-    size_t off;
-    int integer; /* 1: uint32_t, 2: uint64_t, 0: double */
-} param_key_t;
-
-#define D(f) {#f, offsetof(coll_cost_params_t, f), 0}
-#define U(f) {#f, offsetof(coll_cost_params_t, f), 1}
-#define U64(f) {#f, offsetof(coll_cost_params_t, f), 2}
-static const param_key_t keys[] = {
-    D(alpha),        D(beta),          D(gamma),         D(alpha_op),
-    D(alpha_shm),    D(beta_mem),      D(alpha_direct),  D(codec_cast),
-    D(codec_onebit), D(codec_topk),    D(codec_flop),    D(topk_ratio),
-    U(powersgd_rank), U64(powersgd_rows), U(knomial_radix), U64(segment_bytes),
-    U64(rd_max_bytes),
-};
 
 static const char *const kinds[] = {"allreduce", "reduce_scatter", "allgather",
                                     "broadcast", "reduce", "barrier"};
@@ -51,54 +33,24 @@ static void usage_exit(const char *why)
     exit(2);
 }
 
-/* KEY=VALUE (spaces around '=' allowed) into @p p; exits 2 on a bad key or value. */
-static void set_key(coll_cost_params_t *p, char *kv)
+/* KEY=VALUE into @p p (cost.h: coll_cost_params_set()); exits 2 on a bad key or value. */
+static void set_key(coll_cost_params_t *p, const char *kv)
 {
-    char *eq = strchr(kv, '='), *key = kv, *end;
-    if (eq == NULL) {
-        usage_exit("want KEY=VALUE");
-    }
-    *eq = '\0';
-    key += strspn(key, " \t");
-    key[strcspn(key, " \t")] = '\0';
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (strcmp(keys[i].name, key) != 0) {
-            continue;
-        }
-        errno = 0;
-        double v = strtod(eq + 1, &end);
-        if (errno != 0 || end == eq + 1 || v < 0) {
-            usage_exit("not a non-negative number");
-        }
-        char *f = (char *)p + keys[i].off;
-        if (keys[i].integer == 1) {
-            *(uint32_t *)f = (uint32_t)v;
-        } else if (keys[i].integer == 2) {
-            *(uint64_t *)f = (uint64_t)v;
-        } else {
-            *(double *)f = v;
-        }
-        return;
-    }
-    fprintf(stderr, "coll-cost: unknown key '%s'\n", key);
-    exit(2);
-}
-
-static void read_params(coll_cost_params_t *p, const char *path)
-{
-    char line[256];
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "coll-cost: %s: %s\n", path, strerror(errno));
+    char err[300];
+    if (coll_cost_params_set(p, kv, err, sizeof(err)) != COLL_OK) {
+        fprintf(stderr, "coll-cost: %s\n", err);
         exit(2);
     }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        line[strcspn(line, "#\n")] = '\0';
-        if (line[strspn(line, " \t")] != '\0') {
-            set_key(p, line);
-        }
+}
+
+/* The file's constants over @p p (cost.h: coll_cost_params_load()); exits 2 on an error. */
+static void read_params(coll_cost_params_t *p, const char *path)
+{
+    char err[400];
+    if (coll_cost_params_load(p, path, err, sizeof(err)) != COLL_OK) {
+        fprintf(stderr, "coll-cost: %s\n", err);
+        exit(2);
     }
-    fclose(f);
 }
 
 static uint64_t size_arg(const char *s)

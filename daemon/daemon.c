@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/loopwatch.h"
 #include "base/notify.h"
+#include "engine/crossover.h"
 #include "engine/workers.h"
 #include "job/doorbell.h"
 #include "job/formation.h"
@@ -255,7 +256,7 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
         (st = coll_auth_load(&d->auth, d->cfg.peer_secret_file,
                              coll_config_source(&d->cfg, "peer_secret_file") != COLL_CFG_DEFAULT,
                              d->cfg.allow_unauthenticated_peers != 0)) != COLL_OK ||
-        (st = coll_transport_init(d)) != COLL_OK ||
+        (st = coll_crossover_start(d)) != COLL_OK || (st = coll_transport_init(d)) != COLL_OK ||
         (st = coll_workers_start(d, (unsigned)d->cfg.kernel_threads)) != COLL_OK ||
         (st = listen_clients(d)) != COLL_OK ||
         (st = listen_peers(d)) != COLL_OK || (st = coll_admin_start(d)) != COLL_OK ||
@@ -291,6 +292,7 @@ void coll_daemon_stop(coll_daemon_t *d)
     coll_rdv_close_all(d);
     coll_formation_clear(d);
     coll_workers_stop(d);
+    coll_crossover_stop(d);
     coll_doorbell_stop(d);
     coll_acceptor_close(d->clients); /* freed once its last session is */
     d->clients = NULL;

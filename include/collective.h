@@ -320,8 +320,9 @@ COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 #include <collective_memory.h>
 
 /**
- * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count (the
- * thresholds come from the job's root daemon, so every node chooses alike). The environment
+ * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count: the
+ * one the root daemon's cost model predicts fastest (docs/cost-model.md), by size ranges the
+ * root computes for the job and sends to every node, so every node chooses alike. The environment
  * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct) forces one for a rank's
  * collectives; ranks of a job must agree (a disagreement fails the operation with
  * COLL_ERR_MISMATCH).
@@ -412,7 +413,8 @@ typedef struct {
 /**
  * @brief Allreduce: every rank's @p recvbuf (count elements) receives the element-wise
  *        reduction over all ranks of their @p sendbuf (count elements).
- * Algorithms: COLL_ALGO_RD for small buffers, COLL_ALGO_RING otherwise.
+ * Algorithms: COLL_ALGO_RD for small buffers (below the cost model's crossover for the job's
+ * node count, at most one pipeline segment), COLL_ALGO_RING otherwise.
  */
 COLL_API coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf,
                                             void *recvbuf, size_t count, coll_dtype_t dtype,

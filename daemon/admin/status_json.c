@@ -338,6 +338,25 @@ static json_t *ps_json(const coll_job_t *job)
                      (json_int_t)in.exchange_bytes, "lr", in.lr);
 }
 
+/* How the job's automatic choices are made: the root's cost model's size ranges (the largest
+ * size of each, null for no limit), or rd_max_bytes alone. */
+static json_t *algo_choice_json(const coll_job_t *job)
+{
+    const coll_job_params_t *p = &job->params;
+    json_t *ranges = json_array();
+
+    for (uint32_t i = 0; i < p->nchoices && i < COLL_JOB_CHOICES; i++) {
+        const coll_job_choice_t *c = &p->choices[i];
+        json_array_append_new(
+            ranges, json_pack("{s:s, s:s, s:o}", "collective", coll_kind_name(c->kind), "algo",
+                              coll_algo_name((coll_algo_t)c->algo), "max_bytes",
+                              c->max_bytes == UINT64_MAX ? json_null()
+                                                         : json_integer((json_int_t)c->max_bytes)));
+    }
+    return json_pack("{s:s, s:I, s:o}", "by", p->nchoices ? "cost_model" : "rd_max_bytes",
+                     "rd_max_bytes", (json_int_t)p->rd_max_bytes, "ranges", ranges);
+}
+
 static json_t *job_json(const coll_job_t *job, uint64_t now)
 {
     json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I}", "id", job->id,
@@ -354,6 +373,7 @@ static json_t *job_json(const coll_job_t *job, uint64_t now)
                                                   job->errmsg));
     }
     json_object_set_new(o, "members", members_json(job));
+    json_object_set_new(o, "algo_choice", algo_choice_json(job));
     json_object_set_new(o, "operations", ops_json(job, now));
     json_object_set_new(o, "peers", peers_json(job));
     json_object_set_new(o, "pool", pool_json(job));

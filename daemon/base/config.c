@@ -44,7 +44,14 @@ static const cfg_key_t keys[] = {
         "stop for half of it is declared lost (a job's ranks may ask for another with "
         "COLL_TIMEOUT_MS)"),
     KEY(rd_max_bytes, CFG_SIZE, "64K",
-        "allreduces up to this size use recursive doubling, larger ones the ring (0: always ring)"),
+        "with cost_params = none (or a root daemon without the cost model): allreduces up to this "
+        "size use recursive doubling, larger ones the ring (0: always ring)"),
+    KEY(cost_params, CFG_STRING, "",
+        "the cost model's constants (a file of KEY = VALUE lines, as bench/calibrate.sh writes "
+        "them; \"\": the built-in ones, docs/cost-model.md): a job this daemon is the root of "
+        "chooses its algorithms by the model's crossovers for its node count and ranks per "
+        "node; none: by the fixed rd_max_bytes. A file that cannot be read or holds a bad "
+        "constant stops the daemon at start"),
     KEY(shm_max_bytes, CFG_SIZE, "1M",
         "collectives of a single-node job up to this size run among its ranks in shared memory, "
         "without the daemon on the data path; larger ones in the daemon (0: always the daemon)"),

@@ -29,7 +29,9 @@ typedef struct {
     uint64_t segment_size;   /**< ring pipeline segment, bytes */
     uint64_t pipeline_depth; /**< segments in flight per operation */
     uint64_t timeout_ms;     /**< bound of every wait of a job (health.h) */
-    uint64_t rd_max_bytes;   /**< allreduces up to this size use recursive doubling */
+    uint64_t rd_max_bytes;   /**< allreduces up to this size use recursive doubling, when
+                                  the root has no cost model */
+    char *cost_params;       /**< the cost model's constants: a file, "" built in, "none" */
     uint64_t shm_max_bytes;  /**< single-node collectives up to this size run in shared memory */
     uint64_t shm_node_max_bytes; /**< multi-node allreduces up to this size are reduced and
                                       distributed in shared memory */

@@ -45,6 +45,8 @@ typedef struct coll_daemon {
     struct coll_admin *admin; /**< status server, systemd (admin/admin.h); or NULL */
     coll_stats_t stats;     /**< what the engine and the job layer counted (core/stats.h) */
     const coll_job_hooks_t *job_hooks; /**< installed by the job layer (core/hooks.h) */
+    struct coll_cost_params *cost; /**< the cost model's constants (engine/cost.h,
+                                        cost_params), NULL: none, the fixed crossovers */
     const struct coll_stage_hooks *stage_hooks; /**< the parameter service's operations
                                                      (engine/stage.h); NULL: refused */
     coll_list_t sessions;   /**< coll_session_t */

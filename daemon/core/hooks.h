@@ -11,6 +11,8 @@
 #include "proto/wire.h"
 
 struct coll_job;
+struct coll_job_params;
+struct coll_daemon;
 
 typedef struct coll_job_hooks {
     /** The job just failed (coll_job_fail() recorded, logged and counted it): end what is
@@ -25,6 +27,13 @@ typedef struct coll_job_hooks {
     /** Nothing of the transport holds the job any more (no drive in progress): free it if no
      *  rank holds it either. */
     void (*idle)(struct coll_job *job);
+    /** A job is complete on @p nnodes nodes of at most @p ranks_per_node ranks each: add to
+     *  @p params (the configuration's, coll_job_params_from_config()) what this daemon decides
+     *  for every node alike beyond them (the automatic choice's size ranges). Called by the
+     *  root's rendezvous before it answers (a job on one node has no rendezvous: the job layer
+     *  adds them itself). */
+    void (*params)(const struct coll_daemon *d, uint32_t nnodes, uint32_t ranks_per_node,
+                   struct coll_job_params *params);
 } coll_job_hooks_t;
 
 #endif

@@ -13,6 +13,7 @@
 
 void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
 {
+    *p = (coll_job_params_t){0};
     p->timeout_ms = cfg->timeout_ms;
     p->segment_bytes = cfg->segment_size;
     p->pipeline_depth = (uint32_t)cfg->pipeline_depth;
@@ -20,6 +21,42 @@ void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
     p->rd_max_bytes = cfg->rd_max_bytes < cfg->segment_size - sizeof(coll_desc_t)
                           ? cfg->rd_max_bytes
                           : cfg->segment_size - sizeof(coll_desc_t);
+}
+
+void coll_job_params_to_wire(const coll_job_params_t *p, Coll__Wire__JobParams *w,
+                             Coll__Wire__AlgoChoice *store, Coll__Wire__AlgoChoice **ptrs)
+{
+    coll__wire__job_params__init(w);
+    w->timeout_ms = p->timeout_ms;
+    w->segment_bytes = p->segment_bytes;
+    w->pipeline_depth = p->pipeline_depth;
+    w->rd_max_bytes = p->rd_max_bytes;
+    for (uint32_t i = 0; i < p->nchoices && i < COLL_JOB_CHOICES; i++) {
+        coll__wire__algo_choice__init(&store[i]);
+        store[i].kind = p->choices[i].kind;
+        store[i].algo = p->choices[i].algo;
+        store[i].max_bytes = p->choices[i].max_bytes;
+        ptrs[i] = &store[i];
+        w->n_choices = i + 1;
+    }
+    w->choices = ptrs;
+}
+
+coll_status_t coll_job_params_from_wire(const Coll__Wire__JobParams *w, coll_job_params_t *p)
+{
+    coll_job_params_t q;
+
+    if (w == NULL || w->n_choices > COLL_JOB_CHOICES) {
+        return COLL_ERR_PROTOCOL;
+    }
+    q = (coll_job_params_t){w->timeout_ms, w->segment_bytes, w->pipeline_depth,
+                            w->rd_max_bytes, (uint32_t)w->n_choices, {{0}}};
+    for (size_t i = 0; i < w->n_choices; i++) {
+        q.choices[i] = (coll_job_choice_t){w->choices[i]->kind, w->choices[i]->algo,
+                                           w->choices[i]->max_bytes};
+    }
+    *p = q;
+    return COLL_OK;
 }
 
 void coll_node_lost(coll_node_t *node, const char *fmt, ...)

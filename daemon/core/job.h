@@ -81,12 +81,28 @@ typedef struct {
 #define COLL_BLAME_QUERIES 16
 #define COLL_BLAMES 8
 
-/** What every node of a job must share; decided by the root daemon's configuration. */
+/** One size range of the automatic algorithm choice (engine/crossover.h): a @c kind
+ *  operation of at most @c max_bytes per rank (and more than the previous range's of the same
+ *  kind) runs @c algo. */
 typedef struct {
+    uint32_t kind;      /**< coll_kind_t */
+    uint32_t algo;      /**< coll_algo_t */
+    uint64_t max_bytes; /**< UINT64_MAX for the last range of a kind */
+} coll_job_choice_t;
+
+/** Size ranges a job's parameters hold at most. */
+#define COLL_JOB_CHOICES 24
+
+/** What every node of a job must share; decided by the root daemon's configuration. */
+typedef struct coll_job_params {
     uint64_t timeout_ms;     /**< bound of every wait (health.h) */
     size_t segment_bytes;    /**< pipeline segment */
     uint32_t pipeline_depth; /**< columns in flight per operation */
-    size_t rd_max_bytes;     /**< allreduce up to this size: recursive doubling */
+    size_t rd_max_bytes;     /**< allreduce up to this size: recursive doubling, when the
+                                  choices below name no allreduce */
+    uint32_t nchoices;       /**< of choices: 0 when the root has no cost model */
+    coll_job_choice_t choices[COLL_JOB_CHOICES]; /**< the automatic choice, by the root's cost
+                                                      model, kind by kind, sizes rising */
 } coll_job_params_t;
 
 /** The transport's part of a job (net/transport.c, net/control.c): its UCX worker, what UCX
@@ -192,8 +208,25 @@ typedef struct coll_job {
     struct coll_ps_job *ps;       /**< the parameter service (ps/ps.h), NULL when none */
 } coll_job_t;
 
-/** @brief The job parameters this daemon's configuration gives (as root, or alone). */
+/** @brief The job parameters this daemon's configuration gives (as root, or alone), with no
+ *         choices (the job layer's params hook adds them, core/hooks.h). */
 void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *params);
+
+/**
+ * @brief The wire form of @p p, for the rendezvous' answer. Pointers only: @p w points into
+ *        @p store and @p ptrs (COLL_JOB_CHOICES each), which must outlive it.
+ * @param [out] w Initialised and filled.
+ */
+void coll_job_params_to_wire(const coll_job_params_t *p, Coll__Wire__JobParams *w,
+                             Coll__Wire__AlgoChoice *store, Coll__Wire__AlgoChoice **ptrs);
+
+/**
+ * @brief The parameters the root sent in @p w.
+ * @param [out] p Set only on success.
+ * @return COLL_OK; COLL_ERR_PROTOCOL for no parameters (@p w NULL) or more than
+ *         COLL_JOB_CHOICES choices.
+ */
+coll_status_t coll_job_params_from_wire(const Coll__Wire__JobParams *w, coll_job_params_t *p);
 
 /**
  * @brief Mark @p node lost (COLL_ERR_PEER, shown as "lost" among the job's peers in /status)

@@ -1,7 +1,8 @@
 /*
  * The algorithm choice over the table of registered algorithms (algo.h): the entry of the
- * operation's collective and memory kind that a forced algorithm names, or the one with the
- * highest score that can run it.
+ * operation's collective and memory kind that a forced algorithm names, or the one the root's
+ * cost model chose for the size (crossover.h), or the one with the highest score that can run
+ * it.
  */
 #include "engine/algo.h"
 
@@ -9,6 +10,7 @@
 
 #include "common/assert.h"
 #include "core/pool.h"
+#include "engine/crossover.h"
 #include "engine/exec.h"
 
 static int entry_runs(const coll_algo_entry_t *e, const coll_job_t *job, uint64_t bytes)
@@ -56,6 +58,19 @@ static const coll_algo_entry_t *best(const coll_job_t *job, coll_kind_t kind,
     return b;
 }
 
+/* The automatic choice: the root's size ranges by the cost model (engine/crossover.h) on host
+ * memory, where they name an entry that runs the size; otherwise the highest score. */
+static const coll_algo_entry_t *chosen(const coll_job_t *job, coll_kind_t kind,
+                                       coll_mem_kind_t mem, uint64_t bytes)
+{
+    const coll_algo_entry_t *e = NULL;
+
+    if (mem == COLL_MEM_HOST) {
+        e = find(kind, mem, coll_crossover_algo(&job->params, kind, bytes));
+    }
+    return e != NULL && entry_runs(e, job, bytes) ? e : best(job, kind, mem, bytes);
+}
+
 uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t bytes,
                            coll_algo_t requested)
 {
@@ -66,7 +81,7 @@ uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t byt
         return COLL_ALGO_AUTO;
     }
     if (requested == COLL_ALGO_AUTO) {
-        e = best(job, kind, mem, bytes);
+        e = chosen(job, kind, mem, bytes);
     } else {
         e = find(kind, mem, (uint32_t)requested);
         e = e != NULL && entry_runs(e, job, bytes) ? e : NULL;

@@ -292,7 +292,7 @@ static double algo_time(const shape_t *x, coll_cost_algo_t algo)
     return t < 0 ? -1 : t + around(x, algo);
 }
 
-static int params_valid(const coll_cost_params_t *p)
+int coll_cost_params_valid(const coll_cost_params_t *p)
 {
     const double v[] = {p->alpha,        p->beta,       p->gamma,        p->alpha_op,
                         p->alpha_shm,    p->beta_mem,   p->alpha_direct, p->codec_cast,
@@ -318,7 +318,8 @@ coll_status_t coll_cost_predict(const coll_cost_params_t *p, coll_kind_t kind, u
     shape_t x = {p, kind, (double)bytes, nnodes, ranks_per_node, nnodes};
     coll_cost_result_t r = {.best = COLL_COST_NALGOS};
 
-    if (nnodes == 0 || ranks_per_node == 0 || !params_valid(p) || !kind_modelled(kind)) {
+    if (nnodes == 0 || ranks_per_node == 0 || !coll_cost_params_valid(p) ||
+        !kind_modelled(kind)) {
         return COLL_ERR_INVALID;
     }
     for (int a = 0; a < COLL_COST_NALGOS; a++) {

@@ -52,6 +52,7 @@
 #ifndef COLL_ENGINE_COST_H
 #define COLL_ENGINE_COST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <collective.h>
@@ -80,7 +81,7 @@ typedef enum {
 #define COLL_COST_ALL ((1u << COLL_COST_NALGOS) - 1u)
 
 /** The constants of the model. Times in seconds, per-byte costs in seconds per byte. */
-typedef struct {
+typedef struct coll_cost_params {
     double alpha;          /**< one message between daemons, with the receiver's wake-up */
     double beta;           /**< per byte on a node's link */
     double gamma;          /**< per byte of float32 reduction (one source into a destination) */
@@ -128,6 +129,34 @@ void coll_cost_params_default(coll_cost_params_t *p);
 coll_status_t coll_cost_predict(const coll_cost_params_t *p, coll_kind_t kind, uint64_t bytes,
                                 uint32_t nnodes, uint32_t ranks_per_node, uint32_t allowed,
                                 coll_cost_result_t *out);
+
+/**
+ * @return 1 when every constant of @p p is usable (coll_cost_predict()'s COLL_ERR_INVALID
+ *         lists what is not), 0 otherwise.
+ */
+int coll_cost_params_valid(const coll_cost_params_t *p);
+
+/**
+ * @brief Set one constant of @p p from a "KEY = VALUE" line (KEY a field of
+ *        coll_cost_params_t; spaces around '=' allowed), as bench/calibrate.sh writes them.
+ * @param [out] err A sentence saying what is wrong, on error.
+ * @return COLL_OK; COLL_ERR_INVALID for a line without '=', an unknown key, or a value that
+ *         is not a finite number >= 0 (an integer for the integer fields).
+ */
+coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
+                                   size_t errlen);
+
+/**
+ * @brief Read the constants from the file at @p path over @p p (keys the file does not name
+ *        keep their value): "KEY = VALUE" lines, '#' starts a comment, blank lines skipped.
+ *        @p p is changed only on success.
+ * @param [out] err What is wrong, with the file and line, on error.
+ * @return COLL_OK; COLL_ERR_INVALID for a line coll_cost_params_set() refuses, a line over
+ *         255 characters, or constants that are not valid together (coll_cost_params_valid());
+ *         a negative errno when the file cannot be read.
+ */
+coll_status_t coll_cost_params_load(coll_cost_params_t *p, const char *path, char *err,
+                                    size_t errlen);
 
 /** @return The name of @p algo ("ring", "node_rd", ...); "?" when out of range. */
 const char *coll_cost_algo_name(coll_cost_algo_t algo);

@@ -15,6 +15,7 @@
 #include "core/dev_pools.h"
 #include "core/staging.h"
 #include "engine/codec/codec.h"
+#include "engine/crossover.h"
 #include "engine/op.h"
 #include "engine/shm.h"
 #include "engine/shm_watch.h"
@@ -115,6 +116,7 @@ void coll_job_ready_alone(coll_job_t *job)
     memcpy(job->nodes[0].ranks, job->ranks, job->local_size * sizeof(uint32_t));
     snprintf(job->nodes[0].host, sizeof(job->nodes[0].host), "%s", job->d->hostname);
     coll_job_params_from_config(&job->d->cfg, &p);
+    coll_crossover_fill(job->d, 1, job->local_size, &p);
     p.timeout_ms = job->timeout_ms;
     job->epoch = uv_hrtime();
     job_ready(job, &p);
@@ -199,9 +201,12 @@ static void rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
     if (check_addresses(job) != COLL_OK) {
         return;
     }
+    if (coll_job_params_from_wire(r->params, &params) != COLL_OK) {
+        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: root %s sent no job parameters "
+                      "or more than %d algorithm choices", job->id, job->root, COLL_JOB_CHOICES);
+        return;
+    }
     job->epoch = r->epoch;
-    params = (coll_job_params_t){r->params->timeout_ms, r->params->segment_bytes,
-                                 r->params->pipeline_depth, r->params->rd_max_bytes};
     job_ready(job, &params);
 }
 
@@ -388,6 +393,7 @@ static const coll_job_hooks_t hooks = {
     .rendezvous_done = rendezvous_done,
     .closed = job_release,
     .idle = job_maybe_free,
+    .params = coll_crossover_fill,
 };
 
 void coll_job_layer_init(coll_daemon_t *d)

@@ -154,15 +154,21 @@ static void fill_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
 static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
                        Coll__Wire__NodeInfo **ptrs, uint64_t timeout_ms)
 {
-    Coll__Wire__JobParams params = COLL__WIRE__JOB_PARAMS__INIT;
+    Coll__Wire__JobParams params;
+    Coll__Wire__AlgoChoice choices[COLL_JOB_CHOICES], *choice_ptrs[COLL_JOB_CHOICES];
     uint64_t epoch = realtime_ns();
+    uint32_t ranks_per_node = 0;
     coll_job_params_t p;
 
+    for (size_t k = 0; k < n; k++) {
+        if (sorted[k]->join->n_ranks > ranks_per_node) {
+            ranks_per_node = (uint32_t)sorted[k]->join->n_ranks;
+        }
+    }
     coll_job_params_from_config(&rdv->d->cfg, &p);
-    params.timeout_ms = timeout_ms ? timeout_ms : p.timeout_ms;
-    params.segment_bytes = p.segment_bytes;
-    params.pipeline_depth = p.pipeline_depth;
-    params.rd_max_bytes = p.rd_max_bytes;
+    p.timeout_ms = timeout_ms ? timeout_ms : p.timeout_ms;
+    rdv->d->job_hooks->params(rdv->d, (uint32_t)n, ranks_per_node, &p);
+    coll_job_params_to_wire(&p, &params, choices, choice_ptrs);
     for (size_t k = 0; k < n; k++) {
         Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
         Coll__Wire__NodeJoinReply reply = COLL__WIRE__NODE_JOIN_REPLY__INIT;

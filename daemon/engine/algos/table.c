@@ -5,8 +5,12 @@
  * that kind, its own predicate and score, and its implementation; the engine's core is not
  * touched.
  *
- * The automatic choice on host memory: allreduces up to rd_max_bytes by recursive doubling
- * (whose whole buffer and a descriptor travel in one staging half), larger ones by the ring;
+ * The automatic choice on host memory is the root's cost model's where it names an entry
+ * (engine/crossover.h: recursive doubling or the ring for an allreduce by size, the only
+ * collective with two candidates today); these scores decide where it names none, and for a
+ * job whose root has no model (cost_params = none): allreduces up to rd_max_bytes by recursive
+ * doubling (whose whole buffer and a descriptor travel in one staging half), larger ones by the
+ * ring;
  * reduce-scatter, all-gather and the parameter service's steps by the ring; broadcast and
  * reduce by the chain; the barrier and the parameter service's registration, save and load
  * (the agreement of every node) by dissemination; gather and scatter directly between the

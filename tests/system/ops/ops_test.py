@@ -84,7 +84,33 @@ def test_config_cli(args, work):
     rc, out = daemon_cmd(args, "--print-config", env=env)
     check("log_level = warn  # env\n" in out, "COLLD_LOG_LEVEL does not win over COLL_LOG_LEVEL")
     check_config_errors(args, work)
+    check_cost_params_errors(args, work)
     check_example_file(args)
+
+
+def check_cost_params_errors(args, work):
+    """A cost_params file that cannot be used stops the daemon at start (exit 1, no socket
+    left), with the file and line; a good one starts it."""
+    cases = [
+        ("alpha = 5e-5\ngamma = lots\n", "%s:2: gamma: \"lots\" is not a finite number >= 0"),
+        ("speed = 3\n", "%s:1: unknown constant \"speed\""),
+        ("knomial_radix = 1\n", "%s: the constants are not usable together"),
+        (None, "%s: No such file or directory"),
+    ]
+    sock = os.path.join(work, "cost.sock")
+    for i, (text, want) in enumerate(cases):
+        path = os.path.join(work, "params%d.txt" % i)
+        if text is not None:
+            write(path, text)
+        rc, out = daemon_cmd(args, "--socket", sock, "--status-socket", "none",
+                             "--peer-secret-file", "", "--cost-params", path)
+        check(rc == 1 and ("error core: cost_params: " + want % path) in out,
+              "cost_params %r: exit code %d, expected 1 and %r in:\n%s" % (text, rc, want % path,
+                                                                        out))
+        check(not os.path.exists(sock), "a refused daemon left its socket %s" % sock)
+    good = write(os.path.join(work, "params-good.txt"), "# bench/calibrate.sh\nalpha = 5e-5\n")
+    rc, out = daemon_cmd(args, "--cost-params", good, "--print-config")
+    check(rc == 0 and "cost_params = %s  # flag" % good in out, "cost_params not in --print-config")
 
 
 def check_config_errors(args, work):
@@ -140,6 +166,7 @@ def check_running_job(doc, cluster, k, per_node):
     check((job["world_size"], job["local_size"], job["joined"], job["nodes"], job["node_rank"])
           == (4, per_node, per_node, 2, k), "job shape: %s" % job)
     check(job["epoch"] > 0, "epoch %r (the root sets it at the rendezvous)" % job["epoch"])
+    check(job["root"] == cluster.daemons[0].addr, "root %s, expected node 0" % job["root"])
     check(job["timeout_ms"] > 0, "timeout_ms %r" % job["timeout_ms"])
     mine = [r for r in cluster.ranks if r.node == k]
     for m, r in zip(job["members"], mine):
@@ -154,6 +181,23 @@ def check_running_job(doc, cluster, k, per_node):
           "pool: %s" % job["pool"])
     check(job["pool"]["on_demand"] is True, "the default pool is not on demand: %s" % job["pool"])
     check(doc["node"]["sessions"] == per_node and doc["uptime_s"] > 0, "node: %s" % doc["node"])
+    check_algo_choice(job)
+
+
+# The root's (node 0's) cost model constants in test_status_running; node 1 has none of its
+# own (cost_params = none) and must still show and use the root's ranges.
+COST_PARAMS = "# bench/calibrate.sh\nalpha = 10e-6\ngamma = 3e-9\n"
+
+
+def check_algo_choice(job):
+    """The root's cost-model ranges of a 2-node job with COST_PARAMS: recursive doubling wins
+    while alpha + S (beta + gamma) < 2 alpha + S beta + S gamma / 2, below 2 alpha / gamma =
+    6666.7 bytes; the ring above."""
+    choice = job["algo_choice"]
+    ranges = [(r["collective"], r["algo"], r["max_bytes"]) for r in choice["ranges"]]
+    check(choice["by"] == "cost_model" and ranges[:2] == [("allreduce", "rd", 6666),
+                                                          ("allreduce", "ring", None)]
+          and ("broadcast", "chain", None) in ranges, "algo_choice: %s" % choice)
 
 
 def start_job(args, cluster, name, per_node, rank_args):
@@ -164,8 +208,10 @@ def start_job(args, cluster, name, per_node, rank_args):
 
 def test_status_running(args, work):
     cluster = Cluster(args.daemon, "ops")
+    params = write(os.path.join(work, "params.txt"), COST_PARAMS)
     try:
-        cluster.start_daemons(2)
+        cluster.start_daemons(2, node_args=lambda k: ["--cost-params",
+                                                      params if k == 0 else "none"])
         job = start_job(args, cluster, "running", 2, ["--iters", "60", "--sleep-ms", "50",
                                                       "--count", str(COUNT_LARGE // 4),
                                                       "--ready-file", os.path.join(work, "ready")])
@@ -175,6 +221,9 @@ def test_status_running(args, work):
             doc = h.status_json(d.status_sock)
             check(doc["version"] and doc["node"]["control_addr"] == d.addr, "node: %s" % doc)
             check_running_job(doc, cluster, k, 2)
+        _, text = ctl(args, "--socket", cluster.daemons[1].status_sock, "jobs")
+        check("automatic choice (cost model): allreduce rd <= 6666 B, ring;" in text,
+              "collectivectl jobs does not show the ranges:\n%s" % text)
         job.wait_exit(120, expect=0)
         for d in cluster.daemons:
             h.wait_until(lambda: not h.status_json(d.status_sock)["jobs"], 10,

@@ -1,0 +1,149 @@
+/*
+ * The cost model's constants read from text (cost.h): the "KEY = VALUE" lines bench/calibrate.sh
+ * writes, for the daemon's cost_params file and bench/coll-cost's --params and --set.
+ */
+#include "engine/cost.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { KEY_DOUBLE, KEY_U32, KEY_U64 } key_type_t;
+
+typedef struct {
+    const char *name;
+    size_t off;
+    key_type_t type;
+} param_key_t;
+
+#define D(f) {#f, offsetof(coll_cost_params_t, f), KEY_DOUBLE}
+#define U32(f) {#f, offsetof(coll_cost_params_t, f), KEY_U32}
+#define U64(f) {#f, offsetof(coll_cost_params_t, f), KEY_U64}
+
+static const param_key_t keys[] = {
+    D(alpha),          D(beta),           D(gamma),          D(alpha_op),
+    D(alpha_shm),      D(beta_mem),       D(alpha_direct),   D(codec_cast),
+    D(codec_onebit),   D(codec_topk),     D(codec_flop),     D(topk_ratio),
+    U32(powersgd_rank), U64(powersgd_rows), U32(knomial_radix), U64(segment_bytes),
+    U64(rd_max_bytes),
+};
+
+static const param_key_t *key_named(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strlen(keys[i].name) == len && strncmp(keys[i].name, name, len) == 0) {
+            return &keys[i];
+        }
+    }
+    return NULL;
+}
+
+/* Store @p v in the field of @p k; 0 when it does not fit the field's type. */
+static int store(coll_cost_params_t *p, const param_key_t *k, double v)
+{
+    char *f = (char *)p + k->off;
+
+    switch (k->type) {
+    case KEY_U32:
+        if (v != floor(v) || v > UINT32_MAX) {
+            return 0;
+        }
+        *(uint32_t *)f = (uint32_t)v;
+        return 1;
+    case KEY_U64:
+        if (v != floor(v) || v >= 18446744073709551616.0) {
+            return 0;
+        }
+        *(uint64_t *)f = (uint64_t)v;
+        return 1;
+    default:
+        *(double *)f = v;
+        return 1;
+    }
+}
+
+coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
+                                   size_t errlen)
+{
+    const char *eq = strchr(line, '='), *key = line + strspn(line, " \t"), *end;
+    const param_key_t *k;
+    size_t klen;
+    double v;
+
+    if (eq == NULL) {
+        snprintf(err, errlen, "want KEY = VALUE, got \"%s\"", line);
+        return COLL_ERR_INVALID;
+    }
+    klen = (size_t)(eq - key);
+    while (klen > 0 && (key[klen - 1] == ' ' || key[klen - 1] == '\t')) {
+        klen--;
+    }
+    if ((k = key_named(key, klen)) == NULL) {
+        snprintf(err, errlen, "unknown constant \"%.*s\"", (int)klen, key);
+        return COLL_ERR_INVALID;
+    }
+    errno = 0;
+    v = strtod(eq + 1, (char **)&end);
+    end += strspn(end, " \t\r");
+    if (errno != 0 || end == eq + 1 || *end != '\0' || !isfinite(v) || v < 0 ||
+        !store(p, k, v)) {
+        snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, eq + 1 + strspn(eq + 1, " \t"),
+                 k->type == KEY_DOUBLE ? "finite number >= 0" : "whole number >= 0");
+        return COLL_ERR_INVALID;
+    }
+    return COLL_OK;
+}
+
+/* Every line of @p f over @p p; COLL_OK or COLL_ERR_INVALID with the line's number. */
+static coll_status_t read_lines(FILE *f, coll_cost_params_t *p, const char *path, char *err,
+                                size_t errlen)
+{
+    char line[258], why[200];
+    unsigned no = 0;
+
+    while (fgets(line, sizeof(line), f) != NULL) {
+        no++;
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            snprintf(err, errlen, "%s:%u: line longer than 255 characters", path, no);
+            return COLL_ERR_INVALID;
+        }
+        line[strcspn(line, "#\n")] = '\0';
+        if (line[strspn(line, " \t\r")] != '\0' &&
+            coll_cost_params_set(p, line, why, sizeof(why)) != COLL_OK) {
+            snprintf(err, errlen, "%s:%u: %s", path, no, why);
+            return COLL_ERR_INVALID;
+        }
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll_cost_params_load(coll_cost_params_t *p, const char *path, char *err,
+                                    size_t errlen)
+{
+    coll_cost_params_t q = *p;
+    coll_status_t st;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL) {
+        st = (coll_status_t)-errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return st;
+    }
+    st = read_lines(f, &q, path, err, errlen);
+    if (st == COLL_OK && ferror(f)) {
+        snprintf(err, errlen, "%s: read error", path);
+        st = COLL_ERR_INVALID;
+    }
+    fclose(f);
+    if (st == COLL_OK && !coll_cost_params_valid(&q)) {
+        snprintf(err, errlen, "%s: the constants are not usable together (a radix below 2, a "
+                 "PowerSGD rank of 0, a TopK ratio outside (0, 1] or a zero segment)", path);
+        st = COLL_ERR_INVALID;
+    }
+    if (st == COLL_OK) {
+        *p = q;
+    }
+    return st;
+}
