@@ -87,6 +87,8 @@ typedef struct {
     size_t segment_bytes;    /**< pipeline segment */
     uint32_t pipeline_depth; /**< columns in flight per operation */
     size_t rd_max_bytes;     /**< allreduce up to this size: recursive doubling */
+    int nccl;                /**< 1: collectives on device buffers may run through NCCL
+                                  between the nodes (net/rdv_nccl.h; 0 for a job alone) */
 } coll_job_params_t;
 
 /** The transport's part of a job (net/transport.c, net/control.c): its UCX worker, what UCX

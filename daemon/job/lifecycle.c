@@ -201,7 +201,8 @@ static void rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
     }
     job->epoch = r->epoch;
     params = (coll_job_params_t){r->params->timeout_ms, r->params->segment_bytes,
-                                 r->params->pipeline_depth, r->params->rd_max_bytes};
+                                 r->params->pipeline_depth, r->params->rd_max_bytes,
+                                 r->params->nccl};
     job_ready(job, &params);
 }
 

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "net/accept.h"
 #include "net/link.h"
+#include "net/rdv_nccl.h"
 #include "net/ucx_address.h"
 
 /* A rendezvous this daemon serves as root: the nodes of one job that registered so far, or,
@@ -151,6 +152,24 @@ static void fill_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
     }
 }
 
+/* The job parameter nccl from every node's offer (net/rdv_nccl.h); why not is logged. */
+static int nccl_decide(const coll_rdv_t *rdv, size_t n, rdv_member_t **sorted)
+{
+    const Coll__Wire__NodeJoin **joins = calloc(n, sizeof(*joins));
+    char why[COLL_DEV_TEXT_MAX + 200];
+    int yes = 0;
+
+    for (size_t k = 0; joins != NULL && k < n; k++) {
+        joins[k] = sorted[k]->join;
+    }
+    if (joins != NULL && (yes = coll_rdv_nccl_decide(joins, n, why, sizeof(why))) == 0) {
+        coll_info(COLL_SUB_RDV, "job %s: device buffers take the staged path between nodes, "
+                  "not NCCL: %s", rdv->job, why);
+    }
+    free(joins);
+    return yes;
+}
+
 static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
                        Coll__Wire__NodeInfo **ptrs, uint64_t timeout_ms)
 {
@@ -163,6 +182,7 @@ static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
     params.segment_bytes = p.segment_bytes;
     params.pipeline_depth = p.pipeline_depth;
     params.rd_max_bytes = p.rd_max_bytes;
+    params.nccl = nccl_decide(rdv, n, sorted);
     for (size_t k = 0; k < n; k++) {
         Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
         Coll__Wire__NodeJoinReply reply = COLL__WIRE__NODE_JOIN_REPLY__INIT;
@@ -422,6 +442,7 @@ static void node_on_up(coll_peer_link_t *l)
     coll_job_t *job = l->owner;
     Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
     Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
+    ProtobufCBinaryData uuids[COLL_DEV_MAX];
 
     job->rdv.error[0] = '\0';
     j.job = job->id;
@@ -435,6 +456,7 @@ static void node_on_up(coll_peer_link_t *l)
     j.pid = (uint32_t)getpid();
     j.kernel_id = (ProtobufCBinaryData){sizeof(l->d->kernel_id), l->d->kernel_id};
     j.token_digest = (ProtobufCBinaryData){sizeof(job->token_digest), job->token_digest};
+    coll_rdv_nccl_offer(l->d, &j, uuids);
     out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
     out.node_join = &j;
     coll_link_send(l, &out);
