@@ -113,7 +113,10 @@ static coll_status_t nccl_comm_init(int dev, int nranks, int rank, const coll_nc
     if (nranks < 1 || rank < 0 || rank >= nranks) {
         return coll__dev_fail(COLL_ERR_INVALID, "nccl: rank %d of %d", rank, nranks);
     }
-    if ((st = coll_dev_open(&dops)) != COLL_OK || (st = dops->ctx_enter(dev)) != COLL_OK) {
+    if ((st = coll_dev_open(&dops)) != COLL_OK) {
+        return coll__dev_fail(st, "nccl: no device layer: %s", coll_dev_status());
+    }
+    if ((st = dops->ctx_enter(dev)) != COLL_OK) {
         return st;
     }
     config.blocking = 0;
