@@ -322,7 +322,7 @@ COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 /**
  * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count (the
  * thresholds come from the job's root daemon, so every node chooses alike). The environment
- * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct) forces one for a rank's
+ * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct, nccl) forces one for a rank's
  * collectives; ranks of a job must agree (a disagreement fails the operation with
  * COLL_ERR_MISMATCH).
  * A collective that an algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
@@ -342,6 +342,10 @@ typedef enum {
     /** Direct: the root's node exchanges each rank's block with that rank's node, once every
      *  node's descriptor reached it. Gather and scatter. */
     COLL_ALGO_DIRECT = 5,
+    /** NCCL between the daemons, one rank per node: the node's ranks' device buffers reduced
+     *  locally, one NCCL call, the result copied to each rank. Allreduce of device buffers in a
+     *  job whose daemons all offer NCCL (docs/gpu.md); never on host memory. */
+    COLL_ALGO_NCCL = 6,
     COLL_ALGO_COUNT
 } coll_algo_t;
 

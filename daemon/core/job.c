@@ -20,6 +20,7 @@ void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
     p->rd_max_bytes = cfg->rd_max_bytes < cfg->segment_size - sizeof(coll_desc_t)
                           ? cfg->rd_max_bytes
                           : cfg->segment_size - sizeof(coll_desc_t);
+    p->nccl = 0; /* the root decides it at the rendezvous; a job alone has no other daemon */
 }
 
 void coll_node_lost(coll_node_t *node, const char *fmt, ...)

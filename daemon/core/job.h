@@ -136,6 +136,8 @@ typedef struct {
                                        until first used */
     uint64_t shm_done;            /**< collectives its ranks completed in shared memory */
     uint64_t shm_posted;          /**< collectives its ranks posted there (every one) */
+    struct coll_nccl_job *nccl;   /**< its NCCL communicator (engine/algos/nccl.h); NULL until
+                                       the first NCCL operation */
 } coll_job_engine_t;
 
 /** A job on this node. The job layer (job/lifecycle.c) owns its life and the fields at the top;

@@ -230,7 +230,7 @@ static void init_node(fake_world_t *w, uint32_t n, size_t segment_bytes, size_t 
                         .nodes = w->nodes[n], .rank_node = w->rank_node,
                         .rank_local = w->rank_local, .epoch = 42};
     snprintf(job->id, sizeof(job->id), "fake");
-    job->params = (coll_job_params_t){60000, segment_bytes, 2, 16 << 10};
+    job->params = (coll_job_params_t){60000, segment_bytes, 2, 16 << 10, 0};
     job->engine.staging_bytes = 2 * segment_bytes;
     coll_list_init(&job->engine.ops);
     coll_list_init(&job->engine.staging);
