@@ -17,7 +17,7 @@
  *   --compression SPEC  the float32 allreduces only (out of place and in place), compressed
  *               with SPEC (coll_compression_parse()): "fp16" keeps these small integers exact.
  *   --nccl      the job's daemons run NCCL between them (the job parameter nccl, docs/gpu.md):
- *               the allreduces must name "nccl" (the other collectives still the staged path),
+ *               every collective but the reduce must name "nccl" (the reduce the staged path),
  *               and --mismatch has every rank's buffer on the device.
  *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
  *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
@@ -99,10 +99,11 @@ static int check(const char *what, coll_status_t st, const char *algo, const flo
                 coll_comm_last_error(comm));
         return -1;
     }
-    if (nccl && strstr(what, "allreduce") != NULL ? strcmp(algo, "nccl") != 0
-                                                   : strncmp(algo, "staged+", 7) != 0) {
+    int by_nccl = nccl && strncmp(what, "reduce to", 9) != 0;
+
+    if (by_nccl ? strcmp(algo, "nccl") != 0 : strncmp(algo, "staged+", 7) != 0) {
         fprintf(stderr, "rank %d: %s ran as '%s', not %s\n", rank, what, algo,
-                nccl && strstr(what, "allreduce") != NULL ? "through NCCL" : "on the staged path");
+                by_nccl ? "through NCCL" : "on the staged path");
         return -1;
     }
     for (size_t i = 0; i < n; i++) {

@@ -25,8 +25,9 @@ extern const coll_impl_t coll_impl_direct;
 extern const coll_impl_t coll_impl_direct_local;
 /** Single node: every collective from the local ranks' buffers (single_node.c). */
 extern const coll_impl_t coll_impl_local;
-/** NCCL between the daemons, on device buffers: the local inputs reduced into the first
- *  member's output, one NCCL call there, the result copied to the others (nccl.c). */
+/** NCCL between the daemons, on device buffers: allreduce, reduce-scatter, all-gather and
+ *  broadcast, the node's members' buffers combined, one NCCL call, the result copied to each
+ *  member (nccl.c). */
 extern const coll_impl_t coll_impl_nccl;
 
 #endif

@@ -1,7 +1,10 @@
 /*
  * NCCL between the daemons of a job (nccl.h), hierarchical as the host's algorithms are: the
- * node's ranks' inputs reduced into the first member's output, one NCCL allreduce of it among
- * the daemons (one NCCL rank per node), the result copied to the other members' outputs.
+ * node's ranks' buffers combined (an allreduce's inputs reduced into the first member's output,
+ * a reduce-scatter's into a scratch buffer of the whole, an all-gather's inputs put at their
+ * blocks of the first member's output), one NCCL call among the daemons (one NCCL rank per
+ * node; allreduce, reduce-scatter, all-gather, broadcast), the result copied to the other
+ * members' outputs.
  *
  * The communicator is the job's, made by its first NCCL operation: node 0 makes the unique id
  * and sends it to every other node in that operation's own transfers (the job's authenticated
@@ -13,10 +16,10 @@
  * after the call; nothing waits in the loop. An error fails the job, whose end aborts the
  * communicator (coll_nccl_job_end()), which ends the other daemons' waits in NCCL.
  *
- * The local reduction runs through the host executor on the fake device layer, whose device
- * memory is host memory (the stand-in NCCL's); on a real device the CUDA executor's reduction is
- * not wired here yet, so a node with several ranks on a real device fails the operation's job
- * with COLL_ERR_UNSUPPORTED and says so, and a node of one rank needs none.
+ * The local reduction and copies run through the host on the fake device layer, whose device
+ * memory is host memory (the stand-in NCCL's); on a real device the CUDA executor's reduction
+ * and device copies are not wired here yet, so a node with several ranks on a real device fails
+ * the operation's job with COLL_ERR_UNSUPPORTED and says so; a node of one rank needs neither.
  */
 #include "engine/algos/nccl.h"
 
@@ -57,18 +60,38 @@ typedef struct {
     coll_op_t *op;
     phase_t phase;
     coll_nccl_id_t id;    /* the communicator's, with the job's first NCCL operation */
+    void *scratch;        /* a reduce-scatter's reduction of several members (host memory) */
     uint32_t nx;
     coll_xfer_t x[];      /* the id's sends (node 0) or its receive */
 } nccl_op_t;
 
-int coll_nccl_fits(unsigned coll, unsigned dtype, unsigned op)
+/* Every node holds the same number of consecutive ranks, in node order. */
+static int blocks_by_node(const coll_group_t *grp)
+{
+    uint32_t per = grp->size / grp->nnodes;
+
+    for (uint32_t r = 0; r < grp->size; r++) {
+        if (grp->rank_node[r] != r / per || grp->rank_local[r] != r % per) {
+            return 0;
+        }
+    }
+    return per * grp->nnodes == grp->size;
+}
+
+int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op)
 {
     int dt = dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
              dtype == COLL_BFLOAT16 || dtype == COLL_INT8 || dtype == COLL_UINT8 ||
              dtype == COLL_INT32 || dtype == COLL_INT64;
+    int redop = op == COLL_SUM || op == COLL_PROD || op == COLL_MIN || op == COLL_MAX;
 
-    return coll == COLL_KIND_ALLREDUCE && dt &&
-           (op == COLL_SUM || op == COLL_PROD || op == COLL_MIN || op == COLL_MAX);
+    switch (coll) {
+    case COLL_KIND_ALLREDUCE: return dt && redop;
+    case COLL_KIND_REDUCE_SCATTER: return dt && redop && blocks_by_node(grp);
+    case COLL_KIND_ALLGATHER: return dt && blocks_by_node(grp);
+    case COLL_KIND_BROADCAST: return dt;
+    default: return 0;
+    }
 }
 
 /* Fail @p job on every node: @p what went wrong on this one, in the device layer's words. */
@@ -103,27 +126,108 @@ static coll_status_t join(coll_nccl_job_t *nj, const coll_nccl_id_t *id)
     return COLL_OK;
 }
 
-/* @p n's NCCL call: its node's inputs reduced into the first member's output first. */
+static uint8_t *at(void *buf, uint64_t elems, const coll_op_t *op)
+{
+    return (uint8_t *)buf + elems * op->esize;
+}
+
+static uint64_t addr(const void *p)
+{
+    return (uint64_t)(uintptr_t)p;
+}
+
+static void copy_unless_same(void *dst, const void *src, size_t len)
+{
+    if (dst != src) {
+        memcpy(dst, src, len);
+    }
+}
+
+/* A reduce-scatter's NCCL call. Several members (host memory, the fake device layer's): their
+ * inputs reduced into a scratch buffer of the whole, reduced in place between the nodes, each
+ * node's ranks' blocks contiguous (coll_nccl_fits()). */
+static coll_status_t reduce_scatter(coll_nccl_job_t *nj, nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    uint64_t cnt = op->desc.count, l = op->grp->nlocal, all = cnt * op->grp->size;
+
+    if (l == 1) {
+        return nj->nccl->reduce_scatter(addr(op->in[0]), addr(op->out[0]), cnt,
+                                        (coll_dtype_t)op->desc.dtype, (coll_redop_t)op->desc.op,
+                                        nj->comm, nj->stream);
+    }
+    if ((n->scratch = malloc(all * op->esize)) == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    coll_combine_locals(op, 0, all, n->scratch, NULL, 1);
+    return nj->nccl->reduce_scatter(addr(n->scratch),
+                                    addr(at(n->scratch, op->grp->node_rank * l * cnt, op)), l * cnt,
+                                    (coll_dtype_t)op->desc.dtype, (coll_redop_t)op->desc.op,
+                                    nj->comm, nj->stream);
+}
+
+/* An all-gather's NCCL call: the members' inputs put at their ranks' blocks of the first
+ * member's output, which NCCL completes in place (each node's blocks contiguous). */
+static coll_status_t allgather(coll_nccl_job_t *nj, nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    const coll_group_t *grp = op->grp;
+    uint64_t cnt = op->desc.count, l = grp->nlocal;
+    const void *send = op->in[0];
+
+    if (l > 1) {
+        for (uint32_t m = 0; m < l; m++) {
+            copy_unless_same(at(op->out[0], coll_group_rank_of_local(grp, m) * cnt, op),
+                             op->in[m], cnt * op->esize);
+        }
+        send = at(op->out[0], grp->node_rank * l * cnt, op);
+    }
+    return nj->nccl->allgather(addr(send), addr(op->out[0]), l * cnt,
+                               (coll_dtype_t)op->desc.dtype, nj->comm, nj->stream);
+}
+
+/* @p n's NCCL call, into the first member's output (a reduce-scatter: see there); several
+ * members only on the fake device layer, whose memory is host memory (op_device()). */
 static coll_status_t call(coll_nccl_job_t *nj, nccl_op_t *n)
 {
     coll_op_t *op = n->op;
-    uint64_t send = (uint64_t)(uintptr_t)op->in[0], recv = (uint64_t)(uintptr_t)op->out[0];
+    const coll_group_t *grp = op->grp;
+    uint32_t root = grp->rank_node[op->desc.root];
+    const void *send = op->in[0];
+    coll_dtype_t dt = (coll_dtype_t)op->desc.dtype;
 
-    if (op->grp->nlocal > 1) { /* host memory: the fake device layer's (op_device()) */
-        coll_combine_locals(op, 0, op->desc.count, op->out[0], NULL, 1);
-        send = recv;
+    switch (op->desc.coll) {
+    case COLL_KIND_REDUCE_SCATTER:
+        return reduce_scatter(nj, n);
+    case COLL_KIND_ALLGATHER:
+        return allgather(nj, n);
+    case COLL_KIND_BROADCAST:
+        send = root == grp->node_rank ? op->in[grp->rank_local[op->desc.root]] : op->out[0];
+        return nj->nccl->broadcast(addr(send), addr(op->out[0]), op->desc.count, dt, (int)root,
+                                   nj->comm, nj->stream);
+    default:
+        if (grp->nlocal > 1) {
+            coll_combine_locals(op, 0, op->desc.count, op->out[0], NULL, 1);
+            send = op->out[0];
+        }
+        return nj->nccl->allreduce(addr(send), addr(op->out[0]), op->desc.count, dt,
+                                   (coll_redop_t)op->desc.op, nj->comm, nj->stream);
     }
-    return nj->nccl->allreduce(send, recv, op->desc.count, (coll_dtype_t)op->desc.dtype,
-                               (coll_redop_t)op->desc.op, nj->comm, nj->stream);
 }
 
-/* The first member's output to the others' (host memory: several members only on the fake). */
-static void copy_out(coll_op_t *op)
+/* The result to the members' outputs: from the first member's (a reduce-scatter's: from the
+ * scratch buffer), with several members only (host memory). */
+static void copy_out(nccl_op_t *n)
 {
-    for (uint32_t l = 1; l < op->grp->nlocal; l++) {
-        if (op->out[l] != op->out[0]) {
-            memcpy(op->out[l], op->out[0], op->desc.count * op->esize);
-        }
+    coll_op_t *op = n->op;
+    uint64_t cnt = op->desc.count;
+    int rs = op->desc.coll == COLL_KIND_REDUCE_SCATTER;
+    size_t len = (op->desc.coll == COLL_KIND_ALLGATHER ? cnt * op->grp->size : cnt) * op->esize;
+
+    for (uint32_t l = rs ? 0 : 1; l < op->grp->nlocal && (!rs || n->scratch != NULL); l++) {
+        copy_unless_same(op->out[l],
+                         rs ? at(n->scratch, coll_group_rank_of_local(op->grp, l) * cnt, op)
+                            : op->out[0], len);
     }
 }
 
@@ -161,7 +265,7 @@ static coll_status_t advance(coll_nccl_job_t *nj, nccl_op_t *n)
         if (st != COLL_OK) {
             return st;
         }
-        copy_out(n->op);
+        copy_out(n);
         nj->job->d->devices.dev[nj->device].nccl_ops++;
         return COLL_OK;
     }
@@ -252,8 +356,9 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
     }
     if (op->nbufs > 1 && coll_nccl_open(&nccl) == COLL_OK && !nccl->host_memory) {
         return fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
-                    "the local reduction of several ranks on a device before NCCL is not there "
-                    "yet (run one rank per daemon, or nccl = off for the staged path)");
+                    "several ranks on one device around NCCL (their local reduction and copies) "
+                    "are not there yet (run one rank per daemon, or nccl = off for the staged "
+                    "path)");
     }
     *dev_p = op->job->dev_pools[pool - 1]->device;
     return COLL_OK;
@@ -330,6 +435,7 @@ static void nccl_cleanup(coll_op_t *op)
 
     if (n != NULL) {
         dequeue(n);
+        free(n->scratch);
         free(n);
         op->algo_state = NULL;
     }

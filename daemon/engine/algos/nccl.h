@@ -8,14 +8,18 @@
 #ifndef COLL_ENGINE_ALGOS_NCCL_H
 #define COLL_ENGINE_ALGOS_NCCL_H
 
+#include "core/group.h"
 #include "core/job.h"
 
 /**
- * @return 1 when NCCL runs a @p coll operation (Collective) of dtype @p dtype with reduction
- *         @p op (the wire's numbers): an allreduce with sum, product, minimum or maximum of a
- *         dtype NCCL has; 0 otherwise (those take the staged path). Thread-safe.
+ * @return 1 when NCCL runs a @p coll operation (Collective) of group @p grp with dtype @p dtype
+ *         and reduction @p op (the wire's numbers): a dtype NCCL has; an allreduce or a
+ *         reduce-scatter with sum, product, minimum or maximum; an all-gather; a broadcast;
+ *         reduce-scatter and all-gather only where every node holds the same number of
+ *         consecutive ranks (NCCL's blocks are the nodes'). 0 otherwise: those take the staged
+ *         path. The same on every node (the group's layout is every node's). Thread-safe.
  */
-int coll_nccl_fits(unsigned coll, unsigned dtype, unsigned op);
+int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op);
 
 /**
  * @brief End @p job's communicator, if it has one: aborted (ncclCommAbort, which ends the

@@ -11,9 +11,10 @@
  * reduce by the chain; the barrier and the parameter service's registration, save and load
  * (the agreement of every node) by dissemination; gather and scatter directly between the
  * root's node and each other node. With every rank on one node, every one of them runs from
- * the local ranks' buffers in the daemon. On device memory: allreduce through NCCL where the
- * job's parameter nccl is on; everything else (and everything where it is off) takes the host's
- * entries through the staged path (engine/dev_staged.h).
+ * the local ranks' buffers in the daemon. On device memory: allreduce, reduce-scatter,
+ * all-gather and broadcast through NCCL where the job's parameter nccl is on (and NCCL takes
+ * the operation, engine/submit.c); everything else (and everything where it is off) takes the
+ * host's entries through the staged path (engine/dev_staged.h).
  */
 #include "engine/algo.h"
 #include "engine/algos/algos.h"
@@ -59,6 +60,12 @@ static const coll_algo_entry_t table[] = {
     /* The job's NCCL between its daemons (algos/nccl.c); never with every rank on one node,
      * where the root decides no NCCL. */
     {COLL_KIND_ALLREDUCE, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
+    {COLL_KIND_REDUCE_SCATTER, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
+    {COLL_KIND_ALLGATHER, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
+    {COLL_KIND_BROADCAST, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
      &coll_impl_nccl},
 };
 

@@ -24,7 +24,7 @@
              nccl = off: a job on the first two has the job parameter nccl on both (/status),
              a job on the first and the third has it off on both, and its root logs why.
   nccl       The same three daemons: staged_check --nccl on the first two (2 ranks each) runs
-             its allreduces through NCCL ("nccl", counted in
+             all its collectives but the reduce through NCCL ("nccl", counted in
              collectived_device_nccl_operations_total on both), the same job on the first and
              the third (nccl = off) on the staged path ("staged+...", nothing counted there).
   nccl_error Two daemons whose stand-in NCCL fails node 1's collectives asynchronously
@@ -281,11 +281,11 @@ def test_nccl(args, work):
                               env={"COLL_DEVICE_FAKE": "1", "LD_LIBRARY_PATH": args.fake_nccl})
         staged_job(args, cluster, "through-nccl", [0, 1], ["--nccl"])
         seen = [nccl_ops(cluster, k) for k in range(3)]
-        h.check(seen == [3, 3, 0], "NCCL operations per daemon after 3 allreduces on nodes 0 "
-                "and 1: %s" % seen)
+        h.check(seen == [6, 6, 0], "NCCL operations per daemon after 3 allreduces, an "
+                "all-gather, a reduce-scatter and a broadcast on nodes 0 and 1: %s" % seen)
         staged_job(args, cluster, "staged", [0, 2], [])
         seen = [nccl_ops(cluster, k) for k in range(3)]
-        h.check(seen == [3, 3, 0], "a job with a daemon whose nccl = off counted NCCL "
+        h.check(seen == [6, 6, 0], "a job with a daemon whose nccl = off counted NCCL "
                 "operations: %s" % seen)
         for d in cluster.daemons:
             h.check_no_warnings(d.log(), d.name, allowed=("take the staged path",))

@@ -5,8 +5,9 @@
  *
  *   the automatic choice on host memory, collective by collective and around rd_max_bytes and
  *   the segment (the choices written out here, as docs/architecture.md lists them);
- *   on device memory: NCCL's allreduce only where the job's parameter nccl is on, the host's
- *   entries otherwise and for every other collective, NCCL never on host memory;
+ *   on device memory: NCCL's allreduce, reduce-scatter, all-gather and broadcast only where the
+ *   job's parameter nccl is on, the host's entries otherwise and for the reduce, NCCL never on
+ *   host memory;
  *   forced algorithms: one that runs the operation is kept, one that cannot, or that the
  *   collective has no entry for, is refused (COLL_ALGO_REFUSED + the algorithm);
  *   the table itself: one entry per (collective, memory kind, algorithm), each with both
@@ -99,7 +100,13 @@ static void test_on_device(void **state)
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_RING),
                      COLL_ALGO_RING);
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLGATHER, 8,
-                                       COLL_ALGO_AUTO), COLL_ALGO_RING);
+                                       COLL_ALGO_AUTO), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE_SCATTER, 8,
+                                       COLL_ALGO_AUTO), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_BROADCAST, 8,
+                                       COLL_ALGO_AUTO), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 8, COLL_ALGO_AUTO),
+                     COLL_ALGO_CHAIN);
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
                      COLL_ALGO_RD);
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_NCCL),
