@@ -19,6 +19,9 @@
  *   --nccl      the job's daemons run NCCL between them (the job parameter nccl, docs/gpu.md):
  *               every collective but the reduce must name "nccl" (the reduce the staged path),
  *               and --mismatch has every rank's buffer on the device.
+ *   --kinds     with --nccl: rank 0 allreduces 1024 elements on the device, every other rank
+ *               1024 in the host pool: the nodes choose different algorithms (nccl against a
+ *               host one), which the descriptor check turns into COLL_ERR_MISMATCH everywhere.
  *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
  *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
  *
@@ -308,14 +311,15 @@ static int expect(coll_status_t st, coll_status_t want, const char *what)
 }
 
 /* Rank 0 on the device with 1024 elements, the others in the host pool (with --nccl on the
- * device) with 1025. */
-static int run_mismatch(void)
+ * device) with 1025; with @p same_count (--kinds) every rank with 1024, the others in the host
+ * pool. */
+static int run_mismatch(int same_count)
 {
-    size_t n = rank == 0 ? 1024 : 1025;
+    size_t n = rank == 0 || same_count ? 1024 : 1025;
     void *buf = NULL;
     coll_request_t *req = NULL;
     char algo[32];
-    coll_status_t st = rank == 0 || nccl ? ((buf = dev_alloc(n * 4)) != NULL ? COLL_OK : COLL_ERR_NOMEM)
+    coll_status_t st = rank == 0 || (nccl && !same_count) ? ((buf = dev_alloc(n * 4)) != NULL ? COLL_OK : COLL_ERR_NOMEM)
                                  : coll_mem_alloc(comm, n * 4, &buf);
 
     if (st != COLL_OK) {
@@ -323,7 +327,9 @@ static int run_mismatch(void)
     }
     st = coll_allreduce_async(comm, buf, buf, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
     return expect(finish(st, req, algo, sizeof(algo)), COLL_ERR_MISMATCH,
-                  "an allreduce whose counts disagree");
+                  same_count ? "an allreduce on the device on one node, in host memory on the "
+                               "others"
+                             : "an allreduce whose counts disagree");
 }
 
 /* Send on the device, receive in the host pool: refused by the library, which ends the job (as
@@ -377,6 +383,7 @@ int main(int argc, char **argv)
                                          {"compression", required_argument, NULL, 'c'},
                                          {"nccl", no_argument, NULL, 'N'},
                                          {"nccl-error", no_argument, NULL, 'e'},
+                                         {"kinds", no_argument, NULL, 'k'},
                                          {NULL, 0, NULL, 0}};
     static coll_op_params_t compressed = {.field_mask = COLL_OP_PARAM_COMPRESSION};
     size_t count = 3u << 19;
@@ -388,14 +395,14 @@ int main(int argc, char **argv)
             count = (size_t)atol(optarg);
         } else if (c == 'N') {
             nccl = 1;
-        } else if (c == 'm' || c == 'x' || c == 'e') {
+        } else if (c == 'm' || c == 'x' || c == 'e' || c == 'k') {
             mode = c;
         } else if (c == 'c' && coll_compression_parse(optarg, &compressed.compression) == COLL_OK) {
             mode = c;
             params = &compressed;
         } else {
             fprintf(stderr, "usage: staged_check [--count N] [--mismatch | --mixed | "
-                    "--compression SPEC | --nccl-error] [--nccl]\n");
+                    "--compression SPEC | --nccl-error | --kinds] [--nccl]\n");
             return 2;
         }
     }
@@ -411,7 +418,7 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
-    rc = mode == 'm'   ? run_mismatch()
+    rc = mode == 'm' || mode == 'k' ? run_mismatch(mode == 'k')
          : mode == 'x' ? run_mixed()
          : mode == 'e' ? run_nccl_error()
          : mode == 'c' ? run_compressed(count)
