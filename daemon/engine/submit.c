@@ -127,10 +127,10 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
 /* The memory kind the algorithm is chosen for: the pool's of @p sub, but the host's where the
  * device entries (NCCL, algos/nccl.h) cannot take it: a split group (the job's communicator
  * joins the world's nodes), compression, a collective, dtype, reduction or rank layout NCCL
- * does not take (coll_nccl_fits()). Every node decides
- * from the submission alone; a node whose ranks hold the buffers in host memory chooses
- * otherwise than one whose ranks hold them on a device, which the descriptor check between the
- * nodes (the algorithm is in it) turns into COLL_ERR_MISMATCH on every rank. */
+ * does not take (coll_nccl_fits()). Every node decides from the submission alone; a node whose
+ * ranks hold the buffers in host memory chooses otherwise than one whose ranks hold them on a
+ * device, which the descriptor check between the nodes (the algorithm is in it) turns into
+ * COLL_ERR_MISMATCH on every rank. */
 static coll_mem_kind_t choice_kind(const coll_job_t *job, const coll_group_t *grp,
                                    const Coll__Wire__Submit *sub)
 {
