@@ -106,6 +106,13 @@ typedef struct coll_dev_ops {
     coll_status_t (*event_query)(coll_dev_event_t e);
     /** @brief Make work queued on @p s from now on wait for @p e, without blocking the host. */
     coll_status_t (*stream_wait)(coll_dev_stream_t s, coll_dev_event_t e);
+    /** @brief Make @p dev current on the calling thread (its primary context pushed) for a
+     *         library that works on the current device (NCCL's communicator creation); undo
+     *         with ctx_leave(), on the same thread. @return COLL_OK; COLL_ERR_INVALID for a
+     *         device that is none; the driver's error. */
+    coll_status_t (*ctx_enter)(int dev);
+    /** @brief Undo the calling thread's last successful ctx_enter(). */
+    void (*ctx_leave)(void);
 } coll_dev_ops_t;
 
 /**
@@ -159,7 +166,8 @@ coll_status_t coll__dev_cuda_open(const coll_dev_ops_t **ops_p, char *why, size_
 void coll__dev_cuda_version(char *buf, size_t len);
 
 /**
- * @brief Look for NCCL (dlopen libnccl.so.2, ncclGetVersion), once per process.
+ * @brief Look for NCCL (dlopen libnccl.so.2, its entries, ncclGetVersion), once per process;
+ *        device/nccl.h gives its functions.
  * @param [out] text Its version ("2.28.9") or why it is absent; valid until the process ends.
  * @return 1 when present, 0 when not.
  */

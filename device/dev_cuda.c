@@ -369,6 +369,16 @@ static coll_status_t cuda_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
     return COLL_OK;
 }
 
+static coll_status_t cuda_ctx_enter(int dev)
+{
+    return enter(dev);
+}
+
+static void cuda_ctx_leave(void)
+{
+    leave(CUDA_SUCCESS);
+}
+
 static const coll_dev_ops_t cuda_ops = {
     .name = "cuda",
     .count = cuda_count,
@@ -391,6 +401,8 @@ static const coll_dev_ops_t cuda_ops = {
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .stream_wait = cuda_stream_wait,
+    .ctx_enter = cuda_ctx_enter,
+    .ctx_leave = cuda_ctx_leave,
 };
 
 /* Every entry by its exported (versioned) name; @return the first one missing, or NULL. */

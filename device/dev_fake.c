@@ -291,6 +291,16 @@ static coll_status_t fake_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
                : coll__dev_fail(COLL_ERR_IO, "stream wait: the event never completes");
 }
 
+/* Host memory needs no current device: only the device is checked. */
+static coll_status_t fake_ctx_enter(int dev)
+{
+    return check_dev(dev, "make current");
+}
+
+static void fake_ctx_leave(void)
+{
+}
+
 const coll_dev_ops_t coll_dev_fake = {
     .name = "fake",
     .count = fake_count,
@@ -313,4 +323,6 @@ const coll_dev_ops_t coll_dev_fake = {
     .event_record = fake_event_record,
     .event_query = fake_event_query,
     .stream_wait = fake_stream_wait,
+    .ctx_enter = fake_ctx_enter,
+    .ctx_leave = fake_ctx_leave,
 };

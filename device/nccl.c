@@ -1,39 +1,284 @@
 /*
- * Whether NCCL is on this machine (dev.h, coll_nccl_probe): libnccl.so.2 opened at run time, as
- * the driver is, and asked its version. The library stays loaded for the NCCL path.
+ * NCCL loaded at run time (nccl.h; dev.h's coll_nccl_probe): libnccl.so.2 is opened with dlopen
+ * and its entries resolved by name, so nothing links against it and a machine without it runs
+ * everything else. Compiled only with COLL_WITH_CUDA: the toolkit's nccl.h gives the types (the
+ * unique id, the config, the enums). NCCL's ncclResult_t becomes a coll_status_t here, once.
  */
+#include <nccl.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "device/dev.h"
+#include "device/nccl.h"
+
+_Static_assert(sizeof(ncclUniqueId) == COLL_NCCL_ID_BYTES, "a unique id is NCCL's");
+
+/* Every NCCL entry used, by its name in nccl.h. */
+#define NCCL_ENTRIES(X)                                                                            \
+    X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetLastError) X(ncclGetUniqueId)                \
+    X(ncclCommInitRankConfig) X(ncclCommGetAsyncError) X(ncclCommAbort) X(ncclCommDestroy)        \
+    X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclBroadcast)
+
+#define NCCL_STR(x) #x
+
+static struct {
+#define NCCL_FIELD(f) __typeof__(&f) f;
+    NCCL_ENTRIES(NCCL_FIELD)
+#undef NCCL_FIELD
+} nc;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int present;
 static char text[COLL_DEV_TEXT_MAX];
 
+/* The boundary: an ncclResult_t becomes a status, and the call with NCCL's words the calling
+ * thread's coll_dev_error(). */
+static coll_status_t nccl_fail(ncclResult_t r, const char *call)
+{
+    const char *last = nc.ncclGetLastError(NULL);
+
+    coll__dev_fail(COLL_ERR_IO, "%s: %s%s%s", call, nc.ncclGetErrorString(r),
+                   last != NULL && *last != '\0' ? ": " : "", last != NULL ? last : "");
+    switch (r) {
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+        return COLL_ERR_INVALID;
+    case ncclRemoteError:
+        return COLL_ERR_PEER;
+    default:
+        return COLL_ERR_IO;
+    }
+}
+
+/* A call's result: ncclInProgress means queued (or joining) on a non-blocking communicator. */
+static coll_status_t result(ncclResult_t r, const char *call)
+{
+    return r == ncclSuccess || r == ncclInProgress ? COLL_OK : nccl_fail(r, call);
+}
+
+static coll_status_t dtype_of(coll_dtype_t d, ncclDataType_t *t)
+{
+    static const ncclDataType_t map[COLL_DTYPE_COUNT] = {
+        [COLL_FLOAT32] = ncclFloat32, [COLL_FLOAT64] = ncclFloat64,
+        [COLL_FLOAT16] = ncclFloat16, [COLL_BFLOAT16] = ncclBfloat16,
+        [COLL_INT8] = ncclInt8,       [COLL_UINT8] = ncclUint8,
+        [COLL_INT32] = ncclInt32,     [COLL_INT64] = ncclInt64,
+    };
+
+    if ((unsigned)d >= COLL_DTYPE_COUNT) {
+        return coll__dev_fail(COLL_ERR_INVALID, "nccl: dtype %d is none", (int)d);
+    }
+    *t = map[d];
+    return COLL_OK;
+}
+
+static coll_status_t redop_of(coll_redop_t o, ncclRedOp_t *r)
+{
+    switch (o) {
+    case COLL_SUM: *r = ncclSum; return COLL_OK;
+    case COLL_AVG: *r = ncclAvg; return COLL_OK;
+    case COLL_PROD: *r = ncclProd; return COLL_OK;
+    case COLL_MIN: *r = ncclMin; return COLL_OK;
+    case COLL_MAX: *r = ncclMax; return COLL_OK;
+    default:
+        return coll__dev_fail(COLL_ERR_UNSUPPORTED, "nccl: reduction %d is not NCCL's (it has "
+                              "sum, avg, prod, min and max)", (int)o);
+    }
+}
+
+static coll_status_t nccl_unique_id(coll_nccl_id_t *id)
+{
+    ncclUniqueId u;
+    ncclResult_t r = nc.ncclGetUniqueId(&u);
+
+    if (r != ncclSuccess) {
+        return nccl_fail(r, "ncclGetUniqueId");
+    }
+    memcpy(id->bytes, u.internal, COLL_NCCL_ID_BYTES);
+    return COLL_OK;
+}
+
+static coll_status_t nccl_comm_init(int dev, int nranks, int rank, const coll_nccl_id_t *id,
+                                    coll_nccl_comm_t *comm_p)
+{
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    const coll_dev_ops_t *dops;
+    ncclUniqueId u;
+    ncclComm_t comm = NULL;
+    coll_status_t st;
+    ncclResult_t r;
+
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        return coll__dev_fail(COLL_ERR_INVALID, "nccl: rank %d of %d", rank, nranks);
+    }
+    if ((st = coll_dev_open(&dops)) != COLL_OK) {
+        return coll__dev_fail(st, "nccl: no device layer: %s", coll_dev_status());
+    }
+    if ((st = dops->ctx_enter(dev)) != COLL_OK) {
+        return st;
+    }
+    config.blocking = 0;
+    memcpy(u.internal, id->bytes, COLL_NCCL_ID_BYTES);
+    r = nc.ncclCommInitRankConfig(&comm, nranks, u, rank, &config);
+    dops->ctx_leave();
+    if (r != ncclSuccess && r != ncclInProgress) {
+        st = nccl_fail(r, "ncclCommInitRankConfig");
+        if (comm != NULL) {
+            nc.ncclCommAbort(comm);
+        }
+        return st;
+    }
+    *comm_p = (coll_nccl_comm_t)comm;
+    return COLL_OK;
+}
+
+static coll_status_t nccl_comm_poll(coll_nccl_comm_t comm)
+{
+    ncclResult_t async = ncclSuccess, r = nc.ncclCommGetAsyncError((ncclComm_t)comm, &async);
+
+    if (r != ncclSuccess) {
+        return nccl_fail(r, "ncclCommGetAsyncError");
+    }
+    return async == ncclSuccess      ? COLL_OK
+           : async == ncclInProgress ? COLL_INPROGRESS
+                                     : nccl_fail(async, "nccl communicator");
+}
+
+static void nccl_comm_abort(coll_nccl_comm_t comm)
+{
+    if (comm != NULL) {
+        nc.ncclCommAbort((ncclComm_t)comm);
+    }
+}
+
+static void nccl_comm_destroy(coll_nccl_comm_t comm)
+{
+    if (comm != NULL) {
+        nc.ncclCommDestroy((ncclComm_t)comm);
+    }
+}
+
+static coll_status_t nccl_allreduce(uint64_t send, uint64_t recv, size_t count,
+                                    coll_dtype_t dtype, coll_redop_t op, coll_nccl_comm_t comm,
+                                    coll_dev_stream_t s)
+{
+    ncclDataType_t t = ncclFloat32;
+    ncclRedOp_t o;
+    coll_status_t st = dtype_of(dtype, &t);
+
+    if (st != COLL_OK || (st = redop_of(op, &o)) != COLL_OK) {
+        return st;
+    }
+    return result(nc.ncclAllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
+                                   t, o, (ncclComm_t)comm, (cudaStream_t)s),
+                  "ncclAllReduce");
+}
+
+static coll_status_t nccl_reduce_scatter(uint64_t send, uint64_t recv, size_t count,
+                                         coll_dtype_t dtype, coll_redop_t op,
+                                         coll_nccl_comm_t comm, coll_dev_stream_t s)
+{
+    ncclDataType_t t = ncclFloat32;
+    ncclRedOp_t o;
+    coll_status_t st = dtype_of(dtype, &t);
+
+    if (st != COLL_OK || (st = redop_of(op, &o)) != COLL_OK) {
+        return st;
+    }
+    return result(nc.ncclReduceScatter((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
+                                       count, t, o, (ncclComm_t)comm, (cudaStream_t)s),
+                  "ncclReduceScatter");
+}
+
+static coll_status_t nccl_allgather(uint64_t send, uint64_t recv, size_t count,
+                                    coll_dtype_t dtype, coll_nccl_comm_t comm,
+                                    coll_dev_stream_t s)
+{
+    ncclDataType_t t = ncclFloat32;
+    coll_status_t st = dtype_of(dtype, &t);
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    return result(nc.ncclAllGather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
+                                   t, (ncclComm_t)comm, (cudaStream_t)s),
+                  "ncclAllGather");
+}
+
+static coll_status_t nccl_broadcast(uint64_t send, uint64_t recv, size_t count,
+                                    coll_dtype_t dtype, int root, coll_nccl_comm_t comm,
+                                    coll_dev_stream_t s)
+{
+    ncclDataType_t t = ncclFloat32;
+    coll_status_t st = dtype_of(dtype, &t);
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    return result(nc.ncclBroadcast((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
+                                   count, t, root, (ncclComm_t)comm, (cudaStream_t)s),
+                  "ncclBroadcast");
+}
+
+static coll_nccl_ops_t nccl_ops = {
+    .unique_id = nccl_unique_id,
+    .comm_init = nccl_comm_init,
+    .comm_poll = nccl_comm_poll,
+    .comm_abort = nccl_comm_abort,
+    .comm_destroy = nccl_comm_destroy,
+    .allreduce = nccl_allreduce,
+    .reduce_scatter = nccl_reduce_scatter,
+    .allgather = nccl_allgather,
+    .broadcast = nccl_broadcast,
+};
+
+/* Every entry by name; @return the first one missing, or NULL. */
+static const char *resolve(void *lib)
+{
+#define NCCL_RESOLVE(f)                                                                            \
+    if ((*(void **)&nc.f = dlsym(lib, NCCL_STR(f))) == NULL) {                                     \
+        return NCCL_STR(f);                                                                        \
+    }
+    NCCL_ENTRIES(NCCL_RESOLVE)
+#undef NCCL_RESOLVE
+    return NULL;
+}
+
+/* NCCL_VERSION(X, Y, Z) is X * 10000 + Y * 100 + Z since 2.9, X * 1000 + Y * 100 + Z before. */
+static void version_text(int v)
+{
+    if (v >= 20900) {
+        snprintf(text, sizeof(text), "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    } else {
+        snprintf(text, sizeof(text), "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+    }
+}
+
 static void probe(void)
 {
     void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    int (*get_version)(int *);
+    const char *missing;
     int v = 0;
 
     if (lib == NULL) {
         snprintf(text, sizeof(text), "absent: %s", dlerror());
         return;
     }
-    *(void **)&get_version = dlsym(lib, "ncclGetVersion");
-    if (get_version == NULL || get_version(&v) != 0) {
+    if ((missing = resolve(lib)) != NULL) {
+        snprintf(text, sizeof(text), "absent: libnccl.so.2 has no %s (NCCL before 2.14)",
+                 missing);
+        dlclose(lib);
+        return;
+    }
+    if (nc.ncclGetVersion(&v) != ncclSuccess) {
         snprintf(text, sizeof(text), "absent: libnccl.so.2 does not answer ncclGetVersion");
         dlclose(lib);
         return;
     }
-    /* NCCL_VERSION(X, Y, Z) is X * 10000 + Y * 100 + Z since 2.9, X * 1000 + Y * 100 + Z before. */
-    if (v >= 20900) {
-        snprintf(text, sizeof(text), "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
-    } else {
-        snprintf(text, sizeof(text), "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
-    }
+    version_text(v); /* the library stays loaded for the NCCL path */
+    nccl_ops.host_memory = dlsym(lib, "collective_nccl_host_memory") != NULL;
     present = 1;
 }
 
@@ -42,4 +287,14 @@ int coll_nccl_probe(const char **text_p)
     pthread_once(&once, probe);
     *text_p = text;
     return present;
+}
+
+coll_status_t coll_nccl_open(const coll_nccl_ops_t **ops_p)
+{
+    pthread_once(&once, probe);
+    if (!present) {
+        return COLL_ERR_UNSUPPORTED;
+    }
+    *ops_p = &nccl_ops;
+    return COLL_OK;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "device/dev.h"
+#include "device/nccl.h"
 
 coll_status_t coll__dev_cuda_open(const coll_dev_ops_t **ops_p, char *why, size_t whylen)
 {
@@ -21,4 +22,10 @@ int coll_nccl_probe(const char **text)
 {
     *text = "absent: built without CUDA (COLL_WITH_CUDA=OFF)";
     return 0;
+}
+
+coll_status_t coll_nccl_open(const coll_nccl_ops_t **ops_p)
+{
+    (void)ops_p;
+    return COLL_ERR_UNSUPPORTED;
 }

@@ -323,7 +323,7 @@ COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
  * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count: the
  * one the root daemon's cost model predicts fastest (docs/cost-model.md), by size ranges the
  * root computes for the job and sends to every node, so every node chooses alike. The environment
- * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct) forces one for a rank's
+ * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct, nccl) forces one for a rank's
  * collectives; ranks of a job must agree (a disagreement fails the operation with
  * COLL_ERR_MISMATCH).
  * A collective that an algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
@@ -344,6 +344,10 @@ typedef enum {
      *  node's descriptor reached it (gather and scatter); every pair of nodes exchanges their
      *  ranks' blocks, once every node's counts reached every node (all-to-all). */
     COLL_ALGO_DIRECT = 5,
+    /** NCCL between the daemons, one rank per node: the node's ranks' device buffers reduced
+     *  locally, one NCCL call, the result copied to each rank. Allreduce of device buffers in a
+     *  job whose daemons all offer NCCL (docs/gpu.md); never on host memory. */
+    COLL_ALGO_NCCL = 6,
     COLL_ALGO_COUNT
 } coll_algo_t;
 

@@ -23,8 +23,10 @@
  *  allreduces, the reduced node submission and the posts' node buffers; 7: their inter-node
  *  steps in the shared-memory area; 8: one submission record (proto/submission.h) in the
  *  control blocks' rings and the posts, with the pool of its buffers, also in Submit; device
- *  pools: allocations and frees of a memory kind and device, replies with the chunks' fds). */
-#define COLL_WIRE_VERSION 8u
+ *  pools: allocations and frees of a memory kind and device, replies with the chunks' fds; 9:
+ *  all-to-all with a count table in the pool, the job parameters' algorithm choice (the root's
+ *  crossovers) and NCCL decision, the nodes' NCCL offers). */
+#define COLL_WIRE_VERSION 9u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */

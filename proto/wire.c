@@ -348,6 +348,13 @@ static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, s
                 "node join: worker address of %zu bytes", j->worker_address.len);
     CHECK_FIELD(j->kernel_id.len == 0 || j->kernel_id.len == COLL_WIRE_KERNEL_ID_BYTES,
                 "node join: kernel id of %zu bytes", j->kernel_id.len);
+    CHECK_FIELD(j->n_device_uuids <= COLL_DEV_MAX && strlen(j->nccl_why) <=
+                    COLL_WIRE_TEXT_MAX, "node join: %zu device UUIDs or its NCCL text too long",
+                j->n_device_uuids);
+    for (size_t i = 0; i < j->n_device_uuids; i++) {
+        CHECK_FIELD(j->device_uuids[i].len == COLL_DEV_UUID_BYTES,
+                    "node join: a device UUID of %zu bytes", j->device_uuids[i].len);
+    }
     return check_ranks(j->ranks, j->n_ranks, j->world_size, err, errlen);
 }
 

@@ -141,6 +141,21 @@ static void staged(FILE *f, const coll_devices_t *ds, int bytes)
     }
 }
 
+/* The collectives on each device's pools that NCCL ran between the daemons
+ * (engine/algos/nccl.h). */
+static void nccl_ops(FILE *f, const coll_devices_t *ds)
+{
+    const char *name = "collectived_device_nccl_operations_total";
+
+    coll_metrics_family(f, name, "counter",
+                        "Collectives on the device's pools that NCCL ran between the daemons.");
+    for (int i = 0; i < ds->n; i++) {
+        fprintf(f, "%s{device=\"%d\",name=\"", name, i);
+        coll_metrics_label(f, ds->dev[i].info.name);
+        fprintf(f, "\"} %" PRIu64 "\n", ds->dev[i].nccl_ops);
+    }
+}
+
 void coll_metrics_devices(FILE *f, coll_daemon_t *d)
 {
     availability(f, &d->devices);
@@ -149,5 +164,8 @@ void coll_metrics_devices(FILE *f, coll_daemon_t *d)
     }
     for (int bytes = 0; d->devices.n > 0 && bytes < 2; bytes++) {
         staged(f, &d->devices, bytes);
+    }
+    if (d->devices.n > 0) {
+        nccl_ops(f, &d->devices);
     }
 }

@@ -378,6 +378,7 @@ static json_t *job_json(const coll_job_t *job, uint64_t now)
     json_object_set_new(o, "peers", peers_json(job));
     json_object_set_new(o, "pool", pool_json(job));
     json_object_set_new(o, "device_pools", coll_report_job_devices(job));
+    json_object_set_new(o, "nccl", json_boolean(job->params.nccl));
     json_object_set_new(o, "wire_bytes_sent", json_integer((json_int_t)job->net.bytes_sent));
     json_object_set_new(o, "parameter_service", ps_json(job));
     add_compression(o, job);

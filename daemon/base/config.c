@@ -68,6 +68,9 @@ static const cfg_key_t keys[] = {
     KEY(ucx_error_mode, CFG_STRING, "auto",
         "UCX endpoint error handling: none (allows shared-memory transports), peer, or auto "
         "(peer to daemons on other hosts, none on this one)"),
+    KEY(nccl, CFG_STRING, "auto",
+        "offer NCCL between daemons to each job's root for collectives on device buffers: auto "
+        "(when this daemon has a device layer and NCCL) or off (the staged path)"),
     KEY_ALIAS(log_level, CFG_LOGLEVEL, "info", "error, warn, info, debug or trace",
               "COLL_LOG_LEVEL"),
     KEY_ALIAS(log_subsys, CFG_STRING, "all",
@@ -522,6 +525,9 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     if (strcmp(cfg->ucx_error_mode, "none") != 0 && strcmp(cfg->ucx_error_mode, "peer") != 0 &&
         strcmp(cfg->ucx_error_mode, "auto") != 0) {
         bad |= refuse(cfg, origin, "ucx_error_mode", "must be none, peer or auto");
+    }
+    if (strcmp(cfg->nccl, "auto") != 0 && strcmp(cfg->nccl, "off") != 0) {
+        bad |= refuse(cfg, origin, "nccl", "must be auto or off");
     }
     bad |= check_addresses(cfg, origin);
     return bad | check_group(cfg, origin);

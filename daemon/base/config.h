@@ -43,6 +43,8 @@ typedef struct {
     char *peer_secret_file;  /**< the node secret daemons authenticate each other with (auth.h) */
     uint64_t require_job_token; /**< 1: joining needs a job token */
     char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
+    char *nccl;              /**< "auto" or "off": whether this daemon offers NCCL to its jobs
+                                  (net/rdv_nccl.h) */
     char *log_level;         /**< error, warn, info, debug, trace */
     char *log_subsys;        /**< comma list of subsystems for debug/trace, or "all" */
     char *status_socket;     /**< Unix socket of the status server ("" when off) */

@@ -21,6 +21,7 @@ void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
     p->rd_max_bytes = cfg->rd_max_bytes < cfg->segment_size - sizeof(coll_desc_t)
                           ? cfg->rd_max_bytes
                           : cfg->segment_size - sizeof(coll_desc_t);
+    p->nccl = 0; /* the root decides it at the rendezvous; a job alone has no other daemon */
 }
 
 void coll_job_params_to_wire(const coll_job_params_t *p, Coll__Wire__JobParams *w,
@@ -31,6 +32,7 @@ void coll_job_params_to_wire(const coll_job_params_t *p, Coll__Wire__JobParams *
     w->segment_bytes = p->segment_bytes;
     w->pipeline_depth = p->pipeline_depth;
     w->rd_max_bytes = p->rd_max_bytes;
+    w->nccl = p->nccl != 0;
     for (uint32_t i = 0; i < p->nchoices && i < COLL_JOB_CHOICES; i++) {
         coll__wire__algo_choice__init(&store[i]);
         store[i].kind = p->choices[i].kind;
@@ -50,7 +52,7 @@ coll_status_t coll_job_params_from_wire(const Coll__Wire__JobParams *w, coll_job
         return COLL_ERR_PROTOCOL;
     }
     q = (coll_job_params_t){w->timeout_ms, w->segment_bytes, w->pipeline_depth,
-                            w->rd_max_bytes, (uint32_t)w->n_choices, {{0}}};
+                            w->rd_max_bytes, (uint32_t)w->n_choices, {{0}}, w->nccl};
     for (size_t i = 0; i < w->n_choices; i++) {
         q.choices[i] = (coll_job_choice_t){w->choices[i]->kind, w->choices[i]->algo,
                                            w->choices[i]->max_bytes};

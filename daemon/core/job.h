@@ -103,6 +103,8 @@ typedef struct coll_job_params {
     uint32_t nchoices;       /**< of choices: 0 when the root has no cost model */
     coll_job_choice_t choices[COLL_JOB_CHOICES]; /**< the automatic choice, by the root's cost
                                                       model, kind by kind, sizes rising */
+    int nccl;                /**< 1: collectives on device buffers may run through NCCL
+                                  between the nodes (net/rdv_nccl.h; 0 for a job alone) */
 } coll_job_params_t;
 
 /** The transport's part of a job (net/transport.c, net/control.c): its UCX worker, what UCX
@@ -150,6 +152,8 @@ typedef struct {
                                        until first used */
     uint64_t shm_done;            /**< collectives its ranks completed in shared memory */
     uint64_t shm_posted;          /**< collectives its ranks posted there (every one) */
+    struct coll_nccl_job *nccl;   /**< its NCCL communicator (engine/algos/nccl.h); NULL until
+                                       the first NCCL operation */
 } coll_job_engine_t;
 
 /** A job on this node. The job layer (job/lifecycle.c) owns its life and the fields at the top;

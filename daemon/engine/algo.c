@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "common/assert.h"
+#include "core/dev_pools.h"
 #include "core/pool.h"
 #include "engine/crossover.h"
 #include "engine/exec.h"
@@ -71,20 +72,30 @@ static const coll_algo_entry_t *chosen(const coll_job_t *job, coll_kind_t kind,
     return e != NULL && entry_runs(e, job, bytes) ? e : best(job, kind, mem, bytes);
 }
 
-uint32_t coll_algo_resolve(const coll_job_t *job, coll_kind_t kind, uint64_t bytes,
-                           coll_algo_t requested)
+/* The entry of (@p kind, @p mem) for @p requested (or the automatic choice), or NULL. */
+static const coll_algo_entry_t *choose(const coll_job_t *job, coll_mem_kind_t mem,
+                                       coll_kind_t kind, uint64_t bytes, coll_algo_t requested)
 {
-    coll_mem_kind_t mem = coll_pool_kind(job->pool);
+    const coll_algo_entry_t *e;
+
+    if (requested == COLL_ALGO_AUTO) {
+        return chosen(job, kind, mem, bytes);
+    }
+    e = find(kind, mem, (uint32_t)requested);
+    return e != NULL && entry_runs(e, job, bytes) ? e : NULL;
+}
+
+uint32_t coll_algo_resolve(const coll_job_t *job, coll_mem_kind_t mem, coll_kind_t kind,
+                           uint64_t bytes, coll_algo_t requested)
+{
     const coll_algo_entry_t *e;
 
     if (coll_kind_is_p2p(kind)) {
         return COLL_ALGO_AUTO;
     }
-    if (requested == COLL_ALGO_AUTO) {
-        e = chosen(job, kind, mem, bytes);
-    } else {
-        e = find(kind, mem, (uint32_t)requested);
-        e = e != NULL && entry_runs(e, job, bytes) ? e : NULL;
+    e = choose(job, mem, kind, bytes, requested);
+    if (e == NULL && mem != COLL_MEM_HOST) {
+        e = choose(job, COLL_MEM_HOST, kind, bytes, requested);
     }
     return e != NULL ? (uint32_t)e->algo : COLL_ALGO_REFUSED + (uint32_t)requested;
 }
@@ -101,6 +112,14 @@ static coll_status_t refused_start(coll_op_t *op)
     return COLL_OK;
 }
 
+/* The memory kind of @p op's buffers: its first local member's pool's. */
+static coll_mem_kind_t buffers_kind(const coll_op_t *op)
+{
+    const coll_pool_t *pool = coll_job_pool_by_id(op->job, op->members[0].pool);
+
+    return pool != NULL ? coll_pool_kind(pool) : coll_op_mem_kind(op);
+}
+
 static const coll_impl_t coll_impl_refused = {
     .name = "none",
     .start = refused_start,
@@ -113,8 +132,12 @@ const coll_impl_t *coll_algo_impl(const coll_op_t *op)
     if (op->desc.algo >= COLL_ALGO_REFUSED) {
         return &coll_impl_refused;
     }
-    /* This node resolved the descriptor's algorithm itself (coll_algo_resolve()). */
-    e = find((coll_kind_t)op->desc.coll, coll_op_mem_kind(op), op->desc.algo);
+    /* This node resolved the descriptor's algorithm itself (coll_algo_resolve()), on its
+     * first member's memory kind or, where that kind has no such entry, the host's. */
+    e = find((coll_kind_t)op->desc.coll, buffers_kind(op), op->desc.algo);
+    if (e == NULL) {
+        e = find((coll_kind_t)op->desc.coll, COLL_MEM_HOST, op->desc.algo);
+    }
     COLL_ASSERT(e != NULL);
     if (e == NULL) {
         return &coll_impl_refused;

@@ -158,7 +158,7 @@ static coll_status_t staged_attach(coll_op_t *op, void **state)
     staged_t *sg;
     coll_status_t st = COLL_OK;
 
-    if (n == 0) {
+    if (n == 0 || op->desc.algo == COLL_ALGO_NCCL) { /* NCCL works on the device buffers */
         return COLL_OK;
     }
     if ((sg = calloc(1, sizeof(*sg) + 2 * n * sizeof(span_t))) == NULL) {

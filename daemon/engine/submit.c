@@ -7,6 +7,7 @@
 
 #include "core/dev_pools.h"
 #include "engine/algo.h"
+#include "engine/algos/nccl.h"
 #include "engine/codec/codec.h"
 #include "engine/combine.h"
 #include "engine/stage.h"
@@ -211,6 +212,25 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
     return COLL_OK;
 }
 
+/* The memory kind the algorithm is chosen for: the pool's of @p sub, but the host's where the
+ * device entries (NCCL, algos/nccl.h) cannot take it: a split group (the job's communicator
+ * joins the world's nodes), compression, a collective, dtype, reduction or rank layout NCCL
+ * does not take (coll_nccl_fits()). Every node decides from the submission alone; a node whose
+ * ranks hold the buffers in host memory chooses otherwise than one whose ranks hold them on a
+ * device, which the descriptor check between the nodes (the algorithm is in it) turns into
+ * COLL_ERR_MISMATCH on every rank. */
+static coll_mem_kind_t choice_kind(const coll_job_t *job, const coll_group_t *grp,
+                                   const Coll__Wire__Submit *sub)
+{
+    const coll_pool_t *pool = coll_job_pool_by_id(job, sub->pool);
+
+    if (pool == NULL || grp->id != 0 || sub->compression != 0 ||
+        !coll_nccl_fits(grp, sub->coll, sub->dtype, sub->op)) {
+        return COLL_MEM_HOST;
+    }
+    return coll_pool_kind(pool);
+}
+
 void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
                       const Coll__Wire__Submit *sub, coll_desc_t *d)
 {
@@ -226,7 +246,8 @@ void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
         .seg_bytes = (uint32_t)job->params.segment_bytes,
         .node = job->node_rank,
         .first_rank = job->ranks[grp->locals[0]],
-        .algo = coll_algo_resolve(job, kind, bytes, (coll_algo_t)sub->algo),
+        .algo = coll_algo_resolve(job, choice_kind(job, grp, sub), kind, bytes,
+                                  (coll_algo_t)sub->algo),
         .epoch = job->epoch,
         /* A parameter-service step's layout field is its step number (no shapes). */
         .shapes = sub->compression == 0 || kind == COLL_KIND_PS_STEP

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "core/dev_pools.h"
 #include "core/staging.h"
+#include "engine/algos/nccl.h"
 #include "engine/codec/codec.h"
 #include "engine/crossover.h"
 #include "engine/op.h"
@@ -222,6 +223,7 @@ static void job_failed(coll_job_t *job, int was, int tell_peers)
         if (tell_peers && job->nnodes > 1) {
             coll_control_abort(job, job->error, job->errmsg);
         }
+        coll_nccl_job_end(job); /* aborted: ends the other daemons' waits in NCCL */
         coll_op_fail_all(job);
         coll_shm_fail(job); /* the ranks waiting in shared memory */
         return;
@@ -334,6 +336,7 @@ void coll_job_free_now(coll_job_t *job)
     coll_rdv_cancel(job);
     uv_timer_stop(&job->join_timer);
     coll_doorbell_close(job);
+    coll_nccl_job_end(job);
     coll_engine_job_close(job);
 }
 
@@ -342,6 +345,7 @@ static void job_release(coll_job_t *job)
     coll_shm_harvest(job); /* what its ranks counted since the last health tick */
     coll_peerwatch_stop(job);
     coll_op_free_all(job);
+    coll_nccl_job_free(job);
     coll_ps_job_free(job);
     coll_staging_release_all(job);
     coll_codec_job_free(job);

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "net/accept.h"
 #include "net/link.h"
+#include "net/rdv_nccl.h"
 #include "net/ucx_address.h"
 
 /* A rendezvous this daemon serves as root: the nodes of one job that registered so far, or,
@@ -151,6 +152,24 @@ static void fill_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
     }
 }
 
+/* The job parameter nccl from every node's offer (net/rdv_nccl.h); why not is logged. */
+static int nccl_decide(const coll_rdv_t *rdv, size_t n, rdv_member_t **sorted)
+{
+    const Coll__Wire__NodeJoin **joins = calloc(n, sizeof(*joins));
+    char why[COLL_DEV_TEXT_MAX + 200];
+    int yes = 0;
+
+    for (size_t k = 0; joins != NULL && k < n; k++) {
+        joins[k] = sorted[k]->join;
+    }
+    if (joins != NULL && (yes = coll_rdv_nccl_decide(joins, n, why, sizeof(why))) == 0) {
+        coll_info(COLL_SUB_RDV, "job %s: device buffers take the staged path between nodes, "
+                  "not NCCL: %s", rdv->job, why);
+    }
+    free(joins);
+    return yes;
+}
+
 static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
                        Coll__Wire__NodeInfo **ptrs, uint64_t timeout_ms)
 {
@@ -167,6 +186,7 @@ static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
     }
     coll_job_params_from_config(&rdv->d->cfg, &p);
     p.timeout_ms = timeout_ms ? timeout_ms : p.timeout_ms;
+    p.nccl = nccl_decide(rdv, n, sorted);
     rdv->d->job_hooks->params(rdv->d, (uint32_t)n, ranks_per_node, &p);
     coll_job_params_to_wire(&p, &params, choices, choice_ptrs);
     for (size_t k = 0; k < n; k++) {
@@ -428,6 +448,7 @@ static void node_on_up(coll_peer_link_t *l)
     coll_job_t *job = l->owner;
     Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
     Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
+    ProtobufCBinaryData uuids[COLL_DEV_MAX];
 
     job->rdv.error[0] = '\0';
     j.job = job->id;
@@ -441,6 +462,7 @@ static void node_on_up(coll_peer_link_t *l)
     j.pid = (uint32_t)getpid();
     j.kernel_id = (ProtobufCBinaryData){sizeof(l->d->kernel_id), l->d->kernel_id};
     j.token_digest = (ProtobufCBinaryData){sizeof(job->token_digest), job->token_digest};
+    coll_rdv_nccl_offer(l->d, &j, uuids);
     out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
     out.node_join = &j;
     coll_link_send(l, &out);

@@ -101,7 +101,8 @@ class Communicator:
     same key are matched whatever the order; keys of point-to-point messages keep their low 23
     bits. Operations of different communicators (see :meth:`split`) never match. ``algo=``
     forces an algorithm
-    (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``, ``"direct"``; default COLL_ALGO or auto),
+    (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``, ``"direct"``, ``"nccl"``;
+    default COLL_ALGO or auto),
     ``timeout=`` overrides ``op_timeout`` for one operation.
 
     Thread-safety: all methods may be called from any thread. Futures complete on the

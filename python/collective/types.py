@@ -54,6 +54,7 @@ class Algo(enum.IntEnum):
     CHAIN = 3
     DISSEMINATION = 4
     DIRECT = 5
+    NCCL = 6
 
 
 def _parse(enum_cls, value, what):

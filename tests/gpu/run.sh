@@ -11,6 +11,8 @@
 #   kernels   coll_cuda_kernel_check: every entry of the CUDA executor against the host's,
 #             every dtype and operation at counts 0, 1, 1023 and 2^20 + 3, and the reduction's
 #             bandwidth at 256 MiB against the device's copy bandwidth
+#   nccl      nccl_check: NCCL's table (device/nccl.h) on the GPUs, one rank per GPU (up to two),
+#             every collective of the NCCL path checked; skipped without NCCL
 #   gpu       ctest -L gpu on the real device: the device pool shared by 4 local ranks on one
 #             GPU (integration.devpool_1x4), 2 daemons x 2 ranks on one GPU over the staged path
 #             (integration.staged_2x2), and the tests over the fake device layer
@@ -78,10 +80,13 @@ fi
 
 check kernels 180 "$build/tests/gpu/coll_cuda_kernel_check"
 grep -iE 'GB/s|bandwidth' "$logs/kernels.log" | sed 's/^/  /' | tee -a "$summary"
+check nccl 120 "$build/tests/gpu/nccl_check"
+head -n 1 "$logs/nccl.log" | sed 's/^/  /' | tee -a "$summary"
 check gpu 240 sh -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 120"
 grep -E 'tests passed|Skipped|Failed' "$logs/gpu.log" | sed 's/^/  /' | tee -a "$summary"
 
-say "not covered by this run: NCCL between daemons, the local reduce on the device with events,"
+say "not covered by this run: NCCL between daemons (nccl checks NCCL's table alone, two ranks"
+say "only with two GPUs), the local reduce on the device with events,"
 say "CUDA tensors in the torch backend"
 [ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
 exit "$failed"

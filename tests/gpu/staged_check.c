@@ -16,6 +16,15 @@
  *               COLL_ERR_INVALID by the library (which ends the job, as any refusal does).
  *   --compression SPEC  the float32 allreduces only (out of place and in place), compressed
  *               with SPEC (coll_compression_parse()): "fp16" keeps these small integers exact.
+ *   --nccl      the job's daemons run NCCL between them (the job parameter nccl, docs/gpu.md):
+ *               every collective but the reduce, gather and scatter must name "nccl" (those
+ *               the staged path),
+ *               and --mismatch has every rank's buffer on the device.
+ *   --kinds     with --nccl: rank 0 allreduces 1024 elements on the device, every other rank
+ *               1024 in the host pool: the nodes choose different algorithms (nccl against a
+ *               host one), which the descriptor check turns into COLL_ERR_MISMATCH everywhere.
+ *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
+ *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
  *
  * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
  * layer in this process).
@@ -37,6 +46,7 @@ static const coll_op_params_t *params; /* the allreduces' (--compression), NULL:
 static coll_dev_stream_t stream;
 static coll_comm_t *comm;
 static int rank, world;
+static int nccl; /* --nccl */
 
 /* Rank @p r's input element @p i. */
 static float value(int r, size_t i)
@@ -93,8 +103,12 @@ static int check(const char *what, coll_status_t st, const char *algo, const flo
                 coll_comm_last_error(comm));
         return -1;
     }
-    if (strncmp(algo, "staged+", 7) != 0) {
-        fprintf(stderr, "rank %d: %s ran as '%s', not on the staged path\n", rank, what, algo);
+    int by_nccl = nccl && strncmp(what, "reduce to", 9) != 0 && strncmp(what, "gather", 6) != 0 &&
+                  strncmp(what, "scatter", 7) != 0;
+
+    if (by_nccl ? strcmp(algo, "nccl") != 0 : strncmp(algo, "staged+", 7) != 0) {
+        fprintf(stderr, "rank %d: %s ran as '%s', not %s\n", rank, what, algo,
+                by_nccl ? "through NCCL" : "on the staged path");
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -311,14 +325,16 @@ static int expect(coll_status_t st, coll_status_t want, const char *what)
     return 0;
 }
 
-/* Rank 0 on the device with 1024 elements, the others in the host pool with 1025. */
-static int run_mismatch(void)
+/* Rank 0 on the device with 1024 elements, the others in the host pool (with --nccl on the
+ * device) with 1025; with @p same_count (--kinds) every rank with 1024, the others in the host
+ * pool. */
+static int run_mismatch(int same_count)
 {
-    size_t n = rank == 0 ? 1024 : 1025;
+    size_t n = rank == 0 || same_count ? 1024 : 1025;
     void *buf = NULL;
     coll_request_t *req = NULL;
     char algo[32];
-    coll_status_t st = rank == 0 ? ((buf = dev_alloc(n * 4)) != NULL ? COLL_OK : COLL_ERR_NOMEM)
+    coll_status_t st = rank == 0 || (nccl && !same_count) ? ((buf = dev_alloc(n * 4)) != NULL ? COLL_OK : COLL_ERR_NOMEM)
                                  : coll_mem_alloc(comm, n * 4, &buf);
 
     if (st != COLL_OK) {
@@ -326,7 +342,9 @@ static int run_mismatch(void)
     }
     st = coll_allreduce_async(comm, buf, buf, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
     return expect(finish(st, req, algo, sizeof(algo)), COLL_ERR_MISMATCH,
-                  "an allreduce whose counts disagree");
+                  same_count ? "an allreduce on the device on one node, in host memory on the "
+                               "others"
+                             : "an allreduce whose counts disagree");
 }
 
 /* Send on the device, receive in the host pool: refused by the library, which ends the job (as
@@ -349,12 +367,38 @@ static int run_mixed(void)
     return expect(st, COLL_ERR_INVALID, "an allreduce from the device into the host pool");
 }
 
+/* A float32 allreduce on the device that the daemons' NCCL fails: an error naming NCCL. */
+static int run_nccl_error(void)
+{
+    float *d = dev_alloc(SMALL * 4);
+    coll_request_t *req = NULL;
+    char algo[32];
+    coll_status_t st;
+
+    if (d == NULL) {
+        return -1;
+    }
+    st = coll_allreduce_async(comm, d, d, SMALL, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    st = finish(st, req, algo, sizeof(algo));
+    if (st == COLL_OK || strstr(coll_comm_last_error(comm), "NCCL") == NULL) {
+        fprintf(stderr, "rank %d: an allreduce that NCCL fails: %s: '%s'\n", rank,
+                coll_err_name(st), coll_comm_last_error(comm));
+        return -1;
+    }
+    printf("rank %d: the allreduce failed as expected: %s: %s\n", rank, coll_err_name(st),
+           coll_comm_last_error(comm));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"count", required_argument, NULL, 'n'},
                                          {"mismatch", no_argument, NULL, 'm'},
                                          {"mixed", no_argument, NULL, 'x'},
                                          {"compression", required_argument, NULL, 'c'},
+                                         {"nccl", no_argument, NULL, 'N'},
+                                         {"nccl-error", no_argument, NULL, 'e'},
+                                         {"kinds", no_argument, NULL, 'k'},
                                          {NULL, 0, NULL, 0}};
     static coll_op_params_t compressed = {.field_mask = COLL_OP_PARAM_COMPRESSION};
     size_t count = 3u << 19;
@@ -364,14 +408,16 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'n') {
             count = (size_t)atol(optarg);
-        } else if (c == 'm' || c == 'x') {
+        } else if (c == 'N') {
+            nccl = 1;
+        } else if (c == 'm' || c == 'x' || c == 'e' || c == 'k') {
             mode = c;
         } else if (c == 'c' && coll_compression_parse(optarg, &compressed.compression) == COLL_OK) {
             mode = c;
             params = &compressed;
         } else {
             fprintf(stderr, "usage: staged_check [--count N] [--mismatch | --mixed | "
-                    "--compression SPEC]\n");
+                    "--compression SPEC | --nccl-error | --kinds] [--nccl]\n");
             return 2;
         }
     }
@@ -387,8 +433,9 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
-    rc = mode == 'm'   ? run_mismatch()
+    rc = mode == 'm' || mode == 'k' ? run_mismatch(mode == 'k')
          : mode == 'x' ? run_mixed()
+         : mode == 'e' ? run_nccl_error()
          : mode == 'c' ? run_compressed(count)
                        : run_all(count);
     if (rc == 0) {

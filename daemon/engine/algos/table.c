@@ -14,8 +14,12 @@
  * reduce-scatter, all-gather and the parameter service's steps by the ring; broadcast and
  * reduce by the chain; the barrier and the parameter service's registration, save and load
  * (the agreement of every node) by dissemination; gather and scatter directly between the
- * root's node and each other node; all-to-all directly between every pair of nodes. With every rank on one node, every one of them runs from
- * the local ranks' buffers in the daemon.
+ * root's node and each other node; all-to-all directly between every pair of nodes. With
+ * every rank on one node, every one of them runs from the local ranks' buffers in the daemon.
+ * On device memory: allreduce, reduce-scatter,
+ * all-gather and broadcast through NCCL where the job's parameter nccl is on (and NCCL takes
+ * the operation, engine/submit.c); everything else (and everything where it is off) takes the
+ * host's entries through the staged path (engine/dev_staged.h).
  */
 #include "engine/algo.h"
 #include "engine/algos/algos.h"
@@ -30,6 +34,13 @@ static int rd_runs(const coll_job_t *job, uint64_t bytes)
 static double rd_score(const coll_job_t *job, uint64_t bytes)
 {
     return bytes <= job->params.rd_max_bytes ? 2.0 : 0.0;
+}
+
+/* The root decided that the job's daemons all run NCCL (net/rdv_nccl.h). */
+static int nccl_runs(const coll_job_t *job, uint64_t bytes)
+{
+    (void)bytes;
+    return job->params.nccl;
 }
 
 #define HOST(kind, algo, runs, score, impl)                                                       \
@@ -53,6 +64,16 @@ static const coll_algo_entry_t table[] = {
      &coll_impl_direct_local},
     {COLL_KIND_ALLTOALLV, COLL_MEM_HOST, COLL_ALGO_DIRECT, NULL, NULL, &coll_impl_alltoallv,
      &coll_impl_alltoallv},
+    /* The job's NCCL between its daemons (algos/nccl.c); never with every rank on one node,
+     * where the root decides no NCCL. */
+    {COLL_KIND_ALLREDUCE, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
+    {COLL_KIND_REDUCE_SCATTER, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
+    {COLL_KIND_ALLGATHER, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
+    {COLL_KIND_BROADCAST, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
 };
 
 const coll_algo_entry_t *coll_algo_table(size_t *n_p)

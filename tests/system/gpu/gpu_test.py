@@ -20,6 +20,17 @@
   staged     Over the fake device layer: 2 local ranks run staged_check's collectives on
              device buffers; /metrics then counts each of them once as a staged operation of
              device 0 and the bytes copied both ways that their extents give.
+  nccl_param Three daemons over the fake device layer with the stand-in NCCL, the third with
+             nccl = off: a job on the first two has the job parameter nccl on both (/status),
+             a job on the first and the third has it off on both, and its root logs why.
+  nccl       The same three daemons: staged_check --nccl on the first two (2 ranks each) runs
+             all its collectives but the reduce through NCCL ("nccl", counted in
+             collectived_device_nccl_operations_total on both), the same job on the first and
+             the third (nccl = off) on the staged path ("staged+...", nothing counted there).
+  nccl_error Two daemons whose stand-in NCCL fails node 1's collectives asynchronously
+             (FAKE_NCCL_ASYNC_ERROR=1): every rank of an allreduce on device buffers gets an
+             error naming NCCL within the job timeout + 2 s, the daemons stay up, and a second
+             job (host collectives) runs on them.
 """
 
 import ctypes
@@ -27,6 +38,7 @@ import os
 import re
 import socket
 import sys
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # harness
@@ -206,7 +218,109 @@ def test_staged(args, work):
         d.stop()
 
 
-TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool, "staged": test_staged}
+# ---- nccl_param -------------------------------------------------------------------------------
+
+def job_nccl(cluster, k, job_id):
+    jobs = [j for j in h.status_json(cluster.daemons[k].status_sock)["jobs"] if j["id"] == job_id]
+    h.check(len(jobs) == 1, "job %s not in node %d's /status" % (job_id, k))
+    return jobs[0]["nccl"]
+
+
+def nccl_job(args, cluster, work, job_id, nodes):
+    """The job parameter nccl of a job of ops_rank on daemons @nodes, seen by each of them."""
+    ready, release = os.path.join(work, job_id), os.path.join(work, job_id + ".release")
+    job = cluster.start_job(job_id, nodes, 1, [args.rank, "--iters", "3", "--ready-file", ready,
+                                               "--stall-rank", "0", "--release-file", release],
+                            timeout_ms=30000, token=None,
+                            env={"COLL_DEVICE_FAKE": "1", "LD_LIBRARY_PATH": args.fake_nccl})
+    h.wait_until(lambda: all(os.path.exists("%s.%d" % (ready, r)) for r in range(len(nodes)))
+                 or None, 30, "job %s to meet" % job_id)
+    seen = [job_nccl(cluster, k, job_id) for k in nodes]  # rank 0 holds the job until released
+    open(release, "w").close()
+    job.wait_exit(60, expect=0)
+    return seen
+
+
+def test_nccl_param(args, work):
+    if args.fake_nccl is None:
+        raise h.Skip("built without CUDA: no stand-in NCCL")
+    cluster = h.Cluster(args.daemon, "nccl")
+    try:
+        cluster.start_daemons(3, node_args=lambda k: ["--nccl", "off"] if k == 2 else [],
+                              env={"COLL_DEVICE_FAKE": "1", "LD_LIBRARY_PATH": args.fake_nccl})
+        seen = nccl_job(args, cluster, work, "offered", [0, 1])
+        h.check(seen == [True, True], "both nodes offer NCCL, the job's nccl: %s" % seen)
+        seen = nccl_job(args, cluster, work, "refused", [0, 2])
+        h.check(seen == [False, False], "node 2 has nccl = off, the job's nccl: %s" % seen)
+        h.check("job refused: device buffers take the staged path between nodes, not NCCL: "
+                "node " in cluster.daemons[0].log() and ": nccl = off" in cluster.daemons[0].log(),
+                "the root did not log why the job has no NCCL:\n%s" % cluster.daemons[0].log())
+        for d in cluster.daemons:
+            h.check_no_warnings(d.log(), d.name)
+    finally:
+        cluster.close()
+
+
+def nccl_ops(cluster, k):
+    _, _, text = h.http_unix(cluster.daemons[k].status_sock, "/metrics")
+    return metric(text, "collectived_device_nccl_operations_total", 'device="0"')
+
+
+def staged_job(args, cluster, job_id, nodes, extra):
+    env = {"COLL_DEVICE_FAKE": "1", "LD_LIBRARY_PATH": args.fake_nccl}
+    job = cluster.start_job(job_id, nodes, 2, [args.staged, "--count", "5000"] + extra,
+                            timeout_ms=30000, token=None, env=env)
+    job.wait_exit(60, expect=0)
+
+
+def test_nccl(args, work):
+    if args.fake_nccl is None:
+        raise h.Skip("built without CUDA: no stand-in NCCL")
+    cluster = h.Cluster(args.daemon, "nccl")
+    try:
+        cluster.start_daemons(3, node_args=lambda k: ["--nccl", "off"] if k == 2 else [],
+                              env={"COLL_DEVICE_FAKE": "1", "LD_LIBRARY_PATH": args.fake_nccl})
+        staged_job(args, cluster, "through-nccl", [0, 1], ["--nccl"])
+        seen = [nccl_ops(cluster, k) for k in range(3)]
+        h.check(seen == [6, 6, 0], "NCCL operations per daemon after 3 allreduces, an "
+                "all-gather, a reduce-scatter and a broadcast on nodes 0 and 1: %s" % seen)
+        staged_job(args, cluster, "staged", [0, 2], [])
+        seen = [nccl_ops(cluster, k) for k in range(3)]
+        h.check(seen == [6, 6, 0], "a job with a daemon whose nccl = off counted NCCL "
+                "operations: %s" % seen)
+        for d in cluster.daemons:
+            h.check_no_warnings(d.log(), d.name, allowed=("take the staged path",))
+    finally:
+        cluster.close()
+
+
+def test_nccl_error(args, work):
+    if args.fake_nccl is None:
+        raise h.Skip("built without CUDA: no stand-in NCCL")
+    cluster = h.Cluster(args.daemon, "ncclerr")
+    timeout_ms = 5000
+    try:
+        cluster.start_daemons(2, env={"COLL_DEVICE_FAKE": "1", "FAKE_NCCL_ASYNC_ERROR": "1",
+                                      "LD_LIBRARY_PATH": args.fake_nccl})
+        t0 = time.monotonic()
+        job = cluster.start_job("failing", [0, 1], 1, [args.staged, "--nccl-error"],
+                                timeout_ms=timeout_ms, token=None,
+                                env={"COLL_DEVICE_FAKE": "1"})
+        job.wait_exit(timeout_ms / 1000 + 2 + 10, expect=0)  # the ranks check the error
+        print("every rank had NCCL's error %.2f s after the job started" % (time.monotonic() - t0))
+        for d in cluster.daemons:
+            lines = [ln for ln in d.log().splitlines() if "NCCL between the nodes" in ln]
+            h.check(lines, "%s did not log NCCL's failure:\n%s" % (d.name, d.log()))
+            print("%s: %s" % (d.name, lines[0]))
+        job = cluster.start_job("after", [0, 1], 1, [args.rank, "--iters", "3"],
+                                timeout_ms=30000, token=None)
+        job.wait_exit(60, expect=0)
+    finally:
+        cluster.close()
+
+
+TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool, "staged": test_staged,
+         "nccl_param": test_nccl_param, "nccl": test_nccl, "nccl_error": test_nccl_error}
 
 
 def parser():
@@ -214,6 +328,7 @@ def parser():
     p.add_argument("--check", required=True, help="devpool_check")
     p.add_argument("--ctl", required=True, help="collectivectl")
     p.add_argument("--staged", help="staged_check (the staged test)")
+    p.add_argument("--fake-nccl", help="the stand-in NCCL's directory (the nccl_param test)")
     p.add_argument("--built-without-cuda", action="store_true",
                    help="the build left the CUDA module out: its reason, not the loader's")
     return p

@@ -5,6 +5,9 @@
  *
  *   the automatic choice on host memory, collective by collective and around rd_max_bytes and
  *   the segment (the choices written out here, as docs/architecture.md lists them);
+ *   on device memory: NCCL's allreduce, reduce-scatter, all-gather and broadcast only where the
+ *   job's parameter nccl is on, the host's entries otherwise and for the reduce, NCCL never on
+ *   host memory;
  *   forced algorithms: one that runs the operation is kept, one that cannot, or that the
  *   collective has no entry for, is refused (COLL_ALGO_REFUSED + the algorithm);
  *   the table itself: one entry per (collective, memory kind, algorithm), each with both
@@ -47,7 +50,7 @@ static int teardown(void **state)
 
 static uint32_t resolve(coll_kind_t kind, uint64_t bytes, coll_algo_t forced)
 {
-    return coll_algo_resolve(&w.job[0], kind, bytes, forced);
+    return coll_algo_resolve(&w.job[0], COLL_MEM_HOST, kind, bytes, forced);
 }
 
 static void test_auto_on_host(void **state)
@@ -83,6 +86,39 @@ static void test_auto_on_host(void **state)
                      COLL_ALGO_REFUSED + COLL_ALGO_RING);
     assert_int_equal(resolve(COLL_KIND_SEND, 0, COLL_ALGO_AUTO), COLL_ALGO_AUTO);
     assert_int_equal(resolve(COLL_KIND_RECV, 0, COLL_ALGO_RING), COLL_ALGO_AUTO);
+}
+
+/* On device memory: allreduce through NCCL where the job's parameter is on, else (and every
+ * other collective) the host's entries, which the staged path runs; NCCL never on host memory. */
+static void test_on_device(void **state)
+{
+    coll_job_t *job = &w.job[0];
+
+    (void)state;
+    job->params.nccl = 1;
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
+                     COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 1 << 20,
+                                       COLL_ALGO_NCCL), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_RING),
+                     COLL_ALGO_RING);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLGATHER, 8,
+                                       COLL_ALGO_AUTO), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE_SCATTER, 8,
+                                       COLL_ALGO_AUTO), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_BROADCAST, 8,
+                                       COLL_ALGO_AUTO), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 8, COLL_ALGO_AUTO),
+                     COLL_ALGO_CHAIN);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
+                     COLL_ALGO_RD);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_NCCL),
+                     COLL_ALGO_REFUSED + COLL_ALGO_NCCL);
+    job->params.nccl = 0;
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
+                     COLL_ALGO_RD);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_NCCL),
+                     COLL_ALGO_REFUSED + COLL_ALGO_NCCL);
 }
 
 static void test_forced(void **state)
@@ -185,6 +221,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_auto_on_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_on_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl, setup, teardown),

@@ -1,8 +1,11 @@
 /*
  * Unit tests of the peer decoders (proto/wire.h): NodeJoin and NodeJoinReply fields, each
- * broken on its own from a valid message (wire_msgs.h).
+ * broken on its own from a valid message (wire_msgs.h); a join's device UUIDs (the NCCL offer,
+ * net/rdv_nccl.h) bounded in count and length.
  */
 #include "wire_msgs.h"
+
+#include "device/dev.h"
 
 /* ---- NodeJoin fields ---- */
 
@@ -88,6 +91,26 @@ static void test_node_join_host_too_long_rejected(void **state)
     free(over);
 }
 
+static void test_node_join_device_uuids_bounded(void **state)
+{
+    uint8_t uuid[COLL_DEV_UUID_BYTES + 1] = {0};
+    ProtobufCBinaryData u[COLL_DEV_MAX + 1];
+    peer_t p;
+
+    peer_init(&p);
+    for (size_t i = 0; i <= COLL_DEV_MAX; i++) {
+        u[i] = (ProtobufCBinaryData){COLL_DEV_UUID_BYTES, uuid};
+    }
+    p.join.device_uuids = u;
+    p.join.n_device_uuids = COLL_DEV_MAX;
+    expect_ok(KIND_PEER, peer_join(&p));
+    p.join.n_device_uuids = COLL_DEV_MAX + 1;
+    expect_err(KIND_PEER, peer_join(&p), COLL_ERR_PROTOCOL, "device UUIDs");
+    p.join.n_device_uuids = 2;
+    u[1].len = COLL_DEV_UUID_BYTES + 1;
+    expect_err(KIND_PEER, peer_join(&p), COLL_ERR_PROTOCOL, "a device UUID of 17 bytes");
+}
+
 /* ---- NodeJoinReply fields ---- */
 
 static void test_node_join_reply_node_rank_at_n_nodes_rejected(void **state)
@@ -134,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_node_join_world_size_out_of_range_rejected),
         cmocka_unit_test(test_node_join_bad_job_id_rejected),
         cmocka_unit_test(test_node_join_host_too_long_rejected),
+        cmocka_unit_test(test_node_join_device_uuids_bounded),
         cmocka_unit_test(test_node_join_reply_node_rank_at_n_nodes_rejected),
         cmocka_unit_test(test_node_join_reply_without_nodes_rejected),
         cmocka_unit_test(test_node_join_reply_node_without_address_rejected),
