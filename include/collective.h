@@ -514,8 +514,9 @@ COLL_API coll_status_t coll_scatter_async(coll_comm_t *comm, const void *sendbuf
  * j is what j expects from i): every node checks every rank's counts before a byte moves, so
  * a disagreement fails the operation on every rank with COLL_ERR_MISMATCH (the message names
  * the first pair) and no @p recvbuf written.
- * @return As the collectives above; COLL_ERR_INVALID also for a NULL array or a block whose
- *         end in bytes overflows, COLL_ERR_NOT_IN_POOL for a block outside this rank's
+ * @return As the collectives above; COLL_ERR_INVALID also for a NULL array, a block whose
+ *         end in bytes overflows or two non-empty receive blocks that overlap (which would
+ *         make the result depend on the order of arrival), COLL_ERR_NOT_IN_POOL for a block outside this rank's
  *         allocations, COLL_ERR_UNSUPPORTED on a device pool's buffers or on more than 4096
  *         ranks, and the errors of coll_mem_alloc() for the table (COLL_ERR_NOMEM when the
  *         pool is full). A refused call fails the job, as every refused submission.

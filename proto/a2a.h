@@ -50,4 +50,13 @@ static inline uint64_t coll_a2a_at(const uint64_t *table, uint32_t world, unsign
 int coll_a2a_extent(const uint64_t *table, uint32_t world, size_t esize, uint64_t *send_p,
                     uint64_t *recv_p, uint32_t *bad_p);
 
+/**
+ * @brief Whether the non-empty blocks of @p table's receive rows (of @p world ranks, ends
+ *        checked by coll_a2a_extent()) are apart: a receive buffer's blocks may not overlap
+ *        (their order of arrival would decide the result). Send blocks may.
+ * @param [out] a_p, b_p When they are not, two ranks whose blocks overlap (a < b).
+ * @return 1 apart, 0 not (the pair set), -1 no memory.
+ */
+int coll_a2a_recv_apart(const uint64_t *table, uint32_t world, uint32_t *a_p, uint32_t *b_p);
+
 #endif

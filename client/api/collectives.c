@@ -86,9 +86,12 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_subm
     if (!coll_kind_overlap_ok((coll_kind_t)s->coll, (uint32_t)comm->rank, (uint64_t)so,
                               s->send_elems * es, (uint64_t)ro, s->recv_elems * es)) {
         coll__set_error(comm, "rank %d: send buffer [%lld, +%zu) and receive buffer [%lld, "
-                        "+%zu) of the %s overlap: only the in-place form of this collective "
-                        "may", comm->rank, (long long)so, s->send_elems * es, (long long)ro,
-                        s->recv_elems * es, coll_kind_name((coll_kind_t)s->coll));
+                        "+%zu) of the %s overlap: %s", comm->rank, (long long)so,
+                        s->send_elems * es, (long long)ro, s->recv_elems * es,
+                        coll_kind_name((coll_kind_t)s->coll),
+                        s->coll == COLL_KIND_ALLTOALLV
+                            ? "an alltoallv has no in-place form, its buffers must be apart"
+                            : "only the in-place form of this collective may");
         return COLL_ERR_INVALID;
     }
     m->send_offset = (uint64_t)so;
@@ -161,16 +164,19 @@ static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
 {
     uint64_t bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll), off = 0;
     char saved[sizeof(c->conn->last_error)];
+    coll_status_t st;
 
     if (bytes == 0) {
         return;
     }
     memcpy(saved, c->conn->last_error, sizeof(saved));
-    if (coll__mem_alloc(c->conn, (size_t)bytes, &off) != COLL_OK) {
-        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: no room in the pool for the %llu bytes "
-                    "of node buffers (%s): its node's allreduces go to the daemon whole, not "
-                    "reduced in shared memory first",
-                    c->rank, c->job, (unsigned long long)bytes, c->conn->last_error);
+    if ((st = coll__mem_alloc(c->conn, (size_t)bytes, &off)) != COLL_OK) {
+        /* A failed job refuses every allocation, the pool full or not. */
+        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s the %llu bytes of node buffers "
+                    "(%s): its node's allreduces go to the daemon whole, not reduced in shared "
+                    "memory first", c->rank, c->job,
+                    st == COLL_ERR_POOL_FULL ? "no room in the pool for" : "could not allocate",
+                    (unsigned long long)bytes, c->conn->last_error);
         off = 0;
         memcpy(c->conn->last_error, saved, sizeof(saved));
     }
@@ -464,6 +470,28 @@ static coll_status_t refuse_call(coll_comm_t *c, coll_status_t st)
     return st;
 }
 
+/* @p t (the caller's until here) into @p table_p when its receive blocks are apart; freed and an
+ * error (set) otherwise. */
+static coll_status_t a2a_apart(coll_comm_t *c, uint64_t *t, uint64_t **table_p)
+{
+    uint32_t a = 0, b = 0;
+    int apart = coll_a2a_recv_apart(t, (uint32_t)c->world_size, &a, &b);
+
+    if (apart == 1) {
+        *table_p = t;
+        return COLL_OK;
+    }
+    free(t);
+    if (apart < 0) {
+        coll__set_error(c, "rank %d: no memory for the alltoallv's count table", c->rank);
+        return COLL_ERR_NOMEM;
+    }
+    coll__set_error(c, "rank %d: the alltoallv's receive blocks from ranks %u and %u overlap "
+                    "(rdispls and recvcounts): the blocks of a receive buffer must be apart",
+                    c->rank, a, b);
+    return COLL_ERR_INVALID;
+}
+
 /* The count table of an alltoallv's arguments in @p table_p (the caller frees it), and the
  * elements it reads and writes in @p s; an error (set) for a missing row, a block that
  * overflows or no memory. */
@@ -494,8 +522,7 @@ static coll_status_t a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A
         free(t);
         return COLL_ERR_INVALID;
     }
-    *table_p = t;
-    return COLL_OK;
+    return a2a_apart(c, t, table_p);
 }
 
 coll_status_t coll_alltoallv_async(coll_comm_t *c, const void *sendbuf, const size_t *sendcounts,

@@ -81,6 +81,28 @@ static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
     return COLL_OK;
 }
 
+/* @p t (of @p world ranks) into @p table_p when its receive blocks are apart; freed and refused
+ * otherwise. */
+static coll_status_t a2a_apart(const coll_session_t *s, uint32_t world, uint64_t *t,
+                               uint64_t **table_p, char *err, size_t errlen)
+{
+    uint32_t a = 0, b = 0;
+    int apart = coll_a2a_recv_apart(t, world, &a, &b);
+
+    if (apart == 1) {
+        *table_p = t;
+        return COLL_OK;
+    }
+    free(t);
+    if (apart < 0) {
+        snprintf(err, errlen, "daemon out of memory");
+        return COLL_ERR_NOMEM;
+    }
+    snprintf(err, errlen, "rank %u: the alltoallv's receive blocks from ranks %u and %u overlap: "
+             "the blocks of a receive buffer must be apart", s->rank, a, b);
+    return COLL_ERR_INVALID;
+}
+
 /* An all-to-all's count table: in this rank's allocations of the host pool, copied out of the
  * pool before it is read (the rank may write the pool meanwhile), its blocks' ends without
  * overflow. Their extents in elements go to @p se and @p re, the copy to @p table_p. */
@@ -119,8 +141,7 @@ static coll_status_t a2a_table(const coll_job_t *job, const coll_group_t *grp,
         free(t);
         return COLL_ERR_INVALID;
     }
-    *table_p = t;
-    return COLL_OK;
+    return a2a_apart(s, grp->size, t, table_p, err, errlen);
 }
 
 /* The elements @p sub reads and writes: an all-to-all's from its count table (in @p table_p,
@@ -155,8 +176,10 @@ static coll_status_t check_buffers(const coll_job_t *job, const coll_group_t *gr
     }
     if (st == COLL_OK && !coll_kind_overlap_ok((coll_kind_t)sub->coll, me, sub->send_offset,
                                               se * es, sub->recv_offset, re * es)) {
-        snprintf(err, errlen, "rank %u: send and receive buffers overlap (only the in-place "
-                 "layouts of this collective may)", s->rank);
+        int a2a = (coll_kind_t)sub->coll == COLL_KIND_ALLTOALLV;
+        snprintf(err, errlen, "rank %u: send and receive buffers overlap (%s)", s->rank,
+                 a2a ? "an alltoallv has no in-place form"
+                     : "only the in-place layouts of this collective may");
         st = COLL_ERR_INVALID;
     }
     if (st != COLL_OK) {

@@ -1,6 +1,7 @@
 """The communicator: one rank's membership in a collectived job."""
 
 import ctypes
+import operator
 import os
 import weakref
 
@@ -424,19 +425,27 @@ class Communicator:
         @out: a new 1-D pool array (or tensor) that holds every received block. Every pair of
         ranks must agree on its count and every rank on the dtype, or the operation fails on
         every rank with CollectiveError COLL_ERR_MISMATCH and no @out written. Raises
-        ValueError for lists of another length or negative entries. Returns a Future of
-        @out."""
+        ValueError for lists of another length, entries that are not integers >= 0 and blocks
+        past the end of @x or @out (a block of 0 elements touches nothing, wherever it is);
+        receive blocks that overlap fail with CollectiveError COLL_ERR_INVALID. Returns a
+        Future of @out."""
         ws = self.world_size
         sendcounts, recvcounts = _sizes(sendcounts, ws, "sendcounts"), _sizes(recvcounts, ws,
                                                                                  "recvcounts")
         sdispls = _packed(sendcounts) if sdispls is None else _sizes(sdispls, ws, "sdispls")
         rdispls = _packed(recvcounts) if rdispls is None else _sizes(rdispls, ws, "rdispls")
         if out is None:
-            out = self._like(x, max([d + n for d, n in zip(rdispls, recvcounts)] + [0]))
+            out = self._like(x, _end(recvcounts, rdispls))
         s, r = buffer_info(x, dtype), buffer_info(out, dtype)
         if s.dtype != r.dtype:
             raise TypeError("buffers have different dtypes: %s and %s"
                             % (s.dtype.name.lower(), r.dtype.name.lower()))
+        for what, counts, displs, buf in (("send", sendcounts, sdispls, s),
+                                          ("receive", recvcounts, rdispls, r)):
+            if _end(counts, displs) > buf.count:
+                raise ValueError("alltoallv: the %s blocks end at element %d, beyond the %d of "
+                                 "the %s buffer" % (what, _end(counts, displs), buf.count,
+                                                    what))
         arrays = [(ctypes.c_size_t * ws)(*v) for v in (sendcounts, sdispls, recvcounts, rdispls)]
         return self._submit("alltoallv", self._lib.coll_alltoallv_async,
                             (s.addr, arrays[0], arrays[1], r.addr, arrays[2], arrays[3],
@@ -498,10 +507,18 @@ def _count(x):
 
 def _sizes(values, n, what):
     """@values as a list of @n integers >= 0 (an alltoallv's counts or displacements)."""
-    values = [int(v) for v in values]
-    if len(values) != n or any(v < 0 for v in values):
-        raise ValueError("alltoallv: %s must be %d integers >= 0, not %r" % (what, n, values))
+    try:
+        values = [operator.index(v) for v in values]
+    except TypeError:
+        values = None
+    if values is None or len(values) != n or any(v < 0 for v in values):
+        raise ValueError("alltoallv: %s must be %d integers >= 0" % (what, n))
     return values
+
+
+def _end(counts, displs):
+    """The end, in elements, of the furthest block with a count above 0."""
+    return max([d + n for d, n in zip(displs, counts) if n > 0] + [0])
 
 
 def _packed(counts):

@@ -23,6 +23,9 @@
  * alltoallvs in the daemon; no receive buffer changed.
  * --null-counts: rank --odd-rank passes no recvcounts: its call returns COLL_ERR_INVALID at
  * once naming them, and every rank's operation fails (the job with it), no output written.
+ * --overlap: rank --odd-rank places its blocks from rank 0 and from itself (both non-empty) at
+ * the same displacement: as --null-counts, COLL_ERR_INVALID at once naming the overlap, the job
+ * failed for all, no output written.
  * --abort: rank --odd-rank aborts the job where the others submit an alltoallv: every
  * other rank's request fails (not at the timeout) with the reason, no receive buffer changed.
  *
@@ -42,7 +45,7 @@
 #define FAIL_DEADLINE_MS 30000
 #define ABORT_REASON "a2a_check aborts on purpose"
 
-enum { NONE = 0, COUNT = 1, DTYPE = 2, ABORT = 3, ALLREDUCE = 4, NULL_COUNTS = 5 };
+enum { NONE = 0, COUNT = 1, DTYPE = 2, ABORT = 3, ALLREDUCE = 4, NULL_COUNTS = 5, OVERLAP = 6 };
 
 typedef struct {
     long scales[MAX_SCALES];
@@ -271,12 +274,16 @@ static void prepare_failure(const check_ctx_t *c, const opts_t *o, a2a_t *a, uin
 {
     uint64_t round = 0;
 
-    while (pair_count(0, o->odd_rank, round, 3, 0) == 0) {
+    while (pair_count(0, o->odd_rank, round, 3, 0) == 0 ||
+           (o->mode == OVERLAP && pair_count(o->odd_rank, o->odd_rank, round, 3, 0) == 0)) {
         round++; /* about one round in five has 0: bounded by the hash's spread */
     }
     prepare(c, a, COLL_FLOAT32, round, 3, 0);
     if (o->mode == COUNT && c->rank == o->odd_rank) {
         a->rc[0]++;
+    }
+    if (o->mode == OVERLAP && c->rank == o->odd_rank) {
+        a->rd[o->odd_rank] = a->rd[0];
     }
     *round_p = round;
 }
@@ -299,6 +306,9 @@ static int names_failure(const opts_t *o, const char *msg, uint64_t round)
     if (o->mode == NULL_COUNTS) {
         return strstr(msg, "without its recvcounts") != NULL;
     }
+    if (o->mode == OVERLAP) {
+        return strstr(msg, "overlap") != NULL;
+    }
     snprintf(want, sizeof(want), "rank 0 sends %zu elements to rank %d, which expects %zu", n,
              o->odd_rank, n + 1);
     return strstr(msg, want) != NULL;
@@ -309,7 +319,8 @@ static void run_failure(const check_ctx_t *c, const opts_t *o)
     static const char *const names[] = {"", "expects one element more from rank 0",
                                         "submits int32 where the others submit float32",
                                         "aborts the job", "submits an allreduce",
-                                        "passes no recvcounts"};
+                                        "passes no recvcounts",
+                                        "overlaps two of its receive blocks"};
     a2a_t a;
     uint64_t round;
     char what[160];
@@ -338,10 +349,10 @@ static void run_failure(const check_ctx_t *c, const opts_t *o)
         st = check_wait(c, a.req, FAIL_DEADLINE_MS, what, NULL, 0);
     }
     const char *msg = coll_comm_last_error(c->comm);
-    coll_status_t want = o->mode == ABORT || (o->mode == NULL_COUNTS && c->rank != o->odd_rank)
-                             ? st
-                         : o->mode == NULL_COUNTS ? COLL_ERR_INVALID
-                                                  : COLL_ERR_MISMATCH;
+    int refused = o->mode == NULL_COUNTS || o->mode == OVERLAP;
+    coll_status_t want = o->mode == ABORT || (refused && c->rank != o->odd_rank) ? st
+                         : refused                                             ? COLL_ERR_INVALID
+                                                                               : COLL_ERR_MISMATCH;
     if (st == COLL_OK || st != want || !names_failure(o, msg, round)) {
         check_die("%s: %s, expected %s naming the difference: '%s'", what, coll_err_name(st),
                   want == st ? "a failure" : coll_err_name(want), msg);
@@ -360,7 +371,7 @@ static void run_failure(const check_ctx_t *c, const opts_t *o)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: a2a_check [--scales LIST] [--mismatch count|dtype|allreduce --odd-rank R] "
-               "[--abort|--null-counts --odd-rank R] [--timeout-ms T]\n"
+               "[--abort|--null-counts|--overlap --odd-rank R] [--timeout-ms T]\n"
                "Run as every rank of a collective-launch job.\n"
                "  --scales LIST      block sizes in elements, up to %d (default 1,1009)\n"
                "  --mismatch KIND    count: rank R expects one element more from rank 0;\n"
@@ -368,6 +379,7 @@ static void usage(FILE *f)
                "                     allreduce: it submits an allreduce of the same key\n"
                "  --abort            rank R aborts the job where the others submit\n"
                "  --null-counts      rank R passes no recvcounts\n"
+               "  --overlap          rank R overlaps two of its receive blocks\n"
                "  --timeout-ms T     bound on each wait (default 60000)\n", MAX_SCALES);
 }
 
@@ -390,7 +402,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
     static const struct option longopts[] = {
         {"scales", required_argument, NULL, 's'}, {"mismatch", required_argument, NULL, 'm'},
         {"abort", no_argument, NULL, 'a'},        {"odd-rank", required_argument, NULL, 'r'},
-        {"null-counts", no_argument, NULL, 'n'},
+        {"null-counts", no_argument, NULL, 'n'},  {"overlap", no_argument, NULL, 'o'},
         {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *scales = "1,1009";
@@ -409,6 +421,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             break;
         case 'a': o->mode = ABORT; break;
         case 'n': o->mode = NULL_COUNTS; break;
+        case 'o': o->mode = OVERLAP; break;
         case 'r':
             bad = check_parse_int(optarg, 1, 1 << 20, &v) < 0;
             o->odd_rank = (int)v;

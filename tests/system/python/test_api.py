@@ -245,6 +245,17 @@ class Collectives(unittest.TestCase):
             self.assertEqual(gaps[rd[i] + recv[i]], -1.0)
         with self.assertRaises(ValueError):
             comm.alltoallv(x, send[:-1], recv)
+        with self.assertRaises(ValueError):  # counts are integers, not truncated
+            comm.alltoallv(x, [1.7] * w, recv)
+        with self.assertRaises(ValueError):  # the receive blocks end past the given output
+            comm.alltoallv(x, send, [n + 1 for n in recv], comm.empty(sum(recv), "float64"))
+        with self.assertRaises(ValueError):  # the send blocks end past x
+            comm.alltoallv(x, [n + 1 for n in send], recv)
+        # Empty blocks touch nothing wherever they are: the default output ignores them.
+        far = [sum(recv[:i]) if recv[i] else 1 << 40 for i in range(w)]
+        out = comm.alltoallv(x, send, recv, rdispls=far).result(T)
+        self.assertEqual(len(out), sum(recv))
+        np.testing.assert_array_equal(out, want)
 
     def test_scatter_from_every_root(self):
         w, n = comm.world_size, 517
