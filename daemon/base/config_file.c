@@ -47,7 +47,8 @@ static char *file_reader(char *str, int num, void *stream)
  * A value without its comment: '#' or ';' at its start or after a space begins one. libinih
  * (as Debian builds it) cuts only at " ;"; cutting at " #" too keeps '#' from ever becoming
  * part of a value, and makes `--print-config` output ("key = value  # origin") a valid file.
- * No value of the table can hold a comment character after a space.
+ * No value of the table can hold a comment character after a space. A value in double quotes
+ * loses them ("" is the empty value, as the example file and the docs write it).
  */
 static void strip_comment(const char *value, char *out, size_t len)
 {
@@ -63,6 +64,11 @@ static void strip_comment(const char *value, char *out, size_t len)
         n--;
     }
     out[n] = '\0';
+    /* A value in double quotes is what they hold: "" the empty value the docs write so. */
+    if (n >= 2 && out[0] == '"' && out[n - 1] == '"') {
+        memmove(out, out + 1, n - 2);
+        out[n - 2] = '\0';
+    }
 }
 
 static int file_handler(void *user, const char *section, const char *name, const char *raw)

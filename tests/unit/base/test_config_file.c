@@ -224,8 +224,12 @@ static void test_sections_comments_and_inline_comments(void **state)
     write_file("# comment\n; another\n\n[collectived]\npool_size = 2M ; inline comment\n"
                "  \nlisten=127.0.0.1:1234\nsegment_size : 8K\n"
                "socket = /tmp/a#b.sock   # '#' after a space starts a comment, as ';' does\n"
-               "addr_file =  # empty\nallow_unauthenticated_peers = 1\n");
+               "addr_file =  # empty\nallow_unauthenticated_peers = 1\n"
+               "log_file = \"\"  # the empty value as the docs write it\n"
+               "cost_params = \"none\"\n");
     assert_int_equal(load(ARGC(argv), argv), COLL_CONFIG_RUN);
+    assert_string_equal(cfg.log_file, "");
+    assert_string_equal(cfg.cost_params, "none");
     assert_int_equal(cfg.pool_size, 2 * MiB);
     assert_string_equal(cfg.listen, "127.0.0.1:1234");
     assert_int_equal(cfg.segment_size, 8192);
