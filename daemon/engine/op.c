@@ -280,6 +280,12 @@ void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
     coll_op_algo_done(op);
 }
 
+void coll_op_free_algo_state(coll_op_t *op)
+{
+    free(op->algo_state);
+    op->algo_state = NULL;
+}
+
 void coll_op_fail_all(coll_job_t *job)
 {
     coll_op_t *op, *tmp;

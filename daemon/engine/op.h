@@ -159,6 +159,10 @@ void coll_op_algo_done(coll_op_t *op);
  */
 void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error);
 
+/** @brief A coll_impl_t cleanup for an algorithm whose state is one malloc'ed block (freed,
+ *         op->algo_state NULL after). */
+void coll_op_free_algo_state(coll_op_t *op);
+
 /** @brief Complete the operation on every local rank with @p status (COLL_OK or an error). */
 void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error);
 

@@ -97,6 +97,15 @@ std::vector<int64_t> numels(const std::vector<at::Tensor> &list)
     return n;
 }
 
+/* The alltoallv of @p send's blocks of @p sbuf into @p recv's of @p rbuf. */
+coll_status_t submit(coll_comm_t *comm, const Side &send, const void *sbuf, const Side &recv,
+                     void *rbuf, coll_dtype_t dt, const coll_op_params_t *params,
+                     coll_request_t **req)
+{
+    return coll_alltoallv_async(comm, sbuf, send.counts.data(), send.displs.data(), rbuf,
+                                recv.counts.data(), recv.displs.data(), dt, params, req);
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall_base(at::Tensor &output, at::Tensor &input,
@@ -133,9 +142,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall_base(at::Tensor &output, a
             rbuf = out.data_ptr();
         },
         [&](const coll_op_params_t *params, coll_request_t **req) {
-            return coll_alltoallv_async(comm_->get(), sbuf, send.counts.data(),
-                                        send.displs.data(), rbuf, recv.counts.data(),
-                                        recv.displs.data(), dt, params, req);
+            return submit(comm_->get(), send, sbuf, recv, rbuf, dt, params, req);
         });
 }
 
@@ -167,9 +174,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall(std::vector<at::Tensor> &o
             rbuf = out.data_ptr();
         },
         [&](const coll_op_params_t *params, coll_request_t **req) {
-            return coll_alltoallv_async(comm_->get(), sbuf, send.counts.data(),
-                                        send.displs.data(), rbuf, recv.counts.data(),
-                                        recv.displs.data(), dt, params, req);
+            return submit(comm_->get(), send, sbuf, recv, rbuf, dt, params, req);
         });
 }
 

@@ -273,15 +273,9 @@ static void a2a_on_xfer(coll_op_t *op, coll_xfer_t *x)
     maybe_done(op, a);
 }
 
-static void a2a_cleanup(coll_op_t *op)
-{
-    free(op->algo_state);
-    op->algo_state = NULL;
-}
-
 const coll_impl_t coll_impl_alltoallv = {
     .name = "direct",
     .start = a2a_start,
     .on_xfer = a2a_on_xfer,
-    .cleanup = a2a_cleanup,
+    .cleanup = coll_op_free_algo_state,
 };

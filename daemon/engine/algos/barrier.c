@@ -82,16 +82,10 @@ static coll_status_t barrier_start(coll_op_t *op)
     return signal_round(op, b);
 }
 
-static void barrier_cleanup(coll_op_t *op)
-{
-    free(op->algo_state);
-    op->algo_state = NULL;
-}
-
 const coll_impl_t coll_impl_barrier = {
     .name = "dissemination",
     .flags = COLL_IMPL_SELF_CHECK,
     .start = barrier_start,
     .on_xfer = barrier_on_xfer,
-    .cleanup = barrier_cleanup,
+    .cleanup = coll_op_free_algo_state,
 };

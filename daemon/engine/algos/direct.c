@@ -211,22 +211,16 @@ static void direct_on_xfer(coll_op_t *op, coll_xfer_t *x)
     }
 }
 
-static void direct_cleanup(coll_op_t *op)
-{
-    free(op->algo_state);
-    op->algo_state = NULL;
-}
-
 const coll_impl_t coll_impl_direct = {
     .name = "direct",
     .start = direct_start,
     .on_xfer = direct_on_xfer,
-    .cleanup = direct_cleanup,
+    .cleanup = coll_op_free_algo_state,
 };
 
 /* On one node the root's node is every node: no message, the blocks through the pool. */
 const coll_impl_t coll_impl_direct_local = {
     .name = "local",
     .start = direct_start,
-    .cleanup = direct_cleanup,
+    .cleanup = coll_op_free_algo_state,
 };

@@ -219,10 +219,10 @@ def loop_job(ctx, job_id, nodes, rpn, count, window, *extra):
 
 # ---- fault cases --------------------------------------------------------------------------------
 
-def case_daemon_kill(ctx):
+def kill_daemon_1(ctx, job):
+    """SIGKILL node 1's daemon under @job (on nodes 0-2): the survivors' ranks fail naming node
+    1, rank 1's link closes, the survivors' /status name it; then the job ends."""
     c = ctx.c
-    c.start_daemons(3)
-    job = loop_job(ctx, "kill-daemon", [0, 1, 2], 1, 1 << 20, 2)
     t = inject("SIGKILL node 1's daemon (pid %d)" % c.daemons[1].pid,
                lambda: c.daemons[1].signal(signal.SIGKILL))
     expect_failures(ctx, job, t, {0: ({"COLL_ERR_PEER"}, r"\bnode 1\b"),
@@ -232,6 +232,12 @@ def case_daemon_kill(ctx):
     end_job(job)
     c.daemons[1].popen.wait(5)
     c.daemons[1].exit_code = c.daemons[1].popen.returncode
+
+
+def case_daemon_kill(ctx):
+    c = ctx.c
+    c.start_daemons(3)
+    kill_daemon_1(ctx, loop_job(ctx, "kill-daemon", [0, 1, 2], 1, 1 << 20, 2))
     fresh_job(ctx, "kill-daemon-fresh", [0, 2], 1)
     # A daemon restarted on node 1's host (node 3 here: a new process, a new port) rejoins: a
     # job on all three hosts works again.
@@ -243,18 +249,8 @@ def case_daemon_kill(ctx):
 def case_alltoall_daemon_kill(ctx):
     """As daemon_kill for all-to-alls (the engine's direct exchanges between every pair of
     nodes): the survivors fail naming node 1 within the bound and a fresh job runs."""
-    c = ctx.c
-    c.start_daemons(3)
-    job = loop_job(ctx, "kill-daemon-a2a", [0, 1, 2], 1, 3 << 16, 2, "--alltoall")
-    t = inject("SIGKILL node 1's daemon (pid %d)" % c.daemons[1].pid,
-               lambda: c.daemons[1].signal(signal.SIGKILL))
-    expect_failures(ctx, job, t, {0: ({"COLL_ERR_PEER"}, r"\bnode 1\b"),
-                                  2: ({"COLL_ERR_PEER"}, r"\bnode 1\b"),
-                                  1: ({"COLL_ERR_CLOSED"}, None)})
-    expect_status_failed(ctx, [0, 2], job.id, r"\bnode 1\b", lost_node=1)
-    end_job(job)
-    c.daemons[1].popen.wait(5)
-    c.daemons[1].exit_code = c.daemons[1].popen.returncode
+    ctx.c.start_daemons(3)
+    kill_daemon_1(ctx, loop_job(ctx, "kill-daemon-a2a", [0, 1, 2], 1, 3 << 16, 2, "--alltoall"))
     fresh_job(ctx, "kill-daemon-a2a-fresh", [0, 2], 1)
     finish(ctx, [0, 2])
 
