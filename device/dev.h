@@ -93,6 +93,14 @@ typedef struct coll_dev_ops {
     /** @brief Queue a copy of @p bytes from @p src to @p dst on @p s; either side may be host
      *         memory (a pointer as uint64_t) or device memory. */
     coll_status_t (*copy_async)(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s);
+    /** @brief Page-locked host memory of @p bytes (> 0), for copies with @p dev that the
+     *         device runs asynchronously (the staged path's host copies); aligned to at least
+     *         64 bytes. Free with host_free(), same device. @return COLL_OK; COLL_ERR_NOMEM when
+     *         the driver cannot lock that much (the caller may fall back to ordinary memory);
+     *         COLL_ERR_INVALID for a device that is none or 0 bytes; the driver's error. */
+    coll_status_t (*host_alloc)(int dev, size_t bytes, void **p_p);
+    /** @brief Free memory of host_alloc() on @p dev. Safe with NULL. */
+    void (*host_free)(int dev, void *p);
     /** @brief Wait, blocking, until all work queued on @p s is done. */
     coll_status_t (*stream_sync)(coll_dev_stream_t s);
     /** @brief An event on @p dev, for ordering only (no timing). */
@@ -144,7 +152,11 @@ coll_status_t coll__dev_fail(coll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /** The fake: devices of host memory (memfds mapped with mmap), synchronous streams, events as
- *  counters. Test only; coll_dev_open() returns it when COLL_DEVICE_FAKE is set. */
+ *  counters, "pinned" memory that is ordinary. Test only; coll_dev_open() returns it when
+ *  COLL_DEVICE_FAKE is set. COLL_DEVICE_FAKE_COPY_DELAY_MS=N (test only) makes an event
+ *  recorded after a copy complete only N ms after the record, as a real device's copy takes
+ *  time, so the callers' polling is exercised; COLL_DEVICE_FAKE_PIN_FAIL=1 makes host_alloc()
+ *  refuse with COLL_ERR_NOMEM. */
 extern const coll_dev_ops_t coll_dev_fake;
 
 /**

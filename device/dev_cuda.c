@@ -33,7 +33,7 @@
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMemAddressReserve)      \
     X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuStreamCreate)             \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamGetCtx)              \
-    X(cuMemcpyAsync) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)
+    X(cuMemcpyAsync) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)
 
 #define CU_STR_(x) #x
 #define CU_STR(x) CU_STR_(x)
@@ -312,6 +312,29 @@ static coll_status_t cuda_copy_async(uint64_t dst, uint64_t src, size_t bytes,
     return COLL_OK;
 }
 
+static coll_status_t cuda_host_alloc(int dev, size_t bytes, void **p_p)
+{
+    coll_status_t st;
+
+    if (bytes == 0) {
+        return coll__dev_fail(COLL_ERR_INVALID, "cuMemHostAlloc: 0 bytes");
+    }
+    if ((st = enter(dev)) != COLL_OK) {
+        return st;
+    }
+    /* Portable: pinned for every context, as the pools of several devices may share it. */
+    CU_TRY(leave(cu.cuMemHostAlloc(p_p, bytes, CU_MEMHOSTALLOC_PORTABLE)),
+           "cuMemHostAlloc(%zu bytes, device %d)", bytes, dev);
+    return COLL_OK;
+}
+
+static void cuda_host_free(int dev, void *p)
+{
+    if (p != NULL && enter(dev) == COLL_OK) {
+        leave(cu.cuMemFreeHost(p));
+    }
+}
+
 static coll_status_t cuda_stream_sync(coll_dev_stream_t s)
 {
     CU_TRY(cu.cuStreamSynchronize((CUstream)s), "cuStreamSynchronize");
@@ -395,6 +418,8 @@ static const coll_dev_ops_t cuda_ops = {
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .copy_async = cuda_copy_async,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .stream_sync = cuda_stream_sync,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,

@@ -5,7 +5,10 @@
  * reservation of PROT_NONE address space: as with the driver, the memory lives while a mapping
  * does, and two processes that map it share it. Streams run their work at once (a copy is a
  * memcpy); events count: one completes once its stream has done what was queued before it,
- * which a synchronous stream always has.
+ * which a synchronous stream always has. COLL_DEVICE_FAKE_COPY_DELAY_MS holds every event back
+ * for that long after its record, as a real copy takes time, so that a caller that polls events
+ * is seen to wait (stream syncs and waits are not delayed: the work is done). Its "pinned" host
+ * memory is ordinary memory, refused when COLL_DEVICE_FAKE_PIN_FAIL is set.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "device/dev.h"
@@ -35,7 +39,27 @@ struct coll_dev_event {
     int dev;
     const struct coll_dev_stream *stream; /* where it was last recorded, NULL: never */
     uint64_t target;                      /* the stream's queued work at that moment */
+    uint64_t ready_ns;                    /* CLOCK_MONOTONIC time it may complete at */
 };
+
+/* Host memory comes aligned as the kernels' vectors want it. */
+#define FAKE_HOST_ALIGN 64
+
+/* A test knob of the environment as a number, 0 when absent. */
+static uint64_t knob(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v != NULL ? strtoull(v, NULL, 10) : 0;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 coll_status_t coll__dev_fake_init(int ndev)
 {
@@ -240,6 +264,36 @@ static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
     return COLL_OK;
 }
 
+static coll_status_t fake_host_alloc(int dev, size_t bytes, void **p_p)
+{
+    coll_status_t st = check_dev(dev, "host alloc");
+    void *p;
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if (bytes == 0) {
+        return coll__dev_fail(COLL_ERR_INVALID, "host alloc: 0 bytes");
+    }
+    if (knob("COLL_DEVICE_FAKE_PIN_FAIL") != 0) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "host alloc of %zu bytes: refused "
+                              "(COLL_DEVICE_FAKE_PIN_FAIL, test only)", bytes);
+    }
+    p = aligned_alloc(FAKE_HOST_ALIGN, (bytes + FAKE_HOST_ALIGN - 1) / FAKE_HOST_ALIGN *
+                                           FAKE_HOST_ALIGN);
+    if (p == NULL) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "host alloc of %zu bytes: out of memory", bytes);
+    }
+    *p_p = p;
+    return COLL_OK;
+}
+
+static void fake_host_free(int dev, void *p)
+{
+    (void)dev;
+    free(p);
+}
+
 static coll_status_t fake_stream_sync(coll_dev_stream_t s)
 {
     return s->done == s->queued ? COLL_OK
@@ -275,18 +329,26 @@ static coll_status_t fake_event_record(coll_dev_event_t e, coll_dev_stream_t s)
     }
     e->stream = s;
     e->target = s->queued;
+    e->ready_ns = now_ns() + knob("COLL_DEVICE_FAKE_COPY_DELAY_MS") * 1000000ull;
     return COLL_OK;
+}
+
+/* Whether the work before @p e is done, delay or not. */
+static int event_reached(coll_dev_event_t e)
+{
+    return e->stream == NULL || e->stream->done >= e->target;
 }
 
 static coll_status_t fake_event_query(coll_dev_event_t e)
 {
-    return e->stream == NULL || e->stream->done >= e->target ? COLL_OK : COLL_INPROGRESS;
+    return event_reached(e) && (e->stream == NULL || now_ns() >= e->ready_ns) ? COLL_OK
+                                                                               : COLL_INPROGRESS;
 }
 
 static coll_status_t fake_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
 {
     /* Work already queued elsewhere is done: a synchronous stream has nothing to wait for. */
-    return fake_event_query(e) == COLL_OK
+    return event_reached(e)
                ? COLL_OK
                : coll__dev_fail(COLL_ERR_IO, "stream wait: the event never completes");
 }
@@ -317,6 +379,8 @@ const coll_dev_ops_t coll_dev_fake = {
     .stream_create = fake_stream_create,
     .stream_destroy = fake_stream_destroy,
     .copy_async = fake_copy_async,
+    .host_alloc = fake_host_alloc,
+    .host_free = fake_host_free,
     .stream_sync = fake_stream_sync,
     .event_create = fake_event_create,
     .event_destroy = fake_event_destroy,

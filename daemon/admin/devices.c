@@ -122,22 +122,27 @@ static void per_device(FILE *f, coll_daemon_t *d, unsigned which)
     }
 }
 
-/* The staged path's counters per device (engine/dev_staged.h): @p bytes 0 its operations, 1
- * the bytes it copied. */
-static void staged(FILE *f, const coll_devices_t *ds, int bytes)
+/* The staged path's counters per device (engine/dev_staged.h): @p which 0 its operations, 1
+ * the bytes it copied, 2 its host copies that are not page-locked. */
+static void staged(FILE *f, const coll_devices_t *ds, int which)
 {
-    const char *name = bytes ? "collectived_device_staged_bytes_total"
-                             : "collectived_device_staged_operations_total";
+    static const char *const names[] = {"collectived_device_staged_operations_total",
+                                        "collectived_device_staged_bytes_total",
+                                        "collectived_device_staged_unpinned_total"};
+    static const char *const helps[] = {
+        "Collectives on the device's pools that the staged path ran on host copies of their "
+        "buffers.",
+        "Bytes the staged path copied between the device's pools and host memory, both ways.",
+        "Host copies of the staged path in ordinary memory, as the driver refused page-locked "
+        "memory."};
 
-    coll_metrics_family(f, name, "counter",
-                        bytes ? "Bytes the staged path copied between the device's pools and "
-                                "host memory, both ways."
-                              : "Collectives on the device's pools that the staged path ran on "
-                                "host copies of their buffers.");
+    coll_metrics_family(f, names[which], "counter", helps[which]);
     for (int i = 0; i < ds->n; i++) {
-        fprintf(f, "%s{device=\"%d\",name=\"", name, i);
-        coll_metrics_label(f, ds->dev[i].info.name);
-        fprintf(f, "\"} %" PRIu64 "\n", bytes ? ds->dev[i].staged_bytes : ds->dev[i].staged_ops);
+        const coll_device_t *dv = &ds->dev[i];
+        uint64_t v[] = {dv->staged_ops, dv->staged_bytes, dv->staged_unpinned};
+        fprintf(f, "%s{device=\"%d\",name=\"", names[which], i);
+        coll_metrics_label(f, dv->info.name);
+        fprintf(f, "\"} %" PRIu64 "\n", v[which]);
     }
 }
 
@@ -162,8 +167,8 @@ void coll_metrics_devices(FILE *f, coll_daemon_t *d)
     for (unsigned which = 0; d->devices.n > 0 && which < 5; which++) {
         per_device(f, d, which);
     }
-    for (int bytes = 0; d->devices.n > 0 && bytes < 2; bytes++) {
-        staged(f, &d->devices, bytes);
+    for (int which = 0; d->devices.n > 0 && which < 3; which++) {
+        staged(f, &d->devices, which);
     }
     if (d->devices.n > 0) {
         nccl_ops(f, &d->devices);

@@ -21,6 +21,8 @@ typedef struct {
                                     (engine/dev_staged.h) */
     uint64_t staged_bytes;     /**< bytes it copied between the device and host memory, both
                                     ways */
+    uint64_t staged_unpinned;  /**< host copies of the staged path in ordinary memory, as the
+                                    device layer refused page-locked memory (host_alloc) */
     uint64_t nccl_ops;         /**< operations on its pools that NCCL ran between the daemons
                                     (engine/algos/nccl.h) */
 } coll_device_t;

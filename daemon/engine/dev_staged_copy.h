@@ -4,8 +4,8 @@
  *        (engine/dev_staged.h): a copy is cut into chunks queued in order, alternately on the
  *        two streams of the device pool, so that the chunks of one copy, and the copies of
  *        several buffers, run side by side where the device has the copy engines for it; the
- *        caller then waits for both streams before the host copy is read or the device buffer
- *        is handed back.
+ *        caller then records an event on both streams and polls them (the daemon's loop)
+ *        before the host copy is read or the device buffer is handed back.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_COPY_H
 #define COLL_ENGINE_DEV_STAGED_COPY_H
@@ -34,7 +34,7 @@ coll_dev_staged_chunk_t coll_dev_staged_chunk(uint64_t bytes, uint64_t chunk, ui
 /**
  * @brief Queue the copy of @p bytes from @p src to @p dst (a device address and a host
  *        pointer as uint64_t, either way) chunk by chunk on @p streams[0] and @p streams[1] of
- *        @p ops. Nothing waits: coll_dev_staged_wait() does.
+ *        @p ops. Nothing waits: the caller polls events recorded after the copy.
  * @return COLL_OK; the device layer's error of the first chunk it refused (coll_dev_error()
  *         says why; the chunks before it are queued, so wait for the streams still).
  */
@@ -43,7 +43,8 @@ coll_status_t coll_dev_staged_queue(const coll_dev_ops_t *ops, coll_dev_stream_t
 
 /**
  * @brief Wait, blocking, until everything queued on both @p streams is done (both are waited
- *        for even when the first fails).
+ *        for even when the first fails). Not on the normal path (the loop polls events): for
+ *        host copies freed while copies into them may still run (a failed job).
  * @return COLL_OK, or the device layer's error (coll_dev_error()).
  */
 coll_status_t coll_dev_staged_wait(const coll_dev_ops_t *ops, coll_dev_stream_t *streams);

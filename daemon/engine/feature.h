@@ -16,7 +16,10 @@
  *            putting its state in @p state, or leaves it NULL. It may choose the operation's
  *            implementation (op->impl: compression runs its own allreduce); the core chooses
  *            from the algorithm table (engine/algo.h) when none did. A feature whose own entry
- *            creates the operation attaches it there instead (coll_op_feature_attach()).
+ *            creates the operation attaches it there instead (coll_op_feature_attach()). One
+ *            that needs time first (the staged path's copies in) answers COLL_INPROGRESS and
+ *            calls coll_op_attached() from the loop when ready: the later features attach and
+ *            the operation starts then.
  *   start    the operation's descriptor went to the previous node: post the feature's own
  *            transfers (coll_op_feature_post()).
  *   on_xfer  one of them completed successfully (failures fail the job in the core).
@@ -24,7 +27,9 @@
  *            transfers).
  *   finish   the operation is about to complete successfully: the feature's last work on its
  *            results (the staged path copies them back to the device); a failure fails the job
- *            and the operation completes with it.
+ *            and the operation completes with it. One that needs time (the copies back)
+ *            answers COLL_INPROGRESS and calls coll_op_finished() from the loop when done: the
+ *            later features finish and the ranks are told then.
  *   done     the operation completes with a status on every local rank: the feature's part of
  *            the completion (@p t: what the ranks are told). A feature that answers the ranks
  *            itself (the node-reduced path) clears op->members[].session here.
@@ -44,8 +49,9 @@
 /** A feature an operation may carry (see the file comment). */
 typedef struct coll_op_feature {
     const char *name;
-    /** Attach to @p op (its state in *@p state) or not. @return COLL_OK, or the error with
-     *  which the feature failed the job (coll_job_fail(), saying why). */
+    /** Attach to @p op (its state in *@p state) or not. @return COLL_OK; COLL_INPROGRESS:
+     *  attached, the start held back until the feature calls coll_op_attached(); or the error
+     *  with which the feature failed the job (coll_job_fail(), saying why). */
     coll_status_t (*attach)(coll_op_t *op, void **state);
     /** Post the feature's transfers. @return COLL_OK or the transport's error (the core fails
      *  the job). */
@@ -55,8 +61,9 @@ typedef struct coll_op_feature {
     /** @return 1 while the feature holds @p op's completion back. */
     int (*waiting)(const coll_op_t *op, const void *state);
     /** @p op is about to complete successfully (op->done is set, the ranks are not told yet).
-     *  @return COLL_OK, or the error with which the feature failed the job (coll_job_fail(),
-     *  saying why): the operation completes with it. */
+     *  @return COLL_OK; COLL_INPROGRESS: the ranks are told once the feature calls
+     *  coll_op_finished(); or the error with which the feature failed the job
+     *  (coll_job_fail(), saying why): the operation completes with it. */
     coll_status_t (*finish)(coll_op_t *op, void *state);
     /** @p op completes with @p status (COLL_OK or an error); @p t is its completion record. */
     void (*done)(coll_op_t *op, void *state, coll_status_t status, coll_ctl_times_t *t);

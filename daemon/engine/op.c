@@ -74,21 +74,23 @@ void coll_op_release(coll_op_t *op)
     coll_op_maybe_free(op);
 }
 
-/* Every registered feature looks at the operation and attaches or not (feature.h).
- * @return 1 to go on; 0 when one failed the job (@p op may be freed then). */
-static int attach_features(coll_op_t *op)
+/* Every registered feature from the @p from-th on looks at the operation and attaches or not
+ * (feature.h). @return 1 to go on; 0 when one failed the job (@p op may be freed then) or holds
+ * the start back (it calls coll_op_attached() later). */
+static int attach_features(coll_op_t *op, uint32_t from)
 {
-    uint32_t n;
+    uint32_t n, i;
     const coll_op_feature_t *const *f = coll_op_features(&n);
     coll_status_t st = COLL_OK;
     int ok;
 
     coll_op_hold(op);
-    for (uint32_t i = 0; i < n && st == COLL_OK && !op->done; i++) {
+    for (i = from; i < n && st == COLL_OK && !op->done; i++) {
         if (op->feature[i] == NULL && f[i]->attach != NULL) {
             st = f[i]->attach(op, &op->feature[i]);
         }
     }
+    op->attach_next = (uint8_t)i;
     ok = st == COLL_OK && !op->done;
     coll_op_release(op);
     return ok;
@@ -120,19 +122,14 @@ static void impl_start(coll_op_t *op)
     }
 }
 
-void coll_op_start(coll_op_t *op)
+/* Every feature attached: choose the implementation, post the descriptor, start. */
+static void start_attached(coll_op_t *op)
 {
     coll_job_t *job = op->job;
     int remote = op->grp->nnodes > 1; /* op may be freed by the time it is looked at again */
     coll_status_t st;
     char nm[64];
 
-    op->t_start_ns = coll_stats_now_ns();
-    coll_stats_op_waited(&job->d->stats, op->desc.coll,
-                         (double)(op->t_start_ns - op->t_submit_ns) / 1e9);
-    if (!attach_features(op)) {
-        return;
-    }
     if (op->impl == NULL) {
         op->impl = coll_algo_impl(op);
     }
@@ -150,6 +147,24 @@ void coll_op_start(coll_op_t *op)
     }
     if (remote) {
         coll_transport_drive(job);
+    }
+}
+
+void coll_op_start(coll_op_t *op)
+{
+    op->t_start_ns = coll_stats_now_ns();
+    coll_stats_op_waited(&op->job->d->stats, op->desc.coll,
+                         (double)(op->t_start_ns - op->t_submit_ns) / 1e9);
+    if (attach_features(op, 0)) {
+        start_attached(op);
+    }
+}
+
+void coll_op_attached(coll_op_t *op)
+{
+    COLL_ASSERT(!op->done);
+    if (attach_features(op, op->attach_next)) {
+        start_attached(op);
     }
 }
 
@@ -177,36 +192,32 @@ static void times(const coll_op_t *op, coll_status_t status, coll_ctl_times_t *t
     t->wire_bytes = t->dense_bytes = 0;
 }
 
-/* The attached features' last work on a successful operation's results (feature.h); the first
- * that fails the job decides the status. */
-static coll_status_t finish_features(coll_op_t *op)
+/* The attached features' last work on a successful operation's results (feature.h), from the
+ * @p from-th on; the first that fails the job decides the status, and one that answers
+ * COLL_INPROGRESS holds the completion back until it calls coll_op_finished(). */
+static coll_status_t finish_features(coll_op_t *op, uint32_t from)
 {
-    uint32_t n;
+    uint32_t n, i;
     const coll_op_feature_t *const *f = coll_op_features(&n);
     coll_status_t st = COLL_OK;
 
-    for (uint32_t i = 0; i < n && st == COLL_OK; i++) {
+    for (i = from; i < n && st == COLL_OK; i++) {
         if (op->feature[i] != NULL && f[i]->finish != NULL) {
             st = f[i]->finish(op, op->feature[i]);
         }
     }
+    op->finish_next = (uint8_t)i;
+    op->finishing = st == COLL_INPROGRESS;
     return st;
 }
 
-void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
+/* Tell the features and every local rank how @p op ended; free it unless something holds it. */
+static void tell(coll_op_t *op, coll_status_t status, const char *error)
 {
     uint32_t n;
     const coll_op_feature_t *const *f = coll_op_features(&n);
     coll_ctl_times_t t;
 
-    if (op->done) {
-        return;
-    }
-    /* Done before the features finish: a job failure they cause does not complete it twice. */
-    op->done = 1;
-    if (status == COLL_OK && (status = finish_features(op)) != COLL_OK) {
-        error = op->job->errmsg;
-    }
     times(op, status, &t);
     for (uint32_t i = 0; i < n; i++) {
         if (op->feature[i] != NULL && f[i]->done != NULL) {
@@ -223,6 +234,32 @@ void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
         }
     }
     coll_op_maybe_free(op);
+}
+
+void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error)
+{
+    if (op->done) {
+        return;
+    }
+    /* Done before the features finish: a job failure they cause does not complete it twice. */
+    op->done = 1;
+    if (status == COLL_OK && (status = finish_features(op, 0)) != COLL_OK) {
+        if (status == COLL_INPROGRESS) {
+            return;
+        }
+        error = op->job->errmsg;
+    }
+    tell(op, status, error);
+}
+
+void coll_op_finished(coll_op_t *op, coll_status_t status)
+{
+    COLL_ASSERT(op->done && op->finishing);
+    op->finishing = 0;
+    if (status == COLL_OK && (status = finish_features(op, op->finish_next)) == COLL_INPROGRESS) {
+        return;
+    }
+    tell(op, status, status == COLL_OK ? op->algo_error : op->job->errmsg);
 }
 
 void coll_op_mark_step(coll_op_t *op, uint32_t phase, uint32_t step, uint32_t nsteps,
@@ -307,7 +344,7 @@ void coll_op_maybe_free(coll_op_t *op)
     uint32_t n;
     const coll_op_feature_t *const *f = coll_op_features(&n);
 
-    if (!op->done || op->inflight > 0 || op->holds > 0) {
+    if (!op->done || op->finishing || op->inflight > 0 || op->holds > 0) {
         return;
     }
     COLL_ASSERT(coll_list_empty(&op->posted));
@@ -338,6 +375,7 @@ void coll_op_free_all(coll_job_t *job)
         COLL_ASSERT(op->holds == 0);
         op->done = 1;
         op->inflight = 0; /* the worker is gone: nothing will complete any more */
+        op->finishing = 0;
         coll_list_init(&op->posted);
         coll_op_maybe_free(op);
     }

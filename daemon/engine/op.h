@@ -101,7 +101,12 @@ typedef struct coll_op {
     coll_status_t algo_status; /**< how it finished (COLL_OK unless coll_op_algo_failed()) */
     char algo_error[256];
     int done;                  /**< completed or failed; freed once nothing holds it
-                                    (inflight == 0, holds == 0) */
+                                    (inflight == 0, holds == 0, not finishing) */
+    uint8_t attach_next;       /**< the feature whose attach comes next once one that held the
+                                    start back calls coll_op_attached() */
+    uint8_t finish_next;       /**< the same for finish and coll_op_finished() */
+    int finishing;             /**< done, but a feature's finish holds the ranks' answer back
+                                    (coll_op_finished() not called yet) */
     /* Descriptor check with the previous node of the ring. */
     coll_desc_t peer_desc;
     coll_xfer_t desc_send;
@@ -130,6 +135,11 @@ coll_op_t *coll_op_find(coll_job_t *job, const coll_group_t *grp, uint64_t key);
  *         feature did, post the descriptor exchange with the previous node and the features'
  *         transfers, start the algorithm. @p op may be freed on return. */
 void coll_op_start(coll_op_t *op);
+
+/** @brief The feature whose attach hook answered COLL_INPROGRESS for @p op is ready: the later
+ *         features attach and the operation starts as coll_op_start() goes on. @p op may be
+ *         freed on return. Loop thread only. */
+void coll_op_attached(coll_op_t *op);
 
 /**
  * @brief Handle a client's Submit: validate it (its group must be one the rank registered),
@@ -163,8 +173,15 @@ void coll_op_algo_failed(coll_op_t *op, coll_status_t status, const char *error)
  *         op->algo_state NULL after). */
 void coll_op_free_algo_state(coll_op_t *op);
 
-/** @brief Complete the operation on every local rank with @p status (COLL_OK or an error). */
+/** @brief Complete the operation on every local rank with @p status (COLL_OK or an error).
+ *         A feature's finish hook may hold a successful completion back (feature.h): the
+ *         ranks are told when it calls coll_op_finished(). Does nothing on a done operation. */
 void coll_op_complete(coll_op_t *op, coll_status_t status, const char *error);
+
+/** @brief The feature whose finish hook answered COLL_INPROGRESS for @p op finished with
+ *         @p status (COLL_OK, or the error with which it failed the job): the later features
+ *         finish and the ranks are told. @p op may be freed on return. Loop thread only. */
+void coll_op_finished(coll_op_t *op, coll_status_t status);
 
 /**
  * @brief Post a send of @p len bytes at @p buf to node @p node of the operation's group (tag

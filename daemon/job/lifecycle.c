@@ -253,8 +253,9 @@ static uint32_t member_index(const coll_op_t *op, const coll_session_t *s)
     return op->grp->local_of[s->local_rank];
 }
 
-/* Operations that the rank of @p s is part of and that are not done: every collective of its
- * communicators (submitted or not), and its own point-to-point transfers. */
+/* Operations that the rank of @p s is part of and whose ranks were not told yet (not done, or
+ * done with a feature's finish in flight): every collective of its communicators (submitted or
+ * not), and its own point-to-point transfers. */
 static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
 {
     uint32_t n = 0;
@@ -262,7 +263,7 @@ static uint32_t pending_ops(const coll_job_t *job, const coll_session_t *s)
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
         uint32_t i = member_index(op, s);
-        n += !op->done && i != COLL_GROUP_NONE &&
+        n += (!op->done || op->finishing) && i != COLL_GROUP_NONE &&
              (!coll_kind_is_p2p(op->desc.coll) || op->members[i].session == s);
     }
     return n;

@@ -20,6 +20,13 @@
   staged     Over the fake device layer: 2 local ranks run staged_check's collectives on
              device buffers; /metrics then counts each of them once as a staged operation of
              device 0 and the bytes copied both ways that their extents give.
+  staged_async
+             The same with copies that take time (the daemon's fake device holds every event
+             back COLL_DEVICE_FAKE_COPY_DELAY_MS = 250 ms): the collectives stay right, and
+             while they run the daemon answers /metrics with a staged operation started and not
+             completed (staged operations counted > operations completed), which a daemon whose
+             loop waits for the copies never shows (it starts, copies, runs and completes a
+             one-node operation in one turn of its loop).
   nccl_param Three daemons over the fake device layer with the stand-in NCCL, the third with
              nccl = off: a job on the first two has the job parameter nccl on both (/status),
              a job on the first and the third has it off on both, and its root logs why.
@@ -218,6 +225,43 @@ def test_staged(args, work):
         d.stop()
 
 
+def metric_sum(text, name):
+    """The sum of every sample of @name in /metrics (0 when none)."""
+    return sum(float(v) for v in re.findall(r"^%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M))
+
+
+def test_staged_async(args, work):
+    env = h.clean_env()
+    env.update({"COLL_DEVICE_FAKE": "1", "COLL_DEVICE_FAKE_COPY_DELAY_MS": "250"})
+    d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
+    world, count, in_flight = 2, 5000, 0
+    try:
+        ranks = [h.Rank(r, 0, [args.staged, "--count", str(count)],
+                        rank_env(d, "async", r, world, True),
+                        os.path.join(work, "async.r%d.out" % r), local=r, stdin_pipe=False)
+                 for r in range(world)]
+        for _ in range(2000):  # 9 operations of 2 x 250 ms copies: well inside the bound
+            if not any(r.alive() for r in ranks):
+                break
+            _, _, text = h.http_unix(d.status_sock, "/metrics")
+            started = metric(text, "collectived_device_staged_operations_total", 'device="0"')
+            completed = (metric_sum(text, "collectived_operations_total")
+                         + metric_sum(text, "collectived_operation_failures_total"))
+            in_flight += started > completed
+            time.sleep(0.02)
+        wait_ranks(ranks, d)
+        h.check(in_flight > 0, "/metrics never answered while a staged operation's copies were "
+                "in flight: the loop waited for them")
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        h.check(metric(text, "collectived_device_staged_operations_total", 'device="0"') == 9
+                and metric(text, "collectived_device_staged_unpinned_total", 'device="0"') == 0,
+                "staged metrics after the job:\n%s" % text)
+        h.log("%d answers of /metrics with a staged operation in flight" % in_flight)
+        h.check_no_warnings(d.log(), d.name)
+    finally:
+        d.stop()
+
+
 # ---- nccl_param -------------------------------------------------------------------------------
 
 def job_nccl(cluster, k, job_id):
@@ -320,6 +364,7 @@ def test_nccl_error(args, work):
 
 
 TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool, "staged": test_staged,
+         "staged_async": test_staged_async,
          "nccl_param": test_nccl_param, "nccl": test_nccl, "nccl_error": test_nccl_error}
 
 

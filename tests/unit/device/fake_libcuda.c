@@ -9,8 +9,9 @@
  * with the driver's rules where the layer could get them wrong: calls that need a context fail
  * with CUDA_ERROR_INVALID_CONTEXT unless one was pushed on the calling thread; a mapping is not
  * accessible until cuMemSetAccess; sizes are whole granules (2 MiB); an allocation larger than
- * FAKE_CUDA_MEM_LIMIT bytes (default 1 GiB) is out of memory. FAKE_CUDA_INIT_ERROR=N makes
- * cuInit answer N. fake_cuda_depth() tells a test how many contexts its thread has pushed.
+ * FAKE_CUDA_MEM_LIMIT bytes (default 1 GiB), of device or of page-locked host memory, is out of
+ * memory. FAKE_CUDA_INIT_ERROR=N makes cuInit answer N. fake_cuda_depth() tells a test how
+ * many contexts its thread has pushed.
  */
 #include <cuda.h>
 #include <fcntl.h>
@@ -323,6 +324,27 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+/* Page-locked memory: ordinary memory here, with the driver's rules on contexts and sizes. */
+CUresult cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+{
+    if (depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (size > mem_limit()) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return (*pp = malloc(size)) != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    if (depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    free(p);
     return CUDA_SUCCESS;
 }
 

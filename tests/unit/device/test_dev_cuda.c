@@ -5,7 +5,8 @@
  * the calls that need one and popped again (the caller's stack is as it was); memory created,
  * exported, imported and mapped by a second process, accessible only once the layer set its
  * access; the driver's errors converted (out of memory to COLL_ERR_NOMEM, with the call and the
- * driver's words); streams, copies and events. Run a second time with cuInit failing
+ * driver's words); streams, copies and events; page-locked host memory (cuMemHostAlloc in the
+ * device's context, out of memory converted). Run a second time with cuInit failing
  * (FAKE_CUDA_INIT_ERROR=100): no device layer, and cuInit's words say why.
  */
 #include <dlfcn.h>
@@ -168,6 +169,28 @@ static void test_streams_copies_events(void **state)
     ops->stream_destroy(s);
 }
 
+static void test_pinned_host_memory(void **state)
+{
+    uint8_t *p = NULL;
+    void *big = NULL;
+
+    assert_int_equal(ops->host_alloc(0, 4096, (void **)&p), COLL_OK);
+    assert_non_null(p);
+    assert_int_equal(depth(), 0);
+    memset(p, 0x5a, 4096);
+    assert_int_equal(p[4095], 0x5a);
+    ops->host_free(0, p);
+    assert_int_equal(depth(), 0);
+    ops->host_free(0, NULL);
+    assert_int_equal(ops->host_alloc(0, (size_t)2 << 30, &big), COLL_ERR_NOMEM);
+    assert_null(big);
+    assert_string_equal(coll_dev_error(), "cuMemHostAlloc(2147483648 bytes, device 0): "
+                                          "CUDA_ERROR_OUT_OF_MEMORY: out of memory");
+    assert_int_equal(ops->host_alloc(0, 0, &big), COLL_ERR_INVALID);
+    assert_int_equal(ops->host_alloc(7, 64, &big), COLL_ERR_INVALID);
+    assert_int_equal(depth(), 0);
+}
+
 int main(void)
 {
     char why[COLL_DEV_TEXT_MAX];
@@ -180,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_out_of_memory_is_converted),
         cmocka_unit_test(test_memory_shared_with_another_process),
         cmocka_unit_test(test_streams_copies_events),
+        cmocka_unit_test(test_pinned_host_memory),
     };
 
     if (getenv("FAKE_CUDA_INIT_ERROR") != NULL) {

@@ -2,14 +2,18 @@
  * Unit tests of the fake device layer (device/dev_fake.c) through its table, as the pools use
  * it: devices and their facts, physical allocations exported as file descriptors and imported in
  * a second process that shares the memory through its own mapping, memory that outlives its
- * handle while mapped, reservations that stay after an unmap, streams, copies and events.
+ * handle while mapped, reservations that stay after an unmap, streams, copies and events;
+ * "pinned" host memory and its refusal (COLL_DEVICE_FAKE_PIN_FAIL); events held back by
+ * COLL_DEVICE_FAKE_COPY_DELAY_MS.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -186,6 +190,57 @@ static void test_streams_copy_and_events_order_work(void **state)
     ops->event_destroy(NULL);
 }
 
+static void test_pinned_host_memory_and_its_refusal(void **state)
+{
+    uint8_t *p = NULL;
+    void *q = NULL;
+
+    assert_int_equal(ops->host_alloc(1, 100, (void **)&p), COLL_OK);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    memset(p, 7, 100);
+    ops->host_free(1, p);
+    ops->host_free(1, NULL);
+    assert_int_equal(ops->host_alloc(0, 0, &q), COLL_ERR_INVALID);
+    assert_int_equal(ops->host_alloc(COLL_DEV_MAX, 64, &q), COLL_ERR_INVALID);
+    setenv("COLL_DEVICE_FAKE_PIN_FAIL", "1", 1);
+    assert_int_equal(ops->host_alloc(0, 64, &q), COLL_ERR_NOMEM);
+    assert_string_equal(coll_dev_error(), "host alloc of 64 bytes: refused "
+                                          "(COLL_DEVICE_FAKE_PIN_FAIL, test only)");
+    unsetenv("COLL_DEVICE_FAKE_PIN_FAIL");
+    assert_null(q);
+}
+
+/* With a copy delay an event completes only that long after its record, polled; a stream that
+ * waits for it does not (the fake's work is done). */
+static void test_copy_delay_holds_events_back(void **state)
+{
+    coll_dev_stream_t s = NULL;
+    coll_dev_event_t e = NULL;
+    uint32_t src = 42, dst = 0;
+    struct timespec t0, t1;
+    int polls = 0;
+
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", "50", 1);
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->event_create(0, &e), COLL_OK);
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)&dst, (uint64_t)(uintptr_t)&src,
+                                     sizeof(src), s), COLL_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(ops->event_record(e, s), COLL_OK);
+    assert_int_equal(ops->event_query(e), COLL_INPROGRESS);
+    assert_int_equal(ops->stream_wait(s, e), COLL_OK);
+    while (ops->event_query(e) == COLL_INPROGRESS && polls++ < 1000) {
+        usleep(1000);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
+    assert_int_equal(ops->event_query(e), COLL_OK);
+    assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 50);
+    assert_int_equal(dst, 42);
+    ops->event_destroy(e);
+    ops->stream_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +249,8 @@ int main(void)
         cmocka_unit_test(test_export_import_shares_memory_with_another_process),
         cmocka_unit_test(test_memory_outlives_its_handle_and_an_unmap_keeps_the_range),
         cmocka_unit_test(test_streams_copy_and_events_order_work),
+        cmocka_unit_test(test_pinned_host_memory_and_its_refusal),
+        cmocka_unit_test(test_copy_delay_holds_events_back),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

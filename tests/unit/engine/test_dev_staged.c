@@ -9,17 +9,26 @@
  *   in flight (a free of them is refused);
  *   an in-place allreduce whose local ranks hold it in different memory kinds (one device
  *   buffer, one host buffer) gives both the same sum;
+ *   the host copies are page-locked, and where the device layer refuses that
+ *   (COLL_DEVICE_FAKE_PIN_FAIL) ordinary memory serves, counted, with the same sums;
+ *   copies that take time (COLL_DEVICE_FAKE_COPY_DELAY_MS): submitting returns with nothing
+ *   started, the loop's poll of the copies' events starts the algorithm and, after the copies
+ *   back, tells the ranks; the sums are right;
  *   a copy back that the device layer refuses fails the job on that node with the layer's
- *   words, and its ranks get the error instead of a success.
+ *   words, and its ranks get the error instead of a success; so does an event the loop's poll
+ *   finds failed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "core/dev_pools.h"
 #include "core/devices.h"
@@ -31,6 +40,9 @@
 #define COUNT 3000 /* floats: several ring segments of 1 KiB */
 
 static fake_world_t w;
+static uv_loop_t loop; /* the daemons' loop, for the poll of copies that take time */
+static coll_dev_ops_t failing;      /* a node's device layer, but failing (the tests below) */
+static const coll_dev_ops_t *real;  /* the device layer it stands for */
 
 static float input(uint32_t r, size_t i)
 {
@@ -50,7 +62,9 @@ static int setup(void **state)
 {
     (void)state;
     fake_net_init(&w, N, L, 1024, 64 << 20, FAKE_EAGER);
+    uv_loop_init(&loop);
     for (uint32_t n = 0; n < N; n++) {
+        w.d[n].loop = &loop;
         coll_devices_open(&w.d[n].devices, 64 << 20);
         if (w.d[n].devices.n != 1) {
             return -1;
@@ -66,7 +80,8 @@ static int teardown(void **state)
     for (uint32_t n = 0; n < N; n++) {
         coll_dev_pools_destroy(&w.job[n]);
     }
-    return 0;
+    uv_run(&loop, UV_RUN_DEFAULT); /* the polls' close callbacks */
+    return uv_loop_close(&loop) == 0 ? 0 : -1;
 }
 
 /* A buffer of @p bytes of local rank @p l of node @p n in its job's pool on device 0 (pool id
@@ -143,7 +158,46 @@ static void test_allreduce(void **state)
         }
         assert_int_equal(w.d[n].devices.dev[0].staged_ops, 1);
         assert_int_equal(w.d[n].devices.dev[0].staged_bytes, (uint64_t)L * 2 * COUNT * 4);
+        assert_int_equal(w.d[n].devices.dev[0].staged_unpinned, 0);
     }
+}
+
+/* The device layer refuses page-locked memory on node 1: its host copies are ordinary memory,
+ * counted, and the sums are as right. */
+static void test_unpinned_fallback(void **state)
+{
+    float *b[N][L];
+    uint64_t off[N][L];
+    (void)state;
+
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            b[n][l] = dev_buf(n, l, COUNT * 4, &off[n][l]);
+            for (size_t i = 0; i < COUNT; i++) {
+                b[n][l][i] = input(n * L + l, i);
+            }
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        if (n == 1) {
+            setenv("COLL_DEVICE_FAKE_PIN_FAIL", "1", 1);
+        }
+        for (uint32_t l = 0; l < L; l++) {
+            submit(n, l, 14, 1, off[n][l], off[n][l]);
+        }
+        unsetenv("COLL_DEVICE_FAKE_PIN_FAIL");
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = fake_net_done(&w, n, l, 14);
+            assert_true(d != NULL && d->status == COLL_OK);
+            for (size_t i = 0; i < COUNT; i++) {
+                assert_true(b[n][l][i] == total(i));
+            }
+        }
+    }
+    assert_int_equal(w.d[0].devices.dev[0].staged_unpinned, 0);
+    assert_int_equal(w.d[1].devices.dev[0].staged_unpinned, L); /* one in-place span a rank */
 }
 
 /* Local rank 0 of each node in place on the device, local rank 1 in place in the host pool. */
@@ -179,9 +233,114 @@ static void test_mixed_kinds(void **state)
     }
 }
 
+/* The loop and the fake net, until local rank @p l of node @p n has its answer to @p key (at
+ * most 5 s); *@p finishing_p: whether node 0's operation was ever seen done with its ranks not
+ * told yet (its copies back in flight). */
+static const fake_done_t *drive(uint32_t n, uint32_t l, uint32_t key, int *finishing_p)
+{
+    const fake_done_t *d = NULL;
+
+    for (int i = 0; i < 5000 && (d = fake_net_done(&w, n, l, key)) == NULL; i++) {
+        coll_op_t *op, *tmp;
+        coll_list_for_each_safe(op, tmp, &w.job[0].engine.ops, coll_op_t, link)
+        {
+            *finishing_p |= op->desc.key == key && op->finishing;
+        }
+        uv_run(&loop, UV_RUN_NOWAIT);
+        fake_net_run(&w);
+        usleep(1000);
+    }
+    return d;
+}
+
+/* Copies that take time (COLL_DEVICE_FAKE_COPY_DELAY_MS): submitting returns with nothing
+ * started, the loop's poll starts the algorithm once the copies in are done and tells the ranks
+ * once the copies back are; the sums are right. */
+static void test_copies_polled_from_the_loop(void **state)
+{
+    float *b[N][L];
+    uint64_t off[N][L];
+    int finishing = 0;
+    (void)state;
+
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            b[n][l] = dev_buf(n, l, COUNT * 4, &off[n][l]);
+            for (size_t i = 0; i < COUNT; i++) {
+                b[n][l][i] = input(n * L + l, i);
+            }
+        }
+    }
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", "20", 1);
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            submit(n, l, 15, 1, off[n][l], off[n][l]);
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            assert_null(fake_net_done(&w, n, l, 15));
+            assert_true(b[n][l][7] == input(n * L + l, 7)); /* not reduced yet */
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = drive(n, l, 15, &finishing);
+            assert_true(d != NULL && d->status == COLL_OK);
+            assert_string_equal(d->algo, "staged+ring");
+            for (size_t i = 0; i < COUNT; i++) {
+                assert_true(b[n][l][i] == total(i));
+            }
+        }
+    }
+    unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
+    assert_true(finishing);
+}
+
+/* Node 1's events fail once the loop polls them (after test_copy_back_refused failed node 0's
+ * job). */
+static int queries;
+
+static coll_status_t failing_query(coll_dev_event_t e)
+{
+    /* The first poll, at the queueing, sees the 2 * L spans' events in flight. */
+    if (++queries > 2 * 2 * L) {
+        return coll__dev_fail(COLL_ERR_IO, "cuEventQuery: CUDA_ERROR_LAUNCH_FAILED (test)");
+    }
+    return real->event_query(e);
+}
+
+static void test_copy_in_fails_in_the_poll(void **state)
+{
+    uint64_t ino, outo;
+    int finishing = 0;
+    (void)state;
+
+    real = w.d[1].devices.ops;
+    failing = *real;
+    failing.event_query = failing_query;
+    w.d[1].devices.ops = &failing;
+    queries = 0;
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", "1000", 1);
+    for (uint32_t l = 0; l < L; l++) {
+        dev_buf(1, l, COUNT * 4, &ino);
+        dev_buf(1, l, COUNT * 4, &outo);
+        submit(1, l, 16, 1, ino, outo);
+    }
+    unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
+    assert_null(fake_net_done(&w, 1, 0, 16));
+    for (uint32_t l = 0; l < L; l++) {
+        const fake_done_t *d = drive(1, l, 16, &finishing);
+        assert_non_null(d);
+        assert_int_equal(d->status, COLL_ERR_IO);
+        assert_non_null(strstr(d->error, "could not copy the device buffers in"));
+        assert_non_null(strstr(d->error, "CUDA_ERROR_LAUNCH_FAILED"));
+    }
+    w.d[1].devices.ops = real;
+    assert_int_equal(w.job[1].state, COLL_JOB_FAILED);
+}
+
 /* The device layer of node 0, but its copies fail from the @c fail_from-th on. */
-static coll_dev_ops_t failing;
-static const coll_dev_ops_t *real;
 static int copies, fail_from;
 
 static coll_status_t failing_copy(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s)
@@ -226,7 +385,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_mixed_kinds),
+        cmocka_unit_test(test_unpinned_fallback),
+        cmocka_unit_test(test_copies_polled_from_the_loop),
         cmocka_unit_test(test_copy_back_refused),
+        cmocka_unit_test(test_copy_in_fails_in_the_poll),
     };
     return cmocka_run_group_tests_name("dev_staged", tests, setup, teardown);
 }
