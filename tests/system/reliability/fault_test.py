@@ -24,9 +24,8 @@ The errors each case expects (the contract these tests pin down):
                 (node 2 misses its heartbeats, fails the job and tells node 0). Rank 1, whose
                 daemon is gone: COLL_ERR_CLOSED. Then a restarted daemon in node 1's place
                 joins a fresh job with the survivors.
-  alltoall_daemon_kill  the same during all-to-alls of 768 KiB per rank (direct exchanges
-                between every pair of nodes): the same errors, then a fresh job of the
-                survivors.
+  alltoall_daemon_kill  the same during all-to-alls (direct exchanges between every pair of
+                nodes, 768 KiB per rank): the same errors, then a fresh job of the survivors.
   trainer_kill  2 x 2; SIGKILL rank 3 with 4 allreduces in flight on every rank. Ranks 0-2:
                 COLL_ERR_JOB naming "rank 3" (its daemon sees it leave with work pending).
   trainer_leave 2 x 2, then 2 x 1; rank 3 (then 1) destroys its communicator between
@@ -220,8 +219,7 @@ def loop_job(ctx, job_id, nodes, rpn, count, window, *extra):
 # ---- fault cases --------------------------------------------------------------------------------
 
 def kill_daemon_1(ctx, job):
-    """SIGKILL node 1's daemon under @job (on nodes 0-2): the survivors' ranks fail naming node
-    1, rank 1's link closes, the survivors' /status name it; then the job ends."""
+    """SIGKILL node 1's daemon under @job (nodes 0-2): daemon_kill's errors, then end @job."""
     c = ctx.c
     t = inject("SIGKILL node 1's daemon (pid %d)" % c.daemons[1].pid,
                lambda: c.daemons[1].signal(signal.SIGKILL))
@@ -247,8 +245,6 @@ def case_daemon_kill(ctx):
 
 
 def case_alltoall_daemon_kill(ctx):
-    """As daemon_kill for all-to-alls (the engine's direct exchanges between every pair of
-    nodes): the survivors fail naming node 1 within the bound and a fresh job runs."""
     ctx.c.start_daemons(3)
     kill_daemon_1(ctx, loop_job(ctx, "kill-daemon-a2a", [0, 1, 2], 1, 3 << 16, 2, "--alltoall"))
     fresh_job(ctx, "kill-daemon-a2a-fresh", [0, 2], 1)
