@@ -119,6 +119,9 @@ typedef struct {
     ucp_mem_h pool_memh;          /**< the pool's UCX registration */
     uint64_t inflight;            /**< UCX requests not yet completed */
     coll_list_t events;           /**< completed transfers waiting for the engine */
+    coll_list_t owned;            /**< control messages sent from buffers of their own, not yet
+                                       released by UCX (net/control.c): each one malloc'ed block
+                                       whose first member is its link, freed with the worker */
     int driving;                  /**< inside coll_transport_drive() */
     uint32_t busy_streak;         /**< re-drives in a row that found nothing to do */
     coll_status_t pending_status; /**< failure seen inside a UCX callback, acted on later */

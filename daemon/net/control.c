@@ -168,32 +168,55 @@ void coll_control_heartbeat(coll_job_t *job, uint32_t node)
     send_to(job, node, job->net.heartbeat_msg, sizeof(m));
 }
 
-/* A message of its own buffer, freed once UCX is done with it. */
+/* A message of its own buffer, in the job's owned list until UCX is done with it: a send to
+ * a stopped peer that a forced close did not complete is freed with the worker. */
+typedef struct {
+    coll_list_t link; /* first: the transport frees the block by it (core/job.h) */
+    uint8_t data[];
+} owned_t;
+
 static void owned_sent(void *request, ucs_status_t status, void *user_data)
 {
-    free(user_data);
+    owned_t *o = user_data;
+
+    (void)request;
+    (void)status;
+    coll_list_remove(&o->link);
+    free(o);
 }
 
-static void send_owned(coll_job_t *job, uint32_t node, void *buf, size_t len)
+/* @p len bytes in a new owned buffer (the caller fills its data), or NULL. */
+static owned_t *owned_new(size_t len)
+{
+    owned_t *o = malloc(sizeof(*o) + len);
+
+    if (o != NULL) {
+        coll_list_init(&o->link);
+    }
+    return o;
+}
+
+static void send_owned(coll_job_t *job, uint32_t node, owned_t *o, size_t len)
 {
     ucp_request_param_t p = {0};
     ucs_status_ptr_t r;
     ucp_ep_h ep = job->nodes[node].ep;
 
     if (node == job->node_rank || job->nodes[node].gone != COLL_OK || ep == NULL) {
-        free(buf);
+        free(o);
         return;
     }
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                      UCP_OP_ATTR_FIELD_USER_DATA;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
     p.cb.send = owned_sent;
-    p.user_data = buf;
-    r = ucp_am_send_nbx(ep, COLL_AM_JOBMSG, NULL, 0, buf, len, &p);
+    p.user_data = o;
+    r = ucp_am_send_nbx(ep, COLL_AM_JOBMSG, NULL, 0, o->data, len, &p);
     if (UCS_PTR_IS_PTR(r)) {
+        coll_list_push(&job->net.owned, &o->link);
         ucp_request_free(r); /* owned_sent still runs */
     } else {
-        free(buf);
+        free(o);
     }
 }
 
@@ -204,15 +227,15 @@ static void send_blame(coll_job_t *job, uint32_t node, uint32_t type, uint64_t k
     coll_jobmsg_t m = {.type = type, .node = job->node_rank, .lost = COLL_JOBMSG_NO_NODE,
                             .epoch = job->epoch};
     size_t n = strlen(text), len = sizeof(m) + sizeof(key) + n;
-    char *buf = malloc(len);
+    owned_t *o = owned_new(len);
 
-    if (buf == NULL) {
+    if (o == NULL) {
         return;
     }
-    memcpy(buf, &m, sizeof(m));
-    memcpy(buf + sizeof(m), &key, sizeof(key));
-    memcpy(buf + sizeof(m) + sizeof(key), text, n);
-    send_owned(job, node, buf, len);
+    memcpy(o->data, &m, sizeof(m));
+    memcpy(o->data + sizeof(m), &key, sizeof(key));
+    memcpy(o->data + sizeof(m) + sizeof(key), text, n);
+    send_owned(job, node, o, len);
 }
 
 void coll_control_blame_query(coll_job_t *job, uint64_t key)

@@ -90,6 +90,7 @@ static void redrive_cb(uv_timer_t *t);
 void coll_transport_job_init(coll_job_t *job)
 {
     coll_list_init(&job->net.events);
+    coll_list_init(&job->net.owned);
     uv_timer_init(job->d->loop, &job->net.timer);
     job->net.timer.data = job;
     job->handles++;
@@ -477,6 +478,17 @@ static void closed(coll_job_t *job)
     job->d->job_hooks->closed(job);
 }
 
+/* The control messages UCX never released (sends to a stopped peer that a forced close left
+ * unfinished): no callback runs once the worker is gone. */
+static void free_owned(coll_job_t *job)
+{
+    coll_list_t *e;
+
+    while ((e = coll_list_pop(&job->net.owned)) != NULL) {
+        free(e);
+    }
+}
+
 static void close_worker(coll_job_t *job)
 {
     free_requests(job);
@@ -491,6 +503,7 @@ static void close_worker(coll_job_t *job)
     unregister_pool(job);
     ucp_worker_destroy(job->net.worker);
     job->net.worker = NULL;
+    free_owned(job);
     free(job->net.worker_address);
     job->net.worker_address = NULL;
     closed(job);
