@@ -167,7 +167,11 @@ void coll__post_fail_node(coll_shm_t *s, const coll_shm_op_t *op, uint64_t node)
         if (l == s->self || (!wrote && was != node)) {
             continue;
         }
-        if (!coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE) && wrote) {
+        /* Undone only for an owner that gave its post up: one that another rank moved to
+         * DONE meanwhile (failing the node too, after this rank's word) reads the word. */
+        if (!coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE) && wrote &&
+            atomic_load(&p->state) !=
+                coll_shm_state(coll_shm_gen(op->peer_state[l]), COLL_SHM_DONE)) {
             was = node;
             atomic_compare_exchange_strong(&p->node, &was, 0);
         }

@@ -3,7 +3,8 @@
  * (shm_world.h): the hand-over of a multi-node job's collective to the daemon in exactly one
  * node submission; and a multi-node allreduce reduced into local rank 0's node buffer, handed
  * over once, and distributed after the daemon's word (or ended with the error the word
- * carries, outputs untouched, also on a rank that had not agreed yet).
+ * carries, outputs untouched, also on a rank that had not agreed yet); and a rank that fails
+ * the node after another one moved a post to DONE leaves that post its word.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -208,11 +209,40 @@ static void test_node_reduced(void **state)
     reduced_case(2, COLL_OK, 1);
 }
 
+/* Two ranks fail the node word of a third's post at once: rank 0's word went in first, rank 1
+ * moved the post to DONE before rank 0 could (here: it is DONE, its word not yet there when
+ * rank 0 writes it). Rank 0 must not take its word back: the owner, finding DONE, reads it
+ * (taken back, the owner reported COLL_OK for outputs never written). */
+static void test_fail_node_after_another_rank(void **state)
+{
+    world_t *w = world_new(3, 2);
+    coll_shm_t *s = w->c[0]->shm;
+    uint32_t slots[3] = {0, 0, 0};
+    uint64_t states[3], word = coll_shm_node_word(1, COLL_ERR_UNSUPPORTED, COLL_ALGO_RD);
+    coll_shm_op_t op = {.route = COLL_SHM_ROUTE_NODE, .agreed = 1, .peer_slot = slots,
+                        .peer_state = states};
+
+    (void)state;
+    for (uint32_t l = 0; l < 3; l++) {
+        states[l] = coll_shm_state(1, COLL_SHM_POSTED);
+        atomic_store(&coll__shm_post_of(s, l, 0)->state, states[l]);
+    }
+    atomic_store(&coll__shm_post_of(s, 2, 0)->state, coll_shm_state(1, COLL_SHM_DONE));
+    coll__post_fail_node(s, &op, word);
+    for (uint32_t l = 1; l < 3; l++) {
+        coll_shm_post_t *p = coll__shm_post_of(s, l, 0);
+        T_EQ(coll_shm_phase(atomic_load(&p->state)), COLL_SHM_DONE);
+        T_EQ(atomic_load(&p->node), word);
+    }
+    world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_node_submission),
         cmocka_unit_test(test_node_reduced),
+        cmocka_unit_test(test_fail_node_after_another_rank),
     };
     return cmocka_run_group_tests_name("client shared-memory path, multi-node jobs", tests, NULL,
                                        NULL);
