@@ -19,6 +19,7 @@
  */
 #include "fuzz.h"
 
+#include "proto/a2a.h"
 #include "proto/ctl.h"
 #include "core/job.h"
 #include "core/pool.h"
@@ -70,15 +71,40 @@ static void check_accepted(const Coll__Wire__Submit *sub)
                "accepted a count whose byte size overflows");
 }
 
+/* An accepted submission's extents in elements: an alltoallv's from its count table (which
+ * must lie in this rank's allocations and be the copy the daemon handed back), any other
+ * kind's from its count. */
+static void extents(const coll_job_t *job, const coll_session_t *s,
+                    const Coll__Wire__Submit *sub, const uint64_t *table, const alloc_t *a,
+                    size_t n, uint64_t *se, uint64_t *re)
+{
+    uint64_t es = coll_dtype_size((coll_dtype_t)sub->dtype);
+    size_t tb = coll_a2a_table_bytes(job->world_size);
+    uint32_t bad;
+
+    if ((coll_kind_t)sub->coll != COLL_KIND_ALLTOALLV) {
+        FUZZ_CHECK(table == NULL, "a table handed back for a %s", coll_kind_name(sub->coll));
+        coll_kind_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank,
+                         sub->root, se, re);
+        return;
+    }
+    FUZZ_CHECK(table != NULL && inside(a, n, sub->layout, tb, s) &&
+                   memcmp(table, coll_pool_base(pool) + sub->layout, tb) == 0,
+               "alltoallv count table [%llu, +%zu) outside this rank's allocations or not "
+               "copied", (unsigned long long)sub->layout, tb);
+    FUZZ_CHECK(coll_a2a_extent(table, job->world_size, es, se, re, &bad) == 0,
+               "accepted an alltoallv whose block of rank %u overflows", bad);
+}
+
 static void check_buffers(const coll_job_t *job, const coll_session_t *s,
-                          const Coll__Wire__Submit *sub, const alloc_t *a, size_t n)
+                          const Coll__Wire__Submit *sub, const uint64_t *table,
+                          const alloc_t *a, size_t n)
 {
     uint64_t es = coll_dtype_size((coll_dtype_t)sub->dtype), se, re;
 
     FUZZ_CHECK(sub->root < job->world_size && sub->peer < job->world_size,
                "root %u or peer %u outside world %u", sub->root, sub->peer, job->world_size);
-    coll_kind_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank, sub->root,
-                     &se, &re);
+    extents(job, s, sub, table, a, n, &se, &re);
     FUZZ_CHECK(se <= UINT64_MAX / es && re <= UINT64_MAX / es, "buffer sizes overflow");
     FUZZ_CHECK(se == 0 || inside(a, n, sub->send_offset, se * es, s),
                "send buffer [%llu, +%llu) is not inside this rank's allocations",
@@ -92,6 +118,7 @@ static void submit(const coll_job_t *job, const coll_group_t *grp, const coll_se
                    const coll_submission_t *rec, const alloc_t *a, size_t n)
 {
     Coll__Wire__Submit sub;
+    uint64_t *table = NULL;
     char err[640] = "";
 
     coll_submission_to_wire(rec, &sub);
@@ -101,11 +128,12 @@ static void submit(const coll_job_t *job, const coll_group_t *grp, const coll_se
         return;
     }
     check_accepted(&sub);
-    if (coll_submit_check(job, grp, s, &sub, NULL, err, sizeof(err)) != COLL_OK) {
-        FUZZ_CHECK(err[0] != '\0', "refused without a reason");
+    if (coll_submit_check(job, grp, s, &sub, &table, err, sizeof(err)) != COLL_OK) {
+        FUZZ_CHECK(err[0] != '\0' && table == NULL, "refused without a reason or kept a table");
         return;
     }
-    check_buffers(job, s, &sub, a, n);
+    check_buffers(job, s, &sub, table, a, n);
+    free(table);
 }
 
 /* Take everything the ring holds, checking take() against the counters. */

@@ -15,6 +15,7 @@
  */
 #include "fuzz.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -73,17 +74,33 @@ static void turn(int n)
 
 /* A connection to the listener. Closed with a reset (SO_LINGER 0): a connection per input
  * leaves no TIME_WAIT behind, which at thousands of inputs a second would use up the ephemeral
- * ports within a 35 s run. */
+ * ports within a 35 s run. The daemon's side of a link it closed first does wait in TIME_WAIT;
+ * a new connection whose ports happen to match one waits for the SYN to be sent again (1 s),
+ * and libFuzzer's timer signal can interrupt that connect(): it then completes in the
+ * background, and the harness waits for it (at most 10 s). */
 static int connect_root(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct linger reset = {.l_onoff = 1, .l_linger = 0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc, soerr = 0;
+    socklen_t sl = sizeof(soerr);
 
     sa.sin_port = htons((uint16_t)atoi(strrchr(d.control_addr, ':') + 1));
-    FUZZ_CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) == 0 &&
-                   connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
-               "cannot connect to the control listener %s: %m", d.control_addr);
+    FUZZ_CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) == 0,
+               "socket: %m");
+    rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    for (int i = 0; i < 10 && rc != 0 && errno == EINTR; i++) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if ((rc = poll(&p, 1, 1000)) > 0 &&
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0) {
+            rc = soerr == 0 ? 0 : -1;
+            errno = soerr;
+        } else if (rc >= 0) {
+            rc = -1;
+            errno = EINTR;
+        }
+    }
+    FUZZ_CHECK(rc == 0, "cannot connect to the control listener %s: %m", d.control_addr);
     return fd;
 }
 
