@@ -141,8 +141,7 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
                   (json_int_t)op->desc.key, "dtype", coll_dtype_name((coll_dtype_t)op->desc.dtype),
                   "op", coll_redop_name((coll_redop_t)op->desc.op), "count",
                   (json_int_t)op->desc.count, "bytes",
-                  (json_int_t)coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
-                                                  op->grp->size),
+                  (json_int_t)coll_op_bytes(op),
                   "state", running ? "running" : "queued", "age_ms",
                   (double)(now - op->t_submit_ns) / 1e6, "submitted_ranks", submitted,
                   "missing_ranks", missing);

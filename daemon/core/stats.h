@@ -16,7 +16,7 @@
 #include <collective.h>
 
 /** Kinds of operation counted (coll_kind_t: allreduce .. recv, the parameter service's, gather,
- *  scatter and alltoallv, whose bytes its descriptor does not carry: counted as 0). */
+ *  scatter and alltoallv, whose bytes the engine counts from its count table). */
 #define COLL_STATS_KINDS 15
 /** Upper bounds of the latency histogram buckets, seconds (+Inf is implied). */
 #define COLL_STATS_BUCKETS 18

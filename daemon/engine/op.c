@@ -18,6 +18,7 @@
 #include "engine/feature.h"
 #include "net/clientlink.h"
 #include "net/transport.h"
+#include "proto/a2a.h"
 
 const char *coll__op_name(const coll_op_t *op, char *buf, size_t len)
 {
@@ -168,12 +169,28 @@ void coll_op_attached(coll_op_t *op)
     }
 }
 
+uint64_t coll_op_bytes(const coll_op_t *op)
+{
+    uint64_t sum = 0;
+
+    if (op->desc.coll != COLL_KIND_ALLTOALLV) {
+        return coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize, op->grp->size);
+    }
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+        if (op->members[l].table != NULL) {
+            for (uint32_t j = 0; j < op->grp->size; j++) {
+                sum += coll_a2a_at(op->members[l].table, op->grp->size, COLL_A2A_SCOUNTS, j);
+            }
+            return sum * op->esize;
+        }
+    }
+    return 0;
+}
+
 static void count_done(const coll_op_t *op, coll_status_t status)
 {
     uint64_t start = op->t_start_ns ? op->t_start_ns : op->t_submit_ns;
-    coll_stats_op_t s = {op->desc.coll, op->desc.dtype, op->grp->size,
-                         coll_stats_op_bytes(op->desc.coll, op->desc.count, op->esize,
-                                             op->grp->size),
+    coll_stats_op_t s = {op->desc.coll, op->desc.dtype, op->grp->size, coll_op_bytes(op),
                          (unsigned)(op->desc.run & 0xffu)}; /* its method (proto/cspec.h) */
 
     coll_stats_op_done(&op->job->d->stats, &s, (double)(coll_stats_now_ns() - start) / 1e9,

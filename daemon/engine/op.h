@@ -126,6 +126,12 @@ typedef struct coll_op {
  *         their buffers. NULL: no memory. */
 coll_op_t *coll_op_create(coll_job_t *job, coll_group_t *grp, const coll_desc_t *desc);
 
+/** @return The bytes @p op counts in the metrics and /status: coll_stats_op_bytes() of its
+ *          descriptor, but an all-to-all's (whose descriptor has no count) from the count table
+ *          of its first local member that submitted: the bytes of that rank's send blocks, as
+ *          nccl-tests count a rank's send buffer (0 before any member submitted). */
+uint64_t coll_op_bytes(const coll_op_t *op);
+
 /** @return The operation of group @p grp with key @p key that is not done (not a
  *          point-to-point transfer), or NULL. */
 coll_op_t *coll_op_find(coll_job_t *job, const coll_group_t *grp, uint64_t key);

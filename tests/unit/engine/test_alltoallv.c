@@ -152,6 +152,23 @@ static float want_recv(const bufs_t *b, uint32_t r, size_t i)
     return SENTINEL;
 }
 
+/* Each node's metrics count one alltoallv of the bytes its first local rank sends. */
+static void check_bytes(uint32_t nodes, uint32_t nlocal, uint64_t scale)
+{
+    for (uint32_t n = 0; n < nodes; n++) {
+        const coll_stats_cell_t *c = &w.d[n].stats.ops[COLL_KIND_ALLTOALLV][COLL_FLOAT32][0];
+        uint64_t want = 0;
+        for (uint32_t j = 0; j < world(); j++) {
+            want += pair_count(n * nlocal, j, scale) * sizeof(float);
+        }
+        if (c->ok != 1 || c->bytes != want) {
+            fail_msg("%ux%u node %u: %llu alltoallvs of %llu bytes, expected 1 of %llu", nodes,
+                     nlocal, n, (unsigned long long)c->ok, (unsigned long long)c->bytes,
+                     (unsigned long long)want);
+        }
+    }
+}
+
 static void run_values(uint32_t nodes, uint32_t nlocal, uint64_t scale, fake_mode_t mode)
 {
     bufs_t b;
@@ -169,6 +186,7 @@ static void run_values(uint32_t nodes, uint32_t nlocal, uint64_t scale, fake_mod
             check_elem(r, i, b.recv[r][i], i < b.recv_elems[r] ? want_recv(&b, r, i) : GUARD);
         }
     }
+    check_bytes(nodes, nlocal, scale);
     fake_net_free(&w);
 }
 
