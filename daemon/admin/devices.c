@@ -49,11 +49,13 @@ json_t *coll_report_devices(const coll_daemon_t *d)
     for (int i = 0; i < ds->n; i++) {
         json_array_append_new(list, device_json(d, i));
     }
-    /* Texts are NULL until coll_devices_open() ran. */
-    return json_pack("{s:s, s:s, s:{s:b, s:s}, s:o}", "layer",
+    /* Texts are NULL (exec_status empty) until coll_devices_open() ran. */
+    return json_pack("{s:s, s:s, s:{s:b, s:s, s:s}, s:{s:b, s:s}, s:o}", "layer",
                      ds->ops != NULL ? ds->ops->name : "none", "status",
-                     ds->status != NULL ? ds->status : "", "nccl", "present", ds->nccl,
-                     "version", ds->nccl_text != NULL ? ds->nccl_text : "", "list", list);
+                     ds->status != NULL ? ds->status : "", "executor", "loaded", ds->exec != NULL,
+                     "name", ds->exec != NULL ? ds->exec->name : "", "status", ds->exec_status,
+                     "nccl", "present", ds->nccl, "version",
+                     ds->nccl_text != NULL ? ds->nccl_text : "", "list", list);
 }
 
 json_t *coll_report_job_devices(const coll_job_t *job)
@@ -89,6 +91,11 @@ static void availability(FILE *f, const coll_devices_t *ds)
                         "0 when not, and device allocations are refused (/status says why).");
     fprintf(f, "collectived_device_layer_available{layer=\"%s\"} %d\n",
             ds->ops != NULL ? ds->ops->name : "none", ds->ops != NULL);
+    coll_metrics_family(f, "collectived_device_executor_loaded", "gauge",
+                        "1 when device memory has its executor (the CUDA module, or the fake's "
+                        "host entries); 0 when not, and what needs it fails (/status says why).");
+    fprintf(f, "collectived_device_executor_loaded{executor=\"%s\"} %d\n",
+            ds->exec != NULL ? ds->exec->name : "none", ds->exec != NULL);
     coll_metrics_family(f, "collectived_nccl_available", "gauge",
                         "1 when NCCL (libnccl.so.2) was found, with its version.");
     fprintf(f, "collectived_nccl_available{version=\"");
@@ -161,6 +168,26 @@ static void nccl_ops(FILE *f, const coll_devices_t *ds)
     }
 }
 
+/* The reductions and copies the daemon queued on each device through the executor (the NCCL
+ * path's local phases), one sample per kind. */
+static void kernel_launches(FILE *f, const coll_devices_t *ds)
+{
+    const char *name = "collectived_device_kernel_launches_total";
+
+    coll_metrics_family(f, name, "counter",
+                        "Reductions (kind reduce) and copies (kind copy) the daemon queued on the "
+                        "device through the executor of device memory.");
+    for (int i = 0; i < ds->n; i++) {
+        for (int copy = 0; copy < 2; copy++) {
+            fprintf(f, "%s{device=\"%d\",kind=\"%s\",name=\"", name, i,
+                    copy ? "copy" : "reduce");
+            coll_metrics_label(f, ds->dev[i].info.name);
+            fprintf(f, "\"} %" PRIu64 "\n",
+                    copy ? ds->dev[i].kernel_copies : ds->dev[i].kernel_reduces);
+        }
+    }
+}
+
 void coll_metrics_devices(FILE *f, coll_daemon_t *d)
 {
     availability(f, &d->devices);
@@ -172,5 +199,6 @@ void coll_metrics_devices(FILE *f, coll_daemon_t *d)
     }
     if (d->devices.n > 0) {
         nccl_ops(f, &d->devices);
+        kernel_launches(f, &d->devices);
     }
 }

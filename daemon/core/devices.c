@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "core/dev_exec.h"
+#include "kernels/cuda/module.h"
 
 void coll_devices_budget(coll_devices_t *ds, uint64_t budget)
 {
@@ -51,6 +53,9 @@ void coll_devices_open(coll_devices_t *ds, uint64_t budget)
         coll_devices_budget(ds, budget);
         coll_info(COLL_SUB_CORE, "devices: %s", ds->status);
     }
+    ds->exec = coll_dev_exec_open(ds->ops, COLL_CUDA_MODULE_FILE, ds->exec_status,
+                                  sizeof(ds->exec_status));
+    coll_info(COLL_SUB_CORE, "device executor: %s", ds->exec_status);
     for (int i = 0; i < ds->n; i++) {
         const coll_device_t *dv = &ds->dev[i];
         coll_info(COLL_SUB_CORE, "device %d: %s, %llu MiB, compute capability %d.%d, pools up "

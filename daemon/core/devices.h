@@ -2,7 +2,8 @@
  * @file devices.h
  * @brief The devices a daemon serves: its device layer (device/dev.h) or why it has none, each
  *        device's facts and the budget its jobs' device pools are charged to
- *        (device_pool_budget), and whether NCCL is there. Loop thread only.
+ *        (device_pool_budget), the executor of device memory (core/dev_exec.h) or why there is
+ *        none, and whether NCCL is there. Loop thread only.
  */
 #ifndef COLL_CORE_DEVICES_H
 #define COLL_CORE_DEVICES_H
@@ -11,6 +12,7 @@
 
 #include "core/pool.h"
 #include "device/dev.h"
+#include "kernels/exec.h"
 
 /** One device. */
 typedef struct {
@@ -25,6 +27,10 @@ typedef struct {
                                     device layer refused page-locked memory (host_alloc) */
     uint64_t nccl_ops;         /**< operations on its pools that NCCL ran between the daemons
                                     (engine/algos/nccl.h) */
+    uint64_t kernel_reduces;   /**< reductions the daemon queued on it through the executor
+                                    (the NCCL path's local reduce of several ranks) */
+    uint64_t kernel_copies;    /**< copies between its buffers the daemon queued on it through
+                                    the executor (the NCCL path's placing and distribution) */
 } coll_device_t;
 
 /** The daemon's devices. */
@@ -33,14 +39,20 @@ typedef struct coll_devices {
     const char *status;        /**< coll_dev_status(): the layer and its devices, or why none */
     int n;                     /**< devices served */
     coll_device_t dev[COLL_DEV_MAX];
+    const coll_exec_t *exec;   /**< the executor of device memory (COLL_MEM_CUDA); NULL: none,
+                                    exec_status says why */
+    char exec_status[COLL_DEV_TEXT_MAX]; /**< what coll_dev_exec_open() registered, or why not */
     int nccl;                  /**< 1 when NCCL is there */
     const char *nccl_text;     /**< its version, or why it is absent */
 } coll_devices_t;
 
 /**
  * @brief Open the device layer, read every device and set its budget (coll_devices_budget());
- *        log what was found (or why nothing was: device allocations are then refused) and
- *        NCCL's presence. A device the driver refuses to describe is not served (logged).
+ *        register the executor of device memory (coll_dev_exec_open() with the CUDA module
+ *        COLL_CUDA_MODULE_FILE, found on the daemon's run path); log what was found (or why
+ *        nothing was: device allocations are then refused), the executor or why there is
+ *        none, and NCCL's presence. A device the driver refuses to describe is not served
+ *        (logged).
  */
 void coll_devices_open(coll_devices_t *ds, uint64_t budget);
 

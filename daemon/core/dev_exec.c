@@ -1,0 +1,81 @@
+/*
+ * The executor of device memory (dev_exec.h): the CUDA module's table, or the host's entries
+ * over the fake device layer. Registered for the life of the process (kernels/exec.h).
+ */
+#include "core/dev_exec.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+#include "base/log.h"
+#include "kernels/cuda/module.h"
+
+/* The host executor's entries under the kind COLL_MEM_CUDA: the fake layer's device memory is
+ * host memory, so they compute on it as on any host buffer, and its asynchronous entries
+ * complete before they return, which the fake's synchronous streams expect. Filled once. */
+static coll_exec_t fake_exec;
+
+static const coll_exec_t *fake_open(char *text, size_t len)
+{
+    coll_status_t st;
+
+    if (fake_exec.name == NULL) {
+        fake_exec = *coll_exec_get(COLL_MEM_HOST);
+        fake_exec.name = "fake";
+        fake_exec.kind = COLL_MEM_CUDA;
+    }
+    if ((st = coll_exec_register(&fake_exec)) != COLL_OK) {
+        snprintf(text, len, "the fake device's executor: not registered: %s", coll_strerror(st));
+        return NULL;
+    }
+    snprintf(text, len, "fake: the host executor's entries (the fake device's memory is host "
+             "memory)");
+    return &fake_exec;
+}
+
+/* Where the module reports a device error an entry cannot return. */
+static void module_log(const char *line)
+{
+    coll_error(COLL_SUB_CORE, "CUDA module: %s", line);
+}
+
+static const coll_exec_t *module_open(const char *module, char *text, size_t len)
+{
+    char why[COLL_DEV_TEXT_MAX] = "";
+    void *h = dlopen(module, RTLD_NOW | RTLD_LOCAL);
+    coll_cuda_module_exec_fn entry;
+    const coll_exec_t *ex;
+    coll_status_t st;
+
+    if (h == NULL) {
+        snprintf(text, len, "the CUDA module %s: not loaded: %s", module, dlerror());
+        return NULL;
+    }
+    *(void **)&entry = dlsym(h, COLL_CUDA_MODULE_SYMBOL);
+    if (entry == NULL) {
+        snprintf(text, len, "the CUDA module %s: no entry point %s", module,
+                 COLL_CUDA_MODULE_SYMBOL);
+        return NULL;
+    }
+    if ((ex = entry(COLL_EXEC_ABI, module_log, why, sizeof(why))) == NULL) {
+        snprintf(text, len, "the CUDA module %s refused: %s", module, why);
+        return NULL;
+    }
+    if ((st = coll_exec_register(ex)) != COLL_OK) {
+        snprintf(text, len, "the CUDA module %s: its executor not registered: %s", module,
+                 coll_strerror(st));
+        return NULL;
+    }
+    snprintf(text, len, "%s (%s)", ex->name, module);
+    return ex;
+}
+
+const coll_exec_t *coll_dev_exec_open(const coll_dev_ops_t *ops, const char *module, char *text,
+                                      size_t len)
+{
+    if (ops == NULL) {
+        snprintf(text, len, "none: no device layer");
+        return NULL;
+    }
+    return ops == &coll_dev_fake ? fake_open(text, len) : module_open(module, text, len);
+}
