@@ -30,10 +30,10 @@ static uint64_t swap_bits(uint64_t mask, unsigned i, unsigned j)
     return (mask & ~((1ull << i) | (1ull << j))) | (bi << j) | (bj << i);
 }
 
-void coll_combine_locals(coll_op_t *op, uint64_t off, uint64_t len, void *dst,
-                         const void *partial, int finalize)
+void coll_combine_locals_args(const coll_op_t *op, uint64_t off, uint64_t len, void *dst,
+                              const void *partial, int finalize, const void **src,
+                              coll_reduce_args_t *a_p)
 {
-    const void *src[1 + COLL_MAX_LOCAL];
     int f32 = partial_f32(op);
     coll_reduce_args_t a = {.dtype = op->desc.dtype, .op = op->desc.op,
                             .world_size = op->desc.world_size, .finalize = finalize,
@@ -58,6 +58,16 @@ void coll_combine_locals(coll_op_t *op, uint64_t off, uint64_t len, void *dst,
         }
     }
     a.nsrc = n;
+    *a_p = a;
+}
+
+void coll_combine_locals(coll_op_t *op, uint64_t off, uint64_t len, void *dst,
+                         const void *partial, int finalize)
+{
+    const void *src[COLL_COMBINE_MAX_SRC];
+    coll_reduce_args_t a;
+
+    coll_combine_locals_args(op, off, len, dst, partial, finalize, src, &a);
     coll_op_exec(op)->reduce(&a);
 }
 

@@ -7,6 +7,7 @@
 #define COLL_COMBINE_H
 
 #include "engine/op.h"
+#include "kernels/reduce.h"
 
 /**
  * @return 1 when partial results of @p op over @p dtype are kept in float32: float16 and
@@ -37,6 +38,21 @@ size_t coll_combine_partial_esize(const coll_op_t *op);
  */
 void coll_combine_locals(coll_op_t *op, uint64_t off, uint64_t len, void *dst,
                          const void *partial, int finalize);
+
+/** Room for the sources of coll_combine_locals_args(): a partial and every local member. */
+#define COLL_COMBINE_MAX_SRC (1 + COLL_MAX_LOCAL)
+
+/**
+ * @brief The reduction coll_combine_locals() runs, for a caller that runs it through another
+ *        executor or queued on a stream (reduce_async: the NCCL path's local reduce on the
+ *        device). Arguments as coll_combine_locals()'s.
+ * @param [out] src Room for COLL_COMBINE_MAX_SRC sources, which @p a_p points to: it must live
+ *                  as long as @p a_p is used.
+ * @param [out] a_p The reduction's arguments.
+ */
+void coll_combine_locals_args(const coll_op_t *op, uint64_t off, uint64_t len, void *dst,
+                              const void *partial, int finalize, const void **src,
+                              coll_reduce_args_t *a_p);
 
 /**
  * @return 1 when a rank's raw input cannot be sent on as a partial result even alone: float16

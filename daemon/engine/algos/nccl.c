@@ -16,18 +16,25 @@
  * after the call; nothing waits in the loop. An error fails the job, whose end aborts the
  * communicator (coll_nccl_job_end()), which ends the other daemons' waits in NCCL.
  *
- * The local reduction and copies run through the host on the fake device layer, whose device
- * memory is host memory (the stand-in NCCL's); on a real device the CUDA executor's reduction
- * and device copies are not wired here yet, so a node with several ranks on a real device fails
- * the operation's job with COLL_ERR_UNSUPPORTED and says so; a node of one rank needs neither.
+ * The node's several ranks are combined and served on the device, on the communicator's
+ * stream, through the executor of device memory (core/dev_exec.h: the CUDA module; over the fake
+ * device layer, whose memory is host memory, the host's entries): one reduce_async over every
+ * member's input (coll_combine_locals_args()) or copy_async of each input to its block before
+ * the NCCL call, and copy_async of the result to the other members after it, queued once the
+ * call is (comm_poll) and before the event is recorded, so the event covers all of it and
+ * nothing is copied on the host. A reduce-scatter's scratch is device memory of its own
+ * (core/dev_scratch.h), charged to the device's budget and freed with the operation. Where
+ * there is no executor, an operation of several members fails its job with
+ * COLL_ERR_UNSUPPORTED and the reason (the module's name and why); one of one member needs none.
  */
 #include "engine/algos/nccl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "common/assert.h"
 #include "core/dev_pools.h"
+#include "core/dev_scratch.h"
 #include "device/nccl.h"
 #include "engine/algos/algos.h"
 #include "engine/combine.h"
@@ -44,7 +51,9 @@ typedef struct coll_nccl_job {
     int device;                /* the daemon's index of the device it is on */
     int ready;                 /* it finished joining */
     coll_nccl_comm_t comm;     /* NULL before the id came and after the end */
-    coll_dev_stream_t stream;  /* its calls' */
+    coll_dev_stream_t stream;  /* its calls' and the local reduce's and copies' */
+    const coll_exec_t *ex;     /* device memory's executor; NULL: none (one member only) */
+    coll_exec_ctx_t ctx;       /* the device and the stream, for the executor */
     coll_dev_event_t event;    /* recorded after each call */
     uv_timer_t *timer;         /* the poll; freed by its close callback */
     coll_list_t queue;         /* nccl_op_t in start order */
@@ -60,7 +69,7 @@ typedef struct {
     coll_op_t *op;
     phase_t phase;
     coll_nccl_id_t id;    /* the communicator's, with the job's first NCCL operation */
-    void *scratch;        /* a reduce-scatter's reduction of several members (host memory) */
+    coll_dev_scratch_t scratch; /* a reduce-scatter's reduction of several members */
     uint32_t nx;
     coll_xfer_t x[];      /* the id's sends (node 0) or its receive */
 } nccl_op_t;
@@ -136,32 +145,63 @@ static uint64_t addr(const void *p)
     return (uint64_t)(uintptr_t)p;
 }
 
-static void copy_unless_same(void *dst, const void *src, size_t len)
+/* The job's device, for its counters. */
+static coll_device_t *device_of(coll_nccl_job_t *nj)
 {
-    if (dst != src) {
-        memcpy(dst, src, len);
-    }
+    return &nj->job->d->devices.dev[nj->device];
 }
 
-/* A reduce-scatter's NCCL call. Several members (host memory, the fake device layer's): their
- * inputs reduced into a scratch buffer of the whole, reduced in place between the nodes, each
- * node's ranks' blocks contiguous (coll_nccl_fits()). */
+/* Queue a copy between two device buffers on the stream, unless they are one. */
+static coll_status_t copy_unless_same(coll_nccl_job_t *nj, void *dst, const void *src, size_t len)
+{
+    coll_status_t st;
+
+    if (dst == src) {
+        return COLL_OK;
+    }
+    if ((st = nj->ex->copy_async(&nj->ctx, dst, src, len)) == COLL_OK) {
+        device_of(nj)->kernel_copies++;
+    }
+    return st;
+}
+
+/* Queue the reduction of every member's input (elements [0, @p len)) into @p dst. */
+static coll_status_t reduce_locals(coll_nccl_job_t *nj, coll_op_t *op, uint64_t len, void *dst)
+{
+    const void *src[COLL_COMBINE_MAX_SRC];
+    coll_reduce_args_t a;
+    coll_status_t st;
+
+    coll_combine_locals_args(op, 0, len, dst, NULL, 1, src, &a);
+    if ((st = nj->ex->reduce_async(&nj->ctx, &a)) == COLL_OK) {
+        device_of(nj)->kernel_reduces++;
+    }
+    return st;
+}
+
+/* A reduce-scatter's NCCL call. Several members: their inputs reduced into a scratch buffer of
+ * the whole on the device, reduced in place between the nodes, each node's ranks' blocks
+ * contiguous (coll_nccl_fits()). */
 static coll_status_t reduce_scatter(coll_nccl_job_t *nj, nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     uint64_t cnt = op->desc.count, l = op->grp->nlocal, all = cnt * op->grp->size;
+    uint64_t mine = op->grp->node_rank * l * cnt; /* this node's blocks, elements in */
+    coll_status_t st;
+    void *scratch;
 
     if (l == 1) {
         return nj->nccl->reduce_scatter(addr(op->in[0]), addr(op->out[0]), cnt,
                                         (coll_dtype_t)op->desc.dtype, (coll_redop_t)op->desc.op,
                                         nj->comm, nj->stream);
     }
-    if ((n->scratch = malloc(all * op->esize)) == NULL) {
-        return COLL_ERR_NOMEM;
+    st = coll_dev_scratch_alloc(nj->dev, nj->device, &device_of(nj)->budget, all * op->esize,
+                                &n->scratch);
+    scratch = (void *)(uintptr_t)n->scratch.va;
+    if (st != COLL_OK || (st = reduce_locals(nj, op, all, scratch)) != COLL_OK) {
+        return st;
     }
-    coll_combine_locals(op, 0, all, n->scratch, NULL, 1);
-    return nj->nccl->reduce_scatter(addr(n->scratch),
-                                    addr(at(n->scratch, op->grp->node_rank * l * cnt, op)), l * cnt,
+    return nj->nccl->reduce_scatter(addr(scratch), addr(at(scratch, mine, op)), l * cnt,
                                     (coll_dtype_t)op->desc.dtype, (coll_redop_t)op->desc.op,
                                     nj->comm, nj->stream);
 }
@@ -174,11 +214,15 @@ static coll_status_t allgather(coll_nccl_job_t *nj, nccl_op_t *n)
     const coll_group_t *grp = op->grp;
     uint64_t cnt = op->desc.count, l = grp->nlocal;
     const void *send = op->in[0];
+    coll_status_t st;
 
     if (l > 1) {
         for (uint32_t m = 0; m < l; m++) {
-            copy_unless_same(at(op->out[0], coll_group_rank_of_local(grp, m) * cnt, op),
-                             op->in[m], cnt * op->esize);
+            st = copy_unless_same(nj, at(op->out[0], coll_group_rank_of_local(grp, m) * cnt, op),
+                                  op->in[m], cnt * op->esize);
+            if (st != COLL_OK) {
+                return st;
+            }
         }
         send = at(op->out[0], grp->node_rank * l * cnt, op);
     }
@@ -186,8 +230,8 @@ static coll_status_t allgather(coll_nccl_job_t *nj, nccl_op_t *n)
                                (coll_dtype_t)op->desc.dtype, nj->comm, nj->stream);
 }
 
-/* @p n's NCCL call, into the first member's output (a reduce-scatter: see there); several
- * members only on the fake device layer, whose memory is host memory (op_device()). */
+/* @p n's NCCL call, into the first member's output (a reduce-scatter: see there), after the
+ * members' local phase queued on the same stream. */
 static coll_status_t call(coll_nccl_job_t *nj, nccl_op_t *n)
 {
     coll_op_t *op = n->op;
@@ -195,6 +239,7 @@ static coll_status_t call(coll_nccl_job_t *nj, nccl_op_t *n)
     uint32_t root = grp->rank_node[op->desc.root];
     const void *send = op->in[0];
     coll_dtype_t dt = (coll_dtype_t)op->desc.dtype;
+    coll_status_t st;
 
     switch (op->desc.coll) {
     case COLL_KIND_REDUCE_SCATTER:
@@ -207,7 +252,9 @@ static coll_status_t call(coll_nccl_job_t *nj, nccl_op_t *n)
                                    nj->comm, nj->stream);
     default:
         if (grp->nlocal > 1) {
-            coll_combine_locals(op, 0, op->desc.count, op->out[0], NULL, 1);
+            if ((st = reduce_locals(nj, op, op->desc.count, op->out[0])) != COLL_OK) {
+                return st;
+            }
             send = op->out[0];
         }
         return nj->nccl->allreduce(addr(send), addr(op->out[0]), op->desc.count, dt,
@@ -215,20 +262,26 @@ static coll_status_t call(coll_nccl_job_t *nj, nccl_op_t *n)
     }
 }
 
-/* The result to the members' outputs: from the first member's (a reduce-scatter's: from the
- * scratch buffer), with several members only (host memory). */
-static void copy_out(nccl_op_t *n)
+/* Queue the result's copies to the members' outputs after the NCCL call: from the first
+ * member's (a reduce-scatter's: from the scratch buffer), with several members only. */
+static coll_status_t copy_out(coll_nccl_job_t *nj, nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     uint64_t cnt = op->desc.count;
     int rs = op->desc.coll == COLL_KIND_REDUCE_SCATTER;
     size_t len = (op->desc.coll == COLL_KIND_ALLGATHER ? cnt * op->grp->size : cnt) * op->esize;
+    void *scratch = (void *)(uintptr_t)n->scratch.va;
+    coll_status_t st = COLL_OK;
 
-    for (uint32_t l = rs ? 0 : 1; l < op->grp->nlocal && (!rs || n->scratch != NULL); l++) {
-        copy_unless_same(op->out[l],
-                         rs ? at(n->scratch, coll_group_rank_of_local(op->grp, l) * cnt, op)
-                            : op->out[0], len);
+    if (op->grp->nlocal == 1) {
+        return COLL_OK; /* NCCL wrote the one member's output */
     }
+    for (uint32_t l = rs ? 0 : 1; l < op->grp->nlocal && st == COLL_OK; l++) {
+        st = copy_unless_same(nj, op->out[l],
+                              rs ? at(scratch, coll_group_rank_of_local(op->grp, l) * cnt, op)
+                                 : op->out[0], len);
+    }
+    return st;
 }
 
 /* Move @p n on: COLL_OK when it is done, COLL_INPROGRESS while not yet, or the error. */
@@ -251,6 +304,7 @@ static coll_status_t advance(coll_nccl_job_t *nj, nccl_op_t *n)
         /* fall through */
     case OP_CALLED:
         if ((st = nj->nccl->comm_poll(nj->comm)) != COLL_OK ||  /* in progress until queued */
+            (st = copy_out(nj, n)) != COLL_OK ||
             (st = nj->dev->event_record(nj->event, nj->stream)) != COLL_OK) {
             return st;
         }
@@ -265,8 +319,8 @@ static coll_status_t advance(coll_nccl_job_t *nj, nccl_op_t *n)
         if (st != COLL_OK) {
             return st;
         }
-        copy_out(n);
-        nj->job->d->devices.dev[nj->device].nccl_ops++;
+        coll_dev_scratch_free(&n->scratch); /* the event covers the work on it */
+        device_of(nj)->nccl_ops++;
         return COLL_OK;
     }
     return COLL_ERR_INVALID;
@@ -325,6 +379,8 @@ static coll_status_t job_open(coll_job_t *job, int device, coll_nccl_job_t **nj_
     nj->job = job;
     nj->device = device;
     nj->dev = job->d->devices.ops;
+    nj->ex = job->d->devices.exec;
+    nj->ctx = (coll_exec_ctx_t){.device = device};
     coll_list_init(&nj->queue);
     uv_timer_init(job->d->loop, nj->timer);
     nj->timer->data = nj;
@@ -337,16 +393,18 @@ static coll_status_t job_open(coll_job_t *job, int device, coll_nccl_job_t **nj_
         nj->dev->event_create(device, &nj->event) != COLL_OK) {
         return fail(job, COLL_ERR_IO, "no stream or event", coll_dev_error());
     }
+    nj->ctx.stream = nj->stream;
     *nj_p = nj;
     return COLL_OK;
 }
 
-/* The device of @p op's buffers: every member's in one device pool; one member only on a real
- * device (the local reduction there is not wired yet). */
+/* The device of @p op's buffers: every member's in one device pool; several members only with
+ * the executor of device memory, which combines and serves them. */
 static coll_status_t op_device(coll_op_t *op, int *dev_p)
 {
     uint32_t pool = op->members[0].pool;
-    const coll_nccl_ops_t *nccl;
+    const coll_devices_t *ds = &op->job->d->devices;
+    char why[COLL_DEV_TEXT_MAX + 96];
 
     for (uint32_t l = 0; l < op->nbufs; l++) {
         if (op->members[l].pool != pool || pool == 0) {
@@ -354,11 +412,10 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
                         "NCCL needs every one in the same device pool (none in host memory)");
         }
     }
-    if (op->nbufs > 1 && coll_nccl_open(&nccl) == COLL_OK && !nccl->host_memory) {
-        return fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
-                    "several ranks on one device around NCCL (their local reduction and copies) "
-                    "are not there yet (run one rank per daemon, or nccl = off for the staged "
-                    "path)");
+    if (op->nbufs > 1 && ds->exec == NULL) {
+        snprintf(why, sizeof(why), "several ranks on one device are combined by the executor of "
+                 "device memory, and there is none: %s", ds->exec_status);
+        return fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers", why);
     }
     *dev_p = op->job->dev_pools[pool - 1]->device;
     return COLL_OK;
@@ -429,13 +486,26 @@ static void nccl_on_xfer(coll_op_t *op, coll_xfer_t *x)
     }
 }
 
+/* The scratch once the stream is done with it: one still held here belongs to an operation
+ * freed before its event completed (its job failed, which aborted the communicator), whose
+ * queued work is waited for first, off the normal path. */
+static void free_scratch(coll_op_t *op, nccl_op_t *n)
+{
+    coll_nccl_job_t *nj = op->job->engine.nccl;
+
+    if (n->scratch.va != 0 && nj != NULL && nj->stream != NULL) {
+        nj->dev->stream_sync(nj->stream);
+    }
+    coll_dev_scratch_free(&n->scratch);
+}
+
 static void nccl_cleanup(coll_op_t *op)
 {
     nccl_op_t *n = op->algo_state;
 
     if (n != NULL) {
         dequeue(n);
-        free(n->scratch);
+        free_scratch(op, n);
         free(n);
         op->algo_state = NULL;
     }

@@ -32,8 +32,18 @@
              a job on the first and the third has it off on both, and its root logs why.
   nccl       The same three daemons: staged_check --nccl on the first two (2 ranks each) runs
              all its collectives but the reduce through NCCL ("nccl", counted in
-             collectived_device_nccl_operations_total on both), the same job on the first and
-             the third (nccl = off) on the staged path ("staged+...", nothing counted there).
+             collectived_device_nccl_operations_total on both), its node's two ranks combined
+             and served by the executor of device memory (the fake's: the host's entries) on the
+             job's stream, as many reductions and copies in
+             collectived_device_kernel_launches_total as the six collectives need; the same
+             job on the first and the third (nccl = off) on the staged path ("staged+...",
+             nothing counted there).
+  executor   The executor of device memory in /status and /metrics: over the fake device layer
+             the host's entries ("fake"), loaded; over the CUDA layer with the stand-in driver
+             (tests/unit/device/fake_libcuda.c) the CUDA module, found on the build tree's run
+             path, refuses a driver the CUDA runtime cannot use: not loaded, the module named
+             and its reason, and the daemon serves a host job; where a real driver is, the
+             daemon over it has the module ("cuda") loaded.
   nccl_error Two daemons whose stand-in NCCL fails node 1's collectives asynchronously
              (FAKE_NCCL_ASYNC_ERROR=1): every rank of an allreduce on device buffers gets an
              error naming NCCL within the job timeout + 2 s, the daemons stay up, and a second
@@ -317,6 +327,19 @@ def staged_job(args, cluster, job_id, nodes, extra):
     job.wait_exit(60, expect=0)
 
 
+def kernel_launches(cluster, k, kind):
+    _, _, text = h.http_unix(cluster.daemons[k].status_sock, "/metrics")
+    return metric(text, "collectived_device_kernel_launches_total", 'kind="%s"' % kind)
+
+
+# What staged_check --nccl's six collectives take on a node of 2 ranks: one reduction of both
+# inputs for each of the 3 allreduces and the reduce-scatter; copies of the result to the
+# second member for the allreduces (3), the all-gather (1) and the broadcast (1), each member's
+# input to its block for the all-gather (2), and each member's block out of the reduce-scatter's
+# scratch (2).
+NCCL_REDUCES, NCCL_COPIES = 4, 9
+
+
 def test_nccl(args, work):
     if args.fake_nccl is None:
         raise h.Skip("built without CUDA: no stand-in NCCL")
@@ -328,6 +351,11 @@ def test_nccl(args, work):
         seen = [nccl_ops(cluster, k) for k in range(3)]
         h.check(seen == [6, 6, 0], "NCCL operations per daemon after 3 allreduces, an "
                 "all-gather, a reduce-scatter and a broadcast on nodes 0 and 1: %s" % seen)
+        launches = [(kernel_launches(cluster, k, "reduce"), kernel_launches(cluster, k, "copy"))
+                    for k in range(3)]
+        want = (NCCL_REDUCES, NCCL_COPIES)
+        h.check(launches == [want, want, (0, 0)], "the executor's reductions and copies per "
+                "daemon: %s, expected %s on nodes 0 and 1" % (launches, want))
         staged_job(args, cluster, "staged", [0, 2], [])
         seen = [nccl_ops(cluster, k) for k in range(3)]
         h.check(seen == [6, 6, 0], "a job with a daemon whose nccl = off counted NCCL "
@@ -336,6 +364,51 @@ def test_nccl(args, work):
             h.check_no_warnings(d.log(), d.name, allowed=("take the staged path",))
     finally:
         cluster.close()
+
+
+def check_executor(d, loaded, name, status):
+    doc = h.status_json(d.status_sock)["devices"]["executor"]
+    h.check(doc["loaded"] == loaded and doc["name"] == name and doc["status"].startswith(status),
+            "/status devices.executor: %s, expected loaded %s, name '%s', a status starting "
+            "'%s'" % (doc, loaded, name, status))
+    _, _, text = h.http_unix(d.status_sock, "/metrics")
+    h.check(metric(text, "collectived_device_executor_loaded",
+                   'executor="%s"' % (name or "none")) == int(loaded),
+            "collectived_device_executor_loaded is not %d" % int(loaded))
+    return doc["status"]
+
+
+def test_executor(args, work):
+    env = h.clean_env()
+    env["COLL_DEVICE_FAKE"] = "1"
+    d = h.Daemon(args.daemon, work, "fake", env=env, peers=False).wait_ready()
+    try:
+        check_executor(d, True, "fake", "fake: the host executor's entries (the fake device's "
+                       "memory is host memory)")
+        h.check_no_warnings(d.log(), d.name)
+    finally:
+        d.stop()
+    if args.fake_cuda is None:
+        raise h.Skip("built without CUDA: no CUDA module, no stand-in driver")
+    env = h.clean_env()
+    env.pop("COLL_DEVICE_FAKE", None)
+    env["LD_LIBRARY_PATH"] = args.fake_cuda
+    d = h.Daemon(args.daemon, work, "shim", env=env, peers=False).wait_ready()
+    try:
+        why = check_executor(d, False, "", "the CUDA module libcollective_cuda.so refused: ")
+        h.check("device executor: " + why in d.log(), "the daemon did not log why it has no "
+                "executor:\n%s" % d.log())
+        wait_ranks([h.Rank(0, 0, [args.rank, "--iters", "3"], rank_env(d, "host", 0, 1, False),
+                           os.path.join(work, "shim.r0.out"), stdin_pipe=False)], d)
+        h.check_no_warnings(d.log(), d.name)
+    finally:
+        d.stop()
+    if loader_reason() is None:
+        d = h.Daemon(args.daemon, work, "real", peers=False).wait_ready()
+        try:
+            check_executor(d, True, "cuda", "cuda (libcollective_cuda.so)")
+        finally:
+            d.stop()
 
 
 def test_nccl_error(args, work):
@@ -365,7 +438,8 @@ def test_nccl_error(args, work):
 
 TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool, "staged": test_staged,
          "staged_async": test_staged_async,
-         "nccl_param": test_nccl_param, "nccl": test_nccl, "nccl_error": test_nccl_error}
+         "nccl_param": test_nccl_param, "nccl": test_nccl, "nccl_error": test_nccl_error,
+         "executor": test_executor}
 
 
 def parser():
@@ -374,6 +448,7 @@ def parser():
     p.add_argument("--ctl", required=True, help="collectivectl")
     p.add_argument("--staged", help="staged_check (the staged test)")
     p.add_argument("--fake-nccl", help="the stand-in NCCL's directory (the nccl_param test)")
+    p.add_argument("--fake-cuda", help="the stand-in driver's directory (the executor test)")
     p.add_argument("--built-without-cuda", action="store_true",
                    help="the build left the CUDA module out: its reason, not the loader's")
     return p
