@@ -15,7 +15,12 @@
 #             every collective of the NCCL path checked; skipped without NCCL
 #   gpu       ctest -L gpu on the real device: the device pool shared by 4 local ranks on one
 #             GPU (integration.devpool_1x4), 2 daemons x 2 ranks on one GPU over the staged path
-#             (integration.staged_2x2), and the tests over the fake device layer
+#             (integration.staged_2x2), the daemon with the CUDA module loaded as the executor of
+#             device memory (integration.gpu_executor), and the tests over the fake device layer
+#   nccl_local  2 daemons x 2 ranks, daemon k and its ranks on GPU k, staged_check --nccl: each
+#             node's two ranks reduced and served on its GPU by the CUDA executor on the job's
+#             stream around NCCL between the daemons, every collective named "nccl" and checked;
+#             needs two GPUs (NCCL refuses two daemons on one), skipped with fewer
 # and prints one line per check (PASS, FAIL or SKIP with why) and the kernel check's figures.
 # What it does not check yet is printed too, so the summary says what a device run covered.
 # Bounded: each step has a timeout; the whole run stays under 8 minutes on 16 cores.
@@ -85,8 +90,22 @@ head -n 1 "$logs/nccl.log" | sed 's/^/  /' | tee -a "$summary"
 check gpu 240 sh -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 120"
 grep -E 'tests passed|Skipped|Failed' "$logs/gpu.log" | sed 's/^/  /' | tee -a "$summary"
 
-say "not covered by this run: NCCL between daemons (nccl checks NCCL's table alone, two ranks"
-say "only with two GPUs), the local reduce on the device with events,"
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ngpu" -ge 2 ]; then
+    # Daemon k (its socket .../node<k>/collectived.sock) and its ranks see GPU k as device 0.
+    wrap=$logs/daemon-on-gpu.sh
+    printf '%s\n' '#!/bin/sh' 'k=0; for a; do case $a in */node*/collectived.sock) k=${a%/collectived.sock}; k=${k##*/node} ;; esac; done' \
+        "CUDA_VISIBLE_DEVICES=\$k exec '$build/daemon/collectived' \"\$@\"" >"$wrap"
+    chmod +x "$wrap"
+    check nccl_local 120 "$top/tools/collective-launch" --nodes 2 --ranks-per-node 2 \
+        --timeout 100 --daemon "$wrap" -- sh -c \
+        "CUDA_VISIBLE_DEVICES=\$COLL_NODE_RANK exec '$build/tests/gpu/staged_check' --nccl --count 100000"
+else
+    say "SKIP nccl_local: $ngpu GPU(s): NCCL between daemons with several ranks each needs two"
+fi
+
+say "not covered by this run: NCCL between daemons with one GPU (nccl checks NCCL's table"
+say "alone, two ranks only with two GPUs), the ranks' streams waiting on the daemon's events,"
 say "CUDA tensors in the torch backend"
 [ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
 exit "$failed"
