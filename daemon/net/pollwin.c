@@ -1,5 +1,7 @@
 #include "net/pollwin.h"
 
+#include <sched.h>
+
 #include "base/loopwatch.h"
 #include "common/assert.h"
 #include "net/transport.h"
@@ -44,7 +46,9 @@ static unsigned enter(coll_daemon_t *d)
 }
 
 /* Progress every spinning job's worker in turn until a transfer completed or a failure was
- * recorded (1) or uv_hrtime() passed @p deadline (0): the clock bounds the loop. */
+ * recorded (1) or uv_hrtime() passed @p deadline (0): the clock bounds the loop. Each turn
+ * yields the CPU to whatever else is runnable on it: the ranks and the peer daemon that make
+ * the awaited message may share this core. */
 static int spin(coll_daemon_t *d, uint64_t deadline)
 {
     coll_job_t *job, *tmp;
@@ -64,6 +68,7 @@ static int spin(coll_daemon_t *d, uint64_t deadline)
         if (uv_hrtime() >= deadline) {
             return 0;
         }
+        sched_yield();
     }
 }
 
