@@ -5,15 +5,16 @@
  *        instead of sleeping on the worker's event fd, so a message that arrives within the
  *        window costs no wake-up of the daemon.
  *
- * A job asks for a window (coll_pollwin_want(), called by the transport) when it posts a
- * receive and when a drive handed completions to the engine while receives stay posted. The
- * window runs from a uv_idle handle, active only while a window is wanted: the loop then polls
- * its sockets and timers with a zero timeout between two windows. It progresses the workers of
+ * A job asks for a window (coll_pollwin_want(), called by the transport) when a drive handed
+ * completions to the engine while receives stay posted (between the rounds of an operation,
+ * not at its start, when the peers may not have submitted yet). The window runs from a
+ * uv_idle handle, active only while a window is wanted: the loop then polls its sockets and
+ * timers with a zero timeout between two windows. It progresses the workers of
  * the jobs that want one until a transfer completed (or a failure was recorded) or the window
  * ended, then drives those jobs (completions to the engine, workers armed) and returns to the
  * loop. A window that ended with nothing is not asked for again until a completion came
- * through the event fd: a job that waits for a slow peer spins one window per message it
- * posted or received, and never while it has no receive posted. poll_window_us = 0 (the
+ * through the event fd: a job that waits for a slow peer spins at most one window per message
+ * it received, and never while it has no receive posted. poll_window_us = 0 (the
  * default): no window, the loop always sleeps on the event fd.
  *
  * Loop thread only. Counted in collectived_poll_window_entries_total and

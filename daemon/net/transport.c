@@ -325,7 +325,6 @@ coll_status_t coll_transport_recv(coll_job_t *job, uint32_t from, uint64_t tag, 
         return COLL_ERR_TRANSPORT;
     }
     job->net.recvs++;
-    coll_pollwin_want(job);
     return COLL_OK;
 }
 
