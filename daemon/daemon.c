@@ -27,7 +27,6 @@
 #include "job/lifecycle.h"
 #include "job/session.h"
 #include "net/accept.h"
-#include "net/pollwin.h"
 #include "net/rdv.h"
 #include "net/transport.h"
 #include "ps/ps.h"
@@ -251,7 +250,6 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
     uv_signal_start(&d->sig_hup, reload_cb, SIGHUP);
     coll_doorbell_start(d);
-    coll_pollwin_start(d);
     d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
     coll_devices_open(&d->devices, d->cfg.device_pool_budget);
     if ((st = coll_loopwatch_start(loop, d->cfg.loop_stall_ms)) != COLL_OK ||
@@ -296,7 +294,6 @@ void coll_daemon_stop(coll_daemon_t *d)
     coll_workers_stop(d);
     coll_crossover_stop(d);
     coll_doorbell_stop(d);
-    coll_pollwin_stop(d);
     coll_acceptor_close(d->clients); /* freed once its last session is */
     d->clients = NULL;
     close_handle((uv_handle_t *)&d->sig_int);

@@ -85,14 +85,6 @@ static void daemon_info(FILE *f, coll_daemon_t *d)
     family(f, "collectived_loop_stall_max_seconds", "gauge",
            "Longest time one callback held the event loop since start.");
     fprintf(f, "collectived_loop_stall_max_seconds %.3f\n", coll_loopwatch_longest_s());
-    family(f, "collectived_poll_window_entries_total", "counter",
-           "Polling windows the loop spun on UCX while a receive was posted (poll_window_us).");
-    fprintf(f, "collectived_poll_window_entries_total %llu\n",
-            (unsigned long long)d->stats.poll_windows);
-    family(f, "collectived_poll_window_completions_total", "counter",
-           "Of those windows, the ones a completed transfer ended before their time.");
-    fprintf(f, "collectived_poll_window_completions_total %llu\n",
-            (unsigned long long)d->stats.poll_window_completions);
 }
 
 static void jobs_by_state(FILE *f, coll_daemon_t *d)

@@ -65,11 +65,6 @@ static const cfg_key_t keys[] = {
     KEY(loop_stall_ms, CFG_UINT, "1000",
         "a callback that holds the event loop longer than this (ms) is logged with what it was "
         "doing and counted (collectived_loop_stalls_total); 10..60000"),
-    KEY(poll_window_us, CFG_UINT, "0",
-        "while a job waits for a message from another node it posted a receive for, the loop "
-        "progresses UCX in a tight loop for up to this long (us) after its turn instead of "
-        "sleeping on the worker's event fd, and returns at the first completion (0: never; "
-        "0..1000; docs/benchmarks.md)"),
     KEY(ucx_error_mode, CFG_STRING, "auto",
         "UCX endpoint error handling: none (allows shared-memory transports), peer, or auto "
         "(peer to daemons on other hosts, none on this one)"),
@@ -522,9 +517,6 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     }
     if (cfg->loop_stall_ms < 10 || cfg->loop_stall_ms > 60000) {
         bad |= refuse(cfg, origin, "loop_stall_ms", "must be 10..60000");
-    }
-    if (cfg->poll_window_us > 1000) {
-        bad |= refuse(cfg, origin, "poll_window_us", "must be 0..1000");
     }
     if (cfg->kernel_threads > 64) {
         bad |= refuse(cfg, origin, "kernel_threads", "must be 0..64");

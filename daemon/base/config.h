@@ -37,8 +37,6 @@ typedef struct {
                                       distributed in shared memory */
     uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
     uint64_t loop_stall_ms;  /**< a loop callback longer than this is a stall (loopwatch.h) */
-    uint64_t poll_window_us; /**< how long the loop spins on UCX while a receive is posted
-                                  (net/pollwin.h), us; 0: never */
     uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */
     uint64_t device_pool_budget; /**< bytes of the jobs' device pools on each device (0: a
                                       quarter of its memory) */

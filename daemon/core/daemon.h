@@ -34,7 +34,6 @@ typedef struct coll_daemon {
                                                       (net/link.h) */
     uv_prepare_t prepare;   /**< before the loop blocks: drain control blocks (job/doorbell.c) */
     uv_check_t check;       /**< after it woke */
-    uv_idle_t pollwin;      /**< active while a job wants a polling window (net/pollwin.h) */
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     uv_signal_t sig_hup;          /**< reopens the log and reloads (daemon.c) */

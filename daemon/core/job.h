@@ -118,9 +118,6 @@ typedef struct {
     size_t worker_address_len;
     ucp_mem_h pool_memh;          /**< the pool's UCX registration */
     uint64_t inflight;            /**< UCX requests not yet completed */
-    uint64_t recvs;               /**< of them, receives (net/pollwin.h spins only for them) */
-    int window;                   /**< wants a polling window after this loop turn
-                                       (net/pollwin.h) */
     coll_list_t events;           /**< completed transfers waiting for the engine */
     coll_list_t owned;            /**< control messages sent from buffers of their own, not yet
                                        released by UCX (net/control.c): each one malloc'ed block

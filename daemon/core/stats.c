@@ -179,12 +179,6 @@ void coll_stats_shm_durations(coll_stats_t *st, unsigned kind, const uint64_t *h
     h->sum += (double)sum_ns / 1e9;
 }
 
-void coll_stats_poll_window(coll_stats_t *st, int completed)
-{
-    st->poll_windows++;
-    st->poll_window_completions += completed != 0;
-}
-
 void coll_stats_shm_posted(coll_stats_t *st, uint64_t n)
 {
     st->shm_posted += n;

@@ -98,8 +98,6 @@ typedef struct coll_stats {
     uint64_t shm_posted;                /**< collectives the ranks posted in shared memory */
     uint64_t refused[COLL_LISTENERS][COLL_REFUSED_REASONS]; /**< connections refused, by
                                                                  listener and reason */
-    uint64_t poll_windows;              /**< polling windows entered (net/pollwin.h) */
-    uint64_t poll_window_completions;   /**< of them, those a completion ended */
 } coll_stats_t;
 
 /** @brief Start counting: zero @p st and record the start time. */
@@ -164,10 +162,6 @@ void coll_stats_shm_durations(coll_stats_t *st, unsigned kind, const uint64_t *h
 
 /** @brief Hook: the local ranks posted @p n collectives in shared memory. */
 void coll_stats_shm_posted(coll_stats_t *st, uint64_t n);
-
-/** @brief Hook: the loop spun a polling window (net/pollwin.h); @p completed: a transfer
- *         completed within it (else the window ran out). */
-void coll_stats_poll_window(coll_stats_t *st, int completed);
 
 /** @brief Hook: a request completed with @p status (errors are counted). */
 void coll_stats_request_done(coll_stats_t *st, coll_status_t status);

@@ -8,7 +8,6 @@
 #include "base/log.h"
 #include "base/loopwatch.h"
 #include "net/control.h"
-#include "net/pollwin.h"
 #include "net/ucx_address.h"
 #include "proto/tag.h"
 
@@ -297,7 +296,6 @@ coll_status_t coll_transport_send(coll_job_t *job, uint32_t node, uint64_t tag, 
     p.user_data = x;
     set_memh(job, &p, buf, len);
     x->job = job;
-    x->is_send = 1;
     x->completed = 0;
     x->peer = node;
     job->net.bytes_sent += len;
@@ -315,17 +313,12 @@ coll_status_t coll_transport_recv(coll_job_t *job, uint32_t from, uint64_t tag, 
     p.user_data = x;
     set_memh(job, &p, buf, len);
     x->job = job;
-    x->is_send = 0;
     x->completed = 0;
     x->suspect = 0;
     x->expect = len;
     x->peer = from;
-    if (posted(job, x, ucp_tag_recv_nbx(job->net.worker, buf, len, tag, COLL_TAG_MASK_ALL, &p),
-               "receive") != COLL_OK) {
-        return COLL_ERR_TRANSPORT;
-    }
-    job->net.recvs++;
-    return COLL_OK;
+    return posted(job, x,
+                  ucp_tag_recv_nbx(job->net.worker, buf, len, tag, COLL_TAG_MASK_ALL, &p), "receive");
 }
 
 void coll_transport_cancel(coll_job_t *job, coll_xfer_t *x)
@@ -335,28 +328,17 @@ void coll_transport_cancel(coll_job_t *job, coll_xfer_t *x)
     }
 }
 
-/* Hand every completed transfer to the engine; while receives stay posted after that, the
- * next one may arrive within a polling window (net/pollwin.h). */
+/* Hand every completed transfer to the engine. */
 static void run_events(coll_job_t *job)
 {
     coll_list_t *e;
-    int handed = 0;
-
     while ((e = coll_list_pop(&job->net.events)) != NULL) {
         coll_xfer_t *x = coll_container_of(e, coll_xfer_t, link);
         ucp_request_free(x->req);
         x->req = NULL;
         COLL_ASSERT(job->net.inflight > 0);
         job->net.inflight--;
-        if (!x->is_send) {
-            COLL_ASSERT(job->net.recvs > 0);
-            job->net.recvs--;
-        }
-        handed = 1;
         job->net.hooks->on_xfer(x);
-    }
-    if (handed) {
-        coll_pollwin_want(job);
     }
 }
 

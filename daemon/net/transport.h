@@ -22,8 +22,8 @@
 struct coll_op;
 
 /** A message in flight on UCX. Embedded in the engine's algorithm state; no allocation per
- *  message. The transport fills job, req, is_send, completed, status and length; the rest is
- *  the engine's. */
+ *  message. The transport fills job, req, completed, status and length; the rest is the
+ *  engine's. */
 typedef struct coll_xfer {
     coll_list_t link;     /**< in job->net.events once completed */
     coll_list_t posted;   /**< the engine's: in its operation's list while in flight */
