@@ -3,7 +3,7 @@
 
 usage: idle-cpu.py --daemon BUILD/daemon/collectived
                    --fault-rank BUILD/tests/system/reliability/fault_rank
-                   [--window-s 1.0] [--repeats 3]
+                   [--window-s 1.0] [--repeats 3] [--daemon-arg=--KEY=VALUE ...]
 
 Per shape (1 node x 3 ranks, in shared memory; 2 nodes x 2 ranks, through the daemons), a job of
 tests/system/reliability/fault_rank loops on 4 KiB allreduces until its last rank stops
@@ -13,8 +13,9 @@ every daemon and every waiting rank (/proc/<pid>/stat) is read over --window-s s
 stalled rank, which holds its communicator and sleeps, is counted too. Prints one line per
 repetition and shape: the share of one core of the daemons, of the waiting ranks, and of all
 together. The bound of the shared-memory path is below 1 % all together (docs/benchmarks.md);
-this is a measurement, not a test: the CPU time is read in clock ticks (10 ms at USER_HZ 100), so
-a window of 1 s resolves 1 %, and a longer window finer.
+--daemon-arg (repeatable) gives every daemon a flag, e.g. --daemon-arg=--poll-window-us=50
+(bench/pollwin.sh). This is a measurement, not a test: the CPU time is read in clock ticks (10 ms
+at USER_HZ 100), so a window of 1 s resolves 1 %, and a longer window finer.
 """
 
 import argparse
@@ -67,7 +68,7 @@ def measure(args, c, nodes, rpn, k):
 
 
 def body(args, c):
-    c.start_daemons(max(n for n, _ in SHAPES))
+    c.start_daemons(max(n for n, _ in SHAPES), args=args.daemon_arg)
     for k in range(1, args.repeats + 1):
         for nodes, rpn in SHAPES:
             measure(args, c, nodes, rpn, k)
@@ -80,6 +81,7 @@ def parser():
     p.add_argument("--fault-rank", required=True)
     p.add_argument("--window-s", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--daemon-arg", action="append", default=[])
     return p
 
 
