@@ -32,8 +32,10 @@ typedef struct coll_direct_op {
     uint32_t round;            /* doubling round */
     uint32_t peer, step;       /* the current exchange */
     void *sreq, *rreq;         /* UCX requests in flight, NULL when done or none */
-    int sent, received;        /* the current exchange's halves are complete */
-    size_t rlen;               /* bytes the receive brought */
+    int sent, received;        /* the current exchange's halves are complete (a receive: with
+                                  a message carrying the job's token) */
+    int arrived;               /* the receive completed, its message not yet checked */
+    size_t rlen;               /* bytes the receive brought (0: too many for it) */
     uint32_t agreed;           /* every descriptor seen so far equal */
     coll_desc_t seen[2];       /* the first two that differed */
     uint64_t start_ns;         /* when the rounds started (CLOCK_MONOTONIC) */

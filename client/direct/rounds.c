@@ -47,25 +47,24 @@ static void disagree(coll_direct_op_t *x, const coll_desc_t *a, const coll_desc_
     }
 }
 
+/* Post the current exchange's receive. Always as a request (no immediate completion): UCX
+ * 1.13 completes a receive whose message was already there without writing the length into
+ * recv_info, and the length decides whether the message is taken. */
 static coll_status_t post_recv(coll_comm_t *c, coll_direct_op_t *x)
 {
-    ucp_tag_recv_info_t info;
-    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO,
-                               .recv_info.tag_info = &info};
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
     uint64_t tag = coll_tag_make(0, x->desc.key, COLL_TAG_RS, x->step, 0);
     void *req = ucp_tag_recv_nbx(c->direct->worker, x->theirs, x->theirs_len, tag, ~(uint64_t)0,
                                  &prm);
 
-    if (UCS_PTR_IS_ERR(req)) {
+    if (UCS_PTR_IS_ERR(req) || req == NULL) {
         coll__set_error(c, "rank %d: posting a direct receive: %s", c->rank,
-                        ucs_status_string(UCS_PTR_STATUS(req)));
+                        ucs_status_string(req == NULL ? UCS_ERR_NO_MESSAGE
+                                                      : UCS_PTR_STATUS(req)));
         return COLL_ERR_TRANSPORT;
     }
     x->rreq = req;
-    if (req == NULL) { /* it was there already */
-        x->rlen = info.length;
-        x->received = 1;
-    }
+    x->rlen = 0;
     return COLL_OK;
 }
 
@@ -247,7 +246,9 @@ static coll_status_t refuse(coll_comm_t *c, coll_direct_op_t *x)
     return post_recv(c, x);
 }
 
-/* Take the completions of the current exchange's send and receive. */
+/* Take the completions of the current exchange's send and receive. A message too long for the
+ * receive is no partner's (theirs has room for the job's bound): taken as one without the
+ * token. */
 static coll_status_t reap(coll_comm_t *c, coll_direct_op_t *x)
 {
     ucp_tag_recv_info_t info;
@@ -262,8 +263,9 @@ static coll_status_t reap(coll_comm_t *c, coll_direct_op_t *x)
         (st = ucp_tag_recv_request_test(x->rreq, &info)) != UCS_INPROGRESS) {
         ucp_request_free(x->rreq);
         x->rreq = NULL;
-        x->rlen = info.length;
-        x->received = st == UCS_OK;
+        x->arrived = st == UCS_OK || st == UCS_ERR_MESSAGE_TRUNCATED;
+        x->rlen = st == UCS_OK ? info.length : 0;
+        st = x->arrived ? UCS_OK : st;
     }
     if (st != UCS_OK && st != UCS_INPROGRESS) {
         coll__set_error(c, "rank %d: a direct message with node %u's leader failed: %s",
@@ -296,10 +298,12 @@ coll_status_t coll__direct_test(coll_comm_t *c, coll_direct_op_t *x, uint64_t sp
         if ((st = reap(c, x)) != COLL_OK) {
             break;
         }
-        if (x->received && x->rreq == NULL && x->rlen > 0 && !token_ok(x)) {
-            x->received = 0;
-            st = refuse(c, x);
-        } else if (x->sent && x->received) {
+        if (x->arrived) { /* taken only with the job's token */
+            x->arrived = 0;
+            x->received = token_ok(x);
+            st = x->received ? COLL_OK : refuse(c, x);
+        }
+        if (st == COLL_OK && x->sent && x->received) {
             st = step_done(c, x);
             continue;
         }
