@@ -191,6 +191,8 @@ typedef struct {
     _Atomic uint64_t hist[COLL_SHM_KINDS][COLL_SHM_BUCKETS + 1]; /**< durations, by bound */
     _Atomic uint64_t sum_ns[COLL_SHM_KINDS];                 /**< their sum */
     _Atomic uint64_t posted;                                 /**< collectives posted */
+    _Atomic uint64_t direct_refused; /**< the leader (local rank 0): direct messages it dropped
+                                          for a wrong job token (client/direct/) */
 } coll_shm_stats_t;
 
 /** One local rank's area. */

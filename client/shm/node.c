@@ -166,6 +166,7 @@ void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op)
     coll_shm_t *s = c->shm;
     const coll_shm_post_t *h = coll__shm_post_of(s, 0, op->peer_slot[0]);
     coll_desc_t desc = op->desc;
+    uint64_t refused = op->rounds.refused;
     coll_status_t st;
 
     if (op->rounds_over || !op->agreed ||
@@ -183,6 +184,10 @@ void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op)
         }
     }
     st = coll__direct_test(c->conn, &op->rounds, s->spin_ns);
+    if (op->rounds.refused > refused) { /* the daemon counts and logs them */
+        atomic_fetch_add_explicit(&coll__shm_area(s, 0)->stats.direct_refused,
+                                  op->rounds.refused - refused, memory_order_relaxed);
+    }
     if (st == COLL_INPROGRESS && c->job_timeout_ms > 0 &&
         coll__now_ns() - op->rounds.start_ns > c->job_timeout_ms * 1000000ull) {
         st = direct_late(c, op);

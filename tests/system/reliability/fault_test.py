@@ -74,6 +74,21 @@ algorithm (2 nodes x 2 ranks, 4 KiB, checked through coll_req_algo() "shm+rd"):
                 Ranks 0, 1 and 2: COLL_ERR_JOB naming "rank 3", well before the timeout (its
                 daemon finds rank 2's next allreduce waiting in shared memory without it).
 
+The direct path (COLLD_DIRECT_MAX_BYTES=32K: the nodes' leaders, local rank 0 of each, run the
+inter-node rounds of the 4 KiB allreduces between themselves over UCX, checked through
+coll_req_algo() "shm+direct" / "direct"):
+
+  direct_kill   2 x 2; SIGKILL rank 2, node 1's leader, in its rounds. Ranks 0, 1 and 3:
+                COLL_ERR_JOB naming "rank 2" (its daemon saw it leave) or COLL_ERR_TRANSPORT
+                naming "node 1's leader" (node 0's leader's endpoint to it failed).
+  direct_stop   2 x 2; SIGSTOP rank 2. Ranks 0, 1 and 3: COLL_ERR_TIMEDOUT naming "rank 2" (its
+                daemon) or "node 1's leader" (node 0's leader, whose rounds wait for it), no
+                earlier than the timeout - 0.5 s.
+  direct_abort  2 x 2; rank 2 stops submitting and aborts while node 0's leader waits for it in
+                the rounds. Ranks 0, 1 and 3: COLL_ERR_JOB naming "rank 2" within 1 s.
+  direct_daemon_kill  3 x 1; SIGKILL node 1's daemon. Ranks 0 and 2: COLL_ERR_PEER naming
+                "node 1"; rank 1: COLL_ERR_CLOSED.
+
 Access control and resources (not timed faults):
 
   job_token     a rank without the job's token, and one with another token, are refused with
@@ -553,6 +568,83 @@ def case_node_leave(ctx):
     finish(ctx, [0, 1])
 
 
+# ---- the direct path: the inter-node rounds between the nodes' leaders ---------------------------
+
+DIRECT_ENV = {"COLLD_DIRECT_MAX_BYTES": "32K"}  # the 4 KiB allreduces take the direct path
+
+
+def direct_job(ctx, job_id, nodes, rpn, *extra):
+    """@nodes x @rpn ranks looping on 4 KiB allreduces whose inter-node rounds the nodes' leaders
+    (local rank 0 of each) run between themselves ("shm+direct", "direct" with one rank a node)."""
+    ctx.c.start_daemons(nodes, env=DIRECT_ENV)
+    job = loop_job(ctx, job_id, list(range(nodes)), rpn, SHM_COUNT, 2, *extra)
+    algo = job.rank(0).event("PROGRESS").get("algo")
+    want = "shm+direct" if rpn > 1 else "direct"
+    check(algo == want, "job %s: its allreduces ran as '%s', not '%s'" % (job_id, algo, want))
+    return job
+
+
+def case_direct_kill(ctx):
+    """SIGKILL node 1's leader (rank 2 of 2 x 2) in its rounds: the others fail naming it, from
+    its daemon (the rank left with work pending) or from node 0's leader (its endpoint to the
+    dead leader failed), whichever comes first."""
+    job = direct_job(ctx, "direct-kill", 2, 2)
+    victim = job.rank(2)
+    t = inject("SIGKILL rank 2, node 1's leader (pid %d)" % victim.pid,
+               lambda: victim.signal(signal.SIGKILL))
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB", "COLL_ERR_TRANSPORT"},
+                                      r"\brank 2\b|\bnode 1's leader\b") for r in (0, 1, 3)})
+    expect_status_failed(ctx, [0, 1], job.id, r"\brank 2\b|\bnode 1's leader\b")
+    victim.popen.wait(5)
+    del job.ranks[2]
+    end_job(job)
+    fresh_job(ctx, "direct-kill-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_direct_stop(ctx):
+    """SIGSTOP node 1's leader (rank 2 of 2 x 2): the others time out naming it, not earlier
+    than the timeout - 0.5 s."""
+    job = direct_job(ctx, "direct-stop", 2, 2)
+    victim = job.rank(2)
+    t = inject("SIGSTOP rank 2, node 1's leader (pid %d)" % victim.pid,
+               lambda: victim.signal(signal.SIGSTOP))
+    try:
+        expect_failures(ctx, job, t, {r: ({"COLL_ERR_TIMEDOUT"}, r"\brank 2\b|\bnode 1's leader\b")
+                                      for r in (0, 1, 3)}, lower=ctx.t_s - 0.5)
+        expect_status_failed(ctx, [0, 1], job.id, r"\brank 2\b|\bnode 1's leader\b")
+    finally:
+        victim.signal(signal.SIGCONT)
+    end_job(job, expect=None)  # rank 2 fails too once it runs again
+    fresh_job(ctx, "direct-stop-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_direct_abort(ctx):
+    """Node 1's leader (rank 2 of 2 x 2) stops submitting and aborts while node 0's leader waits
+    for it in the rounds: every other rank fails naming it within 1 s."""
+    job = direct_job(ctx, "direct-abort", 2, 2, "--stall-rank", "2", "--stall-after", "20",
+                     "--abort")
+    job.wait_event("ABORTED", ranks=[2], timeout=30)
+    t = float(job.rank(2).event("ABORTED")["t_mono"])
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 2\b") for r in (0, 1, 3)})
+    check(max(ctx.times.values()) < 1.0, "the waiting ranks heard of the abort %.3f s after it"
+          % max(ctx.times.values()))
+    expect_status_failed(ctx, [0, 1], job.id, r"\brank 2\b.*fault_rank --abort")
+    end_job(job, expect=None)  # rank 2 ended the job and exits 0
+    fresh_job(ctx, "direct-abort-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_direct_daemon_kill(ctx):
+    """SIGKILL node 1's daemon (3 x 1) while the leaders run their rounds without the daemons:
+    ranks 0 and 2 fail with COLL_ERR_PEER naming node 1, rank 1 with COLL_ERR_CLOSED."""
+    job = direct_job(ctx, "direct-daemon-kill", 3, 1)
+    kill_daemon_1(ctx, job)
+    fresh_job(ctx, "direct-daemon-kill-fresh", [0, 2], 1)
+    finish(ctx, [0, 2])
+
+
 # ---- access control and resources ---------------------------------------------------------------
 
 def expect_joinfail(proc, status, stderr_pattern, timeout=20):
@@ -670,6 +762,8 @@ CASES = {
     "shm_shutdown": case_shm_shutdown, "shm_daemon_kill": case_shm_daemon_kill,
     "node_kill": case_node_kill,
     "node_stop": case_node_stop, "node_abort": case_node_abort, "node_leave": case_node_leave,
+    "direct_kill": case_direct_kill, "direct_stop": case_direct_stop,
+    "direct_abort": case_direct_abort, "direct_daemon_kill": case_direct_daemon_kill,
     "job_token": case_job_token, "peer_secret": case_peer_secret,
     "pool_budget": case_pool_budget,
 }
