@@ -88,6 +88,11 @@ coll_req_algo() "shm+direct" / "direct"):
                 the rounds. Ranks 0, 1 and 3: COLL_ERR_JOB naming "rank 2" within 1 s.
   direct_daemon_kill  3 x 1; SIGKILL node 1's daemon. Ranks 0 and 2: COLL_ERR_PEER naming
                 "node 1"; rank 1: COLL_ERR_CLOSED.
+  direct_token  2 x 2; SIGSTOP rank 2; a UCX sender outside the job (direct_rogue, the leader's
+                address and the waiting keys from node 0's /status) sends node 0's leader
+                messages with a wrong token: node 0 counts them
+                (collectived_direct_refused_total) and logs them; after SIGCONT the job goes on,
+                every result right (the rogue payload was never combined).
 
 Access control and resources (not timed faults):
 
@@ -645,6 +650,60 @@ def case_direct_daemon_kill(ctx):
     finish(ctx, [0, 2])
 
 
+def waiting_keys(ctx, node, job_id, older_ms):
+    """(leader address, keys) of node @node's allreduces of @job_id that have waited in shared
+    memory for more than @older_ms (the leader's rounds wait for a stopped leader)."""
+    j = ctx.c.daemons[node].job(job_id) or {}
+    keys = [str(o["key"]) for o in j.get("operations", [])
+            if o.get("collective") == "allreduce" and o.get("age_ms", 0) > older_ms]
+    return (j.get("shm") or {}).get("leader_address"), keys
+
+
+def refused_total(daemon):
+    code, body = h.http_get(daemon.status_sock, "/metrics", 3.0)
+    check(code == 200, "%s: GET /metrics answered %d" % (daemon.name, code))
+    m = re.search(r"^collectived_direct_refused_total (\d+)$", body, re.M)
+    check(m is not None, "%s: no collectived_direct_refused_total in /metrics" % daemon.name)
+    return int(m.group(1))
+
+
+def case_direct_token(ctx):
+    """A UCX sender outside the job (direct_rogue) sends node 0's leader, waiting in its rounds
+    for a stopped node 1 leader, messages with a wrong token and a payload that would show in
+    any sum: they are dropped, counted (collectived_direct_refused_total) and logged by node 0;
+    once node 1's leader runs again every result is still right (the ranks check every
+    element), and the job goes on."""
+    c = ctx.c
+    job = direct_job(ctx, "direct-token", 2, 2)
+    victim = job.rank(2)
+    inject("SIGSTOP rank 2, node 1's leader (pid %d)" % victim.pid,
+           lambda: victim.signal(signal.SIGSTOP))
+    try:
+        addr, keys = h.wait_until(lambda: (lambda a, k: (a, k) if a and k else None)(
+            *waiting_keys(ctx, 0, job.id, 200)), 5, "node 0's rounds to wait for node 1")
+        code, out = h.run([ctx.args.direct_rogue, addr, str(SHM_COUNT * 4)] + keys, timeout=30)
+        check(code == 0 and "SENT %d" % len(keys) in out, "direct_rogue failed: %s" % out)
+        h.wait_until(lambda: refused_total(c.daemons[0]) >= 1, 5,
+                     "node 0 to count the refused messages")
+        check(re.search(r"rank 0 \(the node's leader\) dropped \d+ direct messages without the "
+                        r"job's token", c.daemons[0].log()), "node 0 did not log the refusal")
+        log("node 0: %d direct messages refused (keys %s)" % (refused_total(c.daemons[0]),
+                                                               " ".join(keys)))
+    finally:
+        victim.signal(signal.SIGCONT)
+    seen = len(job.rank(0).events("PROGRESS"))
+    h.wait_until(lambda: len(job.rank(0).events("PROGRESS")) >= seen + 20, 20,
+                 "the job to go on after SIGCONT")
+    for r in job.ranks.values():  # a wrong element ends a rank with exit status 1
+        check(r.event("FAILED") is None and r.popen.poll() is None, "%s failed (exit %s): %s"
+              % (r.label, r.popen.poll(), r.event("FAILED")))
+    log("the job goes on with every result right after the refused messages")
+    for r in list(job.ranks.values()):  # it would loop on: its ranks end here
+        r.signal(signal.SIGKILL)
+        r.popen.wait(5)
+    finish(ctx, [0, 1])
+
+
 # ---- access control and resources ---------------------------------------------------------------
 
 def expect_joinfail(proc, status, stderr_pattern, timeout=20):
@@ -764,6 +823,7 @@ CASES = {
     "node_stop": case_node_stop, "node_abort": case_node_abort, "node_leave": case_node_leave,
     "direct_kill": case_direct_kill, "direct_stop": case_direct_stop,
     "direct_abort": case_direct_abort, "direct_daemon_kill": case_direct_daemon_kill,
+    "direct_token": case_direct_token,
     "job_token": case_job_token, "peer_secret": case_peer_secret,
     "pool_budget": case_pool_budget,
 }
@@ -775,6 +835,7 @@ def parser():
     p.add_argument("--daemon", required=True, help="collectived binary")
     p.add_argument("--fault-rank", required=True, help="fault_rank binary")
     p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--direct-rogue", help="direct_rogue binary (case direct_token)")
     p.add_argument("--timeout-ms", type=int, default=3000,
                    help="the job's timeout (COLL_TIMEOUT_MS) of the fault cases (default 3000)")
     p.add_argument("--dump", action="store_true",
