@@ -287,6 +287,18 @@ COLL_API uint64_t coll_comm_shm_max_bytes(const coll_comm_t *comm);
 COLL_API uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *comm);
 
 /**
+ * @brief The direct path's crossover of @p comm's job over several nodes: allreduces of the
+ *        world communicator with COLL_ALGO_AUTO, up to this size, of the dtypes and reductions
+ *        of coll_comm_shm_node_max_bytes(), run their inter-node rounds between the nodes'
+ *        leader ranks (local rank 0 of each) over their own UCX workers, without the daemons
+ *        on the data path; coll_req_algo() says "shm+direct" ("direct" on a node of one rank).
+ *        It is the root daemon's direct_max_bytes (collectived --help), the same on every rank.
+ * @return Bytes; 0 when no allreduce runs so (a single node, or a job without the path).
+ *         Thread-safe.
+ */
+COLL_API uint64_t coll_comm_direct_max_bytes(const coll_comm_t *comm);
+
+/**
  * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
  *        whichever thread met it; with @p comm NULL, why the calling thread's last
  *        coll_comm_create() failed. Thread-safe.

@@ -26,7 +26,7 @@
  *  pools: allocations and frees of a memory kind and device, replies with the chunks' fds; 9:
  *  all-to-all with a count table in the pool, the job parameters' algorithm choice (the root's
  *  crossovers) and NCCL decision, the nodes' NCCL offers). */
-#define COLL_WIRE_VERSION 9u
+#define COLL_WIRE_VERSION 10u
 /** Bytes of the frame header (payload length). */
 #define COLL_FRAME_HDR 4u
 /** Largest frame on a client link. */

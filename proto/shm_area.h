@@ -191,6 +191,8 @@ typedef struct {
     _Atomic uint64_t hist[COLL_SHM_KINDS][COLL_SHM_BUCKETS + 1]; /**< durations, by bound */
     _Atomic uint64_t sum_ns[COLL_SHM_KINDS];                 /**< their sum */
     _Atomic uint64_t posted;                                 /**< collectives posted */
+    _Atomic uint64_t direct_refused; /**< the leader (local rank 0): direct messages it dropped
+                                          for a wrong job token (client/direct/) */
 } coll_shm_stats_t;
 
 /** One local rank's area. */
@@ -219,6 +221,11 @@ typedef struct {
     uint64_t max_bytes;       /**< collectives up to this size run here on a single node */
     uint64_t node_max_bytes;  /**< on several nodes, allreduces up to this size are reduced
                                    and distributed here (COLL_SUBMISSION_REDUCED); 0: none */
+    uint64_t direct_max_bytes; /**< of those, allreduces up to this size run their inter-node
+                                    phase between the nodes' leaders (local rank 0 of each),
+                                    not in the daemons: the direct path; 0: none */
+    uint64_t direct_token;     /**< the job's direct token (random, per job, from the root):
+                                    every direct message carries it */
     double bounds[COLL_SHM_BUCKETS]; /**< the duration histogram's upper bounds, seconds */
     char msg[COLL_SHM_MSG_BYTES];      /**< why the job failed */
     char left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P)" of the first rank that left */

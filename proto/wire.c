@@ -60,6 +60,10 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
     CHECK_FIELD(strlen(j->root) < 256, "join: root address too long");
     CHECK_FIELD(strlen(j->token) <= COLL_JOB_TOKEN_MAX, "join: job token longer than %u bytes",
                 COLL_JOB_TOKEN_MAX);
+    CHECK_FIELD(j->leader_address.len <= COLL_WORKER_ADDR_MAX &&
+                    (j->leader_address.len == 0 || j->local_rank == 0),
+                "join: leader address of %zu bytes from local rank %u", j->leader_address.len,
+                j->local_rank);
     return COLL_OK;
 }
 
@@ -245,6 +249,22 @@ static coll_status_t check_alloc_reply(const Coll__Wire__MemAllocReply *r, char 
     return COLL_OK;
 }
 
+/* The leaders' addresses a join reply hands local rank 0 (the daemon checked them). */
+static coll_status_t check_join_reply(const Coll__Wire__JoinReply *r, char *err, size_t errlen)
+{
+    CHECK_FIELD(r->n_leader_addresses <= COLL_TAG_MAX_NODES &&
+                    (r->n_leader_addresses == 0 || r->n_leader_addresses == r->node_count),
+                "join reply: %zu leader addresses for %u nodes", r->n_leader_addresses,
+                r->node_count);
+    for (size_t i = 0; i < r->n_leader_addresses; i++) {
+        CHECK_FIELD(r->leader_addresses[i].len > 0 &&
+                        r->leader_addresses[i].len <= COLL_WORKER_ADDR_MAX,
+                    "join reply: leader address %zu of %zu bytes", i,
+                    r->leader_addresses[i].len);
+    }
+    return COLL_OK;
+}
+
 coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemon_msg_t **msg_p,
                                       char *err, size_t errlen)
 {
@@ -268,6 +288,8 @@ coll_status_t coll_wire_unpack_daemon(const uint8_t *buf, size_t len, coll_daemo
                   m->complete->n_steps);
     } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY_ALLOC) {
         st = check_alloc_reply(m->alloc, err, errlen);
+    } else if (m->body_case == COLL__WIRE__DAEMON_MSG__BODY_JOIN) {
+        st = check_join_reply(m->join, err, errlen);
     }
     if (st != COLL_OK) {
         coll__wire__daemon_msg__free_unpacked(m, NULL);
@@ -344,8 +366,10 @@ static coll_status_t check_node_join(const Coll__Wire__NodeJoin *j, char *err, s
     if (j->refusal != 0) {
         return COLL_OK; /* a refusal carries only the job, its host, token and the reason */
     }
-    CHECK_FIELD(j->worker_address.len > 0 && j->worker_address.len <= COLL_WORKER_ADDR_MAX,
-                "node join: worker address of %zu bytes", j->worker_address.len);
+    CHECK_FIELD(j->worker_address.len > 0 && j->worker_address.len <= COLL_WORKER_ADDR_MAX &&
+                    j->leader_address.len <= COLL_WORKER_ADDR_MAX,
+                "node join: worker address of %zu bytes, leader address of %zu",
+                j->worker_address.len, j->leader_address.len);
     CHECK_FIELD(j->kernel_id.len == 0 || j->kernel_id.len == COLL_WIRE_KERNEL_ID_BYTES,
                 "node join: kernel id of %zu bytes", j->kernel_id.len);
     CHECK_FIELD(j->n_device_uuids <= COLL_DEV_MAX && strlen(j->nccl_why) <=
@@ -372,9 +396,10 @@ static coll_status_t check_node_join_reply(const Coll__Wire__NodeJoinReply *r, c
                 r->n_nodes);
     for (size_t i = 0; i < r->n_nodes; i++) {
         const Coll__Wire__NodeInfo *n = r->nodes[i];
-        CHECK_FIELD(n->worker_address.len > 0 && n->worker_address.len <= COLL_WORKER_ADDR_MAX,
-                    "join reply: node %zu has a worker address of %zu bytes", i,
-                    n->worker_address.len);
+        CHECK_FIELD(n->worker_address.len > 0 && n->worker_address.len <= COLL_WORKER_ADDR_MAX &&
+                        n->leader_address.len <= COLL_WORKER_ADDR_MAX,
+                    "join reply: node %zu has a worker address of %zu bytes, a leader address "
+                    "of %zu", i, n->worker_address.len, n->leader_address.len);
         CHECK_FIELD(n->n_ranks >= 1 && n->n_ranks <= COLL_WORLD_MAX,
                     "join reply: node %zu has %zu ranks", i, n->n_ranks);
         CHECK_FIELD(n->kernel_id.len == 0 || n->kernel_id.len == COLL_WIRE_KERNEL_ID_BYTES,

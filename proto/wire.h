@@ -28,6 +28,10 @@
 #define COLL_WIRE_AUTH_BYTES 32u
 /** Largest UCX worker address accepted from a peer. */
 #define COLL_WORKER_ADDR_MAX (64u * 1024u)
+/** Largest sum of the nodes' leader addresses a job's direct path hands each leader in its
+ *  join reply (below a client frame's maximum); a job whose leaders' addresses exceed it runs
+ *  without the direct path. */
+#define COLL_DIRECT_ADDRS_MAX (48u * 1024u)
 /** Bytes of a daemon's kernel identity (NodeJoin.kernel_id): boot id (16) and the inode of its
  *  pid namespace (8); two daemons with the same one share a kernel and process ids. */
 #define COLL_WIRE_KERNEL_ID_BYTES 24u

@@ -12,6 +12,7 @@
 #include "client/api/api.h"
 #include "client/base/env.h"
 #include "common/dtype.h"
+#include "client/direct/direct.h"
 #include "client/shm/shm.h"
 #include "client/trace/timeline.h"
 #include "client/devmap/devmap.h"
@@ -60,8 +61,15 @@ static coll_status_t join(coll_comm_t *c, const coll_comm_params_t *p, uint64_t 
 {
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__JoinJob j = COLL__WIRE__JOIN_JOB__INIT;
+    const void *leader;
+    size_t leader_len;
     coll_status_t st;
 
+    /* The leader of a job over several nodes brings its own UCX worker (direct/direct.h). */
+    if ((st = coll__direct_open(c, &leader, &leader_len)) != COLL_OK) {
+        return st;
+    }
+    j.leader_address = (ProtobufCBinaryData){leader_len, (uint8_t *)(uintptr_t)leader};
     j.job = (char *)p->job;
     j.rank = (uint32_t)p->rank;
     j.world_size = (uint32_t)p->world_size;
@@ -224,6 +232,7 @@ static void close_connection(coll_comm_t *c)
 {
     pthread_mutex_lock(&c->lock);
     coll__shm_close(c);
+    coll__direct_close(c);
     coll__timeline_close(c->timeline);
     c->timeline = NULL;
     pthread_mutex_unlock(&c->lock);
@@ -327,6 +336,12 @@ uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *c)
     return c->shm != NULL && c->shm->nnodes > 1 && c->shm->nlocal > 1
                ? c->shm->hdr->node_max_bytes
                : 0;
+}
+
+uint64_t coll_comm_direct_max_bytes(const coll_comm_t *c)
+{
+    /* Written before the join reply, like node_max_bytes. */
+    return c->shm != NULL && c->shm->nnodes > 1 ? c->shm->hdr->direct_max_bytes : 0;
 }
 
 coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason)

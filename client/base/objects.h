@@ -125,6 +125,8 @@ struct coll_comm {
     struct coll_request done;    /* list head: finished, not yet freed by the user */
     struct coll_timeline *timeline; /* COLL_TIMELINE, NULL when off (trace/timeline.c) */
     struct coll_shm *shm;     /* the local ranks' shared-memory area (shm/shm.h), NULL: none */
+    struct coll_direct *direct; /* the leader's direct path between nodes (direct/direct.h), NULL:
+                                  none */
     struct coll_devmem *devmem; /* conn: device pools mapped, device allocations
                                    (devmap/devmap.h); NULL until the first device allocation */
     /* answers to the set-up messages */

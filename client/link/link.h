@@ -19,6 +19,8 @@
 #define COLL_CONNECT_RETRY_MS 200
 /** Waiting this long for a daemon is said on stderr (a wrong path should not look like a hang). */
 #define COLL_CONNECT_NOTE_MS 1000
+/** Longest poll of a watched fd (coll__link_sleep()) before the waiter looks at the rest. */
+#define COLL_LINK_FD_SLICE_MS 10
 /** Most words a waiter watches (coll__link_watch_t): one per post of a rank's ring. */
 #define COLL_LINK_WATCH_MAX COLL_SHM_SLOTS
 
@@ -31,6 +33,9 @@ typedef struct {
     unsigned n;
     uint64_t spin_ns; /* how long to poll before sleeping (0: sleep at once) */
     int yield;        /* more local ranks than CPUs: give the CPU to them while polling */
+    int fd;           /* an armed fd whose readiness is an event too (the leader's UCX worker
+                         while direct rounds run, client/direct/), -1: none, below -1: an
+                         event is pending already (do not sleep) */
 } coll__link_watch_t;
 
 /** What the link hands up to the requests (req/request.c), which register it in every
@@ -101,6 +106,9 @@ coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s);
  *        @p seen) or for a watched word to move: with words to watch, poll for a bounded time
  *        (coll__link_watch_t.spin_ns: a completion by a rank on another core comes within
  *        microseconds), then sleep on the event word for at most @p timeout_ms (0: only look).
+ *        With an fd to watch, poll it instead of sleeping on the event word, in slices of at
+ *        most COLL_LINK_FD_SLICE_MS (1 ms while words are watched too: their movers wake the
+ *        event word, which a poll does not see), and return after the first.
  */
 void coll__link_sleep(coll_ctl_t *ctl, const coll__link_watch_t *w, uint32_t seen,
                       int timeout_ms);

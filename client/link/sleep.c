@@ -3,6 +3,7 @@
  * another core comes within microseconds, sooner than a wake-up), then the control block's
  * futex (proto/ctl.h), which every notifier of this rank increments.
  */
+#include <poll.h>
 #include <sched.h>
 
 #include "client/link/link.h"
@@ -27,6 +28,18 @@ static int watched_moved(const void *arg)
     return 0;
 }
 
+/* Poll the watched fd for one slice, unless the event word moved already. */
+static void poll_fd(coll_ctl_t *ctl, const coll__link_watch_t *w, uint32_t seen, int timeout_ms)
+{
+    struct pollfd p = {.fd = w->fd, .events = POLLIN};
+    int slice = w->n > 0 ? 1 : COLL_LINK_FD_SLICE_MS;
+
+    if (atomic_load_explicit(&ctl->events, memory_order_acquire) != seen || watched_moved(w)) {
+        return;
+    }
+    (void)poll(&p, 1, timeout_ms >= 0 && timeout_ms < slice ? timeout_ms : slice);
+}
+
 void coll__link_sleep(coll_ctl_t *ctl, const coll__link_watch_t *w, uint32_t seen,
                       int timeout_ms)
 {
@@ -46,6 +59,13 @@ void coll__link_sleep(coll_ctl_t *ctl, const coll__link_watch_t *w, uint32_t see
         if ((w->yield || i % 64 == 0) && coll__now_ns() >= end) {
             break;
         }
+    }
+    if (w->fd < -1) {
+        return; /* an event is pending already */
+    }
+    if (w->fd >= 0) {
+        poll_fd(ctl, w, seen, timeout_ms);
+        return;
     }
     coll_ctl_wait_unless(ctl, seen, timeout_ms, watched_moved, w);
 }

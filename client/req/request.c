@@ -9,6 +9,7 @@
 
 #include "client/req/request.h"
 #include "client/devmap/devmap.h"
+#include "client/direct/direct.h"
 #include "client/shm/shm.h"
 #include "client/trace/timeline.h"
 #include "proto/tag.h"
@@ -294,6 +295,26 @@ static void on_layout(coll_comm_t *c, const Coll__Wire__LayoutReply *m)
     finish(r, m->status > 0 ? COLL_ERR_PROTOCOL : (coll_status_t)m->status);
 }
 
+/* The leaders' addresses of the direct path, to this rank's worker (it is local rank 0); a
+ * failure fails the join. */
+static void leaders(coll_comm_t *c, const Coll__Wire__JoinReply *m)
+{
+    const void **a = calloc(m->n_leader_addresses, sizeof(*a));
+    size_t *len = calloc(m->n_leader_addresses, sizeof(*len));
+    coll_status_t st = COLL_ERR_NOMEM;
+
+    for (size_t i = 0; a != NULL && len != NULL && i < m->n_leader_addresses; i++) {
+        a[i] = m->leader_addresses[i].data;
+        len[i] = m->leader_addresses[i].len;
+    }
+    if (a != NULL && len != NULL) {
+        st = coll__direct_peers(c, a, len, m->n_leader_addresses);
+    }
+    free(a);
+    free(len);
+    c->join_status = st;
+}
+
 static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
 {
     c->join_done = 1;
@@ -310,6 +331,9 @@ static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
     c->epoch = m->epoch;
     c->node_rank = m->node_rank;
     c->node_count = m->node_count;
+    if (m->n_leader_addresses > 0) {
+        leaders(c, m);
+    }
 }
 
 /* One decoded DaemonMsg. */

@@ -78,6 +78,13 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
     s->crowded = s->nnodes > 1 && s->nlocal + 1 > cpus();
     s->ops.next = s->ops.prev = &s->ops;
     c->shm = s;
+    if (s->self == 0 && s->hdr->direct_max_bytes > 0 && !coll__direct_ready(c)) {
+        /* The other leaders would wait for this one in every direct allreduce. */
+        coll__abort(c, COLL_ERR_NOMEM, "local rank 0 lacks the direct path's worker or the "
+                    "other leaders' addresses (no memory)");
+        coll__set_error(c, "rank %d: no direct path to the other nodes' leaders", c->rank);
+        return COLL_ERR_NOMEM;
+    }
     return COLL_OK;
 }
 
@@ -139,15 +146,23 @@ void coll__shm_watch(coll_comm_t *c, coll__link_watch_t *w)
 {
     coll_shm_t *s = c->shm;
 
+    int rounds = 0;
+
     w->n = 0;
+    w->fd = -1;
     w->spin_ns = s != NULL && !s->crowded ? s->spin_ns : 0;
     w->yield = s != NULL && s->oversubscribed;
     for (coll_shm_op_t *op = s != NULL ? s->ops.next : NULL; op != NULL && op != &s->ops &&
                                                            w->n < COLL_LINK_WATCH_MAX;
          op = op->next) {
-        if (op->route != COLL_SHM_ROUTE_DAEMON && !coll__shm_node_with_daemon(s, op)) {
+        if (coll__shm_direct_waiting(s, op)) {
+            rounds = 1; /* the other leaders' messages wake the worker's event fd */
+        } else if (op->route != COLL_SHM_ROUTE_DAEMON && !coll__shm_node_with_daemon(s, op)) {
             w->word[w->n] = &coll__shm_post_of(s, s->self, op->slot)->state;
             w->seen[w->n++] = op->state;
         }
+    }
+    if (rounds) {
+        w->fd = coll__direct_arm(c->conn);
     }
 }

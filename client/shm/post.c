@@ -144,6 +144,19 @@ void coll__post_complete(coll_shm_t *s, const coll_shm_op_t *op, uint64_t now, u
     }
 }
 
+void coll__post_node_done(coll_shm_t *s, const coll_shm_op_t *op, uint64_t node,
+                          uint64_t start_ns, uint64_t end_ns)
+{
+    coll_shm_post_t *h = home(s, op);
+
+    COLL_ASSERT(op->agreed && op->direct && s->self == 0 && (node & COLL_SHM_NODE_DONE));
+    h->peers_ns = start_ns;
+    h->reduced_ns = end_ns;
+    coll__shm_steps_of(s, 0, op->peer_slot[0])->n = 0;
+    /* Release: the node buffer as the rounds left it is visible with the word. */
+    atomic_store_explicit(&h->node, node, memory_order_release);
+}
+
 int coll__post_close_claims(const coll_shm_t *s, const coll_shm_op_t *op)
 {
     coll_shm_post_t *h = home(s, op);

@@ -145,7 +145,7 @@ static void complete(coll_comm_t *c, coll_shm_op_t *op)
             coll_ctl_notify_sleeper(coll_ctl_of(s->base, l));
         }
     }
-    if (op->route == COLL_SHM_ROUTE_LOCAL) { /* the daemon counted a NODE one */
+    if (op->route == COLL_SHM_ROUTE_LOCAL || op->direct) { /* the daemon counted the others */
         coll__shm_count(s, &op->rec.sub, (uint32_t)c->world_size, now - op->ready_ns);
     }
 }
@@ -161,6 +161,22 @@ static uint32_t claimable(const coll_shm_t *s, const coll_shm_op_t *op)
     }
     w = coll__shm_node_word(s, op);
     return w != 0 && coll_shm_node_status(w) == COLL_OK ? op->nchunks : op->nchunks / 2;
+}
+
+/* The node sum of route-NODE operation @p op is complete (this rank finished its last chunk):
+ * the leader runs the rounds of a direct one (woken when another rank finished it), the
+ * daemon the inter-node phase of the others. */
+static void node_sum_done(coll_comm_t *c, coll_shm_op_t *op)
+{
+    coll_shm_t *s = c->shm;
+
+    if (!op->direct) {
+        coll__shm_hand_over(c, op, COLL_SUBMISSION_NODE | COLL_SUBMISSION_REDUCED);
+    } else if (s->self == 0) {
+        coll__shm_direct_progress(c, op);
+    } else {
+        coll_ctl_notify(coll_ctl_of(s->base, 0));
+    }
 }
 
 /* Run chunks while there are some to claim. */
@@ -180,8 +196,7 @@ static void run(coll_comm_t *c, coll_shm_op_t *op)
         if (done == op->nchunks) {
             complete(c, op);
         } else if (op->route == COLL_SHM_ROUTE_NODE && done == op->nchunks / 2) {
-            /* the node sum is complete */
-            coll__shm_hand_over(c, op, COLL_SUBMISSION_NODE | COLL_SUBMISSION_REDUCED);
+            node_sum_done(c, op);
         }
     }
 }
@@ -220,7 +235,8 @@ static void finish_done(coll_shm_op_t *op)
         r->timing.peers_ns = p->peers_ns;     /* the local reduce, then the daemons' check */
         r->timing.reduced_ns = p->reduced_ns; /* the daemons' reduction; then distribution */
         take_steps(r, coll__shm_steps_of(s, s->self, op->slot));
-        snprintf(r->algo, sizeof(r->algo), "shm+%s",
+        /* "direct" alone on a node of one rank: there was nothing to reduce among ranks */
+        snprintf(r->algo, sizeof(r->algo), "%s%s", op->direct && s->nlocal == 1 ? "" : "shm+",
                  coll_algo_name((coll_algo_t)coll_shm_node_algo(w)));
     } else {
         memcpy(r->algo, "shm", sizeof("shm"));
@@ -318,6 +334,9 @@ static int progress_op(coll_comm_t *c, coll_shm_op_t *op)
         coll__post_fail_node(s, op, node);
         node_failed(c, op, (coll_status_t)coll_shm_node_status(node));
         return 1;
+    }
+    if (op->direct && s->self == 0) {
+        coll__shm_direct_progress(c, op); /* the rounds, once the node sum is complete */
     }
     /* Waiting ranks may help with the chunks (of the reduce, for route NODE). */
     if (fresh && op->nchunks > (op->route == COLL_SHM_ROUTE_NODE ? 2u : 1u)) {

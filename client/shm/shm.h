@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "client/direct/direct.h"
 #include "client/link/link.h"
 #include "kernels/exec.h"
 #include "proto/desc.h"
@@ -42,6 +43,10 @@ typedef struct coll_shm_op {
     int agreed;             /* every local rank's post found, all equal to this one */
     int reported;           /* a mismatch or a departed rank was reported to the daemon */
     int handed;             /* route DAEMON: the node submission went out (from some rank) */
+    int direct;             /* route NODE: the inter-node phase runs between the nodes'
+                               leaders (direct/), not in the daemons */
+    coll_direct_op_t rounds; /* direct, local rank 0: its rounds */
+    int rounds_over;        /* direct, local rank 0: they ended (well or not) */
     uint64_t ready_ns;      /* the last local rank posted */
     uint64_t fail_ns;       /* when this rank first saw the job failed with chunks running */
     /* Every local rank's post of the operation, found at agreement (by local rank). */
@@ -60,6 +65,8 @@ typedef struct coll_shm {
     uint64_t max_bytes;     /* the daemon's crossover */
     uint64_t node_off;      /* local rank 0: its node buffers (one allocation), 0 before */
     uint64_t node_bytes;    /* bytes of each of them */
+    uint32_t node_nbufs;    /* how many: COLL_SHM_NODE_BUFS, or with the direct path one per
+                               post of the ring (the buffer of slot i is the i-th) */
     uint32_t node_busy;     /* bit i: node buffer i holds an operation in flight */
     int node_none;          /* the pool had no room for them: never ask again */
     uint64_t spin_ns;       /* how long a waiter polls before it sleeps */
@@ -175,6 +182,12 @@ uint32_t coll__post_chunk_done(const coll_shm_t *s, const coll_shm_op_t *op);
  *         their part from the home post, then moves to DONE. */
 void coll__post_complete(coll_shm_t *s, const coll_shm_op_t *op, uint64_t now, uint64_t node);
 
+/** @brief The inter-node phase of route-NODE operation @p op ended in this rank (local rank 0,
+ *         the direct path) with node word @p node: its times are @p start_ns (the rounds began)
+ *         and @p end_ns (they ended); no daemon steps. */
+void coll__post_node_done(coll_shm_t *s, const coll_shm_op_t *op, uint64_t node,
+                          uint64_t start_ns, uint64_t end_ns);
+
 /** @brief No more chunks of agreed operation @p op may be claimed (its job failed or its
  *         daemon is gone). @return 1 once no chunk of it runs any more. */
 int coll__post_close_claims(const coll_shm_t *s, const coll_shm_op_t *op);
@@ -203,7 +216,16 @@ void coll__shm_run_chunk(const coll_shm_t *s, const coll_shm_op_t *op, uint32_t 
                          uint32_t world_size);
 
 /**
- * @return Whether collective @p d of a multi-node job takes route NODE: an allreduce of a
+ * @return Whether collective @p d of a multi-node job takes the direct path (route NODE, its
+ *         inter-node phase between the leaders): an allreduce of a reducible dtype and op
+ *         without a forced algorithm, up to the header's direct_max_bytes, on any number of
+ *         local ranks. Every node decides alike (the bound is the job's).
+ */
+int coll__shm_direct(const coll_shm_t *s, const coll_submission_t *d);
+
+/**
+ * @return Whether collective @p d of a multi-node job takes route NODE: one of the direct path
+ *         (coll__shm_direct()), or an allreduce of a
  *         reducible dtype and op (coll_shm_node_reducible()) without a forced algorithm, up to
  *         the header's node_max_bytes, with more than one local rank.
  */
@@ -211,9 +233,10 @@ int coll__shm_node_route(const coll_shm_t *s, const coll_submission_t *d);
 
 /**
  * @return The bytes of node buffers local rank 0 should allocate before posting a collective
- *         of kind @p coll (COLL_SHM_NODE_BUFS of node_max_bytes, rounded to cache lines): only
- *         for the first allreduce of a multi-node job with more than one local rank; 0 when
- *         it has them, was refused them, or needs none.
+ *         of kind @p coll (COLL_SHM_NODE_BUFS of node_max_bytes, rounded to cache lines; with
+ *         the direct path one per post, of the larger of node_max_bytes and direct_max_bytes):
+ *         only for the first allreduce of a multi-node job with more than one local rank or
+ *         the direct path; 0 when it has them, was refused them, or needs none.
  */
 uint64_t coll__shm_node_wanted(const coll_shm_t *s, uint32_t coll);
 
@@ -222,11 +245,12 @@ uint64_t coll__shm_node_wanted(const coll_shm_t *s, uint32_t coll);
 void coll__shm_node_provide(coll_shm_t *s, uint64_t off, uint64_t bytes);
 
 /**
- * @brief Local rank 0: a free node buffer for collective @p d (route NODE).
+ * @brief Local rank 0: a free node buffer for collective @p d (route NODE) posted in @p slot.
  * @return Its pool offset; 0 when every one is in use or there are none (the collective then
- *         goes to the daemon whole; nothing is reported).
+ *         goes to the daemon whole; nothing is reported). With the direct path, the slot's
+ *         own, never in use.
  */
-uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_submission_t *d);
+uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_submission_t *d, uint32_t slot);
 
 /** @brief Local rank 0: node buffer @p off is free again (0: nothing to do). */
 void coll__shm_node_put(coll_shm_t *s, uint64_t off);
@@ -244,6 +268,19 @@ uint64_t coll__shm_node_word(const coll_shm_t *s, const coll_shm_op_t *op);
  *         away); the daemon wakes it. 0 otherwise, or for any other operation.
  */
 int coll__shm_node_with_daemon(const coll_shm_t *s, const coll_shm_op_t *op);
+
+/**
+ * @brief Local rank 0: move direct operation @p op's rounds between the leaders on (start them
+ *        once the node sum is complete); when they end well, write the home post's node word
+ *        and wake the local ranks; when they end in a mismatch or a transport error, or stay
+ *        unfinished past the job's timeout, fail the job with the reason (coll__abort()), so
+ *        that every rank of every node fails with it.
+ */
+void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op);
+
+/** @return 1 while local rank 0's direct operation @p op waits for messages of other leaders
+ *          (a waiter then polls the worker's event fd, coll__direct_arm()). */
+int coll__shm_direct_waiting(const coll_shm_t *s, const coll_shm_op_t *op);
 
 /** @brief Hand agreed operation @p op to the daemon, from this rank: one node submission
  *         (@p flags COLL_SUBMISSION_NODE) for every local rank's post, or, with

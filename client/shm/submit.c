@@ -105,17 +105,29 @@ static coll_status_t check_post(coll_comm_t *c, const coll_submission_t *d)
     return st;
 }
 
-/* The route of @p d; local rank 0 names a route-NODE collective's node buffer in its post
- * (none free: the collective goes to the daemon whole, and the others read that there). */
-static coll_shm_route_t take_route(coll_comm_t *c, coll_shm_rec_t *d)
+/* Local rank 0 names a route-NODE collective's node buffer in its post (@p slot's with the
+ * direct path; none free: the collective goes to the daemon whole, and the others read that
+ * there). A direct one cannot: the other nodes' leaders run it anyway, so the job fails now,
+ * with the reason, rather than by its timeout. */
+static coll_status_t take_node_buffer(coll_comm_t *c, coll_shm_rec_t *d, uint32_t slot,
+                                      coll_shm_route_t *route)
 {
-    coll_shm_route_t route = route_of(c, &d->sub);
+    char msg[300];
 
-    if (route == COLL_SHM_ROUTE_NODE && c->shm->self == 0 &&
-        (d->node_off = coll__shm_node_get(c, &d->sub)) == 0) {
-        route = COLL_SHM_ROUTE_DAEMON;
+    if (*route != COLL_SHM_ROUTE_NODE || c->shm->self != 0 ||
+        (d->node_off = coll__shm_node_get(c, &d->sub, slot)) != 0) {
+        return COLL_OK;
     }
-    return route;
+    *route = COLL_SHM_ROUTE_DAEMON;
+    if (!coll__shm_direct(c->shm, &d->sub)) {
+        return COLL_OK;
+    }
+    snprintf(msg, sizeof(msg), "rank %d: no node buffers for the direct path between the nodes' "
+             "leaders (the pool has no room for them): give the job a larger pool or the root "
+             "daemon direct_max_bytes = 0", c->rank);
+    coll__abort(c, COLL_ERR_POOL_FULL, msg);
+    coll__set_error(c, "%s", msg);
+    return COLL_ERR_POOL_FULL;
 }
 
 coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submission_t *m)
@@ -129,9 +141,12 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submi
 
     coll__link_check(c->conn, r->timing.submit_ns);
     st = check_post(c, &d.sub);
-    route = st == COLL_OK ? take_route(c, &d) : COLL_SHM_ROUTE_DAEMON;
+    route = st == COLL_OK ? route_of(c, &d.sub) : COLL_SHM_ROUTE_DAEMON;
     if (st == COLL_OK) {
         st = wait_slot(c, d.sub.key, &slot);
+    }
+    if (st == COLL_OK) {
+        st = take_node_buffer(c, &d, (uint32_t)slot, &route);
     }
     if (st == COLL_OK && (st = check_job(c)) == COLL_OK && (op = coll__shm_op_new(s)) == NULL) {
         st = COLL_ERR_NOMEM;
@@ -144,6 +159,7 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submi
     op->rec = d;
     coll__shm_desc(c, &d.sub, &op->desc);
     op->route = route;
+    op->direct = route == COLL_SHM_ROUTE_NODE && coll__shm_direct(s, &d.sub);
     op->nchunks = coll__shm_nchunks(&d.sub, s->nlocal) * (route == COLL_SHM_ROUTE_NODE ? 2 : 1);
     coll__post_publish(s, op, (uint32_t)slot);
     coll__shm_op_add(s, op);
@@ -162,6 +178,9 @@ void coll__shm_forget(coll_request_t *r)
 
     if (op == NULL) {
         return;
+    }
+    if (op->rounds.started) {
+        coll__direct_end(r->comm->conn, &op->rounds); /* its receives cancelled */
     }
     coll__post_release(s, op);
     coll__shm_node_put(s, op->rec.node_off);

@@ -446,6 +446,11 @@ static void shm_counters(FILE *f, coll_daemon_t *d)
            "Collectives the local ranks posted in shared memory (where they meet before running "
            "there or going to the daemon).");
     fprintf(f, "collectived_shm_posted_total %llu\n", (unsigned long long)st->shm_posted);
+    family(f, "collectived_direct_refused_total", "counter",
+           "Messages the nodes' leader ranks dropped on the direct path between nodes because "
+           "they did not carry the job's direct token (never combined; logged).");
+    fprintf(f, "collectived_direct_refused_total %llu\n",
+            (unsigned long long)st->direct_refused);
 }
 
 char *coll_report_metrics(coll_daemon_t *d, size_t *len_p)

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -206,17 +207,39 @@ static json_t *ops_json(const coll_job_t *job, uint64_t now)
     return a;
 }
 
+/* This node's leader's UCX worker address (the direct path), as hex; null without one. */
+static json_t *leader_json(const coll_job_t *job)
+{
+    const uint8_t *a = job->leader_address;
+    size_t n = job->leader_address_len;
+    char *hex;
+    json_t *s;
+
+    if (a == NULL || n == 0 || job->params.direct_max_bytes == 0 ||
+        (hex = malloc(2 * n + 1)) == NULL) {
+        return json_null();
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", a[i]);
+    }
+    s = json_string(hex);
+    free(hex);
+    return s;
+}
+
 /* The shared-memory path: its crossovers and what the ranks ran there (node-reduced
- * allreduces count among the daemon's operations). */
+ * allreduces count among the daemon's operations), and the direct path's bound and leader. */
 static json_t *shm_json(coll_job_t *job)
 {
     coll_shm_harvest(job);
-    return json_pack("{s:I, s:I, s:I, s:I}", "max_bytes",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "max_bytes",
                      (json_int_t)(job->nnodes == 1 ? job->d->cfg.shm_max_bytes : 0),
                      "node_max_bytes",
                      (json_int_t)(job->nnodes > 1 ? job->d->cfg.shm_node_max_bytes : 0),
                      "operations", (json_int_t)job->engine.shm_done, "posted",
-                     (json_int_t)job->engine.shm_posted);
+                     (json_int_t)job->engine.shm_posted, "direct_max_bytes",
+                     (json_int_t)job->params.direct_max_bytes, "leader_address",
+                     leader_json(job));
 }
 
 static const char *peer_state(const coll_job_t *job, uint32_t n)

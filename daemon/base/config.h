@@ -35,6 +35,8 @@ typedef struct {
     uint64_t shm_max_bytes;  /**< single-node collectives up to this size run in shared memory */
     uint64_t shm_node_max_bytes; /**< multi-node allreduces up to this size are reduced and
                                       distributed in shared memory */
+    uint64_t direct_max_bytes; /**< multi-node allreduces up to this size run between the
+                                    nodes' leader ranks (the direct path); 0: never */
     uint64_t kernel_threads; /**< threads for large local reductions (0: none) */
     uint64_t loop_stall_ms;  /**< a loop callback longer than this is a stall (loopwatch.h) */
     uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */

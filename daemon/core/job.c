@@ -22,6 +22,8 @@ void coll_job_params_from_config(const coll_config_t *cfg, coll_job_params_t *p)
                           ? cfg->rd_max_bytes
                           : cfg->segment_size - sizeof(coll_desc_t);
     p->nccl = 0; /* the root decides it at the rendezvous; a job alone has no other daemon */
+    p->direct_max_bytes = cfg->direct_max_bytes; /* the root keeps it only when every node's
+                                                    leader has an address (net/rdv.c) */
 }
 
 void coll_job_params_to_wire(const coll_job_params_t *p, Coll__Wire__JobParams *w,
@@ -33,6 +35,8 @@ void coll_job_params_to_wire(const coll_job_params_t *p, Coll__Wire__JobParams *
     w->pipeline_depth = p->pipeline_depth;
     w->rd_max_bytes = p->rd_max_bytes;
     w->nccl = p->nccl != 0;
+    w->direct_max_bytes = p->direct_max_bytes;
+    w->direct_token = p->direct_token;
     for (uint32_t i = 0; i < p->nchoices && i < COLL_JOB_CHOICES; i++) {
         coll__wire__algo_choice__init(&store[i]);
         store[i].kind = p->choices[i].kind;
@@ -52,7 +56,8 @@ coll_status_t coll_job_params_from_wire(const Coll__Wire__JobParams *w, coll_job
         return COLL_ERR_PROTOCOL;
     }
     q = (coll_job_params_t){w->timeout_ms, w->segment_bytes, w->pipeline_depth,
-                            w->rd_max_bytes, (uint32_t)w->n_choices, {{0}}, w->nccl};
+                            w->rd_max_bytes, (uint32_t)w->n_choices, {{0}}, w->nccl,
+                            w->direct_max_bytes, w->direct_token};
     for (size_t i = 0; i < w->n_choices; i++) {
         q.choices[i] = (coll_job_choice_t){w->choices[i]->kind, w->choices[i]->algo,
                                            w->choices[i]->max_bytes};

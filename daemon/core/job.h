@@ -52,6 +52,9 @@ typedef struct {
     uint32_t *ranks;       /**< global ranks by local rank */
     void *worker_address;  /**< UCX worker address (owned) */
     size_t worker_address_len;
+    void *leader_address;  /**< its local rank 0's own UCX worker address, for the direct path
+                                (owned; NULL: none) */
+    size_t leader_address_len;
     ucp_ep_h ep;           /**< created on first use; NULL for this node */
     void *close_req;       /**< UCX request of the endpoint's close, while closing */
     char host[64];
@@ -105,6 +108,9 @@ typedef struct coll_job_params {
                                                       model, kind by kind, sizes rising */
     int nccl;                /**< 1: collectives on device buffers may run through NCCL
                                   between the nodes (net/rdv_nccl.h; 0 for a job alone) */
+    uint64_t direct_max_bytes; /**< allreduces up to this size run between the nodes' leaders
+                                    (the direct path, client/direct/); 0: none */
+    uint64_t direct_token;   /**< random per job, carried by every direct message */
 } coll_job_params_t;
 
 /** The transport's part of a job (net/transport.c, net/control.c): its UCX worker, what UCX
@@ -176,6 +182,9 @@ typedef struct coll_job {
     coll_session_t **locals;      /**< by local rank; NULL when not (or no longer) joined */
     uint32_t *ranks;              /**< global rank by local rank */
     uint32_t timeout_ms;          /**< bound of the rendezvous (and the job, when alone) */
+    void *leader_address;         /**< local rank 0's own UCX worker address from its join
+                                       (owned; NULL: none), sent in the NodeJoin */
+    size_t leader_address_len;
     uint32_t requested_timeout_ms; /**< what the ranks asked for with COLL_TIMEOUT_MS (0: none) */
     uint32_t connect_timeout_ms;  /**< how long the root may refuse this node before the join
                                        fails (COLL_CONNECT_TIMEOUT_MS; 0: the job's timeout) */

@@ -184,6 +184,11 @@ void coll_stats_shm_posted(coll_stats_t *st, uint64_t n)
     st->shm_posted += n;
 }
 
+void coll_stats_direct_refused(coll_stats_t *st, uint64_t n)
+{
+    st->direct_refused += n;
+}
+
 void coll_stats_request_done(coll_stats_t *st, coll_status_t status)
 {
     if (status != COLL_OK) {

@@ -96,6 +96,8 @@ typedef struct coll_stats {
     coll_stats_compress_t compress[COLL_COMPRESS_COUNT]; /**< by method run (NONE: dense) */
     uint64_t shm_ops[COLL_STATS_KINDS]; /**< of ops[]: those the ranks ran in shared memory */
     uint64_t shm_posted;                /**< collectives the ranks posted in shared memory */
+    uint64_t direct_refused;            /**< direct-path messages the local leaders dropped for
+                                             a wrong job token */
     uint64_t refused[COLL_LISTENERS][COLL_REFUSED_REASONS]; /**< connections refused, by
                                                                  listener and reason */
 } coll_stats_t;
@@ -162,6 +164,9 @@ void coll_stats_shm_durations(coll_stats_t *st, unsigned kind, const uint64_t *h
 
 /** @brief Hook: the local ranks posted @p n collectives in shared memory. */
 void coll_stats_shm_posted(coll_stats_t *st, uint64_t n);
+
+/** @brief Hook: a local leader dropped @p n direct-path messages for a wrong job token. */
+void coll_stats_direct_refused(coll_stats_t *st, uint64_t n);
 
 /** @brief Hook: a request completed with @p status (errors are counted). */
 void coll_stats_request_done(coll_stats_t *st, coll_status_t status);

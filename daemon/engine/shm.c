@@ -33,6 +33,8 @@ void coll_shm_init(coll_job_t *job, uint64_t max_bytes, uint64_t node_max_bytes)
     h->nlocal = job->local_size;
     h->max_bytes = max_bytes;
     h->node_max_bytes = job->nnodes > 1 ? node_max_bytes : 0;
+    h->direct_max_bytes = job->nnodes > 1 ? job->params.direct_max_bytes : 0;
+    h->direct_token = job->params.direct_token;
     for (unsigned i = 0; i < COLL_SHM_BUCKETS; i++) {
         h->bounds[i] = coll_stats_bucket_bound(i);
     }

@@ -33,7 +33,8 @@ typedef struct {
 /**
  * @brief Fill the header and the rank table once every local rank joined and the job is
  *        ready: ranks, pids, the crossovers @p max_bytes (single node) and @p node_max_bytes
- *        (node-reduced allreduces, only with several nodes), the histogram bounds.
+ *        (node-reduced allreduces, only with several nodes), the direct path's bound and token
+ *        from the job's parameters, the histogram bounds.
  */
 void coll_shm_init(coll_job_t *job, uint64_t max_bytes, uint64_t node_max_bytes);
 

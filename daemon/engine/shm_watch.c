@@ -5,10 +5,12 @@
  */
 #include "engine/shm_watch.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "core/stats.h"
 #include "engine/node_op.h"
 #include "engine/op.h"
@@ -145,14 +147,37 @@ static uint32_t name_ranks(const coll_job_t *job, uint64_t mask, int set, const 
     return named;
 }
 
+/* Whether @p w of a multi-node job is an allreduce the local ranks reduce in shared memory
+ * with its inter-node phase in the daemons (up to node_max_bytes, several local ranks) or
+ * between the nodes' leaders (up to direct_max_bytes, the direct path: @p direct_p). */
+static int node_reduced(const coll_job_t *job, const coll_shm_wait_t *w, int *direct_p)
+{
+    uint64_t bytes = w->count * coll_dtype_size((coll_dtype_t)w->dtype);
+    const coll_shm_hdr_t *h = coll_shm_hdr(job);
+    int reducible = job->nnodes > 1 && w->coll == COLL_KIND_ALLREDUCE &&
+                    w->algo == COLL_ALGO_AUTO && coll_shm_node_reducible(w->dtype, w->op);
+
+    *direct_p = reducible && h->direct_max_bytes > 0 && bytes <= h->direct_max_bytes;
+    return *direct_p || (reducible && job->local_size > 1 && h->node_max_bytes > 0 &&
+                         bytes <= h->node_max_bytes);
+}
+
 uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char *buf,
                            size_t len)
 {
     uint32_t missing;
+    int direct;
 
     buf[0] = '\0';
     missing = name_ranks(job, w->posted, 0, "not submitted", buf, len);
-    if (missing == 0 && name_ranks(job, w->busy, 1, "running its part", buf, len) == 0) {
+    if (missing > 0 || name_ranks(job, w->busy, 1, "running its part", buf, len) > 0) {
+        return missing;
+    }
+    if (node_reduced(job, w, &direct) && direct) {
+        /* Everything local is done: the rounds between the leaders are what is missing. */
+        (void)name_ranks(job, 1, 1, "the node's leader, in the direct rounds with the other "
+                         "nodes' leaders", buf, len);
+    } else {
         snprintf(buf, len, "its local ranks to run it in shared memory");
     }
     return missing;
@@ -163,11 +188,10 @@ int coll_shm_runs_there(const coll_job_t *job, const coll_shm_wait_t *w)
     uint64_t bytes = coll_stats_op_bytes(w->coll, w->count,
                                          coll_dtype_size((coll_dtype_t)w->dtype), job->world_size);
     const coll_shm_hdr_t *h = coll_shm_hdr(job);
+    int direct;
 
     if (job->nnodes > 1) {
-        return w->coll == COLL_KIND_ALLREDUCE && w->algo == COLL_ALGO_AUTO &&
-               coll_shm_node_reducible(w->dtype, w->op) && h->node_max_bytes > 0 &&
-               bytes <= h->node_max_bytes;
+        return node_reduced(job, w, &direct);
     }
     return w->algo == COLL_ALGO_AUTO && h->max_bytes > 0 && bytes <= h->max_bytes;
 }
@@ -193,6 +217,20 @@ static uint64_t harvest_kind(coll_daemon_t *d, coll_shm_stats_t *r, unsigned k)
     return ops;
 }
 
+/* Messages local rank @p l (the leader) dropped on the direct path for a wrong job token:
+ * counted and logged, once per harvest that found some. */
+static void harvest_refused(coll_job_t *job, uint32_t l, coll_shm_stats_t *r)
+{
+    uint64_t n = atomic_exchange_explicit(&r->direct_refused, 0, memory_order_relaxed);
+
+    if (n > 0) {
+        coll_stats_direct_refused(&job->d->stats, n);
+        coll_warn(COLL_SUB_JOB, "job %s: rank %u (the node's leader) dropped %" PRIu64 " direct "
+                  "messages without the job's token (a sender outside the job)", job->id,
+                  job->ranks[l], n);
+    }
+}
+
 void coll_shm_harvest(coll_job_t *job)
 {
     if (job->pool == NULL || job->state == COLL_JOB_GATHERING ||
@@ -204,6 +242,7 @@ void coll_shm_harvest(coll_job_t *job)
         uint64_t posted = atomic_exchange_explicit(&r->posted, 0, memory_order_relaxed);
         coll_stats_shm_posted(&job->d->stats, posted);
         job->engine.shm_posted += posted;
+        harvest_refused(job, l, r);
         for (unsigned k = 0; k < COLL_SHM_KINDS; k++) {
             job->engine.shm_done += harvest_kind(job->d, r, k);
         }

@@ -45,7 +45,8 @@ int coll_shm_waiting_key(const coll_job_t *job, uint64_t key, coll_shm_wait_t *w
 /**
  * @brief Describe what waiting collective @p w waits for: the local ranks that have not posted
  *        it ("rank 3 (pid N, node 0, not submitted)", as job/blame.c names them), or when all
- *        have, those running it.
+ *        have, those running it; with none running it, an allreduce of the direct path waits
+ *        for the node's leader (local rank 0) in its rounds with the other nodes' leaders.
  * @return The number of ranks named as not having submitted it.
  */
 uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char *buf,
@@ -63,8 +64,10 @@ int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t 
 /**
  * @return 1 when waiting collective @p w runs in shared memory once every local rank posted
  *         it (a single-node job, no forced algorithm, at most the crossover; on several nodes,
- *         an allreduce reduced and distributed there, up to the node crossover, possibly: local
- *         rank 0 may have no node buffer free), 0 when it goes to the daemon.
+ *         an allreduce reduced and distributed there, up to the node crossover with several
+ *         local ranks, possibly: local rank 0 may have no node buffer free; or up to
+ *         direct_max_bytes, its inter-node phase between the nodes' leaders), 0 when it goes
+ *         to the daemon.
  */
 int coll_shm_runs_there(const coll_job_t *job, const coll_shm_wait_t *w);
 

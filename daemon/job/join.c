@@ -236,6 +236,12 @@ void coll_job_join(coll_daemon_t *d, coll_session_t *s, const Coll__Wire__JoinJo
         refuse_job(d, s, j, digest, st, err);
         return;
     }
+    if (j->local_rank == 0 && j->leader_address.len > 0 && job->leader_address == NULL &&
+        (job->leader_address = malloc(j->leader_address.len)) != NULL) {
+        /* without it (no memory) the job runs without the direct path */
+        memcpy(job->leader_address, j->leader_address.data, j->leader_address.len);
+        job->leader_address_len = j->leader_address.len;
+    }
     job->locals[j->local_rank] = s;
     job->ranks[j->local_rank] = j->rank;
     job->njoined++;

@@ -33,6 +33,27 @@
 #include "proto/tag.h"
 #include "ps/ps.h"
 
+/* The direct path's leader addresses, by node, for local rank 0's join reply @p r (in an array
+ * the caller frees); NULL for the other ranks, without the direct path, or without memory (the
+ * leader then fails its first direct operation's wait, by the job's timeout). */
+static ProtobufCBinaryData *leader_addresses(const coll_session_t *s, const coll_job_t *job,
+                                             Coll__Wire__JoinReply *r)
+{
+    ProtobufCBinaryData *a;
+
+    if (s->local_rank != 0 || job->params.direct_max_bytes == 0 || job->nnodes < 2 ||
+        (a = calloc(job->nnodes, sizeof(*a))) == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        a[i] = (ProtobufCBinaryData){job->nodes[i].leader_address_len,
+                                     job->nodes[i].leader_address};
+    }
+    r->n_leader_addresses = job->nnodes;
+    r->leader_addresses = a;
+    return a;
+}
+
 void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *error,
                        const coll_job_t *job)
 {
@@ -40,6 +61,7 @@ void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *er
     Coll__Wire__JoinReply r = COLL__WIRE__JOIN_REPLY__INIT;
     int fds[2];
     unsigned nfds = 0;
+    ProtobufCBinaryData *leaders = NULL;
 
     r.status = status;
     r.error = (char *)error;
@@ -52,12 +74,14 @@ void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *er
         r.epoch = job->epoch;
         r.shm_bytes = COLL_SHM_TOTAL(job->local_size);
         r.shm_max_bytes = job->d->cfg.shm_max_bytes;
+        leaders = leader_addresses(s, job, &r);
         fds[nfds++] = coll_pool_fd(job->pool);
         fds[nfds++] = job->doorbell_fd;
     }
     msg.body_case = COLL__WIRE__DAEMON_MSG__BODY_JOIN;
     msg.join = &r;
     coll_session_send_fds(s, &msg, fds, nfds);
+    free(leaders);
 }
 
 /* The rendezvous guarantees every rank appears on exactly one node. The world group (every
@@ -144,6 +168,13 @@ static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply
         memcpy(n->ranks, info->ranks, info->n_ranks * sizeof(uint32_t));
         memcpy(n->worker_address, info->worker_address.data, info->worker_address.len);
         n->worker_address_len = info->worker_address.len;
+        if (info->leader_address.len > 0) {
+            if ((n->leader_address = malloc(info->leader_address.len)) == NULL) {
+                return COLL_ERR_NOMEM;
+            }
+            memcpy(n->leader_address, info->leader_address.data, info->leader_address.len);
+            n->leader_address_len = info->leader_address.len;
+        }
         snprintf(n->host, sizeof(n->host), "%s", info->host);
         n->pid = info->pid;
         n->same_kernel = info->kernel_id.len == sizeof(job->d->kernel_id) &&
@@ -153,26 +184,37 @@ static coll_status_t copy_nodes(coll_job_t *job, const Coll__Wire__NodeJoinReply
     return COLL_OK;
 }
 
-/* Every other node's UCX worker address must pass the check before UCX reads it
- * (net/ucx_address.h); returns COLL_OK, or fails the job naming the node. */
-static coll_status_t check_addresses(coll_job_t *job)
+/* Node @p i's address of @p what (the daemon's worker, or its leader's for the direct path,
+ * @p direct) passes the check before UCX reads it (net/ucx_address.h): COLL_OK, or the job
+ * fails naming the node. */
+static coll_status_t check_address(coll_job_t *job, uint32_t i, int direct)
 {
+    const coll_node_t *n = &job->nodes[i];
+    const void *a = direct ? n->leader_address : n->worker_address;
+    size_t len = direct ? n->leader_address_len : n->worker_address_len;
+    const char *what = direct ? "leader" : "worker";
     char why[160];
 
+    if (coll_ucx_address_check(a, len, why, sizeof(why)) == COLL_OK) {
+        return COLL_OK;
+    }
+    coll_refusal_note(job->d, COLL_LISTENER_CONTROL, COLL_REFUSED_WORKER_ADDRESS,
+                      "job %s: the UCX %s address of node %u (%s) cannot be used (%zu bytes: "
+                      "%s)", job->id, what, i, n->host, len, why);
+    coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: root %s sent a UCX %s address of node "
+                  "%u (%s) that cannot be used: %s", job->id, job->root, what, i, n->host, why);
+    return COLL_ERR_RENDEZVOUS;
+}
+
+/* Every other node's UCX worker address, and with the direct path (@p direct) every node's
+ * leader address, must pass the check; returns COLL_OK, or fails the job naming the node. */
+static coll_status_t check_addresses(coll_job_t *job, int direct)
+{
     for (uint32_t i = 0; i < job->nnodes; i++) {
-        const coll_node_t *n = &job->nodes[i];
-        if (i == job->node_rank ||
-            coll_ucx_address_check(n->worker_address, n->worker_address_len, why,
-                                   sizeof(why)) == COLL_OK) {
-            continue;
+        if ((i != job->node_rank && check_address(job, i, 0) != COLL_OK) ||
+            (direct && check_address(job, i, 1) != COLL_OK)) {
+            return COLL_ERR_RENDEZVOUS;
         }
-        coll_refusal_note(job->d, COLL_LISTENER_CONTROL, COLL_REFUSED_WORKER_ADDRESS,
-                          "job %s: the UCX worker address of node %u (%s) cannot be used "
-                          "(%zu bytes: %s)", job->id, i, n->host, n->worker_address_len, why);
-        coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: root %s sent a UCX worker address of "
-                      "node %u (%s) that cannot be used: %s", job->id, job->root, i, n->host,
-                      why);
-        return COLL_ERR_RENDEZVOUS;
     }
     return COLL_OK;
 }
@@ -199,12 +241,12 @@ static void rendezvous_done(coll_job_t *job, const Coll__Wire__NodeJoinReply *r)
         return;
     }
     job->node_rank = r->node_rank;
-    if (check_addresses(job) != COLL_OK) {
-        return;
-    }
     if (coll_job_params_from_wire(r->params, &params) != COLL_OK) {
         coll_job_fail(job, COLL_ERR_RENDEZVOUS, 0, "job %s: root %s sent no job parameters "
                       "or more than %d algorithm choices", job->id, job->root, COLL_JOB_CHOICES);
+        return;
+    }
+    if (check_addresses(job, params.direct_max_bytes > 0) != COLL_OK) {
         return;
     }
     job->epoch = r->epoch;
@@ -358,7 +400,9 @@ static void job_release(coll_job_t *job)
     for (uint32_t i = 0; i < job->nnodes; i++) {
         free(job->nodes[i].ranks);
         free(job->nodes[i].worker_address);
+        free(job->nodes[i].leader_address);
     }
+    free(job->leader_address);
     free(job->nodes);
     coll_group_free_all(job);
     free(job->rank_node);

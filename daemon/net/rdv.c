@@ -148,6 +148,7 @@ static void fill_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
         infos[k].host = sorted[k]->join->host;
         infos[k].pid = sorted[k]->join->pid;
         infos[k].kernel_id = sorted[k]->join->kernel_id;
+        infos[k].leader_address = sorted[k]->join->leader_address;
         ptrs[k] = &infos[k];
     }
 }
@@ -170,6 +171,36 @@ static int nccl_decide(const coll_rdv_t *rdv, size_t n, rdv_member_t **sorted)
     return yes;
 }
 
+/* The direct path's bound for the job: the root's, when every node's leader sent an address
+ * that passes the check (net/ucx_address.h) and all of them fit the join reply that hands them
+ * to each leader; otherwise 0, with the reason logged and no address sent. */
+static uint64_t direct_decide(const coll_rdv_t *rdv, size_t n, Coll__Wire__NodeInfo **ptrs,
+                              uint64_t max_bytes)
+{
+    char why[160] = "";
+    size_t total = 0;
+
+    for (size_t k = 0; k < n && max_bytes > 0 && why[0] == '\0'; k++) {
+        const ProtobufCBinaryData *a = &ptrs[k]->leader_address;
+        total += a->len;
+        if (a->len == 0) {
+            snprintf(why, sizeof(why), "node %s sent no leader address", ptrs[k]->host);
+        } else if (coll_ucx_address_check(a->data, a->len, why, sizeof(why)) == COLL_OK &&
+                   total > COLL_DIRECT_ADDRS_MAX) {
+            snprintf(why, sizeof(why), "the leaders' addresses exceed %u bytes",
+                     COLL_DIRECT_ADDRS_MAX);
+        }
+    }
+    if (max_bytes > 0 && why[0] != '\0') {
+        coll_info(COLL_SUB_RDV, "job %s: no direct path between the leaders: %s", rdv->job, why);
+        max_bytes = 0;
+    }
+    for (size_t k = 0; k < n && max_bytes == 0; k++) {
+        ptrs[k]->leader_address = (ProtobufCBinaryData){0, NULL};
+    }
+    return max_bytes;
+}
+
 static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
                        Coll__Wire__NodeInfo **ptrs, uint64_t timeout_ms)
 {
@@ -187,6 +218,10 @@ static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
     coll_job_params_from_config(&rdv->d->cfg, &p);
     p.timeout_ms = timeout_ms ? timeout_ms : p.timeout_ms;
     p.nccl = nccl_decide(rdv, n, sorted);
+    p.direct_max_bytes = direct_decide(rdv, n, ptrs, p.direct_max_bytes);
+    while (p.direct_max_bytes > 0 && p.direct_token == 0) {
+        randombytes_buf(&p.direct_token, sizeof(p.direct_token));
+    }
     rdv->d->job_hooks->params(rdv->d, (uint32_t)n, ranks_per_node, &p);
     coll_job_params_to_wire(&p, &params, choices, choice_ptrs);
     for (size_t k = 0; k < n; k++) {
@@ -462,6 +497,7 @@ static void node_on_up(coll_peer_link_t *l)
     j.pid = (uint32_t)getpid();
     j.kernel_id = (ProtobufCBinaryData){sizeof(l->d->kernel_id), l->d->kernel_id};
     j.token_digest = (ProtobufCBinaryData){sizeof(job->token_digest), job->token_digest};
+    j.leader_address = (ProtobufCBinaryData){job->leader_address_len, job->leader_address};
     coll_rdv_nccl_offer(l->d, &j, uuids);
     out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
     out.node_join = &j;

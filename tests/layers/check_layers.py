@@ -3,7 +3,7 @@
 
   includes  every #include "..." of the tree: a daemon file includes only its own layer and the
             ones below (base < core < net < engine < ps < {job, admin} < daemon.c, main.c; job
-            and admin not each other), a client file likewise (base < trace < link < shm < devmap < req <
+            and admin not each other), a client file likewise (base < trace < link < direct < shm < devmap < req <
             api < {groups, ps, bucketer} < grid; the three siblings not each other), and every
             project header by its path; proto/, common/, kernels/ and device/ include nothing of
             client/ or daemon/; client/ nothing of daemon/; nothing includes client/'s private
@@ -38,8 +38,8 @@ import tempfile
 DAEMON_RANK = {"base": 1, "core": 2, "net": 3, "engine": 4, "ps": 5, "job": 6, "admin": 6}
 ROOT_RANK = 7  # daemon/daemon.c, daemon/main.c: the composition root
 SIBLINGS = {("job", "admin"), ("admin", "job")}
-CLIENT_RANK = {"base": 1, "trace": 2, "link": 3, "shm": 4, "devmap": 5, "req": 6, "api": 7,
-               "groups": 8, "ps": 8, "bucketer": 8, "grid": 9}
+CLIENT_RANK = {"base": 1, "trace": 2, "link": 3, "direct": 4, "shm": 5, "devmap": 6, "req": 7,
+               "api": 8, "groups": 9, "ps": 9, "bucketer": 9, "grid": 10}
 BELOW_DAEMON = ("proto", "common", "kernels", "device", "include")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

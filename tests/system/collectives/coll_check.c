@@ -206,6 +206,19 @@ static int node_reduced(const check_ctx_t *c, const case_t *k, int forced)
            !(half && accumulates) && (uint64_t)k->count * coll_dtype_size(k->dt) <= max;
 }
 
+/* Whether the case runs its inter-node rounds between the nodes' leaders
+ * (coll_comm_direct_max_bytes()): coll_req_algo() then says "shm+direct", or "direct" with one
+ * rank per node. */
+static int direct_path(const check_ctx_t *c, const case_t *k, int forced)
+{
+    uint64_t max = coll_comm_direct_max_bytes(c->comm);
+    int half = k->dt == COLL_FLOAT16 || k->dt == COLL_BFLOAT16;
+    int accumulates = k->op == COLL_SUM || k->op == COLL_AVG || k->op == COLL_PROD;
+
+    return max > 0 && c->nodes > 1 && k->kind == K_ALLREDUCE && forced == COLL_ALGO_AUTO &&
+           !(half && accumulates) && (uint64_t)k->count * coll_dtype_size(k->dt) <= max;
+}
+
 /* Node-reduced: "shm+" and an algorithm auto may choose; with more operations in flight than
  * local rank 0's node buffers (4), some run in the daemon whole. */
 static int node_algo_ok(const opts_t *o, const slot_t *s)
@@ -217,8 +230,10 @@ static int node_algo_ok(const opts_t *o, const slot_t *s)
 static void check_algo(const check_ctx_t *c, const opts_t *o, const slot_t *s)
 {
     int forced = forced_algo(&s->k);
-    int node = !o->node_whole && node_reduced(c, &s->k, forced);
-    const char *want = runs_in_shm(c, &s->k, forced)  ? "shm"
+    int direct = direct_path(c, &s->k, forced);
+    int node = !direct && !o->node_whole && node_reduced(c, &s->k, forced);
+    const char *want = direct ? (c->local_size > 1 ? "shm+direct" : "direct")
+                       : runs_in_shm(c, &s->k, forced) ? "shm"
                        : c->nodes == 1                ? "local"
                        : forced != COLL_ALGO_AUTO ? coll_algo_name((coll_algo_t)forced)
                                                     : NULL;

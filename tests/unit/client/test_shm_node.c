@@ -189,8 +189,7 @@ static void reduced_case(uint32_t nlocal, coll_status_t status, int late)
     atomic_store(&g_ended, 0);
 
     coll_shm_hdr_of(w->pool, nlocal)->node_max_bytes = NODE_BYTES;
-    w->c[0]->shm->node_off = NODE_REGION;
-    w->c[0]->shm->node_bytes = NODE_BYTES;
+    coll__shm_node_provide(w->c[0]->shm, NODE_REGION, NODE_BYTES * COLL_SHM_NODE_BUFS);
     g_node_status = status;
     pthread_create(&d, NULL, daemon_for_reduced, w);
     on_every_rank(w, run_reduced, &status);

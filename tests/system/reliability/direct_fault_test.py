@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Fault-injection tests of the direct path, one case per run (fault_test.py's harness and
+checks: real daemons, real UCX, real trainer processes; every survivor's error within the job's
+timeout + 2 s; /status of the surviving daemons; a fresh job on the same daemons).
+
+The direct path (COLLD_DIRECT_MAX_BYTES=32K: the nodes' leaders, local rank 0 of each, run the
+inter-node rounds of the 4 KiB allreduces between themselves over UCX, checked through
+coll_req_algo() "shm+direct" / "direct"):
+
+  direct_kill   2 x 2; SIGKILL rank 2, node 1's leader, in its rounds. Ranks 0, 1 and 3:
+                COLL_ERR_JOB naming "rank 2" (its daemon saw it leave) or COLL_ERR_TRANSPORT
+                naming "node 1's leader" (node 0's leader's endpoint to it failed).
+  direct_stop   2 x 2; SIGSTOP rank 2. Ranks 0, 1 and 3: COLL_ERR_TIMEDOUT naming "rank 2" (its
+                daemon) or "node 1's leader" (node 0's leader, whose rounds wait for it), no
+                earlier than the timeout - 0.5 s.
+  direct_abort  2 x 2; rank 2 stops submitting and aborts while node 0's leader waits for it in
+                the rounds. Ranks 0, 1 and 3: COLL_ERR_JOB naming "rank 2" within 1 s.
+  direct_daemon_kill  3 x 1; SIGKILL node 1's daemon. Ranks 0 and 2: COLL_ERR_PEER naming
+                "node 1"; rank 1: COLL_ERR_CLOSED.
+  direct_token  2 x 2; SIGSTOP rank 2; a UCX sender outside the job (direct_rogue, the leader's
+                address and the waiting keys from node 0's /status) sends node 0's leader
+                messages with a wrong token: node 0 counts them
+                (collectived_direct_refused_total) and logs them; after SIGCONT the job goes on,
+                every result right (the rogue payload was never combined).
+
+Exit status: 0 pass, 1 fail (with the daemons' logs and the ranks' output), 77 skip (says why).
+"""
+
+import argparse
+import re
+import signal
+
+import fault_test as ft
+from fault_test import SHM_COUNT, end_job, expect_failures, expect_status_failed, fresh_job, \
+    finish, inject, kill_daemon_1, loop_job
+from fault_test import h, check, log
+
+DIRECT_ENV = {"COLLD_DIRECT_MAX_BYTES": "32K"}  # the 4 KiB allreduces take the direct path
+
+
+def direct_job(ctx, job_id, nodes, rpn, *extra):
+    """@nodes x @rpn ranks looping on 4 KiB allreduces whose inter-node rounds the nodes' leaders
+    (local rank 0 of each) run between themselves ("shm+direct", "direct" with one rank a node)."""
+    ctx.c.start_daemons(nodes, env=DIRECT_ENV)
+    job = loop_job(ctx, job_id, list(range(nodes)), rpn, SHM_COUNT, 2, *extra)
+    algo = job.rank(0).event("PROGRESS").get("algo")
+    want = "shm+direct" if rpn > 1 else "direct"
+    check(algo == want, "job %s: its allreduces ran as '%s', not '%s'" % (job_id, algo, want))
+    return job
+
+
+def case_direct_kill(ctx):
+    """SIGKILL node 1's leader (rank 2 of 2 x 2) in its rounds: the others fail naming it, from
+    its daemon (the rank left with work pending) or from node 0's leader (its endpoint to the
+    dead leader failed), whichever comes first."""
+    job = direct_job(ctx, "direct-kill", 2, 2)
+    victim = job.rank(2)
+    t = inject("SIGKILL rank 2, node 1's leader (pid %d)" % victim.pid,
+               lambda: victim.signal(signal.SIGKILL))
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB", "COLL_ERR_TRANSPORT"},
+                                      r"\brank 2\b|\bnode 1's leader\b") for r in (0, 1, 3)})
+    expect_status_failed(ctx, [0, 1], job.id, r"\brank 2\b|\bnode 1's leader\b")
+    victim.popen.wait(5)
+    del job.ranks[2]
+    end_job(job)
+    fresh_job(ctx, "direct-kill-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_direct_stop(ctx):
+    """SIGSTOP node 1's leader (rank 2 of 2 x 2): the others time out naming it, not earlier
+    than the timeout - 0.5 s."""
+    job = direct_job(ctx, "direct-stop", 2, 2)
+    victim = job.rank(2)
+    t = inject("SIGSTOP rank 2, node 1's leader (pid %d)" % victim.pid,
+               lambda: victim.signal(signal.SIGSTOP))
+    try:
+        expect_failures(ctx, job, t, {r: ({"COLL_ERR_TIMEDOUT"}, r"\brank 2\b|\bnode 1's leader\b")
+                                      for r in (0, 1, 3)}, lower=ctx.t_s - 0.5)
+        expect_status_failed(ctx, [0, 1], job.id, r"\brank 2\b|\bnode 1's leader\b")
+    finally:
+        victim.signal(signal.SIGCONT)
+    end_job(job, expect=None)  # rank 2 fails too once it runs again
+    fresh_job(ctx, "direct-stop-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_direct_abort(ctx):
+    """Node 1's leader (rank 2 of 2 x 2) stops submitting and aborts while node 0's leader waits
+    for it in the rounds: every other rank fails naming it within 1 s."""
+    job = direct_job(ctx, "direct-abort", 2, 2, "--stall-rank", "2", "--stall-after", "20",
+                     "--abort")
+    job.wait_event("ABORTED", ranks=[2], timeout=30)
+    t = float(job.rank(2).event("ABORTED")["t_mono"])
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 2\b") for r in (0, 1, 3)})
+    check(max(ctx.times.values()) < 1.0, "the waiting ranks heard of the abort %.3f s after it"
+          % max(ctx.times.values()))
+    expect_status_failed(ctx, [0, 1], job.id, r"\brank 2\b.*fault_rank --abort")
+    end_job(job, expect=None)  # rank 2 ended the job and exits 0
+    fresh_job(ctx, "direct-abort-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
+def case_direct_daemon_kill(ctx):
+    """SIGKILL node 1's daemon (3 x 1) while the leaders run their rounds without the daemons:
+    ranks 0 and 2 fail with COLL_ERR_PEER naming node 1, rank 1 with COLL_ERR_CLOSED."""
+    job = direct_job(ctx, "direct-daemon-kill", 3, 1)
+    kill_daemon_1(ctx, job)
+    fresh_job(ctx, "direct-daemon-kill-fresh", [0, 2], 1)
+    finish(ctx, [0, 2])
+
+
+def waiting_keys(ctx, node, job_id, older_ms):
+    """(leader address, keys) of node @node's allreduces of @job_id that have waited in shared
+    memory for more than @older_ms (the leader's rounds wait for a stopped leader)."""
+    j = ctx.c.daemons[node].job(job_id) or {}
+    keys = [str(o["key"]) for o in j.get("operations", [])
+            if o.get("collective") == "allreduce" and o.get("age_ms", 0) > older_ms]
+    return (j.get("shm") or {}).get("leader_address"), keys
+
+
+def refused_total(daemon):
+    code, body = h.http_get(daemon.status_sock, "/metrics", 3.0)
+    check(code == 200, "%s: GET /metrics answered %d" % (daemon.name, code))
+    m = re.search(r"^collectived_direct_refused_total (\d+)$", body, re.M)
+    check(m is not None, "%s: no collectived_direct_refused_total in /metrics" % daemon.name)
+    return int(m.group(1))
+
+
+def case_direct_token(ctx):
+    """A UCX sender outside the job (direct_rogue) sends node 0's leader, waiting in its rounds
+    for a stopped node 1 leader, messages with a wrong token and a payload that would show in
+    any sum: they are dropped, counted (collectived_direct_refused_total) and logged by node 0;
+    once node 1's leader runs again every result is still right (the ranks check every
+    element), and the job goes on."""
+    c = ctx.c
+    job = direct_job(ctx, "direct-token", 2, 2)
+    victim = job.rank(2)
+    inject("SIGSTOP rank 2, node 1's leader (pid %d)" % victim.pid,
+           lambda: victim.signal(signal.SIGSTOP))
+    try:
+        addr, keys = h.wait_until(lambda: (lambda a, k: (a, k) if a and k else None)(
+            *waiting_keys(ctx, 0, job.id, 200)), 5, "node 0's rounds to wait for node 1")
+        code, out = h.run([ctx.args.direct_rogue, addr, str(SHM_COUNT * 4)] + keys, timeout=30)
+        check(code == 0 and "SENT %d" % len(keys) in out, "direct_rogue failed: %s" % out)
+        h.wait_until(lambda: refused_total(c.daemons[0]) >= 1, 5,
+                     "node 0 to count the refused messages")
+        check(re.search(r"rank 0 \(the node's leader\) dropped \d+ direct messages without the "
+                        r"job's token", c.daemons[0].log()), "node 0 did not log the refusal")
+        log("node 0: %d direct messages refused (keys %s)" % (refused_total(c.daemons[0]),
+                                                               " ".join(keys)))
+    finally:
+        victim.signal(signal.SIGCONT)
+    seen = len(job.rank(0).events("PROGRESS"))
+    h.wait_until(lambda: len(job.rank(0).events("PROGRESS")) >= seen + 20, 20,
+                 "the job to go on after SIGCONT")
+    for r in job.ranks.values():  # a wrong element ends a rank with exit status 1
+        check(r.event("FAILED") is None and r.popen.poll() is None, "%s failed (exit %s): %s"
+              % (r.label, r.popen.poll(), r.event("FAILED")))
+    log("the job goes on with every result right after the refused messages")
+    for r in list(job.ranks.values()):  # it would loop on: its ranks end here
+        r.signal(signal.SIGKILL)
+        r.popen.wait(5)
+    finish(ctx, [0, 1])
+
+
+CASES = {
+    "direct_kill": case_direct_kill, "direct_stop": case_direct_stop,
+    "direct_abort": case_direct_abort, "direct_daemon_kill": case_direct_daemon_kill,
+    "direct_token": case_direct_token,
+}
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--daemon", required=True, help="collectived binary")
+    p.add_argument("--fault-rank", required=True, help="fault_rank binary")
+    p.add_argument("--direct-rogue", help="direct_rogue binary (case direct_token)")
+    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--timeout-ms", type=int, default=3000,
+                   help="the job's timeout (COLL_TIMEOUT_MS) of the fault cases (default 3000)")
+    p.add_argument("--dump", action="store_true",
+                   help="print the daemons' logs and the ranks' output also when the test passes")
+    return p
+
+
+def body(args, cluster):
+    log("case %s, job timeout %d ms" % (args.case, args.timeout_ms))
+    CASES[args.case](ft.Ctx(args, cluster))
+
+
+if __name__ == "__main__":
+    p = parser()
+    h.main(body, p, cluster=p.parse_known_args()[0].case)
