@@ -222,6 +222,8 @@ static void reload_cb(uv_signal_t *h, int signum)
     d->stats.busbw_min_bytes = d->cfg.busbw_min_bytes;
     d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
     coll_devices_budget(&d->devices, d->cfg.device_pool_budget);
+    coll_pinned_configure(&d->devices.pinned, d->loop, d->cfg.staged_pinned_cache_bytes,
+                          d->cfg.staged_pinned_idle_ms);
     coll_notify("READY=1");
 }
 
@@ -252,6 +254,8 @@ coll_status_t coll_daemon_start(coll_daemon_t *d, uv_loop_t *loop)
     coll_doorbell_start(d);
     d->pool_budget.limit = d->cfg.pool_budget ? d->cfg.pool_budget : half_of_memory();
     coll_devices_open(&d->devices, d->cfg.device_pool_budget);
+    coll_pinned_configure(&d->devices.pinned, loop, d->cfg.staged_pinned_cache_bytes,
+                          d->cfg.staged_pinned_idle_ms);
     if ((st = coll_loopwatch_start(loop, d->cfg.loop_stall_ms)) != COLL_OK ||
         (st = coll_auth_load(&d->auth, d->cfg.peer_secret_file,
                              coll_config_source(&d->cfg, "peer_secret_file") != COLL_CFG_DEFAULT,
@@ -292,6 +296,7 @@ void coll_daemon_stop(coll_daemon_t *d)
     coll_rdv_close_all(d);
     coll_formation_clear(d);
     coll_workers_stop(d);
+    coll_pinned_close(&d->devices.pinned); /* operations freed later free their own */
     coll_crossover_stop(d);
     coll_doorbell_stop(d);
     coll_acceptor_close(d->clients); /* freed once its last session is */

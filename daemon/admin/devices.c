@@ -28,17 +28,22 @@ static void device_use(coll_daemon_t *d, int i, uint64_t *used_p, uint64_t *allo
 static json_t *device_json(const coll_daemon_t *d, int i)
 {
     const coll_device_t *dv = &d->devices.dev[i];
+    const coll_pinned_dev_t *pin = &d->devices.pinned.dev[i];
     uint64_t used, allocs;
     char cc[16];
 
     device_use((coll_daemon_t *)d, i, &used, &allocs);
     snprintf(cc, sizeof(cc), "%d.%d", dv->info.cc_major, dv->info.cc_minor);
-    return json_pack("{s:i, s:s, s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I}", "index", i, "name",
-                     dv->info.name, "memory_bytes", (json_int_t)dv->info.mem_bytes,
-                     "compute_capability", cc, "shareable", dv->info.shareable,
-                     "pool_budget_bytes", (json_int_t)dv->budget.limit, "pool_held_bytes",
-                     (json_int_t)dv->budget.used, "pool_used_bytes", (json_int_t)used,
-                     "pools", (json_int_t)dv->pools, "allocations", (json_int_t)allocs);
+    return json_pack("{s:i, s:s, s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I}}",
+                     "index", i, "name", dv->info.name, "memory_bytes",
+                     (json_int_t)dv->info.mem_bytes, "compute_capability", cc, "shareable",
+                     dv->info.shareable, "pool_budget_bytes", (json_int_t)dv->budget.limit,
+                     "pool_held_bytes", (json_int_t)dv->budget.used, "pool_used_bytes",
+                     (json_int_t)used, "pools", (json_int_t)dv->pools, "allocations",
+                     (json_int_t)allocs, "staged_pinned", "held_bytes", (json_int_t)pin->held,
+                     "used_bytes", (json_int_t)pin->used,
+                     "limit_bytes", (json_int_t)d->devices.pinned.limit, "hits",
+                     (json_int_t)pin->hits, "misses", (json_int_t)pin->misses);
 }
 
 json_t *coll_report_devices(const coll_daemon_t *d)
@@ -130,23 +135,37 @@ static void per_device(FILE *f, coll_daemon_t *d, unsigned which)
 }
 
 /* The staged path's counters per device (engine/dev_staged.h): @p which 0 its operations, 1
- * the bytes it copied, 2 its host copies that are not page-locked. */
+ * the bytes it copied, 2 its host copies that are not page-locked, 3 .. 6 its page-locked
+ * buffers (core/dev_pinned.h): idle bytes, bytes in use, takes the cache served, takes it did
+ * not. */
 static void staged(FILE *f, const coll_devices_t *ds, int which)
 {
     static const char *const names[] = {"collectived_device_staged_operations_total",
                                         "collectived_device_staged_bytes_total",
-                                        "collectived_device_staged_unpinned_total"};
+                                        "collectived_device_staged_unpinned_total",
+                                        "collectived_device_staged_pinned_held_bytes",
+                                        "collectived_device_staged_pinned_used_bytes",
+                                        "collectived_device_staged_pinned_hits_total",
+                                        "collectived_device_staged_pinned_misses_total"};
     static const char *const helps[] = {
         "Collectives on the device's pools that the staged path ran on host copies of their "
         "buffers.",
         "Bytes the staged path copied between the device's pools and host memory, both ways.",
         "Host copies of the staged path in ordinary memory, as the driver refused page-locked "
-        "memory."};
+        "memory.",
+        "Page-locked host memory kept idle for the staged path's next host copies "
+        "(at most staged_pinned_cache_bytes).",
+        "Page-locked host memory the staged path's operations in flight hold.",
+        "Host copies of the staged path served by an idle page-locked buffer.",
+        "Host copies of the staged path that asked the driver to lock memory."};
 
-    coll_metrics_family(f, names[which], "counter", helps[which]);
+    coll_metrics_family(f, names[which], which == 3 || which == 4 ? "gauge" : "counter",
+                        helps[which]);
     for (int i = 0; i < ds->n; i++) {
         const coll_device_t *dv = &ds->dev[i];
-        uint64_t v[] = {dv->staged_ops, dv->staged_bytes, dv->staged_unpinned};
+        const coll_pinned_dev_t *pin = &ds->pinned.dev[i];
+        uint64_t v[] = {dv->staged_ops, dv->staged_bytes, dv->staged_unpinned, pin->held,
+                        pin->used,      pin->hits,        pin->misses};
         fprintf(f, "%s{device=\"%d\",name=\"", names[which], i);
         coll_metrics_label(f, dv->info.name);
         fprintf(f, "\"} %" PRIu64 "\n", v[which]);
@@ -194,7 +213,7 @@ void coll_metrics_devices(FILE *f, coll_daemon_t *d)
     for (unsigned which = 0; d->devices.n > 0 && which < 5; which++) {
         per_device(f, d, which);
     }
-    for (int which = 0; d->devices.n > 0 && which < 3; which++) {
+    for (int which = 0; d->devices.n > 0 && which < 7; which++) {
         staged(f, &d->devices, which);
     }
     if (d->devices.n > 0) {

@@ -96,6 +96,11 @@ static const cfg_key_t keys[] = {
     KEY(device_pool_budget, CFG_SIZE, "0",
         "bytes the jobs' device pools may hold together on each GPU; an allocation that would "
         "grow them beyond it is refused (0: a quarter of each device's memory)"),
+    KEY(staged_pinned_cache_bytes, CFG_SIZE, "64M",
+        "page-locked host memory the staged path keeps idle on each GPU for the next operations' "
+        "host copies, instead of locking and unlocking memory for each (0: none kept)"),
+    KEY(staged_pinned_idle_ms, CFG_UINT, "10000",
+        "a page-locked host buffer of the staged path idle this long (ms) is freed (1..3600000)"),
     KEY(peer_secret_file, CFG_STRING, COLL_AUTH_DEFAULT_SECRET,
         "the node secret (mode 0600, >= 16 bytes) every daemon of the cluster shares: daemons "
         "authenticate each other with it before anything else; collectived --make-secret "
@@ -521,6 +526,9 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     }
     if (cfg->loop_stall_ms < 10 || cfg->loop_stall_ms > 60000) {
         bad |= refuse(cfg, origin, "loop_stall_ms", "must be 10..60000");
+    }
+    if (cfg->staged_pinned_idle_ms < 1 || cfg->staged_pinned_idle_ms > 3600000) {
+        bad |= refuse(cfg, origin, "staged_pinned_idle_ms", "must be 1..3600000");
     }
     if (cfg->kernel_threads > 64) {
         bad |= refuse(cfg, origin, "kernel_threads", "must be 0..64");

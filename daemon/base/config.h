@@ -42,6 +42,9 @@ typedef struct {
     uint64_t pool_budget;    /**< bytes of all jobs' pools together (0: half the memory) */
     uint64_t device_pool_budget; /**< bytes of the jobs' device pools on each device (0: a
                                       quarter of its memory) */
+    uint64_t staged_pinned_cache_bytes; /**< idle page-locked bytes kept per device
+                                             (core/dev_pinned.h) */
+    uint64_t staged_pinned_idle_ms; /**< an idle page-locked buffer is freed after this */
     char *peer_secret_file;  /**< the node secret daemons authenticate each other with (auth.h) */
     uint64_t require_job_token; /**< 1: joining needs a job token */
     char *ucx_error_mode;    /**< "none" or "peer": UCX endpoint error handling */
@@ -118,7 +121,7 @@ coll_config_source_t coll_config_source(const coll_config_t *cfg, const char *na
  *  change of any other key is logged and waits for a restart. */
 #define COLL_CONFIG_RELOADABLE                                                                   \
     "log_level, log_subsys, log_file, timeout_ms, pool_size, pool_max, pool_budget, "           \
-    "device_pool_budget, "                                                                       \
+    "device_pool_budget, staged_pinned_cache_bytes, staged_pinned_idle_ms, "                    \
     "segment_size, pipeline_depth, rd_max_bytes, require_job_token, busbw_min_bytes"
 
 /**

@@ -44,6 +44,7 @@ void coll_devices_open(coll_devices_t *ds, uint64_t budget)
         ds->ops = NULL;
     }
     ds->status = coll_dev_status();
+    ds->pinned.ops = ds->ops;
     ds->nccl = coll_nccl_probe(&ds->nccl_text);
     if (ds->ops == NULL) {
         coll_info(COLL_SUB_CORE, "devices: none (%s): host jobs only, device allocations are "

@@ -2,7 +2,8 @@
  * @file devices.h
  * @brief The devices a daemon serves: its device layer (device/dev.h) or why it has none, each
  *        device's facts and the budget its jobs' device pools are charged to
- *        (device_pool_budget), the executor of device memory (core/dev_exec.h) or why there is
+ *        (device_pool_budget), the page-locked host buffers kept for its staged operations
+ *        (core/dev_pinned.h), the executor of device memory (core/dev_exec.h) or why there is
  *        none, and whether NCCL is there. Loop thread only.
  */
 #ifndef COLL_CORE_DEVICES_H
@@ -10,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "core/dev_pinned.h"
 #include "core/pool.h"
 #include "device/dev.h"
 #include "kernels/exec.h"
@@ -44,6 +46,9 @@ typedef struct coll_devices {
     char exec_status[COLL_DEV_TEXT_MAX]; /**< what coll_dev_exec_open() registered, or why not */
     int nccl;                  /**< 1 when NCCL is there */
     const char *nccl_text;     /**< its version, or why it is absent */
+    coll_pinned_t pinned;      /**< the page-locked host buffers kept for the staged path, per
+                                    device (staged_pinned_cache_bytes); nothing is kept until
+                                    coll_pinned_configure() */
 } coll_devices_t;
 
 /**

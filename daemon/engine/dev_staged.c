@@ -2,10 +2,12 @@
  * The staged path (staged.h): device buffers get host copies when the operation starts, the
  * host algorithm runs on them, and the results go back before the ranks are told. A member's
  * input and output that overlap (the in-place layouts) share one host copy of their union, so
- * the algorithm sees the same layout as on host memory. The host copies are page-locked (the
- * device layer's host_alloc), so the device copies them without a bounce through the driver's
- * own buffers; where the driver refuses to lock more, ordinary memory does, counted per device
- * and logged the first time.
+ * the algorithm sees the same layout as on host memory. The host copies are page-locked, so the
+ * device copies them without a bounce through the driver's own buffers; they come from the
+ * daemon's cache of such buffers (core/dev_pinned.h), as locking memory takes the driver
+ * milliseconds, and go back to it when the operation is freed, whatever its end. Where the
+ * driver refuses to lock more, ordinary memory serves, counted per device and logged the first
+ * time.
  */
 #include "engine/dev_staged.h"
 
@@ -29,7 +31,8 @@ typedef struct {
     coll_dev_stream_t *streams; /* its device pool's pair (coll_dev_pool_streams()) */
     uint64_t dev;               /* device address of the span's first byte */
     uint8_t *host;              /* its host copy */
-    int pinned;                 /* 1: host came from the device layer's host_alloc() */
+    size_t pinned;              /* > 0: host is a buffer of this size of the daemon's cache
+                                   (coll_pinned_take()); 0: ordinary memory */
     uint64_t in_off, in_len;    /* what is copied in before the algorithm (in_len 0: nothing) */
     uint64_t out_off, out_len;  /* what is copied back after it (out_len 0: nothing) */
     coll_dev_event_t ev[2];     /* recorded on each stream after the copies */
@@ -83,9 +86,8 @@ static coll_status_t host_copy(coll_op_t *op, span_t *p, size_t bytes)
     coll_device_t *dv = &ds->dev[p->device];
     void *host = NULL;
 
-    if (ds->ops->host_alloc(p->device, bytes, &host) == COLL_OK) {
+    if (coll_pinned_take(&ds->pinned, p->device, bytes, &host, &p->pinned) == COLL_OK) {
         p->host = host;
-        p->pinned = 1;
         return COLL_OK;
     }
     if (dv->staged_unpinned++ == 0) {
@@ -323,7 +325,8 @@ static void timer_closed(uv_handle_t *h)
 }
 
 /* The host copies outlive the device's copies into and out of them: an operation freed while
- * they are in flight (its job failed) waits for its streams, off the normal path. */
+ * they are in flight (its job failed) waits for its streams, off the normal path, before its
+ * page-locked buffers go back to the cache. */
 static void staged_free(coll_op_t *op, void *state)
 {
     staged_t *sg = state;
@@ -340,8 +343,8 @@ static void staged_free(coll_op_t *op, void *state)
         }
         ops->event_destroy(p->ev[0]);
         ops->event_destroy(p->ev[1]);
-        if (p->pinned) {
-            ops->host_free(p->device, p->host);
+        if (p->pinned > 0) {
+            coll_pinned_give(&op->job->d->devices.pinned, p->device, p->host, p->pinned);
         } else {
             free(p->host);
         }

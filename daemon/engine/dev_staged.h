@@ -3,10 +3,11 @@
  * @brief The staged path of device buffers: collectives on buffers in a device pool
  *        (core/dev_pools.h) run by the host's algorithms on host copies of them. When the
  *        operation starts, each local member's device input is copied into page-locked host
- *        memory (engine/dev_staged_copy.h: chunks on the two streams of its device pool) and
- *        the operation's buffers (op->in, op->out) become the host copies; the algorithm the
- *        table chose runs on them as on any host buffer once the copies' events completed;
- *        before the ranks are told, each device output gets its host copy back.
+ *        memory kept by the daemon across operations (core/dev_pinned.h) in chunks on the two
+ *        streams of its device pool (engine/dev_staged_copy.h), and the operation's buffers
+ *        (op->in, op->out) become the host copies; the algorithm the table chose runs on them
+ *        as on any host buffer once the copies' events completed; before the ranks are told,
+ *        each device output gets its host copy back.
  *
  * It is a feature (engine/feature.h), not an entry of the algorithm table per memory kind: it
  * wraps whichever host algorithm the table chooses (ring, recursive doubling, chain, the local
@@ -19,7 +20,8 @@
  * COLL_INPROGRESS while they are in flight, a timer of the loop polls their events, and the
  * operation starts (coll_op_attached()) or its ranks are told (coll_op_finished()) once they
  * completed. The network does not overlap them: the whole input is in before the algorithm
- * starts. Host copies the driver refuses to lock are ordinary memory, counted per device.
+ * starts. Host copies the driver refuses to lock are ordinary memory, counted per device; the
+ * page-locked ones go back to the daemon's cache when the operation is freed, whatever its end.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_H
 #define COLL_ENGINE_DEV_STAGED_H

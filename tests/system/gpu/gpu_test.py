@@ -27,6 +27,13 @@
              completed (staged operations counted > operations completed), which a daemon whose
              loop waits for the copies never shows (it starts, copies, runs and completes a
              one-node operation in one turn of its loop).
+  staged_cache
+             Over the fake device layer, a daemon keeping at most 1 MiB of page-locked host
+             buffers idle per device, freed after 300 ms idle: 2 local ranks run staged_check's
+             collectives on device buffers, right; /metrics and /status then show the cache
+             served host copies of the later collectives (hits > 0, fewer locks than host
+             copies), kept at most its limit idle and nothing in use; once idle long enough it
+             holds nothing.
   nccl_param Three daemons over the fake device layer with the stand-in NCCL, the third with
              nccl = off: a job on the first two has the job parameter nccl on both (/status),
              a job on the first and the third has it off on both, and its root logs why.
@@ -272,6 +279,40 @@ def test_staged_async(args, work):
         d.stop()
 
 
+def test_staged_cache(args, work):
+    env = h.clean_env()
+    env["COLL_DEVICE_FAKE"] = "1"
+    limit = MiB
+    d = h.Daemon(args.daemon, work, "node0", env=env, peers=False,
+                 extra=["--staged-pinned-cache-bytes", str(limit),
+                        "--staged-pinned-idle-ms", "300"]).wait_ready()
+    world, count = 2, 5000
+    try:
+        ranks = [h.Rank(r, 0, [args.staged, "--count", str(count)],
+                        rank_env(d, "cache", r, world, True),
+                        os.path.join(work, "cache.r%d.out" % r), local=r, stdin_pipe=False)
+                 for r in range(world)]
+        wait_ranks(ranks, d)
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        get = lambda name: metric(text, "collectived_device_staged_pinned_" + name, 'device="0"')
+        hits, misses, held, used = get("hits_total"), get("misses_total"), get("held_bytes"), \
+            get("used_bytes")
+        # 9 collectives, at least one host copy for each rank of each: far more than were locked.
+        h.check(hits > 0 and misses + hits >= 9 * world and 0 < held <= limit and used == 0,
+                "pinned cache after the job: %d hits, %d misses, %d bytes idle, %d in use"
+                % (hits, misses, held, used))
+        pin = h.status_json(d.status_sock)["devices"]["list"][0]["staged_pinned"]
+        h.check(pin["hits"] == hits and pin["limit_bytes"] == limit, "/status: %s" % pin)
+        h.wait_until(lambda: h.status_json(d.status_sock)["devices"]["list"][0]
+                     ["staged_pinned"]["held_bytes"] == 0 or None, 10,
+                     "the idle page-locked buffers to be freed")
+        h.log("pinned cache: %d hits, %d misses, %d bytes idle after the job" % (hits, misses,
+                                                                                  held))
+        h.check_no_warnings(d.log(), d.name)
+    finally:
+        d.stop()
+
+
 # ---- nccl_param -------------------------------------------------------------------------------
 
 def job_nccl(cluster, k, job_id):
@@ -437,7 +478,7 @@ def test_nccl_error(args, work):
 
 
 TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool, "staged": test_staged,
-         "staged_async": test_staged_async,
+         "staged_async": test_staged_async, "staged_cache": test_staged_cache,
          "nccl_param": test_nccl_param, "nccl": test_nccl, "nccl_error": test_nccl_error,
          "executor": test_executor}
 

@@ -9,6 +9,9 @@
  *   in flight (a free of them is refused);
  *   an in-place allreduce whose local ranks hold it in different memory kinds (one device
  *   buffer, one host buffer) gives both the same sum;
+ *   the host copies are page-locked buffers of the daemon's cache (core/dev_pinned.h): a
+ *   second allreduce of the same sizes takes every one of them from it (hits, no new lock),
+ *   and what it keeps idle stays within its limit;
  *   the host copies are page-locked, and where the device layer refuses that
  *   (COLL_DEVICE_FAKE_PIN_FAIL) ordinary memory serves, counted, with the same sums;
  *   copies that take time (COLL_DEVICE_FAKE_COPY_DELAY_MS): submitting returns with nothing
@@ -16,7 +19,8 @@
  *   back, tells the ranks; the sums are right;
  *   a copy back that the device layer refuses fails the job on that node with the layer's
  *   words, and its ranks get the error instead of a success; so does an event the loop's poll
- *   finds failed.
+ *   finds failed; after either every page-locked buffer is back in the cache, and at the end
+ *   the cache unlocks every buffer it holds (the ASan build finds any leak).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +42,8 @@
 #define N 2
 #define L 2
 #define COUNT 3000 /* floats: several ring segments of 1 KiB */
+#define CACHE_BYTES (256 << 10) /* each node's staged_pinned_cache_bytes */
+#define CLASS (64 << 10)        /* the cache's size of a host copy of COUNT floats */
 
 static fake_world_t w;
 static uv_loop_t loop; /* the daemons' loop, for the poll of copies that take time */
@@ -69,6 +75,7 @@ static int setup(void **state)
         if (w.d[n].devices.n != 1) {
             return -1;
         }
+        coll_pinned_configure(&w.d[n].devices.pinned, &loop, CACHE_BYTES, 60000);
     }
     return 0;
 }
@@ -79,8 +86,9 @@ static int teardown(void **state)
     fake_net_free(&w);
     for (uint32_t n = 0; n < N; n++) {
         coll_dev_pools_destroy(&w.job[n]);
+        coll_pinned_close(&w.d[n].devices.pinned);
     }
-    uv_run(&loop, UV_RUN_DEFAULT); /* the polls' close callbacks */
+    uv_run(&loop, UV_RUN_DEFAULT); /* the polls' and the cache's close callbacks */
     return uv_loop_close(&loop) == 0 ? 0 : -1;
 }
 
@@ -159,11 +167,51 @@ static void test_allreduce(void **state)
         assert_int_equal(w.d[n].devices.dev[0].staged_ops, 1);
         assert_int_equal(w.d[n].devices.dev[0].staged_bytes, (uint64_t)L * 2 * COUNT * 4);
         assert_int_equal(w.d[n].devices.dev[0].staged_unpinned, 0);
+        assert_int_equal(w.d[n].devices.pinned.dev[0].misses, L * 2); /* in and out a rank */
+        assert_int_equal(w.d[n].devices.pinned.dev[0].used, 0);
     }
 }
 
-/* The device layer refuses page-locked memory on node 1: its host copies are ordinary memory,
- * counted, and the sums are as right. */
+/* The same allreduce again: its host copies are the first one's buffers, none locked anew,
+ * and the cache keeps at most its limit idle. */
+static void test_cache_reused(void **state)
+{
+    float *in[N][L], *out[N][L];
+    uint64_t ino[N][L], outo[N][L];
+    (void)state;
+
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            in[n][l] = dev_buf(n, l, COUNT * 4, &ino[n][l]);
+            out[n][l] = dev_buf(n, l, COUNT * 4, &outo[n][l]);
+            for (size_t i = 0; i < COUNT; i++) {
+                in[n][l][i] = input(n * L + l, i);
+            }
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            submit(n, l, 17, 1, ino[n][l], outo[n][l]);
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        const coll_pinned_dev_t *c = &w.d[n].devices.pinned.dev[0];
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = fake_net_done(&w, n, l, 17);
+            assert_true(d != NULL && d->status == COLL_OK);
+            for (size_t i = 0; i < COUNT; i++) {
+                assert_true(out[n][l][i] == total(i));
+            }
+        }
+        assert_int_equal(c->hits, L * 2);
+        assert_int_equal(c->misses, L * 2);
+        assert_int_equal(c->held, L * 2 * CLASS);
+        assert_true(c->held <= CACHE_BYTES && c->used == 0);
+    }
+}
+
+/* The device layer refuses page-locked memory on node 1, whose cache holds nothing idle: its
+ * host copies are ordinary memory, counted, and the sums are as right. */
 static void test_unpinned_fallback(void **state)
 {
     float *b[N][L];
@@ -178,6 +226,7 @@ static void test_unpinned_fallback(void **state)
             }
         }
     }
+    coll_pinned_configure(&w.d[1].devices.pinned, &loop, 0, 60000); /* nothing idle to reuse */
     for (uint32_t n = 0; n < N; n++) {
         if (n == 1) {
             setenv("COLL_DEVICE_FAKE_PIN_FAIL", "1", 1);
@@ -198,6 +247,7 @@ static void test_unpinned_fallback(void **state)
     }
     assert_int_equal(w.d[0].devices.dev[0].staged_unpinned, 0);
     assert_int_equal(w.d[1].devices.dev[0].staged_unpinned, L); /* one in-place span a rank */
+    coll_pinned_configure(&w.d[1].devices.pinned, &loop, CACHE_BYTES, 60000);
 }
 
 /* Local rank 0 of each node in place on the device, local rank 1 in place in the host pool. */
@@ -338,6 +388,7 @@ static void test_copy_in_fails_in_the_poll(void **state)
     }
     w.d[1].devices.ops = real;
     assert_int_equal(w.job[1].state, COLL_JOB_FAILED);
+    assert_int_equal(w.d[1].devices.pinned.dev[0].used, 0);
 }
 
 /* The device layer of node 0, but its copies fail from the @c fail_from-th on. */
@@ -378,12 +429,14 @@ static void test_copy_back_refused(void **state)
         assert_non_null(strstr(d->error, "CUDA_ERROR_ILLEGAL_ADDRESS"));
     }
     assert_int_equal(w.job[0].state, COLL_JOB_FAILED);
+    assert_int_equal(w.d[0].devices.pinned.dev[0].used, 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce),
+        cmocka_unit_test(test_cache_reused),
         cmocka_unit_test(test_mixed_kinds),
         cmocka_unit_test(test_unpinned_fallback),
         cmocka_unit_test(test_copies_polled_from_the_loop),
