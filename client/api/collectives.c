@@ -157,9 +157,10 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
 }
 
 /* Local rank 0 of a multi-node job takes its node buffers from the pool before its first
- * allreduce (shm/shm.h, route NODE). A pool without room for them is no error: the allreduces then
- * go to the daemon whole (said once at COLL_DEBUG=WARN, the default), and the last error the
- * user may read is left as it was. */
+ * allreduce (shm/shm.h, route NODE): both sets, else the direct path's alone. A pool without
+ * room for them is no error here: the daemons' path's allreduces then go to the daemon whole
+ * (said once at COLL_DEBUG=WARN, the default; a direct one fails the job, saying why, as it
+ * must: shm/submit.c), and the last error the user may read is left as it was. */
 static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
 {
     uint64_t bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll), off = 0;
@@ -170,7 +171,15 @@ static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
         return;
     }
     memcpy(saved, c->conn->last_error, sizeof(saved));
-    if ((st = coll__mem_alloc(c->conn, (size_t)bytes, &off)) != COLL_OK) {
+    st = coll__mem_alloc(c->conn, (size_t)bytes, &off);
+    if (st == COLL_ERR_POOL_FULL && coll__shm_node_direct_only(c->shm)) {
+        bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll);
+        st = coll__mem_alloc(c->conn, (size_t)bytes, &off);
+        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: no room in the pool for the node "
+                    "buffers of allreduces above direct_max_bytes: those go to the daemon "
+                    "whole, not reduced in shared memory first", c->rank, c->job);
+    }
+    if (st != COLL_OK) {
         /* A failed job refuses every allocation, the pool full or not. */
         coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s the %llu bytes of node buffers "
                     "(%s): its node's allreduces go to the daemon whole, not reduced in shared "
@@ -178,8 +187,8 @@ static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
                     st == COLL_ERR_POOL_FULL ? "no room in the pool for" : "could not allocate",
                     (unsigned long long)bytes, c->conn->last_error);
         off = 0;
-        memcpy(c->conn->last_error, saved, sizeof(saved));
     }
+    memcpy(c->conn->last_error, saved, sizeof(saved));
     coll__shm_node_provide(c->shm, off, bytes);
 }
 

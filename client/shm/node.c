@@ -5,10 +5,13 @@
  *
  * The node sum goes to a buffer of its own, not to local rank 0's output: nothing may write
  * an output before the daemons checked the descriptors across nodes, and an input in place is
- * still needed by the reduce. Local rank 0 keeps COLL_SHM_NODE_BUFS of them, allocated in the
+ * still needed by the reduce. Local rank 0 keeps two sets of them in one allocation, made in the
  * pool before its first allreduce (by api/collectives.c, which may ask the daemon: shm/ sits
- * below the requests); a collective that finds none free goes to the daemon whole, which
- * gives the same result (the daemons' descriptors and algorithms do not depend on the route).
+ * below the requests): one of direct_max_bytes per post of its ring for the direct path (the
+ * post's own: a direct allreduce always has one, as it must, since every node runs it alike),
+ * then COLL_SHM_NODE_BUFS of node_max_bytes for the daemons' path; a collective of the daemons'
+ * path that finds none free goes to the daemon whole, which gives the same result (the daemons'
+ * descriptors and algorithms do not depend on the route).
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,57 +38,87 @@ int coll__shm_node_route(const coll_shm_t *s, const coll_submission_t *d)
            (s->nlocal > 1 && node_reducible(s, d, s->hdr->node_max_bytes));
 }
 
-/* Node buffers local rank 0 keeps: with the direct path one per post, so that a direct
- * allreduce always finds one (every node must run it alike); otherwise a few. */
-static uint32_t node_nbufs(const coll_shm_t *s)
+/* Cache-line multiple of at least @p bytes. */
+static uint64_t lines(uint64_t bytes)
 {
-    return s->hdr->direct_max_bytes > 0 ? COLL_SHM_SLOTS : COLL_SHM_NODE_BUFS;
+    return (bytes + 63) & ~(uint64_t)63;
+}
+
+/* Bytes of each of the direct path's buffers (one per post, so that a direct allreduce always
+ * finds one: every node must run it alike), 0 without the path. */
+static uint64_t direct_buf_bytes(const coll_shm_t *s)
+{
+    return s->nnodes > 1 ? lines(s->hdr->direct_max_bytes) : 0;
+}
+
+/* Bytes of each of the daemons' path's few buffers, 0 where it reduces nothing here. */
+static uint64_t daemon_buf_bytes(const coll_shm_t *s)
+{
+    return s->nnodes > 1 && s->nlocal > 1 && !s->node_direct_only
+               ? lines(s->hdr->node_max_bytes)
+               : 0;
+}
+
+int coll__shm_node_direct_only(coll_shm_t *s)
+{
+    if (s->node_direct_only || direct_buf_bytes(s) == 0 || daemon_buf_bytes(s) == 0) {
+        return 0;
+    }
+    s->node_direct_only = 1;
+    return 1;
 }
 
 uint64_t coll__shm_node_wanted(const coll_shm_t *s, uint32_t coll)
 {
-    uint64_t max = s->hdr->node_max_bytes > s->hdr->direct_max_bytes ? s->hdr->node_max_bytes
-                                                                     : s->hdr->direct_max_bytes;
-
-    if (s->self != 0 || s->nnodes < 2 || (s->nlocal < 2 && s->hdr->direct_max_bytes == 0) ||
-        coll != COLL_KIND_ALLREDUCE || max == 0 || s->node_off != 0 || s->node_none) {
+    if (s->self != 0 || coll != COLL_KIND_ALLREDUCE || s->node_off != 0 || s->node_none) {
         return 0;
     }
-    return ((max + 63) & ~(uint64_t)63) * node_nbufs(s);
+    return direct_buf_bytes(s) * COLL_SHM_SLOTS + daemon_buf_bytes(s) * COLL_SHM_NODE_BUFS;
 }
 
 void coll__shm_node_provide(coll_shm_t *s, uint64_t off, uint64_t bytes)
 {
+    (void)bytes; /* what coll__shm_node_wanted() asked: the layout follows from the header */
     s->node_off = off;
-    s->node_nbufs = node_nbufs(s);
-    s->node_bytes = bytes / s->node_nbufs;
+    s->direct_bytes = direct_buf_bytes(s);
+    s->node_bytes = daemon_buf_bytes(s);
     s->node_none = off == 0;
+}
+
+/* Where the daemons' path's buffers begin: after the direct path's. */
+static uint64_t daemon_bufs(const coll_shm_t *s)
+{
+    return s->node_off + s->direct_bytes * COLL_SHM_SLOTS;
 }
 
 uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_submission_t *d, uint32_t slot)
 {
     coll_shm_t *s = c->shm;
+    uint64_t bytes = d->count * coll_dtype_size((coll_dtype_t)d->dtype);
 
-    if (s->node_off == 0 || d->count * coll_dtype_size((coll_dtype_t)d->dtype) > s->node_bytes) {
-        return 0; /* none (yet), or a daemon restarted with a larger crossover */
+    if (s->node_off == 0) {
+        return 0; /* none (yet) */
     }
-    if (s->node_nbufs == COLL_SHM_SLOTS) {
-        return s->node_off + slot * s->node_bytes;
+    if (coll__shm_direct(s, d)) {
+        return bytes <= s->direct_bytes ? s->node_off + slot * s->direct_bytes : 0;
     }
-    for (uint32_t i = 0; i < COLL_SHM_NODE_BUFS; i++) {
+    for (uint32_t i = 0; i < COLL_SHM_NODE_BUFS && s->node_bytes > 0 && bytes <= s->node_bytes;
+         i++) {
         if (!(s->node_busy & (1u << i))) {
             s->node_busy |= 1u << i;
-            return s->node_off + i * s->node_bytes;
+            return daemon_bufs(s) + i * s->node_bytes;
         }
     }
-    return 0;
+    return 0; /* all in use, or a daemon restarted with a larger crossover */
 }
 
 void coll__shm_node_put(coll_shm_t *s, uint64_t off)
 {
-    if (off != 0 && s->node_off != 0 && s->node_nbufs == COLL_SHM_NODE_BUFS &&
-        off >= s->node_off && off < s->node_off + COLL_SHM_NODE_BUFS * s->node_bytes) {
-        s->node_busy &= ~(1u << ((off - s->node_off) / s->node_bytes));
+    uint64_t first = daemon_bufs(s);
+
+    if (off != 0 && s->node_off != 0 && s->node_bytes > 0 && off >= first &&
+        off < first + COLL_SHM_NODE_BUFS * s->node_bytes) {
+        s->node_busy &= ~(1u << ((off - first) / s->node_bytes));
     }
 }
 
@@ -146,6 +179,33 @@ static void direct_ended(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
     coll__direct_end(c->conn, &op->rounds);
 }
 
+/* How long a leader whose rounds failed on UCX (a partner leader gone, its endpoint closed)
+ * waits for the job's failure to come through the daemons, with its first cause (a mismatch
+ * found on the partner's node, a rank or daemon that died: the partner's leader exits after
+ * either), before it fails the job with the UCX error itself (a link between the leaders
+ * only). Far inside the job timeout + 2 s that bounds every failure. */
+#define DIRECT_GRACE_NS (1000ull * 1000000ull)
+
+/* The rounds of @p op failed on UCX with @p st: ended now, the job failed after the grace. */
+static void direct_failed(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
+{
+    op->rounds_over = 1;
+    op->rounds_st = st;
+    op->rounds_fail_ns = coll__now_ns();
+    snprintf(op->rounds_why, sizeof(op->rounds_why), "%s", c->conn->last_error);
+    coll__direct_end(c->conn, &op->rounds);
+}
+
+/* After direct_failed(): the job failed with the UCX error once the grace ran out. */
+static void direct_grace(coll_comm_t *c, coll_shm_op_t *op)
+{
+    if (coll__now_ns() - op->rounds_fail_ns > DIRECT_GRACE_NS) {
+        op->rounds_fail_ns = 0;
+        coll__abort(c, op->rounds_st, op->rounds_why);
+        coll__set_error(c, "%s", op->rounds_why);
+    }
+}
+
 /* The rounds ran past the job's timeout (a leader gone, stopped, or sending without the job's
  * token): the reason, for coll__abort(). */
 static coll_status_t direct_late(coll_comm_t *c, const coll_shm_op_t *op)
@@ -154,7 +214,7 @@ static coll_status_t direct_late(coll_comm_t *c, const coll_shm_op_t *op)
 
     coll_desc_name(&op->desc, nm, sizeof(nm));
     coll__set_error(c, "rank %d: %s: the direct rounds with node %u's leader did not complete "
-                    "within the job's timeout (%llu ms); %llu messages without the job's token "
+                    "within the job's timeout (%llu ms) and 1 s more; %llu messages without the job's token "
                     "were dropped", c->rank, nm, op->rounds.peer,
                     (unsigned long long)c->job_timeout_ms,
                     (unsigned long long)op->rounds.refused);
@@ -169,6 +229,10 @@ void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op)
     uint64_t refused = op->rounds.refused;
     coll_status_t st;
 
+    if (op->rounds_fail_ns != 0) {
+        direct_grace(c, op);
+        return;
+    }
     if (op->rounds_over || !op->agreed ||
         atomic_load_explicit(&h->chunks_done, memory_order_acquire) < op->nchunks / 2) {
         return;
@@ -188,11 +252,15 @@ void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op)
         atomic_fetch_add_explicit(&coll__shm_area(s, 0)->stats.direct_refused,
                                   op->rounds.refused - refused, memory_order_relaxed);
     }
+    /* The daemons' timeout comes first, with its blame (shm_watch.c); this one only bounds a
+     * wait they cannot see end (the partner leader's messages lost). */
     if (st == COLL_INPROGRESS && c->job_timeout_ms > 0 &&
-        coll__now_ns() - op->rounds.start_ns > c->job_timeout_ms * 1000000ull) {
+        coll__now_ns() - op->rounds.start_ns > c->job_timeout_ms * 1000000ull + DIRECT_GRACE_NS) {
         st = direct_late(c, op);
     }
-    if (st != COLL_INPROGRESS) {
+    if (st == COLL_ERR_TRANSPORT) {
+        direct_failed(c, op, st);
+    } else if (st != COLL_INPROGRESS) {
         direct_ended(c, op, st);
     }
 }

@@ -47,6 +47,10 @@ typedef struct coll_shm_op {
                                leaders (direct/), not in the daemons */
     coll_direct_op_t rounds; /* direct, local rank 0: its rounds */
     int rounds_over;        /* direct, local rank 0: they ended (well or not) */
+    uint64_t rounds_fail_ns; /* direct, local rank 0: when they failed on UCX, while it waits
+                                for the job's failure from the daemons (0: not) */
+    coll_status_t rounds_st; /* that failure, and its reason */
+    char rounds_why[512];
     uint64_t ready_ns;      /* the last local rank posted */
     uint64_t fail_ns;       /* when this rank first saw the job failed with chunks running */
     /* Every local rank's post of the operation, found at agreement (by local rank). */
@@ -63,12 +67,15 @@ typedef struct coll_shm {
     uint32_t self, nlocal;
     uint32_t nnodes;
     uint64_t max_bytes;     /* the daemon's crossover */
-    uint64_t node_off;      /* local rank 0: its node buffers (one allocation), 0 before */
-    uint64_t node_bytes;    /* bytes of each of them */
-    uint32_t node_nbufs;    /* how many: COLL_SHM_NODE_BUFS, or with the direct path one per
-                               post of the ring (the buffer of slot i is the i-th) */
-    uint32_t node_busy;     /* bit i: node buffer i holds an operation in flight */
+    uint64_t node_off;      /* local rank 0: its node buffers (one allocation), 0 before: first
+                               the direct path's, one per post of the ring (slot i's is the
+                               i-th), then the daemons' path's COLL_SHM_NODE_BUFS */
+    uint64_t direct_bytes;  /* bytes of each direct one (0: no direct path) */
+    uint64_t node_bytes;    /* bytes of each of the daemons' path's (0: none) */
+    uint32_t node_busy;     /* bit i: the daemons' path's buffer i holds an operation */
     int node_none;          /* the pool had no room for them: never ask again */
+    int node_direct_only;   /* it had room for the direct path's alone (the daemons' path's
+                               allreduces then go to the daemon whole) */
     uint64_t spin_ns;       /* how long a waiter polls before it sleeps */
     int oversubscribed;     /* more local ranks than CPUs this process may run on */
     int crowded;            /* several nodes, and the local ranks with the daemon outnumber the
@@ -233,12 +240,19 @@ int coll__shm_node_route(const coll_shm_t *s, const coll_submission_t *d);
 
 /**
  * @return The bytes of node buffers local rank 0 should allocate before posting a collective
- *         of kind @p coll (COLL_SHM_NODE_BUFS of node_max_bytes, rounded to cache lines; with
- *         the direct path one per post, of the larger of node_max_bytes and direct_max_bytes):
- *         only for the first allreduce of a multi-node job with more than one local rank or
- *         the direct path; 0 when it has them, was refused them, or needs none.
+ *         of kind @p coll: with the direct path one of direct_max_bytes per post, and with
+ *         more than one local rank COLL_SHM_NODE_BUFS of node_max_bytes for the daemons' path
+ *         (each rounded to cache lines); only for the first allreduce of a multi-node job;
+ *         0 when it has them, was refused them, or needs none.
  */
 uint64_t coll__shm_node_wanted(const coll_shm_t *s, uint32_t coll);
+
+/**
+ * @brief Local rank 0: the pool had no room for both sets of node buffers; ask for the direct
+ *        path's alone (coll__shm_node_wanted() then gives their size).
+ * @return 1 when that is a smaller request worth making, 0 when there is none.
+ */
+int coll__shm_node_direct_only(coll_shm_t *s);
 
 /** @brief Local rank 0 got its node buffers, @p bytes at pool offset @p off (0: the pool had no
  *         room; no allreduce is reduced here then, and none is asked again). */
@@ -247,8 +261,8 @@ void coll__shm_node_provide(coll_shm_t *s, uint64_t off, uint64_t bytes);
 /**
  * @brief Local rank 0: a free node buffer for collective @p d (route NODE) posted in @p slot.
  * @return Its pool offset; 0 when every one is in use or there are none (the collective then
- *         goes to the daemon whole; nothing is reported). With the direct path, the slot's
- *         own, never in use.
+ *         goes to the daemon whole; nothing is reported). A direct one gets the slot's own,
+ *         never in use (0 only before the buffers came or beyond their size).
  */
 uint64_t coll__shm_node_get(const coll_comm_t *c, const coll_submission_t *d, uint32_t slot);
 

@@ -493,8 +493,9 @@ def case_shm_daemon_kill(ctx):
 
 def node_job(ctx, job_id, *extra):
     """2 nodes x 2 ranks looping on 4 KiB allreduces, which each node's ranks must reduce and
-    distribute in shared memory around the daemons' recursive doubling."""
-    ctx.c.start_daemons(2)
+    distribute in shared memory around the daemons' recursive doubling (the direct path off:
+    direct_fault_test.py has its own cases)."""
+    ctx.c.start_daemons(2, args=["--direct-max-bytes", "0"])
     job = loop_job(ctx, job_id, [0, 1], 2, SHM_COUNT, 2, *extra)
     algo = job.rank(0).event("PROGRESS").get("algo")
     check(algo == "shm+rd", "job %s: its allreduces ran as '%s', not 'shm+rd'" % (job_id, algo))
