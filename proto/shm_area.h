@@ -159,7 +159,10 @@ typedef struct {
      * it before publishing the post. */
     _Alignas(64) _Atomic uint64_t claim; /**< generation (low 32 bits) << 32 | chunks claimed */
     _Atomic uint32_t chunks_done;        /**< chunks finished */
-    uint32_t reserved;
+    /** The home post's direct rounds (local rank 0, the node's leader): 1 + the node whose
+     *  leader they wait for now, 0 while none (the home rank resets it before publishing); the
+     *  daemon names that leader when the operation stalls (engine/shm_watch.c). */
+    _Atomic uint32_t direct_wait;
     uint64_t ready_ns; /**< set by the completer before DONE: when the last rank posted */
     uint64_t done_ns;  /**< set by the completer before DONE: when the last chunk finished */
     /** The home post's inter-node phase of a node-reduced allreduce: 0 while it runs, then

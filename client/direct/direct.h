@@ -17,6 +17,7 @@
 #include "client/link/link.h"
 #include "proto/desc.h"
 #include "proto/direct.h"
+#include "proto/rd_plan.h"
 
 /** One allreduce's rounds among the leaders: the leader's own record, embedded in the area's
  *  record of the collective (shm/shm.h). Zeroed: not started. */
@@ -26,8 +27,7 @@ typedef struct coll_direct_op {
     uint64_t bytes;            /* of the payload */
     uint8_t *mine, *theirs;    /* header + payload: what this leader sends, what it got */
     size_t theirs_len;         /* room in theirs */
-    uint32_t n, r, p, rem;     /* nodes, this node, largest power of two <= n, n - p */
-    int32_t vrank;             /* rank among the p that double, -1 when sitting out */
+    coll_rd_plan_t pl;         /* its part in the doubling (the daemons' schedule) */
     int phase;                 /* fold, rounds, unfold, done */
     uint32_t round;            /* doubling round */
     uint32_t peer, step;       /* the current exchange */

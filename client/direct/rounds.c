@@ -22,15 +22,7 @@
 #include "kernels/exec.h"
 #include "proto/tag.h"
 
-/* Steps of the exchange, used as the tag's step (as rd.c). */
-enum { STEP_FOLD = 0, STEP_UNFOLD = 1, STEP_ROUND0 = 2 };
-
 enum { PH_FOLD, PH_ROUND, PH_UNFOLD, PH_DONE };
-
-static uint32_t node_of_vrank(const coll_direct_op_t *x, uint32_t v)
-{
-    return v < x->rem ? 2 * v + 1 : v + x->rem;
-}
 
 static uint8_t *payload(uint8_t *msg)
 {
@@ -146,13 +138,13 @@ static void finish(coll_direct_op_t *x)
 
 static coll_status_t next_round(coll_comm_t *c, coll_direct_op_t *x)
 {
-    if ((1u << x->round) < x->p) {
-        uint32_t partner = node_of_vrank(x, (uint32_t)x->vrank ^ (1u << x->round));
-        return exchange(c, x, partner, STEP_ROUND0 + x->round, 1, 1);
+    if ((1u << x->round) < x->pl.p) {
+        uint32_t partner = coll_rd_partner(&x->pl, x->round);
+        return exchange(c, x, partner, COLL_RD_STEP_ROUND0 + x->round, 1, 1);
     }
-    if (x->r < 2 * x->rem) { /* an odd node of the fold gives the result back */
+    if (coll_rd_folds(&x->pl)) { /* an odd node of the fold gives the result back */
         x->phase = PH_UNFOLD;
-        return exchange(c, x, x->r - 1, STEP_UNFOLD, 1, 0);
+        return exchange(c, x, x->pl.r - 1, COLL_RD_STEP_UNFOLD, 1, 0);
     }
     finish(x);
     return COLL_OK;
@@ -163,9 +155,9 @@ static coll_status_t step_done(coll_comm_t *c, coll_direct_op_t *x)
 {
     switch (x->phase) {
     case PH_FOLD:
-        if (x->vrank < 0) { /* sat out: wait for the result */
+        if (x->pl.vrank < 0) { /* sat out: wait for the result */
             x->phase = PH_UNFOLD;
-            return exchange(c, x, x->r + 1, STEP_UNFOLD, 0, 1);
+            return exchange(c, x, x->pl.r + 1, COLL_RD_STEP_UNFOLD, 0, 1);
         }
         combine_theirs(x);
         x->phase = PH_ROUND;
@@ -175,7 +167,7 @@ static coll_status_t step_done(coll_comm_t *c, coll_direct_op_t *x)
         x->round++;
         return next_round(c, x);
     default:
-        if (x->vrank < 0) { /* the result and the agreement of the odd partner */
+        if (x->pl.vrank < 0) { /* the result and the agreement of the odd partner */
             const coll_direct_hdr_t *h = (const coll_direct_hdr_t *)(const void *)x->theirs;
             if (!h->agreed) {
                 disagree(x, &h->seen[0], &h->seen[1]);
@@ -210,17 +202,11 @@ coll_status_t coll__direct_start(coll_comm_t *c, coll_direct_op_t *x, const coll
     h = (coll_direct_hdr_t *)(void *)x->mine;
     *h = (coll_direct_hdr_t){.token = token, .node = desc->node, .desc = *desc};
     memcpy(payload(x->mine), buf, x->bytes);
-    x->n = c->node_count;
-    x->r = desc->node;
-    for (x->p = 1; x->p * 2 <= x->n; x->p *= 2) {
-    }
-    x->rem = x->n - x->p;
-    x->vrank = x->r < 2 * x->rem ? (x->r % 2 ? (int32_t)(x->r / 2) : -1)
-                                 : (int32_t)(x->r - x->rem);
-    if (x->r < 2 * x->rem) {
+    x->pl = coll_rd_plan(c->node_count, desc->node);
+    if (coll_rd_folds(&x->pl)) {
         x->phase = PH_FOLD;
-        return x->vrank < 0 ? exchange(c, x, x->r + 1, STEP_FOLD, 1, 0)
-                            : exchange(c, x, x->r - 1, STEP_FOLD, 0, 1);
+        return x->pl.vrank < 0 ? exchange(c, x, x->pl.r + 1, COLL_RD_STEP_FOLD, 1, 0)
+                               : exchange(c, x, x->pl.r - 1, COLL_RD_STEP_FOLD, 0, 1);
     }
     x->phase = PH_ROUND;
     return next_round(c, x);

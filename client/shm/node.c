@@ -248,6 +248,9 @@ void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op)
         }
     }
     st = coll__direct_test(c->conn, &op->rounds, s->spin_ns);
+    /* Whom the rounds wait for, for the daemon's blame if they stall. */
+    atomic_store_explicit(&coll__shm_post_of(s, 0, op->peer_slot[0])->direct_wait,
+                          st == COLL_INPROGRESS ? op->rounds.peer + 1 : 0, memory_order_relaxed);
     if (op->rounds.refused > refused) { /* the daemon counts and logs them */
         atomic_fetch_add_explicit(&coll__shm_area(s, 0)->stats.direct_refused,
                                   op->rounds.refused - refused, memory_order_relaxed);

@@ -62,6 +62,7 @@ void coll__post_publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot)
         atomic_store_explicit(&p->claim, (uint64_t)(uint32_t)gen << 32, memory_order_relaxed);
         atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
         atomic_store_explicit(&p->node, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->direct_wait, 0, memory_order_relaxed);
     }
     /* Sequentially consistent: of two ranks posting at once, at least one sees the other. */
     atomic_store(&p->state, op->state);

@@ -18,7 +18,7 @@
 
 /* Merge local rank @p l's post @p d into @p out (n entries); returns the new count. */
 static size_t merge(coll_shm_wait_t *out, size_t n, size_t max, uint32_t l,
-                    const coll_shm_rec_t *d, int busy)
+                    const coll_shm_rec_t *d, int busy, uint32_t wait_node)
 {
     size_t i = 0;
 
@@ -36,6 +36,9 @@ static size_t merge(coll_shm_wait_t *out, size_t n, size_t max, uint32_t l,
     }
     if (d->post_ns < out[i].since_ns) {
         out[i].since_ns = d->post_ns;
+    }
+    if (l == 0) {
+        out[i].wait_node = wait_node;
     }
     if (l < 64) {
         out[i].posted |= 1ull << l;
@@ -80,7 +83,8 @@ size_t coll_shm_waiting(const coll_job_t *job, coll_shm_wait_t *out, size_t max)
             if (coll_shm_read(&r->post[i], COLL_SHM_POSTED, &state, &d) &&
                 d.sub.coll < COLL_SHM_KINDS && d.sub.dtype < COLL_DTYPE_COUNT &&
                 !(job->nnodes > 1 && with_daemon(job, d.sub.key))) {
-                n = merge(out, n, max, l, &d, busy == d.sub.key);
+                n = merge(out, n, max, l, &d, busy == d.sub.key,
+                          atomic_load_explicit(&r->post[i].direct_wait, memory_order_relaxed));
             }
         }
     }
@@ -162,6 +166,59 @@ static int node_reduced(const coll_job_t *job, const coll_shm_wait_t *w, int *di
                          bytes <= h->node_max_bytes);
 }
 
+/* Whether process @p pid is stopped (by a signal, or traced): its state in /proc. */
+static int stopped(pid_t pid)
+{
+    char path[64], line[512], *close;
+    FILE *f;
+    int st = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL) {
+        return 0;
+    }
+    if (fgets(line, sizeof(line), f) != NULL && (close = strrchr(line, ')')) != NULL) {
+        st = close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+    }
+    fclose(f);
+    return st;
+}
+
+/* The rank of node @p node's leader (its first local rank) in the job's world. */
+static uint32_t leader_of(const coll_job_t *job, uint32_t node)
+{
+    const coll_group_t *g = job->world;
+
+    for (uint32_t r = 0; r < g->size; r++) {
+        if (g->rank_node[r] == node && g->rank_local[r] == 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* coll_shm_describe() of a direct allreduce whose local part is done: 1 for a stopped leader. */
+static uint32_t describe_rounds(const coll_job_t *job, const coll_shm_wait_t *w, char *buf,
+                                size_t len)
+{
+    const coll_session_t *s = job->locals[0];
+    uint32_t node = w->wait_node - 1;
+
+    if (s != NULL && stopped(s->cred.pid)) {
+        (void)name_ranks(job, 1, 1, "the node's leader, stopped in the direct rounds", buf,
+                         len);
+        return 1;
+    }
+    if (w->wait_node != 0 && node < job->nnodes && node != job->node_rank) {
+        snprintf(buf, len, "rank %u (node %u's leader, which this node's leader waits for in "
+                 "the direct rounds)", leader_of(job, node), node);
+    } else {
+        (void)name_ranks(job, 1, 1, "the node's leader, in the direct rounds with the other "
+                         "nodes' leaders", buf, len);
+    }
+    return 0;
+}
+
 uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char *buf,
                            size_t len)
 {
@@ -175,8 +232,7 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
     }
     if (node_reduced(job, w, &direct) && direct) {
         /* Everything local is done: the rounds between the leaders are what is missing. */
-        (void)name_ranks(job, 1, 1, "the node's leader, in the direct rounds with the other "
-                         "nodes' leaders", buf, len);
+        return describe_rounds(job, w, buf, len);
     } else {
         snprintf(buf, len, "its local ranks to run it in shared memory");
     }

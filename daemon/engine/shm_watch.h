@@ -26,6 +26,8 @@ typedef struct {
     uint64_t since_ns;  /**< its first post (CLOCK_MONOTONIC, as uv_hrtime()) */
     uint64_t posted;    /**< bit l: local rank l posted it (local ranks below 64) */
     uint64_t busy;      /**< bit l: local rank l is running one of its chunks */
+    uint32_t wait_node; /**< its direct rounds: 1 + the node whose leader the node's leader
+                             waits for (its home post's direct_wait), 0: none */
 } coll_shm_wait_t;
 
 /**

@@ -24,17 +24,13 @@
 #include "engine/combine.h"
 #include "engine/op.h"
 #include "net/transport.h"
+#include "proto/rd_plan.h"
 #include "proto/tag.h"
-
-/* Steps of the exchange, used as the tag's step. */
-enum { STEP_FOLD = 0, STEP_UNFOLD = 1, STEP_ROUND0 = 2 };
 
 enum { PH_FOLD, PH_ROUND, PH_UNFOLD };
 
 typedef struct {
-    uint32_t n, r;        /* nodes, this node */
-    uint32_t p, rem;      /* largest power of two <= n, n - p */
-    int32_t vrank;        /* rank among the p that double, -1 when sitting out */
+    coll_rd_plan_t pl;    /* its part in the doubling (proto/rd_plan.h) */
     int phase;
     uint32_t round;       /* doubling round */
     uint8_t *mine;        /* descriptor + partial result */
@@ -43,11 +39,6 @@ typedef struct {
     int sent, received;   /* completions of the current exchange */
     size_t bytes;         /* payload bytes: the partial result (coll_combine_partial_esize) */
 } rd_t;
-
-static uint32_t node_of_vrank(const rd_t *d, uint32_t v)
-{
-    return v < d->rem ? 2 * v + 1 : v + d->rem;
-}
 
 static void combine_theirs(coll_op_t *op, rd_t *d)
 {
@@ -93,13 +84,13 @@ static void finish(coll_op_t *op, rd_t *d)
 
 static coll_status_t next_round(coll_op_t *op, rd_t *d)
 {
-    if ((1u << d->round) < d->p) {
-        uint32_t partner = node_of_vrank(d, (uint32_t)d->vrank ^ (1u << d->round));
-        return exchange(op, d, partner, STEP_ROUND0 + d->round, 1, 1);
+    if ((1u << d->round) < d->pl.p) {
+        uint32_t partner = coll_rd_partner(&d->pl, d->round);
+        return exchange(op, d, partner, COLL_RD_STEP_ROUND0 + d->round, 1, 1);
     }
-    if (d->r < 2 * d->rem) { /* an odd node of the fold gives the result back */
+    if (coll_rd_folds(&d->pl)) { /* an odd node of the fold gives the result back */
         d->phase = PH_UNFOLD;
-        return exchange(op, d, d->r - 1, STEP_UNFOLD, 1, 0);
+        return exchange(op, d, d->pl.r - 1, COLL_RD_STEP_UNFOLD, 1, 0);
     }
     finish(op, d);
     return COLL_OK;
@@ -111,7 +102,7 @@ static coll_status_t step_done(coll_op_t *op, rd_t *d)
     static const uint32_t phase_step[] = {
         [PH_FOLD] = COLL_STEP_RD_FOLD, [PH_ROUND] = COLL_STEP_RD_ROUND,
         [PH_UNFOLD] = COLL_STEP_RD_UNFOLD};
-    uint32_t rounds = (uint32_t)__builtin_ctz(d->p);
+    uint32_t rounds = (uint32_t)__builtin_ctz(d->pl.p);
 
     if (d->phase == PH_ROUND) {
         coll_op_mark_step(op, COLL_STEP_RD_ROUND, d->round, rounds, COLL_CTL_MAX_STEPS);
@@ -120,9 +111,9 @@ static coll_status_t step_done(coll_op_t *op, rd_t *d)
     }
     switch (d->phase) {
     case PH_FOLD:
-        if (d->vrank < 0) { /* sat out: wait for the result */
+        if (d->pl.vrank < 0) { /* sat out: wait for the result */
             d->phase = PH_UNFOLD;
-            return exchange(op, d, d->r + 1, STEP_UNFOLD, 0, 1);
+            return exchange(op, d, d->pl.r + 1, COLL_RD_STEP_UNFOLD, 0, 1);
         }
         combine_theirs(op, d);
         d->phase = PH_ROUND;
@@ -132,7 +123,7 @@ static coll_status_t step_done(coll_op_t *op, rd_t *d)
         d->round++;
         return next_round(op, d);
     default:
-        if (d->vrank < 0) {
+        if (d->pl.vrank < 0) {
             memcpy(d->mine + sizeof(coll_desc_t), d->theirs + sizeof(coll_desc_t), d->bytes);
         }
         finish(op, d);
@@ -169,21 +160,15 @@ static coll_status_t rd_start(coll_op_t *op)
     }
     op->algo_state = d;
     d->theirs = d->mine + job->engine.staging_bytes / 2;
-    d->n = op->grp->nnodes;
-    d->r = op->grp->node_rank;
-    for (d->p = 1; d->p * 2 <= d->n; d->p *= 2) {
-    }
-    d->rem = d->n - d->p;
+    d->pl = coll_rd_plan(op->grp->nnodes, op->grp->node_rank);
     d->bytes = (size_t)(op->desc.count * coll_combine_partial_esize(op));
-    d->vrank = d->r < 2 * d->rem ? (d->r % 2 ? (int32_t)(d->r / 2) : -1)
-                                 : (int32_t)(d->r - d->rem);
     memcpy(d->mine, &op->desc, sizeof(coll_desc_t));
     coll_combine_locals(op, 0, op->desc.count, d->mine + sizeof(coll_desc_t), NULL, 0);
-    if (d->r < 2 * d->rem) {
+    if (coll_rd_folds(&d->pl)) {
         /* fold: even nodes send to the odd node after them, which receives */
         d->phase = PH_FOLD;
-        return d->vrank < 0 ? exchange(op, d, d->r + 1, STEP_FOLD, 1, 0)
-                            : exchange(op, d, d->r - 1, STEP_FOLD, 0, 1);
+        return d->pl.vrank < 0 ? exchange(op, d, d->pl.r + 1, COLL_RD_STEP_FOLD, 1, 0)
+                               : exchange(op, d, d->pl.r - 1, COLL_RD_STEP_FOLD, 0, 1);
     }
     d->phase = PH_ROUND;
     return next_round(op, d);
