@@ -183,9 +183,13 @@ static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
         /* A failed job refuses every allocation, the pool full or not. */
         coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s the %llu bytes of node buffers "
                     "(%s): its node's allreduces go to the daemon whole, not reduced in shared "
-                    "memory first", c->rank, c->job,
+                    "memory first%s", c->rank, c->job,
                     st == COLL_ERR_POOL_FULL ? "no room in the pool for" : "could not allocate",
-                    (unsigned long long)bytes, c->conn->last_error);
+                    (unsigned long long)bytes, c->conn->last_error,
+                    coll_comm_direct_max_bytes(c) > 0
+                        ? ", but those of the direct path (up to direct_max_bytes) cannot: the "
+                          "first of them fails the job"
+                        : "");
         off = 0;
     }
     memcpy(c->conn->last_error, saved, sizeof(saved));

@@ -63,7 +63,7 @@ static const cfg_key_t keys[] = {
     KEY(direct_max_bytes, CFG_SIZE, "16K",
         "allreduces of a multi-node job up to this size run their inter-node rounds between "
         "the nodes' leader ranks (local rank 0 of each) over UCX, without the daemons on the "
-        "data path (the root daemon's value holds for the job; 0: never)"),
+        "data path (the root daemon's value holds for the job; 0: never; at most 1M)"),
     KEY(kernel_threads, CFG_UINT, "2",
         "threads that split large single-node reductions (0: the loop thread does them)"),
     KEY(loop_stall_ms, CFG_UINT, "1000",
@@ -526,6 +526,10 @@ static int check_values(const coll_config_t *cfg, const origin_t origin)
     }
     if (cfg->loop_stall_ms < 10 || cfg->loop_stall_ms > 60000) {
         bad |= refuse(cfg, origin, "loop_stall_ms", "must be 10..60000");
+    }
+    if (cfg->direct_max_bytes > COLL_CONFIG_DIRECT_MAX) {
+        bad |= refuse(cfg, origin, "direct_max_bytes", "must be 0..1M (a node's leader keeps 64 "
+                      "node buffers of this size in the job's pool)");
     }
     if (cfg->staged_pinned_idle_ms < 1 || cfg->staged_pinned_idle_ms > 3600000) {
         bad |= refuse(cfg, origin, "staged_pinned_idle_ms", "must be 1..3600000");

@@ -19,6 +19,9 @@
 /** Room for the keys of the table in config.c (checked at compile time there). */
 #define COLL_CONFIG_MAX_KEYS 48
 
+/** The largest direct_max_bytes: a node's leader keeps 64 node buffers of it in the pool. */
+#define COLL_CONFIG_DIRECT_MAX ((uint64_t)1 << 20)
+
 /** Effective configuration. Strings are owned by the struct (coll_config_cleanup()). */
 typedef struct {
     char *socket;            /**< client Unix socket path */
