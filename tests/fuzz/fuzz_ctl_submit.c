@@ -83,7 +83,8 @@ static void extents(const coll_job_t *job, const coll_session_t *s,
     uint32_t bad;
 
     if ((coll_kind_t)sub->coll != COLL_KIND_ALLTOALLV) {
-        FUZZ_CHECK(table == NULL, "a table handed back for a %s", coll_kind_name((coll_kind_t)sub->coll));
+        FUZZ_CHECK(table == NULL, "a table handed back for a %s",
+                   coll_kind_name((coll_kind_t)sub->coll));
         coll_kind_extent((coll_kind_t)sub->coll, sub->count, job->world_size, s->rank,
                          sub->root, se, re);
         return;
