@@ -86,8 +86,9 @@ coll_status_t coll__direct_start(coll_comm_t *c, coll_direct_op_t *x, const coll
                                  void *buf, uint64_t token, uint64_t max_bytes);
 
 /**
- * @brief Move @p x's rounds on: progress the worker (polling for at most @p spin_ns while a
- *        message is due), take what arrived, send the next round.
+ * @brief Move @p x's rounds on: progress the worker (polling, yielding the CPU between two
+ *        polls, for at most @p spin_ns while a message is due), take what arrived, send the
+ *        next round.
  * @return COLL_INPROGRESS; COLL_OK once the result is in the buffer, every node's descriptor
  *         equal; COLL_ERR_MISMATCH when they were not (the communicator's message names both,
  *         and nothing was written); COLL_ERR_TRANSPORT when UCX failed a message.

@@ -21,6 +21,11 @@
 #define COLL_CONNECT_NOTE_MS 1000
 /** Longest poll of a watched fd (coll__link_sleep()) before the waiter looks at the rest. */
 #define COLL_LINK_FD_SLICE_MS 10
+/** The same once what the fd stands for has been awaited COLL_LINK_FD_IDLE_MS (a stalled
+ *  peer): a long wait wakes a tenth as often (below 1 % of a core), and a job failure is still
+ *  seen within this. */
+#define COLL_LINK_FD_IDLE_SLICE_MS 100
+#define COLL_LINK_FD_IDLE_MS 1000
 /** Most words a waiter watches (coll__link_watch_t): one per post of a rank's ring. */
 #define COLL_LINK_WATCH_MAX COLL_SHM_SLOTS
 
@@ -36,6 +41,7 @@ typedef struct {
     int fd;           /* an armed fd whose readiness is an event too (the leader's UCX worker
                          while direct rounds run, client/direct/), -1: none, below -1: an
                          event is pending already (do not sleep) */
+    uint64_t fd_since_ns; /* since when what the fd stands for has been awaited */
 } coll__link_watch_t;
 
 /** What the link hands up to the requests (req/request.c), which register it in every

@@ -34,6 +34,10 @@ static void poll_fd(coll_ctl_t *ctl, const coll__link_watch_t *w, uint32_t seen,
     struct pollfd p = {.fd = w->fd, .events = POLLIN};
     int slice = w->n > 0 ? 1 : COLL_LINK_FD_SLICE_MS;
 
+    if (w->n == 0 && coll__now_ns() - w->fd_since_ns > COLL_LINK_FD_IDLE_MS * 1000000ull) {
+        slice = COLL_LINK_FD_IDLE_SLICE_MS;
+    }
+
     if (atomic_load_explicit(&ctl->events, memory_order_acquire) != seen || watched_moved(w)) {
         return;
     }

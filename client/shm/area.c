@@ -150,13 +150,18 @@ void coll__shm_watch(coll_comm_t *c, coll__link_watch_t *w)
 
     w->n = 0;
     w->fd = -1;
+    w->fd_since_ns = 0;
     w->spin_ns = s != NULL && !s->crowded ? s->spin_ns : 0;
     w->yield = s != NULL && s->oversubscribed;
     for (coll_shm_op_t *op = s != NULL ? s->ops.next : NULL; op != NULL && op != &s->ops &&
                                                            w->n < COLL_LINK_WATCH_MAX;
          op = op->next) {
         if (coll__shm_direct_waiting(s, op)) {
-            rounds = 1; /* the other leaders' messages wake the worker's event fd */
+            /* the other leaders' messages wake the worker's event fd */
+            if (!rounds || op->rounds.start_ns > w->fd_since_ns) {
+                w->fd_since_ns = op->rounds.start_ns; /* the youngest: the shortest wait */
+            }
+            rounds = 1;
         } else if (op->route != COLL_SHM_ROUTE_DAEMON && !coll__shm_node_with_daemon(s, op)) {
             w->word[w->n] = &coll__shm_post_of(s, s->self, op->slot)->state;
             w->seen[w->n++] = op->state;
