@@ -193,25 +193,13 @@ static int runs_in_shm(const check_ctx_t *c, const case_t *k, int forced)
            bytes <= coll_comm_shm_max_bytes(c->comm);
 }
 
-/* Whether the local ranks of a multi-node job reduce the case and distribute its result around
- * the daemons' algorithm (coll_comm_shm_node_max_bytes()): an allreduce under auto whose
- * partial results keep the dtype (not 16-bit floats summed, averaged or multiplied). */
-static int node_reduced(const check_ctx_t *c, const case_t *k, int forced)
+/* Whether the case is an allreduce under auto of at most @p max bytes whose partial results
+ * keep the dtype (not 16-bit floats summed, averaged or multiplied) on several nodes: with
+ * coll_comm_shm_node_max_bytes(), the local ranks reduce it and distribute its result around
+ * the daemons' algorithm; with coll_comm_direct_max_bytes(), its inter-node rounds run between
+ * the nodes' leaders (coll_req_algo() "shm+direct", or "direct" with one rank per node). */
+static int node_path(const check_ctx_t *c, const case_t *k, int forced, uint64_t max)
 {
-    uint64_t max = coll_comm_shm_node_max_bytes(c->comm);
-    int half = k->dt == COLL_FLOAT16 || k->dt == COLL_BFLOAT16;
-    int accumulates = k->op == COLL_SUM || k->op == COLL_AVG || k->op == COLL_PROD;
-
-    return max > 0 && k->kind == K_ALLREDUCE && forced == COLL_ALGO_AUTO &&
-           !(half && accumulates) && (uint64_t)k->count * coll_dtype_size(k->dt) <= max;
-}
-
-/* Whether the case runs its inter-node rounds between the nodes' leaders
- * (coll_comm_direct_max_bytes()): coll_req_algo() then says "shm+direct", or "direct" with one
- * rank per node. */
-static int direct_path(const check_ctx_t *c, const case_t *k, int forced)
-{
-    uint64_t max = coll_comm_direct_max_bytes(c->comm);
     int half = k->dt == COLL_FLOAT16 || k->dt == COLL_BFLOAT16;
     int accumulates = k->op == COLL_SUM || k->op == COLL_AVG || k->op == COLL_PROD;
 
@@ -230,8 +218,9 @@ static int node_algo_ok(const opts_t *o, const slot_t *s)
 static void check_algo(const check_ctx_t *c, const opts_t *o, const slot_t *s)
 {
     int forced = forced_algo(&s->k);
-    int direct = direct_path(c, &s->k, forced);
-    int node = !direct && !o->node_whole && node_reduced(c, &s->k, forced);
+    int direct = node_path(c, &s->k, forced, coll_comm_direct_max_bytes(c->comm));
+    int node = !direct && !o->node_whole &&
+               node_path(c, &s->k, forced, coll_comm_shm_node_max_bytes(c->comm));
     const char *want = direct ? (c->local_size > 1 ? "shm+direct" : "direct")
                        : runs_in_shm(c, &s->k, forced) ? "shm"
                        : c->nodes == 1                ? "local"
