@@ -113,7 +113,9 @@ class ComposedTest(unittest.TestCase):
 
     def test_recv_any_source(self):
         # Every rank but the last sends the last two messages of its rank; the last receives
-        # them from any source, then once from rank 0 by name (that message follows).
+        # them from any source, then once from rank 0 by name. That message follows the last
+        # rank's word that its any-source receives are done: sent earlier, any of them could
+        # take it, as MPI's would.
         # A group of its own: the receives it leaves posted for the next message of the
         # senders that came second go with it.
         c = Checks(self)
@@ -122,6 +124,7 @@ class ComposedTest(unittest.TestCase):
             dist.send(torch.full((4,), float(R)), last, group=g, tag=3)
             dist.send(torch.full((4,), float(R) + 0.5), last, group=g, tag=3)
             if R == 0:
+                dist.recv(torch.zeros(1), last, group=g, tag=4)
                 dist.send(torch.full((4,), 100.0), last, group=g, tag=3)
         else:
             seen = []
@@ -132,6 +135,7 @@ class ComposedTest(unittest.TestCase):
                 src, v = work._source_rank(), t[0].item()
                 seen.append((src, v))
                 c.equal("from %d" % src, t, torch.full((4,), v))
+            dist.send(torch.zeros(1), 0, group=g, tag=4)
             t = torch.zeros(4)
             dist.recv(t, src=0, group=g, tag=3)
             c.equal("by name after", t, torch.full((4,), 100.0))
