@@ -10,6 +10,9 @@
  * not the job's (coll_shm_hdr_t.direct_token) without combining it; it compares the sender's
  * descriptor with its own and ANDs the agreement flags, so that after the last round every
  * leader knows whether every node's descriptor was equal, before any output is written.
+ * After the join, each leader sends a hello to each node it exchanges with: this header with
+ * the token, its node and a zero descriptor, no payload, tagged COLL_TAG_DESC with key, step
+ * and column 0 (client/direct/connect.c).
  * Read in place by processes of one cluster (little-endian, proto/desc.h); the layout is part
  * of the wire protocol (COLL_WIRE_VERSION).
  */

@@ -5,7 +5,8 @@
  *        nodes' leaders (their addresses handed out by the daemons at the rendezvous), and the
  *        recursive doubling of a small allreduce among the leaders (proto/direct.h), which
  *        takes the daemons off the data path between nodes as the shared-memory area takes
- *        them off it inside a node. The worker is in worker.c, the rounds in rounds.c.
+ *        them off it inside a node. The worker is in worker.c, the handshake at the join in
+ *        connect.c, the rounds in rounds.c.
  *        Internal to libcollective; every function is called with the connection's lock held.
  */
 #ifndef COLL_CLIENT_DIRECT_DIRECT_H
@@ -64,6 +65,20 @@ coll_status_t coll__direct_open(coll_comm_t *c, const void **addr_p, size_t *len
  */
 coll_status_t coll__direct_peers(coll_comm_t *c, const void *const *addrs, const size_t *lens,
                                  size_t n);
+
+/**
+ * @brief After the join, in a leader with coll__direct_ready(): the handshake with the leaders
+ *        this node exchanges with in recursive doubling (connect.c), so that every connection
+ *        between leaders is made while all of them are alive. Blocks, waiting on the worker's
+ *        event fd, until every partner's hello carrying @p token arrived and every hello sent
+ *        completed, the job failed (@p failed, the area header's flag, non-zero), or
+ *        @p timeout_ms passed.
+ * @return COLL_OK; COLL_ERR_NOMEM; COLL_ERR_TRANSPORT when UCX failed a hello;
+ *         COLL_ERR_JOB when the job failed meanwhile; COLL_ERR_TIMEDOUT (the message says how
+ *         many partners did not answer).
+ */
+coll_status_t coll__direct_connect(coll_comm_t *c, uint64_t token, const _Atomic uint32_t *failed,
+                                   uint64_t timeout_ms);
 
 /** @return 1 when this rank can run the direct path's rounds (a worker and every leader's
  *          address), 0 otherwise. */

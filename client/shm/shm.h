@@ -109,8 +109,11 @@ static inline coll_shm_steps_t *coll__shm_steps_of(const coll_shm_t *s, uint32_t
  * @brief Use the area when the daemon announced one of the size this library knows
  *        (@p shm_bytes from the join reply); leaves c->shm NULL otherwise.
  *        COLL_SPIN_US sets how long a waiter polls before it sleeps (microseconds, default 20).
+ *        A node's leader on a job with the direct path then makes its handshake with the other
+ *        leaders (coll__direct_connect(), within the job's timeout).
  * @return COLL_OK (with or without an area); COLL_ERR_NOMEM; COLL_ERR_INVALID (the error
- *         says why) when COLL_SPIN_US is not a number from 0 to 10000.
+ *         says why) when COLL_SPIN_US is not a number from 0 to 10000; the handshake's
+ *         COLL_ERR_TRANSPORT, COLL_ERR_JOB or COLL_ERR_TIMEDOUT.
  */
 coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_bytes);
 
