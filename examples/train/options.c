@@ -1,11 +1,10 @@
 /* Command line of coll-train. */
 #include "options.h"
 
-#include <errno.h>
+#include "args.h"
+
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -119,99 +118,6 @@ static const struct option train_long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int parse_long(const char *opt, const char *s, long min, long max, long *out)
-{
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
-        fprintf(stderr, "coll-train: --%s: '%s' is not an integer in [%ld, %ld]\n", opt, s, min,
-                max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_int(const char *opt, const char *s, int min, int *out)
-{
-    long v;
-
-    if (parse_long(opt, s, min, INT_MAX, &v) != 0) {
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-/* A finite number in [min, max). */
-static int parse_double(const char *opt, const char *s, double min, double max, double *out)
-{
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < min || v >= max) {
-        fprintf(stderr, "coll-train: --%s: '%s' is not a number in [%g, %g)\n", opt, s, min, max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_float(const char *opt, const char *s, double min, double max, float *out)
-{
-    double v;
-
-    if (parse_double(opt, s, min, max, &v) != 0) {
-        return -1;
-    }
-    *out = (float)v;
-    return 0;
-}
-
-/* One of @p n names: its index. */
-static int parse_name(const char *opt, const char *s, const char *const *names, int n,
-                      int *out)
-{
-    for (int i = 0; i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    }
-    fprintf(stderr, "coll-train: --%s: '%s' is not one of", opt, s);
-    for (int i = 0; i < n; i++) {
-        fprintf(stderr, " %s", names[i]);
-    }
-    fprintf(stderr, "\n");
-    return -1;
-}
-
-/* "500" (steps) or "5ep" (epochs). */
-static int parse_span(const char *opt, const char *s, train_span_t *out)
-{
-    char buf[32];
-    size_t len = strlen(s);
-    int epochs = len > 2 && strcmp(s + len - 2, "ep") == 0;
-    long v;
-
-    if (len >= sizeof(buf)) {
-        fprintf(stderr, "coll-train: --%s: '%s' is too long\n", opt, s);
-        return -1;
-    }
-    memcpy(buf, s, len + 1);
-    buf[epochs ? len - 2 : len] = '\0';
-    if (parse_long(opt, buf, 0, INT_MAX, &v) != 0) {
-        return -1;
-    }
-    *out = (train_span_t){.count = v, .epochs = epochs};
-    return 0;
-}
-
 static int parse_milestones(const char *s, train_lr_opts_t *o)
 {
     char buf[256];
@@ -229,7 +135,7 @@ static int parse_milestones(const char *s, train_lr_opts_t *o)
                     COLL_SCHEDULE_MAX_MILESTONES);
             return -1;
         }
-        if (parse_span("milestones", tok, &o->milestones[n++]) != 0) {
+        if (train_arg_span("milestones", tok, &o->milestones[n++]) != 0) {
             return -1;
         }
     }
@@ -248,8 +154,8 @@ static int parse_clamp(const char *s, train_optim_opts_t *o)
         return -1;
     }
     *comma = '\0';
-    if (parse_double("trust-clamp", buf, 0.0, 1e30, &o->trust_min) != 0 ||
-        parse_double("trust-clamp", comma + 1, 0.0, 1e30, &o->trust_max) != 0) {
+    if (train_arg_double("trust-clamp", buf, 0.0, 1e30, &o->trust_min) != 0 ||
+        train_arg_double("trust-clamp", comma + 1, 0.0, 1e30, &o->trust_max) != 0) {
         return -1;
     }
     if (o->trust_min > o->trust_max) {
@@ -257,21 +163,6 @@ static int parse_clamp(const char *s, train_optim_opts_t *o)
                 o->trust_max);
         return -1;
     }
-    return 0;
-}
-
-static int parse_seed(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v;
-
-    errno = 0;
-    v = strtoull(s, &end, 0);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-') {
-        fprintf(stderr, "coll-train: --seed: '%s' is not an unsigned 64-bit integer\n", s);
-        return -1;
-    }
-    *out = v;
     return 0;
 }
 
@@ -292,11 +183,11 @@ static int parse_hidden(const char *s, train_opts_t *opts)
         int width, reps = 1;
         if (times != NULL) {
             *times = '\0';
-            if (parse_int("hidden", times + 1, 1, &reps) != 0) {
+            if (train_arg_int("hidden", times + 1, 1, &reps) != 0) {
                 return -1;
             }
         }
-        if (parse_int("hidden", tok, 1, &width) != 0) {
+        if (train_arg_int("hidden", tok, 1, &width) != 0) {
             return -1;
         }
         for (int r = 0; r < reps; r++) {
@@ -350,7 +241,7 @@ static int parse_cap(const char *opt, const char *s, size_t *out)
 {
     float mb;
 
-    if (parse_float(opt, s, 1e-6, 1048576.0, &mb) != 0) {
+    if (train_arg_float(opt, s, 1e-6, 1048576.0, &mb) != 0) {
         return -1;
     }
     *out = (double)mb * 1048576.0 < 1.0 ? 1 : (size_t)((double)mb * 1048576.0);
@@ -372,7 +263,7 @@ static int parse_timeout(const char *s, train_opts_t *opts)
 {
     long v;
 
-    if (parse_long("timeout", s, 1, INT_MAX / 1000, &v) != 0) {
+    if (train_arg_long("timeout", s, 1, INT_MAX / 1000, &v) != 0) {
         return -1;
     }
     opts->timeout_ms = (int)(v * 1000);
@@ -387,22 +278,22 @@ static int apply_optim(int c, const char *arg, train_optim_opts_t *o)
 
     switch (c) {
     case OPT_OPTIMIZER:
-        if (parse_name("optimizer", arg, kinds, TRAIN_OPTIM_KINDS, &v) != 0) {
+        if (train_arg_name("optimizer", arg, kinds, TRAIN_OPTIM_KINDS, &v) != 0) {
             return -1;
         }
         o->kind = (train_optim_kind_t)v;
         return 0;
-    case OPT_MOMENTUM: return parse_double("momentum", arg, 0.0, 1.0, &o->momentum);
+    case OPT_MOMENTUM: return train_arg_double("momentum", arg, 0.0, 1.0, &o->momentum);
     case OPT_NESTEROV: o->nesterov = 1; return 0;
-    case OPT_WEIGHT_DECAY: return parse_double("weight-decay", arg, 0.0, 1e3, &o->weight_decay);
-    case OPT_BETA1: return parse_double("beta1", arg, 0.0, 1.0, &o->beta1);
-    case OPT_BETA2: return parse_double("beta2", arg, 0.0, 1.0, &o->beta2);
-    case OPT_EPS: return parse_double("eps", arg, 0.0, 1.0, &o->eps);
-    case OPT_LARS_ETA: return parse_double("lars-eta", arg, 1e-12, 1e6, &o->lars_eta);
+    case OPT_WEIGHT_DECAY: return train_arg_double("weight-decay", arg, 0.0, 1e3, &o->weight_decay);
+    case OPT_BETA1: return train_arg_double("beta1", arg, 0.0, 1.0, &o->beta1);
+    case OPT_BETA2: return train_arg_double("beta2", arg, 0.0, 1.0, &o->beta2);
+    case OPT_EPS: return train_arg_double("eps", arg, 0.0, 1.0, &o->eps);
+    case OPT_LARS_ETA: return train_arg_double("lars-eta", arg, 1e-12, 1e6, &o->lars_eta);
     case OPT_TRUST_CLAMP: return parse_clamp(arg, o);
-    case OPT_CLIP: return parse_double("clip-grad-norm", arg, 1e-30, 1e30, &o->clip_grad_norm);
+    case OPT_CLIP: return train_arg_double("clip-grad-norm", arg, 1e-30, 1e30, &o->clip_grad_norm);
     case OPT_EXCLUDE:
-        if (parse_name("exclude", arg, exclude, 2, &v) != 0) {
+        if (train_arg_name("exclude", arg, exclude, 2, &v) != 0) {
             return -1;
         }
         o->exclude_bias = v;
@@ -418,21 +309,22 @@ static int apply_sched(int c, const char *arg, train_lr_opts_t *o)
     int v;
 
     switch (c) {
-    case OPT_LR: return parse_double("lr", arg, 1e-12, 1e6, &o->lr);
-    case OPT_LR_SCALING: return parse_name("lr-scaling", arg, scaling, 2, &o->linear_scaling);
-    case OPT_BASE_LR: return parse_double("base-lr", arg, 1e-12, 1e6, &o->base_lr);
-    case OPT_BASE_BATCH: return parse_long("base-batch", arg, 1, INT_MAX, &o->base_batch);
-    case OPT_WARMUP: return parse_span("warmup", arg, &o->warmup);
-    case OPT_WARMUP_START: return parse_double("warmup-start-lr", arg, 0.0, 1e6, &o->warmup_start);
+    case OPT_LR: return train_arg_double("lr", arg, 1e-12, 1e6, &o->lr);
+    case OPT_LR_SCALING: return train_arg_name("lr-scaling", arg, scaling, 2, &o->linear_scaling);
+    case OPT_BASE_LR: return train_arg_double("base-lr", arg, 1e-12, 1e6, &o->base_lr);
+    case OPT_BASE_BATCH: return train_arg_long("base-batch", arg, 1, INT_MAX, &o->base_batch);
+    case OPT_WARMUP: return train_arg_span("warmup", arg, &o->warmup);
+    case OPT_WARMUP_START:
+        return train_arg_double("warmup-start-lr", arg, 0.0, 1e6, &o->warmup_start);
     case OPT_DECAY:
-        if (parse_name("decay", arg, decay, 3, &v) != 0) {
+        if (train_arg_name("decay", arg, decay, 3, &v) != 0) {
             return -1;
         }
         o->decay = (coll_schedule_decay_t)v;
         return 0;
     case OPT_MILESTONES: return parse_milestones(arg, o);
-    case OPT_GAMMA: return parse_double("gamma", arg, 1e-12, 1e6, &o->gamma);
-    case OPT_FINAL_LR: return parse_double("final-lr", arg, 0.0, 1e6, &o->final_lr);
+    case OPT_GAMMA: return train_arg_double("gamma", arg, 1e-12, 1e6, &o->gamma);
+    case OPT_FINAL_LR: return train_arg_double("final-lr", arg, 0.0, 1e6, &o->final_lr);
     default: return -1;
     }
 }
@@ -450,14 +342,14 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     }
     switch (c) {
     case OPT_DATA: opts->data_dir = arg; return 0;
-    case OPT_EPOCHS: return parse_int("epochs", arg, 1, &opts->epochs);
-    case OPT_STEPS: return parse_long("steps", arg, 1, LONG_MAX, &opts->max_steps);
-    case OPT_BATCH: return parse_int("batch", arg, 1, &opts->batch);
+    case OPT_EPOCHS: return train_arg_int("epochs", arg, 1, &opts->epochs);
+    case OPT_STEPS: return train_arg_long("steps", arg, 1, LONG_MAX, &opts->max_steps);
+    case OPT_BATCH: return train_arg_int("batch", arg, 1, &opts->batch);
     case OPT_HIDDEN: return parse_hidden(arg, opts);
-    case OPT_SEED: return parse_seed(arg, &opts->seed);
-    case OPT_EVAL_EVERY: return parse_int("eval-every", arg, 0, &opts->eval_every);
+    case OPT_SEED: return train_arg_u64("seed", arg, &opts->seed);
+    case OPT_EVAL_EVERY: return train_arg_int("eval-every", arg, 0, &opts->eval_every);
     case OPT_NO_NORMALIZE: opts->normalize = 0; return 0;
-    case OPT_THREADS: return parse_int("threads", arg, 1, &opts->threads);
+    case OPT_THREADS: return train_arg_int("threads", arg, 1, &opts->threads);
     case OPT_DUMP: opts->dump_path = arg; return 0;
     case OPT_DUMP_GRADS: opts->dump_grads_path = arg; return 0;
     case OPT_COMM: return parse_comm(arg, opts);
@@ -467,17 +359,17 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     case OPT_REPORT_STEPS: opts->report_steps = 1; return 0;
     case OPT_REPORT_LR: opts->report_lr = 1; return 0;
     case OPT_REPORT_LAYERS:
-        return parse_long("report-layers", arg, 0, LONG_MAX, &opts->report_layers);
+        return train_arg_long("report-layers", arg, 0, LONG_MAX, &opts->report_layers);
     case OPT_TIMEOUT: return parse_timeout(arg, opts);
-    case OPT_TP: return parse_int("tp", arg, 1, &opts->tp);
-    case OPT_PP: return parse_int("pp", arg, 1, &opts->pp);
-    case OPT_DP: return parse_int("dp", arg, 1, &opts->dp);
-    case OPT_MICRO: return parse_int("micro-batches", arg, 1, &opts->micro_batches);
+    case OPT_TP: return train_arg_int("tp", arg, 1, &opts->tp);
+    case OPT_PP: return train_arg_int("pp", arg, 1, &opts->pp);
+    case OPT_DP: return train_arg_int("dp", arg, 1, &opts->dp);
+    case OPT_MICRO: return train_arg_int("micro-batches", arg, 1, &opts->micro_batches);
     case OPT_ORDER: opts->order = arg; return 0;
     case OPT_COMPRESSION: return parse_compression(arg, opts);
     case OPT_SERVICE: opts->service = 1; return 0;
     case OPT_ON_DIVERGENCE:
-        return parse_name("on-divergence", arg, divergence, 2, &opts->train_through);
+        return train_arg_name("on-divergence", arg, divergence, 2, &opts->train_through);
     case 'h': train_usage(stdout); return 1;
     default: fprintf(stderr, "coll-train: try --help\n"); return -1;
     }
