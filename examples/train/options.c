@@ -329,7 +329,7 @@ static int apply_sched(int c, const char *arg, train_lr_opts_t *o)
     }
 }
 
-/* Applies one option; returns 0, 1 for --help, -1 for a bad value. */
+/* Applies one option; returns 0, or -1 after saying why its value is bad. */
 static int train_apply(int c, const char *arg, train_opts_t *opts)
 {
     static const char *const divergence[] = {"stop", "continue"};
@@ -370,8 +370,7 @@ static int train_apply(int c, const char *arg, train_opts_t *opts)
     case OPT_SERVICE: opts->service = 1; return 0;
     case OPT_ON_DIVERGENCE:
         return train_arg_name("on-divergence", arg, divergence, 2, &opts->train_through);
-    case 'h': train_usage(stdout); return 1;
-    default: fprintf(stderr, "coll-train: try --help\n"); return -1;
+    default: return -1;
     }
 }
 
@@ -409,19 +408,20 @@ static int check_optim(const train_optim_opts_t *o, uint64_t given)
         {OPT_LARS_ETA, "lars-eta", KIND(TRAIN_OPTIM_LARS)},
         {OPT_TRUST_CLAMP, "trust-clamp", KIND(TRAIN_OPTIM_LAMB)},
     };
+    int bad = 0;
 
     for (size_t i = 0; i < sizeof(only) / sizeof(only[0]); i++) {
         if ((given & GIVEN(only[i].opt)) && !(only[i].kinds & KIND(o->kind))) {
             fprintf(stderr, "coll-train: --%s does not apply to --optimizer %s\n", only[i].name,
                     train_optim_name(o->kind));
-            return -1;
+            bad = 1;
         }
     }
     if (o->nesterov && !(o->momentum > 0)) {
         fprintf(stderr, "coll-train: --nesterov needs --momentum > 0\n");
-        return -1;
+        bad = 1;
     }
-    return 0;
+    return bad ? -1 : 0;
 }
 
 /* Nonzero, after saying so, when @p opt was given but means nothing without @p needs. */
@@ -482,12 +482,13 @@ static int check_service(uint64_t given, const train_opts_t *opts)
         {OPT_REPORT_LAYERS, "report-layers", "the daemons do not report per-tensor norms"},
         {OPT_DUMP_GRADS, "dump-grads", "the service consumes the gradient buffer"},
     };
+    int bad = 0;
 
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         if (given & GIVEN(refused[i].opt)) {
             fprintf(stderr, "coll-train: --service cannot be used with --%s: %s\n",
                     refused[i].name, refused[i].why);
-            return -1;
+            bad = 1;
         }
     }
     if (opts->has_compression && (opts->compression.method == COLL_COMPRESS_POWERSGD ||
@@ -495,26 +496,28 @@ static int check_service(uint64_t given, const train_opts_t *opts)
         fprintf(stderr, "coll-train: --service cannot be used with --compression %s: the "
                 "parameter service compresses with fp16, bf16, onebit or topk\n",
                 coll_compress_method_name(opts->compression.method));
-        return -1;
+        bad = 1;
     }
-    return 0;
+    return bad ? -1 : 0;
 }
 
-/* The long name of option @p opt. */
-static const char *opt_name(int opt)
+/* The long option whose value is @p opt, or NULL. */
+static const struct option *long_opt(int opt)
 {
     for (const struct option *o = train_long_opts; o->name != NULL; o++) {
         if (o->val == opt) {
-            return o->name;
+            return o;
         }
     }
-    return "?";
+    return NULL;
 }
 
 /* What the 3D-parallel trainer (train3d.h) does not take: it runs SGD with --momentum at the
  * constant --lr, and reduces its dp gradients uncompressed. */
 static int check_3d(uint64_t given)
 {
+    int bad = 0;
+
     for (int c = OPT_DATA; c < OPT_END; c++) {
         int refused = c == OPT_COMPRESSION || c == OPT_REPORT_LAYERS || c == OPT_DUMP_GRADS ||
                       (c >= OPT_OPTIMIZER && c <= OPT_FINAL_LR && c != OPT_MOMENTUM &&
@@ -522,38 +525,98 @@ static int check_3d(uint64_t given)
         if (refused && (given & GIVEN(c))) {
             fprintf(stderr, "coll-train: --tp/--pp/--dp cannot be used with --%s: the 3D-parallel "
                     "trainer runs SGD with --momentum at a constant --lr, uncompressed\n",
-                    opt_name(c));
-            return -1;
+                    long_opt(c)->name);
+            bad = 1;
         }
     }
-    return 0;
+    return bad ? -1 : 0;
+}
+
+/* Says what getopt refused: a short option that does not exist (optopt), a long one that does
+ * not exist or abbreviates several (optopt 0; the element before optind), or a known one
+ * missing its value or given one it does not take (optopt is its value). */
+static void say_refused(char *const *argv)
+{
+    const struct option *o = long_opt(optopt);
+
+    if (o == NULL && optopt != 0) {
+        fprintf(stderr, "coll-train: '-%c' is not an option\n", optopt);
+    } else if (o == NULL) {
+        fprintf(stderr, "coll-train: '%s' is not an option (nor the start of only one)\n",
+                argv[optind - 1]);
+    } else if (o->has_arg == no_argument) {
+        fprintf(stderr, "coll-train: --%s takes no value\n", o->name);
+    } else {
+        fprintf(stderr, "coll-train: --%s needs a value\n", o->name);
+    }
+}
+
+/* Reads every option into @p opts and @p given, saying each bad one; returns the number of
+ * bad ones, and sets @p help for --help and @p unknown for an option or argument that is not
+ * one of coll-train's. */
+static int read_options(int argc, char **argv, train_opts_t *opts, uint64_t *given, int *help,
+                        int *unknown)
+{
+    int c, bad = 0;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", train_long_opts, NULL)) != -1) {
+        if (c == 'h') {
+            *help = 1;
+        } else if (c == '?') {
+            say_refused(argv);
+            *unknown |= long_opt(optopt) == NULL;
+            bad++;
+        } else if (train_apply(c, optarg, opts) != 0) {
+            bad++;
+        } else {
+            *given |= GIVEN(c);
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        fprintf(stderr, "coll-train: unexpected argument '%s'\n", argv[i]);
+        *unknown = 1;
+        bad++;
+    }
+    return bad;
+}
+
+/* Every value was read: the defaults that depend on others, then what the options mean
+ * together, each conflict said. */
+static int check_together(train_opts_t *opts, uint64_t given)
+{
+    int bad = 0;
+
+    resolve_optim(&opts->optim, given);
+    if (!(given & GIVEN(OPT_LR))) {
+        opts->sched.lr = train_optim_default_lr(opts->optim.kind);
+    }
+    bad |= opts->service && check_service(given, opts) != 0;
+    if ((given & GIVEN_3D) && check_3d(given) != 0) {
+        /* It refused each optimizer and schedule option but --momentum and --lr: checking
+         * them against the optimizer would name them twice. */
+        return -1;
+    }
+    bad |= check_optim(&opts->optim, given) != 0;
+    bad |= check_sched(&opts->sched, given) != 0;
+    return bad ? -1 : 0;
 }
 
 int train_parse_args(int argc, char **argv, train_opts_t *opts)
 {
     uint64_t given = 0;
-    int c, rc;
+    int help = 0, unknown = 0;
 
     train_defaults(opts);
-    while ((c = getopt_long(argc, argv, "h", train_long_opts, NULL)) != -1) {
-        rc = train_apply(c, optarg, opts);
-        if (rc != 0) {
-            return rc;
+    if (read_options(argc, argv, opts, &given, &help, &unknown) != 0) {
+        if (unknown) {
+            fprintf(stderr, "coll-train: try --help\n");
         }
-        given |= c >= OPT_DATA && c < OPT_END ? GIVEN(c) : 0;
-    }
-    if (optind < argc) {
-        fprintf(stderr, "coll-train: unexpected argument '%s' (try --help)\n", argv[optind]);
         return -1;
     }
-    resolve_optim(&opts->optim, given);
-    if (!(given & GIVEN(OPT_LR))) {
-        opts->sched.lr = train_optim_default_lr(opts->optim.kind);
+    if (help) {
+        train_usage(stdout);
+        return 1;
     }
-    if ((opts->service && check_service(given, opts) != 0) ||
-        ((given & GIVEN_3D) && check_3d(given) != 0)) {
-        return -1;
-    }
-    return check_optim(&opts->optim, given) == 0 && check_sched(&opts->sched, given) == 0 ? 0
-                                                                                          : -1;
+    return check_together(opts, given);
 }

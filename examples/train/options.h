@@ -57,8 +57,12 @@ void train_usage(FILE *out);
 
 /**
  * @brief Parse the command line into @p opts (defaults first).
- * @return 0 to train; 1 when --help was printed (exit 0); -1 after printing which option or
- *         value was wrong to stderr (exit 2).
+ *
+ * Every bad input is said on stderr, one line each, before it returns: each bad value, unknown
+ * option, option missing its value and stray argument (then one "try --help"), or, when all
+ * were read, each pair of options that cannot go together. Not thread-safe (getopt).
+ * @return 0 to train; 1 when --help was printed (exit 0); -1 after saying every bad input
+ *         (exit 2), --help or not.
  */
 int train_parse_args(int argc, char **argv, train_opts_t *opts);
 

@@ -192,9 +192,10 @@ static void usage_output(FILE *out)
         "  coll-train --epochs 2\n"
         "  collective-launch --nodes 2 --ranks-per-node 2 -- coll-train --epochs 2\n"
         "  coll-train --batch 8192 --optimizer lars --lr 8 --warmup 5ep --decay cosine\n"
-        "exit status: 0 success, 1 runtime error, 2 usage error, 3 the training diverged (an\n"
-        "epoch's loss not finite, above twice chance (2 ln 10), or grown 3 epochs in a row):\n"
-        "the run stops there and says so (--on-divergence continue: says so and trains on).\n",
+        "exit status: 0 success, 1 runtime error, 2 usage error (every bad option or value\n"
+        "named, one line each), 3 the training diverged (an epoch's loss not finite, above\n"
+        "twice chance (2 ln 10), or grown 3 epochs in a row): the run stops there and says so\n"
+        "(--on-divergence continue: says so and trains on).\n",
         out);
 }
 
