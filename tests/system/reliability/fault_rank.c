@@ -1,8 +1,11 @@
 /*
  * fault_rank: one trainer rank of the fault-injection tests (fault_test.py), joined to its job
  * through the COLL_* environment. It allreduces float32 sums of --count elements in a loop (or,
- * with --alltoall, exchanges blocks of them all-to-all), with --window operations in flight, and checks every element of every result, until --iters have
- * completed or one fails. It tells the test what happens on stdout, one line per event:
+ * with --op, runs another collective over blocks of --count / world elements: all-to-alls, and
+ * all-to-alls with per-pair sizes, gathers and scatters whose root moves to the next rank with
+ * every operation), with --window operations in flight, and checks every element of every
+ * result, until --iters have completed or one fails. It tells the test what happens on stdout,
+ * one line per event:
  *
  *   JOINED rank=R world=W nodes=N t_mono=S
  *   HOLDING t_mono=S                           (--hold-start: buffers allocated, waiting)
@@ -61,8 +64,14 @@ typedef struct {
     int hold_ms;
     int hold_start; /* wait for stdin to close before the first operation */
     uint32_t seed;  /* mixed into every input */
-    int alltoall;   /* all-to-alls of count / world elements per block instead of allreduces */
+    int op;         /* the collective (op_t): blocks of count / world elements but allreduce */
 } opts_t;
+
+/* The collectives of --op. */
+typedef enum { OP_ALLREDUCE, OP_ALLTOALL, OP_ALLTOALLV, OP_GATHER, OP_SCATTER, OP_COUNT } op_t;
+
+static const char *const op_names[OP_COUNT] = {"allreduce", "alltoall", "alltoallv", "gather",
+                                               "scatter"};
 
 /* One operation slot: its buffers stay allocated for the whole run. */
 typedef struct {
@@ -77,6 +86,9 @@ typedef struct {
     coll_comm_t *comm;
     int rank, world, nodes;
     const opts_t *o;
+    size_t block; /* elements of one rank's block (but for allreduces): count / world */
+    size_t *scounts, *rcounts, *displs; /* [world] each: an all-to-all's counts to and from
+                                           each rank, and its block's displacement (j x block) */
     slot_t slots[MAX_WINDOW];
 } run_t;
 
@@ -130,39 +142,53 @@ static void fill(const run_t *r, slot_t *s)
     }
 }
 
-/* Element i of an all-to-all's output: block q is rank q's block for this rank; past the
- * world's blocks nothing is written. */
-static void check_alltoall(const run_t *r, const slot_t *s)
+/* Elements rank @p from sends rank @p to in an all-to-all: a whole block, or with per-pair
+ * sizes 0 to 2 fewer (none when the block is that small). */
+static size_t pair_count(const run_t *r, int from, int to)
 {
-    size_t block = r->o->count / (size_t)r->world;
+    size_t less = (size_t)(from + 2 * to) % 3;
+    if (r->o->op == OP_ALLTOALL) {
+        return r->block;
+    }
+    return r->block > less ? r->block - less : 0;
+}
 
-    for (size_t i = 0; i < r->o->count; i++) {
-        size_t q = block > 0 ? i / block : (size_t)r->world, j = block > 0 ? i % block : 0;
-        float want = q < (size_t)r->world
-                         ? (float)input_value((int)q, (size_t)r->rank * block + j, s->seq,
-                                              r->o->seed)
-                         : -1e30f;
-        if (s->recv[i] != want) {
-            die("all-to-all %ld completed with COLL_OK but element %zu of %zu is %.9g, expected "
-                "%.9g", s->seq, i, r->o->count, s->recv[i], want);
+/* What element @p i of this rank's output must hold after operation @p seq (a gather's or
+ * scatter's root: rank seq mod world): the allreduce's sum, an element of some rank's input,
+ * or -1e30 where nothing may be written. */
+static float expected(const run_t *r, size_t i, long seq)
+{
+    const size_t b = r->block;
+    const int root = (int)(seq % r->world), W = r->world;
+    size_t q = b > 0 ? i / b : (size_t)W, j = b > 0 ? i % b : 0;
+    uint32_t seed = r->o->seed;
+
+    switch (r->o->op) {
+    case OP_ALLREDUCE: {
+        int sum = 0;
+        for (int p = 0; p < W; p++) {
+            sum += input_value(p, i, seq, seed);
         }
+        return (float)sum;
+    }
+    case OP_GATHER: /* rank q's first b elements in block q of the root's buffer */
+        return r->rank == root && q < (size_t)W ? (float)input_value((int)q, j, seq, seed) : -1e30f;
+    case OP_SCATTER: /* block r of the root's buffer */
+        return i < b ? (float)input_value(root, (size_t)r->rank * b + i, seq, seed) : -1e30f;
+    default: /* block q: rank q's block for this rank, pair_count() elements of it */
+        return q < (size_t)W && j < pair_count(r, (int)q, r->rank)
+                   ? (float)input_value((int)q, (size_t)r->rank * b + j, seq, seed)
+                   : -1e30f;
     }
 }
 
 static void check(const run_t *r, const slot_t *s)
 {
-    if (r->o->alltoall) {
-        check_alltoall(r, s);
-        return;
-    }
     for (size_t i = 0; i < r->o->count; i++) {
-        int want = 0;
-        for (int q = 0; q < r->world; q++) {
-            want += input_value(q, i, s->seq, r->o->seed);
-        }
-        if (s->recv[i] != (float)want) {
-            die("operation %ld completed with COLL_OK but element %zu of %zu is %.9g, expected "
-                "%d", s->seq, i, r->o->count, s->recv[i], want);
+        float want = expected(r, i, s->seq);
+        if (s->recv[i] != want) {
+            die("%s %ld completed with COLL_OK but element %zu of %zu is %.9g, expected %.9g",
+                op_names[r->o->op], s->seq, i, r->o->count, s->recv[i], want);
         }
     }
 }
@@ -189,11 +215,28 @@ static void submit(run_t *r, slot_t *s, long seq)
     s->seq = seq;
     s->req = NULL;
     fill(r, s);
-    s->st = r->o->alltoall
-                ? coll_alltoall_async(r->comm, s->send, s->recv, r->o->count / (size_t)r->world,
-                                      COLL_FLOAT32, NULL, &s->req)
-                : coll_allreduce_async(r->comm, s->send, s->recv, r->o->count, COLL_FLOAT32,
-                                       COLL_SUM, NULL, &s->req);
+    switch (r->o->op) {
+    case OP_ALLREDUCE:
+        s->st = coll_allreduce_async(r->comm, s->send, s->recv, r->o->count, COLL_FLOAT32,
+                                     COLL_SUM, NULL, &s->req);
+        break;
+    case OP_ALLTOALL:
+        s->st = coll_alltoall_async(r->comm, s->send, s->recv, r->block, COLL_FLOAT32, NULL,
+                                    &s->req);
+        break;
+    case OP_ALLTOALLV:
+        s->st = coll_alltoallv_async(r->comm, s->send, r->scounts, r->displs, s->recv,
+                                     r->rcounts, r->displs, COLL_FLOAT32, NULL, &s->req);
+        break;
+    case OP_GATHER: /* the root of operation K is rank K mod world; others pass no output */
+        s->st = coll_gather_async(r->comm, s->send, seq % r->world == r->rank ? s->recv : NULL,
+                                  r->block, COLL_FLOAT32, (int)(seq % r->world), NULL, &s->req);
+        break;
+    default:
+        s->st = coll_scatter_async(r->comm, s->send, s->recv, r->block, COLL_FLOAT32,
+                                   (int)(seq % r->world), NULL, &s->req);
+        break;
+    }
 }
 
 static coll_status_t finish(slot_t *s)
@@ -262,6 +305,10 @@ static int run_loop(run_t *r)
     long next = 0;
 
     for (; next < W && next < o->iters; next++) {
+        if (r->rank == o->stall_rank && next == o->stall_after) {
+            /* --stall-after below the window: operation K never submitted */
+            return o->leave ? leave(next) : stall(r, next);
+        }
         submit(r, &r->slots[next % W], next);
     }
     for (long done = 0; done < o->iters; done++) {
@@ -296,20 +343,24 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: fault_rank [--count N] [--window W] [--iters K] [--progress P]\n"
             "                  [--stall-rank R --stall-after K [--leave|--abort]] [--hold-ms T]\n"
-            "                  [--seed S] [--hold-start] [--alltoall]\n"
+            "                  [--seed S] [--hold-start] [--op OP]\n"
             "One rank of a fault-injection test (COLL_* environment): float32 sum allreduces of\n"
             "N elements (default 262144), W in flight (default 2), K of them (default: until\n"
             "one fails), every result checked. Prints JOINED, PROGRESS (every P completions,\n"
             "default 1), STALL, FAILED, ALSO and DONE lines; after a failure or stall it keeps\n"
             "the job until stdin closes, at most T ms (default 60000).\n"
             "  --stall-rank R --stall-after K  rank R stops submitting before operation K\n"
+            "                                 (K = 0: it submits none)\n"
             "  --leave  rank R then leaves the job (LEFT, exit 0) instead of holding it; the\n"
             "           others wait 500 ms before operation K (needs --window 1)\n"
             "  --abort  rank R ends the job (coll_comm_abort, ABORTED) 200 ms after it\n"
             "           stopped submitting, and then holds it\n"
             "  --seed S       mix S into every input (default 0)\n"
             "  --hold-start   once joined, wait until stdin closes before operating\n"
-            "  --alltoall     all-to-alls of N / world_size elements per block instead\n"
+            "  --op OP        the collective: allreduce (default), or over blocks of\n"
+            "                 N / world_size elements alltoall, alltoallv (0 to 2 elements\n"
+            "                 fewer for some pairs), gather or scatter (the root of\n"
+            "                 operation K: rank K mod world_size)\n"
             "exit: 0 done, 3 an operation failed, 4 the join failed, 1 a wrong result, 2 usage\n");
 }
 
@@ -326,6 +377,17 @@ static long parse_long(const char *s, long lo, long hi)
     return v;
 }
 
+static int parse_op(const char *s)
+{
+    for (int k = 0; k < OP_COUNT; k++) {
+        if (strcmp(s, op_names[k]) == 0) {
+            return k;
+        }
+    }
+    usage(stderr);
+    exit(2);
+}
+
 static void parse_opts(int argc, char **argv, opts_t *o)
 {
     static const struct option longopts[] = {
@@ -335,7 +397,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         {"hold-ms", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
         {"leave", no_argument, NULL, 'l'},    {"abort", no_argument, NULL, 'x'},
         {"seed", required_argument, NULL, 's'}, {"hold-start", no_argument, NULL, 'H'},
-        {"alltoall", no_argument, NULL, 'A'},   {NULL, 0, NULL, 0}};
+        {"op", required_argument, NULL, 'o'},   {NULL, 0, NULL, 0}};
     int ch;
 
     *o = (opts_t){.count = 262144, .window = 2, .iters = 1L << 40, .progress = 1,
@@ -353,7 +415,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'x': o->abort = 1; break;
         case 's': o->seed = (uint32_t)parse_long(optarg, 0, 0x7fffffff); break;
         case 'H': o->hold_start = 1; break;
-        case 'A': o->alltoall = 1; break;
+        case 'o': o->op = parse_op(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -379,6 +441,23 @@ static void alloc_slots(run_t *r)
                 coll_comm_last_error(r->comm));
         }
         s->seq = -1;
+    }
+}
+
+/* Blocks of count / world elements; an all-to-all's counts and displacements by rank. */
+static void plan_blocks(run_t *r)
+{
+    r->block = r->o->count / (size_t)r->world;
+    r->scounts = calloc((size_t)r->world, sizeof(size_t));
+    r->rcounts = calloc((size_t)r->world, sizeof(size_t));
+    r->displs = calloc((size_t)r->world, sizeof(size_t));
+    if (r->scounts == NULL || r->rcounts == NULL || r->displs == NULL) {
+        die("out of memory for %d ranks' counts", r->world);
+    }
+    for (int j = 0; j < r->world; j++) {
+        r->scounts[j] = pair_count(r, r->rank, j);
+        r->rcounts[j] = pair_count(r, j, r->rank);
+        r->displs[j] = (size_t)j * r->block;
     }
 }
 
@@ -408,11 +487,15 @@ int main(int argc, char **argv)
     say("JOINED rank=%d world=%d nodes=%d t_mono=%.6f", r.rank, r.world, r.nodes,
         clock_s(CLOCK_MONOTONIC));
     alloc_slots(&r);
+    plan_blocks(&r);
     if (o.hold_start) {
         say("HOLDING t_mono=%.6f", clock_s(CLOCK_MONOTONIC));
         hold(o.hold_ms);
     }
     rc = run_loop(&r);
     coll_comm_destroy(r.comm);
+    free(r.scounts);
+    free(r.rcounts);
+    free(r.displs);
     return rc;
 }

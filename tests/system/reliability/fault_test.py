@@ -246,7 +246,7 @@ def case_daemon_kill(ctx):
 
 def case_alltoall_daemon_kill(ctx):
     ctx.c.start_daemons(3)
-    kill_daemon_1(ctx, loop_job(ctx, "kill-daemon-a2a", [0, 1, 2], 1, 3 << 16, 2, "--alltoall"))
+    kill_daemon_1(ctx, loop_job(ctx, "kill-daemon-a2a", [0, 1, 2], 1, 3 << 16, 2, "--op=alltoall"))
     fresh_job(ctx, "kill-daemon-a2a-fresh", [0, 2], 1)
     finish(ctx, [0, 2])
 
