@@ -154,9 +154,31 @@ static void drop(coll_comm_t *c, hello_t *h)
     }
 }
 
+/* The job's failure, its error and message, when the header has it. */
+static coll_status_t job_failed(coll_comm_t *c, const coll_shm_hdr_t *hdr)
+{
+    if (!atomic_load_explicit(&hdr->failed, memory_order_acquire)) {
+        return COLL_OK;
+    }
+    coll__set_error(c, "%.*s", COLL_SHM_MSG_BYTES - 1, hdr->msg);
+    return hdr->status < 0 ? (coll_status_t)hdr->status : COLL_ERR_JOB;
+}
+
+/* A hello UCX failed: a partner leader went away, most likely because the job failed, whose
+ * cause (from its daemon, within 1 s) is the one to give. */
+static coll_status_t transport_failed(coll_comm_t *c, const coll_shm_hdr_t *hdr)
+{
+    coll_status_t st = COLL_OK;
+
+    for (int ms = 0; ms < 1000 && (st = job_failed(c, hdr)) == COLL_OK; ms++) {
+        poll(NULL, 0, 1);
+    }
+    return st != COLL_OK ? st : COLL_ERR_TRANSPORT;
+}
+
 /* Wait for the handshake: the worker's event fd, 10 ms at a time. */
-static coll_status_t wait_all(coll_comm_t *c, hello_t *h, uint64_t token,
-                              const _Atomic uint32_t *failed, uint64_t deadline_ns)
+static coll_status_t wait_all(coll_comm_t *c, hello_t *h, const coll_shm_hdr_t *hdr,
+                              uint64_t deadline_ns)
 {
     coll_status_t st = COLL_OK;
 
@@ -165,14 +187,13 @@ static coll_status_t wait_all(coll_comm_t *c, hello_t *h, uint64_t token,
         if (fd >= 0) {
             poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 10);
         }
-        if ((st = reap(c, h, token)) != COLL_OK) {
+        if ((st = reap(c, h, hdr->direct_token)) != COLL_OK) {
+            return transport_failed(c, hdr);
+        }
+        if ((st = job_failed(c, hdr)) != COLL_OK) {
             break;
         }
-        if (atomic_load_explicit(failed, memory_order_acquire)) {
-            coll__set_error(c, "rank %d: the job failed during the direct path's handshake",
-                            c->rank);
-            st = COLL_ERR_JOB;
-        } else if (coll__now_ns() >= deadline_ns) {
+        if (coll__now_ns() >= deadline_ns) {
             coll__set_error(c, "rank %d: %u of the %u leaders this node exchanges with did not "
                             "answer the direct path's hello in time", c->rank, h->n - h->heard,
                             h->n);
@@ -182,8 +203,7 @@ static coll_status_t wait_all(coll_comm_t *c, hello_t *h, uint64_t token,
     return st;
 }
 
-coll_status_t coll__direct_connect(coll_comm_t *c, uint64_t token, const _Atomic uint32_t *failed,
-                                   uint64_t timeout_ms)
+coll_status_t coll__direct_connect(coll_comm_t *c, const coll_shm_hdr_t *hdr, uint64_t timeout_ms)
 {
     hello_t *h = calloc(1, sizeof(*h)); /* UCX reads and writes it until the requests end */
     coll_status_t st;
@@ -191,11 +211,13 @@ coll_status_t coll__direct_connect(coll_comm_t *c, uint64_t token, const _Atomic
     if (h == NULL) {
         return COLL_ERR_NOMEM;
     }
-    h->out = (coll_direct_hdr_t){.token = token, .node = c->node_rank, .agreed = 1};
+    h->out = (coll_direct_hdr_t){.token = hdr->direct_token, .node = c->node_rank, .agreed = 1};
     partners(c, h);
     st = post(c, h);
-    if (st == COLL_OK) {
-        st = wait_all(c, h, token, failed, coll__now_ns() + timeout_ms * 1000000u);
+    if (st == COLL_ERR_TRANSPORT) {
+        st = transport_failed(c, hdr);
+    } else if (st == COLL_OK) {
+        st = wait_all(c, h, hdr, coll__now_ns() + timeout_ms * 1000000u);
     }
     if (st != COLL_OK) {
         drop(c, h);

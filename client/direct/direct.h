@@ -70,15 +70,14 @@ coll_status_t coll__direct_peers(coll_comm_t *c, const void *const *addrs, const
  * @brief After the join, in a leader with coll__direct_ready(): the handshake with the leaders
  *        this node exchanges with in recursive doubling (connect.c), so that every connection
  *        between leaders is made while all of them are alive. Blocks, waiting on the worker's
- *        event fd, until every partner's hello carrying @p token arrived and every hello sent
- *        completed, the job failed (@p failed, the area header's flag, non-zero), or
+ *        event fd, until every partner's hello carrying the job's token (@p hdr, the area's
+ *        header) arrived and every hello sent completed, the job failed (the header's flag), or
  *        @p timeout_ms passed.
- * @return COLL_OK; COLL_ERR_NOMEM; COLL_ERR_TRANSPORT when UCX failed a hello;
- *         COLL_ERR_JOB when the job failed meanwhile; COLL_ERR_TIMEDOUT (the message says how
- *         many partners did not answer).
+ * @return COLL_OK; COLL_ERR_NOMEM; COLL_ERR_TRANSPORT when UCX failed a hello; the job's error
+ *         and message (the header's) when it failed meanwhile; COLL_ERR_TIMEDOUT (the message
+ *         says how many partners did not answer).
  */
-coll_status_t coll__direct_connect(coll_comm_t *c, uint64_t token, const _Atomic uint32_t *failed,
-                                   uint64_t timeout_ms);
+coll_status_t coll__direct_connect(coll_comm_t *c, const coll_shm_hdr_t *hdr, uint64_t timeout_ms);
 
 /** @return 1 when this rank can run the direct path's rounds (a worker and every leader's
  *          address), 0 otherwise. */

@@ -86,7 +86,7 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
         return COLL_ERR_NOMEM;
     }
     if (s->self == 0 && s->hdr->direct_max_bytes > 0) {
-        return coll__direct_connect(c, s->hdr->direct_token, &s->hdr->failed, c->job_timeout_ms);
+        return coll__direct_connect(c, s->hdr, c->job_timeout_ms);
     }
     return COLL_OK;
 }

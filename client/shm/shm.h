@@ -113,7 +113,7 @@ static inline coll_shm_steps_t *coll__shm_steps_of(const coll_shm_t *s, uint32_t
  *        leaders (coll__direct_connect(), within the job's timeout).
  * @return COLL_OK (with or without an area); COLL_ERR_NOMEM; COLL_ERR_INVALID (the error
  *         says why) when COLL_SPIN_US is not a number from 0 to 10000; the handshake's
- *         COLL_ERR_TRANSPORT, COLL_ERR_JOB or COLL_ERR_TIMEDOUT.
+ *         COLL_ERR_TRANSPORT or COLL_ERR_TIMEDOUT, or the job's error when it failed meanwhile.
  */
 coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_bytes);
 
