@@ -38,6 +38,11 @@ static coll_status_t create_worker(coll_comm_t *c, coll_direct_t *d)
         say_no_worker(c, "reading the UCX configuration", st);
         return COLL_OK;
     }
+    /* Eager sends at every size the path takes (at most 1 MiB and a header): a rendezvous
+     * costs a round trip, and its get or put waits for the sender's next progress. */
+    if (getenv("UCX_RNDV_THRESH") == NULL) {
+        (void)ucp_config_modify(config, "RNDV_THRESH", "inf");
+    }
     st = ucp_init(&params, config, &d->ucp);
     ucp_config_release(config);
     if (st != UCS_OK) {
@@ -198,7 +203,10 @@ int coll__direct_arm(coll_comm_t *c)
     if (d == NULL || d->worker == NULL) {
         return -1;
     }
-    for (int k = 0; k < 64 && ucp_worker_progress(d->worker) != 0; k++) {
+    /* What this progress completes, only the rounds' next test takes: a message it brought
+     * must not wait for the fd, which it leaves quiet. */
+    if (ucp_worker_progress(d->worker) != 0) {
+        return COLL_DIRECT_BUSY;
     }
     st = ucp_worker_arm(d->worker);
     return st == UCS_OK ? d->efd : st == UCS_ERR_BUSY ? COLL_DIRECT_BUSY : -1;
