@@ -51,6 +51,23 @@
 /** Posts in a rank's ring: the collectives one rank may have in flight before the daemon took
  *  them or they completed. */
 #define COLL_SHM_SLOTS 64u
+
+/** @return The largest direct_max_bytes for a job whose smallest pool on a node is
+ *          @p pool_bytes: the largest power of two whose COLL_SHM_SLOTS node buffers (local
+ *          rank 0 keeps one per post for the direct path) take at most an eighth of the pool;
+ *          0 below 64 bytes. */
+static inline uint64_t coll_shm_direct_cap(uint64_t pool_bytes)
+{
+    uint64_t room = pool_bytes / 8 / COLL_SHM_SLOTS, cap = 64;
+
+    if (room < cap) {
+        return 0;
+    }
+    while (cap * 2 <= room) {
+        cap *= 2;
+    }
+    return cap;
+}
 /** Kinds counted: allreduce .. barrier (coll_kind_t, proto/desc.h). */
 #define COLL_SHM_KINDS 6u
 /** Datatypes counted (coll_dtype_t). */

@@ -60,7 +60,7 @@ static const cfg_key_t keys[] = {
         "shared memory, the daemons run only the inter-node phase on one buffer per node, and "
         "the ranks copy the result out (0: the daemon does all of it; the default is the "
         "crossover measured in docs/benchmarks.md)"),
-    KEY(direct_max_bytes, CFG_SIZE, "16K",
+    KEY(direct_max_bytes, CFG_SIZE, "64K",
         "allreduces of a multi-node job up to this size run their inter-node rounds between "
         "the nodes' leader ranks (local rank 0 of each) over UCX, without the daemons on the "
         "data path (the root daemon's value holds for the job; 0: never; at most 1M)"),

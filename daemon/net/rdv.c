@@ -13,6 +13,7 @@
 #include "net/link.h"
 #include "net/rdv_nccl.h"
 #include "net/ucx_address.h"
+#include "proto/shm_area.h"
 
 /* A rendezvous this daemon serves as root: the nodes of one job that registered so far, or,
  * once it failed, why (kept until @c expires so that late nodes hear it at once). */
@@ -37,15 +38,6 @@ typedef struct {
     Coll__Wire__NodeJoin *join;
 } rdv_member_t;
 
-/* What a refusing node tells the root (coll_rdv_refuse()). */
-typedef struct {
-    char job[COLL_JOB_ID_MAX + 1];
-    uint32_t world_size;
-    uint32_t timeout_ms;
-    int32_t status;
-    char error[512];
-    uint8_t token_digest[COLL_AUTH_BYTES];
-} rdv_refusal_t;
 
 #define RDV_RETRY_MS 100
 
@@ -174,8 +166,27 @@ static int nccl_decide(const coll_rdv_t *rdv, size_t n, rdv_member_t **sorted)
 /* The direct path's bound for the job: the root's, when every node's leader sent an address
  * that passes the check (net/ucx_address.h) and all of them fit the join reply that hands them
  * to each leader; otherwise 0, with the reason logged and no address sent. */
-static uint64_t direct_decide(const coll_rdv_t *rdv, size_t n, Coll__Wire__NodeInfo **ptrs,
-                              uint64_t max_bytes)
+/* The direct path's bound within the smallest of the @p n >= 1 pools: its node buffers take at
+ * most an eighth (coll_shm_direct_cap()). */
+static uint64_t direct_pool_cap(const coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
+                                uint64_t max_bytes)
+{
+    const Coll__Wire__NodeJoin *s = sorted[0]->join;
+
+    for (size_t k = 1; k < n; k++) {
+        s = sorted[k]->join->pool_bytes < s->pool_bytes ? sorted[k]->join : s;
+    }
+    if (coll_shm_direct_cap(s->pool_bytes) < max_bytes) {
+        max_bytes = coll_shm_direct_cap(s->pool_bytes);
+        coll_info(COLL_SUB_RDV, "job %s: direct_max_bytes %llu for the pool of %llu bytes on %s",
+                  rdv->job, (unsigned long long)max_bytes,
+                  (unsigned long long)s->pool_bytes, s->host);
+    }
+    return max_bytes;
+}
+
+static uint64_t direct_decide(const coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
+                              Coll__Wire__NodeInfo **ptrs, uint64_t max_bytes)
 {
     char why[160] = "";
     size_t total = 0;
@@ -195,6 +206,7 @@ static uint64_t direct_decide(const coll_rdv_t *rdv, size_t n, Coll__Wire__NodeI
         coll_info(COLL_SUB_RDV, "job %s: no direct path between the leaders: %s", rdv->job, why);
         max_bytes = 0;
     }
+    max_bytes = max_bytes > 0 ? direct_pool_cap(rdv, n, sorted, max_bytes) : 0;
     for (size_t k = 0; k < n && max_bytes == 0; k++) {
         ptrs[k]->leader_address = (ProtobufCBinaryData){0, NULL};
     }
@@ -218,7 +230,7 @@ static void send_table(coll_rdv_t *rdv, size_t n, rdv_member_t **sorted,
     coll_job_params_from_config(&rdv->d->cfg, &p);
     p.timeout_ms = timeout_ms ? timeout_ms : p.timeout_ms;
     p.nccl = nccl_decide(rdv, n, sorted);
-    p.direct_max_bytes = direct_decide(rdv, n, ptrs, p.direct_max_bytes);
+    p.direct_max_bytes = direct_decide(rdv, n, sorted, ptrs, p.direct_max_bytes);
     while (p.direct_max_bytes > 0 && p.direct_token == 0) {
         randombytes_buf(&p.direct_token, sizeof(p.direct_token));
     }
@@ -498,6 +510,7 @@ static void node_on_up(coll_peer_link_t *l)
     j.kernel_id = (ProtobufCBinaryData){sizeof(l->d->kernel_id), l->d->kernel_id};
     j.token_digest = (ProtobufCBinaryData){sizeof(job->token_digest), job->token_digest};
     j.leader_address = (ProtobufCBinaryData){job->leader_address_len, job->leader_address};
+    j.pool_bytes = coll_pool_size(job->pool);
     coll_rdv_nccl_offer(l->d, &j, uuids);
     out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
     out.node_join = &j;
@@ -604,71 +617,6 @@ void coll_rdv_cancel(coll_job_t *job)
     if (job->rdv.link != NULL) {
         coll_link_close(job->rdv.link);
         job->rdv.link = NULL;
-    }
-}
-
-/* ---- node side: a refusal ------------------------------------------------------------------- */
-
-static void refusal_on_up(coll_peer_link_t *l)
-{
-    rdv_refusal_t *r = l->owner;
-    Coll__Wire__PeerMsg out = COLL__WIRE__PEER_MSG__INIT;
-    Coll__Wire__NodeJoin j = COLL__WIRE__NODE_JOIN__INIT;
-
-    j.job = r->job;
-    j.world_size = r->world_size;
-    j.timeout_ms = r->timeout_ms;
-    j.host = l->d->hostname;
-    j.refusal = r->status;
-    j.refusal_error = r->error;
-    j.token_digest = (ProtobufCBinaryData){sizeof(r->token_digest), r->token_digest};
-    out.body_case = COLL__WIRE__PEER_MSG__BODY_NODE_JOIN;
-    out.node_join = &j;
-    coll_link_send(l, &out);
-}
-
-/* The root's answer: the refusal reached it. */
-static void refusal_on_msg(coll_peer_link_t *l, coll_peer_msg_t *m)
-{
-    rdv_refusal_t *r = l->owner;
-
-    coll_debug(COLL_SUB_RDV, "root %s knows that job %s is refused here", l->peer, r->job);
-    free(r);
-    l->owner = NULL;
-    coll_link_close(l);
-}
-
-static void refusal_on_down(coll_peer_link_t *l, coll_status_t st, const char *why)
-{
-    rdv_refusal_t *r = l->owner;
-
-    coll_warn(COLL_SUB_RDV, "could not tell root %s that job %s is refused here: %s", l->peer,
-              r->job, why);
-    free(r);
-}
-
-static const coll_link_hooks_t refusal_hooks = {refusal_on_up, refusal_on_msg, refusal_on_down};
-
-void coll_rdv_refuse(coll_daemon_t *d, const Coll__Wire__JoinJob *j, const uint8_t *digest,
-                     coll_status_t status, const char *why)
-{
-    rdv_refusal_t *r;
-    coll_peer_link_t *l;
-    char err[320];
-
-    if (d->auth.mode == COLL_PEERS_OFF || (r = calloc(1, sizeof(*r))) == NULL) {
-        return;
-    }
-    snprintf(r->job, sizeof(r->job), "%s", j->job);
-    r->world_size = j->world_size;
-    r->timeout_ms = j->timeout_ms;
-    r->status = status;
-    snprintf(r->error, sizeof(r->error), "%s", why);
-    memcpy(r->token_digest, digest, sizeof(r->token_digest));
-    if (coll_link_connect(d, j->root, &refusal_hooks, r, &l, err, sizeof(err)) != COLL_OK) {
-        coll_warn(COLL_SUB_RDV, "could not tell root %s that job %s is refused here: %s", j->root,
-                  j->job, err);
-        free(r);
     }
 }
 
