@@ -75,8 +75,9 @@ inner() { # rate
             pingpong "$dir/pingpong-$s" "$s"
         done
         launch_cmd 2 1
-        run_one "$dir/coll-lat-2x1" "${LAUNCH_CMD[@]}" -- "$LAT" -b 8 -e 64K -f 8 -n 1000 \
-            -T 0.5 -p
+        # through the daemons: the direct path would take these sizes between the leaders
+        COLLD_DIRECT_MAX_BYTES=0 run_one "$dir/coll-lat-2x1" "${LAUNCH_CMD[@]}" -- "$LAT" \
+            -b 8 -e 64K -f 8 -n 1000 -T 0.5 -p
     done
     return $FAILED
 }

@@ -135,11 +135,11 @@ def host_constants(hdir):
     if os.path.exists(path):
         rows, isa = table_rows(path, 4)
         for r in rows:
-            if r[0] == "memcpy" and r[3] == "64":
+            if r[0] == "memcpy" and r[3] in ("64", "64M"):
                 payload = float(re.search(r"payload ([\d.]+)", r[-1]).group(1))
                 c["beta_mem"] = 1 / (payload * 1e9)
                 notes["beta_mem"] = "memcpy payload %.2f GB/s at 64 MiB" % payload
-            if r[0] == isa and r[1] == "float32" and r[2] == "2" and r[3] == "64":
+            if r[0] == isa and r[1] == "float32" and r[2] == "2" and r[3] in ("64", "64M"):
                 c["gamma"] = 3 / (float(r[4]) * 1e9)
                 notes["gamma"] = "reduce-bw %s float32 2 sources, 64 MiB: %s GB/s moved" % (
                     isa, r[4])
@@ -215,6 +215,7 @@ def predict(cost, params, kind, nodes, l, size, sets=()):
 CHECKED = {  # file name -> (collective, ranks per node, model algorithm)
     "ring": ("allreduce", 1, "ring"), "rd": ("allreduce", 1, "rd"),
     "chain": ("broadcast", 1, "chain"), "node_rd": ("allreduce", 2, "node_rd"),
+    "direct": ("allreduce", 2, "direct"),
     "fp16": ("allreduce", 1, "fp16"), "onebit": ("allreduce", 1, "onebit"),
     "topk": ("allreduce", 1, "topk"),
 }

@@ -13,8 +13,11 @@
 #   ring, rd          allreduce --algo ring / rd, N x 1 (rd at 1 MiB with segment_size 2M, the
 #                     largest buffer it runs is one segment; not above)
 #   chain             broadcast --algo chain, N x 1
-#   node_rd           allreduce N x 2 up to shm_node_max_bytes (16 KiB): the ranks reduce in
-#                     shared memory, the daemons run recursive doubling on one buffer per node
+#   node_rd           allreduce N x 2 up to shm_node_max_bytes (16 KiB), direct_max_bytes 0:
+#                     the ranks reduce in shared memory, the daemons run recursive doubling on
+#                     one buffer per node
+#   direct            allreduce N x 2 up to direct_max_bytes (64 KiB): the same, the nodes'
+#                     leaders running the rounds
 #   fp16, onebit,     allreduce with COLL_COMPRESSION=fp16, onebit, topk:0.01 (N x 1; lossy, so
 #   topk              not checked element by element)
 # then bench/cost-model.py check compares each median with coll-cost's prediction from the
@@ -73,7 +76,10 @@ run_size() { # dir size
     fi
     perf "$dir" chain 1 "$s" -- --collective broadcast --algo chain
     if [ "$b" -le 16384 ]; then
-        perf "$dir" node_rd 2 "$s" -- --collective allreduce
+        COLLD_DIRECT_MAX_BYTES=0 perf "$dir" node_rd 2 "$s" -- --collective allreduce
+    fi
+    if [ "$b" -le 65536 ]; then
+        COLLD_DIRECT_MAX_BYTES=64K perf "$dir" direct 2 "$s" -- --collective allreduce
     fi
     local c
     for c in fp16 onebit topk:0.01; do

@@ -12,6 +12,9 @@
 
 #define POOL_ALIGN 4096
 #define POOL_SLACK (1u << 20)
+/* What local rank 0 of a multi-node job takes of the pool at its first allreduce: a node
+ * buffer of direct_max_bytes per post (64 x 64 KiB by default) and 4 of shm_node_max_bytes. */
+#define POOL_NODE_BUFFERS (8u << 20)
 
 static int g_rank = -1;
 
@@ -60,7 +63,7 @@ static int launched(void)
 }
 
 /* Without a launcher, a job of one rank of its own; without COLL_POOL_SIZE, room for every
- * local rank's two buffers. */
+ * local rank's two buffers and local rank 0's node buffers. */
 static void comm_params(const perf_opts_t *o, coll_comm_params_t *p, char *job, size_t len)
 {
     size_t per_rank = (o->maxb + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN * 2 + POOL_SLACK;
@@ -68,7 +71,7 @@ static void comm_params(const perf_opts_t *o, coll_comm_params_t *p, char *job, 
     memset(p, 0, sizeof(*p));
     if (getenv("COLL_POOL_SIZE") == NULL) {
         p->field_mask |= COLL_COMM_PARAM_POOL_SIZE;
-        p->pool_bytes = (uint64_t)local_ranks() * per_rank + POOL_SLACK;
+        p->pool_bytes = (uint64_t)local_ranks() * per_rank + POOL_SLACK + POOL_NODE_BUFFERS;
     }
     if (!launched()) {
         snprintf(job, len, "coll-perf-%d", (int)getpid());
