@@ -126,18 +126,10 @@ def shape(text):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--daemon", required=True, help="collectived binary")
-    p.add_argument("--fault-rank", required=True, help="fault_rank binary")
-    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p = ft.parser(__doc__, CASES, 2000)
     p.add_argument("--op", required=True, choices=("gather", "scatter", "alltoallv"))
     p.add_argument("--shape", type=shape, default=(2, 2),
                    help="nodes x ranks per node of case absent (default 2x2)")
-    p.add_argument("--timeout-ms", type=int, default=2000,
-                   help="the job's timeout (COLL_TIMEOUT_MS) of the fault cases (default 2000)")
-    p.add_argument("--dump", action="store_true",
-                   help="print the daemons' logs and the ranks' output also when the test passes")
     return p
 
 

@@ -26,7 +26,6 @@ coll_req_algo() "shm+direct" / "direct"):
 Exit status: 0 pass, 1 fail (with the daemons' logs and the ranks' output), 77 skip (says why).
 """
 
-import argparse
 import re
 import signal
 
@@ -172,16 +171,8 @@ CASES = {
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--daemon", required=True, help="collectived binary")
-    p.add_argument("--fault-rank", required=True, help="fault_rank binary")
+    p = ft.parser(__doc__, CASES)
     p.add_argument("--direct-rogue", help="direct_rogue binary (case direct_token)")
-    p.add_argument("--case", required=True, choices=sorted(CASES))
-    p.add_argument("--timeout-ms", type=int, default=3000,
-                   help="the job's timeout (COLL_TIMEOUT_MS) of the fault cases (default 3000)")
-    p.add_argument("--dump", action="store_true",
-                   help="print the daemons' logs and the ranks' output also when the test passes")
     return p
 
 

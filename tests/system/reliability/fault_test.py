@@ -676,14 +676,15 @@ CASES = {
 }
 
 
-def parser():
-    p = argparse.ArgumentParser(description=__doc__,
+def parser(doc=__doc__, cases=CASES, timeout_ms=3000):
+    """The arguments of a fault test script (this one's, or direct_ and block_fault_test's)."""
+    p = argparse.ArgumentParser(description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--daemon", required=True, help="collectived binary")
     p.add_argument("--fault-rank", required=True, help="fault_rank binary")
-    p.add_argument("--case", required=True, choices=sorted(CASES))
-    p.add_argument("--timeout-ms", type=int, default=3000,
-                   help="the job's timeout (COLL_TIMEOUT_MS) of the fault cases (default 3000)")
+    p.add_argument("--case", required=True, choices=sorted(cases))
+    p.add_argument("--timeout-ms", type=int, default=timeout_ms, help="the job's timeout "
+                   "(COLL_TIMEOUT_MS) of the fault cases (default %d)" % timeout_ms)
     p.add_argument("--dump", action="store_true",
                    help="print the daemons' logs and the ranks' output also when the test passes")
     return p
