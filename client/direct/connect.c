@@ -176,31 +176,39 @@ static coll_status_t transport_failed(coll_comm_t *c, const coll_shm_hdr_t *hdr)
     return st != COLL_OK ? st : COLL_ERR_TRANSPORT;
 }
 
-/* Wait for the handshake: the worker's event fd, 10 ms at a time. */
+/* Wait for the handshake: the worker's event fd, 10 ms at a time. A job that fails meanwhile
+ * does not end the wait at once: the partners are still making their connections to this
+ * leader, and UCX 1.13 aborts a process whose peer goes away in the middle of that (above), so
+ * the handshake goes on for up to 1 s more before the job's error is given. */
 static coll_status_t wait_all(coll_comm_t *c, hello_t *h, const coll_shm_hdr_t *hdr,
                               uint64_t deadline_ns)
 {
-    coll_status_t st = COLL_OK;
+    uint64_t failed_ns = 0;
 
-    while (st == COLL_OK && (h->sent < h->n || h->heard < h->n)) {
+    while (h->sent < h->n || h->heard < h->n) {
         int fd = coll__direct_arm(c);
+        uint64_t now;
         if (fd >= 0) {
             poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 10);
         }
-        if ((st = reap(c, h, hdr->direct_token)) != COLL_OK) {
+        if (reap(c, h, hdr->direct_token) != COLL_OK) {
             return transport_failed(c, hdr);
         }
-        if ((st = job_failed(c, hdr)) != COLL_OK) {
+        now = coll__now_ns();
+        if (failed_ns == 0 && atomic_load_explicit(&hdr->failed, memory_order_acquire)) {
+            failed_ns = now;
+        }
+        if (failed_ns != 0 && now - failed_ns >= 1000000000ull) {
             break;
         }
-        if (coll__now_ns() >= deadline_ns) {
+        if (failed_ns == 0 && now >= deadline_ns) {
             coll__set_error(c, "rank %d: %u of the %u leaders this node exchanges with did not "
                             "answer the direct path's hello in time", c->rank, h->n - h->heard,
                             h->n);
-            st = COLL_ERR_TIMEDOUT;
+            return COLL_ERR_TIMEDOUT;
         }
     }
-    return st;
+    return job_failed(c, hdr);
 }
 
 coll_status_t coll__direct_connect(coll_comm_t *c, const coll_shm_hdr_t *hdr, uint64_t timeout_ms)
