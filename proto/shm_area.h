@@ -236,6 +236,10 @@ typedef struct {
     _Alignas(64) _Atomic uint32_t failed; /**< non-zero once the job failed: status and msg
                                                were written before */
     _Atomic uint32_t left;    /**< non-zero once a local rank left the ready job: left_msg */
+    _Atomic uint32_t node_taken; /**< on several nodes, non-zero once local rank 0 took its
+                                      node buffers from the pool (or found no room): the other
+                                      local ranks' coll_comm_create() waits for it, so that
+                                      none of their allocations takes that room first */
     int32_t status;           /**< the job's error (coll_status_t) */
     uint32_t nlocal;          /**< local ranks */
     uint64_t max_bytes;       /**< collectives up to this size run here on a single node */

@@ -156,46 +156,6 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
     return COLL_OK;
 }
 
-/* Local rank 0 of a multi-node job takes its node buffers from the pool before its first
- * allreduce (shm/shm.h, route NODE): both sets, else the direct path's alone. A pool without
- * room for them is no error here: the daemons' path's allreduces then go to the daemon whole
- * (said once at COLL_DEBUG=WARN, the default; a direct one fails the job, saying why, as it
- * must: shm/submit.c), and the last error the user may read is left as it was. */
-static void node_buffers(coll_comm_t *c, const coll_submission_t *m)
-{
-    uint64_t bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll), off = 0;
-    char saved[sizeof(c->conn->last_error)];
-    coll_status_t st;
-
-    if (bytes == 0) {
-        return;
-    }
-    memcpy(saved, c->conn->last_error, sizeof(saved));
-    st = coll__mem_alloc(c->conn, (size_t)bytes, &off);
-    if (st == COLL_ERR_POOL_FULL && coll__shm_node_direct_only(c->shm)) {
-        bytes = coll__shm_node_wanted(c->shm, (uint32_t)m->coll);
-        st = coll__mem_alloc(c->conn, (size_t)bytes, &off);
-        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: no room in the pool for the node "
-                    "buffers of allreduces above direct_max_bytes: those go to the daemon "
-                    "whole, not reduced in shared memory first", c->rank, c->job);
-    }
-    if (st != COLL_OK) {
-        /* A failed job refuses every allocation, the pool full or not. */
-        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s the %llu bytes of node buffers "
-                    "(%s): its node's allreduces go to the daemon whole, not reduced in shared "
-                    "memory first%s", c->rank, c->job,
-                    st == COLL_ERR_POOL_FULL ? "no room in the pool for" : "could not allocate",
-                    (unsigned long long)bytes, c->conn->last_error,
-                    coll_comm_direct_max_bytes(c) > 0
-                        ? ", but those of the direct path (up to direct_max_bytes) cannot: the "
-                          "first of them fails the job"
-                        : "");
-        off = 0;
-    }
-    memcpy(c->conn->last_error, saved, sizeof(saved));
-    coll__shm_node_provide(c->shm, off, bytes);
-}
-
 /* A key (or a point-to-point key, direction and peer) already in flight: the tags could not
  * tell the two operations apart. Both fail, and the job with them (the caller aborts it). */
 static coll_status_t check_key(coll_comm_t *c, const coll_submission_t *m)
@@ -235,9 +195,6 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_reques
 
     if (st != COLL_OK) {
         return st;
-    }
-    if (c->shm != NULL && m->compression == 0) {
-        node_buffers(c, m);
     }
     if ((r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
         return COLL_ERR_NOMEM;

@@ -121,6 +121,46 @@ static coll_status_t map_pool(coll_comm_t *c)
     return coll__shm_open(c, c->shm_bytes, c->shm_max_bytes);
 }
 
+/* Local rank 0 of a multi-node job takes its node buffers from the pool when it joins, before
+ * any allocation of the job's own can fill it (shm/shm.h, route NODE): both sets, else the
+ * direct path's alone. A pool without room for them is no error here: the daemons' path's
+ * allreduces then go to the daemon whole (said once at COLL_DEBUG=WARN, the default; a direct
+ * one fails the job, saying why, as it must: shm/submit.c), and the last error the user may
+ * read is left as it was. Connection lock held. */
+static void node_buffers(coll_comm_t *c)
+{
+    uint64_t bytes = coll__shm_node_wanted(c->shm), off = 0;
+    char saved[sizeof(c->last_error)];
+    coll_status_t st;
+
+    if (bytes == 0) {
+        return;
+    }
+    memcpy(saved, c->last_error, sizeof(saved));
+    st = coll__mem_alloc(c, (size_t)bytes, &off);
+    if (st == COLL_ERR_POOL_FULL && coll__shm_node_direct_only(c->shm)) {
+        bytes = coll__shm_node_wanted(c->shm);
+        st = coll__mem_alloc(c, (size_t)bytes, &off);
+        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: no room in the pool for the node "
+                    "buffers of allreduces above direct_max_bytes: those go to the daemon "
+                    "whole, not reduced in shared memory first", c->rank, c->job);
+    }
+    if (st != COLL_OK) {
+        coll__debug(COLL__DEBUG_WARN, "rank %d of job %s: %s the %llu bytes of node buffers "
+                    "(%s): its node's allreduces go to the daemon whole, not reduced in shared "
+                    "memory first%s", c->rank, c->job,
+                    st == COLL_ERR_POOL_FULL ? "no room in the pool for" : "could not allocate",
+                    (unsigned long long)bytes, c->last_error,
+                    coll_comm_direct_max_bytes(c) > 0
+                        ? ", but those of the direct path (up to direct_max_bytes) cannot: the "
+                          "first of them fails the job"
+                        : "");
+        off = 0;
+    }
+    memcpy(c->last_error, saved, sizeof(saved));
+    coll__shm_node_provide(c->shm, off, bytes);
+}
+
 static coll_comm_t *comm_new(const coll_comm_params_t *p)
 {
     coll_comm_t *c = calloc(1, sizeof(*c));
@@ -214,6 +254,11 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     }
     if (st == COLL_OK) {
         st = map_pool(c);
+    }
+    if (st == COLL_OK && c->shm != NULL) {
+        node_buffers(c);
+        coll__shm_node_announce(c->shm);
+        st = coll__shm_node_wait(c, ms_until(deadline_ns) + COLL_DAEMON_SLACK_MS);
     }
     pthread_mutex_unlock(&c->lock);
     if (st != COLL_OK) {

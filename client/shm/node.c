@@ -6,8 +6,8 @@
  * The node sum goes to a buffer of its own, not to local rank 0's output: nothing may write
  * an output before the daemons checked the descriptors across nodes, and an input in place is
  * still needed by the reduce. Local rank 0 keeps two sets of them in one allocation, made in the
- * pool before its first allreduce (by api/collectives.c, which may ask the daemon: shm/ sits
- * below the requests): one of direct_max_bytes per post of its ring for the direct path (the
+ * pool when it joins, before the job's own allocations can fill it (by api/comm.c, which may
+ * ask the daemon: shm/ sits below the requests): one of direct_max_bytes per post of its ring for the direct path (the
  * post's own: a direct allreduce always has one, as it must, since every node runs it alike),
  * then COLL_SHM_NODE_BUFS of node_max_bytes for the daemons' path; a collective of the daemons'
  * path that finds none free goes to the daemon whole, which gives the same result (the daemons'
@@ -68,9 +68,9 @@ int coll__shm_node_direct_only(coll_shm_t *s)
     return 1;
 }
 
-uint64_t coll__shm_node_wanted(const coll_shm_t *s, uint32_t coll)
+uint64_t coll__shm_node_wanted(const coll_shm_t *s)
 {
-    if (s->self != 0 || coll != COLL_KIND_ALLREDUCE || s->node_off != 0 || s->node_none) {
+    if (s->self != 0 || s->node_off != 0 || s->node_none) {
         return 0;
     }
     return direct_buf_bytes(s) * COLL_SHM_SLOTS + daemon_buf_bytes(s) * COLL_SHM_NODE_BUFS;
@@ -83,6 +83,42 @@ void coll__shm_node_provide(coll_shm_t *s, uint64_t off, uint64_t bytes)
     s->direct_bytes = direct_buf_bytes(s);
     s->node_bytes = daemon_buf_bytes(s);
     s->node_none = off == 0;
+}
+
+void coll__shm_node_announce(coll_shm_t *s)
+{
+    if (s->self != 0 || s->nnodes < 2) {
+        return;
+    }
+    atomic_store_explicit(&s->hdr->node_taken, 1, memory_order_release);
+    for (uint32_t l = 1; l < s->nlocal; l++) {
+        coll_ctl_notify(coll_ctl_of(s->base, l));
+    }
+}
+
+coll_status_t coll__shm_node_wait(coll_comm_t *c, int timeout_ms)
+{
+    const coll_shm_hdr_t *h = c->shm->hdr;
+    uint64_t end = coll__now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
+    uint32_t seen;
+
+    if (c->shm->self == 0 || c->shm->nnodes < 2) {
+        return COLL_OK;
+    }
+    for (;;) {
+        seen = atomic_load_explicit(&c->ctl->events, memory_order_acquire);
+        if (atomic_load_explicit(&h->node_taken, memory_order_acquire) ||
+            atomic_load(&h->failed) || atomic_load(&h->left)) {
+            return COLL_OK;
+        }
+        now = coll__now_ns();
+        if (timeout_ms >= 0 && now >= end) {
+            coll__set_error(c, "rank %d: local rank 0 did not take its node buffers within the "
+                            "job's timeout (%d ms)", c->rank, timeout_ms);
+            return COLL_ERR_TIMEDOUT;
+        }
+        coll_ctl_wait(c->ctl, seen, timeout_ms < 0 ? -1 : (int)((end - now) / 1000000 + 1));
+    }
 }
 
 /* Where the daemons' path's buffers begin: after the direct path's. */

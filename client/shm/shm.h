@@ -242,13 +242,27 @@ int coll__shm_direct(const coll_shm_t *s, const coll_submission_t *d);
 int coll__shm_node_route(const coll_shm_t *s, const coll_submission_t *d);
 
 /**
- * @return The bytes of node buffers local rank 0 should allocate before posting a collective
- *         of kind @p coll: with the direct path one of direct_max_bytes per post, and with
- *         more than one local rank COLL_SHM_NODE_BUFS of node_max_bytes for the daemons' path
- *         (each rounded to cache lines); only for the first allreduce of a multi-node job;
- *         0 when it has them, was refused them, or needs none.
+ * @return The bytes of node buffers local rank 0 of a multi-node job should allocate when it
+ *         joins: with the direct path one of direct_max_bytes per post, and with more than one
+ *         local rank COLL_SHM_NODE_BUFS of node_max_bytes for the daemons' path (each rounded
+ *         to cache lines); 0 when it has them, was refused them, or needs none.
  */
-uint64_t coll__shm_node_wanted(const coll_shm_t *s, uint32_t coll);
+uint64_t coll__shm_node_wanted(const coll_shm_t *s);
+
+/**
+ * @brief Local rank 0 of a multi-node job: it took its node buffers (or found no room), so the
+ *        other local ranks' creations may return (coll__shm_node_wait()). Connection lock held.
+ */
+void coll__shm_node_announce(coll_shm_t *s);
+
+/**
+ * @brief The other local ranks of a multi-node job: wait until local rank 0 took its node
+ *        buffers, so that no allocation of theirs takes the room first; at most @p timeout_ms
+ *        (-1: no limit). Returns at once where there is nothing to wait for, or the job failed
+ *        or lost a rank (the next call reports it). Connection lock held.
+ * @return COLL_OK, or COLL_ERR_TIMEDOUT (with the reason in the communicator's last error).
+ */
+coll_status_t coll__shm_node_wait(coll_comm_t *c, int timeout_ms);
 
 /**
  * @brief Local rank 0: the pool had no room for both sets of node buffers; ask for the direct
