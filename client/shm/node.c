@@ -232,9 +232,22 @@ static void direct_failed(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
     coll__direct_end(c->conn, &op->rounds);
 }
 
-/* After direct_failed(): the job failed with the UCX error once the grace ran out. */
+/* After direct_failed(): the job failed with the UCX error once the grace ran out, or at once
+ * with the cause when a rank left the job, on this node or on another (its daemon's goodbye):
+ * a partner leader that left ends its endpoints, and every rank should hear who left. */
 static void direct_grace(coll_comm_t *c, coll_shm_op_t *op)
 {
+    const coll_shm_hdr_t *h = c->shm->hdr;
+    char msg[COLL_SHM_MSG_BYTES];
+
+    if (atomic_load(&h->left)) {
+        op->rounds_fail_ns = 0;
+        snprintf(msg, sizeof(msg), "%.*s left job %s; its collectives cannot run without it "
+                 "(%.200s)", COLL_SHM_LEFT_BYTES - 1, h->left_msg, c->job, op->rounds_why);
+        coll__abort(c, COLL_ERR_JOB, msg);
+        coll__set_error(c, "%s", msg);
+        return;
+    }
     if (coll__now_ns() - op->rounds_fail_ns > DIRECT_GRACE_NS) {
         op->rounds_fail_ns = 0;
         coll__abort(c, op->rounds_st, op->rounds_why);

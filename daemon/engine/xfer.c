@@ -10,6 +10,7 @@
 
 #include "common/assert.h"
 #include "engine/feature.h"
+#include "engine/shm.h"
 #include "net/transport.h"
 #include "proto/tag.h"
 
@@ -201,7 +202,18 @@ static void on_xfer(coll_xfer_t *x)
     coll_op_maybe_free(op);
 }
 
-static const coll_transport_hooks_t engine_transport = {.on_xfer = on_xfer};
+/* The ranks of this node read it in the area's header: a rank on another node left. What
+ * waits for it there fails with that reason (a direct allreduce whose rounds with that node's
+ * leader failed, a later submission). */
+static void on_node_left(coll_job_t *job, const char *who)
+{
+    if (job->state == COLL_JOB_READY && job->pool != NULL) {
+        coll_shm_left(job, who);
+    }
+}
+
+static const coll_transport_hooks_t engine_transport = {.on_xfer = on_xfer,
+                                                        .on_node_left = on_node_left};
 
 coll_status_t coll_engine_job_open(coll_job_t *job)
 {

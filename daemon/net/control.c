@@ -24,6 +24,13 @@ static void on_abort(coll_job_t *job, const coll_jobmsg_t *m, const char *text, 
 /* A goodbye's text names the rank whose leaving ended the node's part ("" when none did). */
 static void on_goodbye(coll_node_t *node, const char *text, size_t len)
 {
+    coll_job_t *job = node->job;
+    char who[sizeof(node->gone_why)];
+
+    if (len > 0 && !node->left && job->net.hooks != NULL && job->net.hooks->on_node_left) {
+        snprintf(who, sizeof(who), "%.*s on node %u", (int)len, text, node->index);
+        job->net.hooks->on_node_left(job, who);
+    }
     node->left = 1;
     if (node->gone == COLL_OK) {
         node->gone = COLL_ERR_JOB;

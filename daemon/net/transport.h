@@ -48,6 +48,11 @@ typedef struct coll_xfer {
 typedef struct coll_transport_hooks {
     /** A transfer completed (or failed, or was cancelled: x->status). Outside UCX's stack. */
     void (*on_xfer)(coll_xfer_t *x);
+    /** A peer node's goodbye named the rank whose leaving ended that node's part of the job
+     *  (@p who, "rank R (pid P) on node N", NUL-terminated, the caller's): no collective of
+     *  the job that includes it can run any more. From the job messages' handler (UCX's
+     *  stack). */
+    void (*on_node_left)(coll_job_t *job, const char *who);
 } coll_transport_hooks_t;
 
 /** @brief Create the daemon's UCX context (reads UCX_* environment). */

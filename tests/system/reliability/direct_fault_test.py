@@ -17,6 +17,9 @@ coll_req_algo() "shm+direct" / "direct"):
                 the rounds. Ranks 0, 1 and 3: COLL_ERR_JOB naming "rank 2" within 1 s.
   direct_daemon_kill  3 x 1; SIGKILL node 1's daemon. Ranks 0 and 2: COLL_ERR_PEER naming
                 "node 1"; rank 1: COLL_ERR_CLOSED.
+  direct_leave  4 x 1; rank 1, node 1's leader, leaves between operations (communicator
+                destroyed, nothing pending). Ranks 0, 2 and 3: COLL_ERR_JOB naming "rank 1"
+                (its daemon's goodbye), within half the job's timeout.
   direct_token  2 x 2; SIGSTOP rank 2; a UCX sender outside the job (direct_rogue, the leader's
                 address and the waiting keys from node 0's /status) sends node 0's leader
                 messages with a wrong token: node 0 counts them
@@ -109,6 +112,25 @@ def case_direct_daemon_kill(ctx):
     finish(ctx, [0, 2])
 
 
+def case_direct_leave(ctx):
+    """Node 1's leader, the one rank of node 1 of 4 x 1, leaves between operations: the leaders
+    whose rounds needed it fail the job naming it (their daemons heard its daemon's goodbye), not
+    with their endpoints' error after the grace, and every other rank hears that."""
+    job = direct_job(ctx, "direct-leave", 4, 1, "--window", "1", "--stall-rank", "1",
+                     "--stall-after", "20", "--leave")
+    job.wait_event("LEFT", ranks=[1], timeout=30)
+    t = float(job.rank(1).event("LEFT")["t_mono"])
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 1\b") for r in (0, 2, 3)})
+    check(max(ctx.times.values()) < ctx.t_s / 2, "errors %.3f s after the rank left: not the "
+          "leave's verdict" % max(ctx.times.values()))
+    expect_status_failed(ctx, [0, 2, 3], job.id, r"\brank 1\b")
+    check(job.rank(1).popen.wait(10) == 0, "the leaving rank did not exit 0")
+    del job.ranks[1]
+    end_job(job)
+    fresh_job(ctx, "direct-leave-fresh", [0, 2, 3], 1)
+    finish(ctx, [0, 2, 3])
+
+
 def waiting_keys(ctx, node, job_id, older_ms):
     """(leader address, keys) of node @node's allreduces of @job_id that have waited in shared
     memory for more than @older_ms (the leader's rounds wait for a stopped leader)."""
@@ -166,7 +188,7 @@ def case_direct_token(ctx):
 CASES = {
     "direct_kill": case_direct_kill, "direct_stop": case_direct_stop,
     "direct_abort": case_direct_abort, "direct_daemon_kill": case_direct_daemon_kill,
-    "direct_token": case_direct_token,
+    "direct_token": case_direct_token, "direct_leave": case_direct_leave,
 }
 
 
