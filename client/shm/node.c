@@ -232,27 +232,49 @@ static void direct_failed(coll_comm_t *c, coll_shm_op_t *op, coll_status_t st)
     coll__direct_end(c->conn, &op->rounds);
 }
 
+/* The job fails with COLL_ERR_JOB naming the rank that left (@p why: what the rounds saw). */
+static void direct_abort_left(coll_comm_t *c, const char *why)
+{
+    const coll_shm_hdr_t *h = c->shm->hdr;
+    char msg[COLL_SHM_MSG_BYTES];
+
+    snprintf(msg, sizeof(msg), "%.*s left job %s; its collectives cannot run without it (%.200s)",
+             COLL_SHM_LEFT_BYTES - 1, h->left_msg, c->job, why);
+    coll__abort(c, COLL_ERR_JOB, msg);
+    coll__set_error(c, "%s", msg);
+}
+
 /* After direct_failed(): the job failed with the UCX error once the grace ran out, or at once
  * with the cause when a rank left the job, on this node or on another (its daemon's goodbye):
  * a partner leader that left ends its endpoints, and every rank should hear who left. */
 static void direct_grace(coll_comm_t *c, coll_shm_op_t *op)
 {
-    const coll_shm_hdr_t *h = c->shm->hdr;
-    char msg[COLL_SHM_MSG_BYTES];
-
-    if (atomic_load(&h->left)) {
+    if (atomic_load(&c->shm->hdr->left)) {
         op->rounds_fail_ns = 0;
-        snprintf(msg, sizeof(msg), "%.*s left job %s; its collectives cannot run without it "
-                 "(%.200s)", COLL_SHM_LEFT_BYTES - 1, h->left_msg, c->job, op->rounds_why);
-        coll__abort(c, COLL_ERR_JOB, msg);
-        coll__set_error(c, "%s", msg);
-        return;
-    }
-    if (coll__now_ns() - op->rounds_fail_ns > DIRECT_GRACE_NS) {
+        direct_abort_left(c, op->rounds_why);
+    } else if (coll__now_ns() - op->rounds_fail_ns > DIRECT_GRACE_NS) {
         op->rounds_fail_ns = 0;
         coll__abort(c, op->rounds_st, op->rounds_why);
         coll__set_error(c, "%s", op->rounds_why);
     }
+}
+
+/* Rounds still waiting the grace after a rank left the job (here, or on another node: its
+ * daemon's goodbye; a leader that only destroyed its communicator leaves its endpoints up):
+ * 1 when the job should fail with the leave. Not at once: a partner that completed its rounds
+ * and then left may still have its last message on the way. */
+static int direct_left(coll_comm_t *c, coll_shm_op_t *op)
+{
+    uint64_t now;
+
+    if (!atomic_load(&c->shm->hdr->left)) {
+        return 0;
+    }
+    now = coll__now_ns();
+    if (op->left_ns == 0) {
+        op->left_ns = now;
+    }
+    return now - op->left_ns > DIRECT_GRACE_NS;
 }
 
 /* The rounds ran past the job's timeout (a leader gone, stopped, or sending without the job's
@@ -306,6 +328,12 @@ void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op)
     }
     /* The daemons' timeout comes first, with its blame (shm_watch.c); this one only bounds a
      * wait they cannot see end (the partner leader's messages lost). */
+    if (st == COLL_INPROGRESS && direct_left(c, op)) {
+        op->rounds_over = 1;
+        direct_abort_left(c, "the direct rounds waited 1 s more");
+        coll__direct_end(c->conn, &op->rounds);
+        return;
+    }
     if (st == COLL_INPROGRESS && c->job_timeout_ms > 0 &&
         coll__now_ns() - op->rounds.start_ns > c->job_timeout_ms * 1000000ull + DIRECT_GRACE_NS) {
         st = direct_late(c, op);

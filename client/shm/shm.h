@@ -49,6 +49,7 @@ typedef struct coll_shm_op {
     int rounds_over;        /* direct, local rank 0: they ended (well or not) */
     uint64_t rounds_fail_ns; /* direct, local rank 0: when they failed on UCX, while it waits
                                 for the job's failure from the daemons (0: not) */
+    uint64_t left_ns;       /* direct, local rank 0: when its rounds saw a rank had left */
     coll_status_t rounds_st; /* that failure, and its reason */
     char rounds_why[512];
     uint64_t ready_ns;      /* the last local rank posted */

@@ -20,6 +20,11 @@ coll_req_algo() "shm+direct" / "direct"):
   direct_leave  4 x 1; rank 1, node 1's leader, leaves between operations (communicator
                 destroyed, nothing pending). Ranks 0, 2 and 3: COLL_ERR_JOB naming "rank 1"
                 (its daemon's goodbye), within half the job's timeout.
+  direct_linger 4 x 1; rank 1 leaves between operations but its process stays, and the others
+                submit the next allreduce at once: their leaders already wait for it in their
+                rounds when its daemon's goodbye comes (its endpoints stay up). Ranks 0, 2 and 3:
+                COLL_ERR_JOB naming "rank 1" a second after its leaving (the rounds' grace for a
+                partner's last message), well before the job's timeout.
   direct_token  2 x 2; SIGSTOP rank 2; a UCX sender outside the job (direct_rogue, the leader's
                 address and the waiting keys from node 0's /status) sends node 0's leader
                 messages with a wrong token: node 0 counts them
@@ -131,6 +136,23 @@ def case_direct_leave(ctx):
     finish(ctx, [0, 2, 3])
 
 
+def case_direct_linger(ctx):
+    """Node 1's leader (4 x 1) leaves between operations and its process stays; the other
+    leaders already wait for it in their rounds: the job fails naming it after the rounds'
+    grace (1 s), not by the timeout (which blamed whichever leader another one waited for)."""
+    job = direct_job(ctx, "direct-linger", 4, 1, "--window", "1", "--stall-rank", "1",
+                     "--stall-after", "20", "--leave", "--linger")
+    job.wait_event("LINGER", ranks=[1], timeout=30)
+    t = float(job.rank(1).event("LEFT")["t_mono"])
+    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 1\b") for r in (0, 2, 3)})
+    check(max(ctx.times.values()) < ctx.t_s - 1.0, "errors %.3f s after the rank left: the "
+          "timeout's verdict, not the leave's" % max(ctx.times.values()))
+    expect_status_failed(ctx, [0, 2, 3], job.id, r"\brank 1\b")
+    end_job(job, expect=None)  # rank 1 exits 0 once stdin closes, the others 3
+    fresh_job(ctx, "direct-linger-fresh", [0, 1, 2, 3], 1)
+    finish(ctx, [0, 1, 2, 3])
+
+
 def waiting_keys(ctx, node, job_id, older_ms):
     """(leader address, keys) of node @node's allreduces of @job_id that have waited in shared
     memory for more than @older_ms (the leader's rounds wait for a stopped leader)."""
@@ -189,6 +211,7 @@ CASES = {
     "direct_kill": case_direct_kill, "direct_stop": case_direct_stop,
     "direct_abort": case_direct_abort, "direct_daemon_kill": case_direct_daemon_kill,
     "direct_token": case_direct_token, "direct_leave": case_direct_leave,
+    "direct_linger": case_direct_linger,
 }
 
 

@@ -60,6 +60,7 @@ typedef struct {
     int stall_rank;
     long stall_after;
     int leave; /* the stall rank leaves (coll_comm_destroy) instead of holding */
+    int linger; /* --leave: the others go on at once, the leaving process stays (hold_ms) */
     int abort; /* the stall rank ends the job (coll_comm_abort) before holding */
     int hold_ms;
     int hold_start; /* wait for stdin to close before the first operation */
@@ -326,7 +327,7 @@ static int run_loop(run_t *r)
             if (r->rank == o->stall_rank && next == o->stall_after) {
                 return o->leave ? leave(next) : stall(r, next);
             }
-            if (o->leave && next == o->stall_after) {
+            if (o->leave && !o->linger && next == o->stall_after) {
                 usleep(LEAVE_WAIT_MS * 1000); /* its daemon has seen it leave by then */
             }
             submit(r, s, next++);
@@ -353,6 +354,8 @@ static void usage(FILE *f)
             "                                 (K = 0: it submits none)\n"
             "  --leave  rank R then leaves the job (LEFT, exit 0) instead of holding it; the\n"
             "           others wait 500 ms before operation K (needs --window 1)\n"
+            "  --linger  with --leave: the others submit at once, and rank R's process stays\n"
+            "           (LINGER) after it left, until stdin closes (at most T ms)\n"
             "  --abort  rank R ends the job (coll_comm_abort, ABORTED) 200 ms after it\n"
             "           stopped submitting, and then holds it\n"
             "  --seed S       mix S into every input (default 0)\n"
@@ -395,7 +398,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         {"iters", required_argument, NULL, 'i'},       {"progress", required_argument, NULL, 'p'},
         {"stall-rank", required_argument, NULL, 'r'},  {"stall-after", required_argument, NULL, 'a'},
         {"hold-ms", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
-        {"leave", no_argument, NULL, 'l'},    {"abort", no_argument, NULL, 'x'},
+        {"leave", no_argument, NULL, 'l'},    {"linger", no_argument, NULL, 'g'},    {"abort", no_argument, NULL, 'x'},
         {"seed", required_argument, NULL, 's'}, {"hold-start", no_argument, NULL, 'H'},
         {"op", required_argument, NULL, 'o'},   {NULL, 0, NULL, 0}};
     int ch;
@@ -412,6 +415,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'a': o->stall_after = parse_long(optarg, 0, 1L << 40); break;
         case 't': o->hold_ms = (int)parse_long(optarg, 0, 3600000); break;
         case 'l': o->leave = 1; break;
+        case 'g': o->linger = 1; break;
         case 'x': o->abort = 1; break;
         case 's': o->seed = (uint32_t)parse_long(optarg, 0, 0x7fffffff); break;
         case 'H': o->hold_start = 1; break;
@@ -421,6 +425,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         }
     }
     if (optind != argc || (o->leave && (o->window != 1 || o->stall_rank < 0)) ||
+        (o->linger && !o->leave) ||
         (o->abort && (o->leave || o->stall_rank < 0))) {
         usage(stderr);
         exit(2);
@@ -494,6 +499,10 @@ int main(int argc, char **argv)
     }
     rc = run_loop(&r);
     coll_comm_destroy(r.comm);
+    if (o.linger && r.rank == o.stall_rank) {
+        say("LINGER t_mono=%.6f", clock_s(CLOCK_MONOTONIC));
+        hold(o.hold_ms);
+    }
     free(r.scounts);
     free(r.rcounts);
     free(r.displs);
