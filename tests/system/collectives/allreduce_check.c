@@ -14,8 +14,9 @@
  * Mismatch mode (--mismatch-rank R, or --mismatch-node N for every rank of a node): rank R
  * submits a different count for the same operation
  * (with --mismatch-layout: the same count but another tensor layout fingerprint,
- * coll_op_params_t.layout). Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS,
- * with both counts (both layouts) in the message of coll_comm_last_error(), its output (and
+ * coll_op_params_t.layout). Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS
+ * (--mismatch-ms), with both counts (both layouts) and every --mismatch-text in the message of
+ * coll_comm_last_error(), its output (and
  * input) untouched, and a next operation must fail as well (the job is failed) instead of hanging.
  *
  * Exit status: 0 when everything checked out, 1 on a failed check (with a message naming rank,
@@ -554,14 +555,19 @@ static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
         usleep((useconds_t)o->late_ms * 1000u);
     }
     double t0 = now_s();
-    coll_status_t st = run_allreduce(c, &b, o->op, MISMATCH_DEADLINE_MS);
+    coll_status_t st = run_allreduce(c, &b, o->op, o->mismatch_ms);
     double dt = now_s() - t0;
     snprintf(msg, sizeof(msg), "%s", coll_comm_last_error(c->comm));
-    if (st != COLL_ERR_MISMATCH) {
+    if (st != COLL_ERR_MISMATCH || dt * 1000.0 > o->mismatch_ms) {
         die("rank %d (or node %d) submitted count %zu, the others %zu: expected "
             "COLL_ERR_MISMATCH within %d ms, got %s (%s) after %.3f s; last error: '%s'",
             o->mismatch_rank, o->mismatch_node, other, count,
-            MISMATCH_DEADLINE_MS, coll_err_name(st), coll_strerror(st), dt, msg);
+            o->mismatch_ms, coll_err_name(st), coll_strerror(st), dt, msg);
+    }
+    for (int i = 0; i < o->ntexts; i++) {
+        if (strstr(msg, o->texts[i]) == NULL) {
+            die("mismatch message does not say '%s': '%s'", o->texts[i], msg);
+        }
     }
     if (o->mismatch_layout) {
         check_layouts_named(msg);
