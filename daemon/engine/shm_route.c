@@ -16,8 +16,10 @@
  */
 #include "engine/shm_route.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 
+#include "base/log.h"
 #include "engine/shm.h"
 #include "net/transport.h"
 #include "proto/tag.h"
@@ -120,5 +122,10 @@ int coll_shm_route_check(coll_job_t *job, const coll_shm_wait_t *w, size_t n, ui
     t->key = first != NULL ? first->key : 0;
     t->gen = first_gen;
     t->since_ns = first != NULL ? now : 0;
+    if (first != NULL) {
+        coll_debug(COLL_SUB_JOB, "job %s: key %#" PRIx64 " waits in its direct rounds with node "
+                   "%u's descriptor of that key waiting here: a mismatch of routes if still so "
+                   "in %u ms", job->id, first->key, prev_node(job), COLL_SHM_ROUTE_GRACE_MS);
+    }
     return 0;
 }
