@@ -9,7 +9,9 @@
  * average is an integer and exact too (division, or multiplication by a rounded reciprocal for
  * the world sizes tested). Guard bytes before and after each buffer must survive, and an
  * out-of-place input must be unchanged. With --window W, W operations are in flight at once;
- * with --keyed they carry explicit keys and every rank submits them in another order.
+ * with --keyed they carry explicit keys and every rank submits them in another order; with
+ * --reuse-keys too, operation w of every round and count has key w, which comes back as soon
+ * as the one before completed, on a count that may take another path.
  *
  * Mismatch mode (--mismatch-rank R, or --mismatch-node N for every rank of a node): rank R
  * submits a different count for the same operation
@@ -416,7 +418,9 @@ static void run_round(const ctx_t *c, const opts_t *o, bufs_t *b, int round, int
     }
     for (int k = 0; k < W; k++) {
         int w = o->keyed ? (k + c->rank) % W : k;
-        int64_t key = o->keyed ? ((int64_t)kidx << 24) | (round * W + w) : -1;
+        int64_t key = !o->keyed     ? -1
+                      : o->reuse_keys ? w
+                                      : ((int64_t)kidx << 24) | (round * W + w);
         st[w] = submit_op(c, &b[w], o->op, key, &req[w]);
         if (st[w] != COLL_INPROGRESS && st[w] != COLL_OK) {
             check_done(c, o, &b[w], st[w], token, round * W + w);

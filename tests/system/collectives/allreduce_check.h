@@ -29,6 +29,7 @@ typedef struct {
     int iters;
     int window; /* operations in flight at once */
     int keyed;  /* explicit keys, submitted in a rank-dependent order */
+    int reuse_keys; /* keyed: operation w of every round and count has key w */
     place_t place;
     int mismatch_rank; /* -1: correctness mode */
     int mismatch_layout; /* mismatch mode: the layout differs, not the count */

@@ -14,7 +14,7 @@ void allreduce_check_usage(FILE *f)
 {
     fprintf(f,
             "usage: allreduce_check [--counts LIST] [--op sum|avg] [--iters K] [--window W]\n"
-            "                       [--keyed]\n"
+            "                       [--keyed [--reuse-keys]]\n"
             "                       [--inplace|--outofplace|--mixed] [--mismatch-rank R\n"
             "                       [--mismatch-layout]] [--mismatch-node N]\n"
             "                       [--late-rank K [--late-ms D]] [--mismatch-ms D]\n"
@@ -28,6 +28,7 @@ void allreduce_check_usage(FILE *f)
             "  --window W      operations in flight per round, 1..16 (default 1)\n"
             "  --keyed         give operations explicit keys and let each rank submit the\n"
             "                  round's operations in another order\n"
+            "  --reuse-keys    with --keyed: operation w of every round and count has key w\n"
             "  --inplace       sendbuf == recvbuf; --outofplace (default) separate buffers;\n"
             "                  --mixed: even ranks in place, odd ranks out of place\n"
             "  --mismatch-rank R  rank R submits another count than the others for the first\n"
@@ -70,6 +71,7 @@ void allreduce_check_parse_opts(int argc, char **argv, opts_t *o)
         {"mismatch-layout", no_argument, NULL, 'Y'},
         {"mismatch-node", required_argument, NULL, 'n'},
         {"window", required_argument, NULL, 'w'},   {"keyed", no_argument, NULL, 'k'},
+        {"reuse-keys", no_argument, NULL, 'R'},
         {"late-rank", required_argument, NULL, 'l'}, {"late-ms", required_argument, NULL, 'L'},
         {"mismatch-ms", required_argument, NULL, 'D'},
         {"mismatch-text", required_argument, NULL, 'T'},
@@ -98,6 +100,7 @@ void allreduce_check_parse_opts(int argc, char **argv, opts_t *o)
         case 'n': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_node = (int)v; break;
         case 'w': bad = check_parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
         case 'k': o->keyed = 1; break;
+        case 'R': o->reuse_keys = 1; break;
         case 'l': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;
         case 'L': bad = check_parse_int(optarg, 0, 60000, &v) < 0; o->late_ms = (int)v; break;
         case 't': bad = check_parse_int(optarg, 1, 3600000, &v) < 0; o->timeout_ms = (int)v; break;
