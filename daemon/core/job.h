@@ -152,6 +152,16 @@ typedef struct {
     uint64_t since_ms;            /**< loop time of the first attempt to reach the root */
 } coll_job_rdv_t;
 
+/** A direct-path allreduce of this node whose key a descriptor of the daemons' path from the
+ *  previous node carries too (engine/shm_route.h). */
+typedef struct {
+    uint64_t key;      /**< its key */
+    uint64_t gen;      /**< its home post's generation (coll_shm_gen()) */
+    uint64_t since_ns; /**< when first seen so (uv_hrtime()); 0: none */
+    coll_desc_t peer;  /**< that descriptor, taken when the job fails with it (UCX may write it
+                            until the worker is destroyed) */
+} coll_shm_route_t;
+
 /** The engine's part of a job (engine/). */
 typedef struct {
     coll_list_t ops;              /**< coll_op_t in flight */
@@ -163,6 +173,7 @@ typedef struct {
     uint64_t shm_posted;          /**< collectives its ranks posted there (every one) */
     struct coll_nccl_job *nccl;   /**< its NCCL communicator (engine/algos/nccl.h); NULL until
                                        the first NCCL operation */
+    coll_shm_route_t route;       /**< a route disagreement suspected (engine/shm_route.h) */
 } coll_job_engine_t;
 
 /** A job on this node. The job layer (job/lifecycle.c) owns its life and the fields at the top;

@@ -166,6 +166,13 @@ static int node_reduced(const coll_job_t *job, const coll_shm_wait_t *w, int *di
                          bytes <= h->node_max_bytes);
 }
 
+int coll_shm_is_direct(const coll_job_t *job, const coll_shm_wait_t *w)
+{
+    int direct;
+
+    return node_reduced(job, w, &direct) && direct;
+}
+
 /* Whether process @p pid is stopped (by a signal, or traced): its state in /proc. */
 static int stopped(pid_t pid)
 {
@@ -223,14 +230,13 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
                            size_t len)
 {
     uint32_t missing;
-    int direct;
 
     buf[0] = '\0';
     missing = name_ranks(job, w->posted, 0, "not submitted", buf, len);
     if (missing > 0 || name_ranks(job, w->busy, 1, "running its part", buf, len) > 0) {
         return missing;
     }
-    if (node_reduced(job, w, &direct) && direct) {
+    if (coll_shm_is_direct(job, w)) {
         /* Everything local is done: the rounds between the leaders are what is missing. */
         return describe_rounds(job, w, buf, len);
     } else {

@@ -73,6 +73,13 @@ int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t 
  */
 int coll_shm_runs_there(const coll_job_t *job, const coll_shm_wait_t *w);
 
+/**
+ * @return 1 when waiting collective @p w runs on the direct path: an allreduce of a multi-node
+ *         job up to direct_max_bytes whose inter-node rounds the nodes' leaders run between
+ *         themselves (client/direct/), not the daemons.
+ */
+int coll_shm_is_direct(const coll_job_t *job, const coll_shm_wait_t *w);
+
 /** @brief Add what the ranks counted since the last harvest to the daemon's counters (and to
  *         the job's shm totals). */
 void coll_shm_harvest(coll_job_t *job);

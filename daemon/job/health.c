@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "engine/op.h"
+#include "engine/shm_route.h"
 #include "engine/shm_watch.h"
 #include "job/blame.h"
 #include "net/control.h"
@@ -216,7 +217,8 @@ static int check_shm_conflict(coll_job_t *job, const coll_shm_wait_t *w)
 }
 
 /* Collectives waiting in the local ranks' shared-memory area (engine/shm_watch.h), scanned once
- * a tick: check_shm_left(), then the same stall warning and timeout as the daemon's own
+ * a tick: check_shm_left(), a collective of another kind or route elsewhere under the same key
+ * (engine/shm_route.h), then the same stall warning and timeout as the daemon's own
  * operations. Returns 1 when the job failed. */
 static int check_shm(coll_job_t *job, uint64_t now)
 {
@@ -231,6 +233,9 @@ static int check_shm(coll_job_t *job, uint64_t now)
         if (check_shm_conflict(job, &w[i])) {
             return 1;
         }
+    }
+    if (coll_shm_route_check(job, w, n, now)) {
+        return 1;
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t age = now > w[i].since_ns ? now - w[i].since_ns : 0;

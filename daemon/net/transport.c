@@ -328,6 +328,37 @@ void coll_transport_cancel(coll_job_t *job, coll_xfer_t *x)
     }
 }
 
+int coll_transport_unexpected(coll_job_t *job, uint64_t tag)
+{
+    ucp_tag_recv_info_t info;
+
+    return job->net.worker != NULL &&
+           ucp_tag_probe_nb(job->net.worker, tag, COLL_TAG_MASK_ALL, 0, &info) != NULL;
+}
+
+size_t coll_transport_take(coll_job_t *job, uint64_t tag, void *buf, size_t len)
+{
+    ucp_request_param_t p = {0};
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h m;
+    ucs_status_ptr_t r;
+
+    if (job->net.worker == NULL ||
+        (m = ucp_tag_probe_nb(job->net.worker, tag, COLL_TAG_MASK_ALL, 1, &info)) == NULL) {
+        return 0;
+    }
+    /* A whole eager message completes here (UCS_OK); a request would complete later, into
+     * @p buf, which the caller keeps as long as the worker. */
+    r = ucp_tag_msg_recv_nbx(job->net.worker, buf, len, m, &p);
+    if (r == NULL) {
+        return info.length <= len ? info.length : 0;
+    }
+    if (!UCS_PTR_IS_ERR(r)) {
+        ucp_request_free(r);
+    }
+    return 0;
+}
+
 /* Hand every completed transfer to the engine. */
 static void run_events(coll_job_t *job)
 {

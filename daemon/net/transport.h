@@ -115,6 +115,24 @@ coll_status_t coll_transport_recv(coll_job_t *job, uint32_t from, uint64_t tag, 
 void coll_transport_cancel(coll_job_t *job, coll_xfer_t *x);
 
 /**
+ * @brief Whether a message of exactly @p tag waits in the job's worker with no receive posted
+ *        for it (it arrived before, or without, the operation that would take it). Leaves it
+ *        there; sees what the last progress (coll_transport_drive()) brought in.
+ * @return 1 when one waits, 0 otherwise (or without a worker).
+ */
+int coll_transport_unexpected(coll_job_t *job, uint64_t tag);
+
+/**
+ * @brief Take a message of exactly @p tag that waits unexpected (coll_transport_unexpected())
+ *        into @p buf (at most @p len bytes), for a job that fails: it is no longer there for a
+ *        receive. @p buf must stay valid as long as the job's worker: a message UCX does not
+ *        hand over at once is written there later.
+ * @return The bytes received now; 0 when none waits, it was longer than @p len, or it did not
+ *         arrive at once.
+ */
+size_t coll_transport_take(coll_job_t *job, uint64_t tag, void *buf, size_t len);
+
+/**
  * @brief Progress the worker and hand completed transfers to the engine, boundedly, then arm
  *        the worker's event fd (or drive again from the loop when it stays busy). Call after
  *        posting work from outside a poll callback. No-op without a worker.

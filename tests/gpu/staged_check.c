@@ -20,9 +20,12 @@
  *               every collective but the reduce, gather and scatter must name "nccl" (those
  *               the staged path),
  *               and --mismatch has every rank's buffer on the device.
- *   --kinds     with --nccl: rank 0 allreduces 1024 elements on the device, every other rank
- *               1024 in the host pool: the nodes choose different algorithms (nccl against a
- *               host one), which the descriptor check turns into COLL_ERR_MISMATCH everywhere.
+ *   --kinds     rank 0 allreduces 1024 elements on the device, every other rank 1024 in the
+ *               host pool: COLL_ERR_MISMATCH everywhere. With --nccl the nodes choose
+ *               different algorithms (nccl against a host one), which the descriptor check
+ *               finds; without, rank 0's node runs it through the daemons (the staged path)
+ *               and the others on the direct path, which the daemons find where the paths
+ *               cross (daemon/engine/shm_route.h).
  *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
  *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
  *

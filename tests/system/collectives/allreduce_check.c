@@ -9,13 +9,16 @@
  * average is an integer and exact too (division, or multiplication by a rounded reciprocal for
  * the world sizes tested). Guard bytes before and after each buffer must survive, and an
  * out-of-place input must be unchanged. With --window W, W operations are in flight at once;
- * with --keyed they carry explicit keys and every rank submits them in another order.
+ * with --keyed they carry explicit keys and every rank submits them in another order; with
+ * --reuse-keys too, operation w of every round and count has key w, which comes back as soon
+ * as the one before completed, on a count that may take another path.
  *
  * Mismatch mode (--mismatch-rank R, or --mismatch-node N for every rank of a node): rank R
  * submits a different count for the same operation
  * (with --mismatch-layout: the same count but another tensor layout fingerprint,
- * coll_op_params_t.layout). Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS,
- * with both counts (both layouts) in the message of coll_comm_last_error(), its output (and
+ * coll_op_params_t.layout). Every rank must see COLL_ERR_MISMATCH within MISMATCH_DEADLINE_MS
+ * (--mismatch-ms), with both counts (both layouts) and every --mismatch-text in the message of
+ * coll_comm_last_error(), its output (and
  * input) untouched, and a next operation must fail as well (the job is failed) instead of hanging.
  *
  * Exit status: 0 when everything checked out, 1 on a failed check (with a message naming rank,
@@ -415,7 +418,9 @@ static void run_round(const ctx_t *c, const opts_t *o, bufs_t *b, int round, int
     }
     for (int k = 0; k < W; k++) {
         int w = o->keyed ? (k + c->rank) % W : k;
-        int64_t key = o->keyed ? ((int64_t)kidx << 24) | (round * W + w) : -1;
+        int64_t key = !o->keyed     ? -1
+                      : o->reuse_keys ? w
+                                      : ((int64_t)kidx << 24) | (round * W + w);
         st[w] = submit_op(c, &b[w], o->op, key, &req[w]);
         if (st[w] != COLL_INPROGRESS && st[w] != COLL_OK) {
             check_done(c, o, &b[w], st[w], token, round * W + w);
@@ -554,14 +559,19 @@ static void run_mismatch(const ctx_t *c, const opts_t *o, size_t count)
         usleep((useconds_t)o->late_ms * 1000u);
     }
     double t0 = now_s();
-    coll_status_t st = run_allreduce(c, &b, o->op, MISMATCH_DEADLINE_MS);
+    coll_status_t st = run_allreduce(c, &b, o->op, o->mismatch_ms);
     double dt = now_s() - t0;
     snprintf(msg, sizeof(msg), "%s", coll_comm_last_error(c->comm));
-    if (st != COLL_ERR_MISMATCH) {
+    if (st != COLL_ERR_MISMATCH || dt * 1000.0 > o->mismatch_ms) {
         die("rank %d (or node %d) submitted count %zu, the others %zu: expected "
             "COLL_ERR_MISMATCH within %d ms, got %s (%s) after %.3f s; last error: '%s'",
             o->mismatch_rank, o->mismatch_node, other, count,
-            MISMATCH_DEADLINE_MS, coll_err_name(st), coll_strerror(st), dt, msg);
+            o->mismatch_ms, coll_err_name(st), coll_strerror(st), dt, msg);
+    }
+    for (int i = 0; i < o->ntexts; i++) {
+        if (strstr(msg, o->texts[i]) == NULL) {
+            die("mismatch message does not say '%s': '%s'", o->texts[i], msg);
+        }
     }
     if (o->mismatch_layout) {
         check_layouts_named(msg);

@@ -17,6 +17,8 @@
 /* Out-of-place outputs are filled with this before each operation (a NaN pattern). */
 #define SENTINEL_BYTE 0xff
 #define MISMATCH_DEADLINE_MS 10000
+/* Texts the mismatch's message must contain (--mismatch-text). */
+#define MAX_TEXTS 4
 
 typedef enum { PLACE_OUT, PLACE_IN, PLACE_MIXED } place_t;
 
@@ -27,12 +29,16 @@ typedef struct {
     int iters;
     int window; /* operations in flight at once */
     int keyed;  /* explicit keys, submitted in a rank-dependent order */
+    int reuse_keys; /* keyed: operation w of every round and count has key w */
     place_t place;
     int mismatch_rank; /* -1: correctness mode */
     int mismatch_layout; /* mismatch mode: the layout differs, not the count */
     int mismatch_node; /* -1, or mismatch mode: every rank of this node submits the other count */
     int late_rank;     /* -1: none */
     int late_ms;       /* how long late_rank waits before submitting in mismatch mode */
+    int mismatch_ms;   /* mismatch mode: the error must come within this long */
+    const char *texts[MAX_TEXTS]; /* mismatch mode: what its message must contain */
+    int ntexts;
     int timeout_ms;
 } opts_t;
 

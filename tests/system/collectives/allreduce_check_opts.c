@@ -14,10 +14,11 @@ void allreduce_check_usage(FILE *f)
 {
     fprintf(f,
             "usage: allreduce_check [--counts LIST] [--op sum|avg] [--iters K] [--window W]\n"
-            "                       [--keyed]\n"
+            "                       [--keyed [--reuse-keys]]\n"
             "                       [--inplace|--outofplace|--mixed] [--mismatch-rank R\n"
             "                       [--mismatch-layout]] [--mismatch-node N]\n"
-            "                       [--late-rank K [--late-ms D]] [--timeout-ms T]\n"
+            "                       [--late-rank K [--late-ms D]] [--mismatch-ms D]\n"
+            "                       [--mismatch-text S]... [--timeout-ms T]\n"
             "Run as every rank of a collective-launch job; checks coll_allreduce_async().\n"
             "  --counts LIST   comma-separated element counts (default 0,1,N-1,N+1,1000003):\n"
             "                  an integer with optional suffix Ki or Mi (2^10, 2^20), or N, N-k,\n"
@@ -27,16 +28,21 @@ void allreduce_check_usage(FILE *f)
             "  --window W      operations in flight per round, 1..16 (default 1)\n"
             "  --keyed         give operations explicit keys and let each rank submit the\n"
             "                  round's operations in another order\n"
+            "  --reuse-keys    with --keyed: operation w of every round and count has key w\n"
             "  --inplace       sendbuf == recvbuf; --outofplace (default) separate buffers;\n"
             "                  --mixed: even ranks in place, odd ranks out of place\n"
             "  --mismatch-rank R  rank R submits another count than the others for the first\n"
             "                  count of LIST; every rank must get COLL_ERR_MISMATCH\n"
             "  --mismatch-layout  rank R submits the same count but another tensor layout\n"
+            "                  fingerprint (coll_op_params_t.layout) than the others\n"
             "  --mismatch-node N  every rank of node N submits another count: its local ranks\n"
             "                  agree, the daemons find the mismatch between nodes\n"
-            "                  fingerprint (coll_op_params_t.layout) than the others\n"
             "  --late-rank K   in mismatch mode, rank K submits --late-ms later than the others\n"
             "  --late-ms D     that delay in milliseconds (default 500)\n"
+            "  --mismatch-ms D in mismatch mode, the error must come within D ms of the\n"
+            "                  submission (default 10000)\n"
+            "  --mismatch-text S  in mismatch mode, the error's message must contain S (up to\n"
+            "                  4 times)\n"
             "  --timeout-ms T  bound on each wait (default 120000)\n");
 }
 
@@ -65,14 +71,18 @@ void allreduce_check_parse_opts(int argc, char **argv, opts_t *o)
         {"mismatch-layout", no_argument, NULL, 'Y'},
         {"mismatch-node", required_argument, NULL, 'n'},
         {"window", required_argument, NULL, 'w'},   {"keyed", no_argument, NULL, 'k'},
+        {"reuse-keys", no_argument, NULL, 'R'},
         {"late-rank", required_argument, NULL, 'l'}, {"late-ms", required_argument, NULL, 'L'},
+        {"mismatch-ms", required_argument, NULL, 'D'},
+        {"mismatch-text", required_argument, NULL, 'T'},
         {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     long v;
     int ch, bad = 0;
 
     *o = (opts_t){.op = COLL_SUM, .iters = 2, .place = PLACE_OUT, .mismatch_rank = -1, .window = 1,
-                  .mismatch_node = -1, .late_rank = -1, .late_ms = 500, .timeout_ms = 120000};
+                  .mismatch_node = -1, .late_rank = -1, .late_ms = 500, .timeout_ms = 120000,
+                  .mismatch_ms = MISMATCH_DEADLINE_MS};
     split_counts(o, "0,1,N-1,N+1,1000003");
     while (!bad && (ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
@@ -90,9 +100,15 @@ void allreduce_check_parse_opts(int argc, char **argv, opts_t *o)
         case 'n': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->mismatch_node = (int)v; break;
         case 'w': bad = check_parse_int(optarg, 1, MAX_WINDOW, &v) < 0; o->window = (int)v; break;
         case 'k': o->keyed = 1; break;
+        case 'R': o->reuse_keys = 1; break;
         case 'l': bad = check_parse_int(optarg, 0, 1 << 20, &v) < 0; o->late_rank = (int)v; break;
         case 'L': bad = check_parse_int(optarg, 0, 60000, &v) < 0; o->late_ms = (int)v; break;
         case 't': bad = check_parse_int(optarg, 1, 3600000, &v) < 0; o->timeout_ms = (int)v; break;
+        case 'D': bad = check_parse_int(optarg, 1, 3600000, &v) < 0; o->mismatch_ms = (int)v; break;
+        case 'T':
+            bad = o->ntexts == MAX_TEXTS;
+            o->texts[bad ? 0 : o->ntexts++] = optarg;
+            break;
         case 'h': allreduce_check_usage(stdout); exit(0);
         default: bad = 1;
         }

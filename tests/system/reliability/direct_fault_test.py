@@ -25,6 +25,11 @@ coll_req_algo() "shm+direct" / "direct"):
                 rounds when its daemon's goodbye comes (its endpoints stay up). Ranks 0, 2 and 3:
                 COLL_ERR_JOB naming "rank 1" a second after its leaving (the rounds' grace for a
                 partner's last message), well before the job's timeout.
+  direct_route  2 x 2; node 1's ranks allreduce 12001 float32 (48004 bytes, above the bound:
+                through the daemons), node 0's 8000 (32000 bytes: the direct path), with a
+                30 s job timeout. Every rank (allreduce_check's mismatch mode):
+                COLL_ERR_MISMATCH within 5 s, naming both counts and both routes, no output
+                written; then a fresh job on the same daemons, every result right.
   direct_token  2 x 2; SIGSTOP rank 2; a UCX sender outside the job (direct_rogue, the leader's
                 address and the waiting keys from node 0's /status) sends node 0's leader
                 messages with a wrong token: node 0 counts them
@@ -36,6 +41,7 @@ Exit status: 0 pass, 1 fail (with the daemons' logs and the ranks' output), 77 s
 
 import re
 import signal
+import time
 
 import fault_test as ft
 from fault_test import SHM_COUNT, end_job, expect_failures, expect_status_failed, fresh_job, \
@@ -43,6 +49,8 @@ from fault_test import SHM_COUNT, end_job, expect_failures, expect_status_failed
 from fault_test import h, check, log
 
 DIRECT_ENV = {"COLLD_DIRECT_MAX_BYTES": "32K"}  # the 4 KiB allreduces take the direct path
+ROUTE_TIMEOUT_MS = 30000  # direct_route: the job's timeout, and
+ROUTE_BOUND_MS = 5000     # the bound on its mismatch error, far inside it
 
 
 def direct_job(ctx, job_id, nodes, rpn, *extra):
@@ -153,6 +161,29 @@ def case_direct_linger(ctx):
     finish(ctx, [0, 1, 2, 3])
 
 
+def case_direct_route(ctx):
+    """An allreduce on the direct path on node 0 and through the daemons on node 1 (counts on
+    either side of direct_max_bytes): node 0's daemon finds node 1's descriptor waiting while
+    its leader waits in the rounds, and every rank fails with COLL_ERR_MISMATCH far inside the
+    job's timeout, not by it; the daemons then run a fresh job exactly."""
+    c = ctx.c
+    bound_ms = ROUTE_BOUND_MS + int(h.SANITIZER_SLACK_S * 1000)
+    c.start_daemons(2, env=DIRECT_ENV)
+    t = time.monotonic()
+    job = c.start_job("direct-route", [0, 1], 2,
+                      [ctx.args.allreduce_check, "--inplace", "--mismatch-node", "1",
+                       "--counts", "8000", "--mismatch-ms", str(bound_ms),
+                       "--mismatch-text", "ran it through the daemons",
+                       "--mismatch-text", "on the direct path"], timeout_ms=ROUTE_TIMEOUT_MS)
+    job.wait_exit(60, expect=0)  # each rank checked its error, its time and its buffers
+    for r in sorted(job.ranks):
+        log("rank %d: %s" % (r, (job.rank(r).text().strip().splitlines() or [""])[-1]))
+    log("every rank failed with COLL_ERR_MISMATCH within %d ms (job timeout %d ms), %.1f s "
+        "after the job started" % (bound_ms, ROUTE_TIMEOUT_MS, time.monotonic() - t))
+    fresh_job(ctx, "direct-route-fresh", [0, 1], 2)
+    finish(ctx, [0, 1])
+
+
 def waiting_keys(ctx, node, job_id, older_ms):
     """(leader address, keys) of node @node's allreduces of @job_id that have waited in shared
     memory for more than @older_ms (the leader's rounds wait for a stopped leader)."""
@@ -210,14 +241,15 @@ def case_direct_token(ctx):
 CASES = {
     "direct_kill": case_direct_kill, "direct_stop": case_direct_stop,
     "direct_abort": case_direct_abort, "direct_daemon_kill": case_direct_daemon_kill,
-    "direct_token": case_direct_token, "direct_leave": case_direct_leave,
-    "direct_linger": case_direct_linger,
+    "direct_route": case_direct_route, "direct_token": case_direct_token,
+    "direct_leave": case_direct_leave, "direct_linger": case_direct_linger,
 }
 
 
 def parser():
     p = ft.parser(__doc__, CASES)
     p.add_argument("--direct-rogue", help="direct_rogue binary (case direct_token)")
+    p.add_argument("--allreduce-check", help="allreduce_check binary (case direct_route)")
     return p
 
 

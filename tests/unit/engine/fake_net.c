@@ -139,6 +139,40 @@ coll_status_t coll_transport_recv(coll_job_t *job, uint32_t from, uint64_t tag, 
     return COLL_OK;
 }
 
+int coll_transport_unexpected(coll_job_t *job, uint64_t tag)
+{
+    pending_t *p, *tmp;
+    coll_list_for_each_safe(p, tmp, &world->arrived[node_of(job)], pending_t, link)
+    {
+        if (p->tag == tag) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+size_t coll_transport_take(coll_job_t *job, uint64_t tag, void *buf, size_t len)
+{
+    pending_t *s = take(&world->arrived[node_of(job)], tag);
+    size_t n = 0;
+
+    if (s == NULL) {
+        return 0;
+    }
+    if (s->len <= len) {
+        memcpy(buf, s->buf, s->len);
+        n = s->len;
+    }
+    if (s->x != NULL) {
+        complete(s->x, UCS_OK, 0);
+    }
+    if (s->owns_buf) {
+        free(s->buf);
+    }
+    free(s);
+    return n;
+}
+
 void coll_transport_cancel(coll_job_t *job, coll_xfer_t *x)
 {
     pending_t *p, *tmp;
