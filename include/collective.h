@@ -190,7 +190,8 @@ typedef struct {
     const char *root;        /**< "host:port" control address of the rendezvous daemon (node 0) */
     int timeout_ms;          /**< the job's timeout (ms): the longest any wait may take (the
                                   rendezvous, each operation); 0: the daemon's (60000 unless
-                                  configured) */
+                                  configured); outside 100..86400000 coll_comm_create() fails
+                                  with COLL_ERR_INVALID */
     uint64_t pool_bytes;     /**< size of the job's shared pool per node; default chosen by daemon */
     const char *job_token;   /**< secret shared by the job's ranks (at most 256 bytes): a rank
                                   with another one cannot join the job, nor see its memory */

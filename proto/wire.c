@@ -57,6 +57,10 @@ static coll_status_t check_join(const Coll__Wire__JoinJob *j, char *err, size_t 
                 "join: local size %u not in 1..world size %u", j->local_size, j->world_size);
     CHECK_FIELD(j->local_rank < j->local_size, "join: local rank %u >= local size %u",
                 j->local_rank, j->local_size);
+    CHECK_FIELD(j->timeout_ms == 0 ||
+                    (j->timeout_ms >= COLL_TIMEOUT_MIN_MS && j->timeout_ms <= COLL_TIMEOUT_MAX_MS),
+                "join: timeout %u ms not in %u..%u", j->timeout_ms, COLL_TIMEOUT_MIN_MS,
+                COLL_TIMEOUT_MAX_MS);
     CHECK_FIELD(strlen(j->root) < 256, "join: root address too long");
     CHECK_FIELD(strlen(j->token) <= COLL_JOB_TOKEN_MAX, "join: job token longer than %u bytes",
                 COLL_JOB_TOKEN_MAX);

@@ -22,6 +22,10 @@
 #define COLL_WORLD_MAX (1u << 20)
 /** Longest job token in bytes. */
 #define COLL_JOB_TOKEN_MAX 256u
+/** Shortest and longest job timeout a join may ask for, ms (JoinJob.timeout_ms; 0 asks for the
+ *  daemon's own, whose key has the same bounds). */
+#define COLL_TIMEOUT_MIN_MS 100u
+#define COLL_TIMEOUT_MAX_MS 86400000u
 /** Longest text of a JoinWait note, an abort reason or a refusal, bytes. */
 #define COLL_WIRE_TEXT_MAX 1023u
 /** Bytes of a challenge, a MAC and a token digest on the wire. */

@@ -11,6 +11,7 @@
 
 #include "client/base/env.h"
 #include "common/size.h"
+#include "proto/wire.h"
 
 #define COLL_DEFAULT_SOCKET "/run/collectived/collectived.sock"
 
@@ -73,6 +74,13 @@ static int resolve_ints(const coll_comm_params_t *in, const coll__launcher_t *l,
     } else if (getenv("COLL_TIMEOUT_MS") != NULL &&
                env_int("COLL_TIMEOUT_MS", NULL, 0, &(coll__launcher_t){0}, &out->timeout_ms, err,
                        errlen) < 0) {
+        return -1;
+    }
+    if (out->timeout_ms != 0 && (out->timeout_ms < (int)COLL_TIMEOUT_MIN_MS ||
+                                 (unsigned)out->timeout_ms > COLL_TIMEOUT_MAX_MS)) {
+        snprintf(err, errlen, "the job's timeout (%s) is %d ms: use %u..%u ms, or 0 for the "
+                 "daemon's", in->field_mask & COLL_COMM_PARAM_TIMEOUT ? "timeout_ms"
+                 : "COLL_TIMEOUT_MS", out->timeout_ms, COLL_TIMEOUT_MIN_MS, COLL_TIMEOUT_MAX_MS);
         return -1;
     }
     out->connect_timeout_ms = COLL_CONNECT_TIMEOUT_DEFAULT_MS;

@@ -129,6 +129,32 @@ static void test_connect_timeout(void **state)
     assert_non_null(strstr(err, "COLL_CONNECT_TIMEOUT_MS=soon"));
 }
 
+/* The job's timeout within the daemon's bounds (100..86400000 ms), or 0 for the daemon's. */
+static void test_job_timeout(void **state)
+{
+    static const char *const env[] = {"RANK", "0", "WORLD_SIZE", "1", "LOCAL_RANK", "0",
+                                      "LOCAL_WORLD_SIZE", "1", "COLL_JOB", "t", NULL};
+    coll_comm_params_t in = {.field_mask = COLL_COMM_PARAM_TIMEOUT, .timeout_ms = 86400001};
+    coll_comm_params_t p;
+    coll__launcher_t l;
+    char err[512];
+
+    set_all(env);
+    assert_int_equal(resolve(&p, &l, err), COLL_OK);
+    assert_int_equal(p.timeout_ms, 0);
+    setenv("COLL_TIMEOUT_MS", "100", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_OK);
+    assert_int_equal(p.timeout_ms, 100);
+    setenv("COLL_TIMEOUT_MS", "50", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_ERR_INVALID);
+    assert_non_null(strstr(err, "(COLL_TIMEOUT_MS) is 50 ms: use 100..86400000 ms"));
+    assert_int_equal(coll__params_resolve(&in, &l, &p, err, sizeof(err)), COLL_ERR_INVALID);
+    assert_non_null(strstr(err, "(timeout_ms) is 86400001 ms"));
+    in.timeout_ms = 86400000;
+    assert_int_equal(coll__params_resolve(&in, &l, &p, err, sizeof(err)), COLL_OK);
+    assert_int_equal(p.timeout_ms, 86400000);
+}
+
 /* What mpirun -np 4 gives its rank 2 on a host with 4 ranks (Open MPI 4.1.4). */
 static const char *const ompi[] = {"OMPI_COMM_WORLD_RANK", "2", "OMPI_COMM_WORLD_SIZE", "4",
                                    "OMPI_COMM_WORLD_LOCAL_RANK", "2",
@@ -274,6 +300,7 @@ int main(void)
         cmocka_unit_test_setup(test_torchrun, clear_env),
         cmocka_unit_test_setup(test_torchrun_master_addr, clear_env),
         cmocka_unit_test_setup(test_connect_timeout, clear_env),
+        cmocka_unit_test_setup(test_job_timeout, clear_env),
         cmocka_unit_test_setup(test_ompi, clear_env),
         cmocka_unit_test_setup(test_coll_wins, clear_env),
         cmocka_unit_test_setup(test_slurm, clear_env),
