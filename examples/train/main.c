@@ -64,7 +64,6 @@ typedef struct epoch_stats {
     double compute_s;   /* forward and backward */
     double comm_s;      /* union over buckets of [submit, done] */
     double exposed_s;   /* waited after backward */
-    double overlap_sum; /* sum of 1 - exposed / comm */
     uint64_t wire_bytes;  /* this node sent for the gradients, every step */
     uint64_t dense_bytes; /* what the uncompressed ring would have sent */
 } epoch_stats_t;
@@ -91,7 +90,6 @@ static void account_step(trainer_t *t, epoch_stats_t *es, const uint64_t ts[6],
         es->compute_s += compute_s;
         es->comm_s += ds->comm_s;
         es->exposed_s += ds->exposed_s;
-        es->overlap_sum += ds->overlap;
     }
     if (t->opts.report_steps && t->dist.rank == 0) {
         printf("step %ld step_ms=%.2f compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f overlap=%.3f "
@@ -245,6 +243,8 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
     double step_s = es->step_s > 0.0 ? es->step_s : 1e-9;
 
     double m = es->measured > 0 ? (double)es->measured : 1.0;
+    /* Of the epoch's times, so that it agrees with the means printed beside it. */
+    double overlap = es->comm_s > 0.0 ? 1.0 - es->exposed_s / es->comm_s : 0.0;
 
     if (t->dist.rank != 0) {
         return;
@@ -253,7 +253,7 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
            "compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f overlap=%.3f", epoch, t->opts.epochs,
            loss, t->lr, samples / step_s, es->step_s, 1e3 * es->mstep_s / m,
            1e3 * es->compute_s / m, 1e3 * es->comm_s / m, 1e3 * es->exposed_s / m,
-           es->overlap_sum / m);
+           overlap < 0.0 ? 0.0 : overlap);
     if (es->wire_bytes > 0) {
         printf(" wire_mb_per_step=%.4f dense_mb_per_step=%.4f compression_ratio=%.1f",
                (double)es->wire_bytes / 1e6 / (double)es->steps,

@@ -183,7 +183,7 @@ static void usage_output(FILE *out)
         "then rank 0's means per step, the first step of the run left out: step_ms the\n"
         "whole step; compute_ms forward and backward; comm_ms the union over buckets of [submit,\n"
         "done]; exposed_ms the wait after backward for communication it did not hide; overlap\n"
-        "1 - exposed/comm), with --report-steps the same per step:\n"
+        "1 - exposed_ms/comm_ms, at least 0), with --report-steps the same per step:\n"
         "  step 12 step_ms=... compute_ms=... comm_ms=... exposed_ms=... overlap=... buckets=B\n"
         "and at the end\n"
         "  final: nodes=N ranks=R epochs=E test_accuracy=0.xxxx train_loss=x.xxxx\n"
