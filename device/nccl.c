@@ -19,7 +19,7 @@ _Static_assert(sizeof(ncclUniqueId) == COLL_NCCL_ID_BYTES, "a unique id is NCCL'
 #define NCCL_ENTRIES(X)                                                                            \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetLastError) X(ncclGetUniqueId)                \
     X(ncclCommInitRankConfig) X(ncclCommGetAsyncError) X(ncclCommAbort) X(ncclCommDestroy)        \
-    X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclBroadcast)
+    X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclBroadcast) X(ncclReduce)
 
 #define NCCL_STR(x) #x
 
@@ -192,6 +192,22 @@ static coll_status_t nccl_reduce_scatter(uint64_t send, uint64_t recv, size_t co
                   "ncclReduceScatter");
 }
 
+static coll_status_t nccl_reduce(uint64_t send, uint64_t recv, size_t count, coll_dtype_t dtype,
+                                 coll_redop_t op, int root, coll_nccl_comm_t comm,
+                                 coll_dev_stream_t s)
+{
+    ncclDataType_t t = ncclFloat32;
+    ncclRedOp_t o;
+    coll_status_t st = dtype_of(dtype, &t);
+
+    if (st != COLL_OK || (st = redop_of(op, &o)) != COLL_OK) {
+        return st;
+    }
+    return result(nc.ncclReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, t,
+                                o, root, (ncclComm_t)comm, (cudaStream_t)s),
+                  "ncclReduce");
+}
+
 static coll_status_t nccl_allgather(uint64_t send, uint64_t recv, size_t count,
                                     coll_dtype_t dtype, coll_nccl_comm_t comm,
                                     coll_dev_stream_t s)
@@ -230,6 +246,7 @@ static coll_nccl_ops_t nccl_ops = {
     .comm_destroy = nccl_comm_destroy,
     .allreduce = nccl_allreduce,
     .reduce_scatter = nccl_reduce_scatter,
+    .reduce = nccl_reduce,
     .allgather = nccl_allgather,
     .broadcast = nccl_broadcast,
 };

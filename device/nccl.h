@@ -72,8 +72,10 @@ typedef struct coll_nccl_ops {
      *         polled to COLL_OK and its stream's work completed). NULL is a no-op. */
     void (*comm_destroy)(coll_nccl_comm_t comm);
     /** @brief recv = the reduction @p op of every rank's send, @p count elements, queued on
-     *         @p s. @return COLL_OK (poll), COLL_ERR_UNSUPPORTED for a dtype or reduction NCCL
-     *         has not (the bitwise ones), NCCL's error. */
+     *         @p s. COLL_AVG is NCCL's ncclAvg: the sum over the communicator's ranks divided
+     *         by their number (not the job's world size; the engine averages itself, SUM then
+     *         its own division). @return COLL_OK (poll), COLL_ERR_UNSUPPORTED for a dtype or
+     *         reduction NCCL has not (the bitwise ones), NCCL's error. */
     coll_status_t (*allreduce)(uint64_t send, uint64_t recv, size_t count, coll_dtype_t dtype,
                                coll_redop_t op, coll_nccl_comm_t comm, coll_dev_stream_t s);
     /** @brief recv = rank r's block (@p count elements) of the reduction of every rank's send
@@ -81,6 +83,12 @@ typedef struct coll_nccl_ops {
     coll_status_t (*reduce_scatter)(uint64_t send, uint64_t recv, size_t count,
                                     coll_dtype_t dtype, coll_redop_t op, coll_nccl_comm_t comm,
                                     coll_dev_stream_t s);
+    /** @brief On rank @p root only: recv = the reduction @p op of every rank's send, @p count
+     *         elements (ncclReduce; recv is not touched on the other ranks, and may be send on
+     *         every rank). @return As allreduce; COLL_ERR_INVALID for a root out of range. */
+    coll_status_t (*reduce)(uint64_t send, uint64_t recv, size_t count, coll_dtype_t dtype,
+                            coll_redop_t op, int root, coll_nccl_comm_t comm,
+                            coll_dev_stream_t s);
     /** @brief recv = every rank's send (@p count elements each) in rank order. @return As
      *         allreduce. */
     coll_status_t (*allgather)(uint64_t send, uint64_t recv, size_t count, coll_dtype_t dtype,

@@ -6,7 +6,8 @@
  * a communicator of two ranks, as two daemons on two GPUs make (NCCL refuses two ranks on one
  * GPU). Each rank's buffers are device memory of the device layer (physical allocations mapped
  * into a reservation, as the device pools are); a float32 sum allreduce, reduce-scatter,
- * all-gather and broadcast, each checked against the values computed here. The process ends
+ * all-gather, broadcast and reduce (to rank 0, checked there), each checked against the values
+ * computed here. The process ends
  * with its device memory mapped: the driver gives it back.
  *
  * Exit status: 0 success, 1 a failed check (with a message), 77 skipped (no CUDA device, or no
@@ -86,7 +87,8 @@ static coll_status_t round_trip(rank_t *r, int which, size_t in_floats, size_t o
     case 0: st = nccl->allreduce(in, out, N, COLL_FLOAT32, COLL_SUM, r->comm, r->s); break;
     case 1: st = nccl->reduce_scatter(in, out, N, COLL_FLOAT32, COLL_SUM, r->comm, r->s); break;
     case 2: st = nccl->allgather(in, out, N, COLL_FLOAT32, r->comm, r->s); break;
-    default: st = nccl->broadcast(in, out, N, COLL_FLOAT32, nranks - 1, r->comm, r->s); break;
+    case 3: st = nccl->broadcast(in, out, N, COLL_FLOAT32, nranks - 1, r->comm, r->s); break;
+    default: st = nccl->reduce(in, out, N, COLL_FLOAT32, COLL_SUM, 0, r->comm, r->s); break;
     }
     st = settle(r, st);
     st = st == COLL_OK ? dev->copy_async((uint64_t)(uintptr_t)r->host, out, out_floats * 4, r->s)
@@ -99,13 +101,17 @@ static float value(int rank, size_t i)
     return (float)(rank * 1000 + (int)(i % 997));
 }
 
-/* @return The index of the first wrong value of collective @p which, or -1. */
+/* @return The index of the first wrong value of collective @p which, or -1 (the reduce's
+ * non-root has none). */
 static long check(const rank_t *r, int which)
 {
-    for (size_t i = 0; i < (which == 2 ? (size_t)nranks * N : N); i++) {
+    for (size_t i = 0; i < (which == 2 ? (size_t)nranks * N : N) && (which != 4 || r->rank == 0);
+         i++) {
         float want = 0;
         for (int k = 0; k < nranks; k++) {
-            want += which == 0 ? value(k, i) : which == 1 ? value(k, r->rank * N + i) : 0;
+            want += which == 0 || which == 4 ? value(k, i)
+                    : which == 1             ? value(k, r->rank * N + i)
+                                             : 0;
         }
         want = which == 2 ? value((int)(i / N), i % N) : which == 3 ? value(nranks - 1, i) : want;
         if (r->host[i] != want) {
@@ -117,11 +123,12 @@ static long check(const rank_t *r, int which)
 
 static void *rank_main(void *arg)
 {
-    static const char *const names[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast"};
+    static const char *const names[] = {"allreduce", "reduce-scatter", "all-gather", "broadcast",
+                                        "reduce"};
     rank_t *r = arg;
     coll_status_t st = setup(r);
 
-    for (int which = 0; which < 4 && st == COLL_OK; which++) {
+    for (int which = 0; which < 5 && st == COLL_OK; which++) {
         size_t in = which == 1 ? (size_t)nranks * N : N, out = which == 2 ? (size_t)nranks * N : N;
         for (size_t i = 0; i < in; i++) {
             r->host[i] = value(r->rank, i);

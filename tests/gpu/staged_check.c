@@ -17,9 +17,13 @@
  *   --compression SPEC  the float32 allreduces only (out of place and in place), compressed
  *               with SPEC (coll_compression_parse()): "fp16" keeps these small integers exact.
  *   --nccl      the job's daemons run NCCL between them (the job parameter nccl, docs/gpu.md):
- *               every collective but the reduce, gather and scatter must name "nccl" (those
- *               the staged path),
- *               and --mismatch has every rank's buffer on the device.
+ *               every collective but the gather and scatter must name "nccl" (those the
+ *               staged path), and averages follow, each against the host's arithmetic
+ *               (collective.h) computed here: allreduce float32 (out of place), bfloat16 (in
+ *               place; rank 0's inputs near 256, so a node's scaled sum rounded to 16 bits
+ *               before the other node's is added would show), int32 (out of place, sums below
+ *               zero truncated toward zero), reduce-scatter and reduce to rank 0 (float32);
+ *               --mismatch has every rank's buffer on the device.
  *   --kinds     rank 0 allreduces 1024 elements on the device, every other rank 1024 in the
  *               host pool: COLL_ERR_MISMATCH everywhere. With --nccl the nodes choose
  *               different algorithms (nccl against a host one), which the descriptor check
@@ -50,6 +54,7 @@ static coll_dev_stream_t stream;
 static coll_comm_t *comm;
 static int rank, world;
 static int nccl; /* --nccl */
+static coll_redop_t redop = COLL_SUM; /* the reduce-scatter's and the reduce's (run_case()) */
 
 /* Rank @p r's input element @p i. */
 static float value(int r, size_t i)
@@ -61,6 +66,13 @@ static float value(int r, size_t i)
 static float sum(size_t i)
 {
     return (float)(world * (world + 1) / 2) + (float)world * (float)(i % 5);
+}
+
+/* The reduction @p op (sum or average) over every rank of element @p i of their inputs: exact
+ * for the world sizes of the tests (an average's division by 2 or 4). */
+static float reduced(coll_redop_t op, size_t i)
+{
+    return op == COLL_AVG ? sum(i) / (float)world : sum(i);
 }
 
 static int copy(void *dst, const void *src, size_t n)
@@ -106,8 +118,7 @@ static int check(const char *what, coll_status_t st, const char *algo, const flo
                 coll_comm_last_error(comm));
         return -1;
     }
-    int by_nccl = nccl && strncmp(what, "reduce to", 9) != 0 && strncmp(what, "gather", 6) != 0 &&
-                  strncmp(what, "scatter", 7) != 0;
+    int by_nccl = nccl && strncmp(what, "gather", 6) != 0 && strncmp(what, "scatter", 7) != 0;
 
     if (by_nccl ? strcmp(algo, "nccl") != 0 : strncmp(algo, "staged+", 7) != 0) {
         fprintf(stderr, "rank %d: %s ran as '%s', not %s\n", rank, what, algo,
@@ -125,9 +136,10 @@ static int check(const char *what, coll_status_t st, const char *algo, const flo
     return 0;
 }
 
-/* Float32 SUM allreduce of @p n elements from @p in into @p out (device buffers, maybe the
- * same), through @p h (2n floats of host memory). */
-static int allreduce_f32(const char *what, float *in, float *out, size_t n, float *h)
+/* Float32 allreduce (@p op: SUM or AVG) of @p n elements from @p in into @p out (device
+ * buffers, maybe the same), through @p h (2n floats of host memory). */
+static int allreduce_f32(const char *what, float *in, float *out, size_t n, coll_redop_t op,
+                         float *h)
 {
     coll_request_t *req = NULL;
     char algo[32];
@@ -135,12 +147,12 @@ static int allreduce_f32(const char *what, float *in, float *out, size_t n, floa
 
     for (size_t i = 0; i < n; i++) {
         h[i] = value(rank, i);
-        h[n + i] = sum(i);
+        h[n + i] = reduced(op, i);
     }
     if (copy(in, h, n * 4) < 0) {
         return -1;
     }
-    st = coll_allreduce_async(comm, in, out, n, COLL_FLOAT32, COLL_SUM, params, &req);
+    st = coll_allreduce_async(comm, in, out, n, COLL_FLOAT32, op, params, &req);
     st = finish(st, req, algo, sizeof(algo));
     if (st == COLL_OK && copy(h, out, n * 4) < 0) {
         return -1;
@@ -148,11 +160,12 @@ static int allreduce_f32(const char *what, float *in, float *out, size_t n, floa
     return check(what, st, algo, h, h + n, n);
 }
 
+/* @p f rounded to bfloat16, to nearest even. */
 static uint16_t to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16); /* exact: small integers */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 static float from_bf16(uint16_t b)
@@ -163,8 +176,35 @@ static float from_bf16(uint16_t b)
     return f;
 }
 
-/* Bfloat16 SUM allreduce in place of SMALL elements. */
-static int allreduce_bf16(float *h)
+/* Rank @p r's bfloat16 input element @p i (exact in bfloat16): an average's is 256, 258 or 260
+ * on rank 0, whose node's scaled sum then needs more than 16 bits (64.25 of 256 and 1 over 4
+ * ranks). */
+static float bf16_value(coll_redop_t op, int r, size_t i)
+{
+    if (op != COLL_AVG) {
+        return value(r, i);
+    }
+    return r == 0 ? 256.0f + 2.0f * (float)(i % 3) : (float)((i + (size_t)r) % 3);
+}
+
+/* Element @p i of a bfloat16 allreduce with @p op as the host computes it: a sum of small
+ * integers is exact; an average scales every input by 1/world in float32, sums in float32 and
+ * rounds once (collective.h). */
+static float bf16_want(coll_redop_t op, size_t i)
+{
+    float inv = 1.0f / (float)world, acc = 0.0f;
+
+    if (op != COLL_AVG) {
+        return sum(i);
+    }
+    for (int r = 0; r < world; r++) {
+        acc += bf16_value(op, r, i) * inv;
+    }
+    return from_bf16(to_bf16(acc));
+}
+
+/* Bfloat16 allreduce (@p op: SUM or AVG) in place of SMALL elements. */
+static int allreduce_bf16(coll_redop_t op, float *h)
 {
     uint16_t *d = dev_alloc(SMALL * 2), *b = (uint16_t *)(h + 2 * SMALL);
     coll_request_t *req = NULL;
@@ -172,13 +212,13 @@ static int allreduce_bf16(float *h)
     coll_status_t st;
 
     for (size_t i = 0; i < SMALL && d != NULL; i++) {
-        b[i] = to_bf16(value(rank, i));
-        h[SMALL + i] = sum(i);
+        b[i] = to_bf16(bf16_value(op, rank, i));
+        h[SMALL + i] = bf16_want(op, i);
     }
     if (d == NULL || copy(d, b, SMALL * 2) < 0) {
         return -1;
     }
-    st = coll_allreduce_async(comm, d, d, SMALL, COLL_BFLOAT16, COLL_SUM, NULL, &req);
+    st = coll_allreduce_async(comm, d, d, SMALL, COLL_BFLOAT16, op, NULL, &req);
     st = finish(st, req, algo, sizeof(algo));
     if (st == COLL_OK && copy(b, d, SMALL * 2) < 0) {
         return -1;
@@ -187,7 +227,51 @@ static int allreduce_bf16(float *h)
         h[i] = from_bf16(b[i]);
     }
     coll_mem_free(comm, d);
-    return check("bfloat16 allreduce in place", st, algo, h, h + SMALL, SMALL);
+    return check(op == COLL_AVG ? "bfloat16 average allreduce in place"
+                                : "bfloat16 allreduce in place",
+                 st, algo, h, h + SMALL, SMALL);
+}
+
+/* Rank @p r's int32 input element @p i: rank 0's below zero, so some sums are. */
+static int32_t i32_value(int r, size_t i)
+{
+    return r == 0 ? -3 * (int32_t)(i % 11) : (int32_t)((i + (size_t)r) % 4);
+}
+
+/* Int32 AVG allreduce out of place of SMALL elements: the sum divided by the world size,
+ * truncated toward zero (as C's division). */
+static int allreduce_i32_avg(float *h)
+{
+    int32_t *in = dev_alloc(SMALL * 4), *out = dev_alloc(SMALL * 4);
+    int32_t *b = (int32_t *)(h + 2 * SMALL);
+    coll_request_t *req = NULL;
+    char algo[32];
+    coll_status_t st;
+    int rc;
+
+    for (size_t i = 0; i < SMALL; i++) {
+        int64_t s = 0;
+        for (int r = 0; r < world; r++) {
+            s += i32_value(r, i);
+        }
+        b[i] = i32_value(rank, i);
+        h[SMALL + i] = (float)(s / world);
+    }
+    if (in == NULL || out == NULL || copy(in, b, SMALL * 4) < 0) {
+        return -1;
+    }
+    st = coll_allreduce_async(comm, in, out, SMALL, COLL_INT32, COLL_AVG, NULL, &req);
+    st = finish(st, req, algo, sizeof(algo));
+    if (st == COLL_OK && copy(b, out, SMALL * 4) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < SMALL; i++) {
+        h[i] = (float)b[i];
+    }
+    rc = check("int32 average allreduce", st, algo, h, h + SMALL, SMALL);
+    coll_mem_free(comm, out);
+    coll_mem_free(comm, in);
+    return rc;
 }
 
 enum { ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, GATHER, SCATTER, NCASES };
@@ -216,9 +300,9 @@ static float expected(int c, size_t i)
     case ALLGATHER:
     case GATHER: return value((int)(i / SMALL), i % SMALL);
     case SCATTER: return value(0, (size_t)rank * SMALL + i);
-    case REDUCE_SCATTER: return sum((size_t)rank * SMALL + i);
+    case REDUCE_SCATTER: return reduced(redop, (size_t)rank * SMALL + i);
     case BROADCAST: return value(world - 1, i);
-    default: return sum(i);
+    default: return reduced(redop, i);
     }
 }
 
@@ -228,11 +312,11 @@ static coll_status_t start(int c, const float *in, float *out, coll_request_t **
     case ALLGATHER:
         return coll_allgather_async(comm, in, out, SMALL, COLL_FLOAT32, NULL, req);
     case REDUCE_SCATTER:
-        return coll_reduce_scatter_async(comm, in, out, SMALL, COLL_FLOAT32, COLL_SUM, NULL, req);
+        return coll_reduce_scatter_async(comm, in, out, SMALL, COLL_FLOAT32, redop, NULL, req);
     case BROADCAST:
         return coll_broadcast_async(comm, in, out, SMALL, COLL_FLOAT32, world - 1, NULL, req);
     case REDUCE:
-        return coll_reduce_async(comm, in, out, SMALL, COLL_FLOAT32, COLL_SUM, 0, NULL, req);
+        return coll_reduce_async(comm, in, out, SMALL, COLL_FLOAT32, redop, 0, NULL, req);
     case GATHER:
         return coll_gather_async(comm, in, out, SMALL, COLL_FLOAT32, world - 1, NULL, req);
     default:
@@ -247,10 +331,11 @@ static int run_case(int c, float *h)
     size_t nin, nout;
     float *in, *out;
     coll_request_t *req = NULL;
-    char algo[32];
+    char algo[32], what[64];
     coll_status_t st;
     int rc;
 
+    snprintf(what, sizeof(what), "%s%s", redop == COLL_AVG ? "average " : "", case_names[c]);
     extent(c, &nin, &nout);
     if ((in = dev_alloc((nin > 0 ? nin : 1) * 4)) == NULL || (out = dev_alloc(SMALL * (size_t)world * 4)) == NULL) {
         return -1;
@@ -268,7 +353,7 @@ static int run_case(int c, float *h)
     }
     rc = st == COLL_OK && copy(h, out, nout * 4) < 0
              ? -1
-             : check(case_names[c], st, algo, h, h + nout, nout);
+             : check(what, st, algo, h, h + nout, nout);
     coll_mem_free(comm, out);
     coll_mem_free(comm, in);
     return rc;
@@ -282,12 +367,27 @@ static int run_compressed(size_t count)
     int rc = h == NULL || a == NULL || b == NULL ? -1 : 0;
 
     if (rc == 0) {
-        rc = allreduce_f32("compressed float32 allreduce", a, b, count, h);
+        rc = allreduce_f32("compressed float32 allreduce", a, b, count, COLL_SUM, h);
     }
     if (rc == 0) {
-        rc = allreduce_f32("compressed float32 allreduce in place", b, b, count, h);
+        rc = allreduce_f32("compressed float32 allreduce in place", b, b, count, COLL_SUM, h);
     }
     free(h);
+    return rc;
+}
+
+/* The averages of --nccl: allreduces of float32, bfloat16 and int32, the reduce-scatter and the
+ * reduce, on @p a and @p b (@p count floats each) and buffers of their own, through @p h. */
+static int run_averages(float *a, float *b, size_t count, float *h)
+{
+    int rc = allreduce_f32("float32 average allreduce", a, b, count, COLL_AVG, h);
+
+    rc = rc == 0 ? allreduce_bf16(COLL_AVG, h) : rc;
+    rc = rc == 0 ? allreduce_i32_avg(h) : rc;
+    redop = COLL_AVG;
+    rc = rc == 0 ? run_case(REDUCE_SCATTER, h) : rc;
+    rc = rc == 0 ? run_case(REDUCE, h) : rc;
+    redop = COLL_SUM;
     return rc;
 }
 
@@ -299,16 +399,19 @@ static int run_all(size_t count)
     int rc = h == NULL || a == NULL || b == NULL ? -1 : 0;
 
     if (rc == 0) {
-        rc = allreduce_f32("float32 allreduce", a, b, count, h);
+        rc = allreduce_f32("float32 allreduce", a, b, count, COLL_SUM, h);
     }
     if (rc == 0) {
-        rc = allreduce_f32("float32 allreduce in place", b, b, count, h);
+        rc = allreduce_f32("float32 allreduce in place", b, b, count, COLL_SUM, h);
     }
     if (rc == 0) {
-        rc = allreduce_bf16(h);
+        rc = allreduce_bf16(COLL_SUM, h);
     }
     for (int c = 0; c < NCASES && rc == 0; c++) {
         rc = run_case(c, h);
+    }
+    if (rc == 0 && nccl) {
+        rc = run_averages(a, b, count, h);
     }
     coll_mem_free(comm, b);
     coll_mem_free(comm, a);

@@ -28,9 +28,9 @@ extern const coll_impl_t coll_impl_direct_local;
 extern const coll_impl_t coll_impl_alltoallv;
 /** Single node: every collective from the local ranks' buffers (single_node.c). */
 extern const coll_impl_t coll_impl_local;
-/** NCCL between the daemons, on device buffers: allreduce, reduce-scatter, all-gather and
- *  broadcast, the node's members' buffers combined, one NCCL call, the result copied to each
- *  member (nccl.c). */
+/** NCCL between the daemons, on device buffers: allreduce, reduce-scatter, all-gather,
+ *  broadcast and reduce, the node's members' buffers combined, one NCCL call, the result
+ *  delivered to each member (nccl.c, nccl_calls.c). */
 extern const coll_impl_t coll_impl_nccl;
 
 #endif

@@ -13,11 +13,13 @@
 
 /**
  * @return 1 when NCCL runs a @p coll operation (Collective) of group @p grp with dtype @p dtype
- *         and reduction @p op (the wire's numbers): a dtype NCCL has; an allreduce or a
- *         reduce-scatter with sum, product, minimum or maximum; an all-gather; a broadcast;
- *         reduce-scatter and all-gather only where every node holds the same number of
- *         consecutive ranks (NCCL's blocks are the nodes'). 0 otherwise: those take the staged
- *         path. The same on every node (the group's layout is every node's). Thread-safe.
+ *         and reduction @p op (the wire's numbers): a dtype NCCL has; an allreduce, a
+ *         reduce-scatter or a reduce with sum, average (NCCL's sum, the host's average:
+ *         nccl_calls.c), product, minimum or maximum (the bitwise reductions NCCL has not); an
+ *         all-gather; a broadcast; reduce-scatter and all-gather only where every node holds the
+ *         same number of consecutive ranks (NCCL's blocks are the nodes'). 0 otherwise: those
+ *         take the staged path. The same on every node (the group's layout is every node's).
+ *         Thread-safe.
  */
 int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op);
 

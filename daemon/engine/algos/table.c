@@ -17,9 +17,9 @@
  * root's node and each other node; all-to-all directly between every pair of nodes. With
  * every rank on one node, every one of them runs from the local ranks' buffers in the daemon.
  * On device memory: allreduce, reduce-scatter,
- * all-gather and broadcast through NCCL where the job's parameter nccl is on (and NCCL takes
- * the operation, engine/submit.c); everything else (and everything where it is off) takes the
- * host's entries through the staged path (engine/dev_staged.h).
+ * all-gather, broadcast and reduce through NCCL where the job's parameter nccl is on (and NCCL
+ * takes the operation, engine/submit.c); everything else (and everything where it is off)
+ * takes the host's entries through the staged path (engine/dev_staged.h).
  */
 #include "engine/algo.h"
 #include "engine/algos/algos.h"
@@ -73,6 +73,8 @@ static const coll_algo_entry_t table[] = {
     {COLL_KIND_ALLGATHER, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
      &coll_impl_nccl},
     {COLL_KIND_BROADCAST, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
+     &coll_impl_nccl},
+    {COLL_KIND_REDUCE, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
      &coll_impl_nccl},
 };
 

@@ -38,11 +38,11 @@
              nccl = off: a job on the first two has the job parameter nccl on both (/status),
              a job on the first and the third has it off on both, and its root logs why.
   nccl       The same three daemons: staged_check --nccl on the first two (2 ranks each) runs
-             all its collectives but the reduce through NCCL ("nccl", counted in
+             all its collectives but the gather and scatter through NCCL ("nccl", counted in
              collectived_device_nccl_operations_total on both), its node's two ranks combined
              and served by the executor of device memory (the fake's: the host's entries) on the
              job's stream, as many reductions and copies in
-             collectived_device_kernel_launches_total as the six collectives need; the same
+             collectived_device_kernel_launches_total as its twelve NCCL collectives need; the same
              job on the first and the third (nccl = off) on the staged path ("staged+...",
              nothing counted there).
   executor   The executor of device memory in /status and /metrics: over the fake device layer
@@ -373,12 +373,17 @@ def kernel_launches(cluster, k, kind):
     return metric(text, "collectived_device_kernel_launches_total", 'kind="%s"' % kind)
 
 
-# What staged_check --nccl's six collectives take on a node of 2 ranks: one reduction of both
-# inputs for each of the 3 allreduces and the reduce-scatter; copies of the result to the
-# second member for the allreduces (3), the all-gather (1) and the broadcast (1), each member's
-# input to its block for the all-gather (2), and each member's block out of the reduce-scatter's
-# scratch (2).
-NCCL_REDUCES, NCCL_COPIES = 4, 9
+# What staged_check --nccl's twelve NCCL collectives take on a node of 2 ranks (rank 0, the
+# reduces' root, on node 0). The sums: one reduction of both inputs for each of the 3 allreduces,
+# the reduce-scatter and the reduce (into the root's output on node 0, scratch on node 1);
+# copies of the result to the second member for the allreduces (3), the all-gather (1) and the
+# broadcast (1), each member's input to its block for the all-gather (2), and each member's block
+# out of the reduce-scatter's scratch (2). The averages: one reduction of both inputs for each of
+# the 3 allreduces, the reduce-scatter and the reduce, and each finished by a reduction: the
+# allreduces' first member's output (3, then copied to the second, 3), each member's block of the
+# reduce-scatter (2), the reduce's root's output (on node 0 only).
+NCCL_OPS = 12
+NCCL_REDUCES, NCCL_COPIES = [5 + 11, 5 + 10], 9 + 3
 
 
 def test_nccl(args, work):
@@ -390,17 +395,18 @@ def test_nccl(args, work):
                               env={"COLL_DEVICE_FAKE": "1", "LD_LIBRARY_PATH": args.fake_nccl})
         staged_job(args, cluster, "through-nccl", [0, 1], ["--nccl"])
         seen = [nccl_ops(cluster, k) for k in range(3)]
-        h.check(seen == [6, 6, 0], "NCCL operations per daemon after 3 allreduces, an "
-                "all-gather, a reduce-scatter and a broadcast on nodes 0 and 1: %s" % seen)
+        h.check(seen == [NCCL_OPS, NCCL_OPS, 0], "NCCL operations per daemon after 3 allreduces, "
+                "an all-gather, a reduce-scatter, a broadcast, a reduce and 5 averages on nodes "
+                "0 and 1: %s" % seen)
         launches = [(kernel_launches(cluster, k, "reduce"), kernel_launches(cluster, k, "copy"))
                     for k in range(3)]
-        want = (NCCL_REDUCES, NCCL_COPIES)
-        h.check(launches == [want, want, (0, 0)], "the executor's reductions and copies per "
-                "daemon: %s, expected %s on nodes 0 and 1" % (launches, want))
+        want = [(NCCL_REDUCES[0], NCCL_COPIES), (NCCL_REDUCES[1], NCCL_COPIES), (0, 0)]
+        h.check(launches == want, "the executor's reductions and copies per daemon: %s, "
+                "expected %s" % (launches, want))
         staged_job(args, cluster, "staged", [0, 2], [])
         seen = [nccl_ops(cluster, k) for k in range(3)]
-        h.check(seen == [6, 6, 0], "a job with a daemon whose nccl = off counted NCCL "
-                "operations: %s" % seen)
+        h.check(seen == [NCCL_OPS, NCCL_OPS, 0], "a job with a daemon whose nccl = off counted "
+                "NCCL operations: %s" % seen)
         for d in cluster.daemons:
             h.check_no_warnings(d.log(), d.name, allowed=("take the staged path",))
     finally:

@@ -8,7 +8,8 @@
  * creates a POSIX shared-memory segment and puts its name in the id; ncclCommInitRankConfig
  * maps it and waits for the other ranks; a collective copies this rank's input into its slot,
  * waits for every rank (a barrier on a counter in the segment), computes its output from the
- * slots exactly (in rank order, 16-bit floats through float32) and waits again before the slots
+ * slots exactly (in rank order, 16-bit floats through float32; a reduce on its root only; ncclAvg
+ * divides by the ranks' number once, at the end) and waits again before the slots
  * are reused. Every wait is bounded (FAKE_NCCL_WAIT_MS, default 10000) and ends early when a
  * rank aborted (ncclRemoteError). A non-blocking communicator (config blocking = 0) does the
  * work on a thread of its own: the call answers ncclInProgress and ncclCommGetAsyncError says
@@ -41,7 +42,14 @@ typedef struct {
     uint8_t slot[MAX_RANKS][SLOT_BYTES];
 } seg_t;
 
-typedef enum { WORK_JOIN, WORK_ALLREDUCE, WORK_REDUCE_SCATTER, WORK_ALLGATHER, WORK_BCAST } work_t;
+typedef enum {
+    WORK_JOIN,
+    WORK_ALLREDUCE,
+    WORK_REDUCE_SCATTER,
+    WORK_ALLGATHER,
+    WORK_BCAST,
+    WORK_REDUCE
+} work_t;
 
 struct ncclComm {
     seg_t *seg;
@@ -261,7 +269,8 @@ static ncclResult_t exchange(struct ncclComm *c)
     if ((r = barrier(c)) != ncclSuccess) {
         return r;
     }
-    if (c->work == WORK_ALLREDUCE) {
+    /* A reduce's recv is the root's only. */
+    if (c->work == WORK_ALLREDUCE || (c->work == WORK_REDUCE && c->rank == c->root)) {
         reduce_slots(c, 0, c->count);
     } else if (c->work == WORK_REDUCE_SCATTER) {
         reduce_slots(c, c->rank * c->count, c->count);
@@ -269,7 +278,7 @@ static ncclResult_t exchange(struct ncclComm *c)
         for (int k = 0; k < c->nranks; k++) {
             memcpy((uint8_t *)c->recv + k * c->count * es, c->seg->slot[k], c->count * es);
         }
-    } else {
+    } else if (c->work == WORK_BCAST) {
         memcpy(c->recv, c->seg->slot[c->root], c->count * es);
     }
     return barrier(c);
@@ -405,6 +414,13 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclD
 {
     (void)stream;
     return collective(comm, WORK_REDUCE_SCATTER, send, recv, count, t, op, 0);
+}
+
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    return collective(comm, WORK_REDUCE, send, recv, count, t, op, root);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,

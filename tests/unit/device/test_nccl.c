@@ -3,8 +3,9 @@
  * libnccl.so.2 and found first on LD_LIBRARY_PATH) and the fake device layer (COLL_DEVICE_FAKE:
  * device memory is host memory): the library is loaded and its entries found by name; a
  * communicator of two ranks (two threads) created from one unique id, non-blocking, polled until
- * ready; allreduce (float32 sum, bfloat16 max, int32 avg), reduce-scatter, all-gather and
- * broadcast give the values computed here; reductions NCCL has not are refused; an asynchronous
+ * ready; allreduce (float32 sum, bfloat16 max, int32 avg), reduce-scatter, all-gather,
+ * broadcast and reduce (float32 sum, int32 avg in place, on the root only) give the values
+ * computed here; reductions NCCL has not are refused; an asynchronous
  * error of one rank reaches its poll, and its abort reaches the other's. Run a second time
  * over a stand-in of an NCCL too old for the path (fake_libnccl_old.c, 2.10, without
  * ncclCommInitRankConfig: unit.nccl_old): the table is refused and the probe says why.
@@ -182,6 +183,46 @@ static void test_scatter_gather_broadcast(void **state)
     }
 }
 
+/* A reduce to rank 1: float32 sum out of place, int32 avg in place (truncated toward zero). */
+static void *reduces(void *arg)
+{
+    rank_t *r = arg;
+    coll_status_t st = nccl->reduce(a(r->f32), a(r->f32_out), N, COLL_FLOAT32, COLL_SUM, 1,
+                                    r->comm, NULL);
+
+    st = st == COLL_OK ? settle(r->comm) : st;
+    st = st == COLL_OK ? nccl->reduce(a(r->i32), a(r->i32), N, COLL_INT32, COLL_AVG, 1, r->comm,
+                                      NULL) : st;
+    r->st = st == COLL_OK ? settle(r->comm) : st;
+    return NULL;
+}
+
+static void test_reduce(void **state)
+{
+    rank_t r[2];
+
+    (void)state;
+    open_pair(r);
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < N; i++) {
+            r[k].f32[i] = (float)(i + 10 * k);
+            r[k].f32_out[i] = -1.0f; /* a non-root's stays */
+            r[k].i32[i] = k == 0 ? -i : 2 * i - 3;
+        }
+    }
+    run_pair(reduces, r);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(r[k].st, COLL_OK);
+        nccl->comm_destroy(r[k].comm);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_true(r[1].f32_out[i] == (float)(2 * i + 10));
+        assert_true(r[0].f32_out[i] == -1.0f);
+        assert_int_equal(r[1].i32[i], (i - 3) / 2); /* C's division truncates, as NCCL's */
+        assert_int_equal(r[0].i32[i], -i);           /* a non-root's input untouched */
+    }
+}
+
 static void test_refusals(void **state)
 {
     rank_t r[2];
@@ -249,6 +290,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_scatter_gather_broadcast),
+        cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_async_error_and_abort),
     };

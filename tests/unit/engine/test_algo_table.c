@@ -5,9 +5,10 @@
  *
  *   the automatic choice on host memory, collective by collective and around rd_max_bytes and
  *   the segment (the choices written out here, as docs/architecture.md lists them);
- *   on device memory: NCCL's allreduce, reduce-scatter, all-gather and broadcast only where the
- *   job's parameter nccl is on, the host's entries otherwise and for the reduce, NCCL never on
- *   host memory;
+ *   on device memory: NCCL's allreduce, reduce-scatter, all-gather, broadcast and reduce only
+ *   where the job's parameter nccl is on, the host's entries otherwise and for the gather, NCCL
+ *   never on host memory; what NCCL takes (coll_nccl_fits()): the reductions with every
+ *   reduction NCCL has, the average included, never a bitwise one;
  *   forced algorithms: one that runs the operation is kept, one that cannot, or that the
  *   collective has no entry for, is refused (COLL_ALGO_REFUSED + the algorithm);
  *   the table itself: one entry per (collective, memory kind, algorithm), each with both
@@ -25,6 +26,7 @@
 
 #include "fake_net.h"
 #include "engine/algo.h"
+#include "engine/algos/nccl.h"
 
 #define SEG 4096u   /* the job's segment bytes */
 #define RD_MAX 1024u /* the job's rd_max_bytes */
@@ -88,8 +90,9 @@ static void test_auto_on_host(void **state)
     assert_int_equal(resolve(COLL_KIND_RECV, 0, COLL_ALGO_RING), COLL_ALGO_AUTO);
 }
 
-/* On device memory: allreduce through NCCL where the job's parameter is on, else (and every
- * other collective) the host's entries, which the staged path runs; NCCL never on host memory. */
+/* On device memory: NCCL's collectives through NCCL where the job's parameter is on, else (and
+ * every other collective) the host's entries, which the staged path runs; NCCL never on host
+ * memory. */
 static void test_on_device(void **state)
 {
     coll_job_t *job = &w.job[0];
@@ -109,7 +112,9 @@ static void test_on_device(void **state)
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_BROADCAST, 8,
                                        COLL_ALGO_AUTO), COLL_ALGO_NCCL);
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 8, COLL_ALGO_AUTO),
-                     COLL_ALGO_CHAIN);
+                     COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_GATHER, 8, COLL_ALGO_AUTO),
+                     COLL_ALGO_DIRECT);
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
                      COLL_ALGO_RD);
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_NCCL),
@@ -119,6 +124,32 @@ static void test_on_device(void **state)
                      COLL_ALGO_RD);
     assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_NCCL),
                      COLL_ALGO_REFUSED + COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 8, COLL_ALGO_AUTO),
+                     COLL_ALGO_CHAIN);
+}
+
+/* What NCCL takes (coll_nccl_fits(), by which engine/submit.c asks for the device's entries):
+ * the allreduce, the reduce-scatter and the reduce with every reduction NCCL has, the average
+ * included, never a bitwise one; all-gather and broadcast; nothing else. */
+static void test_nccl_takes(void **state)
+{
+    const coll_group_t *grp = w.job[0].world;
+    static const unsigned reductions[] = {COLL_KIND_ALLREDUCE, COLL_KIND_REDUCE_SCATTER,
+                                          COLL_KIND_REDUCE};
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(reductions) / sizeof(reductions[0]); k++) {
+        for (unsigned op = 0; op < COLL_REDOP_COUNT; op++) {
+            assert_int_equal(coll_nccl_fits(grp, reductions[k], COLL_FLOAT32, op), op <= COLL_MAX);
+            assert_int_equal(coll_nccl_fits(grp, reductions[k], COLL_INT32, op), op <= COLL_MAX);
+        }
+        assert_true(coll_nccl_fits(grp, reductions[k], COLL_BFLOAT16, COLL_AVG));
+        assert_true(coll_nccl_fits(grp, reductions[k], COLL_INT8, COLL_AVG));
+    }
+    assert_true(coll_nccl_fits(grp, COLL_KIND_ALLGATHER, COLL_FLOAT16, COLL_SUM));
+    assert_true(coll_nccl_fits(grp, COLL_KIND_BROADCAST, COLL_INT64, COLL_SUM));
+    assert_false(coll_nccl_fits(grp, COLL_KIND_GATHER, COLL_FLOAT32, COLL_SUM));
+    assert_false(coll_nccl_fits(grp, COLL_KIND_BARRIER, COLL_FLOAT32, COLL_SUM));
 }
 
 static void test_forced(void **state)
@@ -222,6 +253,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_auto_on_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_on_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nccl_takes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl, setup, teardown),

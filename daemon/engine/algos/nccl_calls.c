@@ -1,0 +1,318 @@
+/*
+ * Each collective's work on the NCCL path (nccl_internal.h), queued on the communicator's stream
+ * in order, hierarchical as the host's algorithms are: the node's members' buffers combined on
+ * the device through the executor of device memory (an allreduce's, a reduce's inputs reduced
+ * into one buffer, a reduce-scatter's into a scratch buffer of the whole, an all-gather's inputs
+ * put at their blocks of the first member's output), one NCCL call among the daemons (one NCCL
+ * rank per node, in node order), the result delivered to the members' outputs.
+ *
+ * Reductions keep the host's arithmetic (collective.h's coll_redop_t, kernels/reduce.h). The
+ * members' inputs go into one multi-source pass, the host's local reduce's arguments
+ * (coll_combine_locals_args()), and NCCL combines the nodes' results with the same reduction.
+ * An average is NCCL's sum, finished as the host's algorithms finish it (coll_combine_finish()'s
+ * arguments) by the executor when the result is delivered: float32, float64 and the integers
+ * divided once, at the end, by the world size (the ranks', not NCCL's nodes' as ncclAvg would;
+ * integers truncated toward zero after a sum that wraps, as the host's); float16 and bfloat16
+ * inputs scaled by 1/world in float32 in the local pass, summed between the nodes in float32
+ * (a scratch buffer of float32: the host's partials travel so too) and rounded to 16 bits once.
+ * So an average is the host's bit for bit wherever the sum does not depend on its order (the
+ * integers always); otherwise it differs only as two host algorithms do, by the order of a
+ * float32 (float64) sum. Sum, product, minimum and maximum of 16-bit floats stay 16-bit through
+ * NCCL (its arithmetic rounds each node's contribution), which only minimum and maximum share
+ * with the host.
+ */
+#include "engine/algos/nccl_internal.h"
+
+#include "core/daemon.h"
+#include "engine/algos/nccl.h"
+#include "engine/combine.h"
+
+/* Every node holds the same number of consecutive ranks, in node order. */
+static int blocks_by_node(const coll_group_t *grp)
+{
+    uint32_t per = grp->size / grp->nnodes;
+
+    for (uint32_t r = 0; r < grp->size; r++) {
+        if (grp->rank_node[r] != r / per || grp->rank_local[r] != r % per) {
+            return 0;
+        }
+    }
+    return per * grp->nnodes == grp->size;
+}
+
+int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op)
+{
+    int dt = dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
+             dtype == COLL_BFLOAT16 || dtype == COLL_INT8 || dtype == COLL_UINT8 ||
+             dtype == COLL_INT32 || dtype == COLL_INT64;
+    int redop = op == COLL_SUM || op == COLL_AVG || op == COLL_PROD || op == COLL_MIN ||
+                op == COLL_MAX;
+
+    switch (coll) {
+    case COLL_KIND_ALLREDUCE:
+    case COLL_KIND_REDUCE: return dt && redop;
+    case COLL_KIND_REDUCE_SCATTER: return dt && redop && blocks_by_node(grp);
+    case COLL_KIND_ALLGATHER: return dt && blocks_by_node(grp);
+    case COLL_KIND_BROADCAST: return dt;
+    default: return 0;
+    }
+}
+
+/* An average of float16 or bfloat16: its node's reduction and NCCL's sum are float32. */
+static int wide(const coll_op_t *op)
+{
+    return coll__nccl_averages(op) && coll_combine_transforms_raw(op);
+}
+
+static coll_dtype_t nccl_dtype(const coll_op_t *op)
+{
+    return wide(op) ? COLL_FLOAT32 : (coll_dtype_t)op->desc.dtype;
+}
+
+/* What NCCL runs between the nodes: an average's sum. */
+static coll_redop_t nccl_redop(const coll_op_t *op)
+{
+    return op->desc.op == COLL_AVG ? COLL_SUM : (coll_redop_t)op->desc.op;
+}
+
+/* Bytes of an element of the node's reduction. */
+static size_t acc_esize(const coll_op_t *op)
+{
+    return wide(op) ? sizeof(float) : op->esize;
+}
+
+static uint8_t *at(void *buf, uint64_t elems, size_t esize)
+{
+    return (uint8_t *)buf + elems * esize;
+}
+
+static uint64_t addr(const void *p)
+{
+    return (uint64_t)(uintptr_t)p;
+}
+
+/* The job's device, for its counters. */
+static coll_device_t *device_of(coll_nccl_job_t *nj)
+{
+    return &nj->job->d->devices.dev[nj->device];
+}
+
+/* @p n's node reduction, @p elems elements, in device memory of its own (freed with it). */
+static coll_status_t scratch(coll_nccl_job_t *nj, coll__nccl_op_t *n, uint64_t elems)
+{
+    coll_status_t st = coll_dev_scratch_alloc(nj->dev, nj->device, &device_of(nj)->budget,
+                                              elems * acc_esize(n->op), &n->scratch);
+
+    n->acc = (uint8_t *)(uintptr_t)n->scratch.va;
+    return st;
+}
+
+/* Queue a copy between two device buffers on the stream, unless they are one. */
+static coll_status_t copy_unless_same(coll_nccl_job_t *nj, void *dst, const void *src, size_t len)
+{
+    coll_status_t st;
+
+    if (dst == src) {
+        return COLL_OK;
+    }
+    if ((st = nj->ex->copy_async(&nj->ctx, dst, src, len)) == COLL_OK) {
+        device_of(nj)->kernel_copies++;
+    }
+    return st;
+}
+
+static coll_status_t reduce_async(coll_nccl_job_t *nj, const coll_reduce_args_t *a)
+{
+    coll_status_t st = nj->ex->reduce_async(&nj->ctx, a);
+
+    if (st == COLL_OK) {
+        device_of(nj)->kernel_reduces++;
+    }
+    return st;
+}
+
+/* Queue the reduction of every member's input (elements [0, @p len)) into @p dst: of an
+ * average, the sum only (16-bit inputs scaled, into float32), finished after NCCL. */
+static coll_status_t reduce_locals(coll_nccl_job_t *nj, coll_op_t *op, uint64_t len, void *dst)
+{
+    const void *src[COLL_COMBINE_MAX_SRC];
+    coll_reduce_args_t a;
+
+    coll_combine_locals_args(op, 0, len, dst, NULL, !coll__nccl_averages(op), src, &a);
+    return reduce_async(nj, &a);
+}
+
+/* Queue the delivery of @p len elements of the result from @p src (the node's reduction after
+ * NCCL) to the output @p dst: an average finished (divided, or a wide one rounded to 16 bits),
+ * anything else copied unless they are one. */
+static coll_status_t deliver(coll_nccl_job_t *nj, coll_op_t *op, void *dst, const void *src,
+                             uint64_t len)
+{
+    coll_reduce_args_t a = {.dtype = op->desc.dtype, .op = op->desc.op,
+                            .world_size = op->desc.world_size, .finalize = 1, .dst = dst,
+                            .src = &src, .nsrc = 1, .count = len, .f32_mask = (uint64_t)wide(op)};
+
+    return coll__nccl_averages(op) ? reduce_async(nj, &a)
+                                   : copy_unless_same(nj, dst, src, len * op->esize);
+}
+
+/* An allreduce's NCCL call: several members' inputs (a wide average's, even one) reduced into
+ * the first member's output (a wide one's scratch) first, reduced there in place. */
+static coll_status_t allreduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    uint64_t cnt = op->desc.count;
+    const void *send = op->in[0];
+    coll_status_t st;
+
+    n->acc = op->out[0];
+    if (wide(op) && (st = scratch(nj, n, cnt)) != COLL_OK) {
+        return st;
+    }
+    if (op->grp->nlocal > 1 || wide(op)) {
+        if ((st = reduce_locals(nj, op, cnt, n->acc)) != COLL_OK) {
+            return st;
+        }
+        send = n->acc;
+    }
+    return nj->nccl->allreduce(addr(send), addr(n->acc), cnt, nccl_dtype(op), nccl_redop(op),
+                               nj->comm, nj->stream);
+}
+
+/* A reduce-scatter's NCCL call. Several members (or a wide average): their inputs reduced into
+ * a scratch buffer of the whole, reduced in place between the nodes, each node's ranks' blocks
+ * contiguous (coll_nccl_fits()). */
+static coll_status_t reduce_scatter(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    uint64_t cnt = op->desc.count, l = op->grp->nlocal, all = cnt * op->grp->size;
+    uint64_t mine = op->grp->node_rank * l * cnt; /* this node's blocks, elements in */
+    coll_status_t st;
+
+    if (l == 1 && !wide(op)) {
+        n->acc = op->out[0];
+        return nj->nccl->reduce_scatter(addr(op->in[0]), addr(op->out[0]), cnt, nccl_dtype(op),
+                                        nccl_redop(op), nj->comm, nj->stream);
+    }
+    if ((st = scratch(nj, n, all)) != COLL_OK ||
+        (st = reduce_locals(nj, op, all, n->acc)) != COLL_OK) {
+        return st;
+    }
+    return nj->nccl->reduce_scatter(addr(n->acc), addr(at(n->acc, mine, acc_esize(op))), l * cnt,
+                                    nccl_dtype(op), nccl_redop(op), nj->comm, nj->stream);
+}
+
+/* A reduce's NCCL call to the root's node: the node's reduction into the root rank's output
+ * there, elsewhere into scratch (one member's input is sent as it is); a wide average's into
+ * scratch everywhere. */
+static coll_status_t reduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    const coll_group_t *grp = op->grp;
+    uint32_t root = grp->rank_node[op->desc.root];
+    int here = root == grp->node_rank;
+    const void *send = op->in[0];
+    coll_status_t st;
+
+    n->acc = here ? op->out[grp->rank_local[op->desc.root]] : NULL;
+    if (wide(op) || (!here && grp->nlocal > 1)) {
+        if ((st = scratch(nj, n, op->desc.count)) != COLL_OK) {
+            return st;
+        }
+    }
+    if (grp->nlocal > 1 || wide(op)) {
+        if ((st = reduce_locals(nj, op, op->desc.count, n->acc)) != COLL_OK) {
+            return st;
+        }
+        send = n->acc;
+    }
+    /* NCCL writes no recv off the root: one member's input alone is sent and "received". */
+    return nj->nccl->reduce(addr(send), addr(n->acc != NULL ? n->acc : send), op->desc.count,
+                            nccl_dtype(op), nccl_redop(op), (int)root, nj->comm, nj->stream);
+}
+
+/* An all-gather's NCCL call: the members' inputs put at their ranks' blocks of the first
+ * member's output, which NCCL completes in place (each node's blocks contiguous). */
+static coll_status_t allgather(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    const coll_group_t *grp = op->grp;
+    uint64_t cnt = op->desc.count, l = grp->nlocal;
+    const void *send = op->in[0];
+    coll_status_t st;
+
+    if (l > 1) {
+        for (uint32_t m = 0; m < l; m++) {
+            st = copy_unless_same(nj, at(op->out[0], coll_group_rank_of_local(grp, m) * cnt,
+                                         op->esize),
+                                  op->in[m], cnt * op->esize);
+            if (st != COLL_OK) {
+                return st;
+            }
+        }
+        send = at(op->out[0], grp->node_rank * l * cnt, op->esize);
+    }
+    return nj->nccl->allgather(addr(send), addr(op->out[0]), l * cnt,
+                               (coll_dtype_t)op->desc.dtype, nj->comm, nj->stream);
+}
+
+coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    const coll_group_t *grp = op->grp;
+    uint32_t root = grp->rank_node[op->desc.root];
+    const void *send;
+
+    switch (op->desc.coll) {
+    case COLL_KIND_REDUCE_SCATTER: return reduce_scatter(nj, n);
+    case COLL_KIND_REDUCE: return reduce(nj, n);
+    case COLL_KIND_ALLGATHER: return allgather(nj, n);
+    case COLL_KIND_BROADCAST:
+        send = root == grp->node_rank ? op->in[grp->rank_local[op->desc.root]] : op->out[0];
+        return nj->nccl->broadcast(addr(send), addr(op->out[0]), op->desc.count,
+                                   (coll_dtype_t)op->desc.dtype, (int)root, nj->comm, nj->stream);
+    default: return allreduce(nj, n);
+    }
+}
+
+/* A reduce-scatter's result: each member's block of the scratch (or NCCL's output, with one
+ * member and no scratch) to its output. */
+static coll_status_t deliver_blocks(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    uint64_t cnt = op->desc.count;
+    coll_status_t st = COLL_OK;
+
+    for (uint32_t l = 0; l < op->grp->nlocal && st == COLL_OK; l++) {
+        st = deliver(nj, op, op->out[l],
+                     n->scratch.va == 0
+                         ? op->out[0]
+                         : at(n->acc, coll_group_rank_of_local(op->grp, l) * cnt, acc_esize(op)),
+                     cnt);
+    }
+    return st;
+}
+
+coll_status_t coll__nccl_deliver(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    const coll_group_t *grp = op->grp;
+    uint64_t cnt = op->desc.count;
+    size_t len = (op->desc.coll == COLL_KIND_ALLGATHER ? cnt * grp->size : cnt) * op->esize;
+    coll_status_t st = COLL_OK;
+
+    switch (op->desc.coll) {
+    case COLL_KIND_REDUCE_SCATTER: return deliver_blocks(nj, n);
+    case COLL_KIND_REDUCE:
+        if (grp->rank_node[op->desc.root] != grp->node_rank) {
+            return COLL_OK; /* the result is the root's only */
+        }
+        return deliver(nj, op, op->out[grp->rank_local[op->desc.root]], n->acc, cnt);
+    case COLL_KIND_ALLREDUCE: st = deliver(nj, op, op->out[0], n->acc, cnt); break;
+    default: break; /* NCCL wrote the first member's output */
+    }
+    for (uint32_t l = 1; l < grp->nlocal && st == COLL_OK; l++) {
+        st = copy_unless_same(nj, op->out[l], op->out[0], len);
+    }
+    return st;
+}

@@ -1,0 +1,77 @@
+/**
+ * @file nccl_internal.h
+ * @brief What the two files of the NCCL path share: nccl.c (the job's communicator, the queue of
+ *        operations and the loop's poll) and nccl_calls.c (each collective's work on the
+ *        communicator's stream: the node's members combined, the NCCL call, the result
+ *        delivered to the members). Not used outside them. Loop thread only.
+ */
+#ifndef COLL_ENGINE_ALGOS_NCCL_INTERNAL_H
+#define COLL_ENGINE_ALGOS_NCCL_INTERNAL_H
+
+#include <uv.h>
+
+#include "base/list.h"
+#include "core/dev_scratch.h"
+#include "device/nccl.h"
+#include "engine/exec.h"
+#include "engine/op.h"
+
+/** The job's communicator. */
+typedef struct coll_nccl_job {
+    coll_job_t *job;
+    const coll_nccl_ops_t *nccl;
+    const coll_dev_ops_t *dev;
+    int device;                /**< the daemon's index of the device it is on */
+    int ready;                 /**< it finished joining */
+    coll_nccl_comm_t comm;     /**< NULL before the id came and after the end */
+    coll_dev_stream_t stream;  /**< its calls' and the local reduce's and copies' */
+    const coll_exec_t *ex;     /**< device memory's executor; NULL: none (operations that
+                                    need none only, nccl.c) */
+    coll_exec_ctx_t ctx;       /**< the device and the stream, for the executor */
+    coll_dev_event_t event;    /**< recorded after each call */
+    uv_timer_t *timer;         /**< the poll; freed by its close callback */
+    coll_list_t queue;         /**< coll__nccl_op_t in start order */
+} coll_nccl_job_t;
+
+/** Where an operation is. */
+typedef enum { COLL__NCCL_WAITING, COLL__NCCL_CALLED, COLL__NCCL_RUNNING } coll__nccl_phase_t;
+
+/** An operation's state. */
+typedef struct {
+    coll_list_t link;            /**< in the job's queue while queued */
+    int queued;
+    coll_op_t *op;
+    coll__nccl_phase_t phase;
+    coll_nccl_id_t id;           /**< the communicator's, with the job's first NCCL operation */
+    coll_dev_scratch_t scratch;  /**< the node's reduction where no output holds it */
+    uint8_t *acc;                /**< where the node's reduction and NCCL's result are (a
+                                      reduction's; set by coll__nccl_call()) */
+    uint32_t nx;
+    coll_xfer_t x[];             /**< the id's sends (node 0) or its receive */
+} coll__nccl_op_t;
+
+/** @return 1 when @p op is an average (an allreduce's, a reduce-scatter's or a reduce's): NCCL
+ *          sums, and the executor finishes it (nccl_calls.c), so it needs one. */
+static inline int coll__nccl_averages(const coll_op_t *op)
+{
+    return op->desc.op == COLL_AVG && (op->desc.coll == COLL_KIND_ALLREDUCE ||
+                                       op->desc.coll == COLL_KIND_REDUCE_SCATTER ||
+                                       op->desc.coll == COLL_KIND_REDUCE);
+}
+
+/**
+ * @brief Queue @p n's local phase (the members' inputs combined) and its NCCL call on the
+ *        communicator's stream. Its descriptor check passed and the call before it is queued.
+ * @return COLL_OK (the call queued: poll the communicator); COLL_ERR_NOMEM for scratch beyond
+ *         the device's budget; the executor's or NCCL's error (coll_dev_error() says it).
+ */
+coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n);
+
+/**
+ * @brief Queue the delivery of @p n's result to the members' outputs after its NCCL call (an
+ *        average finished, copies): call once the call is queued (comm_poll() said COLL_OK).
+ * @return COLL_OK; the executor's error.
+ */
+coll_status_t coll__nccl_deliver(coll_nccl_job_t *nj, coll__nccl_op_t *n);
+
+#endif
