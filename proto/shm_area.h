@@ -181,7 +181,9 @@ typedef struct {
      *  daemon names that leader when the operation stalls (engine/shm_watch.c). */
     _Atomic uint32_t direct_wait;
     uint64_t ready_ns; /**< set by the completer before DONE: when the last rank posted */
-    uint64_t done_ns;  /**< set by the completer before DONE: when the last chunk finished */
+    _Atomic uint64_t done_ns; /**< 0 while POSTED; set by the completer before it moves any
+                                   of the operation's posts to DONE: when the last chunk
+                                   finished */
     /** The home post's inter-node phase of a node-reduced allreduce: 0 while it runs, then
      *  coll_shm_node_word() by the daemon (the home rank resets it before publishing); the
      *  completer copies it into every post of the operation before DONE. */

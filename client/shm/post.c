@@ -58,6 +58,7 @@ void coll__post_publish(coll_shm_t *s, coll_shm_op_t *op, uint32_t slot)
     op->slot = slot;
     op->state = coll_shm_state(gen, COLL_SHM_POSTED);
     coll_shm_write_rec(p, &op->rec);
+    atomic_store_explicit(&p->done_ns, 0, memory_order_relaxed); /* not completed */
     if (s->self == 0) { /* the home post: the operation's chunks start unclaimed */
         atomic_store_explicit(&p->claim, (uint64_t)(uint32_t)gen << 32, memory_order_relaxed);
         atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
@@ -132,17 +133,29 @@ void coll__post_complete(coll_shm_t *s, const coll_shm_op_t *op, uint64_t now, u
 {
     COLL_ASSERT(op->agreed && atomic_load(&home(s, op)->chunks_done) == op->nchunks);
     COLL_ASSERT((node != 0) == (op->route == COLL_SHM_ROUTE_NODE));
+    /* Every post's done_ns before any move: a rank moved first may post the key again at once,
+     * and must see the others' posts of this operation, not moved yet, as completed
+     * (coll__post_completed()). */
     for (uint32_t l = 0; l < s->nlocal; l++) {
         coll_shm_post_t *p = coll__shm_post_of(s, l, op->peer_slot[l]);
         p->ready_ns = op->ready_ns;
-        p->done_ns = now;
+        atomic_store_explicit(&p->done_ns, now, memory_order_relaxed);
         if (node != 0) { /* every rank takes the daemons' part from its own post */
             copy_node_part(s, op, l);
             atomic_store_explicit(&p->node, node, memory_order_relaxed);
         }
-        /* No move when its owner gave up on it meanwhile (a failed job, a lost daemon). */
-        coll_shm_move(p, op->peer_state[l], COLL_SHM_DONE);
     }
+    for (uint32_t l = 0; l < s->nlocal; l++) {
+        /* No move when its owner gave up on it meanwhile (a failed job, a lost daemon). */
+        coll_shm_move(coll__shm_post_of(s, l, op->peer_slot[l]), op->peer_state[l],
+                      COLL_SHM_DONE);
+    }
+}
+
+int coll__post_completed(const coll_shm_t *s, uint32_t l, uint32_t slot)
+{
+    return atomic_load_explicit(&coll__shm_post_of(s, l, slot)->done_ns,
+                                memory_order_acquire) != 0;
 }
 
 void coll__post_node_done(coll_shm_t *s, const coll_shm_op_t *op, uint64_t node,

@@ -65,9 +65,19 @@ static void report_left(coll_comm_t *c, coll_shm_op_t *op)
     op->reported = 1;
 }
 
+/* Whether this rank's post is still the operation's, not completed meanwhile. The other ranks
+ * may complete an operation without this one (they ran every chunk) and post the key's next
+ * operation at once: a post of that key found after that is the next one's. They move this
+ * rank's post to DONE before they post again (sequentially consistent stores), so a rank that
+ * found their post and then sees its own still POSTED found this operation's. */
+static int mine_current(const coll_shm_t *s, const coll_shm_op_t *op)
+{
+    return atomic_load(&coll__shm_post_of(s, s->self, op->slot)->state) == op->state;
+}
+
 /* Local rank @p l's post of the operation into @p d (with its slot and state): 1 when it is
  * there and describes the same operation as this rank's, 0 while it is missing or when it
- * differs (reported once). */
+ * differs (reported once, unless the operation completed meanwhile). */
 static int peer_agrees(coll_comm_t *c, coll_shm_op_t *op, uint32_t l, uint32_t *slot,
                        uint64_t *state, coll_shm_rec_t *d)
 {
@@ -75,14 +85,17 @@ static int peer_agrees(coll_comm_t *c, coll_shm_op_t *op, uint32_t l, uint32_t *
     coll_desc_t theirs;
 
     if (!coll_shm_find(coll__shm_area(s, l), op->rec.sub.key, COLL_SHM_POSTED, slot, state, d)) {
-        if (!op->reported && atomic_load(&s->hdr->left)) {
+        if (!op->reported && atomic_load(&s->hdr->left) && mine_current(s, op)) {
             report_left(c, op);
         }
         return 0;
     }
+    if (coll__post_completed(s, l, *slot)) {
+        return 0; /* the key's last operation, still moving to DONE: this one's comes later */
+    }
     coll__shm_desc(c, &d->sub, &theirs);
     if (!coll_desc_equal(&theirs, &op->desc)) {
-        if (!op->reported) {
+        if (!op->reported && mine_current(s, op)) {
             report_mismatch(c, op, l, &theirs);
         }
         return 0;
@@ -114,6 +127,9 @@ static int agree(coll_comm_t *c, coll_shm_op_t *op)
         op->out_off[l] = d->sub.recv_offset;
         op->node_off = l == 0 ? d->node_off : op->node_off;
         ready = d->post_ns > ready ? d->post_ns : ready;
+    }
+    if (!mine_current(s, op)) {
+        return 0; /* completed by the others: the posts found may be the key's next ones */
     }
     if (op->route == COLL_SHM_ROUTE_NODE && op->node_off == 0) {
         op->route = COLL_SHM_ROUTE_DAEMON; /* local rank 0 had no node buffer free */

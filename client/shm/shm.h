@@ -193,6 +193,14 @@ uint32_t coll__post_chunk_done(const coll_shm_t *s, const coll_shm_op_t *op);
  *         their part from the home post, then moves to DONE. */
 void coll__post_complete(coll_shm_t *s, const coll_shm_op_t *op, uint64_t now, uint64_t node);
 
+/**
+ * @return 1 when local rank @p l's post in @p slot, found POSTED, belongs to an operation that
+ *         another rank is completing (its done_ns is set before any of the operation's posts
+ *         moves to DONE): a rank that completed it may post the same key again meanwhile, and
+ *         that post must not agree with this one.
+ */
+int coll__post_completed(const coll_shm_t *s, uint32_t l, uint32_t slot);
+
 /** @brief The inter-node phase of route-NODE operation @p op ended in this rank (local rank 0,
  *         the direct path) with node word @p node: its times are @p start_ns (the rounds began)
  *         and @p end_ns (they ended); no daemon steps. */
