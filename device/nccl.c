@@ -153,6 +153,15 @@ static void nccl_comm_abort(coll_nccl_comm_t comm)
     }
 }
 
+/* NCCL's dtype and reduction for @p dtype and @p op: COLL_ERR_UNSUPPORTED where it has none. */
+static coll_status_t types_of(coll_dtype_t dtype, coll_redop_t op, ncclDataType_t *t,
+                              ncclRedOp_t *o)
+{
+    coll_status_t st = dtype_of(dtype, t);
+
+    return st != COLL_OK ? st : redop_of(op, o);
+}
+
 static void nccl_comm_destroy(coll_nccl_comm_t comm)
 {
     if (comm != NULL) {
@@ -165,10 +174,10 @@ static coll_status_t nccl_allreduce(uint64_t send, uint64_t recv, size_t count,
                                     coll_dev_stream_t s)
 {
     ncclDataType_t t = ncclFloat32;
-    ncclRedOp_t o;
-    coll_status_t st = dtype_of(dtype, &t);
+    ncclRedOp_t o = ncclSum;
+    coll_status_t st = types_of(dtype, op, &t, &o);
 
-    if (st != COLL_OK || (st = redop_of(op, &o)) != COLL_OK) {
+    if (st != COLL_OK) {
         return st;
     }
     return result(nc.ncclAllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
@@ -181,10 +190,10 @@ static coll_status_t nccl_reduce_scatter(uint64_t send, uint64_t recv, size_t co
                                          coll_nccl_comm_t comm, coll_dev_stream_t s)
 {
     ncclDataType_t t = ncclFloat32;
-    ncclRedOp_t o;
-    coll_status_t st = dtype_of(dtype, &t);
+    ncclRedOp_t o = ncclSum;
+    coll_status_t st = types_of(dtype, op, &t, &o);
 
-    if (st != COLL_OK || (st = redop_of(op, &o)) != COLL_OK) {
+    if (st != COLL_OK) {
         return st;
     }
     return result(nc.ncclReduceScatter((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
@@ -197,10 +206,10 @@ static coll_status_t nccl_reduce(uint64_t send, uint64_t recv, size_t count, col
                                  coll_dev_stream_t s)
 {
     ncclDataType_t t = ncclFloat32;
-    ncclRedOp_t o;
-    coll_status_t st = dtype_of(dtype, &t);
+    ncclRedOp_t o = ncclSum;
+    coll_status_t st = types_of(dtype, op, &t, &o);
 
-    if (st != COLL_OK || (st = redop_of(op, &o)) != COLL_OK) {
+    if (st != COLL_OK) {
         return st;
     }
     return result(nc.ncclReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, t,
