@@ -238,6 +238,10 @@ typedef struct {
     _Alignas(64) _Atomic uint32_t failed; /**< non-zero once the job failed: status and msg
                                                were written before */
     _Atomic uint32_t left;    /**< non-zero once a local rank left the ready job: left_msg */
+    _Atomic uint32_t peer_left; /**< non-zero once another node's daemon said that a rank of
+                                     it left the job (its goodbye): peer_left_msg. Only the
+                                     direct path's rounds read it (a partner that completed
+                                     and left is normal: a rooted collective's non-root) */
     _Atomic uint32_t node_taken; /**< on several nodes, non-zero once local rank 0 took its
                                       node buffers from the pool (or found no room): the other
                                       local ranks' coll_comm_create() waits for it, so that
@@ -255,6 +259,8 @@ typedef struct {
     double bounds[COLL_SHM_BUCKETS]; /**< the duration histogram's upper bounds, seconds */
     char msg[COLL_SHM_MSG_BYTES];      /**< why the job failed */
     char left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P)" of the first rank that left */
+    char peer_left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P) on node N": the first one
+                                                  another node's daemon said left */
 } coll_shm_hdr_t;
 
 _Static_assert(sizeof(coll_shm_hdr_t) <= COLL_SHM_HDR_BYTES, "header fits its slot");

@@ -239,17 +239,17 @@ static void direct_abort_left(coll_comm_t *c, const char *why)
     char msg[COLL_SHM_MSG_BYTES];
 
     snprintf(msg, sizeof(msg), "%.*s left job %s; its collectives cannot run without it (%.200s)",
-             COLL_SHM_LEFT_BYTES - 1, h->left_msg, c->job, why);
+             COLL_SHM_LEFT_BYTES - 1, h->peer_left_msg, c->job, why);
     coll__abort(c, COLL_ERR_JOB, msg);
     coll__set_error(c, "%s", msg);
 }
 
 /* After direct_failed(): the job failed with the UCX error once the grace ran out, or at once
- * with the cause when a rank left the job, on this node or on another (its daemon's goodbye):
- * a partner leader that left ends its endpoints, and every rank should hear who left. */
+ * with the cause when a rank of another node left the job (its daemon's goodbye): a partner
+ * leader that left ends its endpoints, and every rank should hear who left. */
 static void direct_grace(coll_comm_t *c, coll_shm_op_t *op)
 {
-    if (atomic_load(&c->shm->hdr->left)) {
+    if (atomic_load(&c->shm->hdr->peer_left)) {
         op->rounds_fail_ns = 0;
         direct_abort_left(c, op->rounds_why);
     } else if (coll__now_ns() - op->rounds_fail_ns > DIRECT_GRACE_NS) {
@@ -259,15 +259,15 @@ static void direct_grace(coll_comm_t *c, coll_shm_op_t *op)
     }
 }
 
-/* Rounds still waiting the grace after a rank left the job (here, or on another node: its
- * daemon's goodbye; a leader that only destroyed its communicator leaves its endpoints up):
- * 1 when the job should fail with the leave. Not at once: a partner that completed its rounds
- * and then left may still have its last message on the way. */
+/* Rounds still waiting the grace after a rank of another node left the job (its daemon's
+ * goodbye; a leader that only destroyed its communicator leaves its endpoints up): 1 when the
+ * job should fail with the leave. Not at once: a partner that completed its rounds and then
+ * left may still have its last message on the way. */
 static int direct_left(coll_comm_t *c, coll_shm_op_t *op)
 {
     uint64_t now;
 
-    if (!atomic_load(&c->shm->hdr->left)) {
+    if (!atomic_load(&c->shm->hdr->peer_left)) {
         return 0;
     }
     now = coll__now_ns();
@@ -313,6 +313,10 @@ void coll__shm_direct_progress(coll_comm_t *c, coll_shm_op_t *op)
         desc.first_rank = (uint32_t)c->rank;
         st = coll__direct_start(c->conn, &op->rounds, &desc, s->base + op->node_off,
                                 s->hdr->direct_token, s->hdr->direct_max_bytes);
+        if (st == COLL_ERR_TRANSPORT) { /* a partner gone: the grace, as for later rounds */
+            direct_failed(c, op, st);
+            return;
+        }
         if (st != COLL_OK) {
             direct_ended(c, op, st);
             return;

@@ -206,6 +206,18 @@ void coll_shm_fail(coll_job_t *job)
     wake_all(job);
 }
 
+void coll_shm_peer_left(coll_job_t *job, const char *who)
+{
+    coll_shm_hdr_t *h = coll_shm_hdr(job);
+
+    if (atomic_load(&h->peer_left)) {
+        return; /* the first one is named */
+    }
+    snprintf(h->peer_left_msg, sizeof(h->peer_left_msg), "%s", who);
+    atomic_store(&h->peer_left, 1);
+    wake_all(job);
+}
+
 void coll_shm_left(coll_job_t *job, const char *who)
 {
     coll_shm_hdr_t *h = coll_shm_hdr(job);

@@ -81,4 +81,12 @@ void coll_shm_fail(coll_job_t *job);
 /** @brief Local rank @p who ("rank R (pid P)") left the ready job: later posts cannot run. */
 void coll_shm_left(coll_job_t *job, const char *who);
 
+/**
+ * @brief Another node's daemon said that rank @p who ("rank R (pid P) on node N") left the
+ *        job: written into the area's header (the first one) for the direct path's rounds,
+ *        which fail the job naming it when they still wait for that node a second later.
+ *        Loop thread.
+ */
+void coll_shm_peer_left(coll_job_t *job, const char *who);
+
 #endif

@@ -202,13 +202,12 @@ static void on_xfer(coll_xfer_t *x)
     coll_op_maybe_free(op);
 }
 
-/* The ranks of this node read it in the area's header: a rank on another node left. What
- * waits for it there fails with that reason (a direct allreduce whose rounds with that node's
- * leader failed, a later submission). */
+/* A rank on another node left: the direct path's rounds of this node's leader read it in the
+ * area's header (rounds that still wait for that node fail the job naming it). */
 static void on_node_left(coll_job_t *job, const char *who)
 {
     if (job->state == COLL_JOB_READY && job->pool != NULL) {
-        coll_shm_left(job, who);
+        coll_shm_peer_left(job, who);
     }
 }
 
