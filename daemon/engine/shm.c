@@ -206,26 +206,28 @@ void coll_shm_fail(coll_job_t *job)
     wake_all(job);
 }
 
+/* The first rank named in @p msg (COLL_SHM_LEFT_BYTES) with @p flag set after it; every local
+ * rank woken. */
+static void note_left(coll_job_t *job, _Atomic uint32_t *flag, char *msg, const char *who)
+{
+    if (atomic_load(flag)) {
+        return; /* the first one is named */
+    }
+    snprintf(msg, COLL_SHM_LEFT_BYTES, "%s", who);
+    atomic_store(flag, 1);
+    wake_all(job);
+}
+
 void coll_shm_peer_left(coll_job_t *job, const char *who)
 {
     coll_shm_hdr_t *h = coll_shm_hdr(job);
 
-    if (atomic_load(&h->peer_left)) {
-        return; /* the first one is named */
-    }
-    snprintf(h->peer_left_msg, sizeof(h->peer_left_msg), "%s", who);
-    atomic_store(&h->peer_left, 1);
-    wake_all(job);
+    note_left(job, &h->peer_left, h->peer_left_msg, who);
 }
 
 void coll_shm_left(coll_job_t *job, const char *who)
 {
     coll_shm_hdr_t *h = coll_shm_hdr(job);
 
-    if (atomic_load(&h->left)) {
-        return; /* the first one is named */
-    }
-    snprintf(h->left_msg, sizeof(h->left_msg), "%s", who);
-    atomic_store(&h->left, 1);
-    wake_all(job);
+    note_left(job, &h->left, h->left_msg, who);
 }
