@@ -126,18 +126,25 @@ def case_direct_daemon_kill(ctx):
     finish(ctx, [0, 2])
 
 
-def case_direct_leave(ctx):
-    """Node 1's leader, the one rank of node 1 of 4 x 1, leaves between operations: the leaders
-    whose rounds needed it fail the job naming it (their daemons heard its daemon's goodbye), not
-    with their endpoints' error after the grace, and every other rank hears that."""
-    job = direct_job(ctx, "direct-leave", 4, 1, "--window", "1", "--stall-rank", "1",
-                     "--stall-after", "20", "--leave")
-    job.wait_event("LEFT", ranks=[1], timeout=30)
+def leave_job(ctx, job_id, event, *extra):
+    """Node 1's leader, the one rank of node 1 of 4 x 1, leaves between operations (@extra: how):
+    every other rank fails with COLL_ERR_JOB naming it, well before the job's timeout."""
+    job = direct_job(ctx, job_id, 4, 1, "--window", "1", "--stall-rank", "1",
+                     "--stall-after", "20", "--leave", *extra)
+    job.wait_event(event, ranks=[1], timeout=30)
     t = float(job.rank(1).event("LEFT")["t_mono"])
     expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 1\b") for r in (0, 2, 3)})
     check(max(ctx.times.values()) < ctx.t_s - 1.0, "errors %.3f s after the rank left: the "
           "timeout's verdict, not the leave's" % max(ctx.times.values()))
     expect_status_failed(ctx, [0, 2, 3], job.id, r"\brank 1\b")
+    return job
+
+
+def case_direct_leave(ctx):
+    """The leader leaves and its process exits: the leaders whose rounds needed it fail the job
+    naming it (their daemons heard its daemon's goodbye), not with their endpoints' error after
+    the grace, and every other rank hears that."""
+    job = leave_job(ctx, "direct-leave", "LEFT")
     check(job.rank(1).popen.wait(10) == 0, "the leaving rank did not exit 0")
     del job.ranks[1]
     end_job(job)
@@ -146,17 +153,10 @@ def case_direct_leave(ctx):
 
 
 def case_direct_linger(ctx):
-    """Node 1's leader (4 x 1) leaves between operations and its process stays; the other
-    leaders already wait for it in their rounds: the job fails naming it after the rounds'
-    grace (1 s), not by the timeout (which blamed whichever leader another one waited for)."""
-    job = direct_job(ctx, "direct-linger", 4, 1, "--window", "1", "--stall-rank", "1",
-                     "--stall-after", "20", "--leave", "--linger")
-    job.wait_event("LINGER", ranks=[1], timeout=30)
-    t = float(job.rank(1).event("LEFT")["t_mono"])
-    expect_failures(ctx, job, t, {r: ({"COLL_ERR_JOB"}, r"\brank 1\b") for r in (0, 2, 3)})
-    check(max(ctx.times.values()) < ctx.t_s - 1.0, "errors %.3f s after the rank left: the "
-          "timeout's verdict, not the leave's" % max(ctx.times.values()))
-    expect_status_failed(ctx, [0, 2, 3], job.id, r"\brank 1\b")
+    """The leader leaves and its process stays; the other leaders already wait for it in their
+    rounds: the job fails naming it after the rounds' grace (1 s), not by the timeout (which
+    blamed whichever leader another one waited for)."""
+    job = leave_job(ctx, "direct-linger", "LINGER", "--linger")
     end_job(job, expect=None)  # rank 1 exits 0 once stdin closes, the others 3
     fresh_job(ctx, "direct-linger-fresh", [0, 1, 2, 3], 1)
     finish(ctx, [0, 1, 2, 3])
