@@ -46,7 +46,9 @@ static void pulse_cb(uv_timer_t *t)
 /* One look at the pulse; @p reported is the pulse of the stall already reported (0: none). */
 static uint64_t look(uint64_t reported)
 {
-    uint64_t now = now_ns(), pulse = atomic_load_explicit(&w.pulse_ns, memory_order_acquire);
+    /* The pulse first, then the clock: read the other way round, a pulse that lands between
+     * the two is newer than "now", and the unsigned age wraps to a stall of 2^64 ns. */
+    uint64_t pulse = atomic_load_explicit(&w.pulse_ns, memory_order_acquire), now = now_ns();
     char doing[sizeof(w.doing)];
 
     if (reported != 0 && pulse != reported) {
