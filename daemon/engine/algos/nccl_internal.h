@@ -84,7 +84,8 @@ coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n);
 
 /**
  * @brief Queue the delivery of @p n's result to the members' outputs after its NCCL call (an
- *        average finished, copies): call once the call is queued (comm_poll() said COLL_OK).
+ *        average finished, a wide result rounded to 16 bits, copies): call once the call is
+ *        queued (comm_poll() said COLL_OK).
  * @return COLL_OK; the executor's error.
  */
 coll_status_t coll__nccl_deliver(coll_nccl_job_t *nj, coll__nccl_op_t *n);
