@@ -7,7 +7,9 @@
  * copies on a stream of the device layer, and every output is checked against values computed
  * here (small integers, exact in float32 and bfloat16 sums):
  *   default     allreduce float32 SUM out of place over --count elements (default 1.5 Mi, more
- *               than one staging chunk) and in place; bfloat16 SUM in place; all-gather,
+ *               than one staging chunk) and in place; bfloat16 SUM in place (rank 0's inputs
+ *               near 256, so that the sum of two ranks needs more than 16 bits: the host's
+ *               float32 sum rounded once is expected, computed here); all-gather,
  *               reduce-scatter, broadcast from the last rank and reduce to rank 0 (float32);
  *               coll_req_algo() of each names the staged path ("staged+...").
  *   --mismatch  rank 0 allreduces a device buffer of 1024 elements, every other rank a host
@@ -23,6 +25,9 @@
  *               place; rank 0's inputs near 256, so a node's scaled sum rounded to 16 bits
  *               before the other node's is added would show), int32 (out of place, sums below
  *               zero truncated toward zero), reduce-scatter and reduce to rank 0 (float32);
+ *               then a float16 sum and float16 and bfloat16 products in place whose node
+ *               reductions need more than 16 bits, against the host's float32 rounded once
+ *               (which 16-bit arithmetic in NCCL, rounding each node's part, misses on 2x2);
  *               --mismatch has every rank's buffer on the device.
  *   --kinds     rank 0 allreduces 1024 elements on the device, every other rank 1024 in the
  *               host pool: COLL_ERR_MISMATCH everywhere. With --nccl the nodes choose
@@ -39,6 +44,7 @@
 #include <collective.h>
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,68 +174,101 @@ static uint16_t to_bf16(float f)
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-static float from_bf16(uint16_t b)
+/* @p f, zero or a normal float16 value (exact), as float16. */
+static uint16_t to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) == 0) {
+        return (uint16_t)(u >> 16);
+    }
+    return (uint16_t)(((u >> 16) & 0x8000u) | ((((u >> 23) & 0xffu) - 112u) << 10) |
+                      ((u >> 13) & 0x3ffu));
+}
+
+static float from_half(coll_dtype_t dt, uint16_t b)
 {
     uint32_t u = (uint32_t)b << 16;
+    int e = (b >> 10) & 0x1f, m = b & 0x3ff;
     float f;
-    memcpy(&f, &u, 4);
-    return f;
+
+    if (dt == COLL_BFLOAT16) {
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    f = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 0x400), e - 25);
+    return b & 0x8000 ? -f : f;
 }
 
-/* Rank @p r's bfloat16 input element @p i (exact in bfloat16): an average's is 256, 258 or 260
- * on rank 0, whose node's scaled sum then needs more than 16 bits (64.25 of 256 and 1 over 4
- * ranks). */
-static float bf16_value(coll_redop_t op, int r, size_t i)
+/* @p x (finite, in the 16-bit dtype @p dt's normal range or zero) rounded to @p dt, to nearest
+ * even, in float arithmetic: 10 bits after the leading one for float16, 7 for bfloat16. */
+static float round_half(coll_dtype_t dt, float x)
 {
-    if (op != COLL_AVG) {
-        return value(r, i);
-    }
-    return r == 0 ? 256.0f + 2.0f * (float)(i % 3) : (float)((i + (size_t)r) % 3);
+    int e = x == 0.0f ? 0 : ilogbf(x) - (dt == COLL_FLOAT16 ? 10 : 7);
+    return ldexpf(rintf(ldexpf(x, -e)), e);
 }
 
-/* Element @p i of a bfloat16 allreduce with @p op as the host computes it: a sum of small
- * integers is exact; an average scales every input by 1/world in float32, sums in float32 and
- * rounds once (collective.h). */
-static float bf16_want(coll_redop_t op, size_t i)
+/* Rank @p r's 16-bit input element @p i (exact in float16 and bfloat16). A sum's or an
+ * average's is B, B + 2 or B + 4 on rank 0 (B: 2048 for float16, 256 for bfloat16) and 0 to 2
+ * on the others; a product's 33 to 63 (odd) on ranks 0 and 1 and 1 or 3 on the others. So the
+ * reduction of the first two ranks (a node's, on 2x2) often needs more than 16 bits, and rounding
+ * it before the rest is combined (NCCL's 16-bit arithmetic) gives another result than the host's
+ * one rounding at the end (element 5 of a bfloat16 product, 43 x 53 x 3 x 1 = 6837: 6848 once,
+ * 6816 from 2272 x 3). */
+static float half_value(coll_dtype_t dt, coll_redop_t op, int r, size_t i)
 {
-    float inv = 1.0f / (float)world, acc = 0.0f;
-
-    if (op != COLL_AVG) {
-        return sum(i);
+    if (op == COLL_PROD) {
+        return r < 2 ? 33.0f + 2.0f * (float)((i + 5 * (size_t)r) % 16)
+                     : 1.0f + 2.0f * (float)((i + (size_t)r) % 2);
     }
+    if (r == 0) {
+        return (dt == COLL_FLOAT16 ? 2048.0f : 256.0f) + 2.0f * (float)(i % 3);
+    }
+    return (float)((i + (size_t)r) % 3);
+}
+
+/* Element @p i of a 16-bit allreduce with @p op as the host computes it (collective.h): every
+ * input (an average's scaled by 1/world) summed or multiplied in float32, rounded once. */
+static float half_want(coll_dtype_t dt, coll_redop_t op, size_t i)
+{
+    float inv = 1.0f / (float)world, acc = op == COLL_PROD ? 1.0f : 0.0f;
+
     for (int r = 0; r < world; r++) {
-        acc += bf16_value(op, r, i) * inv;
+        float v = half_value(dt, op, r, i);
+        acc = op == COLL_PROD ? acc * v : op == COLL_AVG ? acc + v * inv : acc + v;
     }
-    return from_bf16(to_bf16(acc));
+    return round_half(dt, acc);
 }
 
-/* Bfloat16 allreduce (@p op: SUM or AVG) in place of SMALL elements. */
-static int allreduce_bf16(coll_redop_t op, float *h)
+/* A 16-bit (@p dt) allreduce with @p op (SUM, AVG or PROD) in place of SMALL elements. */
+static int allreduce_half(coll_dtype_t dt, coll_redop_t op, float *h)
 {
     uint16_t *d = dev_alloc(SMALL * 2), *b = (uint16_t *)(h + 2 * SMALL);
     coll_request_t *req = NULL;
-    char algo[32];
+    char algo[32], what[64];
     coll_status_t st;
 
     for (size_t i = 0; i < SMALL && d != NULL; i++) {
-        b[i] = to_bf16(bf16_value(op, rank, i));
-        h[SMALL + i] = bf16_want(op, i);
+        float v = half_value(dt, op, rank, i);
+        b[i] = dt == COLL_FLOAT16 ? to_f16(v) : to_bf16(v);
+        h[SMALL + i] = half_want(dt, op, i);
     }
     if (d == NULL || copy(d, b, SMALL * 2) < 0) {
         return -1;
     }
-    st = coll_allreduce_async(comm, d, d, SMALL, COLL_BFLOAT16, op, NULL, &req);
+    st = coll_allreduce_async(comm, d, d, SMALL, dt, op, NULL, &req);
     st = finish(st, req, algo, sizeof(algo));
     if (st == COLL_OK && copy(b, d, SMALL * 2) < 0) {
         return -1;
     }
     for (size_t i = 0; i < SMALL; i++) {
-        h[i] = from_bf16(b[i]);
+        h[i] = from_half(dt, b[i]);
     }
     coll_mem_free(comm, d);
-    return check(op == COLL_AVG ? "bfloat16 average allreduce in place"
-                                : "bfloat16 allreduce in place",
-                 st, algo, h, h + SMALL, SMALL);
+    snprintf(what, sizeof(what), "%s %s allreduce in place",
+             dt == COLL_FLOAT16 ? "float16" : "bfloat16",
+             op == COLL_AVG ? "average" : op == COLL_PROD ? "product" : "sum");
+    return check(what, st, algo, h, h + SMALL, SMALL);
 }
 
 /* Rank @p r's int32 input element @p i: rank 0's below zero, so some sums are. */
@@ -382,13 +421,23 @@ static int run_averages(float *a, float *b, size_t count, float *h)
 {
     int rc = allreduce_f32("float32 average allreduce", a, b, count, COLL_AVG, h);
 
-    rc = rc == 0 ? allreduce_bf16(COLL_AVG, h) : rc;
+    rc = rc == 0 ? allreduce_half(COLL_BFLOAT16, COLL_AVG, h) : rc;
     rc = rc == 0 ? allreduce_i32_avg(h) : rc;
     redop = COLL_AVG;
     rc = rc == 0 ? run_case(REDUCE_SCATTER, h) : rc;
     rc = rc == 0 ? run_case(REDUCE, h) : rc;
     redop = COLL_SUM;
     return rc;
+}
+
+/* The 16-bit reductions of --nccl beside the bfloat16 sum and average, which NCCL's 16-bit
+ * arithmetic would round on each node: a float16 sum, float16 and bfloat16 products. */
+static int run_half(float *h)
+{
+    int rc = allreduce_half(COLL_FLOAT16, COLL_SUM, h);
+
+    rc = rc == 0 ? allreduce_half(COLL_FLOAT16, COLL_PROD, h) : rc;
+    return rc == 0 ? allreduce_half(COLL_BFLOAT16, COLL_PROD, h) : rc;
 }
 
 static int run_all(size_t count)
@@ -405,13 +454,16 @@ static int run_all(size_t count)
         rc = allreduce_f32("float32 allreduce in place", b, b, count, COLL_SUM, h);
     }
     if (rc == 0) {
-        rc = allreduce_bf16(COLL_SUM, h);
+        rc = allreduce_half(COLL_BFLOAT16, COLL_SUM, h);
     }
     for (int c = 0; c < NCASES && rc == 0; c++) {
         rc = run_case(c, h);
     }
     if (rc == 0 && nccl) {
         rc = run_averages(a, b, count, h);
+    }
+    if (rc == 0 && nccl) {
+        rc = run_half(h);
     }
     coll_mem_free(comm, b);
     coll_mem_free(comm, a);

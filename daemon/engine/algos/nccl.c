@@ -15,13 +15,14 @@
  * The node's several ranks are combined and served on the device, on the communicator's
  * stream, through the executor of device memory (core/dev_exec.h: the CUDA module; over the fake
  * device layer, whose memory is host memory, the host's entries): the local phase before the
- * NCCL call, the delivery to the members (an average finished, copies) queued once the call is
- * (comm_poll) and before the event is recorded, so the event covers all of it and nothing is
- * copied on the host. Scratch (a reduce-scatter's of several members, a 16-bit average's float32
- * sum, a reduce's node reduction off the root's node) is device memory of its own
- * (core/dev_scratch.h), charged to the device's budget and freed with the operation. Where
- * there is no executor, an operation that needs one (several members, an average) fails its job
- * with COLL_ERR_UNSUPPORTED and the reason (the module's name and why); the others need none.
+ * NCCL call, the delivery to the members (an average finished, a 16-bit result rounded, copies)
+ * queued once the call is (comm_poll) and before the event is recorded, so the event covers all
+ * of it and nothing is copied on the host. Scratch (a reduce-scatter's of several members, the
+ * float32 reduction of a 16-bit sum, average or product, a reduce's node reduction off the
+ * root's node) is device memory of its own (core/dev_scratch.h), charged to the device's budget
+ * and freed with the operation. Where there is no executor, an operation that needs one (several
+ * members, an average, a 16-bit sum or product) fails its job with COLL_ERR_UNSUPPORTED and the
+ * reason (the module's name and why); the others need none.
  */
 #include "engine/algos/nccl.h"
 
@@ -186,13 +187,14 @@ static coll_status_t job_open(coll_job_t *job, int device, coll_nccl_job_t **nj_
     return COLL_OK;
 }
 
-/* The device of @p op's buffers: every member's in one device pool; several members, or an
- * average, only with the executor of device memory, which combines, serves and finishes. */
+/* The device of @p op's buffers: every member's in one device pool; several members, an average
+ * or a 16-bit sum or product only with the executor of device memory, which combines, serves
+ * and finishes (coll__nccl_finishes()). */
 static coll_status_t op_device(coll_op_t *op, int *dev_p)
 {
     uint32_t pool = op->members[0].pool;
     const coll_devices_t *ds = &op->job->d->devices;
-    char why[COLL_DEV_TEXT_MAX + 96];
+    char why[COLL_DEV_TEXT_MAX + 128];
 
     for (uint32_t l = 0; l < op->nbufs; l++) {
         if (op->members[l].pool != pool || pool == 0) {
@@ -200,10 +202,12 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
                         "NCCL needs every one in the same device pool (none in host memory)");
         }
     }
-    if ((op->nbufs > 1 || coll__nccl_averages(op)) && ds->exec == NULL) {
+    if ((op->nbufs > 1 || coll__nccl_finishes(op)) && ds->exec == NULL) {
         snprintf(why, sizeof(why), "%s by the executor of device memory, and there is none: %s",
                  op->nbufs > 1 ? "several ranks on one device are combined"
-                               : "an average is finished", ds->exec_status);
+                 : coll__nccl_wide(op) ? "a 16-bit sum, average or product is kept in float32"
+                                       : "an average is finished",
+                 ds->exec_status);
         return fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers", why);
     }
     *dev_p = op->job->dev_pools[pool - 1]->device;

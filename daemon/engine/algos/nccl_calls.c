@@ -8,18 +8,19 @@
  *
  * Reductions keep the host's arithmetic (collective.h's coll_redop_t, kernels/reduce.h). The
  * members' inputs go into one multi-source pass, the host's local reduce's arguments
- * (coll_combine_locals_args()), and NCCL combines the nodes' results with the same reduction.
- * An average is NCCL's sum, finished as the host's algorithms finish it (coll_combine_finish()'s
- * arguments) by the executor when the result is delivered: float32, float64 and the integers
- * divided once, at the end, by the world size (the ranks', not NCCL's nodes' as ncclAvg would;
- * integers truncated toward zero after a sum that wraps, as the host's); float16 and bfloat16
- * inputs scaled by 1/world in float32 in the local pass, summed between the nodes in float32
- * (a scratch buffer of float32: the host's partials travel so too) and rounded to 16 bits once.
- * So an average is the host's bit for bit wherever the sum does not depend on its order (the
- * integers always); otherwise it differs only as two host algorithms do, by the order of a
- * float32 (float64) sum. Sum, product, minimum and maximum of 16-bit floats stay 16-bit through
- * NCCL (its arithmetic rounds each node's contribution), which only minimum and maximum share
- * with the host.
+ * (coll_combine_locals_args()), and NCCL combines the nodes' results with the same reduction
+ * (an average's: the sum). The executor finishes the result as the host's algorithms do
+ * (coll_combine_finish()'s arguments) when it is delivered: an average of float32, float64 and
+ * the integers is divided once, at the end, by the world size (the ranks', not NCCL's nodes' as
+ * ncclAvg would; integers truncated toward zero after a sum that wraps, as the host's). A sum,
+ * average or product of float16 and bfloat16 (coll__nccl_wide(): the host's float32 partials,
+ * coll_partial_is_f32()) goes through float32: the local pass reduces the 16-bit inputs into a
+ * float32 scratch buffer (an average's scaled by 1/world first, a product's multiplied in
+ * float32), NCCL sums or multiplies float32 between the nodes (twice the 16-bit bytes, as the
+ * host's partials travel), and the delivery rounds to 16 bits once. So a reduction is the
+ * host's bit for bit wherever it does not depend on its order (the integers always); otherwise
+ * it differs only as two host algorithms do, by the order of a float32 (float64) sum or product
+ * before its one rounding. Minimum and maximum of 16-bit floats round nothing and stay 16-bit.
  */
 #include "engine/algos/nccl_internal.h"
 
@@ -58,15 +59,10 @@ int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsig
     }
 }
 
-/* An average of float16 or bfloat16: its node's reduction and NCCL's sum are float32. */
-static int wide(const coll_op_t *op)
-{
-    return coll__nccl_averages(op) && coll_combine_transforms_raw(op);
-}
-
+/* What NCCL's elements are: a wide reduction's float32. */
 static coll_dtype_t nccl_dtype(const coll_op_t *op)
 {
-    return wide(op) ? COLL_FLOAT32 : (coll_dtype_t)op->desc.dtype;
+    return coll__nccl_wide(op) ? COLL_FLOAT32 : (coll_dtype_t)op->desc.dtype;
 }
 
 /* What NCCL runs between the nodes: an average's sum. */
@@ -78,7 +74,7 @@ static coll_redop_t nccl_redop(const coll_op_t *op)
 /* Bytes of an element of the node's reduction. */
 static size_t acc_esize(const coll_op_t *op)
 {
-    return wide(op) ? sizeof(float) : op->esize;
+    return coll__nccl_wide(op) ? sizeof(float) : op->esize;
 }
 
 static uint8_t *at(void *buf, uint64_t elems, size_t esize)
@@ -131,32 +127,33 @@ static coll_status_t reduce_async(coll_nccl_job_t *nj, const coll_reduce_args_t 
     return st;
 }
 
-/* Queue the reduction of every member's input (elements [0, @p len)) into @p dst: of an
- * average, the sum only (16-bit inputs scaled, into float32), finished after NCCL. */
+/* Queue the reduction of every member's input (elements [0, @p len)) into @p dst, never
+ * finished: an average's sum only (16-bit inputs scaled), a wide one's into float32. */
 static coll_status_t reduce_locals(coll_nccl_job_t *nj, coll_op_t *op, uint64_t len, void *dst)
 {
     const void *src[COLL_COMBINE_MAX_SRC];
     coll_reduce_args_t a;
 
-    coll_combine_locals_args(op, 0, len, dst, NULL, !coll__nccl_averages(op), src, &a);
+    coll_combine_locals_args(op, 0, len, dst, NULL, 0, src, &a);
     return reduce_async(nj, &a);
 }
 
 /* Queue the delivery of @p len elements of the result from @p src (the node's reduction after
- * NCCL) to the output @p dst: an average finished (divided, or a wide one rounded to 16 bits),
- * anything else copied unless they are one. */
+ * NCCL) to the output @p dst: finished where coll__nccl_finishes() (an average divided, a wide
+ * reduction rounded to 16 bits once), anything else copied unless they are one. */
 static coll_status_t deliver(coll_nccl_job_t *nj, coll_op_t *op, void *dst, const void *src,
                              uint64_t len)
 {
     coll_reduce_args_t a = {.dtype = op->desc.dtype, .op = op->desc.op,
                             .world_size = op->desc.world_size, .finalize = 1, .dst = dst,
-                            .src = &src, .nsrc = 1, .count = len, .f32_mask = (uint64_t)wide(op)};
+                            .src = &src, .nsrc = 1, .count = len,
+                            .f32_mask = (uint64_t)coll__nccl_wide(op)};
 
-    return coll__nccl_averages(op) ? reduce_async(nj, &a)
+    return coll__nccl_finishes(op) ? reduce_async(nj, &a)
                                    : copy_unless_same(nj, dst, src, len * op->esize);
 }
 
-/* An allreduce's NCCL call: several members' inputs (a wide average's, even one) reduced into
+/* An allreduce's NCCL call: several members' inputs (a wide reduction's, even one) reduced into
  * the first member's output (a wide one's scratch) first, reduced there in place. */
 static coll_status_t allreduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
 {
@@ -166,10 +163,10 @@ static coll_status_t allreduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
     coll_status_t st;
 
     n->acc = op->out[0];
-    if (wide(op) && (st = scratch(nj, n, cnt)) != COLL_OK) {
+    if (coll__nccl_wide(op) && (st = scratch(nj, n, cnt)) != COLL_OK) {
         return st;
     }
-    if (op->grp->nlocal > 1 || wide(op)) {
+    if (op->grp->nlocal > 1 || coll__nccl_wide(op)) {
         if ((st = reduce_locals(nj, op, cnt, n->acc)) != COLL_OK) {
             return st;
         }
@@ -179,7 +176,7 @@ static coll_status_t allreduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
                                nj->comm, nj->stream);
 }
 
-/* A reduce-scatter's NCCL call. Several members (or a wide average): their inputs reduced into
+/* A reduce-scatter's NCCL call. Several members (or a wide reduction): their inputs reduced into
  * a scratch buffer of the whole, reduced in place between the nodes, each node's ranks' blocks
  * contiguous (coll_nccl_fits()). */
 static coll_status_t reduce_scatter(coll_nccl_job_t *nj, coll__nccl_op_t *n)
@@ -189,7 +186,7 @@ static coll_status_t reduce_scatter(coll_nccl_job_t *nj, coll__nccl_op_t *n)
     uint64_t mine = op->grp->node_rank * l * cnt; /* this node's blocks, elements in */
     coll_status_t st;
 
-    if (l == 1 && !wide(op)) {
+    if (l == 1 && !coll__nccl_wide(op)) {
         n->acc = op->out[0];
         return nj->nccl->reduce_scatter(addr(op->in[0]), addr(op->out[0]), cnt, nccl_dtype(op),
                                         nccl_redop(op), nj->comm, nj->stream);
@@ -203,7 +200,7 @@ static coll_status_t reduce_scatter(coll_nccl_job_t *nj, coll__nccl_op_t *n)
 }
 
 /* A reduce's NCCL call to the root's node: the node's reduction into the root rank's output
- * there, elsewhere into scratch (one member's input is sent as it is); a wide average's into
+ * there, elsewhere into scratch (one member's input is sent as it is); a wide reduction's into
  * scratch everywhere. */
 static coll_status_t reduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
 {
@@ -215,12 +212,12 @@ static coll_status_t reduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
     coll_status_t st;
 
     n->acc = here ? op->out[grp->rank_local[op->desc.root]] : NULL;
-    if (wide(op) || (!here && grp->nlocal > 1)) {
+    if (coll__nccl_wide(op) || (!here && grp->nlocal > 1)) {
         if ((st = scratch(nj, n, op->desc.count)) != COLL_OK) {
             return st;
         }
     }
-    if (grp->nlocal > 1 || wide(op)) {
+    if (grp->nlocal > 1 || coll__nccl_wide(op)) {
         if ((st = reduce_locals(nj, op, op->desc.count, n->acc)) != COLL_OK) {
             return st;
         }

@@ -13,6 +13,7 @@
 #include "base/list.h"
 #include "core/dev_scratch.h"
 #include "device/nccl.h"
+#include "engine/combine.h"
 #include "engine/exec.h"
 #include "engine/op.h"
 
@@ -50,13 +51,27 @@ typedef struct {
     coll_xfer_t x[];             /**< the id's sends (node 0) or its receive */
 } coll__nccl_op_t;
 
-/** @return 1 when @p op is an average (an allreduce's, a reduce-scatter's or a reduce's): NCCL
- *          sums, and the executor finishes it (nccl_calls.c), so it needs one. */
-static inline int coll__nccl_averages(const coll_op_t *op)
+/** @return 1 when @p op is a reduction (an allreduce's, a reduce-scatter's or a reduce's). */
+static inline int coll__nccl_reduces(const coll_op_t *op)
 {
-    return op->desc.op == COLL_AVG && (op->desc.coll == COLL_KIND_ALLREDUCE ||
-                                       op->desc.coll == COLL_KIND_REDUCE_SCATTER ||
-                                       op->desc.coll == COLL_KIND_REDUCE);
+    return op->desc.coll == COLL_KIND_ALLREDUCE || op->desc.coll == COLL_KIND_REDUCE_SCATTER ||
+           op->desc.coll == COLL_KIND_REDUCE;
+}
+
+/** @return 1 when @p op is a reduction of float16 or bfloat16 kept in float32 through NCCL
+ *          (coll_partial_is_f32(): a sum, an average or a product), rounded to 16 bits once. */
+static inline int coll__nccl_wide(const coll_op_t *op)
+{
+    return coll__nccl_reduces(op) &&
+           coll_partial_is_f32((coll_dtype_t)op->desc.dtype, (coll_redop_t)op->desc.op);
+}
+
+/** @return 1 when the executor finishes @p op's result after NCCL (nccl_calls.c), so it needs
+ *          one: an average (NCCL sums; divided or rounded at the end) or a wide reduction
+ *          (rounded to 16 bits). */
+static inline int coll__nccl_finishes(const coll_op_t *op)
+{
+    return (coll__nccl_reduces(op) && op->desc.op == COLL_AVG) || coll__nccl_wide(op);
 }
 
 /**
@@ -69,7 +84,8 @@ coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n);
 
 /**
  * @brief Queue the delivery of @p n's result to the members' outputs after its NCCL call (an
- *        average finished, copies): call once the call is queued (comm_poll() said COLL_OK).
+ *        average finished, a wide result rounded to 16 bits, copies): call once the call is
+ *        queued (comm_poll() said COLL_OK).
  * @return COLL_OK; the executor's error.
  */
 coll_status_t coll__nccl_deliver(coll_nccl_job_t *nj, coll__nccl_op_t *n);

@@ -42,7 +42,7 @@
              collectived_device_nccl_operations_total on both), its node's two ranks combined
              and served by the executor of device memory (the fake's: the host's entries) on the
              job's stream, as many reductions and copies in
-             collectived_device_kernel_launches_total as its twelve NCCL collectives need; the same
+             collectived_device_kernel_launches_total as its fifteen NCCL collectives need; the same
              job on the first and the third (nccl = off) on the staged path ("staged+...",
              nothing counted there).
   executor   The executor of device memory in /status and /metrics: over the fake device layer
@@ -373,17 +373,20 @@ def kernel_launches(cluster, k, kind):
     return metric(text, "collectived_device_kernel_launches_total", 'kind="%s"' % kind)
 
 
-# What staged_check --nccl's twelve NCCL collectives take on a node of 2 ranks (rank 0, the
+# What staged_check --nccl's fifteen NCCL collectives take on a node of 2 ranks (rank 0, the
 # reduces' root, on node 0). The sums: one reduction of both inputs for each of the 3 allreduces,
-# the reduce-scatter and the reduce (into the root's output on node 0, scratch on node 1);
-# copies of the result to the second member for the allreduces (3), the all-gather (1) and the
-# broadcast (1), each member's input to its block for the all-gather (2), and each member's block
-# out of the reduce-scatter's scratch (2). The averages: one reduction of both inputs for each of
-# the 3 allreduces, the reduce-scatter and the reduce, and each finished by a reduction: the
+# the reduce-scatter and the reduce (into the root's output on node 0, scratch on node 1), and
+# the bfloat16 allreduce's float32 result rounded into the first member's output (1); copies of
+# the result to the second member for the allreduces (3), the all-gather (1) and the broadcast
+# (1), each member's input to its block for the all-gather (2), and each member's block out of
+# the reduce-scatter's scratch (2). The averages: one reduction of both inputs for each of the 3
+# allreduces, the reduce-scatter and the reduce, and each finished by a reduction: the
 # allreduces' first member's output (3, then copied to the second, 3), each member's block of the
-# reduce-scatter (2), the reduce's root's output (on node 0 only).
-NCCL_OPS = 12
-NCCL_REDUCES, NCCL_COPIES = [5 + 11, 5 + 10], 9 + 3
+# reduce-scatter (2), the reduce's root's output (on node 0 only). The 16-bit float16 sum and
+# products (3 allreduces): a reduction of both inputs into float32 and one rounding into the
+# first member's output each (6), copied to the second (3).
+NCCL_OPS = 15
+NCCL_REDUCES, NCCL_COPIES = [6 + 11 + 6, 6 + 10 + 6], 9 + 3 + 3
 
 
 def test_nccl(args, work):
@@ -396,8 +399,8 @@ def test_nccl(args, work):
         staged_job(args, cluster, "through-nccl", [0, 1], ["--nccl"])
         seen = [nccl_ops(cluster, k) for k in range(3)]
         h.check(seen == [NCCL_OPS, NCCL_OPS, 0], "NCCL operations per daemon after 3 allreduces, "
-                "an all-gather, a reduce-scatter, a broadcast, a reduce and 5 averages on nodes "
-                "0 and 1: %s" % seen)
+                "an all-gather, a reduce-scatter, a broadcast, a reduce, 5 averages and 3 16-bit "
+                "sums and products on nodes 0 and 1: %s" % seen)
         launches = [(kernel_launches(cluster, k, "reduce"), kernel_launches(cluster, k, "copy"))
                     for k in range(3)]
         want = [(NCCL_REDUCES[0], NCCL_COPIES), (NCCL_REDUCES[1], NCCL_COPIES), (0, 0)]

@@ -3,10 +3,11 @@
  * libnccl.so.2 and found first on LD_LIBRARY_PATH) and the fake device layer (COLL_DEVICE_FAKE:
  * device memory is host memory): the library is loaded and its entries found by name; a
  * communicator of two ranks (two threads) created from one unique id, non-blocking, polled until
- * ready; allreduce (float32 sum, bfloat16 max, int32 avg), reduce-scatter, all-gather,
- * broadcast and reduce (float32 sum, int32 avg in place, on the root only) give the values
- * computed here; reductions NCCL has not are refused; an asynchronous
- * error of one rank reaches its poll, and its abort reaches the other's. Run a second time
+ * ready; allreduce (float32 sum; float32 product, which the daemons' 16-bit products go
+ * through; bfloat16 max, int32 avg), reduce-scatter, all-gather, broadcast and reduce (float32
+ * sum, int32 avg in place, on the root only) give the values computed here; reductions NCCL has
+ * not are refused; an asynchronous error of one rank reaches its poll, and its abort reaches
+ * the other's. Run a second time
  * over a stand-in of an NCCL too old for the path (fake_libnccl_old.c, 2.10, without
  * ncclCommInitRankConfig: unit.nccl_old): the table is refused and the probe says why.
  */
@@ -94,6 +95,9 @@ static void *reductions(void *arg)
                                        r->comm, NULL);
 
     st = st == COLL_OK ? settle(r->comm) : st;
+    st = st == COLL_OK ? nccl->allreduce(a(r->f32 + N), a(r->f32_out + N), N, COLL_FLOAT32,
+                                         COLL_PROD, r->comm, NULL) : st;
+    st = st == COLL_OK ? settle(r->comm) : st;
     st = st == COLL_OK ? nccl->allreduce(a(r->bf16), a(r->bf16_out), N, COLL_BFLOAT16, COLL_MAX,
                                          r->comm, NULL) : st;
     st = st == COLL_OK ? settle(r->comm) : st;
@@ -119,6 +123,7 @@ static void test_allreduce(void **state)
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < N; i++) {
             r[k].f32[i] = (float)(i + 10 * k);
+            r[k].f32[N + i] = (float)(257 + i + 2 * k); /* products beyond 16 bits */
             r[k].bf16[i] = bf16_of((float)(k == 0 ? i : N - i));
             r[k].i32[i] = 3 * i + k * 5;
         }
@@ -128,6 +133,7 @@ static void test_allreduce(void **state)
         assert_int_equal(r[k].st, COLL_OK);
         for (int i = 0; i < N; i++) {
             assert_true(r[k].f32_out[i] == (float)(2 * i + 10));
+            assert_true(r[k].f32_out[N + i] == (float)((257 + i) * (259 + i)));
             assert_int_equal(r[k].bf16_out[i], bf16_of((float)(i > N - i ? i : N - i)));
             assert_int_equal(r[k].i32_out[i], (3 * i + 3 * i + 5) / 2);
         }
@@ -206,6 +212,7 @@ static void test_reduce(void **state)
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < N; i++) {
             r[k].f32[i] = (float)(i + 10 * k);
+            r[k].f32[N + i] = (float)(257 + i + 2 * k); /* products beyond 16 bits */
             r[k].f32_out[i] = -1.0f; /* a non-root's stays */
             r[k].i32[i] = k == 0 ? -i : 2 * i - 3;
         }
