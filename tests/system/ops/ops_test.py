@@ -416,6 +416,9 @@ def check_ctl_tables(args, d, cluster):
     s = ["--socket", d.status_sock]
     _, out = ctl(args, *s, "status")
     check(re.search(r"^ctl\s+ready\s+2/2\s+2\s+1\s+1\s", out, re.M), "status table:\n" + out)
+    shm = h.status_json(d.status_sock)["jobs"][0]["shm"]
+    check(shm["direct_max_bytes"] == 0 and shm["leader_address"] is None,
+          "a single-node job has no direct path: /status shm %s" % shm)
     _, out = ctl(args, *s, "jobs")
     for r in cluster.ranks:
         check(re.search(r"^\s*%d\s+%d\s+%d\s+%d\s+yes$" % (r.rank, r.local, r.pid, os.getuid()),
