@@ -207,7 +207,7 @@ static json_t *ops_json(const coll_job_t *job, uint64_t now)
     return a;
 }
 
-/* This node's leader's UCX worker address (the direct path), as hex; null without one. */
+/* This node's leader's UCX worker address (the direct path), as hex; null without the path. */
 static json_t *leader_json(const coll_job_t *job)
 {
     const uint8_t *a = job->leader_address;
@@ -215,7 +215,7 @@ static json_t *leader_json(const coll_job_t *job)
     char *hex;
     json_t *s;
 
-    if (a == NULL || n == 0 || job->params.direct_max_bytes == 0 ||
+    if (a == NULL || n == 0 || job->nnodes < 2 || job->params.direct_max_bytes == 0 ||
         (hex = malloc(2 * n + 1)) == NULL) {
         return json_null();
     }
@@ -228,7 +228,8 @@ static json_t *leader_json(const coll_job_t *job)
 }
 
 /* The shared-memory path: its crossovers and what the ranks ran there (node-reduced
- * allreduces count among the daemon's operations), and the direct path's bound and leader. */
+ * allreduces count among the daemon's operations), and the direct path's bound (0 on one node,
+ * as in the area's header) and leader. */
 static json_t *shm_json(coll_job_t *job)
 {
     coll_shm_harvest(job);
@@ -238,8 +239,8 @@ static json_t *shm_json(coll_job_t *job)
                      (json_int_t)(job->nnodes > 1 ? job->d->cfg.shm_node_max_bytes : 0),
                      "operations", (json_int_t)job->engine.shm_done, "posted",
                      (json_int_t)job->engine.shm_posted, "direct_max_bytes",
-                     (json_int_t)job->params.direct_max_bytes, "leader_address",
-                     leader_json(job));
+                     (json_int_t)(job->nnodes > 1 ? job->params.direct_max_bytes : 0),
+                     "leader_address", leader_json(job));
 }
 
 static const char *peer_state(const coll_job_t *job, uint32_t n)

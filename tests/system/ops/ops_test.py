@@ -3,12 +3,15 @@
 
   config_cli         the configuration file through the daemon binary: precedence, the example
                      file, unknown keys warned, invalid values refused with key, value, file:line
-  status_running     GET /status while a 2-node job runs: members with their pids, peers, pool
+  status_running     GET /status while a 2-node job runs: members with their pids, peers, pool;
+                     `collectivectl status` shows its shared-memory and direct paths as /status
+                     and the configuration have them (the root's direct bound, lowered by the
+                     other node's pool)
   status_stalled     one rank holds back its allreduce (1 node x 2 ranks, then 2 x 2): /status and
                      `collectivectl stalled` name it, its node and pid
   metrics_promtool   GET /metrics (Unix socket and TCP) during and after a job: promtool check
                      metrics accepts it; counters, histograms, busbw and peer gauges add up
-  collectivectl      every command, tables and --json, errors
+  collectivectl      every command, tables and --json, errors; a single-node job's paths
   shutdown           SIGTERM with an operation pending: the waiting rank gets a clear error, the
                      daemon exits 0 and removes its sockets, no shared memory is left behind
   sd_notify          READY=1, STATUS=, WATCHDOG=1 at half of WATCHDOG_USEC, STOPPING=1
@@ -200,6 +203,59 @@ def check_algo_choice(job):
           and ("broadcast", "chain", None) in ranges, "algo_choice: %s" % choice)
 
 
+# The direct path in test_status_running: the root's (node 0's) direct_max_bytes holds for the
+# job, not node 1's, and node 1's smaller pool (pool_max) lowers it: 12 MiB / 8 / 64 posts
+# leaves room for 24 KiB buffers, the power of two below is 16 KiB.
+DIRECT_ROOT, DIRECT_OTHER, POOL_MAX_OTHER = 32 << 10, 8 << 10, 12 << 20
+
+
+def direct_cap(pool_bytes):
+    """The largest power of two whose 64 node buffers take at most an eighth of @pool_bytes
+    (the direct path's buffers, one per post of local rank 0's ring), 0 below 64."""
+    room, cap = pool_bytes // 8 // 64, 64
+    if room < cap:
+        return 0
+    while cap * 2 <= room:
+        cap *= 2
+    return cap
+
+
+def node_args_running(params):
+    """Node 0 (the root) has the cost model and the larger direct bound; node 1 neither, and a
+    smaller pool."""
+    return lambda k: (["--cost-params", params, "--direct-max-bytes", str(DIRECT_ROOT)] if k == 0
+                      else ["--cost-params", "none", "--direct-max-bytes", str(DIRECT_OTHER),
+                            "--pool-max", str(POOL_MAX_OTHER)])
+
+
+def check_paths_text(args, cluster):
+    """`collectivectl status` on each node of the running 2 x 2 job: its shared-memory line and
+    its direct path's bound and leader, as /status has them and as the configuration makes them
+    (the posted counts between two /status documents taken around it)."""
+    docs = [h.status_json(d.status_sock) for d in cluster.daemons]
+    expected = min(DIRECT_ROOT, direct_cap(min(job_of(doc, "running")["pool"]["bytes"]
+                                                for doc in docs)))
+    check(expected == 16 << 10, "the direct bound from the configuration: %d" % expected)
+    for k, (d, before) in enumerate(zip(cluster.daemons, docs)):
+        _, text = ctl(args, "--socket", d.status_sock, "status")
+        shm = job_of(before, "running")["shm"]
+        after = job_of(h.status_json(d.status_sock), "running")["shm"]
+        address = shm["leader_address"]
+        check(shm["direct_max_bytes"] == expected and isinstance(address, str) and
+              len(address) > 0 and after["leader_address"] == address,
+              "node %d: /status shm: %s, expected direct_max_bytes %d" % (k, shm, expected))
+        line = ("  job running: direct: allreduces up to %.1f KiB between the nodes' leaders "
+                "(here rank %d, UCX address %d bytes)" % (expected / 1024, 2 * k,
+                                                          len(address) // 2))
+        check(line in text.splitlines(), "node %d: status lacks %r:\n%s" % (k, line, text))
+        m = re.search(r"^  job running: shm: allreduces up to %.1f KiB reduced on each node for "
+                      r"the daemons; (\d+) of (\d+) posted completed there$" %
+                      (shm["node_max_bytes"] / 1024), text, re.M)
+        check(m and shm["operations"] <= int(m.group(1)) <= after["operations"] and
+              shm["posted"] <= int(m.group(2)) <= after["posted"],
+              "node %d: status's shm line against /status %s .. %s:\n%s" % (k, shm, after, text))
+
+
 def start_job(args, cluster, name, per_node, rank_args):
     """Job @name of ops_rank processes (@rank_args), @per_node on every daemon of @cluster."""
     return cluster.start_job(name, list(range(len(cluster.daemons))), per_node,
@@ -210,8 +266,7 @@ def test_status_running(args, work):
     cluster = Cluster(args.daemon, "ops")
     params = write(os.path.join(work, "params.txt"), COST_PARAMS)
     try:
-        cluster.start_daemons(2, node_args=lambda k: ["--cost-params",
-                                                      params if k == 0 else "none"])
+        cluster.start_daemons(2, node_args=node_args_running(params))
         job = start_job(args, cluster, "running", 2, ["--iters", "60", "--sleep-ms", "50",
                                                       "--count", str(COUNT_LARGE // 4),
                                                       "--ready-file", os.path.join(work, "ready")])
@@ -224,6 +279,7 @@ def test_status_running(args, work):
         _, text = ctl(args, "--socket", cluster.daemons[1].status_sock, "jobs")
         check("automatic choice (cost model): allreduce rd <= 6666 B, ring;" in text,
               "collectivectl jobs does not show the ranges:\n%s" % text)
+        check_paths_text(args, cluster)
         job.wait_exit(120, expect=0)
         for d in cluster.daemons:
             h.wait_until(lambda: not h.status_json(d.status_sock)["jobs"], 10,
@@ -416,6 +472,14 @@ def check_ctl_tables(args, d, cluster):
     s = ["--socket", d.status_sock]
     _, out = ctl(args, *s, "status")
     check(re.search(r"^ctl\s+ready\s+2/2\s+2\s+1\s+1\s", out, re.M), "status table:\n" + out)
+    shm = h.status_json(d.status_sock)["jobs"][0]["shm"]
+    check(shm["direct_max_bytes"] == 0 and shm["leader_address"] is None,
+          "a single-node job has no direct path: /status shm %s" % shm)
+    for line in ("  job ctl: shm: collectives up to %.1f MiB among the local ranks; %d of %d "
+                 "posted completed there" % (shm["max_bytes"] / (1 << 20), shm["operations"],
+                                             shm["posted"]),
+                 "  job ctl: direct: off (one node)"):
+        check(line in out.splitlines(), "status lacks %r:\n%s" % (line, out))
     _, out = ctl(args, *s, "jobs")
     for r in cluster.ranks:
         check(re.search(r"^\s*%d\s+%d\s+%d\s+%d\s+yes$" % (r.rank, r.local, r.pid, os.getuid()),
