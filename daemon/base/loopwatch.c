@@ -32,18 +32,29 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The loop turned: a gap since the last pulse longer than the bound was a stall (also one the
+ * monitor did not see, the whole process stopped): counted, its length the maximum's candidate,
+ * and logged with that length. */
 static void pulse_cb(uv_timer_t *t)
 {
     uint64_t now = now_ns(), last = atomic_load_explicit(&w.pulse_ns, memory_order_relaxed);
-    uint64_t held = now - last > w.period_ns ? now - last - w.period_ns : 0;
+    uint64_t gap = now - last;
 
-    if (held > atomic_load_explicit(&w.longest_ns, memory_order_relaxed)) {
-        atomic_store_explicit(&w.longest_ns, held, memory_order_relaxed);
-    }
+    (void)t;
     atomic_store_explicit(&w.pulse_ns, now, memory_order_release);
+    if (gap <= w.stall_ns) {
+        return;
+    }
+    atomic_fetch_add_explicit(&w.stalls, 1, memory_order_relaxed);
+    if (gap > atomic_load_explicit(&w.longest_ns, memory_order_relaxed)) {
+        atomic_store_explicit(&w.longest_ns, gap, memory_order_relaxed);
+    }
+    coll_warn(COLL_SUB_CORE, "event loop runs again after a stall of %llu ms",
+              (unsigned long long)(gap / 1000000));
 }
 
-/* One look at the pulse; @p reported is the pulse of the stall already reported (0: none). */
+/* One look at the pulse, while the loop may be held; @p reported is the pulse of the stall
+ * already logged (0: none). The loop's own pulse_cb() counts the stall when it ends. */
 static uint64_t look(uint64_t reported)
 {
     /* The pulse first, then the clock: read the other way round, a pulse that lands between
@@ -51,22 +62,16 @@ static uint64_t look(uint64_t reported)
     uint64_t pulse = atomic_load_explicit(&w.pulse_ns, memory_order_acquire), now = now_ns();
     char doing[sizeof(w.doing)];
 
-    if (reported != 0 && pulse != reported) {
-        coll_warn(COLL_SUB_CORE, "event loop runs again after a stall of at least %llu ms",
-                  (unsigned long long)((pulse - reported) / 1000000));
-        return 0;
+    if (pulse == reported || now - pulse <= w.stall_ns) {
+        return pulse == reported ? reported : 0;
     }
-    if (reported == 0 && now - pulse > w.stall_ns) {
-        atomic_fetch_add_explicit(&w.stalls, 1, memory_order_relaxed);
-        pthread_mutex_lock(&w.doing_lock);
-        snprintf(doing, sizeof(doing), "%s", w.doing[0] ? w.doing : "unnamed work");
-        pthread_mutex_unlock(&w.doing_lock);
-        coll_error(COLL_SUB_CORE, "event loop stalled: one callback has held it for %llu ms "
-                   "(%s); timers, sockets and signals wait meanwhile",
-                   (unsigned long long)((now - pulse) / 1000000), doing);
-        return pulse;
-    }
-    return reported;
+    pthread_mutex_lock(&w.doing_lock);
+    snprintf(doing, sizeof(doing), "%s", w.doing[0] ? w.doing : "unnamed work");
+    pthread_mutex_unlock(&w.doing_lock);
+    coll_error(COLL_SUB_CORE, "event loop stalled: one callback has held it for %llu ms so far "
+               "(%s); timers, sockets and signals wait meanwhile",
+               (unsigned long long)((now - pulse) / 1000000), doing);
+    return pulse;
 }
 
 static void *monitor_main(void *arg)

@@ -5,10 +5,11 @@
  * The loop runs a timer every bound / 4 that records the time (the loop's pulse). A monitor
  * thread looks at the pulse as often; a pulse older than the bound means one callback has held
  * the loop that long (a blocked loop still runs its timers, so sleeping in epoll never looks
- * like a stall). The monitor logs the stall once, with what the loop was doing (set by
- * coll_loopwatch_enter() around the work that may take long), counts it, and logs again when
- * the loop turns. The loop thread's own timer also measures how late it ran, which gives the
- * longest stall for /metrics.
+ * like a stall). The monitor logs the stall once while it lasts, with what the loop was doing
+ * (set by coll_loopwatch_enter() around the work that may take long). When the loop turns, its
+ * pulse timer finds the gap since the last pulse: one longer than the bound is a stall, counted
+ * and logged with its whole length, the longest kept for /metrics. So the count, the maximum
+ * and the logs agree, and a stall the monitor could not see (the whole process stopped) counts.
  *
  * One watch per process (the daemon has one loop). enter/leave cost an uncontended lock and a
  * short copy, and may be called when no watch runs (unit tests).
@@ -44,8 +45,8 @@ void coll_loopwatch_leave(void);
 /** @return Stalls seen since start (each counted once, however long it lasted). */
 uint64_t coll_loopwatch_stalls(void);
 
-/** @return The longest time the loop was held by one callback, seconds (as measured by the
- *          pulse's lateness, so within bound / 4). */
+/** @return The longest stall since start, seconds: the gap between two turns of the loop's
+ *          pulse (a callback's hold plus at most bound / 4); 0 while no stall was counted. */
 double coll_loopwatch_longest_s(void);
 
 #endif
