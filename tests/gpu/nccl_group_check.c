@@ -22,7 +22,12 @@
  * node "staged+local"). Then the world's allreduce and the first group's again (NCCL, the
  * communicators already there).
  *
- * Exit status: 0 success, 1 a failed check (with a message), 77 skipped (no device layer).
+ * With --error the daemons' stand-in NCCL fails NCCL rank 1's collectives (FAKE_NCCL_ASYNC_ERROR=1
+ * in their environment): a float32 allreduce in each group split by local rank must end on every
+ * rank with an error that names NCCL (the job's failure aborts every group's communicator).
+ *
+ * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
+ * layer).
  */
 #include <collective.h>
 #include <collective_groups.h>
@@ -295,11 +300,47 @@ static int run_all(void)
     return rc;
 }
 
-int main(void)
+/* --error: the group's allreduce fails on every rank with an error naming NCCL. */
+static int run_error(void)
 {
+    group_t g = {.name = "by local rank"};
+    float *d = dev_alloc(COUNT * 4);
+    coll_request_t *req = NULL;
+    int color, key, rc = -1;
+    coll_status_t st;
+
+    color_key(0, rank, &color, &key);
+    if (d == NULL || (st = coll_comm_split(world, color, key, &g.comm)) != COLL_OK) {
+        fprintf(stderr, "rank %d: no buffer or split: %s\n", rank, coll_comm_last_error(world));
+        return -1;
+    }
+    st = coll_allreduce_async(g.comm, d, d, COUNT, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(req, 30000);
+        coll_req_free(req);
+    }
+    if (st == COLL_OK || strstr(coll_comm_last_error(g.comm), "NCCL") == NULL) {
+        fprintf(stderr, "rank %d: a group's allreduce that NCCL fails: %s: '%s'\n", rank,
+                coll_err_name(st), coll_comm_last_error(g.comm));
+    } else {
+        printf("rank %d: the group's allreduce failed as expected: %s: %s\n", rank,
+               coll_err_name(st), coll_comm_last_error(g.comm));
+        rc = 0;
+    }
+    coll_comm_destroy(g.comm);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int error = argc == 2 && strcmp(argv[1], "--error") == 0;
     coll_status_t st;
     int rc;
 
+    if (argc > 1 && !error) {
+        fprintf(stderr, "usage: nccl_group_check [--error]\n");
+        return 2;
+    }
     if (coll_dev_open(&ops) != COLL_OK || ops->stream_create(0, &stream) != COLL_OK) {
         printf("skipped: no CUDA device (%s%s%s)\n", coll_dev_status(),
                coll_dev_error()[0] != '\0' ? "; " : "", coll_dev_error());
@@ -313,7 +354,7 @@ int main(void)
     rank = coll_comm_rank(world);
     nranks = coll_comm_world_size(world);
     per_node = coll_comm_local_size(world);
-    rc = nranks <= MAX_RANKS ? run_all() : -1;
+    rc = nranks > MAX_RANKS ? -1 : error ? run_error() : run_all();
     if (rc == 0) {
         printf("rank %d: done\n", rank);
     }
