@@ -151,8 +151,9 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
 
     for (uint32_t l = 0; l < op->nbufs; l++) {
         if (op->members[l].pool != pool || pool == 0) {
-            return coll__nccl_fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
-                        "NCCL needs every one in the same device pool (none in host memory)");
+            return coll__nccl_fail(
+                op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
+                "NCCL needs every one in the same device pool (none in host memory)");
         }
     }
     if ((op->nbufs > 1 || coll__nccl_finishes(op)) && ds->exec == NULL) {
