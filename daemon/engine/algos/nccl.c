@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/log.h"
 #include "common/assert.h"
 #include "core/dev_pools.h"
 #include "engine/algos/algos.h"
@@ -120,6 +121,8 @@ static void tick(uv_timer_t *t)
             return;
         }
         ng->ready = 1;
+        coll_info(COLL_SUB_ENGINE, "job %s: NCCL communicator of group %u ready: rank %u of %u, "
+                  "device %d", ng->job->id, ng->group, ng->node_rank, ng->nnodes, ng->device);
     }
     while (ng->ready && !coll_list_empty(&ng->queue)) {
         coll__nccl_op_t *n = coll_container_of(ng->queue.next, coll__nccl_op_t, link);
