@@ -24,7 +24,8 @@
  *
  * With --error the daemons' stand-in NCCL fails NCCL rank 1's collectives (FAKE_NCCL_ASYNC_ERROR=1
  * in their environment): a float32 allreduce in each group split by local rank must end on every
- * rank with an error that names NCCL (the job's failure aborts every group's communicator).
+ * rank with an error that names NCCL and the group that failed (the job's failure aborts every
+ * group's communicator).
  *
  * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
  * layer).
@@ -319,7 +320,8 @@ static int run_error(void)
         st = coll_req_wait(req, 30000);
         coll_req_free(req);
     }
-    if (st == COLL_OK || strstr(coll_comm_last_error(g.comm), "NCCL") == NULL) {
+    if (st == COLL_OK ||
+        strstr(coll_comm_last_error(g.comm), "NCCL between the nodes of group") == NULL) {
         fprintf(stderr, "rank %d: a group's allreduce that NCCL fails: %s: '%s'\n", rank,
                 coll_err_name(st), coll_comm_last_error(g.comm));
     } else {

@@ -39,11 +39,16 @@
 /* How often the loop polls the communicator and the event while operations are queued. */
 #define POLL_MS 1
 
-coll_status_t coll__nccl_fail(coll_job_t *job, coll_status_t st, const char *what,
-                              const char *why)
+coll_status_t coll__nccl_fail(coll_job_t *job, uint32_t group, coll_status_t st,
+                              const char *what, const char *why)
 {
-    coll_job_fail(job, st, 1, "job %s: NCCL between the nodes, on node %u: %s: %s", job->id,
-                  job->node_rank, what, why);
+    char of[32] = "";
+
+    if (group != 0) {
+        snprintf(of, sizeof(of), " of group %u", group);
+    }
+    coll_job_fail(job, st, 1, "job %s: NCCL between the nodes%s, on node %u: %s: %s", job->id,
+                  of, job->node_rank, what, why);
     return st;
 }
 
@@ -116,7 +121,8 @@ static void tick(uv_timer_t *t)
     if (ng->comm != NULL && !ng->ready) {
         if ((st = ng->nccl->comm_poll(ng->comm)) != COLL_OK) {
             if (st != COLL_INPROGRESS) {
-                coll__nccl_fail(ng->job, st, "joining the communicator", coll_dev_error());
+                coll__nccl_fail(ng->job, ng->group, st, "joining the communicator",
+                                coll_dev_error());
             }
             return;
         }
@@ -132,7 +138,7 @@ static void tick(uv_timer_t *t)
         if (st != COLL_OK) {
             snprintf(what, sizeof(what), "the %s failed",
                      coll_kind_name((coll_kind_t)n->op->desc.coll));
-            coll__nccl_fail(ng->job, st, what, coll_dev_error());
+            coll__nccl_fail(ng->job, ng->group, st, what, coll_dev_error());
             return; /* the job's end emptied the queue */
         }
         dequeue(n);
@@ -155,7 +161,7 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
     for (uint32_t l = 0; l < op->nbufs; l++) {
         if (op->members[l].pool != pool || pool == 0) {
             return coll__nccl_fail(
-                op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
+                op->job, op->grp->id, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
                 "NCCL needs every one in the same device pool (none in host memory)");
         }
     }
@@ -165,7 +171,8 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
                  : coll__nccl_wide(op) ? "a 16-bit sum, average or product is kept in float32"
                                        : "an average is finished",
                  ds->exec_status);
-        return coll__nccl_fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers", why);
+        return coll__nccl_fail(op->job, op->grp->id, COLL_ERR_UNSUPPORTED,
+                               "the node's ranks' buffers", why);
     }
     *dev_p = op->job->dev_pools[pool - 1]->device;
     return COLL_OK;

@@ -45,7 +45,8 @@ static coll_status_t join(coll_nccl_group_t *ng, const coll_nccl_id_t *id)
 
     if (st != COLL_OK) {
         ng->comm = NULL;
-        return coll__nccl_fail(ng->job, st, "joining the communicator", coll_dev_error());
+        return coll__nccl_fail(ng->job, ng->group, st, "joining the communicator",
+                               coll_dev_error());
     }
     coll__nccl_arm(ng);
     return COLL_OK;
@@ -61,7 +62,8 @@ static coll_status_t open_group(coll_job_t *job, const coll_group_t *grp, int de
 
     if (ng == NULL || (ng->timer = calloc(1, sizeof(*ng->timer))) == NULL) {
         free(ng);
-        return coll__nccl_fail(job, COLL_ERR_NOMEM, "no state", "daemon out of memory");
+        return coll__nccl_fail(job, grp->id, COLL_ERR_NOMEM, "no state",
+                               "daemon out of memory");
     }
     ng->job = job;
     ng->group = grp->id;
@@ -78,11 +80,12 @@ static coll_status_t open_group(coll_job_t *job, const coll_group_t *grp, int de
     job->engine.nccl = ng;
     if (coll_nccl_open(&ng->nccl) != COLL_OK) {
         coll_nccl_probe(&why);
-        return coll__nccl_fail(job, COLL_ERR_UNSUPPORTED, "no NCCL", why);
+        return coll__nccl_fail(job, grp->id, COLL_ERR_UNSUPPORTED, "no NCCL", why);
     }
     if (ng->dev->stream_create(device, &ng->stream) != COLL_OK ||
         ng->dev->event_create(device, &ng->event) != COLL_OK) {
-        return coll__nccl_fail(job, COLL_ERR_IO, "no stream or event", coll_dev_error());
+        return coll__nccl_fail(job, grp->id, COLL_ERR_IO, "no stream or event",
+                               coll_dev_error());
     }
     ng->ctx.stream = ng->stream;
     *ng_p = ng;
@@ -101,15 +104,17 @@ static coll_status_t exchange_id(coll_nccl_group_t *ng, coll__nccl_op_t *n)
         n->nx = 1;
         st = coll_op_recv(op, 0, tag, &n->id, sizeof(n->id), &n->x[0]);
         return st == COLL_OK ? st
-                             : coll__nccl_fail(op->job, st, "receiving the communicator's id",
+                             : coll__nccl_fail(op->job, op->grp->id, st,
+                                               "receiving the communicator's id",
                                                coll_strerror(st));
     }
     if ((st = ng->nccl->unique_id(&n->id)) != COLL_OK) {
-        return coll__nccl_fail(op->job, st, "making the communicator's id", coll_dev_error());
+        return coll__nccl_fail(op->job, op->grp->id, st, "making the communicator's id",
+                               coll_dev_error());
     }
     for (uint32_t node = 1; node < op->grp->nnodes; node++) {
         if ((st = coll_op_send(op, node, tag, &n->id, sizeof(n->id), &n->x[n->nx++])) != COLL_OK) {
-            return coll__nccl_fail(op->job, st, "sending the communicator's id",
+            return coll__nccl_fail(op->job, op->grp->id, st, "sending the communicator's id",
                                    coll_strerror(st));
         }
     }
@@ -131,7 +136,8 @@ coll_status_t coll__nccl_group_get(coll__nccl_op_t *n, int device, coll_nccl_gro
             return st;
         }
     } else if (ng->device != device) {
-        return coll__nccl_fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
+        return coll__nccl_fail(op->job, op->grp->id, COLL_ERR_UNSUPPORTED,
+                               "the node's ranks' buffers",
                                "they are on another device than the group's communicator");
     }
     /* A group id names the same ranks, so the same nodes, for the job's life (job/groups.c). */

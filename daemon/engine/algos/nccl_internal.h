@@ -82,12 +82,13 @@ static inline int coll__nccl_finishes(const coll_op_t *op)
 }
 
 /**
- * @brief Fail @p job on every node: @p what went wrong on this one, @p why in the device
- *        layer's (or NCCL's) words.
+ * @brief Fail @p job on every node: @p what went wrong on this one in the NCCL path of group
+ *        @p group (named in the message unless it is the world), @p why in the device layer's
+ *        (or NCCL's) words.
  * @return @p st.
  */
-coll_status_t coll__nccl_fail(coll_job_t *job, coll_status_t st, const char *what,
-                              const char *why);
+coll_status_t coll__nccl_fail(coll_job_t *job, uint32_t group, coll_status_t st,
+                              const char *what, const char *why);
 
 /** @brief Start @p ng's poll (nccl.c) unless it runs: something is queued or joining. */
 void coll__nccl_arm(coll_nccl_group_t *ng);
