@@ -171,8 +171,9 @@ typedef struct {
                                        until first used */
     uint64_t shm_done;            /**< collectives its ranks completed in shared memory */
     uint64_t shm_posted;          /**< collectives its ranks posted there (every one) */
-    struct coll_nccl_job *nccl;   /**< its NCCL communicator (engine/algos/nccl.h); NULL until
-                                       the first NCCL operation */
+    struct coll_nccl_group *nccl; /**< its NCCL communicators, one per group that ran an NCCL
+                                       operation, linked by their next (engine/algos/nccl.h);
+                                       NULL until the first */
     coll_shm_route_t route;       /**< a route disagreement suspected (engine/shm_route.h) */
 } coll_job_engine_t;
 

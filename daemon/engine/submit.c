@@ -236,9 +236,10 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
 }
 
 /* The memory kind the algorithm is chosen for: the pool's of @p sub, but the host's where the
- * device entries (NCCL, algos/nccl.h) cannot take it: a split group (the job's communicator
- * joins the world's nodes), compression, a collective, dtype, reduction or rank layout NCCL
- * does not take (coll_nccl_fits()). Every node decides from the submission alone; a node whose
+ * device entries (NCCL, algos/nccl.h) cannot take it: compression, a group on one node, a
+ * collective, dtype, reduction or rank layout of the group NCCL does not take
+ * (coll_nccl_fits()); a split group's operations take NCCL as the world's do, on the group's
+ * own communicator. Every node decides from the submission alone; a node whose
  * ranks hold the buffers in host memory chooses otherwise than one whose ranks hold them on a
  * device, which the descriptor check between the nodes (the algorithm is in it) turns into
  * COLL_ERR_MISMATCH on every rank. */
@@ -247,7 +248,7 @@ static coll_mem_kind_t choice_kind(const coll_job_t *job, const coll_group_t *gr
 {
     const coll_pool_t *pool = coll_job_pool_by_id(job, sub->pool);
 
-    if (pool == NULL || grp->id != 0 || sub->compression != 0 ||
+    if (pool == NULL || sub->compression != 0 ||
         !coll_nccl_fits(grp, sub->coll, sub->dtype, sub->op)) {
         return COLL_MEM_HOST;
     }

@@ -21,6 +21,9 @@
 #             node's two ranks reduced and served on its GPU by the CUDA executor on the job's
 #             stream around NCCL between the daemons, every collective named "nccl" and checked;
 #             needs two GPUs (NCCL refuses two daemons on one), skipped with fewer
+#   nccl_groups_local  the same shape, nccl_group_check: split groups' collectives through
+#             their own NCCL communicators beside the world's (a group on one node staged);
+#             needs two GPUs, skipped with fewer
 # and prints one line per check (PASS, FAIL or SKIP with why) and the kernel check's figures.
 # What it does not check yet is printed too, so the summary says what a device run covered.
 # Bounded: each step has a timeout; the whole run stays under 8 minutes on 16 cores.
@@ -100,8 +103,12 @@ if [ "$ngpu" -ge 2 ]; then
     check nccl_local 120 "$top/tools/collective-launch" --nodes 2 --ranks-per-node 2 \
         --timeout 100 --daemon "$wrap" -- sh -c \
         "CUDA_VISIBLE_DEVICES=\$COLL_NODE_RANK exec '$build/tests/gpu/staged_check' --nccl --count 100000"
+    check nccl_groups_local 120 "$top/tools/collective-launch" --nodes 2 --ranks-per-node 2 \
+        --timeout 100 --daemon "$wrap" -- sh -c \
+        "CUDA_VISIBLE_DEVICES=\$COLL_NODE_RANK exec '$build/tests/gpu/nccl_group_check'"
 else
     say "SKIP nccl_local: $ngpu GPU(s): NCCL between daemons with several ranks each needs two"
+    say "SKIP nccl_groups_local: $ngpu GPU(s): NCCL between daemons needs two"
 fi
 
 say "not covered by this run: NCCL between daemons with one GPU (nccl checks NCCL's table"

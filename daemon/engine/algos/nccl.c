@@ -1,16 +1,17 @@
 /*
- * NCCL between the daemons of a job (nccl.h): the job's communicator, the queue of its
- * operations and the loop's poll; each collective's work on the stream is nccl_calls.c's.
+ * NCCL between the daemons of a job's group (nccl.h): the queue of its operations and the loop's
+ * poll; the group's communicator is nccl_comm.c's, each collective's work on the stream
+ * nccl_calls.c's.
  *
- * The communicator is the job's, made by its first NCCL operation: node 0 makes the unique id
- * and sends it to every other node in that operation's own transfers (the job's authenticated
- * endpoints); each node joins (non-blocking) on the device of the operation's pool. The
- * operations queue in start order, which is key order on every node, and each one's NCCL call
- * is issued only once the descriptor check passed (a mismatch never reaches NCCL) and the one
- * before it completed. A timer of the loop (every POLL_MS while anything is queued) polls the
- * communicator (ncclCommGetAsyncError: joining, queued, a peer's failure) and the event recorded
- * after the call; nothing waits in the loop. An error fails the job, whose end aborts the
- * communicator (coll_nccl_job_end()), which ends the other daemons' waits in NCCL.
+ * Each group (the world, or a split group of two nodes or more) has a communicator of its own
+ * among the daemons of its nodes, made by its first NCCL operation (nccl_comm.c). A group's
+ * operations queue in start order, which is the group's key order on every node, and each
+ * one's NCCL call is issued only once the descriptor check passed (a mismatch never reaches
+ * NCCL) and the one before it in the group completed; the groups' queues are independent. A
+ * timer of the loop per communicator (every POLL_MS while anything is queued) polls it
+ * (ncclCommGetAsyncError: joining, queued, a peer's failure) and the event recorded after the
+ * call; nothing waits in the loop. An error fails the job, whose end aborts its communicators
+ * (coll_nccl_job_end()), which ends the other daemons' waits in NCCL.
  *
  * The node's several ranks are combined and served on the device, on the communicator's
  * stream, through the executor of device memory (core/dev_exec.h: the CUDA module; over the fake
@@ -29,49 +30,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/log.h"
 #include "common/assert.h"
 #include "core/dev_pools.h"
 #include "engine/algos/algos.h"
 #include "engine/algos/nccl_internal.h"
-#include "proto/tag.h"
 
 /* How often the loop polls the communicator and the event while operations are queued. */
 #define POLL_MS 1
 
-/* Fail @p job on every node: @p what went wrong on this one, in the device layer's words. */
-static coll_status_t fail(coll_job_t *job, coll_status_t st, const char *what, const char *why)
+coll_status_t coll__nccl_fail(coll_job_t *job, uint32_t group, coll_status_t st,
+                              const char *what, const char *why)
 {
-    coll_job_fail(job, st, 1, "job %s: NCCL between the nodes, on node %u: %s: %s", job->id,
-                  job->node_rank, what, why);
+    char of[32] = "";
+
+    if (group != 0) {
+        snprintf(of, sizeof(of), " of group %u", group);
+    }
+    coll_job_fail(job, st, 1, "job %s: NCCL between the nodes%s, on node %u: %s: %s", job->id,
+                  of, job->node_rank, what, why);
     return st;
 }
 
 static void tick(uv_timer_t *t);
 
-static void arm(coll_nccl_job_t *nj)
+void coll__nccl_arm(coll_nccl_group_t *ng)
 {
-    if (!uv_is_active((uv_handle_t *)nj->timer)) {
-        uv_timer_start(nj->timer, tick, POLL_MS, POLL_MS);
+    if (!uv_is_active((uv_handle_t *)ng->timer)) {
+        uv_timer_start(ng->timer, tick, POLL_MS, POLL_MS);
     }
-}
-
-/* Join the communicator @p id names. */
-static coll_status_t join(coll_nccl_job_t *nj, const coll_nccl_id_t *id)
-{
-    coll_job_t *job = nj->job;
-    coll_status_t st = nj->nccl->comm_init(nj->device, (int)job->world->nnodes,
-                                           (int)job->world->node_rank, id, &nj->comm);
-
-    if (st != COLL_OK) {
-        nj->comm = NULL;
-        return fail(job, st, "joining the communicator", coll_dev_error());
-    }
-    arm(nj);
-    return COLL_OK;
 }
 
 /* Move @p n on: COLL_OK when it is done, COLL_INPROGRESS while not yet, or the error. */
-static coll_status_t advance(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+static coll_status_t advance(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_status_t st;
 
@@ -83,30 +74,30 @@ static coll_status_t advance(coll_nccl_job_t *nj, coll__nccl_op_t *n)
         if (n->op->desc.count == 0) {
             return COLL_OK;
         }
-        if ((st = coll__nccl_call(nj, n)) != COLL_OK) {
+        if ((st = coll__nccl_call(ng, n)) != COLL_OK) {
             return st;
         }
         n->phase = COLL__NCCL_CALLED;
         /* fall through */
     case COLL__NCCL_CALLED:
-        if ((st = nj->nccl->comm_poll(nj->comm)) != COLL_OK ||  /* in progress until queued */
-            (st = coll__nccl_deliver(nj, n)) != COLL_OK ||
-            (st = nj->dev->event_record(nj->event, nj->stream)) != COLL_OK) {
+        if ((st = ng->nccl->comm_poll(ng->comm)) != COLL_OK ||  /* in progress until queued */
+            (st = coll__nccl_deliver(ng, n)) != COLL_OK ||
+            (st = ng->dev->event_record(ng->event, ng->stream)) != COLL_OK) {
             return st;
         }
         n->phase = COLL__NCCL_RUNNING;
         /* fall through */
     case COLL__NCCL_RUNNING:
-        st = nj->dev->event_query(nj->event);
+        st = ng->dev->event_query(ng->event);
         if (st == COLL_INPROGRESS) {
-            st = nj->nccl->comm_poll(nj->comm); /* a peer's failure while it runs */
+            st = ng->nccl->comm_poll(ng->comm); /* a peer's failure while it runs */
             return st == COLL_OK ? COLL_INPROGRESS : st;
         }
         if (st != COLL_OK) {
             return st;
         }
         coll_dev_scratch_free(&n->scratch); /* the event covers the work on it */
-        nj->job->d->devices.dev[nj->device].nccl_ops++;
+        ng->job->d->devices.dev[ng->device].nccl_ops++;
         return COLL_OK;
     }
     return COLL_ERR_INVALID;
@@ -123,68 +114,39 @@ static void dequeue(coll__nccl_op_t *n)
 /* The loop's poll: the communicator joining, then the queued operations in order. */
 static void tick(uv_timer_t *t)
 {
-    coll_nccl_job_t *nj = t->data;
+    coll_nccl_group_t *ng = t->data;
     char what[48];
     coll_status_t st;
 
-    if (nj->comm != NULL && !nj->ready) {
-        if ((st = nj->nccl->comm_poll(nj->comm)) != COLL_OK) {
+    if (ng->comm != NULL && !ng->ready) {
+        if ((st = ng->nccl->comm_poll(ng->comm)) != COLL_OK) {
             if (st != COLL_INPROGRESS) {
-                fail(nj->job, st, "joining the communicator", coll_dev_error());
+                coll__nccl_fail(ng->job, ng->group, st, "joining the communicator",
+                                coll_dev_error());
             }
             return;
         }
-        nj->ready = 1;
+        ng->ready = 1;
+        coll_info(COLL_SUB_ENGINE, "job %s: NCCL communicator of group %u ready: rank %u of %u, "
+                  "device %d", ng->job->id, ng->group, ng->node_rank, ng->nnodes, ng->device);
     }
-    while (nj->ready && !coll_list_empty(&nj->queue)) {
-        coll__nccl_op_t *n = coll_container_of(nj->queue.next, coll__nccl_op_t, link);
-        if ((st = advance(nj, n)) == COLL_INPROGRESS) {
+    while (ng->ready && !coll_list_empty(&ng->queue)) {
+        coll__nccl_op_t *n = coll_container_of(ng->queue.next, coll__nccl_op_t, link);
+        if ((st = advance(ng, n)) == COLL_INPROGRESS) {
             return;
         }
         if (st != COLL_OK) {
             snprintf(what, sizeof(what), "the %s failed",
                      coll_kind_name((coll_kind_t)n->op->desc.coll));
-            fail(nj->job, st, what, coll_dev_error());
+            coll__nccl_fail(ng->job, ng->group, st, what, coll_dev_error());
             return; /* the job's end emptied the queue */
         }
         dequeue(n);
         coll_op_algo_done(n->op);
     }
-    if (nj->ready) {
+    if (ng->ready) {
         uv_timer_stop(t);
     }
-}
-
-/* The job's communicator state on @p device, made now. */
-static coll_status_t job_open(coll_job_t *job, int device, coll_nccl_job_t **nj_p)
-{
-    coll_nccl_job_t *nj = calloc(1, sizeof(*nj));
-    const char *why;
-
-    if (nj == NULL || (nj->timer = calloc(1, sizeof(*nj->timer))) == NULL) {
-        free(nj);
-        return fail(job, COLL_ERR_NOMEM, "no state", "daemon out of memory");
-    }
-    nj->job = job;
-    nj->device = device;
-    nj->dev = job->d->devices.ops;
-    nj->ex = job->d->devices.exec;
-    nj->ctx = (coll_exec_ctx_t){.device = device};
-    coll_list_init(&nj->queue);
-    uv_timer_init(job->d->loop, nj->timer);
-    nj->timer->data = nj;
-    job->engine.nccl = nj;
-    if (coll_nccl_open(&nj->nccl) != COLL_OK) {
-        coll_nccl_probe(&why);
-        return fail(job, COLL_ERR_UNSUPPORTED, "no NCCL", why);
-    }
-    if (nj->dev->stream_create(device, &nj->stream) != COLL_OK ||
-        nj->dev->event_create(device, &nj->event) != COLL_OK) {
-        return fail(job, COLL_ERR_IO, "no stream or event", coll_dev_error());
-    }
-    nj->ctx.stream = nj->stream;
-    *nj_p = nj;
-    return COLL_OK;
 }
 
 /* The device of @p op's buffers: every member's in one device pool; several members, an average
@@ -198,8 +160,9 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
 
     for (uint32_t l = 0; l < op->nbufs; l++) {
         if (op->members[l].pool != pool || pool == 0) {
-            return fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
-                        "NCCL needs every one in the same device pool (none in host memory)");
+            return coll__nccl_fail(
+                op->job, op->grp->id, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
+                "NCCL needs every one in the same device pool (none in host memory)");
         }
     }
     if ((op->nbufs > 1 || coll__nccl_finishes(op)) && ds->exec == NULL) {
@@ -208,43 +171,19 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
                  : coll__nccl_wide(op) ? "a 16-bit sum, average or product is kept in float32"
                                        : "an average is finished",
                  ds->exec_status);
-        return fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers", why);
+        return coll__nccl_fail(op->job, op->grp->id, COLL_ERR_UNSUPPORTED,
+                               "the node's ranks' buffers", why);
     }
     *dev_p = op->job->dev_pools[pool - 1]->device;
     return COLL_OK;
-}
-
-/* The job's first NCCL operation: node 0 makes the id, sends it to the others and joins; the
- * others receive it (nccl_on_xfer() joins). */
-static coll_status_t exchange_id(coll_nccl_job_t *nj, coll__nccl_op_t *n)
-{
-    coll_op_t *op = n->op;
-    uint64_t tag = coll_tag_make(op->grp->id, op->desc.key, COLL_TAG_AG, 0, 0);
-    coll_status_t st;
-
-    if (op->grp->node_rank != 0) {
-        n->nx = 1;
-        st = coll_op_recv(op, 0, tag, &n->id, sizeof(n->id), &n->x[0]);
-        return st == COLL_OK ? st : fail(op->job, st, "receiving the communicator's id",
-                                         coll_strerror(st));
-    }
-    if ((st = nj->nccl->unique_id(&n->id)) != COLL_OK) {
-        return fail(op->job, st, "making the communicator's id", coll_dev_error());
-    }
-    for (uint32_t node = 1; node < op->grp->nnodes; node++) {
-        if ((st = coll_op_send(op, node, tag, &n->id, sizeof(n->id), &n->x[n->nx++])) != COLL_OK) {
-            return fail(op->job, st, "sending the communicator's id", coll_strerror(st));
-        }
-    }
-    return join(nj, &n->id);
 }
 
 /* Every failure here fails the job itself, saying why, and returns COLL_OK: the job's failure
  * completed @p op, which may be gone. */
 static coll_status_t nccl_start(coll_op_t *op)
 {
-    coll_nccl_job_t *nj = op->job->engine.nccl;
     coll__nccl_op_t *n = calloc(1, sizeof(*n) + op->grp->nnodes * sizeof(coll_xfer_t));
+    coll_nccl_group_t *ng;
     int device = -1;
 
     if (n == NULL) {
@@ -252,42 +191,31 @@ static coll_status_t nccl_start(coll_op_t *op)
     }
     op->algo_state = n;
     n->op = op;
-    if (op_device(op, &device) != COLL_OK) {
+    if (op_device(op, &device) != COLL_OK || coll__nccl_group_get(n, device, &ng) != COLL_OK) {
         return COLL_OK;
     }
-    if (nj == NULL) {
-        if (job_open(op->job, device, &nj) != COLL_OK || exchange_id(nj, n) != COLL_OK) {
-            return COLL_OK;
-        }
-    } else if (nj->device != device) {
-        fail(op->job, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
-             "they are on another device than the job's communicator");
-        return COLL_OK;
-    }
-    coll_list_push(&nj->queue, &n->link);
+    coll_list_push(&ng->queue, &n->link);
     n->queued = 1;
-    arm(nj);
+    coll__nccl_arm(ng);
     return COLL_OK;
 }
 
 static void nccl_on_xfer(coll_op_t *op, coll_xfer_t *x)
 {
-    coll__nccl_op_t *n = op->algo_state;
-
-    if (!x->is_send && !op->done && op->job->engine.nccl->comm == NULL) {
-        join(op->job->engine.nccl, &n->id);
+    if (!x->is_send && !op->done) {
+        coll__nccl_on_id(op->algo_state);
     }
 }
 
 /* The scratch once the stream is done with it: one still held here belongs to an operation
  * freed before its event completed (its job failed, which aborted the communicator), whose
  * queued work is waited for first, off the normal path. */
-static void free_scratch(coll_op_t *op, coll__nccl_op_t *n)
+static void free_scratch(coll__nccl_op_t *n)
 {
-    coll_nccl_job_t *nj = op->job->engine.nccl;
+    const coll_nccl_group_t *ng = n->ng;
 
-    if (n->scratch.va != 0 && nj != NULL && nj->stream != NULL) {
-        nj->dev->stream_sync(nj->stream);
+    if (n->scratch.va != 0 && ng != NULL && ng->stream != NULL) {
+        ng->dev->stream_sync(ng->stream);
     }
     coll_dev_scratch_free(&n->scratch);
 }
@@ -298,7 +226,7 @@ static void nccl_cleanup(coll_op_t *op)
 
     if (n != NULL) {
         dequeue(n);
-        free_scratch(op, n);
+        free_scratch(n);
         free(n);
         op->algo_state = NULL;
     }
@@ -310,45 +238,3 @@ const coll_impl_t coll_impl_nccl = {
     .on_xfer = nccl_on_xfer,
     .cleanup = nccl_cleanup,
 };
-
-void coll_nccl_job_end(coll_job_t *job)
-{
-    coll_nccl_job_t *nj = job->engine.nccl;
-
-    if (nj == NULL) {
-        return;
-    }
-    if (nj->comm != NULL) {
-        if (job->error != COLL_OK || !nj->ready || !coll_list_empty(&nj->queue)) {
-            nj->nccl->comm_abort(nj->comm);
-        } else {
-            nj->nccl->comm_destroy(nj->comm);
-        }
-        nj->comm = NULL;
-    }
-    nj->ready = 0;
-    while (!coll_list_empty(&nj->queue)) {
-        dequeue(coll_container_of(nj->queue.next, coll__nccl_op_t, link));
-    }
-    uv_timer_stop(nj->timer);
-}
-
-static void timer_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
-void coll_nccl_job_free(coll_job_t *job)
-{
-    coll_nccl_job_t *nj = job->engine.nccl;
-
-    if (nj == NULL) {
-        return;
-    }
-    coll_nccl_job_end(job);
-    nj->dev->event_destroy(nj->event);
-    nj->dev->stream_destroy(nj->stream);
-    uv_close((uv_handle_t *)nj->timer, timer_closed);
-    free(nj);
-    job->engine.nccl = NULL;
-}

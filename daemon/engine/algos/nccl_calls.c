@@ -3,8 +3,9 @@
  * in order, hierarchical as the host's algorithms are: the node's members' buffers combined on
  * the device through the executor of device memory (an allreduce's, a reduce's inputs reduced
  * into one buffer, a reduce-scatter's into a scratch buffer of the whole, an all-gather's inputs
- * put at their blocks of the first member's output), one NCCL call among the daemons (one NCCL
- * rank per node, in node order), the result delivered to the members' outputs.
+ * put at their blocks of the first member's output), one NCCL call among the daemons of the
+ * operation's group (one NCCL rank per group node, in the group's node order: grp->node_rank and
+ * grp->rank_node[] are NCCL's ranks), the result delivered to the members' outputs.
  *
  * Reductions keep the host's arithmetic (collective.h's coll_redop_t, kernels/reduce.h). The
  * members' inputs go into one multi-source pass, the host's local reduce's arguments
@@ -43,9 +44,11 @@ static int blocks_by_node(const coll_group_t *grp)
 
 int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op)
 {
-    int dt = dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
-             dtype == COLL_BFLOAT16 || dtype == COLL_INT8 || dtype == COLL_UINT8 ||
-             dtype == COLL_INT32 || dtype == COLL_INT64;
+    /* A group on one node has nothing between nodes. */
+    int dt = grp->nnodes > 1 &&
+             (dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
+              dtype == COLL_BFLOAT16 || dtype == COLL_INT8 || dtype == COLL_UINT8 ||
+              dtype == COLL_INT32 || dtype == COLL_INT64);
     int redop = op == COLL_SUM || op == COLL_AVG || op == COLL_PROD || op == COLL_MIN ||
                 op == COLL_MAX;
 
@@ -87,16 +90,16 @@ static uint64_t addr(const void *p)
     return (uint64_t)(uintptr_t)p;
 }
 
-/* The job's device, for its counters. */
-static coll_device_t *device_of(coll_nccl_job_t *nj)
+/* The communicator's device, for its counters. */
+static coll_device_t *device_of(coll_nccl_group_t *ng)
 {
-    return &nj->job->d->devices.dev[nj->device];
+    return &ng->job->d->devices.dev[ng->device];
 }
 
 /* @p n's node reduction, @p elems elements, in device memory of its own (freed with it). */
-static coll_status_t scratch(coll_nccl_job_t *nj, coll__nccl_op_t *n, uint64_t elems)
+static coll_status_t scratch(coll_nccl_group_t *ng, coll__nccl_op_t *n, uint64_t elems)
 {
-    coll_status_t st = coll_dev_scratch_alloc(nj->dev, nj->device, &device_of(nj)->budget,
+    coll_status_t st = coll_dev_scratch_alloc(ng->dev, ng->device, &device_of(ng)->budget,
                                               elems * acc_esize(n->op), &n->scratch);
 
     n->acc = (uint8_t *)(uintptr_t)n->scratch.va;
@@ -104,44 +107,44 @@ static coll_status_t scratch(coll_nccl_job_t *nj, coll__nccl_op_t *n, uint64_t e
 }
 
 /* Queue a copy between two device buffers on the stream, unless they are one. */
-static coll_status_t copy_unless_same(coll_nccl_job_t *nj, void *dst, const void *src, size_t len)
+static coll_status_t copy_unless_same(coll_nccl_group_t *ng, void *dst, const void *src, size_t len)
 {
     coll_status_t st;
 
     if (dst == src) {
         return COLL_OK;
     }
-    if ((st = nj->ex->copy_async(&nj->ctx, dst, src, len)) == COLL_OK) {
-        device_of(nj)->kernel_copies++;
+    if ((st = ng->ex->copy_async(&ng->ctx, dst, src, len)) == COLL_OK) {
+        device_of(ng)->kernel_copies++;
     }
     return st;
 }
 
-static coll_status_t reduce_async(coll_nccl_job_t *nj, const coll_reduce_args_t *a)
+static coll_status_t reduce_async(coll_nccl_group_t *ng, const coll_reduce_args_t *a)
 {
-    coll_status_t st = nj->ex->reduce_async(&nj->ctx, a);
+    coll_status_t st = ng->ex->reduce_async(&ng->ctx, a);
 
     if (st == COLL_OK) {
-        device_of(nj)->kernel_reduces++;
+        device_of(ng)->kernel_reduces++;
     }
     return st;
 }
 
 /* Queue the reduction of every member's input (elements [0, @p len)) into @p dst, never
  * finished: an average's sum only (16-bit inputs scaled), a wide one's into float32. */
-static coll_status_t reduce_locals(coll_nccl_job_t *nj, coll_op_t *op, uint64_t len, void *dst)
+static coll_status_t reduce_locals(coll_nccl_group_t *ng, coll_op_t *op, uint64_t len, void *dst)
 {
     const void *src[COLL_COMBINE_MAX_SRC];
     coll_reduce_args_t a;
 
     coll_combine_locals_args(op, 0, len, dst, NULL, 0, src, &a);
-    return reduce_async(nj, &a);
+    return reduce_async(ng, &a);
 }
 
 /* Queue the delivery of @p len elements of the result from @p src (the node's reduction after
  * NCCL) to the output @p dst: finished where coll__nccl_finishes() (an average divided, a wide
  * reduction rounded to 16 bits once), anything else copied unless they are one. */
-static coll_status_t deliver(coll_nccl_job_t *nj, coll_op_t *op, void *dst, const void *src,
+static coll_status_t deliver(coll_nccl_group_t *ng, coll_op_t *op, void *dst, const void *src,
                              uint64_t len)
 {
     coll_reduce_args_t a = {.dtype = op->desc.dtype, .op = op->desc.op,
@@ -149,13 +152,13 @@ static coll_status_t deliver(coll_nccl_job_t *nj, coll_op_t *op, void *dst, cons
                             .src = &src, .nsrc = 1, .count = len,
                             .f32_mask = (uint64_t)coll__nccl_wide(op)};
 
-    return coll__nccl_finishes(op) ? reduce_async(nj, &a)
-                                   : copy_unless_same(nj, dst, src, len * op->esize);
+    return coll__nccl_finishes(op) ? reduce_async(ng, &a)
+                                   : copy_unless_same(ng, dst, src, len * op->esize);
 }
 
 /* An allreduce's NCCL call: several members' inputs (a wide reduction's, even one) reduced into
  * the first member's output (a wide one's scratch) first, reduced there in place. */
-static coll_status_t allreduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+static coll_status_t allreduce(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     uint64_t cnt = op->desc.count;
@@ -163,23 +166,23 @@ static coll_status_t allreduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
     coll_status_t st;
 
     n->acc = op->out[0];
-    if (coll__nccl_wide(op) && (st = scratch(nj, n, cnt)) != COLL_OK) {
+    if (coll__nccl_wide(op) && (st = scratch(ng, n, cnt)) != COLL_OK) {
         return st;
     }
     if (op->grp->nlocal > 1 || coll__nccl_wide(op)) {
-        if ((st = reduce_locals(nj, op, cnt, n->acc)) != COLL_OK) {
+        if ((st = reduce_locals(ng, op, cnt, n->acc)) != COLL_OK) {
             return st;
         }
         send = n->acc;
     }
-    return nj->nccl->allreduce(addr(send), addr(n->acc), cnt, nccl_dtype(op), nccl_redop(op),
-                               nj->comm, nj->stream);
+    return ng->nccl->allreduce(addr(send), addr(n->acc), cnt, nccl_dtype(op), nccl_redop(op),
+                               ng->comm, ng->stream);
 }
 
 /* A reduce-scatter's NCCL call. Several members (or a wide reduction): their inputs reduced into
  * a scratch buffer of the whole, reduced in place between the nodes, each node's ranks' blocks
  * contiguous (coll_nccl_fits()). */
-static coll_status_t reduce_scatter(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+static coll_status_t reduce_scatter(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     uint64_t cnt = op->desc.count, l = op->grp->nlocal, all = cnt * op->grp->size;
@@ -188,21 +191,21 @@ static coll_status_t reduce_scatter(coll_nccl_job_t *nj, coll__nccl_op_t *n)
 
     if (l == 1 && !coll__nccl_wide(op)) {
         n->acc = op->out[0];
-        return nj->nccl->reduce_scatter(addr(op->in[0]), addr(op->out[0]), cnt, nccl_dtype(op),
-                                        nccl_redop(op), nj->comm, nj->stream);
+        return ng->nccl->reduce_scatter(addr(op->in[0]), addr(op->out[0]), cnt, nccl_dtype(op),
+                                        nccl_redop(op), ng->comm, ng->stream);
     }
-    if ((st = scratch(nj, n, all)) != COLL_OK ||
-        (st = reduce_locals(nj, op, all, n->acc)) != COLL_OK) {
+    if ((st = scratch(ng, n, all)) != COLL_OK ||
+        (st = reduce_locals(ng, op, all, n->acc)) != COLL_OK) {
         return st;
     }
-    return nj->nccl->reduce_scatter(addr(n->acc), addr(at(n->acc, mine, acc_esize(op))), l * cnt,
-                                    nccl_dtype(op), nccl_redop(op), nj->comm, nj->stream);
+    return ng->nccl->reduce_scatter(addr(n->acc), addr(at(n->acc, mine, acc_esize(op))), l * cnt,
+                                    nccl_dtype(op), nccl_redop(op), ng->comm, ng->stream);
 }
 
 /* A reduce's NCCL call to the root's node: the node's reduction into the root rank's output
  * there, elsewhere into scratch (one member's input is sent as it is); a wide reduction's into
  * scratch everywhere. */
-static coll_status_t reduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+static coll_status_t reduce(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     const coll_group_t *grp = op->grp;
@@ -213,24 +216,24 @@ static coll_status_t reduce(coll_nccl_job_t *nj, coll__nccl_op_t *n)
 
     n->acc = here ? op->out[grp->rank_local[op->desc.root]] : NULL;
     if (coll__nccl_wide(op) || (!here && grp->nlocal > 1)) {
-        if ((st = scratch(nj, n, op->desc.count)) != COLL_OK) {
+        if ((st = scratch(ng, n, op->desc.count)) != COLL_OK) {
             return st;
         }
     }
     if (grp->nlocal > 1 || coll__nccl_wide(op)) {
-        if ((st = reduce_locals(nj, op, op->desc.count, n->acc)) != COLL_OK) {
+        if ((st = reduce_locals(ng, op, op->desc.count, n->acc)) != COLL_OK) {
             return st;
         }
         send = n->acc;
     }
     /* NCCL writes no recv off the root: one member's input alone is sent and "received". */
-    return nj->nccl->reduce(addr(send), addr(n->acc != NULL ? n->acc : send), op->desc.count,
-                            nccl_dtype(op), nccl_redop(op), (int)root, nj->comm, nj->stream);
+    return ng->nccl->reduce(addr(send), addr(n->acc != NULL ? n->acc : send), op->desc.count,
+                            nccl_dtype(op), nccl_redop(op), (int)root, ng->comm, ng->stream);
 }
 
 /* An all-gather's NCCL call: the members' inputs put at their ranks' blocks of the first
  * member's output, which NCCL completes in place (each node's blocks contiguous). */
-static coll_status_t allgather(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+static coll_status_t allgather(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     const coll_group_t *grp = op->grp;
@@ -240,7 +243,7 @@ static coll_status_t allgather(coll_nccl_job_t *nj, coll__nccl_op_t *n)
 
     if (l > 1) {
         for (uint32_t m = 0; m < l; m++) {
-            st = copy_unless_same(nj, at(op->out[0], coll_group_rank_of_local(grp, m) * cnt,
+            st = copy_unless_same(ng, at(op->out[0], coll_group_rank_of_local(grp, m) * cnt,
                                          op->esize),
                                   op->in[m], cnt * op->esize);
             if (st != COLL_OK) {
@@ -249,11 +252,11 @@ static coll_status_t allgather(coll_nccl_job_t *nj, coll__nccl_op_t *n)
         }
         send = at(op->out[0], grp->node_rank * l * cnt, op->esize);
     }
-    return nj->nccl->allgather(addr(send), addr(op->out[0]), l * cnt,
-                               (coll_dtype_t)op->desc.dtype, nj->comm, nj->stream);
+    return ng->nccl->allgather(addr(send), addr(op->out[0]), l * cnt,
+                               (coll_dtype_t)op->desc.dtype, ng->comm, ng->stream);
 }
 
-coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+coll_status_t coll__nccl_call(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     const coll_group_t *grp = op->grp;
@@ -261,27 +264,27 @@ coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n)
     const void *send;
 
     switch (op->desc.coll) {
-    case COLL_KIND_REDUCE_SCATTER: return reduce_scatter(nj, n);
-    case COLL_KIND_REDUCE: return reduce(nj, n);
-    case COLL_KIND_ALLGATHER: return allgather(nj, n);
+    case COLL_KIND_REDUCE_SCATTER: return reduce_scatter(ng, n);
+    case COLL_KIND_REDUCE: return reduce(ng, n);
+    case COLL_KIND_ALLGATHER: return allgather(ng, n);
     case COLL_KIND_BROADCAST:
         send = root == grp->node_rank ? op->in[grp->rank_local[op->desc.root]] : op->out[0];
-        return nj->nccl->broadcast(addr(send), addr(op->out[0]), op->desc.count,
-                                   (coll_dtype_t)op->desc.dtype, (int)root, nj->comm, nj->stream);
-    default: return allreduce(nj, n);
+        return ng->nccl->broadcast(addr(send), addr(op->out[0]), op->desc.count,
+                                   (coll_dtype_t)op->desc.dtype, (int)root, ng->comm, ng->stream);
+    default: return allreduce(ng, n);
     }
 }
 
 /* A reduce-scatter's result: each member's block of the scratch (or NCCL's output, with one
  * member and no scratch) to its output. */
-static coll_status_t deliver_blocks(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+static coll_status_t deliver_blocks(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     uint64_t cnt = op->desc.count;
     coll_status_t st = COLL_OK;
 
     for (uint32_t l = 0; l < op->grp->nlocal && st == COLL_OK; l++) {
-        st = deliver(nj, op, op->out[l],
+        st = deliver(ng, op, op->out[l],
                      n->scratch.va == 0
                          ? op->out[0]
                          : at(n->acc, coll_group_rank_of_local(op->grp, l) * cnt, acc_esize(op)),
@@ -290,7 +293,7 @@ static coll_status_t deliver_blocks(coll_nccl_job_t *nj, coll__nccl_op_t *n)
     return st;
 }
 
-coll_status_t coll__nccl_deliver(coll_nccl_job_t *nj, coll__nccl_op_t *n)
+coll_status_t coll__nccl_deliver(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     const coll_group_t *grp = op->grp;
@@ -299,17 +302,17 @@ coll_status_t coll__nccl_deliver(coll_nccl_job_t *nj, coll__nccl_op_t *n)
     coll_status_t st = COLL_OK;
 
     switch (op->desc.coll) {
-    case COLL_KIND_REDUCE_SCATTER: return deliver_blocks(nj, n);
+    case COLL_KIND_REDUCE_SCATTER: return deliver_blocks(ng, n);
     case COLL_KIND_REDUCE:
         if (grp->rank_node[op->desc.root] != grp->node_rank) {
             return COLL_OK; /* the result is the root's only */
         }
-        return deliver(nj, op, op->out[grp->rank_local[op->desc.root]], n->acc, cnt);
-    case COLL_KIND_ALLREDUCE: st = deliver(nj, op, op->out[0], n->acc, cnt); break;
+        return deliver(ng, op, op->out[grp->rank_local[op->desc.root]], n->acc, cnt);
+    case COLL_KIND_ALLREDUCE: st = deliver(ng, op, op->out[0], n->acc, cnt); break;
     default: break; /* NCCL wrote the first member's output */
     }
     for (uint32_t l = 1; l < grp->nlocal && st == COLL_OK; l++) {
-        st = copy_unless_same(nj, op->out[l], op->out[0], len);
+        st = copy_unless_same(ng, op->out[l], op->out[0], len);
     }
     return st;
 }

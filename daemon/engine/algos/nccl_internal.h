@@ -1,9 +1,10 @@
 /**
  * @file nccl_internal.h
- * @brief What the two files of the NCCL path share: nccl.c (the job's communicator, the queue of
- *        operations and the loop's poll) and nccl_calls.c (each collective's work on the
- *        communicator's stream: the node's members combined, the NCCL call, the result
- *        delivered to the members). Not used outside them. Loop thread only.
+ * @brief What the three files of the NCCL path share: nccl_comm.c (a group's communicator: made,
+ *        joined, ended with the job), nccl.c (the queue of operations and the loop's poll) and
+ *        nccl_calls.c (each collective's work on the communicator's stream: the node's members
+ *        combined, the NCCL call, the result delivered to the members). Not used outside
+ *        them. Loop thread only.
  */
 #ifndef COLL_ENGINE_ALGOS_NCCL_INTERNAL_H
 #define COLL_ENGINE_ALGOS_NCCL_INTERNAL_H
@@ -17,9 +18,14 @@
 #include "engine/exec.h"
 #include "engine/op.h"
 
-/** The job's communicator. */
-typedef struct coll_nccl_job {
+/** A group's communicator (the world's: group 0), among the daemons of the group's nodes, one
+ *  NCCL rank per group node in the group's node order (core/group.h). */
+typedef struct coll_nccl_group {
+    struct coll_nccl_group *next; /**< the job's next one (job->engine.nccl) */
     coll_job_t *job;
+    uint32_t group;            /**< the group's id */
+    uint32_t nnodes;           /**< NCCL ranks: the group's nodes */
+    uint32_t node_rank;        /**< this node's NCCL rank: its place among them */
     const coll_nccl_ops_t *nccl;
     const coll_dev_ops_t *dev;
     int device;                /**< the daemon's index of the device it is on */
@@ -32,7 +38,7 @@ typedef struct coll_nccl_job {
     coll_dev_event_t event;    /**< recorded after each call */
     uv_timer_t *timer;         /**< the poll; freed by its close callback */
     coll_list_t queue;         /**< coll__nccl_op_t in start order */
-} coll_nccl_job_t;
+} coll_nccl_group_t;
 
 /** Where an operation is. */
 typedef enum { COLL__NCCL_WAITING, COLL__NCCL_CALLED, COLL__NCCL_RUNNING } coll__nccl_phase_t;
@@ -42,13 +48,14 @@ typedef struct {
     coll_list_t link;            /**< in the job's queue while queued */
     int queued;
     coll_op_t *op;
+    coll_nccl_group_t *ng;       /**< its group's communicator; NULL before it has one */
     coll__nccl_phase_t phase;
-    coll_nccl_id_t id;           /**< the communicator's, with the job's first NCCL operation */
+    coll_nccl_id_t id;           /**< the communicator's, with the group's first NCCL operation */
     coll_dev_scratch_t scratch;  /**< the node's reduction where no output holds it */
     uint8_t *acc;                /**< where the node's reduction and NCCL's result are (a
                                       reduction's; set by coll__nccl_call()) */
     uint32_t nx;
-    coll_xfer_t x[];             /**< the id's sends (node 0) or its receive */
+    coll_xfer_t x[];             /**< the id's sends (the group's node 0) or its receive */
 } coll__nccl_op_t;
 
 /** @return 1 when @p op is a reduction (an allreduce's, a reduce-scatter's or a reduce's). */
@@ -75,12 +82,40 @@ static inline int coll__nccl_finishes(const coll_op_t *op)
 }
 
 /**
+ * @brief Fail @p job on every node: @p what went wrong on this one in the NCCL path of group
+ *        @p group (named in the message unless it is the world), @p why in the device layer's
+ *        (or NCCL's) words.
+ * @return @p st.
+ */
+coll_status_t coll__nccl_fail(coll_job_t *job, uint32_t group, coll_status_t st,
+                              const char *what, const char *why);
+
+/** @brief Start @p ng's poll (nccl.c) unless it runs: something is queued or joining. */
+void coll__nccl_arm(coll_nccl_group_t *ng);
+
+/**
+ * @brief The communicator of @p op's group on this node, made now where the group has none
+ *        (nccl_comm.c): its state on @p device, and the unique id exchanged in @p n's own
+ *        transfers (the group's node 0 makes it, sends it to the group's other nodes and
+ *        joins; the others post its receive and join when it came, coll__nccl_on_id()).
+ *        Later operations of the group must be on the same device.
+ * @param [out] ng_p The communicator (the job's, freed with it); set on COLL_OK only.
+ * @return COLL_OK; any other status failed the job already, saying why (no NCCL, no stream,
+ *         the id not made or not sent, another device than the group's communicator's).
+ */
+coll_status_t coll__nccl_group_get(coll__nccl_op_t *n, int device, coll_nccl_group_t **ng_p);
+
+/** @brief @p n's receive of its group's unique id completed: join the communicator it names,
+ *         unless the group has one already. Failures fail the job. */
+void coll__nccl_on_id(coll__nccl_op_t *n);
+
+/**
  * @brief Queue @p n's local phase (the members' inputs combined) and its NCCL call on the
  *        communicator's stream. Its descriptor check passed and the call before it is queued.
  * @return COLL_OK (the call queued: poll the communicator); COLL_ERR_NOMEM for scratch beyond
  *         the device's budget; the executor's or NCCL's error (coll_dev_error() says it).
  */
-coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n);
+coll_status_t coll__nccl_call(coll_nccl_group_t *ng, coll__nccl_op_t *n);
 
 /**
  * @brief Queue the delivery of @p n's result to the members' outputs after its NCCL call (an
@@ -88,6 +123,6 @@ coll_status_t coll__nccl_call(coll_nccl_job_t *nj, coll__nccl_op_t *n);
  *        queued (comm_poll() said COLL_OK).
  * @return COLL_OK; the executor's error.
  */
-coll_status_t coll__nccl_deliver(coll_nccl_job_t *nj, coll__nccl_op_t *n);
+coll_status_t coll__nccl_deliver(coll_nccl_group_t *ng, coll__nccl_op_t *n);
 
 #endif
