@@ -408,11 +408,12 @@ typedef struct {
  * - Buffers live in the job's pool (coll_mem_alloc()); the daemon reads and writes them in
  *   place. Send and receive buffers are either the same (in place) or do not overlap. They may
  *   instead both be in the job's pool on a device (coll_mem_alloc_on()): allreduce,
- *   reduce-scatter, all-gather, broadcast, reduce, gather and scatter then run through host
- *   copies the daemon makes and copies back (docs/gpu.md, "The staged path"), allreduce
- *   compressed too; on device buffers anything else, or another collective compressed,
- *   completes with COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a receive buffer
- *   in another is refused with COLL_ERR_INVALID.
+ *   reduce-scatter, all-gather, broadcast, reduce, gather, scatter, the all-to-all (equal
+ *   blocks or not), send and receive then run through host copies the daemon makes and copies
+ *   back (docs/gpu.md, "The staged path"), allreduce compressed too; on device buffers
+ *   anything else (the parameter service), or another collective compressed, completes with
+ *   COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a receive buffer in another is
+ *   refused with COLL_ERR_INVALID. A send and its receive may each be in either pool.
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
  *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping
@@ -529,10 +530,11 @@ COLL_API coll_status_t coll_scatter_async(coll_comm_t *comm, const void *sendbuf
  * the first pair) and no @p recvbuf written.
  * @return As the collectives above; COLL_ERR_INVALID also for a NULL array, a block whose
  *         end in bytes overflows or two non-empty receive blocks that overlap (which would
- *         make the result depend on the order of arrival), COLL_ERR_NOT_IN_POOL for a block outside this rank's
- *         allocations, COLL_ERR_UNSUPPORTED on a device pool's buffers or on more than 4096
- *         ranks, and the errors of coll_mem_alloc() for the table (COLL_ERR_NOMEM when the
- *         pool is full). A refused call fails the job, as every refused submission.
+ *         make the result depend on the order of arrival), COLL_ERR_NOT_IN_POOL for a block
+ *         outside this rank's allocations, COLL_ERR_UNSUPPORTED on more than 4096 ranks, and
+ *         the errors of coll_mem_alloc() for the table (COLL_ERR_NOMEM when the pool is full).
+ *         On a device pool (coll_mem_alloc_on()) it runs on the staged path; the table stays
+ *         in the host pool. A refused call fails the job, as every refused submission.
  *         Compression (of @p params or the communicator) does not apply.
  * Algorithm: COLL_ALGO_DIRECT.
  */
@@ -608,9 +610,10 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
  *        compressed allreduce names its method: "fp16", "bf16", "topk", "onebit", "powersgd"
  *        (with auto, the one chosen); a collective on device buffers (coll_mem_alloc_on())
  *        names the staged path and the algorithm it ran on the host copies: "staged+ring",
- *        "staged+rd", "staged+chain", "staged+local", "staged+direct", or "nccl" (NCCL between
- *        the daemons); "direct" for gather, scatter and all-to-all; "" while pending or for requests without
- *        one. Valid until the request is freed.
+ *        "staged+rd", "staged+chain", "staged+local", "staged+direct", "staged+p2p" (a send or
+ *        a receive), or "nccl" (NCCL between the daemons); "direct" for gather, scatter and
+ *        all-to-all; "" while pending or for requests without one. Valid until the request is
+ *        freed.
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 

@@ -34,7 +34,10 @@ typedef struct {
     size_t pinned;              /* > 0: host is a buffer of this size of the daemon's cache
                                    (coll_pinned_take()); 0: ordinary memory */
     uint64_t in_off, in_len;    /* what is copied in before the algorithm (in_len 0: nothing) */
-    uint64_t out_off, out_len;  /* what is copied back after it (out_len 0: nothing) */
+    uint32_t nout;              /* ranges of the span copied back after it (0: nothing) */
+    coll_dev_staged_range_t *out; /* them (offsets in the span): &one, or an all-to-all's
+                                     receive blocks (allocated) */
+    coll_dev_staged_range_t one;
     coll_dev_event_t ev[2];     /* recorded on each stream after the copies */
 } span_t;
 
@@ -42,6 +45,8 @@ typedef struct {
     coll_impl_t impl;  /* the host algorithm's, named "staged+<its name>" */
     char name[24];
     coll_op_t *op;
+    void (*ready)(coll_op_t *op); /* once the copies in completed: coll_op_attached(), or a
+                                     point-to-point operation's start */
     uv_timer_t *timer; /* the poll of the events while copies are in flight, NULL before the
                           first; freed by its close callback */
     int in;            /* the copies in flight: 1 in, 0 back */
@@ -55,7 +60,9 @@ int coll_dev_staged_runs(unsigned kind, unsigned compression)
     return kind == COLL_KIND_ALLREDUCE ||
            (compression == 0 && (kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALLGATHER ||
                                  kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE ||
-                                 kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER));
+                                 kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER ||
+                                 kind == COLL_KIND_SEND || kind == COLL_KIND_RECV ||
+                                 kind == COLL_KIND_ALLTOALLV));
 }
 
 /* Local members whose buffers are in a device pool (every pool but the host's, 0). */
@@ -98,11 +105,12 @@ static coll_status_t host_copy(coll_op_t *op, span_t *p, size_t bytes)
     return p->host != NULL ? COLL_OK : COLL_ERR_NOMEM;
 }
 
-/* A new span of member @p i covering device bytes [@p lo, @p hi), its host copy allocated. */
-static coll_status_t add_span(coll_op_t *op, staged_t *sg, uint32_t i, uint64_t lo, uint64_t hi,
-                              span_t **p_p)
+/* A new span of device pool @p pool (its id) covering device bytes [@p lo, @p hi), its host copy
+ * allocated. */
+static coll_status_t add_span(coll_op_t *op, staged_t *sg, uint32_t pool, uint64_t lo,
+                              uint64_t hi, span_t **p_p)
 {
-    coll_dev_pool_t *dp = op->job->dev_pools[op->members[i].pool - 1];
+    coll_dev_pool_t *dp = op->job->dev_pools[pool - 1];
     span_t *p = &sg->span[sg->nspans];
     size_t bytes = (size_t)((hi - lo + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN);
     char err[200];
@@ -127,35 +135,82 @@ static coll_status_t add_span(coll_op_t *op, staged_t *sg, uint32_t i, uint64_t 
     return COLL_OK;
 }
 
-/* Member @p i's spans: one for input and output when they overlap (the in-place layouts), else
- * one for each; its buffers become their host copies. */
-static coll_status_t member_spans(coll_op_t *op, staged_t *sg, uint32_t i)
+/* The ranges of @p who's output copied back into span @p q, whose byte @p at is the output's
+ * first. @return COLL_OK or COLL_ERR_NOMEM (an all-to-all's blocks). */
+static coll_status_t out_ranges(span_t *q, const coll_dev_staged_member_t *who, uint64_t at)
 {
-    uint64_t se, re, in = (uint64_t)(uintptr_t)op->in[i], out = (uint64_t)(uintptr_t)op->out[i];
+    q->out = who->kind == COLL_KIND_ALLTOALLV ? malloc(who->world * sizeof(*q->out)) : &q->one;
+    if (q->out == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    q->nout = coll_dev_staged_out_ranges(who, q->out);
+    for (uint32_t k = 0; k < q->nout; k++) {
+        q->out[k].off += at;
+    }
+    return COLL_OK;
+}
+
+/* The spans of buffer @p b (op->in[b], op->out[b]) of member @p m, of rank @p rank: one for
+ * input and output when they overlap (the in-place layouts), else one for each; the buffers
+ * become their host copies. */
+static coll_status_t member_spans(coll_op_t *op, staged_t *sg, uint32_t b,
+                                  const coll_op_member_t *m, uint32_t rank)
+{
+    coll_dev_staged_member_t who = {(coll_kind_t)op->desc.coll, op->desc.count, op->esize,
+                                    op->grp->size, rank, op->desc.root, m->table};
+    uint64_t se, re, in = (uint64_t)(uintptr_t)op->in[b], out = (uint64_t)(uintptr_t)op->out[b];
     span_t *p = NULL, *q = NULL;
     coll_status_t st = COLL_OK;
 
-    coll_kind_extent((coll_kind_t)op->desc.coll, op->desc.count, op->grp->size,
-                     coll_group_rank_of_local(op->grp, i), op->desc.root, &se, &re);
-    se = in != 0 ? se * op->esize : 0;
-    re = out != 0 ? re * op->esize : 0;
+    coll_dev_staged_extent(&who, &se, &re);
+    se = in != 0 ? se : 0;
+    re = out != 0 ? re : 0;
     if (se > 0 && re > 0 && in < out + re && out < in + se) {
-        st = add_span(op, sg, i, in < out ? in : out, in + se > out + re ? in + se : out + re, &p);
+        st = add_span(op, sg, m->pool, in < out ? in : out,
+                      in + se > out + re ? in + se : out + re, &p);
         q = p;
     } else {
-        st = se > 0 ? add_span(op, sg, i, in, in + se, &p) : COLL_OK;
-        st = st == COLL_OK && re > 0 ? add_span(op, sg, i, out, out + re, &q) : st;
+        st = se > 0 ? add_span(op, sg, m->pool, in, in + se, &p) : COLL_OK;
+        st = st == COLL_OK && re > 0 ? add_span(op, sg, m->pool, out, out + re, &q) : st;
     }
     if (st == COLL_OK && se > 0) {
         p->in_off = in - p->dev;
         p->in_len = se;
-        op->in[i] = p->host + p->in_off;
+        op->in[b] = p->host + p->in_off;
     }
     if (st == COLL_OK && re > 0) {
-        q->out_off = out - q->dev;
-        q->out_len = re;
-        op->out[i] = q->host + q->out_off;
+        if (out_ranges(q, &who, out - q->dev) != COLL_OK) {
+            return fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
+        }
+        op->out[b] = q->host + (out - q->dev);
     }
+    return st;
+}
+
+/* Bytes the copies in (@p in) or back move. */
+static uint64_t to_copy(const staged_t *sg, int in)
+{
+    uint64_t n = 0;
+
+    for (uint32_t k = 0; k < sg->nspans; k++) {
+        const span_t *p = &sg->span[k];
+        n += in ? p->in_len : 0;
+        for (uint32_t r = 0; !in && r < p->nout; r++) {
+            n += p->out[r].len;
+        }
+    }
+    return n;
+}
+
+/* Queue the copy of bytes [@p off, @p off + @p len) of span @p p to its host copy (@p in) or
+ * back, counted. */
+static coll_status_t queue(coll_devices_t *ds, span_t *p, int in, uint64_t off, uint64_t len)
+{
+    uint64_t host = (uint64_t)(uintptr_t)(p->host + off), dev = p->dev + off;
+    coll_status_t st = coll_dev_staged_queue(ds->ops, p->streams, in ? host : dev,
+                                             in ? dev : host, len, COLL_DEV_STAGED_CHUNK_BYTES);
+
+    ds->dev[p->device].staged_bytes += st == COLL_OK ? len : 0;
     return st;
 }
 
@@ -170,11 +225,12 @@ static coll_status_t copy(coll_op_t *op, staged_t *sg, int in)
     sg->inflight = 1;
     for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
         span_t *p = &sg->span[k];
-        uint64_t off = in ? p->in_off : p->out_off, len = in ? p->in_len : p->out_len;
-        uint64_t host = (uint64_t)(uintptr_t)(p->host + off), dev = p->dev + off;
-        st = coll_dev_staged_queue(ds->ops, p->streams, in ? host : dev, in ? dev : host, len,
-                                   COLL_DEV_STAGED_CHUNK_BYTES);
-        ds->dev[p->device].staged_bytes += st == COLL_OK ? len : 0;
+        if (in) {
+            st = p->in_len > 0 ? queue(ds, p, 1, p->in_off, p->in_len) : COLL_OK;
+        }
+        for (uint32_t r = 0; !in && r < p->nout && st == COLL_OK; r++) {
+            st = queue(ds, p, 0, p->out[r].off, p->out[r].len);
+        }
     }
     for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
         for (int s = 0; s < 2 && st == COLL_OK; s++) {
@@ -242,7 +298,7 @@ static void tick(uv_timer_t *t)
         if (st != COLL_OK) {
             fail(op, st, "could not copy the device buffers in", coll_dev_error());
         } else if (!op->done) { /* the job may have failed meanwhile */
-            coll_op_attached(op);
+            sg->ready(op);
         }
     } else {
         if (st != COLL_OK) {
@@ -277,6 +333,40 @@ static void wrap(coll_op_t *op, staged_t *sg)
     op->impl = &sg->impl;
 }
 
+/* The spans of @p sg are set: count the operation, name it, queue the copies in. @return
+ * COLL_OK when nothing is to be copied in or the copies are done already, COLL_INPROGRESS
+ * while they are in flight (sg->ready() follows), or the error with which the job failed. */
+static coll_status_t stage(coll_op_t *op, staged_t *sg)
+{
+    coll_status_t st;
+
+    count(op, sg);
+    wrap(op, sg);
+    if (to_copy(sg, 1) == 0) { /* a receive: its output only */
+        return COLL_OK;
+    }
+    if ((st = copy(op, sg, 1)) == COLL_OK) {
+        st = settle(op, sg);
+    }
+    return st == COLL_OK || st == COLL_INPROGRESS
+               ? st
+               : fail(op, st, "could not copy the device buffers in", coll_dev_error());
+}
+
+/* The state of @p op's staging, room for @p nspans spans; NULL after failing the job. */
+static staged_t *state_new(coll_op_t *op, uint32_t nspans, void (*ready)(coll_op_t *op))
+{
+    staged_t *sg = calloc(1, sizeof(*sg) + nspans * sizeof(span_t));
+
+    if (sg == NULL) {
+        fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
+        return NULL;
+    }
+    sg->op = op;
+    sg->ready = ready;
+    return sg;
+}
+
 static coll_status_t staged_attach(coll_op_t *op, void **state)
 {
     uint32_t n = device_members(op);
@@ -286,30 +376,40 @@ static coll_status_t staged_attach(coll_op_t *op, void **state)
     if (n == 0 || op->desc.algo == COLL_ALGO_NCCL) { /* NCCL works on the device buffers */
         return COLL_OK;
     }
-    if ((sg = calloc(1, sizeof(*sg) + 2 * n * sizeof(span_t))) == NULL) {
-        return fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
+    if ((sg = state_new(op, 2 * n, coll_op_attached)) == NULL) {
+        return COLL_ERR_NOMEM;
     }
     *state = sg;
-    sg->op = op;
     for (uint32_t i = 0; i < op->nbufs && st == COLL_OK; i++) {
-        st = op->members[i].pool != 0 ? member_spans(op, sg, i) : COLL_OK;
+        st = op->members[i].pool != 0
+                 ? member_spans(op, sg, i, &op->members[i], coll_group_rank_of_local(op->grp, i))
+                 : COLL_OK;
     }
-    if (st != COLL_OK) {
-        return st;
+    return st == COLL_OK ? stage(op, sg) : st;
+}
+
+coll_status_t coll_dev_staged_p2p(coll_op_t *op, const coll_op_member_t *m,
+                                  void (*ready)(coll_op_t *op))
+{
+    staged_t *sg = state_new(op, 1, ready);
+    coll_status_t st;
+
+    if (sg == NULL) {
+        return COLL_ERR_NOMEM;
     }
-    count(op, sg);
-    wrap(op, sg);
-    if ((st = copy(op, sg, 1)) == COLL_OK) {
-        st = settle(op, sg);
-    }
-    return st == COLL_OK || st == COLL_INPROGRESS
-               ? st
-               : fail(op, st, "could not copy the device buffers in", coll_dev_error());
+    coll_op_feature_attach(op, &coll_dev_staged_feature, sg);
+    st = member_spans(op, sg, 0, m, op->desc.first_rank);
+    return st == COLL_OK ? stage(op, sg) : st;
 }
 
 static coll_status_t staged_finish(coll_op_t *op, void *state)
 {
-    coll_status_t st = copy(op, state, 0);
+    coll_status_t st;
+
+    if (to_copy(state, 0) == 0) { /* a send, a reduce's or a gather's other ranks */
+        return COLL_OK;
+    }
+    st = copy(op, state, 0);
 
     if (st == COLL_OK) {
         st = settle(op, state);
@@ -340,6 +440,9 @@ static void staged_free(coll_op_t *op, void *state)
         span_t *p = &sg->span[k];
         if (sg->inflight) {
             coll_dev_staged_wait(ops, p->streams);
+        }
+        if (p->out != &p->one) {
+            free(p->out);
         }
         ops->event_destroy(p->ev[0]);
         ops->event_destroy(p->ev[1]);

@@ -7,7 +7,11 @@
  *        streams of its device pool (engine/dev_staged_copy.h), and the operation's buffers
  *        (op->in, op->out) become the host copies; the algorithm the table chose runs on them
  *        as on any host buffer once the copies' events completed; before the ranks are told,
- *        each device output gets its host copy back.
+ *        each device output gets its host copy back. What is copied is each member's extent
+ *        (engine/dev_staged_copy.h): a send's input only, a receive's output only, an
+ *        all-to-all's furthest block in and its receive blocks back, nothing between them.
+ *        Point-to-point operations, which the engine starts without the features
+ *        (engine/algos/p2p.h), are staged through coll_dev_staged_p2p().
  *
  * It is a feature (engine/feature.h), not an entry of the algorithm table per memory kind: it
  * wraps whichever host algorithm the table chooses (ring, recursive doubling, chain, the local
@@ -33,12 +37,29 @@
 extern const coll_op_feature_t coll_dev_staged_feature;
 
 /**
- * @return 1 when the staged path runs a @p kind collective (coll_kind_t) with compression
+ * @return 1 when the staged path runs a @p kind operation (coll_kind_t) with compression
  *         @p compression (0: none) on device buffers: allreduce, compressed or not (the
  *         compressed allreduce reads its host copies as the others do), and reduce-scatter,
- *         all-gather, broadcast, reduce, gather and scatter without compression; 0 otherwise
- *         (the submission is refused).
+ *         all-gather, broadcast, reduce, gather, scatter, send, receive and the all-to-all
+ *         (equal counts or not) without compression; 0 otherwise (the submission is refused:
+ *         the parameter service's).
  */
 int coll_dev_staged_runs(unsigned kind, unsigned compression);
+
+/**
+ * @brief Stage point-to-point operation @p op (engine/algos/p2p.h), whose one buffer (op->in[0]
+ *        of a send, op->out[0] of a receive) is a device address in the device pool of its
+ *        member @p m: the feature attaches to it (coll_op_feature_attach()), the buffer
+ *        becomes its host copy, a send's is copied in, and a receive's is copied back when
+ *        the operation completes successfully, before its rank is told (the feature's finish).
+ *        Loop thread only; hold @p op across the call (a failure fails the job).
+ * @param ready Called from the loop once a send's copy in completed, unless the operation
+ *        ended meanwhile; @p op is held across the call.
+ * @return COLL_OK: the host copy is ready now (a receive, which copies nothing in, or copies
+ *         done at once); COLL_INPROGRESS: @p ready follows; or the error with which the job
+ *         failed (coll_job_fail(): COLL_ERR_NOMEM, the device layer's).
+ */
+coll_status_t coll_dev_staged_p2p(coll_op_t *op, const coll_op_member_t *m,
+                                  void (*ready)(coll_op_t *op));
 
 #endif

@@ -1,10 +1,74 @@
 /*
- * The staged path's chunked copies (dev_staged_copy.h). Chunk i goes on stream i % 2 so that two
- * chunks are in flight at a time; the order within each stream is the chunks' order.
+ * The staged path's copies (dev_staged_copy.h): which bytes, and in which chunks. Chunk i goes
+ * on stream i % 2 so that two chunks are in flight at a time; the order within each stream is
+ * the chunks' order.
  */
 #include "engine/dev_staged_copy.h"
 
+#include <stdlib.h>
+
 #include "common/assert.h"
+#include "proto/a2a.h"
+
+void coll_dev_staged_extent(const coll_dev_staged_member_t *m, uint64_t *in_p, uint64_t *out_p)
+{
+    uint64_t se = 0, re = 0;
+    uint32_t bad;
+    int rc = 0;
+
+    if (m->kind != COLL_KIND_ALLTOALLV) {
+        coll_kind_extent(m->kind, m->count, m->world, m->rank, m->root, &se, &re);
+    } else {
+        rc = coll_a2a_extent(m->table, m->world, m->esize, &se, &re, &bad);
+    }
+    COLL_ASSERT(rc == 0); /* the submission refused a table whose blocks' ends overflow */
+    (void)rc;
+    *in_p = se * m->esize;
+    *out_p = re * m->esize;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const coll_dev_staged_range_t *x = a, *y = b;
+
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* An all-to-all's receive blocks of more than 0 elements, sorted, adjacent ones merged. */
+static uint32_t a2a_blocks(const coll_dev_staged_member_t *m, coll_dev_staged_range_t *r)
+{
+    uint32_t n = 0, k = 0;
+
+    for (uint32_t j = 0; j < m->world; j++) {
+        uint64_t c = coll_a2a_at(m->table, m->world, COLL_A2A_RCOUNTS, j);
+        if (c > 0) {
+            r[n++] = (coll_dev_staged_range_t){
+                coll_a2a_at(m->table, m->world, COLL_A2A_RDISPLS, j) * m->esize, c * m->esize};
+        }
+    }
+    qsort(r, n, sizeof(*r), by_offset);
+    for (uint32_t i = 1; i < n; i++) {
+        if (r[k].off + r[k].len == r[i].off) {
+            r[k].len += r[i].len;
+        } else {
+            r[++k] = r[i];
+        }
+    }
+    return n > 0 ? k + 1 : 0;
+}
+
+uint32_t coll_dev_staged_out_ranges(const coll_dev_staged_member_t *m,
+                                    coll_dev_staged_range_t *ranges)
+{
+    uint64_t in, out;
+
+    if (m->kind == COLL_KIND_ALLTOALLV) {
+        return a2a_blocks(m, ranges);
+    }
+    coll_dev_staged_extent(m, &in, &out);
+    ranges[0] = (coll_dev_staged_range_t){0, out};
+    return out > 0;
+}
 
 uint64_t coll_dev_staged_nchunks(uint64_t bytes, uint64_t chunk)
 {

@@ -1,18 +1,60 @@
 /**
  * @file dev_staged_copy.h
  * @brief The staged path's copies between a device buffer and its host copy
- *        (engine/dev_staged.h): a copy is cut into chunks queued in order, alternately on the
- *        two streams of the device pool, so that the chunks of one copy, and the copies of
- *        several buffers, run side by side where the device has the copy engines for it; the
- *        caller then records an event on both streams and polls them (the daemon's loop)
- *        before the host copy is read or the device buffer is handed back.
+ *        (engine/dev_staged.h): which bytes of a local member's buffers are copied (its
+ *        extents: what it reads is copied in, what it writes is copied back, and nothing
+ *        else), and how: a copy is cut into chunks queued in order, alternately on the two
+ *        streams of the device pool, so that the chunks of one copy, and the copies of several
+ *        buffers, run side by side where the device has the copy engines for it; the caller
+ *        then records an event on both streams and polls them (the daemon's loop) before the
+ *        host copy is read or the device buffer is handed back.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_COPY_H
 #define COLL_ENGINE_DEV_STAGED_COPY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "device/dev.h"
+#include "proto/desc.h"
+
+/** One local member's part in an operation, as its copies depend on it. */
+typedef struct {
+    coll_kind_t kind;
+    uint64_t count;        /**< elements, as the API counts them (coll_kind_extent()) */
+    size_t esize;          /**< bytes of an element */
+    uint32_t world;        /**< ranks of the communicator */
+    uint32_t rank;         /**< the member's rank in it */
+    uint32_t root;         /**< the root of a rooted collective */
+    const uint64_t *table; /**< an all-to-all's count table (proto/a2a.h, checked at
+                                submission); NULL for every other kind */
+} coll_dev_staged_member_t;
+
+/** Bytes [off, off + len) of a buffer. */
+typedef struct {
+    uint64_t off;
+    uint64_t len;
+} coll_dev_staged_range_t;
+
+/**
+ * @brief The bytes of @p m's send buffer copied in (from its start) and of its receive buffer
+ *        that its host copy holds: its extents (coll_kind_extent()) in bytes; a send's input
+ *        only, a receive's output only; an all-to-all's the end of its furthest send and
+ *        receive block of its count table (coll_a2a_extent(); the table was checked).
+ */
+void coll_dev_staged_extent(const coll_dev_staged_member_t *m, uint64_t *in_p, uint64_t *out_p);
+
+/**
+ * @brief The ranges of @p m's receive buffer copied back: its whole receive extent, but an
+ *        all-to-all's receive blocks of more than 0 elements only, in the order of their
+ *        displacements, adjacent blocks merged (the all-to-all of equal counts gives one
+ *        range): the bytes between the blocks are the rank's, not the operation's, and its
+ *        host copy holds nothing the device should get there.
+ * @param [out] ranges Room for m->world ranges (one for every other kind).
+ * @return How many ranges (0: nothing comes back).
+ */
+uint32_t coll_dev_staged_out_ranges(const coll_dev_staged_member_t *m,
+                                    coll_dev_staged_range_t *ranges);
 
 /** Bytes of one chunk of a staged copy (the last is shorter). */
 #define COLL_DEV_STAGED_CHUNK_BYTES ((uint64_t)4 << 20)

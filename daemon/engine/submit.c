@@ -71,8 +71,8 @@ static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
         !coll_dev_staged_runs(sub->coll, sub->compression)) {
         snprintf(err, errlen, "rank %u: the buffers are in job %s's pool on device %u (%s "
                  "memory); the staged path runs allreduce (compressed or not), reduce-scatter, "
-                 "all-gather, broadcast, reduce, gather and scatter on device memory (this is "
-                 "%s%s)",
+                 "all-gather, broadcast, reduce, gather, scatter, send, recv and alltoall(v) "
+                 "uncompressed on device memory, not the parameter service (this is %s%s)",
                  s->rank, job->id, sub->pool - 1, coll_mem_kind_name(coll_pool_kind(pool)),
                  coll_kind_name((coll_kind_t)sub->coll),
                  sub->compression != 0 ? " with compression" : "");
@@ -115,12 +115,12 @@ static coll_status_t a2a_table(const coll_job_t *job, const coll_group_t *grp,
     uint64_t *t;
     uint32_t bad;
 
-    /* Its messages' tags carry the sending rank where a ring's carry its step. */
-    if (sub->compression != 0 || sub->pool != 0 || grp->size > COLL_TAG_MAX_NODES) {
-        snprintf(err, errlen, "rank %u: an alltoallv runs uncompressed on host memory, on at "
-                 "most %u ranks (this one: %u ranks%s%s)", s->rank, COLL_TAG_MAX_NODES,
-                 grp->size, sub->compression != 0 ? ", compressed" : "",
-                 sub->pool != 0 ? ", on a device pool" : "");
+    /* Its messages' tags carry the sending rank where a ring's carry its step. On a device
+     * pool the staged path runs it (the table stays in the host pool). */
+    if (sub->compression != 0 || grp->size > COLL_TAG_MAX_NODES) {
+        snprintf(err, errlen, "rank %u: an alltoallv runs uncompressed, on at most %u ranks "
+                 "(this one: %u ranks%s)", s->rank, COLL_TAG_MAX_NODES, grp->size,
+                 sub->compression != 0 ? ", compressed" : "");
         return COLL_ERR_UNSUPPORTED;
     }
     if (!coll_pool_range_owned(job->pool, sub->layout, bytes, s)) {

@@ -18,8 +18,9 @@
  *     COLL_ERR_POOL_FULL and a message that names the budget.
  * --hold-file F: after step 3 rank r creates F.<r> and waits (at most 60 s) for F.release, so a
  *     test can read the daemon's status while the pool is in use.
- * --refuse-collective: last, a send from a device buffer must be refused (COLL_ERR_UNSUPPORTED:
- *     the staged path runs collectives only), which fails the job.
+ * --refuse-collective: last, a compressed broadcast from a device buffer must be refused
+ *     (COLL_ERR_UNSUPPORTED: the staged path compresses the allreduce only), which fails the
+ *     job.
  * --expect-refused TEXT: no device memory is to be had; the first device allocation must fail
  *     with COLL_ERR_UNSUPPORTED and a message containing TEXT, and a host allreduce must still
  *     work (the daemon serves host jobs).
@@ -248,21 +249,24 @@ static int allocate(coll_comm_t *comm, const opts_t *o, int64_t *slots, int64_t 
     return st != COLL_OK ? fail(comm, "coll_mem_alloc_on (second buffer)", st) : 0;
 }
 
-/* A send from device memory is refused (the staged path runs collectives only), which fails the
- * job: each rank hears its own refusal or, with the same words, the job's failure. */
-static int check_send_refused(coll_comm_t *comm, const uint8_t *small)
+/* A compressed broadcast from device memory is refused (the staged path compresses the
+ * allreduce only), which fails the job: each rank hears its own refusal or, with the same
+ * words, the job's failure. */
+static int check_collective_refused(coll_comm_t *comm, uint8_t *small)
 {
-    int rank = coll_comm_rank(comm), world = coll_comm_world_size(comm);
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_COMPRESSION};
     coll_request_t *req = NULL;
-    coll_status_t st = coll_send_async(comm, small, 16, COLL_FLOAT32, (rank + 1) % world, NULL,
-                                       &req);
+    coll_status_t st = coll_compression_parse("fp16", &p.compression);
 
+    if (st == COLL_OK) {
+        st = coll_broadcast_async(comm, small, small, 16, COLL_FLOAT32, 0, &p, &req);
+    }
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(req, 30000);
         coll_req_free(req);
     }
     return expect_status(comm, st, COLL_ERR_UNSUPPORTED, "the staged path runs",
-                         "a send from device memory");
+                         "a compressed broadcast from device memory");
 }
 
 static int run_pool(coll_comm_t *comm, const opts_t *o)
@@ -289,7 +293,7 @@ static int run_pool(coll_comm_t *comm, const opts_t *o)
     }
     if (rc == 0 && o->refuse_collective) {
         /* After every rank's checks: the refusal fails the job. */
-        rc = exchange(comm, slots, 0, all) < 0 ? -1 : check_send_refused(comm, small);
+        rc = exchange(comm, slots, 0, all) < 0 ? -1 : check_collective_refused(comm, small);
     } else if (rc == 0) {
         rc = check_frees(comm, big, small);
     }

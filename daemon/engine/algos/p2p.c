@@ -6,6 +6,11 @@
  * answers the sender with a small message (its status and the size it expected): the sender's
  * request completes only then, so that a size mismatch fails both sides, naming both sizes, and
  * a sender never reports success for data its peer's job could not take.
+ *
+ * A buffer in a device pool goes through the staged path (engine/dev_staged.h): a send's is
+ * copied to a host copy first, and the message starts once that copy completed; a receive's
+ * lands in a host copy, copied back before its rank is told. Each side stages its own buffer,
+ * so a device buffer on one side meets a host buffer or a device buffer on the other alike.
  */
 #include "engine/algos/p2p.h"
 
@@ -14,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dev_pools.h"
+#include "engine/dev_staged.h"
 #include "engine/op.h"
 #include "engine/submit.h"
 #include "net/clientlink.h"
@@ -50,13 +57,14 @@ static size_t op_bytes(const coll_op_t *op)
     return (size_t)(op->desc.count * op->esize);
 }
 
-/* The pending local counterpart of @p op: the other side of the same message. */
+/* The pending local counterpart of @p op: the other side of the same message, started (a
+ * staged send's host copy holds its data only then). */
 static coll_op_t *find_local_peer(coll_job_t *job, const coll_op_t *op)
 {
     coll_op_t *o, *tmp;
     coll_list_for_each_safe(o, tmp, &job->engine.ops, coll_op_t, link)
     {
-        if (o != op && !o->done && o->grp == op->grp &&
+        if (o != op && !o->done && o->desc_ok && o->grp == op->grp &&
             o->desc.coll + op->desc.coll == COLL_KIND_SEND + COLL_KIND_RECV &&
             o->desc.key == op->desc.key && src_rank(o) == src_rank(op) &&
             dst_rank(o) == dst_rank(op)) {
@@ -132,11 +140,14 @@ static coll_status_t remote_start(coll_job_t *job, coll_op_t *op, uint32_t node)
                                  &p->data);
 }
 
+/* A message has no descriptor exchange: its side counts as agreed once it starts (its buffer,
+ * or a staged send's host copy, ready), which a local peer waits for (find_local_peer()). */
 static coll_status_t p2p_start(coll_op_t *op)
 {
     coll_job_t *job = op->job;
     uint32_t other = op->desc.root, node = job->rank_node[other];
 
+    op->desc_ok = 1;
     if (node != job->node_rank) {
         return remote_start(job, op, node);
     }
@@ -229,6 +240,23 @@ static const coll_impl_t coll_impl_p2p = {
     .cleanup = p2p_cleanup,
 };
 
+/* Start @p op, completing it when its transfer cannot be posted. */
+static void start_or_fail(coll_op_t *op)
+{
+    if (p2p_start(op) != COLL_OK) {
+        coll_op_complete(op, COLL_ERR_TRANSPORT, "posting the transfer failed");
+    }
+}
+
+/* A staged send's copy in completed (engine/dev_staged.h): the message starts. */
+static void staged_ready(coll_op_t *op)
+{
+    coll_job_t *job = op->job;
+
+    start_or_fail(op);
+    coll_transport_drive(job);
+}
+
 void coll_p2p_submit(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
                      const Coll__Wire__Submit *sub)
 {
@@ -239,24 +267,28 @@ void coll_p2p_submit(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
                      .count = sub->count, .dtype = sub->dtype, .first_rank = s->rank,
                      .root = grp->ranks[sub->peer], .world_size = grp->size, .group = grp->id};
     coll_op_t *op = coll_op_create(job, grp, &d);
-    uint8_t *base = coll_pool_base(job->pool);
-    coll_status_t st;
+    uint8_t *base = coll_pool_base(coll_job_pool_by_id(job, sub->pool));
+    coll_status_t st = COLL_OK;
 
     if (op == NULL) {
         coll_session_complete(s, sub->req_id, COLL_ERR_NOMEM, "daemon out of memory", "");
         return;
     }
-    /* One buffer, the submitting member's, in[0] and out[0]; its member entry is its own. */
+    /* One buffer, the submitting member's, in[0] and out[0]; its member entry is its own. In a
+     * device pool they are device addresses until staged. */
     op->members[self] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset,
                                            sub->pool, NULL};
     op->nbufs = 1;
     op->in[0] = base + sub->send_offset;
     op->out[0] = base + sub->recv_offset;
     op->impl = &coll_impl_p2p;
-    op->desc_ok = 1;
-    st = p2p_start(op);
-    if (st != COLL_OK) {
-        coll_op_complete(op, COLL_ERR_TRANSPORT, "posting the transfer failed");
+    coll_op_hold(op); /* staging may fail the job, which completes the operation */
+    if (sub->pool != 0) {
+        st = coll_dev_staged_p2p(op, &op->members[self], staged_ready);
     }
+    if (st == COLL_OK) {
+        start_or_fail(op);
+    }
+    coll_op_release(op);
     coll_transport_drive(job);
 }

@@ -14,8 +14,9 @@
              writes; while they hold their buffers /status and /metrics show the pool (bytes,
              what it holds, allocations, chunks) and the device's budget, and collectivectl
              status shows the device; then an allocation
-             beyond device_pool_budget is refused, a send from device buffers is refused
-             (the staged path runs collectives only), and once the job ended the
+             beyond device_pool_budget is refused, a compressed broadcast from device
+             buffers is refused (the staged path compresses the allreduce only), and once
+             the job ended the
              device's pools hold nothing.
   staged     Over the fake device layer: 2 local ranks run staged_check's collectives on
              device buffers; /metrics then counts each of them once as a staged operation of

@@ -1,6 +1,9 @@
 /*
  * Unit tests of the staged path's copies (engine/dev_staged_copy.h) over the fake device
- * layer, wrapped so that every call is recorded: the chunk plan (every byte once, in order,
+ * layer, wrapped so that every call is recorded: the extents copied in and back (a send's input
+ * only, a receive's output only, a collective's as coll_kind_extent() gives them, an
+ * all-to-all's from its count table: its furthest blocks in, its receive blocks back, sorted,
+ * adjacent ones merged, the gaps between them not), the chunk plan (every byte once, in order,
  * alternate streams, the last chunk short), the copies queued in that order with the data
  * where it belongs, both streams waited for, and a refused chunk that stops the queue but not
  * the wait.
@@ -15,6 +18,7 @@
 #include <cmocka.h>
 
 #include "engine/dev_staged_copy.h"
+#include "proto/a2a.h"
 
 #define MAX_CALLS 64
 
@@ -97,6 +101,64 @@ static void test_plan(void **state)
     }
 }
 
+/* A member of rank 1 of 4, root 0, of @p kind with 10 elements of 4 bytes. */
+static coll_dev_staged_member_t member(coll_kind_t kind, const uint64_t *table)
+{
+    return (coll_dev_staged_member_t){kind, 10, 4, 4, 1, 0, table};
+}
+
+/* Send and receive: one side each; collectives: their extents, all of the output back. */
+static void test_extents(void **state)
+{
+    static const struct {
+        coll_kind_t kind;
+        uint64_t in, out;
+    } cases[] = {{COLL_KIND_SEND, 40, 0},          {COLL_KIND_RECV, 0, 40},
+                 {COLL_KIND_ALLREDUCE, 40, 40},    {COLL_KIND_ALLGATHER, 40, 160},
+                 {COLL_KIND_REDUCE_SCATTER, 160, 40}, {COLL_KIND_REDUCE, 40, 0},
+                 {COLL_KIND_GATHER, 40, 0},        {COLL_KIND_SCATTER, 0, 40}};
+    (void)state;
+
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        coll_dev_staged_member_t m = member(cases[k].kind, NULL);
+        coll_dev_staged_range_t r[4];
+        uint64_t in = 1, out = 1;
+        coll_dev_staged_extent(&m, &in, &out);
+        assert_int_equal(in, cases[k].in);
+        assert_int_equal(out, cases[k].out);
+        assert_int_equal(coll_dev_staged_out_ranges(&m, r), cases[k].out > 0);
+        assert_true(cases[k].out == 0 || (r[0].off == 0 && r[0].len == cases[k].out));
+    }
+}
+
+/* An all-to-all of 4 ranks: from its table, the furthest send block's end in; back, its receive
+ * blocks of more than 0 elements by displacement (given out of order), the two adjacent ones
+ * merged, the gaps before and between them left out. */
+static void test_alltoall_extents(void **state)
+{
+    /* counts, displacements (elements) to and from ranks 0..3 */
+    static const uint64_t table[4 * 4] = {2, 0, 3, 1,   0, 9, 2, 6,
+                                          3, 5, 0, 2,   20, 10, 99, 15};
+    static const uint64_t equal[4 * 4] = {10, 10, 10, 10, 0, 10, 20, 30,
+                                          10, 10, 10, 10, 0, 10, 20, 30};
+    coll_dev_staged_member_t m = member(COLL_KIND_ALLTOALLV, table);
+    coll_dev_staged_range_t r[4];
+    uint64_t in, out;
+    (void)state;
+
+    coll_dev_staged_extent(&m, &in, &out);
+    assert_int_equal(in, 7 * 4);   /* rank 3's [6, 7); rank 1's empty block at 9 touches nothing */
+    assert_int_equal(out, 23 * 4); /* rank 0's [20, 23); rank 2's empty block at 99 nothing */
+    assert_int_equal(coll_dev_staged_out_ranges(&m, r), 2);
+    assert_true(r[0].off == 10 * 4 && r[0].len == (5 + 2) * 4); /* ranks 1 and 3: [10, 17) */
+    assert_true(r[1].off == 20 * 4 && r[1].len == 3 * 4);       /* rank 0 */
+    m.table = equal;
+    coll_dev_staged_extent(&m, &in, &out);
+    assert_true(in == 160 && out == 160);
+    assert_int_equal(coll_dev_staged_out_ranges(&m, r), 1);
+    assert_true(r[0].off == 0 && r[0].len == 160);
+}
+
 /* 10 KiB in chunks of 4 KiB: three copies in order on streams 0, 1, 0, then both waited for. */
 static void test_queue_and_wait(void **state)
 {
@@ -149,6 +211,8 @@ static void test_refused_chunk(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extents),
+        cmocka_unit_test(test_alltoall_extents),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_queue_and_wait),
         cmocka_unit_test(test_refused_chunk),
