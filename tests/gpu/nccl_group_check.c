@@ -37,9 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/dev.h"
+#include "rank_dev.h"
 
-#define SKIP 77
 #define COUNT 1031  /* elements of each rank's block */
 #define MAX_RANKS 16
 #define NSPLITS 4
@@ -49,8 +48,6 @@ enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, NCASES };
 static const char *const case_names[NCASES] = {"allreduce", "all-gather", "reduce-scatter",
                                                "broadcast from the last rank"};
 
-static const coll_dev_ops_t *ops;
-static coll_dev_stream_t stream;
 static coll_comm_t *world;
 static int rank, nranks, per_node;
 
@@ -147,28 +144,6 @@ static int by_nccl(const group_t *g, int c)
     return nodes > 1 && (c == ALLREDUCE || c == BROADCAST || blocks);
 }
 
-static int copy(void *dst, const void *src, size_t n)
-{
-    if (ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, n, stream) != COLL_OK ||
-        ops->stream_sync(stream) != COLL_OK) {
-        fprintf(stderr, "rank %d: copy of %zu bytes: %s\n", rank, n, coll_dev_error());
-        return -1;
-    }
-    return 0;
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    coll_status_t st = coll_mem_alloc_on(world, bytes, COLL_MEMORY_CUDA, 0, &p);
-
-    if (st != COLL_OK) {
-        fprintf(stderr, "rank %d: coll_mem_alloc_on(%zu): %s: %s\n", rank, bytes,
-                coll_err_name(st), coll_comm_last_error(world));
-    }
-    return st == COLL_OK ? p : NULL;
-}
-
 static coll_status_t start(const group_t *g, int c, const float *in, float *out,
                            coll_request_t **req)
 {
@@ -201,7 +176,7 @@ static int run_case(const group_t *g, int c, float *h)
 {
     size_t all = (size_t)g->size * COUNT;
     size_t nin = c == REDUCE_SCATTER ? all : COUNT, nout = c == ALLGATHER ? all : COUNT;
-    float *in = dev_alloc(all * 4), *out = dev_alloc(all * 4);
+    float *in = rank_dev_alloc(all * 4), *out = rank_dev_alloc(all * 4);
     coll_request_t *req = NULL;
     const char *algo = "";
     int nccl = by_nccl(g, c), rc = -1;
@@ -210,7 +185,7 @@ static int run_case(const group_t *g, int c, float *h)
     for (size_t i = 0; i < nin; i++) {
         h[i] = value(g->rank, i);
     }
-    if (in == NULL || out == NULL || copy(in, h, nin * 4) < 0) {
+    if (in == NULL || out == NULL || rank_dev_copy(in, h, nin * 4) < 0) {
         return -1;
     }
     st = start(g, c, in, out, &req);
@@ -224,7 +199,7 @@ static int run_case(const group_t *g, int c, float *h)
     } else if (nccl ? strcmp(algo, "nccl") != 0 : strncmp(algo, "staged+", 7) != 0) {
         fprintf(stderr, "rank %d: %s in group '%s' (%d ranks) ran as '%s', not %s\n", rank,
                 case_names[c], g->name, g->size, algo, nccl ? "nccl" : "staged+...");
-    } else if (copy(h + all, out, nout * 4) == 0) {
+    } else if (rank_dev_copy(h + all, out, nout * 4) == 0) {
         rc = 0;
         for (size_t i = 0; i < nout && rc == 0; i++) {
             if (h[all + i] != expected(g, c, i)) {
@@ -305,7 +280,7 @@ static int run_all(void)
 static int run_error(void)
 {
     group_t g = {.name = "by local rank"};
-    float *d = dev_alloc(COUNT * 4);
+    float *d = rank_dev_alloc(COUNT * 4);
     coll_request_t *req = NULL;
     int color, key, rc = -1;
     coll_status_t st;
@@ -336,22 +311,14 @@ static int run_error(void)
 int main(int argc, char **argv)
 {
     int error = argc == 2 && strcmp(argv[1], "--error") == 0;
-    coll_status_t st;
     int rc;
 
     if (argc > 1 && !error) {
         fprintf(stderr, "usage: nccl_group_check [--error]\n");
         return 2;
     }
-    if (coll_dev_open(&ops) != COLL_OK || ops->stream_create(0, &stream) != COLL_OK) {
-        printf("skipped: no CUDA device (%s%s%s)\n", coll_dev_status(),
-               coll_dev_error()[0] != '\0' ? "; " : "", coll_dev_error());
-        return SKIP;
-    }
-    if ((st = coll_comm_create(NULL, &world)) != COLL_OK) {
-        fprintf(stderr, "nccl_group_check: joining the job: %s: %s\n", coll_strerror(st),
-                coll_comm_last_error(NULL));
-        return 1;
+    if ((world = rank_dev_open("nccl_group_check", &rc)) == NULL) {
+        return rc;
     }
     rank = coll_comm_rank(world);
     nranks = coll_comm_world_size(world);
@@ -360,7 +327,6 @@ int main(int argc, char **argv)
     if (rc == 0) {
         printf("rank %d: done\n", rank);
     }
-    coll_comm_destroy(world);
-    ops->stream_destroy(stream);
+    rank_dev_close(world);
     return rc == 0 ? 0 : 1;
 }

@@ -49,14 +49,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/dev.h"
+#include "rank_dev.h"
 
-#define SKIP 77
 #define SMALL 1031 /* elements of the collectives beside the allreduce */
 
-static const coll_dev_ops_t *ops;
 static const coll_op_params_t *params; /* the allreduces' (--compression), NULL: none */
-static coll_dev_stream_t stream;
 static coll_comm_t *comm;
 static int rank, world;
 static int nccl; /* --nccl */
@@ -79,28 +76,6 @@ static float sum(size_t i)
 static float reduced(coll_redop_t op, size_t i)
 {
     return op == COLL_AVG ? sum(i) / (float)world : sum(i);
-}
-
-static int copy(void *dst, const void *src, size_t n)
-{
-    if (ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, n, stream) != COLL_OK ||
-        ops->stream_sync(stream) != COLL_OK) {
-        fprintf(stderr, "rank %d: copy of %zu bytes: %s\n", rank, n, coll_dev_error());
-        return -1;
-    }
-    return 0;
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    coll_status_t st = coll_mem_alloc_on(comm, bytes, COLL_MEMORY_CUDA, 0, &p);
-
-    if (st != COLL_OK) {
-        fprintf(stderr, "rank %d: coll_mem_alloc_on(%zu): %s: %s\n", rank, bytes,
-                coll_err_name(st), coll_comm_last_error(comm));
-    }
-    return st == COLL_OK ? p : NULL;
 }
 
 /* Wait for a collective's request; its algorithm's name into @p algo. */
@@ -155,12 +130,12 @@ static int allreduce_f32(const char *what, float *in, float *out, size_t n, coll
         h[i] = value(rank, i);
         h[n + i] = reduced(op, i);
     }
-    if (copy(in, h, n * 4) < 0) {
+    if (rank_dev_copy(in, h, n * 4) < 0) {
         return -1;
     }
     st = coll_allreduce_async(comm, in, out, n, COLL_FLOAT32, op, params, &req);
     st = finish(st, req, algo, sizeof(algo));
-    if (st == COLL_OK && copy(h, out, n * 4) < 0) {
+    if (st == COLL_OK && rank_dev_copy(h, out, n * 4) < 0) {
         return -1;
     }
     return check(what, st, algo, h, h + n, n);
@@ -243,7 +218,7 @@ static float half_want(coll_dtype_t dt, coll_redop_t op, size_t i)
 /* A 16-bit (@p dt) allreduce with @p op (SUM, AVG or PROD) in place of SMALL elements. */
 static int allreduce_half(coll_dtype_t dt, coll_redop_t op, float *h)
 {
-    uint16_t *d = dev_alloc(SMALL * 2), *b = (uint16_t *)(h + 2 * SMALL);
+    uint16_t *d = rank_dev_alloc(SMALL * 2), *b = (uint16_t *)(h + 2 * SMALL);
     coll_request_t *req = NULL;
     char algo[32], what[64];
     coll_status_t st;
@@ -253,12 +228,12 @@ static int allreduce_half(coll_dtype_t dt, coll_redop_t op, float *h)
         b[i] = dt == COLL_FLOAT16 ? to_f16(v) : to_bf16(v);
         h[SMALL + i] = half_want(dt, op, i);
     }
-    if (d == NULL || copy(d, b, SMALL * 2) < 0) {
+    if (d == NULL || rank_dev_copy(d, b, SMALL * 2) < 0) {
         return -1;
     }
     st = coll_allreduce_async(comm, d, d, SMALL, dt, op, NULL, &req);
     st = finish(st, req, algo, sizeof(algo));
-    if (st == COLL_OK && copy(b, d, SMALL * 2) < 0) {
+    if (st == COLL_OK && rank_dev_copy(b, d, SMALL * 2) < 0) {
         return -1;
     }
     for (size_t i = 0; i < SMALL; i++) {
@@ -281,7 +256,7 @@ static int32_t i32_value(int r, size_t i)
  * truncated toward zero (as C's division). */
 static int allreduce_i32_avg(float *h)
 {
-    int32_t *in = dev_alloc(SMALL * 4), *out = dev_alloc(SMALL * 4);
+    int32_t *in = rank_dev_alloc(SMALL * 4), *out = rank_dev_alloc(SMALL * 4);
     int32_t *b = (int32_t *)(h + 2 * SMALL);
     coll_request_t *req = NULL;
     char algo[32];
@@ -296,12 +271,12 @@ static int allreduce_i32_avg(float *h)
         b[i] = i32_value(rank, i);
         h[SMALL + i] = (float)(s / world);
     }
-    if (in == NULL || out == NULL || copy(in, b, SMALL * 4) < 0) {
+    if (in == NULL || out == NULL || rank_dev_copy(in, b, SMALL * 4) < 0) {
         return -1;
     }
     st = coll_allreduce_async(comm, in, out, SMALL, COLL_INT32, COLL_AVG, NULL, &req);
     st = finish(st, req, algo, sizeof(algo));
-    if (st == COLL_OK && copy(b, out, SMALL * 4) < 0) {
+    if (st == COLL_OK && rank_dev_copy(b, out, SMALL * 4) < 0) {
         return -1;
     }
     for (size_t i = 0; i < SMALL; i++) {
@@ -376,13 +351,13 @@ static int run_case(int c, float *h)
 
     snprintf(what, sizeof(what), "%s%s", redop == COLL_AVG ? "average " : "", case_names[c]);
     extent(c, &nin, &nout);
-    if ((in = dev_alloc((nin > 0 ? nin : 1) * 4)) == NULL || (out = dev_alloc(SMALL * (size_t)world * 4)) == NULL) {
+    if ((in = rank_dev_alloc((nin > 0 ? nin : 1) * 4)) == NULL || (out = rank_dev_alloc(SMALL * (size_t)world * 4)) == NULL) {
         return -1;
     }
     for (size_t i = 0; i < nin; i++) {
         h[i] = value(rank, i);
     }
-    if (copy(in, h, nin * 4) < 0) {
+    if (rank_dev_copy(in, h, nin * 4) < 0) {
         return -1;
     }
     st = start(c, in, out, &req);
@@ -390,7 +365,7 @@ static int run_case(int c, float *h)
     for (size_t i = 0; i < nout; i++) {
         h[nout + i] = expected(c, i);
     }
-    rc = st == COLL_OK && copy(h, out, nout * 4) < 0
+    rc = st == COLL_OK && rank_dev_copy(h, out, nout * 4) < 0
              ? -1
              : check(what, st, algo, h, h + nout, nout);
     coll_mem_free(comm, out);
@@ -402,7 +377,7 @@ static int run_case(int c, float *h)
 static int run_compressed(size_t count)
 {
     float *h = malloc(count * 2 * sizeof(float));
-    float *a = dev_alloc(count * 4), *b = dev_alloc(count * 4);
+    float *a = rank_dev_alloc(count * 4), *b = rank_dev_alloc(count * 4);
     int rc = h == NULL || a == NULL || b == NULL ? -1 : 0;
 
     if (rc == 0) {
@@ -444,7 +419,7 @@ static int run_all(size_t count)
 {
     float *h = malloc((count > SMALL * 8 ? count : SMALL * 8) * 2 * sizeof(float) +
                       2 * SMALL * (size_t)world * sizeof(float));
-    float *a = dev_alloc(count * 4), *b = dev_alloc(count * 4);
+    float *a = rank_dev_alloc(count * 4), *b = rank_dev_alloc(count * 4);
     int rc = h == NULL || a == NULL || b == NULL ? -1 : 0;
 
     if (rc == 0) {
@@ -492,7 +467,7 @@ static int run_mismatch(int same_count)
     void *buf = NULL;
     coll_request_t *req = NULL;
     char algo[32];
-    coll_status_t st = rank == 0 || (nccl && !same_count) ? ((buf = dev_alloc(n * 4)) != NULL ? COLL_OK : COLL_ERR_NOMEM)
+    coll_status_t st = rank == 0 || (nccl && !same_count) ? ((buf = rank_dev_alloc(n * 4)) != NULL ? COLL_OK : COLL_ERR_NOMEM)
                                  : coll_mem_alloc(comm, n * 4, &buf);
 
     if (st != COLL_OK) {
@@ -509,7 +484,7 @@ static int run_mismatch(int same_count)
  * any refused submission does). */
 static int run_mixed(void)
 {
-    float *d = dev_alloc(SMALL * 4), *h = NULL;
+    float *d = rank_dev_alloc(SMALL * 4), *h = NULL;
     coll_request_t *req = NULL;
     coll_status_t st = coll_mem_alloc(comm, SMALL * 4, (void **)&h);
 
@@ -528,7 +503,7 @@ static int run_mixed(void)
 /* A float32 allreduce on the device that the daemons' NCCL fails: an error naming NCCL. */
 static int run_nccl_error(void)
 {
-    float *d = dev_alloc(SMALL * 4);
+    float *d = rank_dev_alloc(SMALL * 4);
     coll_request_t *req = NULL;
     char algo[32];
     coll_status_t st;
@@ -561,7 +536,6 @@ int main(int argc, char **argv)
     static coll_op_params_t compressed = {.field_mask = COLL_OP_PARAM_COMPRESSION};
     size_t count = 3u << 19;
     int c, mode = 0, rc;
-    coll_status_t st;
 
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'n') {
@@ -579,15 +553,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (coll_dev_open(&ops) != COLL_OK || ops->stream_create(0, &stream) != COLL_OK) {
-        printf("skipped: no CUDA device (%s%s%s)\n", coll_dev_status(),
-               coll_dev_error()[0] != '\0' ? "; " : "", coll_dev_error());
-        return SKIP;
-    }
-    if ((st = coll_comm_create(NULL, &comm)) != COLL_OK) {
-        fprintf(stderr, "staged_check: joining the job: %s: %s\n", coll_strerror(st),
-                coll_comm_last_error(NULL));
-        return 1;
+    if ((comm = rank_dev_open("staged_check", &rc)) == NULL) {
+        return rc;
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
@@ -599,7 +566,6 @@ int main(int argc, char **argv)
     if (rc == 0) {
         printf("rank %d: done\n", rank);
     }
-    coll_comm_destroy(comm);
-    ops->stream_destroy(stream);
+    rank_dev_close(comm);
     return rc == 0 ? 0 : 1;
 }

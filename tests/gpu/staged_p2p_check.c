@@ -30,15 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/dev.h"
+#include "rank_dev.h"
 
-#define SKIP 77
 #define SMALL 1031   /* elements of each all-to-all block */
 #define GAP 7        /* floats between the alltoallv's receive blocks */
 #define SENTINEL -5.0f
 
-static const coll_dev_ops_t *ops;
-static coll_dev_stream_t stream;
 static coll_comm_t *comm;
 static int rank, world;
 
@@ -46,16 +43,6 @@ static int rank, world;
 static float value(int from, int to, size_t i)
 {
     return (float)(from * 1000 + to * 10) + (float)(i % 7);
-}
-
-static int copy(void *dst, const void *src, size_t n)
-{
-    if (ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, n, stream) != COLL_OK ||
-        ops->stream_sync(stream) != COLL_OK) {
-        fprintf(stderr, "rank %d: copy of %zu bytes: %s\n", rank, n, coll_dev_error());
-        return -1;
-    }
-    return 0;
 }
 
 /* @p bytes (at least 4) in the job's pool on device 0 (@p dev) or in the host pool. */
@@ -76,7 +63,7 @@ static float *alloc(size_t bytes, int dev)
 static int put(float *buf, int dev, const float *h, size_t n)
 {
     if (dev) {
-        return copy(buf, h, n * 4);
+        return rank_dev_copy(buf, h, n * 4);
     }
     memcpy(buf, h, n * 4);
     return 0;
@@ -86,7 +73,7 @@ static int put(float *buf, int dev, const float *h, size_t n)
 static int get(float *h, const float *buf, int dev, size_t n)
 {
     if (dev) {
-        return copy(h, buf, n * 4);
+        return rank_dev_copy(h, buf, n * 4);
     }
     memcpy(h, buf, n * 4);
     return 0;
@@ -281,7 +268,6 @@ int main(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     size_t count = 100000;
     int c, rc;
-    coll_status_t st;
 
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c != 'n') {
@@ -290,15 +276,8 @@ int main(int argc, char **argv)
         }
         count = (size_t)atol(optarg);
     }
-    if (coll_dev_open(&ops) != COLL_OK || ops->stream_create(0, &stream) != COLL_OK) {
-        printf("skipped: no CUDA device (%s%s%s)\n", coll_dev_status(),
-               coll_dev_error()[0] != '\0' ? "; " : "", coll_dev_error());
-        return SKIP;
-    }
-    if ((st = coll_comm_create(NULL, &comm)) != COLL_OK) {
-        fprintf(stderr, "staged_p2p_check: joining the job: %s: %s\n", coll_strerror(st),
-                coll_comm_last_error(NULL));
-        return 1;
+    if ((comm = rank_dev_open("staged_p2p_check", &rc)) == NULL) {
+        return rc;
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
@@ -306,7 +285,6 @@ int main(int argc, char **argv)
     if (rc == 0) {
         printf("rank %d: done\n", rank);
     }
-    coll_comm_destroy(comm);
-    ops->stream_destroy(stream);
+    rank_dev_close(comm);
     return rc == 0 ? 0 : 1;
 }
