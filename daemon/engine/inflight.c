@@ -7,6 +7,7 @@
 
 #include "core/dev_pools.h"
 #include "core/pool.h"
+#include "engine/dev_staged_copy.h"
 #include "engine/op.h"
 #include "engine/shm.h"
 
@@ -24,13 +25,22 @@ static int member_uses(const coll_op_t *op, uint32_t l, uint32_t pool, uint64_t 
     const coll_op_member_t *m = &op->members[l];
     const coll_group_t *grp = op->grp;
     const coll_pool_t *p = coll_job_pool_by_id(op->job, pool);
-    uint64_t se, re;
+    coll_dev_staged_member_t who = {(coll_kind_t)op->desc.coll, op->desc.count, op->esize,
+                                    grp->size, coll_group_rank_of_local(grp, l), op->desc.root,
+                                    m->table};
+    uint64_t sb, rb;
 
-    coll_kind_extent((coll_kind_t)op->desc.coll, op->desc.count, grp->size,
-                     coll_group_rank_of_local(grp, l), op->desc.root, &se, &re);
+    coll_dev_staged_extent(&who, &sb, &rb); /* an all-to-all's from its count table */
     return m->pool == pool && p != NULL &&
-           (in_alloc(p, m->session, off, m->send_off, se * op->esize) ||
-            in_alloc(p, m->session, off, m->recv_off, re * op->esize));
+           (in_alloc(p, m->session, off, m->send_off, sb) ||
+            in_alloc(p, m->session, off, m->recv_off, rb));
+}
+
+/* Whether @p op may still touch its members' buffers: running, or done with a feature's finish
+ * still holding the answer (the staged path's copies back), or transfers of it in flight. */
+static int op_live(const coll_op_t *op)
+{
+    return !op->done || op->finishing || op->inflight > 0;
 }
 
 static int op_uses(coll_job_t *job, const coll_session_t *s, uint32_t pool, uint64_t off,
@@ -40,7 +50,7 @@ static int op_uses(coll_job_t *job, const coll_session_t *s, uint32_t pool, uint
 
     coll_list_for_each_safe(op, tmp, &job->engine.ops, coll_op_t, link)
     {
-        for (uint32_t l = 0; l < op->grp->nlocal && !op->done; l++) {
+        for (uint32_t l = 0; l < op->grp->nlocal && op_live(op); l++) {
             if (op->members[l].session == s && member_uses(op, l, pool, off)) {
                 coll_desc_name(&op->desc, what, len);
                 return 1;

@@ -285,7 +285,7 @@ static void test_mixed_kinds(void **state)
 
 /* The loop and the fake net, until local rank @p l of node @p n has its answer to @p key (at
  * most 5 s); *@p finishing_p: whether node 0's operation was ever seen done with its ranks not
- * told yet (its copies back in flight). */
+ * told yet (its copies back in flight), its buffers then still in use for a free. */
 static const fake_done_t *drive(uint32_t n, uint32_t l, uint32_t key, int *finishing_p)
 {
     const fake_done_t *d = NULL;
@@ -294,7 +294,14 @@ static const fake_done_t *drive(uint32_t n, uint32_t l, uint32_t key, int *finis
         coll_op_t *op, *tmp;
         coll_list_for_each_safe(op, tmp, &w.job[0].engine.ops, coll_op_t, link)
         {
-            *finishing_p |= op->desc.key == key && op->finishing;
+            if (op->desc.key == key && op->finishing) {
+                /* Done, its copies back still writing: the daemon refuses a free of them. */
+                char what[64];
+                *finishing_p = 1;
+                assert_true(coll_inflight_uses(&w.job[0], op->members[0].session,
+                                               op->members[0].pool, op->members[0].recv_off,
+                                               what, sizeof(what)));
+            }
         }
         uv_run(&loop, UV_RUN_NOWAIT);
         fake_net_run(&w);

@@ -31,6 +31,7 @@
 
 #include "core/dev_pools.h"
 #include "core/devices.h"
+#include "engine/inflight.h"
 #include "fake_net.h"
 #include "proto/a2a.h"
 
@@ -273,6 +274,13 @@ static void test_alltoallv(void **state)
         sub.recv_offset = ro[k];
         sub.layout = (uint64_t)((uint8_t *)t[k] - coll_pool_base(w.job[k / L].pool));
         coll_op_submit(&w.job[k / L], &w.sess[k / L][k % L], &sub);
+        if (k == L - 1) { /* node 0's operation waits for node 1: its buffers are in use */
+            char what[64];
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], 1, ro[0], what,
+                                           sizeof(what)));
+            assert_true(coll_inflight_uses(&w.job[0], &w.sess[0][0], 1, so[0], what,
+                                           sizeof(what)));
+        }
     }
     fake_net_run(&w);
     for (uint32_t k = 0; k < W; k++) {
