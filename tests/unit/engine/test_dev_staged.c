@@ -37,7 +37,7 @@
 #include "core/dev_pools.h"
 #include "core/devices.h"
 #include "engine/inflight.h"
-#include "fake_net.h"
+#include "fake_dev.h"
 
 #define N 2
 #define L 2
@@ -67,43 +67,13 @@ static float total(size_t i)
 static int setup(void **state)
 {
     (void)state;
-    fake_net_init(&w, N, L, 1024, 64 << 20, FAKE_EAGER);
-    uv_loop_init(&loop);
-    for (uint32_t n = 0; n < N; n++) {
-        w.d[n].loop = &loop;
-        coll_devices_open(&w.d[n].devices, 64 << 20);
-        if (w.d[n].devices.n != 1) {
-            return -1;
-        }
-        coll_pinned_configure(&w.d[n].devices.pinned, &loop, CACHE_BYTES, 60000);
-    }
-    return 0;
+    return fake_dev_init(&w, &loop, N, L, CACHE_BYTES);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    fake_net_free(&w);
-    for (uint32_t n = 0; n < N; n++) {
-        coll_dev_pools_destroy(&w.job[n]);
-        coll_pinned_close(&w.d[n].devices.pinned);
-    }
-    uv_run(&loop, UV_RUN_DEFAULT); /* the polls' and the cache's close callbacks */
-    return uv_loop_close(&loop) == 0 ? 0 : -1;
-}
-
-/* A buffer of @p bytes of local rank @p l of node @p n in its job's pool on device 0 (pool id
- * 1), its offset in *off_p. */
-static float *dev_buf(uint32_t n, uint32_t l, size_t bytes, uint64_t *off_p)
-{
-    coll_dev_pool_t *dp;
-    char err[256];
-    size_t off;
-
-    assert_int_equal(coll_dev_pool_get(&w.job[n], 0, &dp, err, sizeof(err)), COLL_OK);
-    assert_int_equal(coll_pool_alloc(dp->pool, bytes, &w.sess[n][l], &off), COLL_OK);
-    *off_p = off;
-    return (float *)(coll_pool_base(dp->pool) + off);
+    return fake_dev_free(&w, &loop);
 }
 
 static void submit(uint32_t n, uint32_t l, uint32_t key, uint32_t pool, uint64_t send,
@@ -134,8 +104,8 @@ static void test_allreduce(void **state)
 
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            in[n][l] = dev_buf(n, l, COUNT * 4, &ino[n][l]);
-            out[n][l] = dev_buf(n, l, COUNT * 4, &outo[n][l]);
+            in[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &ino[n][l]);
+            out[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &outo[n][l]);
             for (size_t i = 0; i < COUNT; i++) {
                 in[n][l][i] = input(n * L + l, i);
                 out[n][l][i] = -1;
@@ -182,8 +152,8 @@ static void test_cache_reused(void **state)
 
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            in[n][l] = dev_buf(n, l, COUNT * 4, &ino[n][l]);
-            out[n][l] = dev_buf(n, l, COUNT * 4, &outo[n][l]);
+            in[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &ino[n][l]);
+            out[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &outo[n][l]);
             for (size_t i = 0; i < COUNT; i++) {
                 in[n][l][i] = input(n * L + l, i);
             }
@@ -220,7 +190,7 @@ static void test_unpinned_fallback(void **state)
 
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            b[n][l] = dev_buf(n, l, COUNT * 4, &off[n][l]);
+            b[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &off[n][l]);
             for (size_t i = 0; i < COUNT; i++) {
                 b[n][l][i] = input(n * L + l, i);
             }
@@ -258,7 +228,7 @@ static void test_mixed_kinds(void **state)
     (void)state;
 
     for (uint32_t n = 0; n < N; n++) {
-        b[n][0] = dev_buf(n, 0, COUNT * 4, &off[n][0]);
+        b[n][0] = fake_dev_alloc(&w, n, 0, COUNT * 4, &off[n][0]);
         b[n][1] = fake_net_alloc(&w, n, 1, COUNT * 4);
         off[n][1] = (uint64_t)((uint8_t *)b[n][1] - coll_pool_base(w.job[n].pool));
         for (uint32_t l = 0; l < L; l++) {
@@ -322,7 +292,7 @@ static void test_copies_polled_from_the_loop(void **state)
 
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            b[n][l] = dev_buf(n, l, COUNT * 4, &off[n][l]);
+            b[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &off[n][l]);
             for (size_t i = 0; i < COUNT; i++) {
                 b[n][l][i] = input(n * L + l, i);
             }
@@ -380,8 +350,8 @@ static void test_copy_in_fails_in_the_poll(void **state)
     queries = 0;
     setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", "1000", 1);
     for (uint32_t l = 0; l < L; l++) {
-        dev_buf(1, l, COUNT * 4, &ino);
-        dev_buf(1, l, COUNT * 4, &outo);
+        fake_dev_alloc(&w, 1, l, COUNT * 4, &ino);
+        fake_dev_alloc(&w, 1, l, COUNT * 4, &outo);
         submit(1, l, 16, 1, ino, outo);
     }
     unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
@@ -422,8 +392,8 @@ static void test_copy_back_refused(void **state)
     fail_from = L + 1; /* the copies in (one chunk per rank) pass, the first copy back fails */
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            dev_buf(n, l, COUNT * 4, &ino);
-            dev_buf(n, l, COUNT * 4, &outo);
+            fake_dev_alloc(&w, n, l, COUNT * 4, &ino);
+            fake_dev_alloc(&w, n, l, COUNT * 4, &outo);
             submit(n, l, 13, 1, ino, outo);
         }
     }

@@ -32,7 +32,7 @@
 #include "core/dev_pools.h"
 #include "core/devices.h"
 #include "engine/inflight.h"
-#include "fake_net.h"
+#include "fake_dev.h"
 #include "proto/a2a.h"
 
 #define N 2
@@ -52,29 +52,13 @@ static float value(uint32_t from, uint32_t to, size_t i)
 static int setup(void **state)
 {
     (void)state;
-    fake_net_init(&w, N, L, 1024, 64 << 20, FAKE_EAGER);
-    uv_loop_init(&loop);
-    for (uint32_t n = 0; n < N; n++) {
-        w.d[n].loop = &loop;
-        coll_devices_open(&w.d[n].devices, 64 << 20);
-        if (w.d[n].devices.n != 1) {
-            return -1;
-        }
-        coll_pinned_configure(&w.d[n].devices.pinned, &loop, 256 << 10, 60000);
-    }
-    return 0;
+    return fake_dev_init(&w, &loop, N, L, 256 << 10);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    fake_net_free(&w);
-    for (uint32_t n = 0; n < N; n++) {
-        coll_dev_pools_destroy(&w.job[n]);
-        coll_pinned_close(&w.d[n].devices.pinned);
-    }
-    uv_run(&loop, UV_RUN_DEFAULT); /* the polls' and the cache's close callbacks */
-    return uv_loop_close(&loop) == 0 ? 0 : -1;
+    return fake_dev_free(&w, &loop);
 }
 
 /* A buffer of @p bytes of rank @p r, on device 0 (@p dev) or in the host pool; its offset in
@@ -82,20 +66,14 @@ static int teardown(void **state)
 static float *buf(uint32_t r, int dev, size_t bytes, uint64_t *off_p)
 {
     uint32_t n = r / L, l = r % L;
-    coll_dev_pool_t *dp;
-    char err[256];
-    size_t off;
     float *p;
 
-    if (!dev) {
-        p = fake_net_alloc(&w, n, l, bytes);
-        *off_p = (uint64_t)((uint8_t *)p - coll_pool_base(w.job[n].pool));
-        return p;
+    if (dev) {
+        return fake_dev_alloc(&w, n, l, bytes, off_p);
     }
-    assert_int_equal(coll_dev_pool_get(&w.job[n], 0, &dp, err, sizeof(err)), COLL_OK);
-    assert_int_equal(coll_pool_alloc(dp->pool, bytes, &w.sess[n][l], &off), COLL_OK);
-    *off_p = off;
-    return (float *)(coll_pool_base(dp->pool) + off);
+    p = fake_net_alloc(&w, n, l, bytes);
+    *off_p = (uint64_t)((uint8_t *)p - coll_pool_base(w.job[n].pool));
+    return p;
 }
 
 /* Rank @p r's send (@p kind SEND) to or receive (RECV) from rank @p peer of @p key, request id
