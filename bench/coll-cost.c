@@ -6,9 +6,10 @@
  *             [-L RANKS_PER_NODE] [-b MIN] [-e MAX] [-f FACTOR]
  *
  * Prints one CSV line per node count, size and algorithm that applies:
- *   collective,nodes,ranks_per_node,bytes,algo,seconds,busbw_GBps,best,lossy
+ *   collective,nodes,ranks_per_node,bytes,algo,seconds,busbw_GBps,best,lossy,cpu_work_s
  * (busbw as coll-perf: size / time x the collective's factor, n = nodes x ranks per node; best 1
- * for the fastest exact algorithm of that shape). The constants start from
+ * for the fastest exact algorithm of that shape; cpu_work_s the CPU seconds of one node's share,
+ * cost.h's W). The constants start from
  * coll_cost_params_default(); --params reads KEY = VALUE lines (bench/calibrate.sh writes
  * them; '#' starts a comment), --set overrides one. KEY is a field of coll_cost_params_t.
  * Exit status: 0, 2 on a usage error or an unknown key.
@@ -99,9 +100,9 @@ static void print_shape(const coll_cost_params_t *p, coll_kind_t kind, uint32_t 
         }
         double busbw = r.time[a] > 0 ? (double)bytes / r.time[a] / 1e9 *
                                            bus_factor(kind, (double)n * l) : 0;
-        printf("%s,%u,%u,%llu,%s,%.9g,%.6g,%d,%d\n", kinds[kind], n, l,
+        printf("%s,%u,%u,%llu,%s,%.9g,%.6g,%d,%d,%.9g\n", kinds[kind], n, l,
                (unsigned long long)bytes, coll_cost_algo_name((coll_cost_algo_t)a), r.time[a],
-               busbw, a == (int)r.best, coll_cost_algo_lossy((coll_cost_algo_t)a));
+               busbw, a == (int)r.best, coll_cost_algo_lossy((coll_cost_algo_t)a), r.work[a]);
     }
 }
 
@@ -137,7 +138,8 @@ int main(int argc, char **argv)
     if (factor < 2 || maxb < minb || l == 0 || nn == 0) {
         usage_exit("need -f >= 2, -b <= -e, -L >= 1 and node counts");
     }
-    printf("collective,nodes,ranks_per_node,bytes,algo,seconds,busbw_GBps,best,lossy\n");
+    printf("collective,nodes,ranks_per_node,bytes,algo,seconds,busbw_GBps,best,lossy,"
+           "cpu_work_s\n");
     for (uint32_t i = 0; i < nn; i++) {
         for (uint64_t b = minb; b <= maxb; b = b ? b * factor : 1) {
             print_shape(&p, (coll_kind_t)kind, nodes[i], l, b);

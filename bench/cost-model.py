@@ -64,6 +64,11 @@ def fit_line(points):
     return my - b * mx, b
 
 
+def parse_if(path):
+    """The (size, row) pairs of a coll-lat output, none where the file is missing."""
+    return bl.parse_lat(path).items() if os.path.exists(path) else []
+
+
 def link_constants(rdir):
     """(constants, notes) of one rate from its rep directories."""
     reps = sorted(glob.glob(os.path.join(rdir, "rep*")))
@@ -79,9 +84,6 @@ def link_constants(rdir):
             pts.append((s, min(ts) * 1e-6))
     if len(pts) >= 3 and pts[0][0] == 8:
         _, b = fit_line(pts[1:])  # the slope from 64 KiB up, where bytes dominate
-        c["alpha_direct"] = pts[0][1]
-        notes["alpha_direct"] = "ucx_perftest tag_lat p50 at 8 B over TCP between two hosts " \
-                                "(the fastest of the repetitions)"
         notes["pingpong"] = "ping-pong %s (the fastest of the repetitions): slope from 64 KiB " \
                             "%.3f Gbit/s" % (", ".join("%s %.1f us" % (bl.fmt_size(s), t * 1e6)
                                                         for s, t in pts),
@@ -96,6 +98,13 @@ def link_constants(rdir):
         notes["beta"] = "iperf3 between the two hosts, one stream, median: %.2f Gbit/s" % gbps
     lat = [bl.parse_lat(os.path.join(r, "coll-lat-2x1.txt")) for r in reps
            if os.path.exists(os.path.join(r, "coll-lat-2x1.txt"))]
+    # The leaders' round: what a direct allreduce of 8-512 B costs on 2 x 1, its mean.
+    direct = [r[5] for p in reps for s, r in parse_if(os.path.join(p, "coll-lat-direct-2x1.txt"))
+              if s <= 512]
+    if direct:
+        c["alpha_direct"] = statistics.median(direct) * 1e-6
+        notes["alpha_direct"] = "coll-lat 2x1 on the direct path, 8-512 B: the mean latency " \
+                                "(one round between the leaders, with their wake-ups)"
     # The benchmarks time the mean of a batch (coll-perf), so the constants are means too:
     # the mean latency of a small allreduce between two daemons is alpha_op + alpha, split as
     # the phases' medians split it (arrive + notify: the hand-offs; peers + reduce: the round).
@@ -108,6 +117,91 @@ def link_constants(rdir):
                             "share of arrive + notify in the phases (%.2f)" % (mean * 1e6, share)
         notes["alpha"] = "the rest of that mean: peers + reduce, recursive doubling's round"
     return c, notes
+
+
+# calibrate.sh's CPU runs on 2 x 1: name -> (collective, bytes per rank, the model's algorithm).
+CPU_RUNS = {
+    "cpu-rd8": ("allreduce", 8, "rd"), "cpu-ring8": ("allreduce", 8, "ring"),
+    "cpu-ring16m": ("allreduce", 16 << 20, "ring"),
+    "cpu-fp16": ("allreduce", 16 << 20, "fp16"), "cpu-onebit": ("allreduce", 16 << 20, "onebit"),
+    "cpu-topk": ("allreduce", 16 << 20, "topk"),
+}
+
+
+def cpu_per_op(rdir, name):
+    """The CPU seconds per operation of calibrate.sh's NAME runs (the difference of the run of
+    many operations and the run of few, over the operations between them), the median over the
+    repetitions; None where a run is missing."""
+    vals = []
+    for rep in sorted(glob.glob(os.path.join(rdir, "rep*"))):
+        runs = {}
+        for path in glob.glob(os.path.join(rep, "%s-*.txt" % name)):
+            with open(path, errors="replace") as f:
+                m = re.search(r"^# cpu_seconds ([\d.]+)$", f.read(), re.M)
+            if m:
+                runs[int(re.search(r"-(\d+)\.txt$", path).group(1))] = float(m.group(1))
+        if len(runs) == 2:
+            few, many = sorted(runs)
+            vals.append((runs[many] - runs[few]) / (many - few))
+    return statistics.median(vals) if vals else None
+
+
+def node_work(cost, name, consts):
+    """The model's CPU seconds of one node in run NAME (coll-cost's cpu_work_s) with @consts."""
+    kind, size, algo = CPU_RUNS[name]
+    sets = ["%s=%.9g" % kv for kv in sorted(consts.items())]
+    return predict(cost, "", kind, 2, 1, size, sets)[algo][3]
+
+
+def coefficient(cost, name, consts, key):
+    """How much a node's work in NAME grows per unit of constant @key (the model is linear)."""
+    return node_work(cost, name, dict(consts, **{key: 1.0})) - \
+        node_work(cost, name, dict(consts, **{key: 0.0}))
+
+
+def cpu_constants(rdir, host):
+    """The CPU constants from calibrate.sh's CPU runs on 2 daemons x 1 rank, through the model
+    itself (cost.h: a node's work W is linear in each constant, so each unknown is the measured
+    work per node less the model's work without it, over the model's coefficient of it):
+    cpu_msg and cpu_op from the 8 B allreduces by recursive doubling (a hand-off and a message
+    a node) and the ring (a hand-off and two messages), cpu_byte from the ring at 16 MiB, and
+    codec_cast, codec_onebit and codec_topk from the compressed allreduces at 16 MiB: each
+    codec's CPU per element of a whole operation (the sums with the residual, the scans, the
+    copies), in place of compress-bw's kernels alone."""
+    cost = bl.built(os.environ.get("BUILD_DIR", os.path.join(os.path.dirname(HERE),
+                                                             "build-bench")), "COST")
+    meas = {n: cpu_per_op(rdir, n) for n in CPU_RUNS}
+    if any(v is None for v in meas.values()) or "gamma" not in host:
+        return {}, {}
+    node = {n: v / 2 for n, v in meas.items()}
+    zero = {"gamma": host["gamma"], "beta_mem": host.get("beta_mem", 0.0), "cpu_msg": 0.0,
+            "cpu_op": 0.0, "cpu_byte": 0.0, "codec_cast": 0.0, "codec_onebit": 0.0,
+            "codec_topk": 0.0}
+    # Two equations in cpu_op and cpu_msg (8 B: the bytes' share is below the noise).
+    a = [[coefficient(cost, n, zero, k) for k in ("cpu_op", "cpu_msg")]
+         for n in ("cpu-rd8", "cpu-ring8")]
+    b = [node[n] - node_work(cost, n, zero) for n in ("cpu-rd8", "cpu-ring8")]
+    det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
+    c = dict(zero)
+    c["cpu_op"] = max((b[0] * a[1][1] - a[0][1] * b[1]) / det, 0.0)
+    c["cpu_msg"] = max((a[0][0] * b[1] - b[0] * a[1][0]) / det, 0.0)
+    for key, name in (("cpu_byte", "cpu-ring16m"), ("codec_cast", "cpu-fp16"),
+                      ("codec_onebit", "cpu-onebit"), ("codec_topk", "cpu-topk")):
+        c[key] = max((node[name] - node_work(cost, name, dict(c, **{key: 0.0}))) /
+                     coefficient(cost, name, c, key), 0.0)
+    out = {k: c[k] for k in ("cpu_msg", "cpu_op", "cpu_byte", "codec_cast", "codec_onebit",
+                             "codec_topk")}
+    out["cpus"], out["cpus_shared"] = os.cpu_count(), 1
+    us = ", ".join("%s %.1f us" % (n[4:], v * 1e6) for n, v in meas.items())
+    notes = {k: "CPU per operation on 2 x 1 (%s), solved through the model" % us
+             for k in ("cpu_msg", "cpu_op", "cpu_byte")}
+    for k in ("codec_cast", "codec_onebit", "codec_topk"):
+        notes[k] = "CPU per element of a whole compressed allreduce of 16 MiB on 2 x 1, less " \
+                   "its messages and sums (the kernels alone: %.3g s, compress-bw)" % \
+                   host.get(k, float("nan"))
+    notes["cpus"] = "this machine's CPUs (os.cpu_count())"
+    notes["cpus_shared"] = "every host of the cluster runs on them"
+    return out, notes
 
 
 def table_rows(path, isa_col):
@@ -171,8 +265,11 @@ def calibrate(resdir, rates):
     rows, missing = {}, False
     for rate in rates:
         lc, ln = link_constants(os.path.join(resdir, rate))
+        cc, cn = cpu_constants(os.path.join(resdir, rate), hc)
         c = dict(hc, **lc)
+        c.update(cc)
         notes = dict(hn, **ln)
+        notes.update(cn)
         if len(c) < 9:
             missing = True
         with open(os.path.join(resdir, "params-%s.txt" % rate), "w") as f:
@@ -197,7 +294,8 @@ def calibrate(resdir, rates):
 # ---- the model through coll-cost -----------------------------------------------------------
 
 def predict(cost, params, kind, nodes, l, size, sets=()):
-    """{algo: (seconds, busbw, best)} of coll-cost for one shape; @sets: KEY=VALUE overrides."""
+    """{algo: (seconds, busbw, best, cpu work of a node)} of coll-cost for one shape; @sets:
+    KEY=VALUE overrides."""
     cmd = [cost, "--collective", kind, "-N", str(nodes), "-L", str(l), "-b", str(size),
            "-e", str(size)]
     for kv in sets:
@@ -208,7 +306,7 @@ def predict(cost, params, kind, nodes, l, size, sets=()):
     res = {}
     for line in out.splitlines()[1:]:
         f = line.split(",")
-        res[f[4]] = (float(f[5]), float(f[6]), f[7] == "1")
+        res[f[4]] = (float(f[5]), float(f[6]), f[7] == "1", float(f[9]))
     return res
 
 
@@ -273,8 +371,9 @@ def check(resdir, params_dir):
 
 def sweep(cost, params, nodes, l, minb, maxb):
     """[(nodes, bytes, algo, seconds, busbw, best, lossy)] of coll-cost over a grid."""
+    # Each node on CPUs of its own: the namespace cluster's shared CPUs do not extrapolate.
     cmd = [cost, "--collective", "allreduce", "-N", ",".join(map(str, nodes)), "-L", str(l),
-           "-b", str(minb), "-e", str(maxb), "-f", "4"]
+           "-b", str(minb), "-e", str(maxb), "-f", "4", "--set", "cpus_shared=0"]
     if params:
         cmd[1:1] = ["--params", params]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout

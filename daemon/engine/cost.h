@@ -33,7 +33,7 @@
  *   node_rd    allreduce: node_in + rd(alpha) + node_out (one buffer per node between daemons)
  *   node_ring  allreduce: node_in + ring + node_out
  *   direct     allreduce: node_in + rd(alpha_direct) + node_out; the node leaders exchange the
- *              rounds over their own endpoints, no daemon hand-off (not built yet: modelled)
+ *              rounds over their own endpoints, no daemon hand-off
  *   fp16       allreduce compressed: 2 rounds (reduce-scatter, all-gather) of N - 1 messages of
  *              h + 2 S/(4N) bytes each, a + (N-1) msg b per round, plus codec_cast per element
  *   onebit     the same rounds with messages of h + ceil(S/(4N) / 8) bytes, codec_onebit
@@ -44,6 +44,21 @@
  *              each as fp16's with float32 payloads) and 6 S/4 r flops of codec_flop
  *
  * with h = 160 bytes of prefix per compressed message (descriptor, cx and wire headers).
+ *
+ * The CPU bound. Where @c cpus > 0, each time is at least the CPU work the algorithm puts on
+ * the CPUs that run it: T = max(T_path, W / cpus), W the work of one node (times N when
+ * @c cpus_shared: every node on the same CPUs, as the hosts of a cluster of namespaces on one
+ * machine share it). A node's work, averaged over the nodes, is
+ *
+ *   W = m cpu_msg + B cpu_byte + R g + X
+ *
+ * with m the messages it sends (the ring's and the chain's in segments), B their bytes, R the
+ * bytes it reduces, and X the rest: its ranks' hand-offs with the daemon (L cpu_op; the
+ * node-reduced paths one, the leader's, the direct path none), the daemon's local combine and
+ * copies (local above), the ranks' shared-memory slices and copies (node_in's and node_out's
+ * bytes), the codecs' work. T_path, the formulas above, is the critical path with a CPU for
+ * every process; the bound is a roofline: no overlap of path and work is assumed. A cluster
+ * whose nodes have CPUs to spare leaves it off (cpus 0, the built-in constants).
  * Compressed allreduces are lossy, so coll_cost_predict() never names them best: a caller that
  * opted into compression compares their times itself.
  *
@@ -89,10 +104,18 @@ typedef struct coll_cost_params {
     double alpha_shm;      /**< one step of a node's ranks in shared memory (all arrive) */
     double beta_mem;       /**< per byte of a memory copy */
     double alpha_direct;   /**< one message between node leaders' own endpoints */
-    double codec_cast;     /**< per element: fp16 encode, decode and the server's sum */
-    double codec_onebit;   /**< per element: 1-bit encode, decode and the server's sum */
-    double codec_topk;     /**< per element: TopK selection and the residual */
+    double codec_cast;     /**< per element: a node's fp16 codec work in one allreduce
+                                (encode with error feedback, decode, sums, scans, copies) */
+    double codec_onebit;   /**< per element: the same for 1-bit */
+    double codec_topk;     /**< per element: the same for TopK (selection, residual) */
     double codec_flop;     /**< per floating-point operation of PowerSGD's products */
+    double cpu_msg;        /**< CPU seconds of one message between daemons, both ends
+                                together: the send, the receive, the receiver's wake-up */
+    double cpu_byte;       /**< CPU seconds per byte such a message carries, both ends */
+    double cpu_op;         /**< CPU seconds of one rank's hand-offs with its daemon for one
+                                operation, both sides (submit, completion) */
+    uint32_t cpus;         /**< CPUs that run a node's daemon and ranks; 0: no CPU bound */
+    uint32_t cpus_shared;  /**< 1: every node runs on the same @c cpus; 0: each its own */
     double topk_ratio;     /**< TopK's density (0 < ratio <= 1) */
     uint32_t powersgd_rank;   /**< PowerSGD's rank r (>= 1) */
     uint64_t powersgd_rows;   /**< rows of the bucket as a matrix (0: square) */
@@ -106,6 +129,9 @@ typedef struct {
     /** Seconds of each algorithm; a negative value where it does not apply (another
      *  collective, not allowed, or a size it cannot run). */
     double time[COLL_COST_NALGOS];
+    /** CPU seconds of one node's share of each algorithm (W of the CPU bound above, the mean
+     *  over the nodes), whether or not @c cpus bounds the time; negative where time is. */
+    double work[COLL_COST_NALGOS];
     coll_cost_algo_t best; /**< the fastest exact algorithm that applies */
 } coll_cost_result_t;
 
@@ -123,7 +149,7 @@ void coll_cost_params_default(coll_cost_params_t *p);
  * @param [out] out Every entry set (negative for those that do not apply); set only on success.
  * @return COLL_OK; COLL_ERR_INVALID for zero nodes or ranks, a negative or non-finite
  *         constant, a radix below 2, a PowerSGD rank of 0, a TopK ratio outside (0, 1], a
- *         zero segment, or a kind the model has no algorithm for (point-to-point, the
+ *         zero segment, a @c cpus_shared other than 0 or 1, or a kind the model has no algorithm for (point-to-point, the
  *         parameter service); COLL_ERR_UNSUPPORTED when no allowed exact algorithm applies.
  */
 coll_status_t coll_cost_predict(const coll_cost_params_t *p, coll_kind_t kind, uint64_t bytes,

@@ -27,7 +27,8 @@ static const param_key_t keys[] = {
     D(alpha_shm),      D(beta_mem),       D(alpha_direct),   D(codec_cast),
     D(codec_onebit),   D(codec_topk),     D(codec_flop),     D(topk_ratio),
     U32(powersgd_rank), U64(powersgd_rows), U32(knomial_radix), U64(segment_bytes),
-    U64(rd_max_bytes),
+    U64(rd_max_bytes), D(cpu_msg),         D(cpu_byte),       D(cpu_op),
+    U32(cpus),         U32(cpus_shared),
 };
 
 static const param_key_t *key_named(const char *name, size_t len)

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cmocka.h>
 
@@ -148,6 +149,72 @@ static void test_best(void **state)
     assert_int_equal(r.best, COLL_COST_RING);
 }
 
+/* The CPU bound (cost.h): the round constants with cpu_msg 10 us, cpu_byte 1 ns/B, cpu_op 5 us
+ * on 2 CPUs every node shares, from the file's KEY = VALUE lines as bench/calibrate.sh writes
+ * them. */
+static coll_cost_params_t hand_cpu(uint32_t cpus, uint32_t shared)
+{
+    coll_cost_params_t p = hand();
+    char err[200], line[64];
+    const char *keys[] = {"cpu_msg = 10e-6", "cpu_byte=1e-9", " cpu_op = 5e-6 "};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        assert_int_equal(coll_cost_params_set(&p, keys[i], err, sizeof(err)), COLL_OK);
+    }
+    snprintf(line, sizeof(line), "cpus = %u", cpus);
+    assert_int_equal(coll_cost_params_set(&p, line, err, sizeof(err)), COLL_OK);
+    snprintf(line, sizeof(line), "cpus_shared = %u", shared);
+    assert_int_equal(coll_cost_params_set(&p, line, err, sizeof(err)), COLL_OK);
+    return p;
+}
+
+static double predict_cpu(uint32_t cpus, uint32_t shared, coll_kind_t kind, uint64_t bytes,
+                          uint32_t n, uint32_t l, coll_cost_algo_t algo)
+{
+    coll_cost_params_t p = hand_cpu(cpus, shared);
+    coll_cost_result_t r;
+    assert_int_equal(coll_cost_predict(&p, kind, bytes, n, l, COLL_COST_ALL, &r), COLL_OK);
+    return r.time[algo];
+}
+
+static void test_cpu_bound(void **state)
+{
+    (void)state;
+    /* rd, 4 KiB, 4 x 1: a node sends 2 messages of 4096 B and reduces 8192 B, one hand-off:
+     * 2*10 + 8.192 + 4.096 + 5 = 37.288 us of CPU; 4 nodes on 2 CPUs: 74.576 us, above the
+     * path's 52.288. Each node on its own 2 CPUs: 18.644 us, so the path. */
+    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 1, COLL_COST_RD), 74.576 * US);
+    near(predict_cpu(2, 0, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 1, COLL_COST_RD), 52.288 * US);
+    /* 3 nodes: 4 messages (2 in the round, 2 for the fold) and 3 x 4096 B reduced over 3
+     * nodes: 13.333 + 5.461 + 2.048 + 5 = 25.843 us a node; on 1 shared CPU 77.528 us, above
+     * the path's 66.384. */
+    near(predict_cpu(1, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 3, 1, COLL_COST_RD), 77.528 * US);
+    /* The ring, 1 MiB, 4 x 1: 6 one-segment messages of 262144 B, 3 x 262144 B reduced:
+     * 60 + 1572.864 + 393.216 + 5 = 2031.08 us; x 4 / 2. */
+    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, MIB, 4, 1, COLL_COST_RING), 4062.16 * US);
+    /* 64 MiB on 2 x 1: chunks of 32 MiB in 128 segments, 2 steps: 256 messages; 64 MiB sent,
+     * 32 MiB reduced: 2560 + 67108.864 + 16777.216 + 5 = 86451.08 us, above the path's
+     * 83926.08. */
+    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 64 * MIB, 2, 1, COLL_COST_RING), 86451.08 * US);
+    /* node_rd, 4 KiB, 4 x 2: rd's 2 messages and sums, the ranks' slice (2.048 us) and copies
+     * out (2 x 4096 x 0.25 ns), the leader's hand-off: 41.384 us, x 4 / 2; the direct path
+     * the same without the hand-off. */
+    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 2, COLL_COST_NODE_RD), 82.768 * US);
+    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 2, COLL_COST_DIRECT), 72.768 * US);
+    /* A barrier of 4 x 2: 2 messages and 2 hand-offs a node: 30 us, x 4 / 2; the path 40 us. */
+    near(predict_cpu(2, 1, COLL_KIND_BARRIER, 0, 4, 2, COLL_COST_DISSEMINATION), 60 * US);
+
+    coll_cost_params_t p = hand_cpu(2, 2);
+    coll_cost_result_t r;
+    char err[200];
+    assert_int_equal(coll_cost_predict(&p, COLL_KIND_ALLREDUCE, 4096, 2, 1, COLL_COST_ALL, &r),
+                     COLL_ERR_INVALID);
+    p = hand_cpu(2, 1);
+    assert_int_equal(coll_cost_params_set(&p, "cpu_byte = -1e-9", err, sizeof(err)),
+                     COLL_ERR_INVALID);
+    assert_int_equal(coll_cost_params_set(&p, "cpus = 1.5", err, sizeof(err)),
+                     COLL_ERR_INVALID);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -190,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_knomial_chain_barrier_bruck),
         cmocka_unit_test(test_compressed),
         cmocka_unit_test(test_best),
+        cmocka_unit_test(test_cpu_bound),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
