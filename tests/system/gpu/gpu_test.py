@@ -537,10 +537,10 @@ def test_nccl_error(args, work):
         cluster.close()
 
 
-TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fake_pool, "staged": test_staged,
-         "staged_async": test_staged_async, "staged_cache": test_staged_cache,
-         "nccl_param": test_nccl_param, "nccl": test_nccl, "nccl_error": test_nccl_error,
-         "executor": test_executor}
+TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fake_pool,
+         "staged": test_staged, "staged_async": test_staged_async,
+         "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
+         "nccl_error": test_nccl_error, "executor": test_executor}
 
 
 def parser():
