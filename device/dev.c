@@ -89,6 +89,14 @@ coll_status_t coll_dev_open(const coll_dev_ops_t **ops_p)
     return open_status;
 }
 
+const char *coll_dev_layer(void)
+{
+    const char *fake = getenv("COLL_DEVICE_FAKE");
+    int n = 0;
+
+    return fake != NULL && (fake_count(fake, &n) < 0 || n > 0) ? "fake" : "cuda";
+}
+
 const char *coll_dev_status(void)
 {
     pthread_once(&once, open_once);

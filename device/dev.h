@@ -143,6 +143,15 @@ coll_status_t coll_dev_open(const coll_dev_ops_t **ops_p);
  */
 const char *coll_dev_status(void);
 
+/**
+ * @brief The device layer this process's environment selects, whether or not it opened:
+ *        "fake" when COLL_DEVICE_FAKE is a count above 0 or malformed (the process asked for
+ *        the fake), else "cuda"; the name of the table coll_dev_open() gives, when it gives
+ *        one. A daemon and its ranks must select the same. Thread-safe.
+ * @return A static string.
+ */
+const char *coll_dev_layer(void);
+
 /** @return The text of the last failed device call on the calling thread ("" when none). */
 const char *coll_dev_error(void);
 

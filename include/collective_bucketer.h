@@ -231,15 +231,21 @@ typedef struct {
     uint64_t first_ready_ns;    /**< last iteration: first grad_ready() or mark_unused() */
     uint64_t wait_begin_ns;     /**< last iteration: wait_all() entered (end of backward) */
     uint64_t wait_end_ns;       /**< last iteration: every bucket complete */
-    /** Communication time: the union over buckets of [submit, done] (done: the daemon
-     *  finished the allreduce), i.e. the wall time during which some bucket was in flight. */
+    /** Communication time, on this rank's clock: the union over buckets of [submit, seen]
+     *  (submit_ns to complete_ns of ::coll_req_timing_t: from the library sending the
+     *  submission to it seeing the completion, so the daemon's work, the completion's way
+     *  back and the rank's wake-up), i.e. the wall time during which some bucket was in
+     *  flight for this rank. */
     uint64_t comm_ns;
-    uint64_t comm_sum_ns;       /**< the sum over buckets of done - submit (counts overlap of
+    uint64_t comm_sum_ns;       /**< the sum over buckets of seen - submit (counts overlap of
                                      buckets twice) */
-    /** Exposed communication: wait_end - wait_begin, the time the caller waited after
-     *  backward for communication that backward did not hide. */
+    /** Exposed communication: the part of comm_ns inside [wait_begin, wait_end], the time the
+     *  caller waited in wait_all() while some bucket was in flight (communication that
+     *  backward did not hide). Never above comm_ns; the rest of the wait (submitting the late
+     *  buckets before the first is in flight, the bookkeeping after the last is seen) is
+     *  wait_end_ns - wait_begin_ns - exposed_ns. */
     uint64_t exposed_ns;
-    /** 1 - exposed_ns / comm_ns, clamped to [0, 1]; 1 when comm_ns is 0. */
+    /** 1 - exposed_ns / comm_ns, in [0, 1]; 1 when comm_ns is 0. */
     double overlap_efficiency;
     uint64_t wire_bytes;        /**< last iteration: bytes this node sent for its buckets
                                      (coll_req_wire_bytes()) */

@@ -48,7 +48,8 @@ typedef enum {
  *         words), cuInit failed (the driver's words), a build without CUDA, no such device
  *         here or on the daemon, a device without virtual memory management or
  *         file-descriptor handles, a daemon whose device layer is not this process's
- *         (COLL_DEVICE_FAKE set for one of them only);
+ *         (COLL_DEVICE_FAKE set for one of them only: the message names both layers, what
+ *         each found and the variable);
  *         COLL_ERR_POOL_FULL when the device's budget (device_pool_budget) has no room left
  *         (the message gives what the device's pools hold of it);
  *         COLL_ERR_NOMEM when the device (the driver's words) or the bookkeeping has no memory;

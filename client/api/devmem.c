@@ -15,12 +15,39 @@ _Static_assert((int)COLL_MEMORY_HOST == (int)COLL_MEM_HOST &&
                    (int)COLL_MEMORY_CUDA == (int)COLL_MEM_CUDA,
                "the public memory kinds are the daemon's");
 
+/* A layer by name, as the user sets it. */
+static const char *layer_words(const char *layer)
+{
+    return strcmp(layer, "fake") == 0   ? "the fake (COLL_DEVICE_FAKE set)"
+           : strcmp(layer, "cuda") == 0 ? "the CUDA driver's (COLL_DEVICE_FAKE unset)"
+                                        : layer;
+}
+
+/* COLL_ERR_UNSUPPORTED when this process selected another device layer than its daemon (the
+ * join reply's), which would refuse the allocation, or fail it as "no driver" on one side. */
+static coll_status_t same_layer(coll_comm_t *c)
+{
+    const char *mine = coll_dev_layer();
+
+    if (c->daemon_layer[0] == '\0' || strcmp(mine, c->daemon_layer) == 0) {
+        return COLL_OK;
+    }
+    coll__set_error(c, "rank %d: its device layer is %s, its daemon's %s: set COLL_DEVICE_FAKE "
+                    "alike for the daemon and its ranks (this process: %s; the daemon: %s)",
+                    c->rank, layer_words(mine), layer_words(c->daemon_layer), coll_dev_status(),
+                    c->daemon_devices);
+    return COLL_ERR_UNSUPPORTED;
+}
+
 /* The device layer and what device @p device of this process is. */
 static coll_status_t open_device(coll_comm_t *c, int device, coll_dev_info_t *info)
 {
     const coll_dev_ops_t *ops;
     coll_status_t st;
 
+    if ((st = same_layer(c)) != COLL_OK) {
+        return st;
+    }
     if (coll_dev_open(&ops) != COLL_OK) {
         coll__set_error(c, "rank %d: no device memory in this process: %s", c->rank,
                         coll_dev_status());

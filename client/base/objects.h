@@ -129,6 +129,10 @@ struct coll_comm {
                                   none */
     struct coll_devmem *devmem; /* conn: device pools mapped, device allocations
                                    (devmap/devmap.h); NULL until the first device allocation */
+    char daemon_layer[16];    /* conn: from the join reply: the daemon's device layer ("cuda",
+                                 "fake"); "" when it did not say */
+    char daemon_devices[256]; /* conn: from the join reply: what that layer found, or why the
+                                 daemon has none */
     /* answers to the set-up messages */
     int hello_done;
     int join_done;

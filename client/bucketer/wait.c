@@ -77,19 +77,36 @@ static int interval_cmp(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Union and sum of the buckets' [submit, done] (done as the daemon reported it). */
-static void comm_time(const coll_bucketer_t *b, uint64_t *union_ns, uint64_t *sum_ns)
+/* The measure of the buckets' intervals [submit, seen] (seen: this rank's library saw the
+ * completion, timing.complete_ns, on the rank's clock: the daemon's work, the completion's
+ * message and the rank's wake-up), of their sum, and of the part of their union inside
+ * [wait_begin, wait_end] (the caller waited while some bucket was in flight). */
+typedef struct {
+    uint64_t union_ns, sum_ns, waited_ns;
+} comm_measure_t;
+
+/* Add the merged interval [b, e] to @p m. */
+static void add_merged(comm_measure_t *m, uint64_t b, uint64_t e, uint64_t wb, uint64_t we)
+{
+    uint64_t lo = b > wb ? b : wb, hi = e < we ? e : we;
+
+    m->union_ns += e - b;
+    m->waited_ns += hi > lo ? hi - lo : 0;
+}
+
+static comm_measure_t comm_time(const coll_bucketer_t *b, uint64_t wait_end_ns)
 {
     interval_t *iv = malloc((b->plan.nbuckets ? b->plan.nbuckets : 1) * sizeof(*iv));
-    uint64_t cover = 0, sum = 0, cur_b = 0, cur_e = 0;
+    comm_measure_t m = {0, 0, 0};
+    uint64_t cur_b = 0, cur_e = 0;
     size_t n = 0;
 
     for (size_t i = 0; iv != NULL && i < b->plan.nbuckets; i++) {
         const coll_req_timing_t *t = &b->buckets[i].timing;
-        uint64_t done = t->done_ns ? t->done_ns : t->complete_ns;
-        if (b->buckets[i].status == COLL_OK && t->submit_ns != 0 && done >= t->submit_ns) {
-            iv[n++] = (interval_t){.begin = t->submit_ns, .end = done};
-            sum += done - t->submit_ns;
+        if (b->buckets[i].status == COLL_OK && t->submit_ns != 0 &&
+            t->complete_ns >= t->submit_ns) {
+            iv[n++] = (interval_t){.begin = t->submit_ns, .end = t->complete_ns};
+            m.sum_ns += t->complete_ns - t->submit_ns;
         }
     }
     if (n > 0) {
@@ -99,19 +116,20 @@ static void comm_time(const coll_bucketer_t *b, uint64_t *union_ns, uint64_t *su
     }
     for (size_t i = 1; i < n; i++) {
         if (iv[i].begin > cur_e) {
-            cover += cur_e - cur_b;
+            add_merged(&m, cur_b, cur_e, b->wait_begin_ns, wait_end_ns);
             cur_b = iv[i].begin;
         }
         cur_e = iv[i].end > cur_e ? iv[i].end : cur_e;
     }
-    *union_ns = cover + (cur_e - cur_b);
-    *sum_ns = sum;
+    add_merged(&m, cur_b, cur_e, b->wait_begin_ns, wait_end_ns);
     free(iv);
+    return m;
 }
 
 static void record_stats(coll_bucketer_t *b, uint64_t wait_end_ns)
 {
     coll_bucketer_stats_t *s = &b->stats;
+    comm_measure_t cm;
     size_t late = 0;
 
     s->wire_bytes = s->dense_bytes = 0;
@@ -129,10 +147,11 @@ static void record_stats(coll_bucketer_t *b, uint64_t wait_end_ns)
     s->first_ready_ns = b->first_ready_ns;
     s->wait_begin_ns = b->wait_begin_ns;
     s->wait_end_ns = wait_end_ns;
-    comm_time(b, &s->comm_ns, &s->comm_sum_ns);
-    s->exposed_ns = wait_end_ns - b->wait_begin_ns;
+    cm = comm_time(b, wait_end_ns);
+    s->comm_ns = cm.union_ns;
+    s->comm_sum_ns = cm.sum_ns;
+    s->exposed_ns = cm.waited_ns; /* <= comm_ns: a part of the same union */
     s->overlap_efficiency = s->comm_ns == 0 ? 1.0 : 1.0 - (double)s->exposed_ns / (double)s->comm_ns;
-    s->overlap_efficiency = s->overlap_efficiency < 0.0 ? 0.0 : s->overlap_efficiency;
 }
 
 /* Close the iteration: statistics, requests freed (into the timeline), state reset. */

@@ -331,6 +331,8 @@ static void on_join(coll_comm_t *c, const Coll__Wire__JoinReply *m)
     c->epoch = m->epoch;
     c->node_rank = m->node_rank;
     c->node_count = m->node_count;
+    snprintf(c->daemon_layer, sizeof(c->daemon_layer), "%s", m->device_layer);
+    snprintf(c->daemon_devices, sizeof(c->daemon_devices), "%s", m->device_status);
     if (m->n_leader_addresses > 0) {
         leaders(c, m);
     }

@@ -67,6 +67,11 @@ void coll_devices_open(coll_devices_t *ds, uint64_t budget)
     coll_info(COLL_SUB_CORE, "nccl: %s", ds->nccl_text);
 }
 
+const char *coll_devices_layer(const coll_devices_t *ds)
+{
+    return ds->ops != NULL ? ds->ops->name : coll_dev_layer();
+}
+
 int coll_devices_find(const coll_devices_t *ds, const uint8_t *uuid, size_t uuid_len,
                       uint32_t index)
 {

@@ -62,6 +62,14 @@ typedef struct coll_devices {
 void coll_devices_open(coll_devices_t *ds, uint64_t budget);
 
 /**
+ * @brief The daemon's device layer by name: its table's ("cuda", "fake"), or without one the
+ *        layer its environment selected (coll_dev_layer()). A rank's must be the same: the
+ *        join reply tells the ranks, and device allocations from another layer are refused.
+ * @return A static string.
+ */
+const char *coll_devices_layer(const coll_devices_t *ds);
+
+/**
  * @brief Set each device's budget: @p budget bytes, or with 0 a quarter of its memory
  *        (device_pool_budget). What pools hold already stays; growth beyond is refused.
  */

@@ -19,15 +19,17 @@ static coll_status_t find_device(const coll_session_t *s, const Coll__Wire__MemA
     const coll_devices_t *ds = &s->d->devices;
     int dev;
 
+    /* The library refuses first (the join reply names this layer); a client that does not
+     * compare still gets the mismatch named, whether or not this daemon's layer opened. */
+    if (strcmp(a->layer, coll_devices_layer(ds)) != 0) {
+        snprintf(err, errlen, "rank %u: its device layer is %s, the daemon's on %s is %s "
+                 "(COLL_DEVICE_FAKE must be the same for both; the daemon's: %s)", s->rank,
+                 a->layer, s->d->hostname, coll_devices_layer(ds), ds->status);
+        return COLL_ERR_UNSUPPORTED;
+    }
     if (ds->ops == NULL) {
         snprintf(err, errlen, "rank %u: no device memory on %s: %s", s->rank, s->d->hostname,
                  ds->status);
-        return COLL_ERR_UNSUPPORTED;
-    }
-    if (strcmp(a->layer, ds->ops->name) != 0) {
-        snprintf(err, errlen, "rank %u: its device layer is %s, the daemon's on %s is %s "
-                 "(COLL_DEVICE_FAKE must be the same for both)", s->rank, a->layer,
-                 s->d->hostname, ds->ops->name);
         return COLL_ERR_UNSUPPORTED;
     }
     if ((dev = coll_devices_find(ds, a->device_uuid.data, a->device_uuid.len, a->device)) < 0) {

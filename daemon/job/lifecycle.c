@@ -74,6 +74,10 @@ void coll_job_reply_join(coll_session_t *s, coll_status_t status, const char *er
         r.epoch = job->epoch;
         r.shm_bytes = COLL_SHM_TOTAL(job->local_size);
         r.shm_max_bytes = job->d->cfg.shm_max_bytes;
+        r.device_layer = (char *)coll_devices_layer(&job->d->devices);
+        if (job->d->devices.status != NULL) {
+            r.device_status = (char *)job->d->devices.status;
+        }
         leaders = leader_addresses(s, job, &r);
         fds[nfds++] = coll_pool_fd(job->pool);
         fds[nfds++] = job->doorbell_fd;

@@ -102,8 +102,12 @@ typedef struct dist_grads {
 
 /** Per-step measurements of the exchange (all 0 in standalone mode). */
 typedef struct dist_step_stats {
-    double comm_s;      /**< union over buckets of [submit, done] */
-    double exposed_s;   /**< time waited after backward */
+    /** On the rank's clock: the union over buckets of [submit, the rank saw the completion]
+     *  (coll_bucketer_stats_t.comm_ns) */
+    double comm_s;
+    /** The part of comm_s the trainer spent waiting after backward, in wait_all: never above
+     *  comm_s (coll_bucketer_stats_t.exposed_ns) */
+    double exposed_s;
     double overlap;     /**< 1 - exposed / comm, in [0, 1] */
     size_t buckets;
     uint64_t wire_bytes;  /**< bytes this node sent for the gradients (coll_req_wire_bytes()) */

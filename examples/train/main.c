@@ -62,8 +62,8 @@ typedef struct epoch_stats {
     long measured;
     double mstep_s;     /* the whole step */
     double compute_s;   /* forward and backward */
-    double comm_s;      /* union over buckets of [submit, done] */
-    double exposed_s;   /* waited after backward */
+    double comm_s;      /* union over buckets of [submit, seen by this rank] */
+    double exposed_s;   /* the part of comm_s spent waiting after backward (<= comm_s) */
     uint64_t wire_bytes;  /* this node sent for the gradients, every step */
     uint64_t dense_bytes; /* what the uncompressed ring would have sent */
 } epoch_stats_t;
@@ -243,7 +243,8 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
     double step_s = es->step_s > 0.0 ? es->step_s : 1e-9;
 
     double m = es->measured > 0 ? (double)es->measured : 1.0;
-    /* Of the epoch's times, so that it agrees with the means printed beside it. */
+    /* Of the epoch's times, so that it agrees with the means printed beside it; in [0, 1], as
+     * every step's exposed_s is at most its comm_s. */
     double overlap = es->comm_s > 0.0 ? 1.0 - es->exposed_s / es->comm_s : 0.0;
 
     if (t->dist.rank != 0) {
@@ -252,8 +253,7 @@ static void report_epoch(const trainer_t *t, int epoch, const epoch_stats_t *es,
     printf("epoch %d/%d loss=%.4f lr=%.6g samples/s=%.0f epoch_s=%.2f step_ms=%.2f "
            "compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f overlap=%.3f", epoch, t->opts.epochs,
            loss, t->lr, samples / step_s, es->step_s, 1e3 * es->mstep_s / m,
-           1e3 * es->compute_s / m, 1e3 * es->comm_s / m, 1e3 * es->exposed_s / m,
-           overlap < 0.0 ? 0.0 : overlap);
+           1e3 * es->compute_s / m, 1e3 * es->comm_s / m, 1e3 * es->exposed_s / m, overlap);
     if (es->wire_bytes > 0) {
         printf(" wire_mb_per_step=%.4f dense_mb_per_step=%.4f compression_ratio=%.1f",
                (double)es->wire_bytes / 1e6 / (double)es->steps,

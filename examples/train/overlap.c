@@ -13,8 +13,9 @@
  *
  * Per step and rank (CLOCK_MONOTONIC): step = gather to end of the optimizer step; compute =
  * forward + backward (wall, with the submissions made from backward); comm = union over the
- * buckets of [submit, done] (done: the daemon finished), the wall time some bucket was in
- * flight; exposed = time in wait_all after backward; overlap efficiency = 1 - exposed / comm;
+ * buckets of [submit, seen] (seen: this rank saw the completion, its wake-up included), the
+ * wall time some bucket was in flight for the rank; exposed = the part of comm spent waiting
+ * in wait_all after backward (so never above comm); overlap efficiency = 1 - exposed / comm;
  * cpu share = CPU time of the trainer thread over forward + backward / their wall time (1.0: it
  * had a core to itself; less: other processes, the daemons or the kernel's network work took
  * part of it, which slows compute in the overlapping modes). Reported: per rank the median over
@@ -49,8 +50,9 @@ typedef struct {
     double cap_mb, first_cap_mb; /* bucket mode; 0 = library defaults */
 } bench_opts_t;
 
-/* One measured step: times in ms; overlap = 1 - exposed / comm; cpu = the trainer thread's CPU
- * time during compute / compute (the cpu share). */
+/* One measured step: times in ms (comm and exposed as at the top: exposed <= comm); overlap =
+ * 1 - exposed / comm; cpu = the trainer thread's CPU time during compute / compute (the cpu
+ * share). */
 typedef struct {
     double step, compute, comm, exposed, overlap, cpu;
 } sample_t;

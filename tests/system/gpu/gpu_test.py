@@ -7,8 +7,14 @@
              why (the loader's words, as Python's own dlopen gives them), and serves a host job;
              a device allocation is refused on every rank with COLL_ERR_UNSUPPORTED and the
              reason: by the rank's own device layer (no driver in its process), and by the
-             daemon (a rank with the fake asks a daemon without a device layer). Skipped where a
-             driver is present.
+             daemon (a rank with the stand-in driver, tests/unit/device/fake_libcuda.c, asks a
+             daemon without one; not in a build without CUDA). Skipped where a driver is
+             present.
+  layers     A rank whose device layer differs from its daemon's (COLL_DEVICE_FAKE set for one
+             of the two only) is refused its device allocation with COLL_ERR_UNSUPPORTED and a
+             message that says so: which layer each uses, the variable to set, what each
+             layer found (the daemon's from its join reply), both ways round, whether or not a
+             driver is present; the daemon logs no warning, and the ranks' host jobs run.
   fake_pool  Over the fake device layer (daemon and ranks with COLL_DEVICE_FAKE=1): 4 local
              ranks allocate in one device pool, which grows in chunks, and read each other's
              writes; while they hold their buffers /status and /metrics show the pool (bytes,
@@ -84,11 +90,13 @@ def rank_env(daemon, job, rank, world, fake):
     return env
 
 
-def run_job(args, work, daemon, job, world, fake, rank_args):
-    """Start @world local ranks of devpool_check on @daemon; returns them."""
+def run_job(args, work, daemon, job, world, fake, rank_args, env=None):
+    """Start @world local ranks of devpool_check on @daemon, @env added to theirs; returns
+    them."""
     sub = os.path.join(work, job)
     os.makedirs(sub, exist_ok=True)
-    return [h.Rank(r, 0, [args.check] + rank_args, rank_env(daemon, job, r, world, fake),
+    return [h.Rank(r, 0, [args.check] + rank_args,
+                   dict(rank_env(daemon, job, r, world, fake), **(env or {})),
                    os.path.join(sub, "r%d.out" % r), local=r, stdin_pipe=False)
             for r in range(world)]
 
@@ -118,14 +126,19 @@ def loader_reason():
 
 # ---- nodriver ---------------------------------------------------------------------------------
 
-def test_nodriver(args, work):
+def cuda_status(args):
+    """What the CUDA driver's layer says here when it cannot open; None when a driver is present
+    (its status then names the driver's version and devices)."""
     reason = loader_reason()
     if args.built_without_cuda:
-        want = "built without CUDA (COLL_WITH_CUDA=OFF)"
-    elif reason is None:
+        return "built without CUDA (COLL_WITH_CUDA=OFF)"
+    return None if reason is None else "no CUDA driver: %s" % reason
+
+
+def test_nodriver(args, work):
+    want = cuda_status(args)
+    if want is None:
         raise h.Skip("a CUDA driver is present here")
-    else:
-        want = "no CUDA driver: %s" % reason
     d = h.Daemon(args.daemon, work, "node0", peers=False).wait_ready()
     try:
         doc = h.status_json(d.status_sock)["devices"]
@@ -139,13 +152,50 @@ def test_nodriver(args, work):
         # The rank's own layer refuses (no driver in its process) ...
         wait_ranks(run_job(args, work, d, "own", 2, False,
                            ["--expect-refused", "no device memory in this process: " + want]), d)
-        # ... and the daemon refuses a rank that has one (the fake).
-        host = socket.gethostname()
-        wait_ranks(run_job(args, work, d, "daemon", 2, True,
-                           ["--expect-refused", "no device memory on %s: %s" % (host, want)]), d)
+        # ... and the daemon refuses a rank that has one (the stand-in driver: the same layer).
+        if args.fake_cuda is not None:
+            ranks = run_job(args, work, d, "daemon", 2, False,
+                            ["--expect-refused", "no device memory on %s: %s"
+                             % (socket.gethostname(), want)],
+                            env={"LD_LIBRARY_PATH": args.fake_cuda})
+            wait_ranks(ranks, d)
+            h.log("the daemon refused the ranks over the stand-in driver: %s"
+                  % ranks[0].text().strip().splitlines()[0])
         h.check_no_warnings(d.log(), d.name)
     finally:
         d.stop()
+
+
+# ---- layers -----------------------------------------------------------------------------------
+
+LAYER_WORDS = {True: "the fake (COLL_DEVICE_FAKE set)",
+               False: "the CUDA driver's (COLL_DEVICE_FAKE unset)"}
+FAKE_STATUS = "fake (COLL_DEVICE_FAKE, test only), 1 device"
+
+
+def test_layers(args, work):
+    for daemon_fake in (True, False):
+        env = h.clean_env()
+        if daemon_fake:
+            env["COLL_DEVICE_FAKE"] = "1"
+        d = h.Daemon(args.daemon, work, "fake" if daemon_fake else "cuda", env=env,
+                     peers=False).wait_ready()
+        try:
+            # The rank's status and the daemon's: the fake's, and the CUDA layer's where this
+            # machine's is known (no driver); with a driver the text stops before it.
+            cuda = cuda_status(args)
+            mine, theirs = (cuda, FAKE_STATUS) if daemon_fake else (FAKE_STATUS, cuda)
+            want = ("its device layer is %s, its daemon's %s: set COLL_DEVICE_FAKE alike for "
+                    "the daemon and its ranks (this process: "
+                    % (LAYER_WORDS[not daemon_fake], LAYER_WORDS[daemon_fake]))
+            if mine is not None:
+                want += mine + "; the daemon: " + (theirs + ")" if theirs is not None else "")
+            wait_ranks(run_job(args, work, d, d.name, 2, not daemon_fake,
+                               ["--expect-refused", want]), d)
+            h.log("daemon %s: refused as expected: ...%s" % (d.name, want))
+            h.check_no_warnings(d.log(), d.name)
+        finally:
+            d.stop()
 
 
 # ---- fake_pool --------------------------------------------------------------------------------
@@ -487,10 +537,10 @@ def test_nccl_error(args, work):
         cluster.close()
 
 
-TESTS = {"nodriver": test_nodriver, "fake_pool": test_fake_pool, "staged": test_staged,
-         "staged_async": test_staged_async, "staged_cache": test_staged_cache,
-         "nccl_param": test_nccl_param, "nccl": test_nccl, "nccl_error": test_nccl_error,
-         "executor": test_executor}
+TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fake_pool,
+         "staged": test_staged, "staged_async": test_staged_async,
+         "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
+         "nccl_error": test_nccl_error, "executor": test_executor}
 
 
 def parser():

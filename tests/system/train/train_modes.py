@@ -9,6 +9,11 @@ the reverse walk closes bucket 0 at fc2.weight (84440 bytes >= 10 KiB), bucket 1
 and bucket 2 at fc0.weight: buckets=3 in the per-step lines; tensor mode reports 8, after 1.
 Checks per mode: normwise max|a-b| / max|b| <= --tolerance against the standalone run, the
 number of buckets, the per-step and epoch metrics present and sane, no daemon or UCX warning.
+Sane includes exposed_ms <= comm_ms on every step and epoch line, exactly: both are measured on
+the rank's clock (coll_bucketer_stats_t), exposed as the part of comm that the trainer spent
+waiting, and the two-decimal rounding of the lines keeps the order. (Before, comm ended when the
+daemon finished while exposed ran until the rank had woken up, so with one bucket submitted in
+wait_all, --comm after, exposed came out above comm every step.)
 10 steps: this 4-layer network amplifies float32 rounding chaotically (ReLUs flip), so that
 after 30 steps the modes differ from standalone by 1e-6 to 7e-4 depending on their summation
 order, where after 2 steps all are at 8e-8 and after 10 at most 1.2e-5.
@@ -31,8 +36,14 @@ MODES = [("bucket", ["--bucket-cap-mb", "0.1", "--first-bucket-cap-mb", "0.01"],
          ("after", [], 1)]
 STEP = re.compile(r"^\[r0\] step (\d+) step_ms=([\d.]+) compute_ms=([\d.]+) comm_ms=([\d.]+) "
                   r"exposed_ms=([\d.]+) overlap=([\d.]+) buckets=(\d+)$")
-EPOCH = re.compile(r"^\[r0\] epoch \d+/\d+ .* step_ms=[\d.]+ compute_ms=[\d.]+ comm_ms=[\d.]+ "
-                   r"exposed_ms=[\d.]+ overlap=([\d.]+)")
+EPOCH = re.compile(r"^\[r0\] epoch \d+/\d+ .* step_ms=[\d.]+ compute_ms=[\d.]+ comm_ms=([\d.]+) "
+                   r"exposed_ms=([\d.]+) overlap=([\d.]+)")
+
+
+def check_exposed(mode, line, comm, exposed):
+    """exposed_ms <= comm_ms, as printed (no tolerance: see the docstring)."""
+    if float(exposed) > float(comm):
+        raise TestFailure("%s: exposed_ms %s above comm_ms %s: %s" % (mode, exposed, comm, line))
 
 
 def check_metrics(mode, lines, steps, buckets):
@@ -46,8 +57,12 @@ def check_metrics(mode, lines, steps, buckets):
         overlap = float(m.group(6))
         if not 0.0 <= overlap <= 1.0 or float(m.group(2)) <= 0.0:
             raise TestFailure("%s: implausible step line: %s" % (mode, m.group(0)))
-    if not any(EPOCH.match(l) for l in lines):
+        check_exposed(mode, m.group(0), m.group(4), m.group(5))
+    epochs = [EPOCH.match(l) for l in lines if EPOCH.match(l)]
+    if not epochs:
         raise TestFailure("%s: no epoch line with the overlap metrics" % mode)
+    for m in epochs:
+        check_exposed(mode, m.group(0), m.group(1), m.group(2))
 
 
 def train_distributed(args, mode, extra, buckets, dump):

@@ -1,9 +1,11 @@
 /*
  * Unit tests of which device layer a process gets (device/dev.c), run three times by ctest:
  * without COLL_DEVICE_FAKE (CUDA's driver where the loader finds libcuda.so.1, else no device
- * layer and the loader's reason in the status; in a build without CUDA, that said), with COLL_DEVICE_FAKE=3 (three fake devices)
- * and with a malformed COLL_DEVICE_FAKE (no device layer, and why). What to expect is worked
- * out here from the environment and the loader, not from the layer's answer.
+ * layer and the loader's reason in the status; in a build without CUDA, that said), with
+ * COLL_DEVICE_FAKE=3 (three fake devices) and with a malformed COLL_DEVICE_FAKE (no device
+ * layer, and why); each time also the layer selected by name (coll_dev_layer(), opened or
+ * not). What to expect is worked out here from the environment and the loader, not from the
+ * layer's answer.
  */
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -25,6 +27,9 @@ static void test_the_layer_the_environment_asks_for(void **state)
     char want[COLL_DEV_TEXT_MAX];
     void *lib;
 
+    /* The layer selected, opened or not: the fake for any COLL_DEVICE_FAKE here (3, or
+     * malformed), which the daemon and its ranks compare. */
+    assert_string_equal(coll_dev_layer(), fake != NULL ? "fake" : "cuda");
     if (fake != NULL && strcmp(fake, "3") == 0) {
         assert_int_equal(st, COLL_OK);
         assert_string_equal(ops->name, "fake");
