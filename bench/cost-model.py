@@ -128,12 +128,12 @@ CPU_RUNS = {
 }
 
 
-def cpu_per_op(rdir, name):
+def cpu_per_op(rdirs, name):
     """The CPU seconds per operation of calibrate.sh's NAME runs (the difference of the run of
     many operations and the run of few, over the operations between them), the median over the
-    repetitions; None where a run is missing."""
+    repetitions in @rdirs; None where a run is missing."""
     vals = []
-    for rep in sorted(glob.glob(os.path.join(rdir, "rep*"))):
+    for rep in sorted(r for d in rdirs for r in glob.glob(os.path.join(d, "rep*"))):
         runs = {}
         for path in glob.glob(os.path.join(rep, "%s-*.txt" % name)):
             with open(path, errors="replace") as f:
@@ -159,7 +159,7 @@ def coefficient(cost, name, consts, key):
         node_work(cost, name, dict(consts, **{key: 0.0}))
 
 
-def cpu_constants(rdir, host):
+def cpu_constants(resdir, rates, rate, host):
     """The CPU constants from calibrate.sh's CPU runs on 2 daemons x 1 rank, through the model
     itself (cost.h: a node's work W is linear in each constant, so each unknown is the measured
     work per node less the model's work without it, over the model's coefficient of it):
@@ -167,10 +167,13 @@ def cpu_constants(rdir, host):
     a node) and the ring (a hand-off and two messages), cpu_byte from the ring at 16 MiB, and
     codec_cast, codec_onebit and codec_topk from the compressed allreduces at 16 MiB: each
     codec's CPU per element of a whole operation (the sums with the residual, the scans, the
-    copies), in place of compress-bw's kernels alone."""
+    copies), in place of compress-bw's kernels alone. The 8 B runs' CPU varies from run to run
+    (whether a rank and its daemon share a CPU), and does not depend on the link: their medians
+    pool the repetitions of every rate; the 16 MiB runs are @rate's."""
     cost = bl.built(os.environ.get("BUILD_DIR", os.path.join(os.path.dirname(HERE),
                                                              "build-bench")), "COST")
-    meas = {n: cpu_per_op(rdir, n) for n in CPU_RUNS}
+    meas = {n: cpu_per_op([os.path.join(resdir, r) for r in (rates if n.endswith("8") else
+                                                              [rate])], n) for n in CPU_RUNS}
     if any(v is None for v in meas.values()) or "gamma" not in host:
         return {}, {}
     node = {n: v / 2 for n, v in meas.items()}
@@ -265,7 +268,7 @@ def calibrate(resdir, rates):
     rows, missing = {}, False
     for rate in rates:
         lc, ln = link_constants(os.path.join(resdir, rate))
-        cc, cn = cpu_constants(os.path.join(resdir, rate), hc)
+        cc, cn = cpu_constants(resdir, rates, rate, hc)
         c = dict(hc, **lc)
         c.update(cc)
         notes = dict(hn, **ln)
