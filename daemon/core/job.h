@@ -56,7 +56,11 @@ typedef struct {
                                 (owned; NULL: none) */
     size_t leader_address_len;
     ucp_ep_h ep;           /**< created on first use; NULL for this node */
-    void *close_req;       /**< UCX request of the endpoint's close, while closing */
+    int ep_forceable;      /**< @c ep reports its peer's failure (UCP_ERR_HANDLING_MODE_PEER):
+                                UCX closes it by force, cancelling its sends; UCX 1.13 refuses
+                                a forced close of the others (net/teardown.c) */
+    void *flush_req;       /**< UCX request of a failed job's flush of @c ep, until it ends */
+    void *close_req;       /**< UCX request of the endpoint's close, until it ends */
     char host[64];
     coll_status_t gone;    /**< COLL_OK while reachable; why it left or was lost otherwise */
     int gone_seen;         /**< the engine has acted on @c gone */
@@ -113,8 +117,8 @@ typedef struct coll_job_params {
     uint64_t direct_token;   /**< random per job, carried by every direct message */
 } coll_job_params_t;
 
-/** The transport's part of a job (net/transport.c, net/control.c): its UCX worker, what UCX
- *  completed, the control messages it sent and received. */
+/** The transport's part of a job (net/transport.c, net/teardown.c, net/control.c): its UCX
+ *  worker, what UCX completed, the control messages it sent and received. */
 typedef struct {
     ucp_worker_h worker;          /**< NULL for a job with no other node */
     uv_poll_t poll;               /**< on the worker's event fd */
@@ -123,7 +127,8 @@ typedef struct {
     void *worker_address;
     size_t worker_address_len;
     ucp_mem_h pool_memh;          /**< the pool's UCX registration */
-    uint64_t inflight;            /**< UCX requests not yet completed */
+    uint64_t inflight;            /**< transfers not yet handed back to the engine */
+    coll_list_t posted;           /**< transfers UCX has not completed (their link) */
     coll_list_t events;           /**< completed transfers waiting for the engine */
     coll_list_t owned;            /**< control messages sent from buffers of their own, not yet
                                        released by UCX (net/control.c): each one malloc'ed block

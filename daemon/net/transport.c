@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/loopwatch.h"
 #include "net/control.h"
+#include "net/teardown.h"
 #include "net/ucx_address.h"
 #include "proto/tag.h"
 
@@ -89,6 +90,7 @@ static void redrive_cb(uv_timer_t *t);
 
 void coll_transport_job_init(coll_job_t *job)
 {
+    coll_list_init(&job->net.posted);
     coll_list_init(&job->net.events);
     coll_list_init(&job->net.owned);
     uv_timer_init(job->d->loop, &job->net.timer);
@@ -104,8 +106,9 @@ coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_hook
     int fd;
     ucs_status_t st;
 
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_FLAGS;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    wp.flags = coll_teardown_worker_flags(job->d);
     st = ucp_worker_create(job->d->ucp, &wp, &job->net.worker);
     if (st != UCS_OK) {
         coll_error(COLL_SUB_UCX, "job %s: ucp_worker_create: %s", job->id, ucs_status_string(st));
@@ -177,6 +180,7 @@ static coll_status_t connect_node(coll_job_t *job, uint32_t node, ucp_ep_h *ep_p
     ep.err_handler.cb = ep_err_cb;
     ep.err_handler.arg = n;
     st = ucp_ep_create(job->net.worker, &ep, ep_p);
+    n->ep_forceable = ep.err_mode == UCP_ERR_HANDLING_MODE_PEER;
     if (st != UCS_OK) {
         coll_error(COLL_SUB_UCX, "job %s: connecting to node %u (%s): %s", job->id, node, n->host,
                    ucs_status_string(st));
@@ -210,6 +214,7 @@ static void xfer_done(coll_xfer_t *x, ucs_status_t status)
 {
     x->status = status;
     x->completed = 1;
+    coll_list_remove(&x->link); /* from job->net.posted */
     coll_list_push(&x->job->net.events, &x->link);
 }
 
@@ -261,7 +266,7 @@ static coll_status_t register_pool(coll_job_t *job)
     return COLL_OK;
 }
 
-static void unregister_pool(coll_job_t *job)
+void coll__transport_unregister_pool(coll_job_t *job)
 {
     if (job->net.pool_memh != NULL) {
         ucp_mem_unmap(job->d->ucp, job->net.pool_memh);
@@ -269,11 +274,21 @@ static void unregister_pool(coll_job_t *job)
     }
 }
 
+/* @p x is in job->net.posted from before its post: UCX may run its callback (xfer_done())
+ * inside the post, when the message is there already. */
+static void posting(coll_job_t *job, coll_xfer_t *x)
+{
+    x->job = job;
+    x->completed = 0;
+    coll_list_push(&job->net.posted, &x->link);
+}
+
 static coll_status_t posted(coll_job_t *job, coll_xfer_t *x, ucs_status_ptr_t r, const char *what)
 {
     if (UCS_PTR_IS_ERR(r)) {
         coll_error(COLL_SUB_UCX, "job %s: posting %s: %s", job->id, what,
                    ucs_status_string(UCS_PTR_STATUS(r)));
+        coll_list_remove(&x->link);
         return COLL_ERR_TRANSPORT;
     }
     x->req = r;
@@ -295,10 +310,9 @@ coll_status_t coll_transport_send(coll_job_t *job, uint32_t node, uint64_t tag, 
     p.cb.send = send_cb;
     p.user_data = x;
     set_memh(job, &p, buf, len);
-    x->job = job;
-    x->completed = 0;
     x->peer = node;
     job->net.bytes_sent += len;
+    posting(job, x);
     return posted(job, x, ucp_tag_send_nbx(ep, buf, len, tag, &p), "send");
 }
 
@@ -312,11 +326,10 @@ coll_status_t coll_transport_recv(coll_job_t *job, uint32_t from, uint64_t tag, 
     p.cb.recv = recv_cb;
     p.user_data = x;
     set_memh(job, &p, buf, len);
-    x->job = job;
-    x->completed = 0;
     x->suspect = 0;
     x->expect = len;
     x->peer = from;
+    posting(job, x);
     return posted(job, x,
                   ucp_tag_recv_nbx(job->net.worker, buf, len, tag, COLL_TAG_MASK_ALL, &p), "receive");
 }
@@ -359,8 +372,7 @@ size_t coll_transport_take(coll_job_t *job, uint64_t tag, void *buf, size_t len)
     return 0;
 }
 
-/* Hand every completed transfer to the engine. */
-static void run_events(coll_job_t *job)
+void coll__transport_run_events(coll_job_t *job)
 {
     coll_list_t *e;
     while ((e = coll_list_pop(&job->net.events)) != NULL) {
@@ -409,7 +421,7 @@ static int drive_round(coll_job_t *job, int *worked)
     /* Transfers that arrived with a peer's abort first: an operation they complete succeeded
      * on every node, and must not be failed by the abort that followed. */
     *worked |= n > 0 || !coll_list_empty(&job->net.events);
-    run_events(job);
+    coll__transport_run_events(job);
     handle_pending_failure(job);
     if (job->net.worker == NULL || n == COLL_DRIVE_PROGRESS) {
         return job->net.worker == NULL;
@@ -468,162 +480,4 @@ void coll_transport_drive(coll_job_t *job)
     if (!job->closing) {
         job->d->job_hooks->idle(job);
     }
-}
-
-/* Closing a job's transport is asynchronous so a dead peer never stalls the loop: the loop keeps
- * progressing the worker while the endpoints close, and the worker is destroyed once every
- * close and transfer finished or the deadline passed. A failed job first flushes its endpoints
- * to the nodes still up, for at most COLL_ABORT_FLUSH_MS: the abort it just sent them may still
- * wait for the endpoint's wire-up, and a forced close would drop it, leaving those nodes to
- * find a vaguer error (a refused connection) instead of the real one. */
-#define COLL_CLOSE_DEADLINE_MS 2000
-#define COLL_ABORT_FLUSH_MS 300
-#define COLL_CLOSE_POLL_MS 20
-
-/* Whether every endpoint's flush or close request finished. */
-static int requests_finished(const coll_job_t *job)
-{
-    for (uint32_t i = 0; i < job->nnodes; i++) {
-        void *r = job->nodes[i].close_req;
-        if (r != NULL && ucp_request_check_status(r) == UCS_INPROGRESS) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static void free_requests(coll_job_t *job)
-{
-    for (uint32_t i = 0; i < job->nnodes; i++) {
-        if (job->nodes[i].close_req != NULL) {
-            ucp_request_free(job->nodes[i].close_req); /* released when it completes */
-            job->nodes[i].close_req = NULL;
-        }
-    }
-}
-
-/* The transport is done with the job: its timer goes with the job's handles. */
-static void closed(coll_job_t *job)
-{
-    uv_close((uv_handle_t *)&job->net.timer, coll_job_handle_closed);
-    job->d->job_hooks->closed(job);
-}
-
-/* The control messages UCX never released (sends to a stopped peer that a forced close left
- * unfinished): no callback runs once the worker is gone. */
-static void free_owned(coll_job_t *job)
-{
-    coll_list_t *e;
-
-    while ((e = coll_list_pop(&job->net.owned)) != NULL) {
-        free(e);
-    }
-}
-
-static void close_worker(coll_job_t *job)
-{
-    free_requests(job);
-    if (job->net.inflight > 0) {
-        /* Expected after a failure (sends to a dead peer); surprising after a clean end. */
-        COLL_LOG(job->state == COLL_JOB_FAILED ? COLL_LOG_INFO : COLL_LOG_WARN, COLL_SUB_UCX,
-                 "job %s: %llu transfers did not finish within %d ms of closing", job->id,
-                 (unsigned long long)job->net.inflight, COLL_CLOSE_DEADLINE_MS);
-    }
-    /* libuv must stop polling the fd before UCX closes it. */
-    uv_close((uv_handle_t *)&job->net.poll, coll_job_handle_closed);
-    unregister_pool(job);
-    ucp_worker_destroy(job->net.worker);
-    job->net.worker = NULL;
-    free_owned(job);
-    free(job->net.worker_address);
-    job->net.worker_address = NULL;
-    closed(job);
-}
-
-/* Close every endpoint: a clean end flushes (our last segments and the goodbye reach their
- * nodes); a failed job forces (its sends to a dead or stopped peer would never finish, and a
- * forced close completes them, cancelled, instead of leaving them to the worker's end). */
-static void close_endpoints(coll_job_t *job)
-{
-    ucp_request_param_t p = {0};
-
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = job->state == COLL_JOB_FAILED || job->d->stopping ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    for (uint32_t i = 0; i < job->nnodes; i++) {
-        if (job->nodes[i].ep != NULL) {
-            ucs_status_ptr_t r = ucp_ep_close_nbx(job->nodes[i].ep, &p);
-            job->nodes[i].ep = NULL;
-            job->nodes[i].close_req = UCS_PTR_IS_PTR(r) ? r : NULL;
-        }
-    }
-    job->net.close_deadline = uv_now(job->d->loop) + COLL_CLOSE_DEADLINE_MS;
-}
-
-/* A failed job's first step: flush the endpoints to nodes still up (the abort). */
-static void flush_endpoints(coll_job_t *job)
-{
-    ucp_request_param_t p = {0};
-
-    for (uint32_t i = 0; i < job->nnodes; i++) {
-        if (job->nodes[i].ep != NULL && job->nodes[i].gone == COLL_OK) {
-            ucs_status_ptr_t r = ucp_ep_flush_nbx(job->nodes[i].ep, &p);
-            job->nodes[i].close_req = UCS_PTR_IS_PTR(r) ? r : NULL;
-        }
-    }
-    job->net.close_flushing = 1;
-    job->net.close_deadline = uv_now(job->d->loop) + COLL_ABORT_FLUSH_MS;
-}
-
-/* Without a worker only the job's memory is waited for. */
-static void close_alone_cb(uv_timer_t *t)
-{
-    coll_job_t *job = t->data;
-
-    if (job->holds == 0) {
-        uv_timer_stop(t);
-        closed(job);
-    }
-}
-
-static void close_check_cb(uv_timer_t *t)
-{
-    coll_job_t *job = t->data;
-    int finished, expired;
-
-    ucp_worker_progress(job->net.worker);
-    run_events(job);
-    finished = requests_finished(job);
-    /* A daemon that is stopping does not wait for flushes: SIGTERM ends it within a tick. */
-    expired = uv_now(job->d->loop) >= job->net.close_deadline || job->d->stopping;
-    if (job->net.close_flushing) {
-        if (finished || expired) {
-            free_requests(job);
-            job->net.close_flushing = 0;
-            close_endpoints(job);
-        }
-        return;
-    }
-    /* Kernel threads writing into the pool are always waited for: they end on their own. */
-    if (job->holds == 0 && ((finished && job->net.inflight == 0) || expired)) {
-        uv_timer_stop(t);
-        close_worker(job);
-    }
-}
-
-void coll_transport_job_close(coll_job_t *job)
-{
-    uv_timer_stop(&job->net.timer);
-    if (job->net.worker == NULL) {
-        uv_timer_start(&job->net.timer, close_alone_cb, 0, COLL_CLOSE_POLL_MS);
-        return;
-    }
-    if (job->state == COLL_JOB_READY) {
-        coll_control_goodbye(job);
-    }
-    if (job->state == COLL_JOB_FAILED) {
-        flush_endpoints(job);
-    } else {
-        close_endpoints(job);
-    }
-    uv_timer_start(&job->net.timer, close_check_cb, 0, COLL_CLOSE_POLL_MS);
 }

@@ -25,7 +25,8 @@ struct coll_op;
  *  message. The transport fills job, req, completed, status and length; the rest is the
  *  engine's. */
 typedef struct coll_xfer {
-    coll_list_t link;     /**< in job->net.events once completed */
+    coll_list_t link;     /**< the transport's: in job->net.posted while UCX has it, then in
+                               job->net.events once completed (free for the engine after) */
     coll_list_t posted;   /**< the engine's: in its operation's list while in flight */
     struct coll_op *op;   /**< the engine's operation (never looked into here) */
     coll_job_t *job;      /**< set when posted */
@@ -77,9 +78,11 @@ coll_status_t coll_transport_job_open(coll_job_t *job, const coll_transport_hook
  * @brief Say goodbye to the other nodes (when the job ends cleanly), close the endpoints with a
  *        flush (an abort or our last segments still reach their node) and, once the closes and
  *        transfers finished (or a deadline passed) and nothing holds the job's memory
- *        (job->holds), destroy the worker and call the closed hook. Returns at once; the loop
- *        does the rest. Without a worker the hook runs once nothing holds the job's memory.
- *        The engine has cancelled its receives before.
+ *        (job->holds), cancel and release every UCX request still out, hand each transfer
+ *        still in flight to the engine (cancelled), destroy the worker and call the closed
+ *        hook (net/teardown.h). Returns at once; the loop does the rest, in at most 2.3 s plus
+ *        the wait for job->holds. Without a worker the hook runs once nothing holds the job's
+ *        memory. The engine has cancelled its receives before.
  */
 void coll_transport_job_close(coll_job_t *job);
 

@@ -13,11 +13,16 @@ asserts, for the survivor:
      (a captured loop spins at 100 %);
   4. the same job id forms again on it (with a daemon in the lost node's place) and allreduces
      correctly;
-  5. SIGTERM stops it within 2 s, exit code 0.
+  5. SIGTERM stops it within 2 s, exit code 0;
+  6. its log has no UCX warning about requests left at a worker's or endpoint's destruction
+     ("... was not returned to mpool ucp_requests", "... pending operations were not
+     flushed"): its teardown ended or released every request first (net/teardown.h).
 
-Faults (--case): peer_kill (SIGKILL node 1's daemon), peer_stop (SIGSTOP it; SIGCONT after
-the checks, and it rejoins), root_kill (SIGKILL node 0's daemon, the root), rank_kill (SIGKILL
-rank 1; both daemons survive). --runs says how many times (the ctest entries: 30, 10, 10, 10).
+Faults (--case): peer_kill (SIGKILL node 1's daemon), peer_kill_tcp (the same with
+ucx_error_mode = peer, TCP between the daemons as between hosts: UCX's own check of its request
+pool stays on there), peer_stop (SIGSTOP it; SIGCONT after the checks, and it rejoins),
+root_kill (SIGKILL node 0's daemon, the root), rank_kill (SIGKILL rank 1; both daemons
+survive). --runs says how many times (the ctest entries: 30, 10, 10, 10, 10).
 Exit status: 0 pass, 1 fail (with logs of the failed run).
 """
 
@@ -49,10 +54,16 @@ STOP_BOUND_S = 2.0
 # by its heartbeats only, in half the timeout.
 CASES = {
     "peer_kill": ("daemon", 1, [0], r"\bnode 1\b", signal.SIGKILL, 30000),
+    "peer_kill_tcp": ("daemon", 1, [0], r"\bnode 1\b", signal.SIGKILL, 30000),
     "peer_stop": ("daemon", 1, [0], r"\bnode 1\b", signal.SIGSTOP, 4000),
     "root_kill": ("daemon", 0, [1], r"\bnode 0\b", signal.SIGKILL, 30000),
     "rank_kill": ("rank", 1, [0, 1], r"\brank 1\b", signal.SIGKILL, 4000),
 }
+
+# The daemons' arguments of a case (default none).
+DAEMON_ARGS = {"peer_kill_tcp": ["--ucx-error-mode", "peer"]}
+# UCX's warnings at a worker's or endpoint's destruction with requests still out.
+UCX_LEFT = re.compile(r"UCX +WARN .*(not returned to mpool|pending operations were not flushed)")
 
 
 class StatusPoller(threading.Thread):
@@ -172,13 +183,19 @@ def replacement_nodes(c, case, victim):
         return [0, 1]
     victim.popen.wait(5)
     victim.exit_code = victim.popen.returncode
-    new = c.start_daemons(1)[0]
+    new = c.start_daemons(1, args=DAEMON_ARGS.get(case, []))[0]
     return [new.node, survivors[0]] if k == 0 else [survivors[0], new.node]
+
+
+def check_no_ucx_leftovers(daemon):
+    left = [l for l in daemon.text().splitlines() if UCX_LEFT.search(l)]
+    check(not left, "node %d: UCX requests were still out when a worker or endpoint was "
+          "destroyed (%d lines):\n  %s" % (daemon.node, len(left), "\n  ".join(left[:8])))
 
 
 def one_run(args, c, case, run):
     c.fault_rank = os.path.abspath(args.fault_rank)
-    c.start_daemons(2)
+    c.start_daemons(2, args=DAEMON_ARGS.get(case, []))
     _, k, survivors, pattern, _, timeout_ms = CASES[case]
     job_id = "loop-%s" % case
     job = start_loop(c, job_id, [0, 1], timeout_ms)
@@ -201,6 +218,7 @@ def one_run(args, c, case, run):
     for s in survivors:
         wait_job_gone(c.daemons[s], job_id)
         log("node %d stopped %.3f s after SIGTERM" % (s, stop_within(c.daemons[s])))
+        check_no_ucx_leftovers(c.daemons[s])
     c.check_no_crash()
     log("run %d of %s: pass" % (run + 1, case))
 
