@@ -374,9 +374,9 @@ def check(resdir, params_dir):
 
 def sweep(cost, params, nodes, l, minb, maxb):
     """[(nodes, bytes, algo, seconds, busbw, best, lossy)] of coll-cost over a grid."""
-    # Each node on CPUs of its own: the namespace cluster's shared CPUs do not extrapolate.
+    # No CPU bound: a real node has CPUs to spare, not the namespace cluster's shared two.
     cmd = [cost, "--collective", "allreduce", "-N", ",".join(map(str, nodes)), "-L", str(l),
-           "-b", str(minb), "-e", str(maxb), "-f", "4", "--set", "cpus_shared=0"]
+           "-b", str(minb), "-e", str(maxb), "-f", "4", "--set", "cpus=0"]
     if params:
         cmd[1:1] = ["--params", params]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout

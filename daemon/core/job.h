@@ -130,9 +130,10 @@ typedef struct {
     uint64_t inflight;            /**< transfers not yet handed back to the engine */
     coll_list_t posted;           /**< transfers UCX has not completed (their link) */
     coll_list_t events;           /**< completed transfers waiting for the engine */
-    coll_list_t owned;            /**< control messages sent from buffers of their own, not yet
-                                       released by UCX (net/control.c): each one malloc'ed block
-                                       whose first member is its link, freed with the worker */
+    coll_list_t owned;            /**< control messages sent from buffers of their own that
+                                       did not complete at once (net/control.c): each one
+                                       malloc'ed block whose first member is its link, freed
+                                       with the worker */
     int driving;                  /**< inside coll_transport_drive() */
     uint32_t busy_streak;         /**< re-drives in a row that found nothing to do */
     coll_status_t pending_status; /**< failure seen inside a UCX callback, acted on later */

@@ -312,20 +312,21 @@ static double allreduce_algo(const shape_t *x, coll_cost_algo_t algo, load_t *ld
 }
 
 /* What the daemon's own operation adds around the algorithm: the ranks' hand-offs, and its
- * local combine for the algorithms that take every rank's input; their CPU work into @p ld
- * (the node-reduced paths hand one buffer over, the leader's; the direct path none). */
+ * local combine for the algorithms that take every rank's input. Their CPU work into @p ld:
+ * every rank waits and is woken once, by its daemon or, on the node-reduced and direct paths,
+ * in shared memory by its leader, whose own operation the daemon still counts (L cpu_op). */
 static double around(const shape_t *x, coll_cost_algo_t algo, load_t *ld)
 {
+    ld->extra += x->l * x->p->cpu_op;
     switch (algo) {
     case COLL_COST_DIRECT:
         return 0;
     case COLL_COST_NODE_RD:
     case COLL_COST_NODE_RING:
     case COLL_COST_DISSEMINATION:
-        ld->extra += (algo == COLL_COST_DISSEMINATION ? x->l : 1) * x->p->cpu_op;
         return x->p->alpha_op;
     default:
-        ld->extra += x->l * x->p->cpu_op + local_daemon(x);
+        ld->extra += local_daemon(x);
         return x->p->alpha_op + local_daemon(x);
     }
 }

@@ -53,8 +53,8 @@
  *   W = m cpu_msg + B cpu_byte + R g + X
  *
  * with m the messages it sends (the ring's and the chain's in segments), B their bytes, R the
- * bytes it reduces, and X the rest: its ranks' hand-offs with the daemon (L cpu_op; the
- * node-reduced paths one, the leader's, the direct path none), the daemon's local combine and
+ * bytes it reduces, and X the rest: its ranks' hand-offs (L cpu_op: every rank waits and is
+ * woken once, by the daemon or in shared memory by its leader), the daemon's local combine and
  * copies (local above), the ranks' shared-memory slices and copies (node_in's and node_out's
  * bytes), the codecs' work. T_path, the formulas above, is the critical path with a CPU for
  * every process; the bound is a roofline: no overlap of path and work is assumed. A cluster

@@ -175,22 +175,12 @@ void coll_control_heartbeat(coll_job_t *job, uint32_t node)
     send_to(job, node, job->net.heartbeat_msg, sizeof(m));
 }
 
-/* A message of its own buffer, in the job's owned list until UCX is done with it: a send to
- * a stopped peer that a forced close did not complete is freed with the worker. */
+/* A message of its own buffer, in the job's owned list until the job's worker is destroyed
+ * (its request is released at once, so nothing says when UCX is done with it). */
 typedef struct {
     coll_list_t link; /* first: the transport frees the block by it (core/job.h) */
     uint8_t data[];
 } owned_t;
-
-static void owned_sent(void *request, ucs_status_t status, void *user_data)
-{
-    owned_t *o = user_data;
-
-    (void)request;
-    (void)status;
-    coll_list_remove(&o->link);
-    free(o);
-}
 
 /* @p len bytes in a new owned buffer (the caller fills its data), or NULL. */
 static owned_t *owned_new(size_t len)
@@ -213,15 +203,15 @@ static void send_owned(coll_job_t *job, uint32_t node, owned_t *o, size_t len)
         free(o);
         return;
     }
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
-                     UCP_OP_ATTR_FIELD_USER_DATA;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
-    p.cb.send = owned_sent;
-    p.user_data = o;
     r = ucp_am_send_nbx(ep, COLL_AM_JOBMSG, NULL, 0, o->data, len, &p);
     if (UCS_PTR_IS_PTR(r)) {
+        /* UCX finishes the send on its own; a freed request calls nothing back, so the buffer
+         * stays on job->net.owned until the job's transport closes (blame messages: a few per
+         * failed job). */
         coll_list_push(&job->net.owned, &o->link);
-        ucp_request_free(r); /* owned_sent still runs */
+        ucp_request_free(r);
     } else {
         free(o);
     }

@@ -74,8 +74,8 @@ static void closed(coll_job_t *job)
     job->d->job_hooks->closed(job);
 }
 
-/* The control messages UCX never released (sends to a stopped peer that a forced close left
- * unfinished): no callback runs once the worker is gone. */
+/* The control messages sent from buffers of their own (net/control.c): their requests were
+ * released at once, and the worker that could still read them is gone. */
 static void free_owned(coll_job_t *job)
 {
     coll_list_t *e;

@@ -195,11 +195,11 @@ static void test_cpu_bound(void **state)
      * 32 MiB reduced: 2560 + 67108.864 + 16777.216 + 5 = 86451.08 us, above the path's
      * 83926.08. */
     near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 64 * MIB, 2, 1, COLL_COST_RING), 86451.08 * US);
-    /* node_rd, 4 KiB, 4 x 2: rd's 2 messages and sums, the ranks' slice (2.048 us) and copies
-     * out (2 x 4096 x 0.25 ns), the leader's hand-off: 41.384 us, x 4 / 2; the direct path
-     * the same without the hand-off. */
-    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 2, COLL_COST_NODE_RD), 82.768 * US);
-    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 2, COLL_COST_DIRECT), 72.768 * US);
+    /* node_rd, 4 KiB, 4 x 2: rd's 2 messages and sums (32.288 us), the ranks' slice
+     * (2.048 us) and copies out (2 x 4096 x 0.25 ns), both ranks' hand-offs (10 us):
+     * 46.384 us, x 4 / 2; the direct path the same (its leader still waits and is counted). */
+    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 2, COLL_COST_NODE_RD), 92.768 * US);
+    near(predict_cpu(2, 1, COLL_KIND_ALLREDUCE, 4 * KIB, 4, 2, COLL_COST_DIRECT), 92.768 * US);
     /* A barrier of 4 x 2: 2 messages and 2 hand-offs a node: 30 us, x 4 / 2; the path 40 us. */
     near(predict_cpu(2, 1, COLL_KIND_BARRIER, 0, 4, 2, COLL_COST_DISSEMINATION), 60 * US);
 
