@@ -22,6 +22,26 @@ T0 = time.monotonic()
 SANITIZE = os.environ.get("COLL_SANITIZE", "")
 SANITIZER_SLACK_S = 1.0 if "thread" in SANITIZE else 0.5 if SANITIZE else 0.0
 
+
+
+def _cpu_has(flag):
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and flag in line.split() for line in f)
+    except OSError:
+        return False
+
+
+# OpenBLAS picks its sgemm kernels by the CPU at run time. Its AVX-512 ones (SkylakeX and later)
+# round differently for matrices of different shapes, and the trainers' equivalence tests
+# compare runs whose shapes differ (a tensor-parallel slice against the whole width, micro-
+# batches of 32 rows against 64): their 4-layer network amplifies those last bits to 1e-2 in
+# 30 steps (measured on an AVX-512 Xeon: 0.034 with the SkylakeX kernels, 3.3e-7 with Haswell's
+# for 8 micro-batches against 4). The Haswell (AVX2) kernels agree across shapes, so every
+# process the tests start uses them, where the CPU has AVX2 and nobody chose otherwise.
+if _cpu_has("avx2"):
+    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
 # A daemon's log line at warn or error level ("<time> collectived[<pid>] <level> <subsystem>:
 # ...", with collective-launch's "[d<node>] " in front when it forwarded it), or UCX's own.
 WARNING_LINE = re.compile(r"collectived\[\d+\] (warn|error) |UCX +(WARN|ERROR)")

@@ -13,7 +13,8 @@ Checks:
     them). Why the same size: on an AMD EPYC machine OpenBLAS's sgemm for 64 rows and for 256
     rows differ in their last bits, and from step 11 the 4-layer ReLU network amplifies that
     to 1e-2 by step 30 (a single process with 4 micro-batches against 1), while on an Intel
-    Xeon the two agree; with equal micro-batch sizes the layouts differ from the standalone run
+    Xeon the two agree with OpenBLAS's Haswell kernels (its AVX-512 ones differ as EPYC's do:
+    the harness runs every process with OPENBLAS_CORETYPE=Haswell where the CPU has AVX2); with equal micro-batch sizes the layouts differ from the standalone run
     only in summation order. Why 1e-5: the single process's own rounding noise is 3e-7 to
     7e-7 after 30 steps (the reference against the same run with twice as many, half as
     large, micro-batches, printed by this test), and the layouts measure 4e-7 to 7e-7;
