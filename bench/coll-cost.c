@@ -12,7 +12,9 @@
  * cost.h's W). The constants start from
  * coll_cost_params_default(); --params reads KEY = VALUE lines (bench/calibrate.sh writes
  * them; '#' starts a comment), --set overrides one. KEY is a field of coll_cost_params_t.
- * Exit status: 0, 2 on a usage error or an unknown key.
+ * Sizes are at most 2^60 B; node counts and ranks per node whole numbers >= 1.
+ * Exit status: 0; 2 on a usage error, an unknown key or a bad value, constants not usable
+ * together (the one at fault named), or constants so large that a time is not finite.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -54,15 +56,31 @@ static void read_params(coll_cost_params_t *p, const char *path)
     }
 }
 
+/* The largest size coll-cost sweeps: 2^60 B, so that a step of the sweep cannot overflow. */
+#define MAX_BYTES (1ull << 60)
+
+/* A size: a number >= 0 with an optional K, M or G (powers of 1024), at most MAX_BYTES. */
 static uint64_t size_arg(const char *s)
 {
     char *end;
     double v = strtod(s, &end);
     double m = *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0 : *end == 'G' ? 1073741824.0 : 1;
-    if (v <= 0 && strcmp(s, "0") != 0) {
-        usage_exit("not a size");
+    end += m > 1;
+    if (end == s || *end != '\0' || !(v >= 0) || v * m > (double)MAX_BYTES) {
+        usage_exit("a size is a number >= 0 of bytes with K, M or G, at most 2^60 B");
     }
     return (uint64_t)(v * m);
+}
+
+/* A whole number in [1, max]. */
+static uint32_t count_arg(const char *s, uint32_t max, const char *what)
+{
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (end == s || *end != '\0' || s[0] == '-' || v < 1 || v > max) {
+        usage_exit(what);
+    }
+    return (uint32_t)v;
 }
 
 static int kind_arg(const char *s)
@@ -87,12 +105,20 @@ static double bus_factor(coll_kind_t kind, double n)
     }
 }
 
-static void print_shape(const coll_cost_params_t *p, coll_kind_t kind, uint32_t n, uint32_t l,
-                        uint64_t bytes)
+/* The lines of one shape; 0, or -1 after saying why the model refused it. */
+static int print_shape(const coll_cost_params_t *p, coll_kind_t kind, uint32_t n, uint32_t l,
+                       uint64_t bytes)
 {
     coll_cost_result_t r;
-    if (coll_cost_predict(p, kind, bytes, n, l, COLL_COST_ALL, &r) != COLL_OK) {
-        return;
+    coll_status_t st = coll_cost_predict(p, kind, bytes, n, l, COLL_COST_ALL, &r);
+    if (st == COLL_ERR_UNSUPPORTED) {
+        return 0; /* no algorithm of the model runs this shape */
+    }
+    if (st != COLL_OK) {
+        fprintf(stderr, "coll-cost: %s of %llu B on %u x %u: %s (a time that is not finite: "
+                        "constants too large)\n", kinds[kind], (unsigned long long)bytes, n, l,
+                coll_strerror(st));
+        return -1;
     }
     for (int a = 0; a < COLL_COST_NALGOS; a++) {
         if (r.time[a] < 0) {
@@ -104,45 +130,69 @@ static void print_shape(const coll_cost_params_t *p, coll_kind_t kind, uint32_t 
                (unsigned long long)bytes, coll_cost_algo_name((coll_cost_algo_t)a), r.time[a],
                busbw, a == (int)r.best, coll_cost_algo_lossy((coll_cost_algo_t)a), r.work[a]);
     }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {
         {"params", required_argument, NULL, 'p'}, {"set", required_argument, NULL, 's'},
-        {"collective", required_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
+        {"collective", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     coll_cost_params_t p;
     uint32_t nodes[MAX_NODES] = {2, 4, 8}, nn = 3, l = 1;
     uint64_t minb = 4096, maxb = 64u << 20, factor = 16;
     int kind = COLL_KIND_ALLREDUCE, c;
 
     coll_cost_params_default(&p);
-    while ((c = getopt_long(argc, argv, "N:L:b:e:f:", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "N:L:b:e:f:h", longs, NULL)) != -1) {
         switch (c) {
         case 'p': read_params(&p, optarg); break;
         case 's': set_key(&p, optarg); break;
         case 'c': kind = kind_arg(optarg); break;
         case 'N':
             nn = 0;
-            for (char *t = strtok(optarg, ","); t != NULL && nn < MAX_NODES; t = strtok(NULL, ",")) {
-                nodes[nn++] = (uint32_t)strtoul(t, NULL, 10);
+            for (char *t = strtok(optarg, ","); t != NULL; t = strtok(NULL, ",")) {
+                if (nn == MAX_NODES) {
+                    usage_exit("at most 64 node counts");
+                }
+                nodes[nn++] = count_arg(t, 1u << 30, "-N wants node counts >= 1, e.g. 2,4,8");
             }
             break;
-        case 'L': l = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'L': l = count_arg(optarg, 1u << 20, "-L wants ranks per node >= 1"); break;
         case 'b': minb = size_arg(optarg); break;
         case 'e': maxb = size_arg(optarg); break;
         case 'f': factor = size_arg(optarg); break;
+        case 'h':
+            printf("usage: coll-cost [--params FILE] [--set KEY=VALUE]... [--collective NAME] "
+                   "[-N NODES,...] [-L RANKS] [-b MIN] [-e MAX] [-f FACTOR]\n"
+                   "the cost model's predictions as CSV (bench/coll-cost.c says what each column "
+                   "is; docs/cost-model.md the model)\n");
+            return 0;
         default: usage_exit("unknown option");
         }
     }
-    if (factor < 2 || maxb < minb || l == 0 || nn == 0) {
-        usage_exit("need -f >= 2, -b <= -e, -L >= 1 and node counts");
+    if (optind < argc) {
+        usage_exit("no arguments besides the options");
+    }
+    if (factor < 2 || maxb < minb || nn == 0) {
+        usage_exit("need -f >= 2, -b <= -e and node counts");
+    }
+    if (!coll_cost_params_valid(&p)) {
+        fprintf(stderr, "coll-cost: the constants are not usable together: %s\n",
+                coll_cost_params_problem(&p));
+        return 2;
     }
     printf("collective,nodes,ranks_per_node,bytes,algo,seconds,busbw_GBps,best,lossy,"
            "cpu_work_s\n");
     for (uint32_t i = 0; i < nn; i++) {
         for (uint64_t b = minb; b <= maxb; b = b ? b * factor : 1) {
-            print_shape(&p, (coll_kind_t)kind, nodes[i], l, b);
+            if (print_shape(&p, (coll_kind_t)kind, nodes[i], l, b) != 0) {
+                return 2;
+            }
+            if (b > maxb / factor) { /* the next step would pass -e (or overflow) */
+                break;
+            }
         }
     }
     return 0;

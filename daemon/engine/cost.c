@@ -265,7 +265,7 @@ static double powersgd(const shape_t *x, load_t *ld)
 {
     const coll_cost_params_t *p = x->p;
     double elems = x->s / F32, r = p->powersgd_rank;
-    double rows = p->powersgd_rows ? (double)p->powersgd_rows : ceil(sqrt(elems));
+    double rows = p->powersgd_rows ? (double)p->powersgd_rows : fmax(1, ceil(sqrt(elems)));
     double cols = ceil(elems / rows);
     /* Each factor is allreduced densely: its chunks reduced by their owners, then gathered. */
     double fp = rows * r * F32, fq = cols * r * F32, sums = (x->n - 1) / x->n * (fp + fq);
@@ -376,7 +376,7 @@ static double algo_time(const shape_t *x, coll_cost_algo_t algo, double *work)
     return p->cpus ? fmax(t, *work * (p->cpus_shared ? x->n : 1) / p->cpus) : t;
 }
 
-int coll_cost_params_valid(const coll_cost_params_t *p)
+const char *coll_cost_params_problem(const coll_cost_params_t *p)
 {
     const double v[] = {p->alpha,        p->beta,       p->gamma,        p->alpha_op,
                         p->alpha_shm,    p->beta_mem,   p->alpha_direct, p->codec_cast,
@@ -384,11 +384,27 @@ int coll_cost_params_valid(const coll_cost_params_t *p)
                         p->cpu_byte,     p->cpu_op};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         if (!isfinite(v[i]) || v[i] < 0) {
-            return 0;
+            return "a time or cost per byte that is not a finite number >= 0";
         }
     }
-    return p->knomial_radix >= 2 && p->powersgd_rank >= 1 && p->topk_ratio > 0 &&
-           p->topk_ratio <= 1 && p->segment_bytes > 0 && p->cpus_shared <= 1;
+    if (p->knomial_radix < 2) {
+        return "knomial_radix below 2";
+    }
+    if (p->powersgd_rank < 1) {
+        return "powersgd_rank of 0";
+    }
+    if (!(p->topk_ratio > 0 && p->topk_ratio <= 1)) {
+        return "topk_ratio outside (0, 1]";
+    }
+    if (p->segment_bytes == 0) {
+        return "segment_bytes of 0";
+    }
+    return p->cpus_shared > 1 ? "cpus_shared neither 0 nor 1" : NULL;
+}
+
+int coll_cost_params_valid(const coll_cost_params_t *p)
+{
+    return coll_cost_params_problem(p) == NULL;
 }
 
 static int kind_modelled(coll_kind_t kind)
@@ -410,6 +426,9 @@ coll_status_t coll_cost_predict(const coll_cost_params_t *p, coll_kind_t kind, u
     for (int a = 0; a < COLL_COST_NALGOS; a++) {
         r.work[a] = -1;
         r.time[a] = allowed & (1u << a) ? algo_time(&x, (coll_cost_algo_t)a, &r.work[a]) : -1;
+        if (!isfinite(r.time[a])) {
+            return COLL_ERR_INVALID; /* constants so large that a time overflows */
+        }
         if (r.time[a] >= 0 && !coll_cost_algo_lossy((coll_cost_algo_t)a) &&
             (r.best == COLL_COST_NALGOS || r.time[a] < r.time[r.best])) {
             r.best = (coll_cost_algo_t)a;

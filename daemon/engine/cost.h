@@ -149,7 +149,8 @@ void coll_cost_params_default(coll_cost_params_t *p);
  * @param [out] out Every entry set (negative for those that do not apply); set only on success.
  * @return COLL_OK; COLL_ERR_INVALID for zero nodes or ranks, a negative or non-finite
  *         constant, a radix below 2, a PowerSGD rank of 0, a TopK ratio outside (0, 1], a
- *         zero segment, a @c cpus_shared other than 0 or 1, or a kind the model has no algorithm for (point-to-point, the
+ *         zero segment, a @c cpus_shared other than 0 or 1, constants so large that a time
+ *         is not finite, or a kind the model has no algorithm for (point-to-point, the
  *         parameter service); COLL_ERR_UNSUPPORTED when no allowed exact algorithm applies.
  */
 coll_status_t coll_cost_predict(const coll_cost_params_t *p, coll_kind_t kind, uint64_t bytes,
@@ -161,6 +162,12 @@ coll_status_t coll_cost_predict(const coll_cost_params_t *p, coll_kind_t kind, u
  *         lists what is not), 0 otherwise.
  */
 int coll_cost_params_valid(const coll_cost_params_t *p);
+
+/**
+ * @return NULL when every constant of @p p is usable, else a phrase naming the first that is
+ *         not ("cpus_shared neither 0 nor 1"); static storage.
+ */
+const char *coll_cost_params_problem(const coll_cost_params_t *p);
 
 /**
  * @brief Set one constant of @p p from a "KEY = VALUE" line (KEY a field of

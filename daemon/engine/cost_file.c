@@ -139,8 +139,8 @@ coll_status_t coll_cost_params_load(coll_cost_params_t *p, const char *path, cha
     }
     fclose(f);
     if (st == COLL_OK && !coll_cost_params_valid(&q)) {
-        snprintf(err, errlen, "%s: the constants are not usable together (a radix below 2, a "
-                 "PowerSGD rank of 0, a TopK ratio outside (0, 1] or a zero segment)", path);
+        snprintf(err, errlen, "%s: the constants are not usable together: %s", path,
+                 coll_cost_params_problem(&q));
         st = COLL_ERR_INVALID;
     }
     if (st == COLL_OK) {

@@ -122,6 +122,8 @@ static void test_compressed(void **state)
      * 3/4*8192*0.5 ns = 3.072 us; 6*262144*2 flops*0.1 ns = 314.5728 us; the residual
      * 1 MiB*0.5 ns = 524.288 us; + 20 us. */
     near(r.time[COLL_COST_POWERSGD], 916.1408 * US);
+    /* An empty buffer: PowerSGD's matrix has one row, not 0 (0/0 columns gave NaN). */
+    assert_true(isfinite(predict(COLL_KIND_ALLREDUCE, 0, 2, 1).time[COLL_COST_POWERSGD]));
     /* Lossy ones are never the best. */
     assert_false(coll_cost_algo_lossy(r.best));
 }

@@ -289,8 +289,9 @@ static void test_constants_file(void **state)
     expect_refused("alpha = inf\n", "not a finite number");
     expect_refused("alpha 1e-5\n", ":1: want KEY = VALUE");
     expect_refused("knomial_radix = 2.5\n", "knomial_radix: \"2.5\" is not a whole number");
-    expect_refused("knomial_radix = 1\n", "not usable together");
-    expect_refused("topk_ratio = 2\n", "not usable together");
+    expect_refused("knomial_radix = 1\n", "not usable together: knomial_radix below 2");
+    expect_refused("topk_ratio = 2\n", "not usable together: topk_ratio outside (0, 1]");
+    expect_refused("cpus_shared = 2\n", "not usable together: cpus_shared neither 0 nor 1");
     assert_int_equal(coll_cost_params_load(&p, "/nonexistent/params.txt", err, sizeof(err)),
                      -ENOENT);
     assert_non_null(strstr(err, "/nonexistent/params.txt: "));
