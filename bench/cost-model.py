@@ -119,6 +119,12 @@ def link_constants(rdir):
     return c, notes
 
 
+def cost_binary():
+    """The built coll-cost of $BUILD_DIR (default <repo>/build-bench), as the scripts build it."""
+    return bl.built(os.environ.get("BUILD_DIR", os.path.join(os.path.dirname(HERE),
+                                                             "build-bench")), "COST")
+
+
 # calibrate.sh's CPU runs on 2 x 1: name -> (collective, bytes per rank, the model's algorithm).
 CPU_RUNS = {
     "cpu-rd8": ("allreduce", 8, "rd"), "cpu-ring8": ("allreduce", 8, "ring"),
@@ -170,8 +176,7 @@ def cpu_constants(resdir, rates, rate, host):
     copies), in place of compress-bw's kernels alone. The 8 B runs' CPU varies from run to run
     (whether a rank and its daemon share a CPU), and does not depend on the link: their medians
     pool the repetitions of every rate; the 16 MiB runs are @rate's."""
-    cost = bl.built(os.environ.get("BUILD_DIR", os.path.join(os.path.dirname(HERE),
-                                                             "build-bench")), "COST")
+    cost = cost_binary()
     meas = {n: cpu_per_op([os.path.join(resdir, r) for r in (rates if n.endswith("8") else
                                                               [rate])], n) for n in CPU_RUNS}
     if any(v is None for v in meas.values()) or "gamma" not in host:
@@ -340,8 +345,7 @@ def measured(resdir):
 
 
 def check(resdir, params_dir):
-    cost = bl.built(os.environ.get("BUILD_DIR", os.path.join(os.path.dirname(HERE),
-                                                             "build-bench")), "COST")
+    cost = cost_binary()
     got, problems = measured(resdir)
     rows, misses = [], 0
     for (rate, n, name, size), ts in sorted(got.items()):
