@@ -203,8 +203,10 @@ enum {
 typedef struct {
     uint64_t field_mask;
     float *params;                 /**< the rank's parameters: sum of the layers' counts
-                                        elements in the pool (coll_mem_alloc()), 64-byte aligned;
-                                        the library's until coll_ps_destroy() */
+                                        elements in the pool (coll_mem_alloc()) or in a device
+                                        pool (coll_mem_alloc_on(): the daemons stage each step,
+                                        docs/gpu.md), 64-byte aligned; the library's until
+                                        coll_ps_destroy() */
     const coll_ps_layer_t *layers; /**< in buffer order; copied */
     size_t num_layers;             /**< 1 .. COLL_PS_MAX_LAYERS */
     coll_ps_optim_t optim;
@@ -262,16 +264,17 @@ COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
 
 /**
  * @brief Submit bucket @p bucket of the next step: @p grad holds its gradients (the bucket's
- *        count elements, float32, in the pool, not overlapping the parameters); when the
- *        request completes with COLL_OK the bucket's parameters are updated in the buffer of
- *        coll_ps_create(). Every bucket of a step must be submitted before the next step's
- *        (the step counts once every bucket was submitted); buckets of one step may go in any
- *        order and overlap each other. @p grad is the library's until completion, and holds
- *        undefined values afterwards.
- * @return COLL_INPROGRESS and a request (wait, free); COLL_ERR_INVALID for an unknown bucket or
- *         one submitted twice in a step; the errors of coll_allreduce_async(). The request
- *         completes with COLL_OK or the errors of a collective, and COLL_ERR_INVALID for a
- *         non-finite gradient (see above).
+ *        count elements, float32, in the pool of the parameters, host or device, not
+ *        overlapping them); when the request completes with COLL_OK the bucket's parameters
+ *        are updated in the buffer of coll_ps_create(). Every bucket of a step must be
+ *        submitted before the next step's (the step counts once every bucket was submitted);
+ *        buckets of one step may go in any order and overlap each other. @p grad is the
+ *        library's until completion, and holds undefined values afterwards.
+ * @return COLL_INPROGRESS and a request (wait, free); COLL_ERR_INVALID for an unknown bucket,
+ *         one submitted twice in a step, or gradients and parameters in different pools;
+ *         COLL_ERR_NOT_IN_POOL for buffers in no pool; the errors of coll_allreduce_async().
+ *         The request completes with COLL_OK or the errors of a collective, and
+ *         COLL_ERR_INVALID for a non-finite gradient (see above).
  */
 COLL_API coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket,
                                                  const float *grad, coll_request_t **req_p);

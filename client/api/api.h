@@ -73,6 +73,14 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_reques
 int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len);
 
 /**
+ * @brief Offset of [p, p + len) in the job's host pool or in one of its device pools, whose id
+ *        goes to *@p pool_p (0: the host pool, 1 + d: device d's; the wire's Submit.pool).
+ *        Lock held.
+ * @return The offset, or -1 when the range is inside none.
+ */
+int64_t coll__buffer_offset(const coll_comm_t *c, const void *p, size_t len, uint32_t *pool_p);
+
+/**
  * @brief coll_mem_free() of a device allocation starting at @p ptr.
  * @return COLL_OK; COLL_ERR_NOT_IN_POOL when none starts there (no message set);
  *         COLL_ERR_BUSY when a pending request uses it; the link's error.

@@ -38,9 +38,7 @@ int64_t coll__pool_offset(const coll_comm_t *c, const void *p, size_t len)
     return b - c->pool;
 }
 
-/* Offset of [p, p + len) in the host pool or a device pool, whose id goes to *pool_p (0: the
- * host pool); -1 when in none. */
-static int64_t buffer_offset(const coll_comm_t *c, const void *p, size_t len, uint32_t *pool_p)
+int64_t coll__buffer_offset(const coll_comm_t *c, const void *p, size_t len, uint32_t *pool_p)
 {
     int64_t off = coll__pool_offset(c, p, len);
     uint64_t doff;
@@ -66,10 +64,10 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_subm
         return COLL_ERR_INVALID;
     }
     if (sends) {
-        so = buffer_offset(c, s->sendbuf, s->send_elems * es, &sp);
+        so = coll__buffer_offset(c, s->sendbuf, s->send_elems * es, &sp);
     }
     if (recvs) {
-        ro = buffer_offset(c, s->recvbuf, s->recv_elems * es, &rp);
+        ro = coll__buffer_offset(c, s->recvbuf, s->recv_elems * es, &rp);
     }
     if (so < 0 || ro < 0) {
         coll__set_error(comm, "rank %d: %s buffer is not inside the job's pool; allocate it "

@@ -217,6 +217,18 @@ static coll_status_t ps_register(coll_ps_t *ps, const void *reg, size_t bytes)
     return st;
 }
 
+/* [@p p, + @p bytes) lies in the job's host pool or one of its device pools. */
+static int in_a_pool(coll_comm_t *c, const void *p, size_t bytes)
+{
+    uint32_t pool;
+    int64_t off;
+
+    pthread_mutex_lock(&c->lock);
+    off = coll__buffer_offset(c->conn, p, bytes, &pool);
+    pthread_mutex_unlock(&c->lock);
+    return off >= 0;
+}
+
 /* The record in the pool, checked as the daemon will check it. */
 static coll_status_t reg_make(coll_comm_t *c, const coll_ps_params_t *p, void **reg_p)
 {
@@ -230,10 +242,11 @@ static coll_status_t reg_make(coll_comm_t *c, const coll_ps_params_t *p, void **
     reg_build(p, *reg_p);
     if ((st = coll_ps_reg_check(*reg_p, bytes, err, sizeof(err))) != COLL_OK) {
         coll__set_error(c, "coll_ps_create: %s", err);
-    } else if (coll__pool_offset(c, p->params,
-                                 ((const coll_ps_reg_t *)*reg_p)->count * sizeof(float)) < 0) {
-        coll__set_error(c, "coll_ps_create: the parameters are not inside the job's pool; "
-                        "allocate them with coll_mem_alloc()");
+    } else if (!in_a_pool(c, p->params,
+                          ((const coll_ps_reg_t *)*reg_p)->count * sizeof(float))) {
+        coll__set_error(c, "coll_ps_create: the parameters are not inside the job's pool or "
+                        "one of its device pools; allocate them with coll_mem_alloc() or "
+                        "coll_mem_alloc_on()");
         st = COLL_ERR_NOT_IN_POOL;
     }
     return st;
@@ -268,13 +281,15 @@ void coll_ps_destroy(coll_ps_t *ps)
     free(ps);
 }
 
-/* The bucket exists and has not been submitted this step; its buffers are in the pool. */
+/* The bucket exists and has not been submitted this step; its gradients and parameters are in
+ * one pool: the host's or a device's (the daemons stage device buffers, docs/gpu.md). */
 static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
                                 coll_submission_t *m)
 {
     coll_comm_t *c = ps->comm;
     size_t bytes;
     int64_t go, po;
+    uint32_t gp = 0, pp = 0;
 
     if (bucket >= ps->num_buckets || ps->bucket_steps[bucket] > coll_ps_steps(ps)) {
         coll__set_error(c, "rank %d: parameter service bucket %zu %s", c->rank, bucket,
@@ -283,15 +298,23 @@ static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
         return COLL_ERR_INVALID;
     }
     bytes = ps->bucket_count[bucket] * sizeof(float);
-    go = coll__pool_offset(c, grad, bytes);
-    po = coll__pool_offset(c, ps->params + ps->bucket_off[bucket], bytes);
+    go = coll__buffer_offset(c->conn, grad, bytes, &gp);
+    po = coll__buffer_offset(c->conn, ps->params + ps->bucket_off[bucket], bytes, &pp);
     if (go < 0 || po < 0) {
         coll__set_error(c, "rank %d: the gradients of parameter service bucket %zu are not "
-                        "inside the job's pool", c->rank, bucket);
+                        "inside the job's pool or one of its device pools", c->rank, bucket);
         return COLL_ERR_NOT_IN_POOL;
+    }
+    if (gp != pp) {
+        coll__set_error(c, "rank %d: the gradients of parameter service bucket %zu are in %s, "
+                        "its parameters in %s: both must be in one pool", c->rank, bucket,
+                        gp == 0 ? "host memory" : "a device pool",
+                        pp == 0 ? "host memory" : gp == 0 ? "a device pool" : "another one");
+        return COLL_ERR_INVALID;
     }
     m->send_offset = (uint64_t)go;
     m->recv_offset = (uint64_t)po;
+    m->pool = gp;
     return COLL_OK;
 }
 

@@ -57,7 +57,7 @@ typedef struct {
 
 int coll_dev_staged_runs(unsigned kind, unsigned compression)
 {
-    return kind == COLL_KIND_ALLREDUCE ||
+    return kind == COLL_KIND_ALLREDUCE || kind == COLL_KIND_PS_STEP ||
            (compression == 0 && (kind == COLL_KIND_REDUCE_SCATTER || kind == COLL_KIND_ALLGATHER ||
                                  kind == COLL_KIND_BROADCAST || kind == COLL_KIND_REDUCE ||
                                  kind == COLL_KIND_GATHER || kind == COLL_KIND_SCATTER ||
@@ -183,6 +183,12 @@ static coll_status_t member_spans(coll_op_t *op, staged_t *sg, uint32_t b,
             return fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
         }
         op->out[b] = q->host + (out - q->dev);
+        if (b == 0 && op->desc.coll == COLL_KIND_PS_STEP) {
+            /* The service reads the master weights from the first local member's output
+             * (ps/update.c) before it writes every member's: copied in as well. */
+            q->in_off = out - q->dev;
+            q->in_len = re;
+        }
     }
     return st;
 }

@@ -38,11 +38,12 @@ extern const coll_op_feature_t coll_dev_staged_feature;
 
 /**
  * @return 1 when the staged path runs a @p kind operation (coll_kind_t) with compression
- *         @p compression (0: none) on device buffers: allreduce, compressed or not (the
- *         compressed allreduce reads its host copies as the others do), and reduce-scatter,
- *         all-gather, broadcast, reduce, gather, scatter, send, receive and the all-to-all
- *         (equal counts or not) without compression; 0 otherwise (the submission is refused:
- *         the parameter service's).
+ *         @p compression (0: none) on device buffers: allreduce and the parameter service's
+ *         step, compressed or not (both read their host copies as the others do; the service
+ *         checks which methods its steps take), and reduce-scatter, all-gather, broadcast,
+ *         reduce, gather, scatter, send, receive and the all-to-all (equal counts or not)
+ *         without compression; 0 otherwise (the submission is refused: the service's
+ *         registration, save and load, whose records the library keeps in the host pool).
  */
 int coll_dev_staged_runs(unsigned kind, unsigned compression);
 

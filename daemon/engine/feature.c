@@ -7,8 +7,9 @@
  * filled the completion record. The staged path of device buffers attaches after them all: it
  * wraps the implementation compression or the table chose (their attach hooks only set up
  * state; the implementations read op->in and op->out once started, by then the host copies)
- * and finishes by copying the results back before the ranks hear of them. The stage never
- * attaches to device buffers (the parameter service's submissions on them are refused).
+ * and finishes by copying the results back before the ranks hear of them. A parameter service
+ * step on device buffers carries both: the stage reads op->in and op->out when its pieces
+ * arrive, by then the host copies (engine/dev_staged.c copies the master weights in too).
  */
 #include "engine/feature.h"
 

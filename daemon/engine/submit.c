@@ -72,7 +72,9 @@ static coll_status_t check_pool(const coll_job_t *job, const coll_session_t *s,
         snprintf(err, errlen, "rank %u: the buffers are in job %s's pool on device %u (%s "
                  "memory); the staged path runs allreduce (compressed or not), reduce-scatter, "
                  "all-gather, broadcast, reduce, gather, scatter, send, recv and alltoall(v) "
-                 "uncompressed on device memory, not the parameter service (this is %s%s)",
+                 "uncompressed, and the parameter service's steps, on device memory; not the "
+                 "service's registration, save or load, whose records are in the host pool "
+                 "(this is %s%s)",
                  s->rank, job->id, sub->pool - 1, coll_mem_kind_name(coll_pool_kind(pool)),
                  coll_kind_name((coll_kind_t)sub->coll),
                  sub->compression != 0 ? " with compression" : "");

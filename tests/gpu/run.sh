@@ -15,8 +15,10 @@
 #             every collective of the NCCL path checked; skipped without NCCL
 #   gpu       ctest -L gpu on the real device: the device pool shared by 4 local ranks on one
 #             GPU (integration.devpool_1x4), 2 daemons x 2 ranks on one GPU over the staged path
-#             (integration.staged_2x2; send, receive and all-to-all: staged_p2p_2x2), the daemon with the CUDA module loaded as the executor of
-#             device memory (integration.gpu_executor), and the tests over the fake device layer
+#             (integration.staged_2x2; send, receive and all-to-all: staged_p2p_2x2; the
+#             parameter service with 1-bit compression: staged_ps_2x2), the daemon with the
+#             CUDA module loaded as the executor of device memory (integration.gpu_executor),
+#             and the tests over the fake device layer
 #   nccl_local  2 daemons x 2 ranks, daemon k and its ranks on GPU k, staged_check --nccl: each
 #             node's two ranks reduced and served on its GPU by the CUDA executor on the job's
 #             stream around NCCL between the daemons, every collective named "nccl" and checked;

@@ -44,13 +44,15 @@
  *                    large for the pool; compression: rank 1 asks for fp16 (onebit when the
  *                    others ask for fp16); compression-node: so do the ranks of the last
  *                    node. The first error is printed as FAILED (exit 3).
+ *   --device         the parameters and gradients in the job's pool on device 0 (the daemons
+ *                    stage them, docs/gpu.md), written and read through copies: training and
+ *                    --check, --compression, --per-bucket only; a real GPU, or COLL_DEVICE_FAKE
  *
- * Exit status: 0 done, 1 a wrong result, 2 usage, 3 FAILED.
+ * Exit status: 0 done, 1 a wrong result, 2 usage, 3 FAILED, 77 skipped (--device without a
+ * device layer).
  */
 #include <collective.h>
 
-#include <dirent.h>
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,8 +61,10 @@
 #include <time.h>
 
 #include "kernels/cpu/optim.h"
+#include "ps_files.h"
 #include "ps_model.h"
 #include "ps_ref.h"
+#include "tests/gpu/rank_dev.h"
 
 #define EXIT_WRONG 1
 #define EXIT_USAGE 2
@@ -78,6 +82,7 @@ typedef struct {
     double trust_max;
     int per_bucket;
     const char *compression;
+    int device;
 } opts_t;
 
 typedef struct {
@@ -90,6 +95,8 @@ typedef struct {
     coll_ps_layer_t layers[PS_MODEL_LAYERS];
     size_t n;
     float *w, *g;
+    float *dw, *dg;    /* the buffers the service gets: w and g, or with --device theirs on
+                          device 0, copied to and from w and g */
     coll_ps_t *ps;
     ps_ref_t *track;   /* --compression with --check: the reference replaying every step */
     float *prev;       /* the parameters before the step */
@@ -163,9 +170,15 @@ static coll_status_t compression(const run_t *r, coll_ps_params_t *p)
     return coll_compression_parse(spec, &p->compression);
 }
 
+/* @p n floats of @p src into @p dst, one of them on the device with --device. */
+static int put(const run_t *r, float *dst, const float *src)
+{
+    return dst == src ? 0 : rank_dev_copy(dst, src, r->n * sizeof(float));
+}
+
 static coll_status_t create(run_t *r)
 {
-    coll_ps_params_t p = {.params = r->w, .layers = r->layers, .num_layers = PS_MODEL_LAYERS,
+    coll_ps_params_t p = {.params = r->dw, .layers = r->layers, .num_layers = PS_MODEL_LAYERS,
                           .optim = r->optim, .schedule = r->sched};
     coll_ps_layer_t other[PS_MODEL_LAYERS];
     coll_status_t st = compression(r, &p);
@@ -182,7 +195,11 @@ static coll_status_t create(run_t *r)
     if (r->o->fault && strcmp(r->o->fault, "unknown") == 0) {
         p.optim.kind = (coll_ps_optimizer_t)7;
     }
-    return coll_ps_create(r->comm, &p, &r->ps);
+    if (put(r, r->dw, r->w) != 0) {
+        return COLL_ERR_IO;
+    }
+    st = coll_ps_create(r->comm, &p, &r->ps);
+    return st != COLL_OK || put(r, r->w, r->dw) == 0 ? st : COLL_ERR_IO; /* rank 0's */
 }
 
 static coll_status_t grads(run_t *r, uint64_t t)
@@ -196,7 +213,8 @@ static coll_status_t grads(run_t *r, uint64_t t)
     return COLL_OK;
 }
 
-/* One step bucket by bucket, last first, each waited for before the next is submitted. */
+/* One step bucket by bucket, last first, each waited for before the next is submitted (with
+ * --device each must have run on the staged path). */
 static coll_status_t step_per_bucket(run_t *r)
 {
     coll_status_t st = COLL_OK;
@@ -205,9 +223,14 @@ static coll_status_t step_per_bucket(run_t *r)
         coll_request_t *req = NULL;
         size_t off, cnt;
         coll_ps_bucket_range(r->ps, b, &off, &cnt);
-        st = coll_ps_step_bucket_async(r->ps, b, r->g + off, &req);
+        st = coll_ps_step_bucket_async(r->ps, b, r->dg + off, &req);
         if (st == COLL_INPROGRESS) {
             st = coll_req_wait(req, -1);
+            if (st == COLL_OK && r->dg != r->g && strncmp(coll_req_algo(req), "staged+", 7)) {
+                fprintf(stderr, "rank %d: a step on device buffers ran as '%s', not staged\n",
+                        r->rank, coll_req_algo(req));
+                st = COLL_ERR_INVALID;
+            }
             coll_req_free(req);
         }
     }
@@ -269,9 +292,15 @@ static int train(run_t *r, int steps)
         if (r->track != NULL) {
             memcpy(r->prev, r->w, r->n * sizeof(float));
         }
-        st = r->o->per_bucket ? step_per_bucket(r) : coll_ps_step(r->ps, r->g);
+        if (put(r, r->dg, r->g) != 0) {
+            return EXIT_WRONG;
+        }
+        st = r->o->per_bucket ? step_per_bucket(r) : coll_ps_step(r->ps, r->dg);
         if (st != COLL_OK) {
             return failed(r, t, st);
+        }
+        if (put(r, r->w, r->dw) != 0) {
+            return EXIT_WRONG;
         }
         if (r->track != NULL && track_step(r) != 0) {
             return EXIT_WRONG;
@@ -328,41 +357,6 @@ static int check(const run_t *r)
     return worst <= r->o->check ? 0 : EXIT_WRONG;
 }
 
-static int write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    int ok = f != NULL && fwrite(data, 1, len, f) == len;
-
-    if (f != NULL && fclose(f) != 0) {
-        ok = 0;
-    }
-    if (!ok) {
-        fprintf(stderr, "ps_rank: writing %s: %s\n", path, strerror(errno));
-    }
-    return ok ? 0 : -1;
-}
-
-static void *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    void *buf = NULL;
-    long n;
-
-    if (f != NULL && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
-        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc(n ? (size_t)n : 1)) != NULL &&
-        fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        *len = (size_t)n;
-        fclose(f);
-        return buf;
-    }
-    fprintf(stderr, "ps_rank: reading %s: %s\n", path, strerror(errno));
-    free(buf);
-    if (f != NULL) {
-        fclose(f);
-    }
-    return NULL;
-}
-
 static int save(run_t *r)
 {
     char path[4096];
@@ -374,33 +368,12 @@ static int save(run_t *r)
         return failed(r, coll_ps_steps(r->ps), st);
     }
     snprintf(path, sizeof(path), "%s/shard%d.ckpt", r->o->save, r->rank / coll_comm_local_size(r->comm));
-    if (coll_comm_local_rank(r->comm) == 0 && write_file(path, image, len) != 0) {
+    if (coll_comm_local_rank(r->comm) == 0 && ps_write_file(path, image, len) != 0) {
         return EXIT_WRONG;
     }
     free(image);
     snprintf(path, sizeof(path), "%s/params.bin", r->o->save);
-    return r->rank == 0 && write_file(path, r->w, r->n * sizeof(float)) != 0 ? EXIT_WRONG : 0;
-}
-
-/* Every DIR/shard*.ckpt, in name order. */
-static int read_shards(const char *dir, void **images, size_t *lens, size_t max, size_t *n)
-{
-    struct dirent **names;
-    int k = scandir(dir, &names, NULL, alphasort);
-    char path[4096];
-
-    *n = 0;
-    for (int i = 0; i < k; i++) {
-        if (strncmp(names[i]->d_name, "shard", 5) == 0 && *n < max) {
-            snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
-            if ((images[*n] = read_file(path, &lens[*n])) != NULL) {
-                (*n)++;
-            }
-        }
-        free(names[i]);
-    }
-    free(k >= 0 ? names : NULL);
-    return *n > 0 ? 0 : -1;
+    return r->rank == 0 && ps_write_file(path, r->w, r->n * sizeof(float)) != 0 ? EXIT_WRONG : 0;
 }
 
 static int load(run_t *r)
@@ -413,7 +386,7 @@ static int load(run_t *r)
 
     snprintf(path, sizeof(path), "%s/params.bin", r->o->load);
     if (r->rank == 0) {
-        if ((params = read_file(path, &plen)) == NULL || plen != r->n * sizeof(float)) {
+        if ((params = ps_read_file(path, &plen)) == NULL || plen != r->n * sizeof(float)) {
             return EXIT_WRONG;
         }
         memcpy(r->w, params, plen);
@@ -422,7 +395,7 @@ static int load(run_t *r)
     if ((st = create(r)) != COLL_OK) {
         return failed(r, 0, st);
     }
-    if (read_shards(r->o->load, images, lens, 64, &n) != 0) {
+    if (ps_read_shards(r->o->load, images, lens, 64, &n) != 0) {
         return EXIT_WRONG;
     }
     st = coll_ps_load(r->ps, (const void *const *)images, lens, n);
@@ -555,7 +528,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"save", 1, 0, 'S'}, {"load", 1, 0, 'L'}, {"dump", 1, 0, 'd'}, {"bytes", 1, 0, 'b'},
         {"loop", 1, 0, 'l'}, {"count", 1, 0, 'n'}, {"fault", 1, 0, 'f'}, {"clip", 1, 0, 'C'},
         {"trust-max", 1, 0, 'T'}, {"per-bucket", 0, 0, 'P'}, {"compression", 1, 0, 'Z'},
-        {0, 0, 0, 0}};
+        {"device", 0, 0, 'D'}, {0, 0, 0, 0}};
     int c;
 
     *o = (opts_t){.optimizer = "sgd", .steps = 50, .check = -1, .count = 1 << 20,
@@ -576,10 +549,12 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'T': o->trust_max = atof(optarg); break;
         case 'P': o->per_bucket = 1; break;
         case 'Z': o->compression = optarg; break;
+        case 'D': o->device = 1; break;
         default: return -1;
         }
     }
-    return optind == argc ? 0 : -1;
+    return optind == argc && !(o->device && (o->save || o->load || o->dump || o->bytes ||
+                                             o->loop || o->fault)) ? 0 : -1;
 }
 
 static int setup(run_t *r)
@@ -589,9 +564,20 @@ static int setup(run_t *r)
     coll_status_t st;
 
     r->n = flat ? r->o->count : ps_model_count();
-    if ((st = coll_mem_alloc(r->comm, r->n * sizeof(float), (void **)&r->w)) != COLL_OK ||
-        (st = coll_mem_alloc(r->comm, r->n * sizeof(float), (void **)&r->g)) != COLL_OK) {
+    if (r->o->device) {
+        r->w = malloc(r->n * sizeof(float));
+        r->g = malloc(r->n * sizeof(float));
+        r->dw = rank_dev_alloc(r->n * sizeof(float));
+        r->dg = rank_dev_alloc(r->n * sizeof(float));
+        if (r->w == NULL || r->g == NULL || r->dw == NULL || r->dg == NULL) {
+            return EXIT_WRONG;
+        }
+    } else if ((st = coll_mem_alloc(r->comm, r->n * sizeof(float), (void **)&r->w)) != COLL_OK ||
+               (st = coll_mem_alloc(r->comm, r->n * sizeof(float), (void **)&r->g)) != COLL_OK) {
         return failed(r, 0, st);
+    } else {
+        r->dw = r->w;
+        r->dg = r->g;
     }
     for (size_t i = 0; i < r->n; i++) {
         r->w[i] = flat ? 0.1f * ps_unit(i) : ps_model_init(i);
@@ -648,7 +634,7 @@ static int run(run_t *r)
     rc = rc ? rc : train(r, r->o->steps);
     rc = rc || r->o->check < 0 ? rc : check(r);
     rc = rc || !r->o->save ? rc : save(r);
-    if (rc == 0 && r->o->dump && r->rank == 0 && write_file(r->o->dump, r->w,
+    if (rc == 0 && r->o->dump && r->rank == 0 && ps_write_file(r->o->dump, r->w,
                                                              r->n * sizeof(float)) != 0) {
         rc = EXIT_WRONG;
     }
@@ -666,10 +652,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ps_rank [--optimizer sgd|adamw|lars|lamb] [--steps N] "
                 "[--check TOL] [--save DIR] [--load DIR] [--dump FILE] [--bytes K] [--loop N] "
                 "[--count N] [--fault nan|mismatch|unknown|pool|compression|compression-node] "
-                "[--clip X] [--trust-max X] [--per-bucket] [--compression SPEC]\n");
+                "[--clip X] [--trust-max X] [--per-bucket] [--compression SPEC] [--device (not "
+                "with --save, --load, --dump, --bytes, --loop, --fault)]\n");
         return EXIT_USAGE;
     }
-    if ((st = coll_comm_create(NULL, &r.comm)) != COLL_OK) {
+    if (o.device && (r.comm = rank_dev_open("ps_rank", &rc)) == NULL) {
+        return rc;
+    }
+    if (!o.device && (st = coll_comm_create(NULL, &r.comm)) != COLL_OK) {
         printf("FAILED step=0 status=%s t_mono=%.6f msg=%s\n", coll_err_name(st), now_mono(),
                coll_comm_last_error(NULL));
         return EXIT_FAILED;
@@ -687,6 +677,12 @@ int main(int argc, char **argv)
     }
     track_free(&r);
     coll_ps_destroy(r.ps);
-    coll_comm_destroy(r.comm);
+    if (o.device) {
+        free(r.w);
+        free(r.g);
+        rank_dev_close(r.comm);
+    } else {
+        coll_comm_destroy(r.comm);
+    }
     return rc;
 }
