@@ -97,27 +97,56 @@ coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char
     return COLL_OK;
 }
 
+/* The longest line read: 255 characters and a '\r' before the '\n'. */
+#define LINE_BYTES 256
+
+/*
+ * Reads the next line of @p f, up to its '\n' or the end of the file, into @p line of
+ * @p size bytes, NUL-terminated and without the '\n'. Returns its length in bytes, NUL bytes
+ * included; @p size for a longer line (the rest left unread); -1 at the end of the file.
+ */
+static long next_line(FILE *f, char *line, size_t size)
+{
+    size_t n = 0;
+    int c = EOF;
+
+    while (n < size && (c = getc(f)) != EOF && c != '\n') {
+        line[n++] = (char)c;
+    }
+    if (n == 0 && c == EOF) {
+        return -1;
+    }
+    line[n < size ? n : size - 1] = '\0';
+    return (long)n;
+}
+
 /* Every line of @p f over @p p; COLL_OK or COLL_ERR_INVALID with the line's number. */
 static coll_status_t read_lines(FILE *f, coll_cost_params_t *p, const char *path, char *err,
                                 size_t errlen)
 {
-    char line[258], why[200];
+    char line[LINE_BYTES + 1], why[200];
+    coll_status_t st = COLL_OK;
     unsigned no = 0;
+    long n;
 
-    while (fgets(line, sizeof(line), f) != NULL) {
+    while (st == COLL_OK && (n = next_line(f, line, sizeof(line))) >= 0) {
         no++;
-        if (strchr(line, '\n') == NULL && !feof(f)) {
-            snprintf(err, errlen, "%s:%u: line longer than 255 characters", path, no);
-            return COLL_ERR_INVALID;
+        st = COLL_ERR_INVALID;
+        if (n == (long)sizeof(line)) {
+            snprintf(why, sizeof(why), "line longer than 255 characters");
+        } else if (memchr(line, '\0', (size_t)n) != NULL) {
+            snprintf(why, sizeof(why), "a NUL byte");
+        } else {
+            line[strcspn(line, "#")] = '\0';
+            st = line[strspn(line, " \t\r")] == '\0'
+                     ? COLL_OK
+                     : coll_cost_params_set(p, line, why, sizeof(why));
         }
-        line[strcspn(line, "#\n")] = '\0';
-        if (line[strspn(line, " \t\r")] != '\0' &&
-            coll_cost_params_set(p, line, why, sizeof(why)) != COLL_OK) {
+        if (st != COLL_OK) {
             snprintf(err, errlen, "%s:%u: %s", path, no, why);
-            return COLL_ERR_INVALID;
         }
     }
-    return COLL_OK;
+    return st;
 }
 
 coll_status_t coll_cost_params_load(coll_cost_params_t *p, const char *path, char *err,

@@ -231,41 +231,58 @@ static void test_nodes_choose_alike(void **state)
     expect_allreduce(1667, 2, bufs, "ring");
 }
 
-/* A file of @p text in a fresh temporary path (the caller unlinks it). */
-static void write_file(char *path, const char *text)
+/* A file of the @p len bytes at @p text in a fresh temporary path (the caller unlinks it). */
+static void write_bytes(char *path, const char *text, size_t len)
 {
     int fd;
     strcpy(path, "/tmp/coll-cost-XXXXXX");
     fd = mkstemp(path);
     assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
     close(fd);
 }
 
-static coll_status_t load(const char *text, coll_cost_params_t *p, char *err, size_t len)
+static void write_file(char *path, const char *text)
+{
+    write_bytes(path, text, strlen(text));
+}
+
+static coll_status_t load_bytes(const char *text, size_t n, coll_cost_params_t *p, char *err,
+                                size_t len)
 {
     char path[64];
     coll_status_t st;
-    write_file(path, text);
+    write_bytes(path, text, n);
     st = coll_cost_params_load(p, path, err, len);
     unlink(path);
     return st;
 }
 
-static void expect_refused(const char *text, const char *why)
+static coll_status_t load(const char *text, coll_cost_params_t *p, char *err, size_t len)
+{
+    return load_bytes(text, strlen(text), p, err, len);
+}
+
+/* The file of the @p n bytes at @p text refused with an error that says @p why. */
+static void expect_refused_bytes(const char *text, size_t n, const char *why)
 {
     coll_cost_params_t p, before;
     char err[400] = "";
 
     coll_cost_params_default(&p);
     before = p;
-    assert_int_equal(load(text, &p, err, sizeof(err)), COLL_ERR_INVALID);
+    assert_int_equal(load_bytes(text, n, &p, err, sizeof(err)), COLL_ERR_INVALID);
     if (strstr(err, why) == NULL) {
         fail_msg("\"%s\": the error \"%s\" does not say \"%s\"", text, err, why);
     }
     /* Nothing kept of the lines before the bad one. */
     assert_true(p.alpha == before.alpha && p.knomial_radix == before.knomial_radix &&
                 p.topk_ratio == before.topk_ratio);
+}
+
+static void expect_refused(const char *text, const char *why)
+{
+    expect_refused_bytes(text, strlen(text), why);
 }
 
 static void test_constants_file(void **state)
@@ -295,6 +312,27 @@ static void test_constants_file(void **state)
     assert_int_equal(coll_cost_params_load(&p, "/nonexistent/params.txt", err, sizeof(err)),
                      -ENOENT);
     assert_non_null(strstr(err, "/nonexistent/params.txt: "));
+}
+
+/* A line holds text: a file of NUL bytes, or one in a line, refused with its line; a line of
+ * 255 characters and a '\r' read, one character more refused. */
+static void test_constants_file_bytes(void **state)
+{
+    static const char zeros[64], inline_nul[] = "alpha = 1e-5\nbeta = 2e-9\0 junk\n";
+    coll_cost_params_t p;
+    char line[300] = "alpha =", err[400];
+
+    (void)state;
+    expect_refused_bytes(zeros, sizeof(zeros), ":1: a NUL byte");
+    expect_refused_bytes(inline_nul, sizeof(inline_nul) - 1, ":2: a NUL byte");
+    expect_refused_bytes("\n\0", 2, ":2: a NUL byte");
+    memset(line + 7, ' ', sizeof(line) - 7);
+    memcpy(line + 251, "1e-5\r\n", 7);
+    coll_cost_params_default(&p);
+    assert_int_equal(load(line, &p, err, sizeof(err)), COLL_OK);
+    assert_true(p.alpha == 1e-5);
+    memcpy(line + 252, "1e-5\r\n", 7);
+    expect_refused(line, ":1: line longer than 255 characters");
 }
 
 /* The daemon's start: a bad file refused (nothing kept), "none" no model, "" the built-in. */
@@ -336,6 +374,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_choice_follows_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nodes_choose_alike, setup, teardown),
         cmocka_unit_test(test_constants_file),
+        cmocka_unit_test(test_constants_file_bytes),
         cmocka_unit_test_setup_teardown(test_daemon_constants, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
