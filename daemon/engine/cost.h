@@ -181,13 +181,13 @@ coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char
 
 /**
  * @brief Read the constants from the file at @p path over @p p (keys the file does not name
- *        keep their value): "KEY = VALUE" lines, '#' starts a comment, blank lines skipped.
- *        @p p is changed only on success.
+ *        keep their value): "KEY = VALUE" lines, each key at most once, '#' starts a comment,
+ *        blank lines skipped. @p p is changed only on success.
  * @param [out] err What is wrong, with the file and line, on error.
- * @return COLL_OK; COLL_ERR_INVALID for a line coll_cost_params_set() refuses, a line over
- *         255 characters (and a '\r'), a NUL byte, or constants that are not valid together
- *         (coll_cost_params_valid());
- *         a negative errno when the file cannot be read.
+ * @return COLL_OK; COLL_ERR_INVALID for a line coll_cost_params_set() refuses, a key given
+ *         twice, a line over 255 characters (and a '\r'), a NUL byte, or constants that are
+ *         not valid together (coll_cost_params_valid()); a negative errno when the file
+ *         cannot be read.
  */
 coll_status_t coll_cost_params_load(coll_cost_params_t *p, const char *path, char *err,
                                     size_t errlen);

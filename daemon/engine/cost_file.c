@@ -31,9 +31,11 @@ static const param_key_t keys[] = {
     U32(cpus),         U32(cpus_shared),
 };
 
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
 static const param_key_t *key_named(const char *name, size_t len)
 {
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    for (size_t i = 0; i < NKEYS; i++) {
         if (strlen(keys[i].name) == len && strncmp(keys[i].name, name, len) == 0) {
             return &keys[i];
         }
@@ -65,17 +67,18 @@ static int store(coll_cost_params_t *p, const param_key_t *k, double v)
     }
 }
 
-coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
+/* The key named before the '=' of @p line, with @p value the text after it; NULL with @p err
+ * saying why for a line without '=' or an unknown key. */
+static const param_key_t *line_key(const char *line, const char **value, char *err,
                                    size_t errlen)
 {
-    const char *eq = strchr(line, '='), *key = line + strspn(line, " \t"), *end;
+    const char *eq = strchr(line, '='), *key = line + strspn(line, " \t");
     const param_key_t *k;
     size_t klen;
-    double v;
 
     if (eq == NULL) {
         snprintf(err, errlen, "want KEY = VALUE, got \"%s\"", line);
-        return COLL_ERR_INVALID;
+        return NULL;
     }
     klen = (size_t)(eq - key);
     while (klen > 0 && (key[klen - 1] == ' ' || key[klen - 1] == '\t')) {
@@ -83,18 +86,59 @@ coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char
     }
     if ((k = key_named(key, klen)) == NULL) {
         snprintf(err, errlen, "unknown constant \"%.*s\"", (int)klen, key);
-        return COLL_ERR_INVALID;
     }
+    *value = eq + 1;
+    return k;
+}
+
+/* The number @p text (what follows the '=') as @p k's value in @p p; COLL_ERR_INVALID with
+ * @p err saying why. */
+static coll_status_t set_value(coll_cost_params_t *p, const param_key_t *k, const char *text,
+                               char *err, size_t errlen)
+{
+    const char *end;
+    double v;
+
     errno = 0;
-    v = strtod(eq + 1, (char **)&end);
+    v = strtod(text, (char **)&end);
     end += strspn(end, " \t\r");
-    if (errno != 0 || end == eq + 1 || *end != '\0' || !isfinite(v) || v < 0 ||
-        !store(p, k, v)) {
-        snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, eq + 1 + strspn(eq + 1, " \t"),
+    if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || v < 0 || !store(p, k, v)) {
+        snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, text + strspn(text, " \t"),
                  k->type == KEY_DOUBLE ? "finite number >= 0" : "whole number >= 0");
         return COLL_ERR_INVALID;
     }
     return COLL_OK;
+}
+
+coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
+                                   size_t errlen)
+{
+    const char *value;
+    const param_key_t *k = line_key(line, &value, err, errlen);
+
+    return k == NULL ? COLL_ERR_INVALID : set_value(p, k, value, err, errlen);
+}
+
+/* The constant of line @p no of the file, @p line without its comment, over @p p; @p first the
+ * line each key was first given on (0: not yet). Blank lines are skipped. */
+static coll_status_t set_line(coll_cost_params_t *p, const char *line, unsigned no,
+                              unsigned *first, char *why, size_t whylen)
+{
+    const param_key_t *k;
+    const char *value;
+
+    if (line[strspn(line, " \t\r")] == '\0') {
+        return COLL_OK;
+    }
+    if ((k = line_key(line, &value, why, whylen)) == NULL) {
+        return COLL_ERR_INVALID;
+    }
+    if (first[k - keys] != 0) {
+        snprintf(why, whylen, "key %s given twice, first on line %u", k->name, first[k - keys]);
+        return COLL_ERR_INVALID;
+    }
+    first[k - keys] = no;
+    return set_value(p, k, value, why, whylen);
 }
 
 /* The longest line read: 255 characters and a '\r' before the '\n'. */
@@ -126,7 +170,7 @@ static coll_status_t read_lines(FILE *f, coll_cost_params_t *p, const char *path
 {
     char line[LINE_BYTES + 1], why[200];
     coll_status_t st = COLL_OK;
-    unsigned no = 0;
+    unsigned no = 0, first[NKEYS] = {0};
     long n;
 
     while (st == COLL_OK && (n = next_line(f, line, sizeof(line))) >= 0) {
@@ -138,9 +182,7 @@ static coll_status_t read_lines(FILE *f, coll_cost_params_t *p, const char *path
             snprintf(why, sizeof(why), "a NUL byte");
         } else {
             line[strcspn(line, "#")] = '\0';
-            st = line[strspn(line, " \t\r")] == '\0'
-                     ? COLL_OK
-                     : coll_cost_params_set(p, line, why, sizeof(why));
+            st = set_line(p, line, no, first, why, sizeof(why));
         }
         if (st != COLL_OK) {
             snprintf(err, errlen, "%s:%u: %s", path, no, why);

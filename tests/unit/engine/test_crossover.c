@@ -335,6 +335,16 @@ static void test_constants_file_bytes(void **state)
     expect_refused(line, ":1: line longer than 255 characters");
 }
 
+/* A key twice is refused, naming both lines, even with the same value. */
+static void test_constants_file_twice(void **state)
+{
+    (void)state;
+    expect_refused("alpha = 1e-5\n# x\nbeta = 1e-9\nalpha = 2e-5\n",
+                   ":4: key alpha given twice, first on line 1");
+    expect_refused("knomial_radix = 4\n\n knomial_radix=4\n",
+                   ":3: key knomial_radix given twice, first on line 1");
+}
+
 /* The daemon's start: a bad file refused (nothing kept), "none" no model, "" the built-in. */
 static void test_daemon_constants(void **state)
 {
@@ -375,6 +385,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nodes_choose_alike, setup, teardown),
         cmocka_unit_test(test_constants_file),
         cmocka_unit_test(test_constants_file_bytes),
+        cmocka_unit_test(test_constants_file_twice),
         cmocka_unit_test_setup_teardown(test_daemon_constants, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
