@@ -174,7 +174,8 @@ const char *coll_cost_params_problem(const coll_cost_params_t *p);
  *        coll_cost_params_t; spaces around '=' allowed), as bench/calibrate.sh writes them.
  * @param [out] err A sentence saying what is wrong, on error.
  * @return COLL_OK; COLL_ERR_INVALID for a line without '=', an unknown key, or a value that
- *         is not a finite number >= 0 (an integer for the integer fields).
+ *         is not a decimal number >= 0 (digits, '.', an exponent; not hex, inf or nan; an
+ *         integer for the integer fields).
  */
 coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
                                    size_t errlen);

@@ -91,18 +91,49 @@ static const param_key_t *line_key(const char *line, const char **value, char *e
     return k;
 }
 
+/* Whether @p s is a decimal number, spaces around it: an optional sign, digits with at most one
+ * '.' (one digit at least), an optional exponent ('e', an optional sign, digits). Not the hex,
+ * "inf" and "nan" strtod() also reads. */
+static int decimal(const char *s)
+{
+    static const char digits[] = "0123456789";
+    size_t n;
+
+    s += strspn(s, " \t");
+    s += *s == '+' || *s == '-';
+    n = strspn(s, digits);
+    s += n;
+    if (*s == '.') {
+        n += strspn(s + 1, digits);
+        s += 1 + strspn(s + 1, digits);
+    }
+    if (n == 0) {
+        return 0;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s += 1 + (s[1] == '+' || s[1] == '-');
+        if ((n = strspn(s, digits)) == 0) {
+            return 0;
+        }
+        s += n;
+    }
+    return s[strspn(s, " \t\r")] == '\0';
+}
+
 /* The number @p text (what follows the '=') as @p k's value in @p p; COLL_ERR_INVALID with
  * @p err saying why. */
 static coll_status_t set_value(coll_cost_params_t *p, const param_key_t *k, const char *text,
                                char *err, size_t errlen)
 {
-    const char *end;
-    double v;
+    int ok = decimal(text);
+    double v = 0;
 
-    errno = 0;
-    v = strtod(text, (char **)&end);
-    end += strspn(end, " \t\r");
-    if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || v < 0 || !store(p, k, v)) {
+    if (ok) {
+        errno = 0;
+        v = strtod(text, NULL);
+        ok = errno == 0;
+    }
+    if (!ok || v < 0 || !store(p, k, v)) {
         snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, text + strspn(text, " \t"),
                  k->type == KEY_DOUBLE ? "finite number >= 0" : "whole number >= 0");
         return COLL_ERR_INVALID;

@@ -345,6 +345,30 @@ static void test_constants_file_twice(void **state)
                    ":3: key knomial_radix given twice, first on line 1");
 }
 
+/* Decimal numbers only: hex, inf, nan and half a number refused; every decimal form read. */
+static void test_constants_file_decimal(void **state)
+{
+    coll_cost_params_t p;
+    char err[400];
+
+    (void)state;
+    expect_refused("alpha = 0x10\n", ":1: alpha: \"0x10\" is not a finite number >= 0");
+    expect_refused("alpha = 0x1p-20\n", ":1: alpha: \"0x1p-20\" is not a finite number");
+    expect_refused("knomial_radix = 0x10\n", "knomial_radix: \"0x10\" is not a whole number");
+    expect_refused("alpha = nan\n", "alpha: \"nan\" is not a finite number");
+    expect_refused("alpha = infinity\n", "alpha: \"infinity\" is not a finite number");
+    expect_refused("alpha = 1e\n", "alpha: \"1e\" is not a finite number");
+    expect_refused("alpha = .\n", "alpha: \".\" is not a finite number");
+    expect_refused("alpha = 1.5.2\n", "alpha: \"1.5.2\" is not a finite number");
+    coll_cost_params_default(&p);
+    assert_int_equal(load("alpha = +5e-05\nbeta = .5E-9\ngamma = 3.\nknomial_radix = 8e0\r\n"
+                          "alpha_op = -0\n",
+                          &p, err, sizeof(err)),
+                     COLL_OK);
+    assert_true(p.alpha == 5e-05 && p.beta == 0.5e-9 && p.gamma == 3 && p.knomial_radix == 8 &&
+                p.alpha_op == 0);
+}
+
 /* The daemon's start: a bad file refused (nothing kept), "none" no model, "" the built-in. */
 static void test_daemon_constants(void **state)
 {
@@ -386,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_constants_file),
         cmocka_unit_test(test_constants_file_bytes),
         cmocka_unit_test(test_constants_file_twice),
+        cmocka_unit_test(test_constants_file_decimal),
         cmocka_unit_test_setup_teardown(test_daemon_constants, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
