@@ -175,7 +175,8 @@ const char *coll_cost_params_problem(const coll_cost_params_t *p);
  * @param [out] err A sentence saying what is wrong, on error.
  * @return COLL_OK; COLL_ERR_INVALID for a line without '=', an unknown key, or a value that
  *         is not a decimal number >= 0 (digits, '.', an exponent; not hex, inf or nan; an
- *         integer for the integer fields).
+ *         integer for the integer fields) or is above the largest double. A value below the
+ *         smallest one is read as the denormal or 0 strtod() gives it.
  */
 coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
                                    size_t errlen);

@@ -5,6 +5,7 @@
 #include "engine/cost.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,20 +122,27 @@ static int decimal(const char *s)
 }
 
 /* The number @p text (what follows the '=') as @p k's value in @p p; COLL_ERR_INVALID with
- * @p err saying why. */
+ * @p err saying why. One below the smallest double is the 0 or denormal strtod() gives it. */
 static coll_status_t set_value(coll_cost_params_t *p, const param_key_t *k, const char *text,
                                char *err, size_t errlen)
 {
-    int ok = decimal(text);
+    const char *shown = text + strspn(text, " \t");
+    int ok = decimal(text), range = 0;
     double v = 0;
 
     if (ok) {
         errno = 0;
         v = strtod(text, NULL);
-        ok = errno == 0;
+        range = errno == ERANGE;
     }
-    if (!ok || v < 0 || !store(p, k, v)) {
-        snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, text + strspn(text, " \t"),
+    if (range && isinf(v)) {
+        snprintf(err, errlen, "%s: \"%s\" is out of range (above %.1e)", k->name, shown,
+                 DBL_MAX);
+        return COLL_ERR_INVALID;
+    }
+    /* Else a range error is an underflow; signbit(): "-1e-400" is negative, though -0. */
+    if (!ok || v < 0 || (range && signbit(v)) || !store(p, k, v)) {
+        snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, shown,
                  k->type == KEY_DOUBLE ? "finite number >= 0" : "whole number >= 0");
         return COLL_ERR_INVALID;
     }

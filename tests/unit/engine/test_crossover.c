@@ -10,8 +10,10 @@
  *   every node choosing alike from the root's parameters, through the wire form the root
  *   sends, whatever the node's own configuration: an allreduce on each side of the crossover
  *   completes on every rank of 2 nodes x 2 with the sum and the algorithm of the range;
- *   the constants file: values read over the built-in ones, every kind of bad line and an
- *   unreadable file refused with the file and line named, the daemon's start refusing it.
+ *   the constants file: values read over the built-in ones (decimal numbers only, one below
+ *   the smallest double read as that small), every kind of bad line (a NUL byte, a key twice,
+ *   hex, inf, nan, a number out of range) and an unreadable file refused with the file and
+ *   line named, the daemon's start refusing it.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -369,6 +371,21 @@ static void test_constants_file_decimal(void **state)
                 p.alpha_op == 0);
 }
 
+/* A value below the smallest double is that small a number; one above the largest is refused. */
+static void test_constants_file_range(void **state)
+{
+    coll_cost_params_t p;
+    char err[400];
+
+    (void)state;
+    coll_cost_params_default(&p);
+    assert_int_equal(load("alpha = 1e-400\nbeta = 4e-320\n", &p, err, sizeof(err)), COLL_OK);
+    assert_true(p.alpha == 0 && p.beta == 4e-320 && p.beta > 0);
+    expect_refused("alpha = 1e400\n", ":1: alpha: \"1e400\" is out of range");
+    expect_refused("segment_bytes = 1e400\n", ":1: segment_bytes: \"1e400\" is out of range");
+    expect_refused("alpha = -1e-400\n", ":1: alpha: \"-1e-400\" is not a finite number >= 0");
+}
+
 /* The daemon's start: a bad file refused (nothing kept), "none" no model, "" the built-in. */
 static void test_daemon_constants(void **state)
 {
@@ -411,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_constants_file_bytes),
         cmocka_unit_test(test_constants_file_twice),
         cmocka_unit_test(test_constants_file_decimal),
+        cmocka_unit_test(test_constants_file_range),
         cmocka_unit_test_setup_teardown(test_daemon_constants, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
