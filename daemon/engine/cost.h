@@ -174,19 +174,22 @@ const char *coll_cost_params_problem(const coll_cost_params_t *p);
  *        coll_cost_params_t; spaces around '=' allowed), as bench/calibrate.sh writes them.
  * @param [out] err A sentence saying what is wrong, on error.
  * @return COLL_OK; COLL_ERR_INVALID for a line without '=', an unknown key, or a value that
- *         is not a finite number >= 0 (an integer for the integer fields).
+ *         is not a decimal number >= 0 (digits, '.', an exponent; not hex, inf or nan; an
+ *         integer for the integer fields) or is above the largest double. A value below the
+ *         smallest one is read as the denormal or 0 strtod() gives it.
  */
 coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
                                    size_t errlen);
 
 /**
  * @brief Read the constants from the file at @p path over @p p (keys the file does not name
- *        keep their value): "KEY = VALUE" lines, '#' starts a comment, blank lines skipped.
- *        @p p is changed only on success.
+ *        keep their value): "KEY = VALUE" lines, each key at most once, '#' starts a comment,
+ *        blank lines skipped. @p p is changed only on success.
  * @param [out] err What is wrong, with the file and line, on error.
- * @return COLL_OK; COLL_ERR_INVALID for a line coll_cost_params_set() refuses, a line over
- *         255 characters, or constants that are not valid together (coll_cost_params_valid());
- *         a negative errno when the file cannot be read.
+ * @return COLL_OK; COLL_ERR_INVALID for a line coll_cost_params_set() refuses, a key given
+ *         twice, a line over 255 characters (and a '\r'), a NUL byte, or constants that are
+ *         not valid together (coll_cost_params_valid()); a negative errno when the file
+ *         cannot be read.
  */
 coll_status_t coll_cost_params_load(coll_cost_params_t *p, const char *path, char *err,
                                     size_t errlen);

@@ -5,6 +5,7 @@
 #include "engine/cost.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,11 @@ static const param_key_t keys[] = {
     U32(cpus),         U32(cpus_shared),
 };
 
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
 static const param_key_t *key_named(const char *name, size_t len)
 {
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    for (size_t i = 0; i < NKEYS; i++) {
         if (strlen(keys[i].name) == len && strncmp(keys[i].name, name, len) == 0) {
             return &keys[i];
         }
@@ -65,17 +68,18 @@ static int store(coll_cost_params_t *p, const param_key_t *k, double v)
     }
 }
 
-coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
+/* The key named before the '=' of @p line, with @p value the text after it; NULL with @p err
+ * saying why for a line without '=' or an unknown key. */
+static const param_key_t *line_key(const char *line, const char **value, char *err,
                                    size_t errlen)
 {
-    const char *eq = strchr(line, '='), *key = line + strspn(line, " \t"), *end;
+    const char *eq = strchr(line, '='), *key = line + strspn(line, " \t");
     const param_key_t *k;
     size_t klen;
-    double v;
 
     if (eq == NULL) {
         snprintf(err, errlen, "want KEY = VALUE, got \"%s\"", line);
-        return COLL_ERR_INVALID;
+        return NULL;
     }
     klen = (size_t)(eq - key);
     while (klen > 0 && (key[klen - 1] == ' ' || key[klen - 1] == '\t')) {
@@ -83,41 +87,147 @@ coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char
     }
     if ((k = key_named(key, klen)) == NULL) {
         snprintf(err, errlen, "unknown constant \"%.*s\"", (int)klen, key);
+    }
+    *value = eq + 1;
+    return k;
+}
+
+/* Whether @p s is a decimal number, spaces around it: an optional sign, digits with at most one
+ * '.' (one digit at least), an optional exponent ('e', an optional sign, digits). Not the hex,
+ * "inf" and "nan" strtod() also reads. */
+static int decimal(const char *s)
+{
+    static const char digits[] = "0123456789";
+    size_t n;
+
+    s += strspn(s, " \t");
+    s += *s == '+' || *s == '-';
+    n = strspn(s, digits);
+    s += n;
+    if (*s == '.') {
+        n += strspn(s + 1, digits);
+        s += 1 + strspn(s + 1, digits);
+    }
+    if (n == 0) {
+        return 0;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s += 1 + (s[1] == '+' || s[1] == '-');
+        if ((n = strspn(s, digits)) == 0) {
+            return 0;
+        }
+        s += n;
+    }
+    return s[strspn(s, " \t\r")] == '\0';
+}
+
+/* The number @p text (what follows the '=') as @p k's value in @p p; COLL_ERR_INVALID with
+ * @p err saying why. One below the smallest double is the 0 or denormal strtod() gives it. */
+static coll_status_t set_value(coll_cost_params_t *p, const param_key_t *k, const char *text,
+                               char *err, size_t errlen)
+{
+    const char *shown = text + strspn(text, " \t");
+    int ok = decimal(text), range = 0;
+    double v = 0;
+
+    if (ok) {
+        errno = 0;
+        v = strtod(text, NULL);
+        range = errno == ERANGE;
+    }
+    if (range && isinf(v)) {
+        snprintf(err, errlen, "%s: \"%s\" is out of range (above %.1e)", k->name, shown,
+                 DBL_MAX);
         return COLL_ERR_INVALID;
     }
-    errno = 0;
-    v = strtod(eq + 1, (char **)&end);
-    end += strspn(end, " \t\r");
-    if (errno != 0 || end == eq + 1 || *end != '\0' || !isfinite(v) || v < 0 ||
-        !store(p, k, v)) {
-        snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, eq + 1 + strspn(eq + 1, " \t"),
+    /* Else a range error is an underflow; signbit(): "-1e-400" is negative, though -0. */
+    if (!ok || v < 0 || (range && signbit(v)) || !store(p, k, v)) {
+        snprintf(err, errlen, "%s: \"%s\" is not a %s", k->name, shown,
                  k->type == KEY_DOUBLE ? "finite number >= 0" : "whole number >= 0");
         return COLL_ERR_INVALID;
     }
     return COLL_OK;
 }
 
+coll_status_t coll_cost_params_set(coll_cost_params_t *p, const char *line, char *err,
+                                   size_t errlen)
+{
+    const char *value;
+    const param_key_t *k = line_key(line, &value, err, errlen);
+
+    return k == NULL ? COLL_ERR_INVALID : set_value(p, k, value, err, errlen);
+}
+
+/* The constant of line @p no of the file, @p line without its comment, over @p p; @p first the
+ * line each key was first given on (0: not yet). Blank lines are skipped. */
+static coll_status_t set_line(coll_cost_params_t *p, const char *line, unsigned no,
+                              unsigned *first, char *why, size_t whylen)
+{
+    const param_key_t *k;
+    const char *value;
+
+    if (line[strspn(line, " \t\r")] == '\0') {
+        return COLL_OK;
+    }
+    if ((k = line_key(line, &value, why, whylen)) == NULL) {
+        return COLL_ERR_INVALID;
+    }
+    if (first[k - keys] != 0) {
+        snprintf(why, whylen, "key %s given twice, first on line %u", k->name, first[k - keys]);
+        return COLL_ERR_INVALID;
+    }
+    first[k - keys] = no;
+    return set_value(p, k, value, why, whylen);
+}
+
+/* The longest line read: 255 characters and a '\r' before the '\n'. */
+#define LINE_BYTES 256
+
+/*
+ * Reads the next line of @p f, up to its '\n' or the end of the file, into @p line of
+ * @p size bytes, NUL-terminated and without the '\n'. Returns its length in bytes, NUL bytes
+ * included; @p size for a longer line (the rest left unread); -1 at the end of the file.
+ */
+static long next_line(FILE *f, char *line, size_t size)
+{
+    size_t n = 0;
+    int c = EOF;
+
+    while (n < size && (c = getc(f)) != EOF && c != '\n') {
+        line[n++] = (char)c;
+    }
+    if (n == 0 && c == EOF) {
+        return -1;
+    }
+    line[n < size ? n : size - 1] = '\0';
+    return (long)n;
+}
+
 /* Every line of @p f over @p p; COLL_OK or COLL_ERR_INVALID with the line's number. */
 static coll_status_t read_lines(FILE *f, coll_cost_params_t *p, const char *path, char *err,
                                 size_t errlen)
 {
-    char line[258], why[200];
-    unsigned no = 0;
+    char line[LINE_BYTES + 1], why[200];
+    coll_status_t st = COLL_OK;
+    unsigned no = 0, first[NKEYS] = {0};
+    long n;
 
-    while (fgets(line, sizeof(line), f) != NULL) {
+    while (st == COLL_OK && (n = next_line(f, line, sizeof(line))) >= 0) {
         no++;
-        if (strchr(line, '\n') == NULL && !feof(f)) {
-            snprintf(err, errlen, "%s:%u: line longer than 255 characters", path, no);
-            return COLL_ERR_INVALID;
+        st = COLL_ERR_INVALID;
+        if (n == (long)sizeof(line)) {
+            snprintf(why, sizeof(why), "line longer than 255 characters");
+        } else if (memchr(line, '\0', (size_t)n) != NULL) {
+            snprintf(why, sizeof(why), "a NUL byte");
+        } else {
+            line[strcspn(line, "#")] = '\0';
+            st = set_line(p, line, no, first, why, sizeof(why));
         }
-        line[strcspn(line, "#\n")] = '\0';
-        if (line[strspn(line, " \t\r")] != '\0' &&
-            coll_cost_params_set(p, line, why, sizeof(why)) != COLL_OK) {
+        if (st != COLL_OK) {
             snprintf(err, errlen, "%s:%u: %s", path, no, why);
-            return COLL_ERR_INVALID;
         }
     }
-    return COLL_OK;
+    return st;
 }
 
 coll_status_t coll_cost_params_load(coll_cost_params_t *p, const char *path, char *err,

@@ -10,8 +10,10 @@
  *   every node choosing alike from the root's parameters, through the wire form the root
  *   sends, whatever the node's own configuration: an allreduce on each side of the crossover
  *   completes on every rank of 2 nodes x 2 with the sum and the algorithm of the range;
- *   the constants file: values read over the built-in ones, every kind of bad line and an
- *   unreadable file refused with the file and line named, the daemon's start refusing it.
+ *   the constants file: values read over the built-in ones (decimal numbers only, one below
+ *   the smallest double read as that small), every kind of bad line (a NUL byte, a key twice,
+ *   hex, inf, nan, a number out of range) and an unreadable file refused with the file and
+ *   line named, the daemon's start refusing it.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -231,41 +233,58 @@ static void test_nodes_choose_alike(void **state)
     expect_allreduce(1667, 2, bufs, "ring");
 }
 
-/* A file of @p text in a fresh temporary path (the caller unlinks it). */
-static void write_file(char *path, const char *text)
+/* A file of the @p len bytes at @p text in a fresh temporary path (the caller unlinks it). */
+static void write_bytes(char *path, const char *text, size_t len)
 {
     int fd;
     strcpy(path, "/tmp/coll-cost-XXXXXX");
     fd = mkstemp(path);
     assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
     close(fd);
 }
 
-static coll_status_t load(const char *text, coll_cost_params_t *p, char *err, size_t len)
+static void write_file(char *path, const char *text)
+{
+    write_bytes(path, text, strlen(text));
+}
+
+static coll_status_t load_bytes(const char *text, size_t n, coll_cost_params_t *p, char *err,
+                                size_t len)
 {
     char path[64];
     coll_status_t st;
-    write_file(path, text);
+    write_bytes(path, text, n);
     st = coll_cost_params_load(p, path, err, len);
     unlink(path);
     return st;
 }
 
-static void expect_refused(const char *text, const char *why)
+static coll_status_t load(const char *text, coll_cost_params_t *p, char *err, size_t len)
+{
+    return load_bytes(text, strlen(text), p, err, len);
+}
+
+/* The file of the @p n bytes at @p text refused with an error that says @p why. */
+static void expect_refused_bytes(const char *text, size_t n, const char *why)
 {
     coll_cost_params_t p, before;
     char err[400] = "";
 
     coll_cost_params_default(&p);
     before = p;
-    assert_int_equal(load(text, &p, err, sizeof(err)), COLL_ERR_INVALID);
+    assert_int_equal(load_bytes(text, n, &p, err, sizeof(err)), COLL_ERR_INVALID);
     if (strstr(err, why) == NULL) {
         fail_msg("\"%s\": the error \"%s\" does not say \"%s\"", text, err, why);
     }
     /* Nothing kept of the lines before the bad one. */
     assert_true(p.alpha == before.alpha && p.knomial_radix == before.knomial_radix &&
                 p.topk_ratio == before.topk_ratio);
+}
+
+static void expect_refused(const char *text, const char *why)
+{
+    expect_refused_bytes(text, strlen(text), why);
 }
 
 static void test_constants_file(void **state)
@@ -295,6 +314,76 @@ static void test_constants_file(void **state)
     assert_int_equal(coll_cost_params_load(&p, "/nonexistent/params.txt", err, sizeof(err)),
                      -ENOENT);
     assert_non_null(strstr(err, "/nonexistent/params.txt: "));
+}
+
+/* A line holds text: a file of NUL bytes, or one in a line, refused with its line; a line of
+ * 255 characters and a '\r' read, one character more refused. */
+static void test_constants_file_bytes(void **state)
+{
+    static const char zeros[64], inline_nul[] = "alpha = 1e-5\nbeta = 2e-9\0 junk\n";
+    coll_cost_params_t p;
+    char line[300] = "alpha =", err[400];
+
+    (void)state;
+    expect_refused_bytes(zeros, sizeof(zeros), ":1: a NUL byte");
+    expect_refused_bytes(inline_nul, sizeof(inline_nul) - 1, ":2: a NUL byte");
+    expect_refused_bytes("\n\0", 2, ":2: a NUL byte");
+    memset(line + 7, ' ', sizeof(line) - 7);
+    memcpy(line + 251, "1e-5\r\n", 7);
+    coll_cost_params_default(&p);
+    assert_int_equal(load(line, &p, err, sizeof(err)), COLL_OK);
+    assert_true(p.alpha == 1e-5);
+    memcpy(line + 252, "1e-5\r\n", 7);
+    expect_refused(line, ":1: line longer than 255 characters");
+}
+
+/* A key twice is refused, naming both lines, even with the same value. */
+static void test_constants_file_twice(void **state)
+{
+    (void)state;
+    expect_refused("alpha = 1e-5\n# x\nbeta = 1e-9\nalpha = 2e-5\n",
+                   ":4: key alpha given twice, first on line 1");
+    expect_refused("knomial_radix = 4\n\n knomial_radix=4\n",
+                   ":3: key knomial_radix given twice, first on line 1");
+}
+
+/* Decimal numbers only: hex, inf, nan and half a number refused; every decimal form read. */
+static void test_constants_file_decimal(void **state)
+{
+    coll_cost_params_t p;
+    char err[400];
+
+    (void)state;
+    expect_refused("alpha = 0x10\n", ":1: alpha: \"0x10\" is not a finite number >= 0");
+    expect_refused("alpha = 0x1p-20\n", ":1: alpha: \"0x1p-20\" is not a finite number");
+    expect_refused("knomial_radix = 0x10\n", "knomial_radix: \"0x10\" is not a whole number");
+    expect_refused("alpha = nan\n", "alpha: \"nan\" is not a finite number");
+    expect_refused("alpha = infinity\n", "alpha: \"infinity\" is not a finite number");
+    expect_refused("alpha = 1e\n", "alpha: \"1e\" is not a finite number");
+    expect_refused("alpha = .\n", "alpha: \".\" is not a finite number");
+    expect_refused("alpha = 1.5.2\n", "alpha: \"1.5.2\" is not a finite number");
+    coll_cost_params_default(&p);
+    assert_int_equal(load("alpha = +5e-05\nbeta = .5E-9\ngamma = 3.\nknomial_radix = 8e0\r\n"
+                          "alpha_op = -0\n",
+                          &p, err, sizeof(err)),
+                     COLL_OK);
+    assert_true(p.alpha == 5e-05 && p.beta == 0.5e-9 && p.gamma == 3 && p.knomial_radix == 8 &&
+                p.alpha_op == 0);
+}
+
+/* A value below the smallest double is that small a number; one above the largest is refused. */
+static void test_constants_file_range(void **state)
+{
+    coll_cost_params_t p;
+    char err[400];
+
+    (void)state;
+    coll_cost_params_default(&p);
+    assert_int_equal(load("alpha = 1e-400\nbeta = 4e-320\n", &p, err, sizeof(err)), COLL_OK);
+    assert_true(p.alpha == 0 && p.beta == 4e-320 && p.beta > 0);
+    expect_refused("alpha = 1e400\n", ":1: alpha: \"1e400\" is out of range");
+    expect_refused("segment_bytes = 1e400\n", ":1: segment_bytes: \"1e400\" is out of range");
+    expect_refused("alpha = -1e-400\n", ":1: alpha: \"-1e-400\" is not a finite number >= 0");
 }
 
 /* The daemon's start: a bad file refused (nothing kept), "none" no model, "" the built-in. */
@@ -336,6 +425,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_choice_follows_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nodes_choose_alike, setup, teardown),
         cmocka_unit_test(test_constants_file),
+        cmocka_unit_test(test_constants_file_bytes),
+        cmocka_unit_test(test_constants_file_twice),
+        cmocka_unit_test(test_constants_file_decimal),
+        cmocka_unit_test(test_constants_file_range),
         cmocka_unit_test_setup_teardown(test_daemon_constants, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
