@@ -1,6 +1,7 @@
 /*
  * Which device layer a process gets (dev.h): the fake when COLL_DEVICE_FAKE says so, else CUDA's
- * driver, opened once; what it found, in words; the calling thread's last device error.
+ * driver, opened once; what it found, in words; the calling thread's last device error; the
+ * argument checks the implementations share.
  */
 #include "device/dev.h"
 
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const coll_dev_ops_t *opened;
@@ -29,6 +31,34 @@ coll_status_t coll__dev_fail(coll_status_t st, const char *fmt, ...)
 const char *coll_dev_error(void)
 {
     return last_error;
+}
+
+coll_status_t coll__dev_check_register(const void *p, size_t bytes, const uint64_t *dev_p,
+                                       const char *who)
+{
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (p == NULL || dev_p == NULL) {
+        return coll__dev_fail(COLL_ERR_INVALID, "%s: NULL %s", who, p == NULL ? "memory" :
+                              "place for the device address");
+    }
+    if (bytes == 0) {
+        return coll__dev_fail(COLL_ERR_INVALID, "%s of 0 bytes at %p", who, p);
+    }
+    if ((uintptr_t)p % (uintptr_t)page != 0) {
+        return coll__dev_fail(COLL_ERR_INVALID, "%s of %zu bytes at %p: not aligned to the page "
+                              "size (%ld bytes)", who, bytes, p, page);
+    }
+    return COLL_OK;
+}
+
+coll_status_t coll__dev_check_word(uint64_t word, const char *who)
+{
+    if (word == 0 || word % sizeof(uint64_t) != 0) {
+        return coll__dev_fail(COLL_ERR_INVALID, "%s: the word at %#llx is not an 8-byte aligned "
+                              "address", who, (unsigned long long)word);
+    }
+    return COLL_OK;
 }
 
 /* COLL_DEVICE_FAKE: a count of fake devices, 1 .. COLL_DEV_MAX; 0 or empty means no fake. */

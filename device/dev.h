@@ -121,6 +121,31 @@ typedef struct coll_dev_ops {
     coll_status_t (*ctx_enter)(int dev);
     /** @brief Undo the calling thread's last successful ctx_enter(). */
     void (*ctx_leave)(void);
+    /** Page-lock @p bytes of existing host memory at @p p (page-aligned; e.g. a page of a memfd
+     *  mapping shared with another process) and map it for every device: *@p dev_p is its device
+     *  address, for stream_wait_word() and stream_write_word(). Undo with host_unregister().
+     *  The memory stays the caller's; a range is registered once.
+     *  @return COLL_OK; COLL_ERR_INVALID for NULL, 0 bytes or an unaligned @p p; the driver's
+     *          error (COLL_ERR_NOMEM when it cannot lock that much; COLL_ERR_IO for a range
+     *          registered already). */
+    coll_status_t (*host_register)(void *p, size_t bytes, uint64_t *dev_p);
+    /** Undo host_register() of @p p (the same address). Safe with NULL. */
+    void (*host_unregister)(void *p);
+    /** Make the work queued on @p s from now on wait, without blocking the host, until the 64-bit
+     *  word at device address @p word (inside a host_register() range, 8-byte aligned) is
+     *  >= @p value (unsigned; the driver compares as (int64_t)(word - value) >= 0, the same
+     *  while the two are less than 2^63 apart).
+     *  The fake's streams run their work at once: it blocks the caller until then (bounded, below).
+     *  @return COLL_OK once queued; COLL_ERR_INVALID for a misaligned @p word; the driver's
+     *          error (COLL_ERR_UNSUPPORTED where it has no 64-bit stream memory operations);
+     *          the fake's COLL_ERR_TIMEDOUT when the word stays below @p value. */
+    coll_status_t (*stream_wait_word)(coll_dev_stream_t s, uint64_t word, uint64_t value);
+    /** Queue on @p s the write of @p value into the 64-bit word at device address @p word, done
+     *  once the work queued on @p s before it is (a write the host reading the word then sees
+     *  whole, with that work's results).
+     *  @return COLL_OK once queued; COLL_ERR_INVALID for a misaligned @p word; the driver's
+     *          error (COLL_ERR_UNSUPPORTED as for stream_wait_word()). */
+    coll_status_t (*stream_write_word)(coll_dev_stream_t s, uint64_t word, uint64_t value);
 } coll_dev_ops_t;
 
 /**
@@ -160,12 +185,26 @@ const char *coll_dev_error(void);
 coll_status_t coll__dev_fail(coll_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/** @brief For the implementations: host_register()'s refusals (NULL @p p or @p dev_p, 0
+ *         @p bytes, @p p not page-aligned), said in coll_dev_error() after @p who.
+ *  @return COLL_OK; COLL_ERR_INVALID. */
+coll_status_t coll__dev_check_register(const void *p, size_t bytes, const uint64_t *dev_p,
+                                       const char *who);
+
+/** @brief For the implementations: a 64-bit word's address for stream_wait_word() and
+ *         stream_write_word() (not 0, 8-byte aligned), said in coll_dev_error() after @p who.
+ *  @return COLL_OK; COLL_ERR_INVALID. */
+coll_status_t coll__dev_check_word(uint64_t word, const char *who);
+
 /** The fake: devices of host memory (memfds mapped with mmap), synchronous streams, events as
  *  counters, "pinned" memory that is ordinary. Test only; coll_dev_open() returns it when
  *  COLL_DEVICE_FAKE is set. COLL_DEVICE_FAKE_COPY_DELAY_MS=N (test only) makes an event
  *  recorded after a copy complete only N ms after the record, as a real device's copy takes
- *  time, so the callers' polling is exercised; COLL_DEVICE_FAKE_PIN_FAIL=1 makes host_alloc()
- *  refuse with COLL_ERR_NOMEM. */
+ *  time, so the callers' polling is exercised, and a stream_write_word() land N ms after it was
+ *  queued (stream_sync() and stream_destroy() wait for it); COLL_DEVICE_FAKE_PIN_FAIL=1 makes
+ *  host_alloc() refuse with COLL_ERR_NOMEM. A host_register() range's device address is its
+ *  host address; stream_wait_word() polls the word every 100 us, for at most
+ *  COLL_DEVICE_FAKE_WAIT_MS ms (default 60000), then fails with COLL_ERR_TIMEDOUT. */
 extern const coll_dev_ops_t coll_dev_fake;
 
 /**

@@ -9,9 +9,17 @@
  * for that long after its record, as a real copy takes time, so that a caller that polls events
  * is seen to wait (stream syncs and waits are not delayed: the work is done). Its "pinned" host
  * memory is ordinary memory, refused when COLL_DEVICE_FAKE_PIN_FAIL is set.
+ *
+ * Words shared with the host: registered host memory is its own device address; a stream's
+ * word write is an atomic release store, at once, or with COLL_DEVICE_FAKE_COPY_DELAY_MS that
+ * long later from a thread of its own, in the stream's order (the stream is behind: a reader
+ * that does not wait is seen; stream syncs wait for it); a stream's wait for a word blocks the
+ * caller, polling every 100 us (never spinning), for at most COLL_DEVICE_FAKE_WAIT_MS.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +39,16 @@ static int ndevices;
 
 struct coll_dev_stream {
     int dev;
-    uint64_t queued; /* work queued so far */
-    uint64_t done;   /* work done: always all of it */
+    uint64_t queued;       /* work queued so far */
+    uint64_t done;         /* work done: always all of it */
+    uint64_t late;         /* delayed word writes queued (COLL_DEVICE_FAKE_COPY_DELAY_MS) */
+    _Atomic uint64_t landed; /* of those, done: each in its turn, by a thread of its own */
+};
+
+/* A delayed stream_write_word(): the @p ticket-th of its stream, due at @p due_ns. */
+struct late_write {
+    struct coll_dev_stream *s;
+    uint64_t *word, value, due_ns, ticket;
 };
 
 struct coll_dev_event {
@@ -51,6 +67,20 @@ static uint64_t knob(const char *name)
     const char *v = getenv(name);
 
     return v != NULL ? strtoull(v, NULL, 10) : 0;
+}
+
+/* A test knob as a number, @p dflt when absent. */
+static uint64_t knob_or(const char *name, uint64_t dflt)
+{
+    return getenv(name) != NULL ? knob(name) : dflt;
+}
+
+/* Sleep 100 us: how often the fake looks again at what another thread will change. */
+static void nap(void)
+{
+    struct timespec ts = {0, 100000};
+
+    nanosleep(&ts, NULL);
 }
 
 static uint64_t now_ns(void)
@@ -250,9 +280,20 @@ static coll_status_t fake_stream_create(int dev, coll_dev_stream_t *s_p)
     return COLL_OK;
 }
 
+/* Wait until every delayed word write of @p s landed. */
+static void wait_landed(coll_dev_stream_t s)
+{
+    while (atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
+        nap();
+    }
+}
+
 static void fake_stream_destroy(coll_dev_stream_t s)
 {
-    free(s);
+    if (s != NULL) {
+        wait_landed(s);
+        free(s);
+    }
 }
 
 static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
@@ -296,6 +337,7 @@ static void fake_host_free(int dev, void *p)
 
 static coll_status_t fake_stream_sync(coll_dev_stream_t s)
 {
+    wait_landed(s);
     return s->done == s->queued ? COLL_OK
                                 : coll__dev_fail(COLL_ERR_IO, "stream sync: work left behind");
 }
@@ -363,6 +405,107 @@ static void fake_ctx_leave(void)
 {
 }
 
+/* The device address of host memory is its host address. */
+static coll_status_t fake_host_register(void *p, size_t bytes, uint64_t *dev_p)
+{
+    coll_status_t st = coll__dev_check_register(p, bytes, dev_p, "host register");
+
+    if (st == COLL_OK) {
+        *dev_p = (uint64_t)(uintptr_t)p;
+    }
+    return st;
+}
+
+static void fake_host_unregister(void *p)
+{
+    (void)p;
+}
+
+/* Blocks: the fake's stream runs its work at once, so the work after the wait may start only
+ * once the word is there. */
+static coll_status_t fake_stream_wait_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
+{
+    uint64_t limit_ms = knob_or("COLL_DEVICE_FAKE_WAIT_MS", 60000), deadline, v;
+    coll_status_t st = coll__dev_check_word(word, "stream wait");
+
+    (void)s;
+    if (st != COLL_OK) {
+        return st;
+    }
+    deadline = now_ns() + limit_ms * 1000000ull;
+    while ((v = __atomic_load_n((const uint64_t *)(uintptr_t)word, __ATOMIC_ACQUIRE)) < value) {
+        if (now_ns() >= deadline) {
+            return coll__dev_fail(COLL_ERR_TIMEDOUT, "stream wait: the word at %#llx stayed at "
+                                  "%llu, below %llu, for %llu ms (COLL_DEVICE_FAKE_WAIT_MS)",
+                                  (unsigned long long)word, (unsigned long long)v,
+                                  (unsigned long long)value, (unsigned long long)limit_ms);
+        }
+        nap();
+    }
+    return COLL_OK;
+}
+
+static void *late_write_main(void *arg)
+{
+    struct late_write w = *(struct late_write *)arg;
+    struct timespec due = {(time_t)(w.due_ns / 1000000000ull), (long)(w.due_ns % 1000000000ull)};
+
+    free(arg);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR) {
+        continue; /* the due time is absolute: sleep on */
+    }
+    /* In the stream's order: after the delayed writes queued before this one. */
+    while (atomic_load_explicit(&w.s->landed, memory_order_acquire) != w.ticket) {
+        nap();
+    }
+    __atomic_store_n(w.word, w.value, __ATOMIC_RELEASE);
+    atomic_fetch_add_explicit(&w.s->landed, 1, memory_order_release);
+    return NULL;
+}
+
+/* Write @p value into @p word @p delay_ms from now, from a thread of its own. */
+static coll_status_t write_late(coll_dev_stream_t s, uint64_t word, uint64_t value,
+                                uint64_t delay_ms)
+{
+    struct late_write *w = malloc(sizeof(*w));
+    pthread_attr_t attr;
+    pthread_t t;
+    int e;
+
+    if (w == NULL) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "stream write: out of memory");
+    }
+    *w = (struct late_write){s, (uint64_t *)(uintptr_t)word, value,
+                             now_ns() + delay_ms * 1000000ull, s->late};
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    e = pthread_create(&t, &attr, late_write_main, w);
+    pthread_attr_destroy(&attr);
+    if (e != 0) {
+        free(w);
+        return coll__dev_fail(COLL_ERR_NOMEM, "stream write: no thread for a delayed write: %s",
+                              strerror(e));
+    }
+    s->late++;
+    return COLL_OK;
+}
+
+/* At once, or late with COLL_DEVICE_FAKE_COPY_DELAY_MS (and after the stream's late writes). */
+static coll_status_t fake_stream_write_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
+{
+    uint64_t delay_ms = knob("COLL_DEVICE_FAKE_COPY_DELAY_MS");
+    coll_status_t st = coll__dev_check_word(word, "stream write");
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if (delay_ms > 0 || atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
+        return write_late(s, word, value, delay_ms);
+    }
+    __atomic_store_n((uint64_t *)(uintptr_t)word, value, __ATOMIC_RELEASE);
+    return COLL_OK;
+}
+
 const coll_dev_ops_t coll_dev_fake = {
     .name = "fake",
     .count = fake_count,
@@ -389,4 +532,8 @@ const coll_dev_ops_t coll_dev_fake = {
     .stream_wait = fake_stream_wait,
     .ctx_enter = fake_ctx_enter,
     .ctx_leave = fake_ctx_leave,
+    .host_register = fake_host_register,
+    .host_unregister = fake_host_unregister,
+    .stream_wait_word = fake_stream_wait_word,
+    .stream_write_word = fake_stream_write_word,
 };

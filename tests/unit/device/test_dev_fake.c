@@ -4,14 +4,19 @@
  * a second process that shares the memory through its own mapping, memory that outlives its
  * handle while mapped, reservations that stay after an unmap, streams, copies and events;
  * "pinned" host memory and its refusal (COLL_DEVICE_FAKE_PIN_FAIL); events held back by
- * COLL_DEVICE_FAKE_COPY_DELAY_MS.
+ * COLL_DEVICE_FAKE_COPY_DELAY_MS; registered host memory and words on it: a stream's wait
+ * released by another thread's write, one that times out (COLL_DEVICE_FAKE_WAIT_MS) without
+ * spinning, a write held back by COLL_DEVICE_FAKE_COPY_DELAY_MS, the refusals.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -241,6 +246,171 @@ static void test_copy_delay_holds_events_back(void **state)
     ops->stream_destroy(s);
 }
 
+/* Milliseconds of @p clock since @p t0 (which it set). */
+static long ms_since(clockid_t clock, const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(clock, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* A registered page of a shared mapping (as a completion word's is), its device address in
+ * *dev_p. */
+static uint64_t *registered_page(uint64_t *dev_p)
+{
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    assert_true(p != MAP_FAILED);
+    assert_int_equal(ops->host_register(p, 4096, dev_p), COLL_OK);
+    return p;
+}
+
+static void unregister_page(uint64_t *page)
+{
+    ops->host_unregister(page);
+    munmap(page, 4096);
+}
+
+static void test_host_register_and_the_refusals(void **state)
+{
+    uint64_t dev = 0, *page = registered_page(&dev);
+    coll_dev_stream_t s = NULL;
+    char want[COLL_DEV_TEXT_MAX];
+
+    assert_int_equal(dev, (uint64_t)(uintptr_t)page);
+    assert_int_equal(ops->host_register(NULL, 4096, &dev), COLL_ERR_INVALID);
+    assert_string_equal(coll_dev_error(), "host register: NULL memory");
+    assert_int_equal(ops->host_register(page, 4096, NULL), COLL_ERR_INVALID);
+    assert_int_equal(ops->host_register(page, 0, &dev), COLL_ERR_INVALID);
+    assert_int_equal(ops->host_register(page + 8, 64, &dev), COLL_ERR_INVALID);
+    snprintf(want, sizeof(want), "host register of 64 bytes at %p: not aligned to the page size "
+             "(%ld bytes)", (void *)(page + 8), sysconf(_SC_PAGESIZE));
+    assert_string_equal(coll_dev_error(), want);
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->stream_write_word(s, dev + 4, 1), COLL_ERR_INVALID);
+    assert_int_equal(ops->stream_wait_word(s, 0, 1), COLL_ERR_INVALID);
+    assert_string_equal(coll_dev_error(), "stream wait: the word at 0 is not an 8-byte aligned "
+                                          "address");
+    assert_int_equal(page[0], 0);
+    ops->stream_destroy(s);
+    ops->host_unregister(NULL);
+    unregister_page(page);
+}
+
+struct writer {
+    uint64_t word;
+    pthread_t thread;
+};
+
+/* Another thread's stream writes 2 after 20 ms, then 3 after 20 more. */
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    coll_dev_stream_t s = NULL;
+
+    if (ops->stream_create(1, &s) != COLL_OK) {
+        return "stream_create";
+    }
+    usleep(20000);
+    if (ops->stream_write_word(s, w->word, 2) != COLL_OK) {
+        return "first write";
+    }
+    usleep(20000);
+    if (ops->stream_write_word(s, w->word, 3) != COLL_OK) {
+        return "second write";
+    }
+    ops->stream_destroy(s);
+    return NULL;
+}
+
+/* The wait returns once the word is >= the value (unsigned), not before. */
+static void test_wait_released_by_another_threads_write(void **state)
+{
+    uint64_t dev = 0, *page = registered_page(&dev);
+    struct writer w = {dev + 8, 0};
+    coll_dev_stream_t s = NULL;
+    struct timespec t0;
+    void *err = "not joined";
+
+    setenv("COLL_DEVICE_FAKE_WAIT_MS", "5000", 1);
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(pthread_create(&w.thread, NULL, writer_main, &w), 0);
+    assert_int_equal(ops->stream_wait_word(s, dev + 8, 3), COLL_OK);
+    assert_int_equal(__atomic_load_n(&page[1], __ATOMIC_ACQUIRE), 3);
+    assert_true(ms_since(CLOCK_MONOTONIC, &t0) >= 40);
+    assert_int_equal(pthread_join(w.thread, &err), 0);
+    assert_null(err);
+    /* Already above: at once; a word with its top bit set is above 1 (unsigned). */
+    assert_int_equal(ops->stream_wait_word(s, dev + 8, 2), COLL_OK);
+    page[2] = (uint64_t)1 << 63;
+    assert_int_equal(ops->stream_wait_word(s, dev + 16, 1), COLL_OK);
+    unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
+    ops->stream_destroy(s);
+    unregister_page(page);
+}
+
+/* A word that stays below: COLL_ERR_TIMEDOUT after COLL_DEVICE_FAKE_WAIT_MS, having slept, not
+ * spun, meanwhile. */
+static void test_wait_times_out_without_spinning(void **state)
+{
+    uint64_t dev = 0, *page = registered_page(&dev);
+    coll_dev_stream_t s = NULL;
+    struct timespec t0, cpu0;
+    char want[COLL_DEV_TEXT_MAX];
+    long wall, cpu;
+
+    page[0] = 4;
+    setenv("COLL_DEVICE_FAKE_WAIT_MS", "200", 1);
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+    assert_int_equal(ops->stream_wait_word(s, dev, 5), COLL_ERR_TIMEDOUT);
+    cpu = ms_since(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+    wall = ms_since(CLOCK_MONOTONIC, &t0);
+    unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
+    snprintf(want, sizeof(want), "stream wait: the word at %#llx stayed at 4, below 5, for 200 "
+             "ms (COLL_DEVICE_FAKE_WAIT_MS)", (unsigned long long)dev);
+    assert_string_equal(coll_dev_error(), want);
+    assert_in_range(wall, 200, 5000);
+    assert_true(cpu < wall / 4);
+    ops->stream_destroy(s);
+    unregister_page(page);
+}
+
+/* With a copy delay, the stream is behind: its write is not there at once, lands after the
+ * delay (a wait sees it then), in its order, and a stream sync waits for it. */
+static void test_copy_delay_holds_a_write_back(void **state)
+{
+    uint64_t dev = 0, *page = registered_page(&dev);
+    coll_dev_stream_t s = NULL, s1 = NULL;
+    struct timespec t0;
+
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->stream_create(0, &s1), COLL_OK);
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", "100", 1);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(ops->stream_write_word(s, dev, 9), COLL_OK);
+    assert_int_equal(__atomic_load_n(&page[0], __ATOMIC_ACQUIRE), 0);
+    unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
+    assert_int_equal(ops->stream_wait_word(s1, dev, 9), COLL_OK);
+    assert_true(ms_since(CLOCK_MONOTONIC, &t0) >= 100);
+    assert_int_equal(__atomic_load_n(&page[0], __ATOMIC_ACQUIRE), 9);
+    /* Two late writes and one at once after them: they land in the stream's order. */
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", "50", 1);
+    assert_int_equal(ops->stream_write_word(s, dev + 8, 1), COLL_OK);
+    assert_int_equal(ops->stream_write_word(s, dev + 8, 2), COLL_OK);
+    unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
+    assert_int_equal(ops->stream_write_word(s, dev + 8, 3), COLL_OK);
+    assert_int_equal(__atomic_load_n(&page[1], __ATOMIC_ACQUIRE), 0);
+    assert_int_equal(ops->stream_sync(s), COLL_OK);
+    assert_int_equal(__atomic_load_n(&page[1], __ATOMIC_ACQUIRE), 3);
+    ops->stream_destroy(s);
+    ops->stream_destroy(s1);
+    unregister_page(page);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +421,10 @@ int main(void)
         cmocka_unit_test(test_streams_copy_and_events_order_work),
         cmocka_unit_test(test_pinned_host_memory_and_its_refusal),
         cmocka_unit_test(test_copy_delay_holds_events_back),
+        cmocka_unit_test(test_host_register_and_the_refusals),
+        cmocka_unit_test(test_wait_released_by_another_threads_write),
+        cmocka_unit_test(test_wait_times_out_without_spinning),
+        cmocka_unit_test(test_copy_delay_holds_a_write_back),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
