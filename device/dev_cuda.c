@@ -8,10 +8,12 @@
  * Pools use the virtual memory management API (cuMemCreate with POSIX file-descriptor handles,
  * cuMemExportToShareableHandle, cuMemImportFromShareableHandle, cuMemAddressReserve, cuMemMap,
  * cuMemSetAccess), as NVIDIA's memMapIPCDrv sample shares memory between processes; never
- * managed memory. Each device's primary context is retained on first use and kept for the life
- * of the process (the context the CUDA runtime, and so a framework, uses too); a call that
- * needs a context pushes it and pops it again, so the caller's current context is left as it
- * was.
+ * managed memory. Words the host and a stream share (stream_wait_word, stream_write_word) are
+ * host memory registered with cuMemHostRegister and waited for or written with the driver's
+ * 64-bit stream memory operations. Each device's primary context is retained on first use and
+ * kept for the life of the process (the context the CUDA runtime, and so a framework, uses
+ * too); a call that needs a context pushes it and pops it again, so the caller's current
+ * context is left as it was.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -33,7 +35,9 @@
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMemAddressReserve)      \
     X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuStreamCreate)             \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamGetCtx)              \
-    X(cuMemcpyAsync) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)
+    X(cuMemcpyAsync) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuEventCreate) X(cuEventDestroy)       \
+    X(cuEventRecord) X(cuEventQuery) X(cuMemHostRegister) X(cuMemHostGetDevicePointer)            \
+    X(cuMemHostUnregister) X(cuStreamWaitValue64) X(cuStreamWriteValue64)
 
 #define CU_STR_(x) #x
 #define CU_STR(x) CU_STR_(x)
@@ -402,6 +406,64 @@ static void cuda_ctx_leave(void)
     leave(CUDA_SUCCESS);
 }
 
+/* Portable: page-locked for every context; device-mapped: device addresses for it, the same in
+ * every context (unified addressing). The driver wants a context current: device 0's. */
+static coll_status_t cuda_host_register(void *p, size_t bytes, uint64_t *dev_p)
+{
+    coll_status_t st = coll__dev_check_register(p, bytes, dev_p, "cuMemHostRegister");
+    CUdeviceptr d;
+    CUresult r;
+
+    if (st != COLL_OK || (st = enter(0)) != COLL_OK) {
+        return st;
+    }
+    r = cu.cuMemHostRegister(p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (r != CUDA_SUCCESS) {
+        return cu_fail(leave(r), "cuMemHostRegister(%zu bytes at %p)", bytes, p);
+    }
+    if ((r = cu.cuMemHostGetDevicePointer(&d, p, 0)) != CUDA_SUCCESS) {
+        cu.cuMemHostUnregister(p);
+        return cu_fail(leave(r), "cuMemHostGetDevicePointer(%p)", p);
+    }
+    leave(CUDA_SUCCESS);
+    *dev_p = d;
+    return COLL_OK;
+}
+
+static void cuda_host_unregister(void *p)
+{
+    if (p != NULL && enter(0) == COLL_OK) {
+        leave(cu.cuMemHostUnregister(p));
+    }
+}
+
+static coll_status_t cuda_stream_wait_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
+{
+    coll_status_t st = coll__dev_check_word(word, "cuStreamWaitValue64");
+
+    if (st != COLL_OK || (st = enter_stream(s)) != COLL_OK) {
+        return st;
+    }
+    CU_TRY(leave(cu.cuStreamWaitValue64((CUstream)s, word, value, CU_STREAM_WAIT_VALUE_GEQ)),
+           "cuStreamWaitValue64(word at %#llx, >= %llu)", (unsigned long long)word,
+           (unsigned long long)value);
+    return COLL_OK;
+}
+
+static coll_status_t cuda_stream_write_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
+{
+    coll_status_t st = coll__dev_check_word(word, "cuStreamWriteValue64");
+
+    if (st != COLL_OK || (st = enter_stream(s)) != COLL_OK) {
+        return st;
+    }
+    CU_TRY(leave(cu.cuStreamWriteValue64((CUstream)s, word, value,
+                                         CU_STREAM_WRITE_VALUE_DEFAULT)),
+           "cuStreamWriteValue64(word at %#llx, %llu)", (unsigned long long)word,
+           (unsigned long long)value);
+    return COLL_OK;
+}
+
 static const coll_dev_ops_t cuda_ops = {
     .name = "cuda",
     .count = cuda_count,
@@ -428,6 +490,10 @@ static const coll_dev_ops_t cuda_ops = {
     .stream_wait = cuda_stream_wait,
     .ctx_enter = cuda_ctx_enter,
     .ctx_leave = cuda_ctx_leave,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .stream_wait_word = cuda_stream_wait_word,
+    .stream_write_word = cuda_stream_write_word,
 };
 
 /* Every entry by its exported (versioned) name; @return the first one missing, or NULL. */

@@ -12,6 +12,12 @@
  * FAKE_CUDA_MEM_LIMIT bytes (default 1 GiB), of device or of page-locked host memory, is out of
  * memory. FAKE_CUDA_INIT_ERROR=N makes cuInit answer N. fake_cuda_depth() tells a test how
  * many contexts its thread has pushed.
+ *
+ * Registered host memory (cuMemHostRegister, its device address FAKE_CUDA_DEVMAP_BIAS above its
+ * host address) and the 64-bit stream memory operations on it (a write done at once, a wait
+ * only checked for its address): a range is registered once, the stream operations reach only
+ * registered words, FAKE_CUDA_MEMOP_ERROR=N makes both answer N (801: a driver without them).
+ * These calls are recorded with their arguments (fake_libcuda.h: fake_cuda_calls()).
  */
 #include <cuda.h>
 #include <fcntl.h>
@@ -21,6 +27,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "fake_libcuda.h"
 
 #define GRAN ((size_t)2 << 20)
 
@@ -80,6 +88,11 @@ static const struct {
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
 
 CUresult cuGetErrorName(CUresult r, const char **s)
@@ -375,4 +388,141 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 CUresult cuEventQuery(CUevent e)
 {
     return CUDA_SUCCESS;
+}
+
+/* Registered host ranges, and the calls on them as a test wants to see them. */
+static struct {
+    uintptr_t p;
+    size_t bytes;
+    unsigned flags;
+} regs[8];
+static fake_cuda_call_t calls[FAKE_CUDA_CALLS_MAX];
+static int ncalls;
+
+const fake_cuda_call_t *fake_cuda_calls(int *n)
+{
+    *n = ncalls;
+    return calls;
+}
+
+void fake_cuda_calls_reset(void)
+{
+    ncalls = 0;
+}
+
+static void record(const char *fn, void *stream, uint64_t addr, uint64_t arg, unsigned flags)
+{
+    if (ncalls < FAKE_CUDA_CALLS_MAX) {
+        calls[ncalls++] = (fake_cuda_call_t){fn, stream, addr, arg, flags};
+    }
+}
+
+/* The registration holding [p, p + bytes), or -1. */
+static int reg_of(uintptr_t p, size_t bytes)
+{
+    for (int i = 0; i < (int)(sizeof(regs) / sizeof(regs[0])); i++) {
+        if (regs[i].bytes != 0 && p >= regs[i].p && p + bytes <= regs[i].p + regs[i].bytes) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
+{
+    int free_slot = -1;
+
+    record(__func__, NULL, (uintptr_t)p, bytes, flags);
+    if (depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (p == NULL || bytes == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (bytes > mem_limit()) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < (int)(sizeof(regs) / sizeof(regs[0])); i++) {
+        if (regs[i].bytes == 0) {
+            free_slot = free_slot < 0 ? i : free_slot;
+        } else if ((uintptr_t)p < regs[i].p + regs[i].bytes && regs[i].p < (uintptr_t)p + bytes) {
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
+    }
+    if (free_slot < 0) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    regs[free_slot].p = (uintptr_t)p;
+    regs[free_slot].bytes = bytes;
+    regs[free_slot].flags = flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned int flags)
+{
+    int i = reg_of((uintptr_t)p, 1);
+
+    record(__func__, NULL, (uintptr_t)p, 0, flags);
+    if (depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (flags != 0 || i < 0 || !(regs[i].flags & CU_MEMHOSTREGISTER_DEVICEMAP)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *d = (uintptr_t)p + FAKE_CUDA_DEVMAP_BIAS;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    int i = reg_of((uintptr_t)p, 1);
+
+    record(__func__, NULL, (uintptr_t)p, 0, 0);
+    if (depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (i < 0 || regs[i].p != (uintptr_t)p) {
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    regs[i].bytes = 0;
+    return CUDA_SUCCESS;
+}
+
+/* A stream memory operation's word: @p addr in registered memory, in host terms into *w_p. */
+static CUresult memop_word(CUdeviceptr addr, uint64_t **w_p)
+{
+    const char *e = getenv("FAKE_CUDA_MEMOP_ERROR");
+    uintptr_t p = (uintptr_t)(addr - FAKE_CUDA_DEVMAP_BIAS);
+
+    if (e != NULL) {
+        return (CUresult)atoi(e);
+    }
+    if (depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (addr < FAKE_CUDA_DEVMAP_BIAS || p % 8 != 0 || reg_of(p, 8) < 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *w_p = (uint64_t *)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    uint64_t *w;
+
+    record(__func__, s, addr, value, flags);
+    return memop_word(addr, &w);
+}
+
+CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    uint64_t *w;
+    CUresult r;
+
+    record(__func__, s, addr, value, flags);
+    if ((r = memop_word(addr, &w)) == CUDA_SUCCESS) {
+        __atomic_store_n(w, value, __ATOMIC_RELEASE);
+    }
+    return r;
 }

@@ -6,7 +6,10 @@
  * exported, imported and mapped by a second process, accessible only once the layer set its
  * access; the driver's errors converted (out of memory to COLL_ERR_NOMEM, with the call and the
  * driver's words); streams, copies and events; page-locked host memory (cuMemHostAlloc in the
- * device's context, out of memory converted). Run a second time with cuInit failing
+ * device's context, out of memory converted); host memory registered for the devices and
+ * 64-bit words on it waited for and written by streams (each call reaching the driver's
+ * versioned entry with the right arguments and flags, a driver without stream memory operations
+ * converted to COLL_ERR_UNSUPPORTED). Run a second time with cuInit failing
  * (FAKE_CUDA_INIT_ERROR=100): no device layer, and cuInit's words say why.
  */
 #include <dlfcn.h>
@@ -15,20 +18,26 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <cuda.h>
 
 #include "device/dev.h"
+#include "fake_libcuda.h"
 
 #define GRAN ((size_t)2 << 20)
 
 static const coll_dev_ops_t *ops;
 static int (*depth)(void);
+static const fake_cuda_call_t *(*calls)(int *n);
+static void (*calls_reset)(void);
 
-/* The stand-in, as the layer loaded it, for its context counter. */
+/* The stand-in, as the layer loaded it, for its context counter and its record of calls. */
 static int setup(void **state)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -38,7 +47,28 @@ static int setup(void **state)
         return -1;
     }
     *(void **)&depth = dlsym(lib, "fake_cuda_depth");
-    return depth != NULL ? 0 : -1;
+    *(void **)&calls = dlsym(lib, "fake_cuda_calls");
+    *(void **)&calls_reset = dlsym(lib, "fake_cuda_calls_reset");
+    return depth != NULL && calls != NULL && calls_reset != NULL ? 0 : -1;
+}
+
+/* How many calls the driver recorded since the last reset of its record. */
+static int ncalls(void)
+{
+    int n = -1;
+
+    calls(&n);
+    return n;
+}
+
+/* The @p i-th of them. */
+static const fake_cuda_call_t *call(int i)
+{
+    int n = -1;
+    const fake_cuda_call_t *c = calls(&n);
+
+    assert_in_range(i, 0, n - 1);
+    return &c[i];
 }
 
 static void test_cuinit_failure_is_said(void **state)
@@ -191,6 +221,130 @@ static void test_pinned_host_memory(void **state)
     assert_int_equal(depth(), 0);
 }
 
+/* A page of a shared mapping, as a completion word's page is. */
+static uint64_t *shared_page(void)
+{
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    assert_true(p != MAP_FAILED);
+    return p;
+}
+
+static void test_host_register_maps_for_every_device(void **state)
+{
+    uint64_t *page = shared_page(), dev = 0;
+    char want[COLL_DEV_TEXT_MAX];
+
+    calls_reset();
+    assert_int_equal(ops->host_register(page, 4096, &dev), COLL_OK);
+    assert_int_equal(dev, (uint64_t)(uintptr_t)page + FAKE_CUDA_DEVMAP_BIAS);
+    assert_int_equal(ncalls(), 2);
+    assert_string_equal(call(0)->fn, "cuMemHostRegister_v2");
+    assert_int_equal(call(0)->addr, (uintptr_t)page);
+    assert_int_equal(call(0)->arg, 4096);
+    assert_int_equal(call(0)->flags, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    assert_string_equal(call(1)->fn, "cuMemHostGetDevicePointer_v2");
+    assert_int_equal(call(1)->addr, (uintptr_t)page);
+    assert_int_equal(call(1)->flags, 0);
+    assert_int_equal(depth(), 0);
+    /* Twice: the driver's refusal, in its words. */
+    assert_int_equal(ops->host_register(page, 4096, &dev), COLL_ERR_IO);
+    snprintf(want, sizeof(want), "cuMemHostRegister(4096 bytes at %p): CUDA_ERROR_HOST_MEMORY_"
+             "ALREADY_REGISTERED: part or all of the requested memory range is already mapped",
+             (void *)page);
+    assert_string_equal(coll_dev_error(), want);
+    assert_int_equal(depth(), 0);
+    /* Unregistered, it registers again. */
+    calls_reset();
+    ops->host_unregister(page);
+    assert_int_equal(ncalls(), 1);
+    assert_string_equal(call(0)->fn, "cuMemHostUnregister");
+    assert_int_equal(call(0)->addr, (uintptr_t)page);
+    ops->host_unregister(NULL);
+    assert_int_equal(ncalls(), 1);
+    assert_int_equal(depth(), 0);
+    assert_int_equal(ops->host_register(page, 4096, &dev), COLL_OK);
+    ops->host_unregister(page);
+    munmap(page, 4096);
+}
+
+static void test_host_register_refusals(void **state)
+{
+    uint64_t *page = shared_page(), dev = 0;
+
+    calls_reset();
+    assert_int_equal(ops->host_register(NULL, 4096, &dev), COLL_ERR_INVALID);
+    assert_int_equal(ops->host_register(page, 0, &dev), COLL_ERR_INVALID);
+    assert_int_equal(ops->host_register(page, 4096, NULL), COLL_ERR_INVALID);
+    assert_int_equal(ops->host_register(page + 1, 8, &dev), COLL_ERR_INVALID);
+    assert_int_equal(ncalls(), 0);
+    /* More than the driver can lock (the stand-in's limit, 1 GiB): out of memory. */
+    assert_int_equal(ops->host_register(page, (size_t)2 << 30, &dev), COLL_ERR_NOMEM);
+    assert_int_equal(depth(), 0);
+    munmap(page, 4096);
+}
+
+static void test_stream_words_wait_and_write(void **state)
+{
+    uint64_t *page = shared_page(), dev = 0;
+    coll_dev_stream_t s = NULL;
+
+    assert_int_equal(ops->host_register(page, 4096, &dev), COLL_OK);
+    assert_int_equal(ops->stream_create(1, &s), COLL_OK);
+    calls_reset();
+    assert_int_equal(ops->stream_write_word(s, dev + 8, 77), COLL_OK);
+    assert_int_equal(page[1], 77);
+    assert_int_equal(ncalls(), 1);
+    assert_string_equal(call(0)->fn, "cuStreamWriteValue64_v2");
+    assert_ptr_equal(call(0)->stream, s);
+    assert_int_equal(call(0)->addr, dev + 8);
+    assert_int_equal(call(0)->arg, 77);
+    assert_int_equal(call(0)->flags, CU_STREAM_WRITE_VALUE_DEFAULT);
+    calls_reset();
+    assert_int_equal(ops->stream_wait_word(s, dev + 16, 5), COLL_OK);
+    assert_int_equal(ncalls(), 1);
+    assert_string_equal(call(0)->fn, "cuStreamWaitValue64_v2");
+    assert_ptr_equal(call(0)->stream, s);
+    assert_int_equal(call(0)->addr, dev + 16);
+    assert_int_equal(call(0)->arg, 5);
+    assert_int_equal(call(0)->flags, CU_STREAM_WAIT_VALUE_GEQ);
+    assert_int_equal(depth(), 0);
+    /* A misaligned word is refused before the driver. */
+    calls_reset();
+    assert_int_equal(ops->stream_wait_word(s, dev + 4, 5), COLL_ERR_INVALID);
+    assert_int_equal(ops->stream_write_word(s, dev + 12, 5), COLL_ERR_INVALID);
+    assert_int_equal(ncalls(), 0);
+    ops->stream_destroy(s);
+    ops->host_unregister(page);
+    munmap(page, 4096);
+}
+
+/* A driver without 64-bit stream memory operations: unsupported, in its words. */
+static void test_stream_words_unsupported(void **state)
+{
+    uint64_t *page = shared_page(), dev = 0;
+    coll_dev_stream_t s = NULL;
+    char want[COLL_DEV_TEXT_MAX];
+
+    assert_int_equal(ops->host_register(page, 4096, &dev), COLL_OK);
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    setenv("FAKE_CUDA_MEMOP_ERROR", "801", 1);
+    assert_int_equal(ops->stream_wait_word(s, dev, 3), COLL_ERR_UNSUPPORTED);
+    snprintf(want, sizeof(want), "cuStreamWaitValue64(word at %#llx, >= 3): "
+             "CUDA_ERROR_NOT_SUPPORTED: operation not supported", (unsigned long long)dev);
+    assert_string_equal(coll_dev_error(), want);
+    assert_int_equal(ops->stream_write_word(s, dev, 4), COLL_ERR_UNSUPPORTED);
+    snprintf(want, sizeof(want), "cuStreamWriteValue64(word at %#llx, 4): "
+             "CUDA_ERROR_NOT_SUPPORTED: operation not supported", (unsigned long long)dev);
+    assert_string_equal(coll_dev_error(), want);
+    unsetenv("FAKE_CUDA_MEMOP_ERROR");
+    assert_int_equal(page[0], 0);
+    assert_int_equal(depth(), 0);
+    ops->stream_destroy(s);
+    ops->host_unregister(page);
+    munmap(page, 4096);
+}
+
 int main(void)
 {
     char why[COLL_DEV_TEXT_MAX];
@@ -204,6 +358,10 @@ int main(void)
         cmocka_unit_test(test_memory_shared_with_another_process),
         cmocka_unit_test(test_streams_copies_events),
         cmocka_unit_test(test_pinned_host_memory),
+        cmocka_unit_test(test_host_register_maps_for_every_device),
+        cmocka_unit_test(test_host_register_refusals),
+        cmocka_unit_test(test_stream_words_wait_and_write),
+        cmocka_unit_test(test_stream_words_unsupported),
     };
 
     if (getenv("FAKE_CUDA_INIT_ERROR") != NULL) {
