@@ -389,12 +389,14 @@ static void test_copy_delay_holds_a_write_back(void **state)
 
     assert_int_equal(ops->stream_create(0, &s), COLL_OK);
     assert_int_equal(ops->stream_create(0, &s1), COLL_OK);
+    setenv("COLL_DEVICE_FAKE_WAIT_MS", "5000", 1);
     setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", "100", 1);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_int_equal(ops->stream_write_word(s, dev, 9), COLL_OK);
     assert_int_equal(__atomic_load_n(&page[0], __ATOMIC_ACQUIRE), 0);
     unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
     assert_int_equal(ops->stream_wait_word(s1, dev, 9), COLL_OK);
+    unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
     assert_true(ms_since(CLOCK_MONOTONIC, &t0) >= 100);
     assert_int_equal(__atomic_load_n(&page[0], __ATOMIC_ACQUIRE), 9);
     /* Two late writes and one at once after them: they land in the stream's order. */
