@@ -372,6 +372,7 @@ enum {
     COLL_OP_PARAM_ALGO = 1u << 1, /**< algo */
     COLL_OP_PARAM_LAYOUT = 1u << 2, /**< layout */
     COLL_OP_PARAM_COMPRESSION = 1u << 3, /**< compression */
+    COLL_OP_PARAM_STREAM = 1u << 4, /**< stream */
 };
 
 /**
@@ -394,6 +395,13 @@ enum {
  * means none and matches only 0.
  * @c compression overrides the communicator's default (COLL_COMPRESSION, none when unset) for
  * this operation.
+ * @c stream, for buffers in a device pool only: a CUDA stream of this process (a CUstream or
+ * cudaStream_t, e.g. a framework's current stream). The operation reads its inputs only once
+ * the work queued on it before the call is done, without blocking this thread: the call
+ * queues the write of a word on the stream, and the daemon starts when it sees the word (its
+ * loop polls it every millisecond). With host buffers it is refused (COLL_ERR_INVALID). A
+ * stream whose work never ends holds the operation as a rank that never submits would.
+ * docs/gpu.md, "Streams".
  */
 typedef struct {
     uint64_t field_mask;
@@ -401,6 +409,7 @@ typedef struct {
     coll_algo_t algo;
     uint64_t layout;
     coll_compression_t compression;
+    void *stream;
 } coll_op_params_t;
 
 /*
@@ -410,10 +419,13 @@ typedef struct {
  *   instead both be in the job's pool on a device (coll_mem_alloc_on()): allreduce,
  *   reduce-scatter, all-gather, broadcast, reduce, gather, scatter, the all-to-all (equal
  *   blocks or not), send and receive then run through host copies the daemon makes and copies
- *   back (docs/gpu.md, "The staged path"), allreduce compressed too; on device buffers
- *   anything else (the parameter service), or another collective compressed, completes with
- *   COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a receive buffer in another is
- *   refused with COLL_ERR_INVALID. A send and its receive may each be in either pool.
+ *   back (docs/gpu.md, "The staged path"), allreduce compressed too, and so do the parameter
+ *   service's steps (collective_ps.h); another collective compressed on device buffers
+ *   completes with COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a receive buffer in
+ *   another is refused with COLL_ERR_INVALID. A send and its receive may each be in either
+ *   pool. On device buffers a CUDA stream orders an operation after the work queued on it
+ *   (coll_op_params_t.stream) and work queued after it on the operation
+ *   (coll_req_stream_wait()).
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
  *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping
@@ -616,6 +628,23 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
  *        freed.
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
+
+/**
+ * @brief Make the work queued on CUDA stream @p stream (of this process) from now on wait until
+ *        @p req completes, without blocking this thread (ProcessGroupNCCL's Work.wait()): the
+ *        daemon stores a word when the operation ends, which the stream waits on
+ *        (cuStreamWaitValue64). On success the results are in the buffers for that work; on
+ *        failure the stream goes on too, and coll_req_wait() or coll_req_test() gives the
+ *        error. Any thread; may be called before or after the request completed, and more
+ *        than once.
+ * @param req A request on buffers in a device pool (any collective, send, receive or
+ *        parameter-service step of coll_mem_alloc_on() buffers), not yet freed.
+ * @return COLL_OK; COLL_ERR_INVALID for NULL, or a request without stream words (host
+ *         buffers; one submitted while 1024 of them were in flight without a stream); the
+ *         device layer's error when the wait could not be queued (COLL_ERR_UNSUPPORTED where
+ *         the device lacks 64-bit stream memory operations).
+ */
+COLL_API coll_status_t coll_req_stream_wait(coll_request_t *req, void *stream);
 
 /**
  * @brief Free a request. A request still in progress is detached: its result is discarded and

@@ -53,6 +53,12 @@ typedef struct {
  *  the result once the home post's node word says so (proto/shm_area.h). */
 #define COLL_SUBMISSION_REDUCED 2u
 
+/** Stream words of a submission (the wire's Submit.sync_flags; engine/dev_sync.h): the daemon
+ *  reads the inputs once the ready word holds the submission's value. */
+#define COLL_SYNC_READY 1u
+/** ... and stores the value into the done word when the operation completes. */
+#define COLL_SYNC_DONE 2u
+
 /** @brief The wire's Submit of @p s (initialised here; no pointer into @p s is kept). */
 void coll_submission_to_wire(const coll_submission_t *s, Coll__Wire__Submit *m);
 

@@ -186,13 +186,19 @@ static void note_buffers(const coll_comm_t *c, const coll_submission_t *m, coll_
     r->recv_bytes = re * es;
 }
 
-coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_request_t **req_p)
+coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *stream,
+                               coll_request_t **req_p)
 {
     coll_request_t *r;
     coll_status_t st = check_key(c, m);
 
     if (st != COLL_OK) {
         return st;
+    }
+    if (stream != NULL && m->pool == 0) {
+        coll__set_error(c, "rank %d: a stream orders operations on device buffers; these are "
+                        "in the host pool", c->rank);
+        return COLL_ERR_INVALID;
     }
     if ((r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
         return COLL_ERR_NOMEM;
@@ -208,11 +214,15 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, coll_reques
     r->bucket = -1;
     r->timing.submit_ns = coll__now_ns();
     m->group = c->group;
+    if (m->pool != 0 && (st = coll__sync_take(c->conn, r, stream)) != COLL_OK) {
+        coll__req_release(r);
+        return st;
+    }
     /* Collectives of the world without compression on host buffers meet in the local ranks'
      * shared-memory area first (shm/shm.h); groups, compression and the rest go to the daemon. */
     st = c->shm != NULL && m->coll < COLL_KIND_SEND && m->compression == 0 && m->pool == 0
              ? coll__shm_post(c, r, m)
-             : coll__submit_send(c->conn, m);
+             : coll__submit_send(c->conn, m, &r->sync);
     if (st != COLL_OK) {
         coll__req_release(r);
         return st;
@@ -303,7 +313,9 @@ static coll_status_t submit_table(coll_comm_t *c, const spec_t *s, const uint64_
             m.layout = t.layout;
             m.compression = m.bucket = m.warmup = 0;
         }
-        st = coll__submit_msg(c, &m, req_p);
+        st = coll__submit_msg(c, &m, (params != NULL && (params->field_mask &
+                                                          COLL_OP_PARAM_STREAM))
+                                         ? params->stream : NULL, req_p);
     }
     if (st == COLL_INPROGRESS && table != NULL) {
         (*req_p)->table_off = t.layout;

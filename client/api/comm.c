@@ -288,6 +288,7 @@ static void close_connection(coll_comm_t *c)
     while (c->npassed > 0) {
         close(coll__take_fd(c));
     }
+    coll__sync_close(c);
     coll__devmap_close(c);
     if (c->doorbell_fd >= 0) {
         close(c->doorbell_fd);

@@ -105,6 +105,19 @@ static coll_status_t remember(struct coll_devmem *dm, const coll_devalloc_t *a)
     return COLL_OK;
 }
 
+/* At the first device allocation: the stream words of device requests (devmap/sync.c). */
+static coll_status_t sync_words(coll_comm_t *c)
+{
+    uint64_t off = 0;
+    coll_status_t st;
+
+    if (c->sync != NULL) {
+        return COLL_OK;
+    }
+    st = coll__mem_alloc(c, COLL_SYNC_WORDS_BYTES, &off);
+    return coll__sync_open(c, c->devmem->ops, st, off);
+}
+
 static coll_status_t alloc_device(coll_comm_t *c, size_t bytes, int device, void **ptr_p)
 {
     coll_dev_info_t info;
@@ -119,6 +132,7 @@ static coll_status_t alloc_device(coll_comm_t *c, size_t bytes, int device, void
     }
     if (st == COLL_OK) {
         *ptr_p = coll__devmap_ptr(c, a.pool, a.offset);
+        st = sync_words(c);
     }
     return st;
 }

@@ -24,6 +24,16 @@ typedef enum {
     COLL_REQ_LAYOUT
 } coll_req_kind_t;
 
+/** A request's stream words (the wire's Submit.sync_*, engine/dev_sync.h in the daemon): slot
+ *  @c slot of the communicator's words (api/devsync.c), at pool offset @c off. */
+typedef struct {
+    uint64_t off;
+    uint64_t value;  /* what the ready word must reach and the done word gets */
+    uint32_t flags;  /* COLL_SYNC_* (proto/submission.h); 0: none */
+    uint32_t slot;
+    int held;        /* the slot is the request's until it finishes */
+} coll_req_sync_t;
+
 struct coll_request {
     coll_comm_t *comm;    /* the connection's communicator (comm->conn): its lock and lists */
     coll_comm_t *owner;   /* the communicator it was submitted on (freed with it) */
@@ -61,6 +71,8 @@ struct coll_request {
     uint64_t iteration;
     long bucket;          /* -1 unless labelled */
     struct coll_shm_op *shm_op; /* its post in the shared-memory area (shm/shm.h), or NULL */
+    coll_req_sync_t sync; /* COLL_REQ_COLLECTIVE on device buffers: its stream words
+                             (api/devsync.c); flags 0: none */
 };
 
 /** One allocation of this rank in the pool (client-side bookkeeping for coll_mem_free()). */
@@ -129,6 +141,8 @@ struct coll_comm {
                                   none */
     struct coll_devmem *devmem; /* conn: device pools mapped, device allocations
                                    (devmap/devmap.h); NULL until the first device allocation */
+    struct coll_sync *sync;   /* conn: the stream words of device requests (api/devsync.c);
+                                 NULL until the first device allocation or when it failed */
     char daemon_layer[16];    /* conn: from the join reply: the daemon's device layer ("cuda",
                                  "fake"); "" when it did not say */
     char daemon_devices[256]; /* conn: from the join reply: what that layer found, or why the

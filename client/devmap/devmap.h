@@ -65,4 +65,36 @@ void *coll__devmap_ptr(const coll_comm_t *c, uint32_t pool, uint64_t offset);
 /** @brief Unmap every device pool and forget the allocations (the connection closes). */
 void coll__devmap_close(coll_comm_t *c);
 
+/** Bytes of the host-pool allocation that holds a rank's stream words (coll__sync_open()). */
+#define COLL_SYNC_WORDS_BYTES (1024u * 16u + 65536u)
+
+/**
+ * @brief The stream words of device requests (devmap/sync.c), taken at the first device
+ *        allocation of @p c (the world) with its device layer @p ops: @p bytes at pool offset
+ *        @p off (an allocation of the library's in the host pool, COLL_SYNC_WORDS_BYTES, or
+ *        @p st, the status of its allocation, when it could not be had) registered with the
+ *        device layer. Where that fails, requests go without and a stream given is refused
+ *        with the reason. Lock held. @return COLL_OK; COLL_ERR_NOMEM.
+ */
+coll_status_t coll__sync_open(coll_comm_t *c, const coll_dev_ops_t *ops, coll_status_t st,
+                              uint64_t off);
+
+/** @brief Unregister and forget the words of coll__sync_open() (the pool goes later). */
+void coll__sync_close(coll_comm_t *c);
+
+/**
+ * @brief Give request @p r (on device buffers, not yet sent) a pair of stream words: the done
+ *        word, and with @p stream (NULL: none) the ready word, whose write is queued on it.
+ *        Lock held of @p c, the world.
+ * @return COLL_OK (also with no pair free and no stream: then it has none); with a stream,
+ *         COLL_ERR_BUSY when every pair is in flight, COLL_ERR_UNSUPPORTED when the process
+ *         has no words (the reason in the message), the device layer's error when the write
+ *         could not be queued.
+ */
+coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *stream);
+
+/** @brief @p r ends (or was never sent): its done word stored, its pair free again. Lock
+ *         held. */
+void coll__sync_end(coll_request_t *r);
+
 #endif

@@ -110,14 +110,16 @@ coll_status_t coll__send(coll_comm_t *c, coll_client_msg_t *msg)
 }
 
 /* Through the control block when it has room (no socket, and a system call only when the
- * daemon sleeps), else as a socket message. Lock held. */
-coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s)
+ * daemon sleeps), else as a socket message, which alone carries stream words. Lock held. */
+coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s,
+                                const coll_req_sync_t *sync)
 {
     coll_client_msg_t msg = COLL__WIRE__CLIENT_MSG__INIT;
     Coll__Wire__Submit m;
     int ring = 0;
 
-    if (c->ctl != NULL && c->broken == COLL_OK && coll_ctl_submit(c->ctl_job, c->ctl, s, &ring)) {
+    if ((sync == NULL || sync->flags == 0) && c->ctl != NULL && c->broken == COLL_OK &&
+        coll_ctl_submit(c->ctl_job, c->ctl, s, &ring)) {
         if (ring && c->doorbell_fd >= 0) {
             uint64_t one = 1;
             (void)!write(c->doorbell_fd, &one, sizeof(one));
@@ -125,6 +127,11 @@ coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s)
         return COLL_OK;
     }
     coll_submission_to_wire(s, &m);
+    if (sync != NULL) {
+        m.sync_offset = sync->off;
+        m.sync_value = sync->value;
+        m.sync_flags = sync->flags;
+    }
     msg.body_case = COLL__WIRE__CLIENT_MSG__BODY_SUBMIT;
     msg.submit = &m;
     return coll__send(c, &msg);

@@ -104,8 +104,10 @@ int coll__take_fd(coll_comm_t *c);
 coll_status_t coll__wait_flag(coll_comm_t *c, const int *flag, int timeout_ms);
 
 /** @brief Send one submission through the control block when it has room, else the socket
- *         (as the wire's Submit). @return COLL_OK or the link's error. */
-coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s);
+ *         (as the wire's Submit); one with stream words (@p sync, NULL: none) always through
+ *         the socket, the only one to carry them. @return COLL_OK or the link's error. */
+coll_status_t coll__submit_send(coll_comm_t *c, const coll_submission_t *s,
+                                const coll_req_sync_t *sync);
 
 /**
  * @brief Wait, without the lock, for an event on control block @p ctl (its word moving from

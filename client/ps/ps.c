@@ -187,7 +187,7 @@ coll_status_t coll__ps_control(coll_ps_t *ps, uint32_t kind, const void *send, v
         .send_offset = send != NULL ? (uint64_t)coll__pool_offset(c, send, count) : 0,
         .recv_offset = recv != NULL ? (uint64_t)coll__pool_offset(c, recv, count) : 0,
         .layout = arg,
-    }, &r);
+    }, NULL, &r);
     pthread_mutex_unlock(&c->lock);
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(r, -1);
@@ -347,7 +347,7 @@ coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const floa
     st = check_step(ps, bucket, grad, &m);
     if (st == COLL_OK) {
         fill_step(ps, bucket, &m);
-        st = coll__submit_msg(c, &m, req_p);
+        st = coll__submit_msg(c, &m, NULL, req_p);
         ps->bucket_steps[bucket] += st == COLL_INPROGRESS;
     } else {
         /* The other ranks would wait for this bucket: end the job for them too. */

@@ -185,7 +185,7 @@ void coll__shm_hand_over(coll_comm_t *c, const coll_shm_op_t *op, uint32_t flags
     coll_submission_t m = {.key = op->rec.sub.key, .coll = op->rec.sub.coll,
                            .req_id = op->req->id, .flags = flags};
 
-    (void)coll__submit_send(c, &m); /* a broken link fails every request anyway */
+    (void)coll__submit_send(c, &m, NULL); /* a broken link fails every request anyway */
 }
 
 int coll__shm_direct_waiting(const coll_shm_t *s, const coll_shm_op_t *op)

@@ -18,6 +18,7 @@
 #include "core/dev_pools.h"
 #include "engine/algo.h"
 #include "engine/dev_staged_copy.h"
+#include "engine/dev_sync.h"
 
 /* Host copies are aligned as the kernels' vectors want them. */
 #define HOST_ALIGN 64
@@ -51,6 +52,8 @@ typedef struct {
                           first; freed by its close callback */
     int in;            /* the copies in flight: 1 in, 0 back */
     int inflight;      /* 1 from the first copy queued until its events completed */
+    int streams;       /* 1 while the ranks' streams have not written their ready words
+                          (engine/dev_sync.h): the timer polls those, nothing is copied yet */
     uint32_t nspans;
     span_t span[];     /* at most two per local member */
 } staged_t;
@@ -267,15 +270,9 @@ static coll_status_t query(const coll_op_t *op, staged_t *sg)
 
 static void tick(uv_timer_t *t);
 
-/* The copies just queued: COLL_OK when they are done already (a device as fast as the fake's),
- * else COLL_INPROGRESS with the loop polling them (tick()), or the error. */
-static coll_status_t settle(coll_op_t *op, staged_t *sg)
+/* The loop polls (tick()) every POLL_MS. @return COLL_INPROGRESS, or COLL_ERR_NOMEM. */
+static coll_status_t poll_start(coll_op_t *op, staged_t *sg)
 {
-    coll_status_t st = query(op, sg);
-
-    if (st != COLL_INPROGRESS) {
-        return st;
-    }
     if (sg->timer == NULL) {
         if ((sg->timer = calloc(1, sizeof(*sg->timer))) == NULL) {
             return COLL_ERR_NOMEM;
@@ -287,15 +284,62 @@ static coll_status_t settle(coll_op_t *op, staged_t *sg)
     return COLL_INPROGRESS;
 }
 
+/* The copies just queued: COLL_OK when they are done already (a device as fast as the fake's),
+ * else COLL_INPROGRESS with the loop polling them, or the error. */
+static coll_status_t settle(coll_op_t *op, staged_t *sg)
+{
+    coll_status_t st = query(op, sg);
+
+    return st == COLL_INPROGRESS ? poll_start(op, sg) : st;
+}
+
+/* Queue the copies in. @return COLL_OK when there is nothing to copy in (a receive) or the
+ * copies are done already, COLL_INPROGRESS while they are in flight (sg->ready() follows), or
+ * the error with which the job failed. */
+static coll_status_t copy_in(coll_op_t *op, staged_t *sg)
+{
+    coll_status_t st;
+
+    if (to_copy(sg, 1) == 0) {
+        return COLL_OK;
+    }
+    if ((st = copy(op, sg, 1)) == COLL_OK) {
+        st = settle(op, sg);
+    }
+    return st == COLL_OK || st == COLL_INPROGRESS
+               ? st
+               : fail(op, st, "could not copy the device buffers in", coll_dev_error());
+}
+
+/* The ranks' streams wrote their ready words: the copies in, then sg->ready(). */
+static void streams_ready(coll_op_t *op, staged_t *sg)
+{
+    sg->streams = 0;
+    uv_timer_stop(sg->timer);
+    coll_op_hold(op);
+    if (copy_in(op, sg) == COLL_OK && !op->done) {
+        sg->ready(op);
+    }
+    coll_op_release(op);
+}
+
 /* The loop's poll of the copies in flight: once their events completed, the operation starts
  * (copies in) or its ranks are told (copies back); a failed copy fails the job. */
 static void tick(uv_timer_t *t)
 {
     staged_t *sg = t->data;
     coll_op_t *op = sg->op;
-    coll_status_t st = query(op, sg);
+    coll_status_t st;
 
-    if (st == COLL_INPROGRESS) {
+    if (sg->streams) {
+        if (op->done) { /* the job failed meanwhile */
+            uv_timer_stop(t);
+        } else if (coll_dev_sync_ready(op)) {
+            streams_ready(op, sg);
+        }
+        return;
+    }
+    if ((st = query(op, sg)) == COLL_INPROGRESS) {
         return;
     }
     uv_timer_stop(t);
@@ -339,24 +383,22 @@ static void wrap(coll_op_t *op, staged_t *sg)
     op->impl = &sg->impl;
 }
 
-/* The spans of @p sg are set: count the operation, name it, queue the copies in. @return
- * COLL_OK when nothing is to be copied in or the copies are done already, COLL_INPROGRESS
- * while they are in flight (sg->ready() follows), or the error with which the job failed. */
+/* The spans of @p sg are set: count the operation, name it, and once the ranks' streams wrote
+ * their ready words (at once where none asked), queue the copies in. @return COLL_OK when
+ * nothing is to be copied in or the copies are done already, COLL_INPROGRESS while the loop
+ * waits for the streams or the copies (sg->ready() follows), or the error with which the job
+ * failed. An operation NCCL runs has no spans: it only waits for the streams. */
 static coll_status_t stage(coll_op_t *op, staged_t *sg)
 {
-    coll_status_t st;
-
-    count(op, sg);
-    wrap(op, sg);
-    if (to_copy(sg, 1) == 0) { /* a receive: its output only */
-        return COLL_OK;
+    if (sg->nspans > 0) {
+        count(op, sg);
+        wrap(op, sg);
     }
-    if ((st = copy(op, sg, 1)) == COLL_OK) {
-        st = settle(op, sg);
+    if (!coll_dev_sync_ready(op)) {
+        sg->streams = 1;
+        return poll_start(op, sg);
     }
-    return st == COLL_OK || st == COLL_INPROGRESS
-               ? st
-               : fail(op, st, "could not copy the device buffers in", coll_dev_error());
+    return copy_in(op, sg);
 }
 
 /* The state of @p op's staging, room for @p nspans spans; NULL after failing the job. */
@@ -379,14 +421,15 @@ static coll_status_t staged_attach(coll_op_t *op, void **state)
     staged_t *sg;
     coll_status_t st = COLL_OK;
 
-    if (n == 0 || op->desc.algo == COLL_ALGO_NCCL) { /* NCCL works on the device buffers */
-        return COLL_OK;
+    if (n == 0 || (op->desc.algo == COLL_ALGO_NCCL && coll_dev_sync_ready(op))) {
+        return COLL_OK; /* NCCL works on the device buffers */
     }
     if ((sg = state_new(op, 2 * n, coll_op_attached)) == NULL) {
         return COLL_ERR_NOMEM;
     }
     *state = sg;
-    for (uint32_t i = 0; i < op->nbufs && st == COLL_OK; i++) {
+    for (uint32_t i = 0; i < op->nbufs && st == COLL_OK && op->desc.algo != COLL_ALGO_NCCL;
+         i++) {
         st = op->members[i].pool != 0
                  ? member_spans(op, sg, i, &op->members[i], coll_group_rank_of_local(op->grp, i))
                  : COLL_OK;

@@ -143,8 +143,7 @@ static void add_member(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
         free(table);
         return;
     }
-    op->members[i] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset,
-                                         sub->pool, table};
+    op->members[i] = coll_op_member_of(s, sub, table);
     op->nsubmitted++;
     if (!coll_desc_equal(&op->desc, desc)) {
         fail_local_mismatch(op, s, desc);

@@ -142,8 +142,7 @@ void coll_op_submit_reduced(coll_job_t *job, const Coll__Wire__Submit *subs,
     }
     for (uint32_t l = 0; l < job->local_size; l++) {
         coll_session_t *s = job->locals[l];
-        op->members[grp->local_of[l]] =
-            (coll_op_member_t){s, subs[l].req_id, subs[l].send_offset, subs[l].recv_offset, 0, NULL};
+        op->members[grp->local_of[l]] = coll_op_member_of(s, &subs[l], NULL);
     }
     op->nsubmitted = grp->nlocal;
     coll_op_start(op);

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "core/stats.h"
 #include "engine/algo.h"
+#include "engine/dev_sync.h"
 #include "engine/feature.h"
 #include "net/clientlink.h"
 #include "net/transport.h"
@@ -151,6 +152,15 @@ static void start_attached(coll_op_t *op)
     }
 }
 
+coll_op_member_t coll_op_member_of(coll_session_t *s, const Coll__Wire__Submit *sub,
+                                   uint64_t *table)
+{
+    return (coll_op_member_t){.session = s, .req_id = sub->req_id,
+                              .send_off = sub->send_offset, .recv_off = sub->recv_offset,
+                              .pool = sub->pool, .table = table, .sync_off = sub->sync_offset,
+                              .sync_value = sub->sync_value, .sync_flags = sub->sync_flags};
+}
+
 void coll_op_start(coll_op_t *op)
 {
     op->t_start_ns = coll_stats_now_ns();
@@ -244,6 +254,7 @@ static void tell(coll_op_t *op, coll_status_t status, const char *error)
     count_done(op, status);
     for (uint32_t l = 0; l < op->grp->nlocal; l++) {
         coll_op_member_t *m = &op->members[l];
+        coll_dev_sync_done(op, m); /* before the rank hears of it: its stream may go on */
         if (m->session != NULL) {
             coll_session_complete_op(m->session, m->req_id, status, error,
                                      op->impl != NULL ? op->impl->name : "", &t);

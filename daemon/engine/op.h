@@ -65,7 +65,15 @@ typedef struct {
     uint32_t pool;           /**< the pool of its buffers (core/dev_pools.h: 0 the host pool) */
     uint64_t *table;         /**< an all-to-all's count table (proto/a2a.h), copied from the
                                   pool at submission and owned by the operation; else NULL */
+    uint64_t sync_off;       /**< its stream words in the host pool (engine/dev_sync.h) */
+    uint64_t sync_value;     /**< the value they wait for and get */
+    uint32_t sync_flags;     /**< COLL_SYNC_* (proto/submission.h); 0: none */
 } coll_op_member_t;
+
+/** @return The member entry of rank session @p s for its submission @p sub, with the count
+ *          table @p table (an all-to-all's, which the entry then owns; else NULL). */
+coll_op_member_t coll_op_member_of(coll_session_t *s, const Coll__Wire__Submit *sub,
+                                   uint64_t *table);
 
 /** Per-operation slots of the features registered in engine/feature.c (at most this many). */
 #define COLL_OP_FEATURES 5

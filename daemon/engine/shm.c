@@ -46,13 +46,14 @@ void coll_shm_init(coll_job_t *job, uint64_t max_bytes, uint64_t node_max_bytes)
     }
 }
 
-/* A post is a collective of the world, uncompressed, the rank's own (the library posts no
- * other): NULL, or what it is not. */
+/* A post is a collective of the world, uncompressed, on host buffers, the rank's own (the
+ * library posts no other): NULL, or what it is not. */
 static const char *not_postable(const coll_submission_t *sub)
 {
     return sub->coll >= COLL_SHM_KINDS ? "not a collective"
            : sub->group != 0           ? "not of the world communicator"
            : sub->compression != 0     ? "compressed"
+           : sub->pool != 0            ? "in a device pool"
            : sub->flags != 0           ? "flagged as a node submission"
                                        : NULL;
 }

@@ -12,6 +12,7 @@
 #include "engine/combine.h"
 #include "engine/stage.h"
 #include "engine/dev_staged.h"
+#include "engine/dev_sync.h"
 #include "kernels/reduce.h"
 #include "proto/a2a.h"
 #include "proto/tag.h"
@@ -227,6 +228,10 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
         return COLL_ERR_INVALID;
     }
     if ((st = check_buffers(job, grp, s, sub, &table, err, errlen)) != COLL_OK) {
+        return st;
+    }
+    if ((st = coll_dev_sync_check(job, s, sub, err, errlen)) != COLL_OK) {
+        free(table);
         return st;
     }
     if (table_p != NULL) {

@@ -50,6 +50,7 @@ OP_PARAM_KEY = 1 << 0
 OP_PARAM_ALGO = 1 << 1
 OP_PARAM_LAYOUT = 1 << 2
 OP_PARAM_COMPRESSION = 1 << 3
+OP_PARAM_STREAM = 1 << 4
 
 
 class CommParams(ctypes.Structure):
@@ -93,6 +94,7 @@ class OpParams(ctypes.Structure):
         ("algo", ctypes.c_int),
         ("layout", ctypes.c_uint64),
         ("compression", Compression),
+        ("stream", ctypes.c_void_p),
     ]
 
 

@@ -32,6 +32,9 @@ void rank_dev_close(coll_comm_t *comm);
  */
 int rank_dev_copy(void *dst, const void *src, size_t n);
 
+/** @return The stream of rank_dev_copy(), for the library's stream ordering (a CUstream). */
+void *rank_dev_stream(void);
+
 /** @brief @p bytes in the job's pool on device 0; NULL with the library's error printed. */
 void *rank_dev_alloc(size_t bytes);
 

@@ -16,7 +16,8 @@
 #   gpu       ctest -L gpu on the real device: the device pool shared by 4 local ranks on one
 #             GPU (integration.devpool_1x4), 2 daemons x 2 ranks on one GPU over the staged path
 #             (integration.staged_2x2; send, receive and all-to-all: staged_p2p_2x2; the
-#             parameter service with 1-bit compression: staged_ps_2x2), the daemon with the
+#             parameter service with 1-bit compression: staged_ps_2x2; stream ordering:
+#             stream_2x2), the daemon with the
 #             CUDA module loaded as the executor of device memory (integration.gpu_executor),
 #             and the tests over the fake device layer
 #   nccl_local  2 daemons x 2 ranks, daemon k and its ranks on GPU k, staged_check --nccl: each
@@ -114,7 +115,6 @@ else
 fi
 
 say "not covered by this run: NCCL between daemons with one GPU (nccl checks NCCL's table"
-say "alone, two ranks only with two GPUs), the ranks' streams waiting on the daemon's events,"
-say "CUDA tensors in the torch backend"
+say "alone, two ranks only with two GPUs), CUDA tensors in the torch backend"
 [ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
 exit "$failed"

@@ -276,8 +276,7 @@ void coll_p2p_submit(coll_job_t *job, coll_group_t *grp, coll_session_t *s,
     }
     /* One buffer, the submitting member's, in[0] and out[0]; its member entry is its own. In a
      * device pool they are device addresses until staged. */
-    op->members[self] = (coll_op_member_t){s, sub->req_id, sub->send_offset, sub->recv_offset,
-                                           sub->pool, NULL};
+    op->members[self] = coll_op_member_of(s, sub, NULL);
     op->nbufs = 1;
     op->in[0] = base + sub->send_offset;
     op->out[0] = base + sub->recv_offset;

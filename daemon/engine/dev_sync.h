@@ -1,0 +1,40 @@
+/**
+ * @file dev_sync.h
+ * @brief The stream words of operations on device buffers (docs/gpu.md, "Streams"): a rank that
+ *        orders an operation after its CUDA stream, or its stream after the operation, names
+ *        two 64-bit words of its own in the job's host pool in its submission (the wire's
+ *        Submit.sync_offset, sync_value, sync_flags). The rank's stream writes the first (the
+ *        ready word) once the work queued before the submission is done; the daemon reads the
+ *        operation's device inputs only when it holds at least the submission's value
+ *        (COLL_SYNC_READY). The daemon stores the value into the second (the done word) when the
+ *        operation completes, whatever its end (COLL_SYNC_DONE), and the rank's stream, waiting
+ *        on it, goes on. The words are host memory the device reads and writes through the
+ *        rank's registration of them (device/dev.h, host_register()); the daemon only loads and
+ *        stores them. Loop thread.
+ */
+#ifndef COLL_ENGINE_DEV_SYNC_H
+#define COLL_ENGINE_DEV_SYNC_H
+
+#include <stddef.h>
+
+#include "engine/op.h"
+
+/**
+ * @brief Check the stream words of @p sub, a submission of rank @p s: none (sync_flags 0), or
+ *        known flags, a value above 0, buffers in a device pool, and 16 bytes at an offset
+ *        aligned to 8 inside the rank's own allocations in the host pool.
+ * @return COLL_OK; COLL_ERR_INVALID (unknown flags, value 0, host buffers, an unaligned
+ *         offset) or COLL_ERR_NOT_IN_POOL (not the rank's memory), with @p err saying which.
+ */
+coll_status_t coll_dev_sync_check(const coll_job_t *job, const coll_session_t *s,
+                                  const Coll__Wire__Submit *sub, char *err, size_t errlen);
+
+/** @return 1 when every local member of @p op that asked for it (COLL_SYNC_READY) has its
+ *          ready word at its value or above (its inputs may be read), else 0. */
+int coll_dev_sync_ready(const coll_op_t *op);
+
+/** @brief Store member @p m's value into its done word (COLL_SYNC_DONE), unless the word holds
+ *         a larger one already (a later operation's of the same words). */
+void coll_dev_sync_done(const coll_op_t *op, const coll_op_member_t *m);
+
+#endif

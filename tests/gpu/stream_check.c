@@ -1,0 +1,258 @@
+/*
+ * stream_check: one rank of the checks of stream ordering on device buffers (docs/gpu.md,
+ * "Streams"; collective.h COLL_OP_PARAM_STREAM, coll_req_stream_wait()), started by
+ * collective-launch with the COLL_* environment of its rank. With COLL_DEVICE_FAKE=1 (daemons and
+ * ranks) it runs over the fake device layer, whose streams run their work at once: a stream's
+ * wait on a word blocks the caller until the word is stored, and with
+ * COLL_DEVICE_FAKE_COPY_DELAY_MS a stream's write of a word lands that long after it was queued
+ * (a stream still busy). On a machine with a GPU it runs over the real one.
+ *
+ * Every buffer is in the job's pool on device 0, written and read through copies on this rank's
+ * stream (rank_dev.h); the values are small integers, exact in float32 sums:
+ *   inputs    an allreduce submitted with the stream: the inputs are written --late ms after the
+ *             submission (a kernel still running on the stream when it was called); with the
+ *             stream's word held back longer (COLL_DEVICE_FAKE_COPY_DELAY_MS > --late) the sum
+ *             must be of those inputs, not of what the buffer held at the call;
+ *   outputs   an allreduce, then coll_req_stream_wait() before any wait on the CPU: when the
+ *             stream goes on (on the fake, when the call returns) the output must already be
+ *             the sum, though the library has not seen the completion yet; then coll_req_wait()
+ *             says COLL_OK, and a second stream wait after it returns at once;
+ *   messages  a ring of sends and receives with the stream, each receive waited on by the
+ *             stream first;
+ *   refusals  coll_req_stream_wait() of a request on host buffers: COLL_ERR_INVALID;
+ *   --host    (alone, last: the refusal ends the job) an allreduce of host buffers with a
+ *             stream: COLL_ERR_INVALID from the call.
+ *
+ * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
+ * layer in this process).
+ */
+#include <collective.h>
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rank_dev.h"
+
+#define COUNT 4099
+
+static coll_comm_t *comm;
+static int rank, world;
+
+static int fail(const char *what, coll_status_t st)
+{
+    fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_err_name(st),
+            coll_comm_last_error(comm));
+    return 1;
+}
+
+/* Every element of @p n floats on the device at @p dev is @p want. */
+static int expect(const char *what, const float *dev, size_t n, float want)
+{
+    float *h = malloc(n * sizeof(float));
+    int rc = h == NULL || rank_dev_copy(h, dev, n * sizeof(float)) != 0;
+
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (h[i] != want) {
+            fprintf(stderr, "rank %d: %s: element %zu is %g, expected %g\n", rank, what, i,
+                    (double)h[i], (double)want);
+            rc = 1;
+        }
+    }
+    free(h);
+    return rc;
+}
+
+/* @p n floats of @p value into @p dev. */
+static int fill(float *dev, size_t n, float value)
+{
+    float *h = malloc(n * sizeof(float));
+    int rc = h == NULL;
+
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        h[i] = value;
+    }
+    rc = rc || rank_dev_copy(dev, h, n * sizeof(float)) != 0;
+    free(h);
+    return rc;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int inputs(float *buf, int late_ms)
+{
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    coll_request_t *req = NULL;
+    coll_status_t st;
+
+    if (fill(buf, COUNT, -1000.0f) != 0) {
+        return 1;
+    }
+    st = coll_allreduce_async(comm, buf, buf, COUNT, COLL_FLOAT32, COLL_SUM, &p, &req);
+    if (st != COLL_INPROGRESS) {
+        return fail("allreduce with the stream", st);
+    }
+    sleep_ms(late_ms);
+    if (fill(buf, COUNT, (float)(rank + 1)) != 0) {
+        return 1;
+    }
+    if ((st = coll_req_wait(req, 30000)) != COLL_OK) {
+        return fail("allreduce with the stream: wait", st);
+    }
+    coll_req_free(req);
+    return expect("inputs written after the call", buf, COUNT, world * (world + 1) / 2.0f);
+}
+
+static int outputs(const float *in, float *out)
+{
+    coll_request_t *req = NULL;
+    coll_status_t st;
+
+    if (fill((float *)in, COUNT, (float)(2 * rank)) != 0 || fill(out, COUNT, -1.0f) != 0) {
+        return 1;
+    }
+    st = coll_allreduce_async(comm, in, out, COUNT, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    if (st != COLL_INPROGRESS) {
+        return fail("allreduce", st);
+    }
+    if ((st = coll_req_stream_wait(req, rank_dev_stream())) != COLL_OK) {
+        return fail("coll_req_stream_wait", st);
+    }
+    if (expect("output after the stream's wait", out, COUNT, (float)(world * (world - 1))) != 0) {
+        return 1;
+    }
+    if ((st = coll_req_wait(req, 30000)) != COLL_OK ||
+        (st = coll_req_stream_wait(req, rank_dev_stream())) != COLL_OK) {
+        return fail("the wait after the stream's", st);
+    }
+    coll_req_free(req);
+    return 0;
+}
+
+/* Rank r sends to r + 1 and receives from r - 1, both with the stream; the receive's result
+ * read after the stream waited for it. */
+static int messages(float *sbuf, float *rbuf)
+{
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    coll_request_t *s = NULL, *r = NULL;
+    coll_status_t st;
+
+    if (fill(sbuf, COUNT, (float)(100 + rank)) != 0 || fill(rbuf, COUNT, -1.0f) != 0) {
+        return 1;
+    }
+    if ((st = coll_recv_async(comm, rbuf, COUNT, COLL_FLOAT32, (rank + world - 1) % world, &p,
+                              &r)) != COLL_INPROGRESS ||
+        (st = coll_send_async(comm, sbuf, COUNT, COLL_FLOAT32, (rank + 1) % world, &p, &s)) !=
+            COLL_INPROGRESS) {
+        return fail("send and receive with the stream", st);
+    }
+    if ((st = coll_req_stream_wait(r, rank_dev_stream())) != COLL_OK) {
+        return fail("coll_req_stream_wait of the receive", st);
+    }
+    if (expect("received", rbuf, COUNT, (float)(100 + (rank + world - 1) % world)) != 0) {
+        return 1;
+    }
+    if ((st = coll_req_wait(r, 30000)) != COLL_OK || (st = coll_req_wait(s, 30000)) != COLL_OK) {
+        return fail("send and receive: wait", st);
+    }
+    coll_req_free(r);
+    coll_req_free(s);
+    return 0;
+}
+
+/* coll_req_stream_wait() of a request on host buffers is refused, the request unharmed. */
+static int host_request(void)
+{
+    float *h = NULL;
+    coll_request_t *req = NULL;
+    coll_status_t st;
+
+    if ((st = coll_mem_alloc(comm, 64 * sizeof(float), (void **)&h)) != COLL_OK) {
+        return fail("coll_mem_alloc", st);
+    }
+    for (int i = 0; i < 64; i++) {
+        h[i] = 1.0f;
+    }
+    if ((st = coll_allreduce_async(comm, h, h, 64, COLL_FLOAT32, COLL_SUM, NULL, &req)) !=
+        COLL_INPROGRESS) {
+        return fail("host allreduce", st);
+    }
+    if ((st = coll_req_stream_wait(req, rank_dev_stream())) != COLL_ERR_INVALID) {
+        fprintf(stderr, "rank %d: a stream wait on host buffers gave %s\n", rank,
+                coll_err_name(st));
+        return 1;
+    }
+    if ((st = coll_req_wait(req, 30000)) != COLL_OK || h[63] != (float)world) {
+        return fail("host allreduce: wait", st);
+    }
+    coll_req_free(req);
+    coll_mem_free(comm, h);
+    return 0;
+}
+
+/* --host: a stream on host buffers is refused by the call. */
+static int host_stream(void)
+{
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    float *h = NULL;
+    coll_request_t *req = NULL;
+    coll_status_t st;
+
+    if ((st = coll_mem_alloc(comm, 64 * sizeof(float), (void **)&h)) != COLL_OK) {
+        return fail("coll_mem_alloc", st);
+    }
+    st = coll_allreduce_async(comm, h, h, 64, COLL_FLOAT32, COLL_SUM, &p, &req);
+    if (st != COLL_ERR_INVALID || strstr(coll_comm_last_error(comm), "stream") == NULL) {
+        fprintf(stderr, "rank %d: a stream on host buffers gave %s (%s)\n", rank,
+                coll_err_name(st), coll_comm_last_error(comm));
+        return 1;
+    }
+    return 0;
+}
+
+static int run(int late_ms)
+{
+    float *a = rank_dev_alloc(COUNT * sizeof(float));
+    float *b = rank_dev_alloc(COUNT * sizeof(float));
+
+    if (a == NULL || b == NULL) {
+        return 1;
+    }
+    if (inputs(a, late_ms) != 0 || outputs(a, b) != 0 || messages(a, b) != 0 ||
+        host_request() != 0) {
+        return 1;
+    }
+    printf("rank %d: stream ordering checked\n", rank);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int late_ms = 0, host = 0, c, rc;
+
+    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        if (c == 'l') {
+            late_ms = atoi(optarg);
+        } else if (c == 'h') {
+            host = 1;
+        } else {
+            fprintf(stderr, "usage: stream_check [--late MS] [--host]\n");
+            return 2;
+        }
+    }
+    if ((comm = rank_dev_open("stream_check", &rc)) == NULL) {
+        return rc;
+    }
+    rank = coll_comm_rank(comm);
+    world = coll_comm_world_size(comm);
+    rc = host ? host_stream() : run(late_ms);
+    rank_dev_close(comm);
+    return rc;
+}

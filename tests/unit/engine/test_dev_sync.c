@@ -1,0 +1,224 @@
+/*
+ * Unit tests of the stream words of operations on device buffers (engine/dev_sync.h) over the
+ * fake net layer (fake_net.h) and the fake device layer (COLL_DEVICE_FAKE=1): 2 nodes of 2 local
+ * ranks, submitted as the job layer does, each rank's words in its own allocation of the host
+ * pool, written and read here as the ranks' streams would.
+ *
+ *   an allreduce whose ranks asked for the ready word does not read its inputs before every
+ *   local rank's word holds its value: inputs written after the submission, before the words,
+ *   are the ones summed; the done word of every rank then holds its value (ranks of one node
+ *   with different values);
+ *   a failed operation (counts that differ) stores the done words too, so no stream waits
+ *   forever; a done word already above the value is left as it is;
+ *   refusals: unknown flags, a value of 0, host buffers, an offset not aligned to 8
+ *   (COLL_ERR_INVALID), words in another rank's allocation or past the pool
+ *   (COLL_ERR_NOT_IN_POOL), each failing the job with the reason.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "core/pool.h"
+#include "fake_dev.h"
+#include "proto/submission.h"
+
+#define N 2
+#define L 2
+#define COUNT 2000
+
+static fake_world_t w;
+static uv_loop_t loop;
+
+static int setup(void **state)
+{
+    (void)state;
+    return fake_dev_init(&w, &loop, N, L, 1 << 20);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return fake_dev_free(&w, &loop);
+}
+
+/* A rank's two words (ready, done) in its own allocation of the host pool, and their offset. */
+static _Atomic uint64_t *words(uint32_t n, uint32_t l, uint64_t *off_p)
+{
+    uint8_t *p = fake_net_alloc(&w, n, l, 64);
+
+    *off_p = (uint64_t)(p - coll_pool_base(w.job[n].pool));
+    memset(p, 0, 16);
+    return (_Atomic uint64_t *)(void *)p;
+}
+
+static Coll__Wire__Submit allreduce(uint32_t key, uint64_t count, uint64_t send, uint64_t recv)
+{
+    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+
+    s.req_id = key;
+    s.key = key;
+    s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
+    s.dtype = COLL_FLOAT32;
+    s.op = COLL_SUM;
+    s.count = count;
+    s.algo = COLL_ALGO_RING;
+    s.pool = 1;
+    s.send_offset = send;
+    s.recv_offset = recv;
+    return s;
+}
+
+/* Run the loop and the net until (n, l) has the completion of @p key (bounded). */
+static const fake_done_t *drive(uint32_t n, uint32_t l, uint32_t key)
+{
+    const fake_done_t *d = NULL;
+
+    for (int i = 0; i < 3000 && (d = fake_net_done(&w, n, l, key)) == NULL; i++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        fake_net_run(&w);
+        usleep(1000);
+    }
+    return d;
+}
+
+static void test_ready_word_holds_the_inputs(void **state)
+{
+    float *b[N][L];
+    uint64_t off[N][L], woff[N][L];
+    _Atomic uint64_t *wd[N][L];
+    (void)state;
+
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            b[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &off[n][l]);
+            wd[n][l] = words(n, l, &woff[n][l]);
+            for (size_t i = 0; i < COUNT; i++) {
+                b[n][l][i] = -1000.0f; /* what a stream still behind holds */
+            }
+            Coll__Wire__Submit s = allreduce(21, COUNT, off[n][l], off[n][l]);
+            s.sync_offset = woff[n][l];
+            s.sync_value = 3 + l; /* ranks of one node at different values */
+            s.sync_flags = COLL_SYNC_READY | COLL_SYNC_DONE;
+            coll_op_submit(&w.job[n], &w.sess[n][l], &s);
+        }
+    }
+    for (int i = 0; i < 20; i++) { /* the loop polls: nothing may start */
+        uv_run(&loop, UV_RUN_NOWAIT);
+        fake_net_run(&w);
+        usleep(1000);
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            assert_null(fake_net_done(&w, n, l, 21));
+            for (size_t i = 0; i < COUNT; i++) {
+                b[n][l][i] = (float)(n * L + l + 1); /* the work before the submission */
+            }
+            atomic_store(&wd[n][l][0], l == 0 ? 3 : 9); /* at its value, or past it */
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = drive(n, l, 21);
+            assert_true(d != NULL && d->status == COLL_OK);
+            assert_true(b[n][l][0] == 10.0f && b[n][l][COUNT - 1] == 10.0f); /* 1 + 2 + 3 + 4 */
+            assert_int_equal(atomic_load(&wd[n][l][1]), 3 + l);
+        }
+    }
+}
+
+/* Counts that differ fail the operation: every done word is stored all the same, but one
+ * above the value stays. */
+static void test_done_word_on_failure(void **state)
+{
+    uint64_t off, woff[L];
+    _Atomic uint64_t *wd[L];
+    (void)state;
+
+    fake_dev_alloc(&w, 0, 0, COUNT * 4, &off);
+    for (uint32_t l = 0; l < L; l++) {
+        wd[l] = words(0, l, &woff[l]);
+        atomic_store(&wd[l][1], l == 1 ? 50 : 0);
+        Coll__Wire__Submit s = allreduce(22, COUNT - l, off, off);
+        s.sync_offset = woff[l];
+        s.sync_value = 7;
+        s.sync_flags = COLL_SYNC_DONE;
+        coll_op_submit(&w.job[0], &w.sess[0][l], &s);
+        fake_net_run(&w);
+    }
+    for (uint32_t l = 0; l < L; l++) {
+        const fake_done_t *d = drive(0, l, 22);
+        assert_true(d != NULL && d->status != COLL_OK);
+    }
+    assert_int_equal(atomic_load(&wd[0][1]), 7);
+    assert_int_equal(atomic_load(&wd[1][1]), 50);
+}
+
+/* One refused submission per case, each in a world of its own (a refusal fails the job). */
+typedef struct {
+    uint32_t flags;
+    uint64_t value;
+    int64_t at;         /* the words' offset from this rank's words */
+    int others;         /* 1: the other local rank's words */
+    uint32_t pool;
+    coll_status_t want;
+    const char *says;
+} refusal_t;
+
+static void refused(const refusal_t *c)
+{
+    uint64_t off, woff, other;
+    const fake_done_t *d;
+    Coll__Wire__Submit s;
+
+    assert_int_equal(setup(NULL), 0);
+    fake_dev_alloc(&w, 0, 0, 4096, &off);
+    words(0, 0, &woff);
+    words(0, 1, &other);
+    s = allreduce(31, 16, c->pool ? off : woff, c->pool ? off : woff);
+    s.pool = c->pool;
+    s.sync_offset = (c->others ? other : woff) + (uint64_t)c->at;
+    s.sync_value = c->value;
+    s.sync_flags = c->flags;
+    coll_op_submit(&w.job[0], &w.sess[0][0], &s);
+    fake_net_run(&w);
+    d = fake_net_done(&w, 0, 0, 31);
+    assert_non_null(d);
+    assert_int_equal(d->status, c->want);
+    assert_non_null(strstr(d->error, c->says));
+    assert_int_equal(teardown(NULL), 0);
+}
+
+static void test_refusals(void **state)
+{
+    static const refusal_t cases[] = {
+        {4, 1, 0, 0, 1, COLL_ERR_INVALID, "flags 0x4"},
+        {COLL_SYNC_DONE, 0, 0, 0, 1, COLL_ERR_INVALID, "value 0"},
+        {COLL_SYNC_READY, 1, 4, 0, 1, COLL_ERR_INVALID, "aligned to 8"},
+        {COLL_SYNC_DONE, 1, 0, 0, 0, COLL_ERR_INVALID, "pool 0"},
+        {COLL_SYNC_DONE, 1, 0, 1, 1, COLL_ERR_NOT_IN_POOL, "are not inside this rank's"},
+        {COLL_SYNC_DONE, 1, 64 << 20, 0, 1, COLL_ERR_NOT_IN_POOL, "are not inside this rank's"},
+    };
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        refused(&cases[i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ready_word_holds_the_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_done_word_on_failure, setup, teardown),
+        cmocka_unit_test(test_refusals),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
