@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "core/dev_pools.h"
 #include "core/devices.h"
@@ -49,4 +50,35 @@ float *fake_dev_alloc(fake_world_t *w, uint32_t n, uint32_t l, size_t bytes, uin
     assert_int_equal(coll_pool_alloc(dp->pool, bytes, &w->sess[n][l], &off), COLL_OK);
     *off_p = off;
     return (float *)(coll_pool_base(dp->pool) + off);
+}
+
+const fake_done_t *fake_dev_drive(fake_world_t *w, uv_loop_t *loop, uint32_t n, uint32_t l,
+                                  uint32_t req_id, int ms)
+{
+    const fake_done_t *d = NULL;
+
+    for (int i = 0; i < ms && (d = fake_net_done(w, n, l, req_id)) == NULL; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        fake_net_run(w);
+        usleep(1000);
+    }
+    return d;
+}
+
+Coll__Wire__Submit fake_dev_allreduce(uint32_t key, uint64_t count, uint32_t pool, uint64_t send,
+                                      uint64_t recv)
+{
+    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+
+    s.req_id = key;
+    s.key = key;
+    s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
+    s.dtype = COLL_FLOAT32;
+    s.op = COLL_SUM;
+    s.count = count;
+    s.algo = COLL_ALGO_RING;
+    s.pool = pool;
+    s.send_offset = send;
+    s.recv_offset = recv;
+    return s;
 }

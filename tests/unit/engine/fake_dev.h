@@ -30,4 +30,17 @@ int fake_dev_free(fake_world_t *w, uv_loop_t *loop);
  */
 float *fake_dev_alloc(fake_world_t *w, uint32_t n, uint32_t l, size_t bytes, uint64_t *off_p);
 
+/** @return A ring allreduce (float32, sum) of @p count elements, key and request @p key, its
+ *          buffers at @p send and @p recv of pool @p pool, as a rank submits it. */
+Coll__Wire__Submit fake_dev_allreduce(uint32_t key, uint64_t count, uint32_t pool, uint64_t send,
+                                      uint64_t recv);
+
+/**
+ * @brief Run @p loop and the fake net, a millisecond apart, until local rank @p l of node @p n
+ *        has its answer to @p req_id, for at most @p ms milliseconds.
+ * @return The answer, or NULL when none came.
+ */
+const fake_done_t *fake_dev_drive(fake_world_t *w, uv_loop_t *loop, uint32_t n, uint32_t l,
+                                  uint32_t req_id, int ms);
+
 #endif

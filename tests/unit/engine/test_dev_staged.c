@@ -79,18 +79,8 @@ static int teardown(void **state)
 static void submit(uint32_t n, uint32_t l, uint32_t key, uint32_t pool, uint64_t send,
                    uint64_t recv)
 {
-    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
+    Coll__Wire__Submit s = fake_dev_allreduce(key, COUNT, pool, send, recv);
 
-    s.req_id = key;
-    s.key = key;
-    s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
-    s.dtype = COLL_FLOAT32;
-    s.op = COLL_SUM;
-    s.count = COUNT;
-    s.algo = COLL_ALGO_RING;
-    s.pool = pool;
-    s.send_offset = send;
-    s.recv_offset = recv;
     coll_op_submit(&w.job[n], &w.sess[n][l], &s);
     fake_net_run(&w);
 }

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "core/dev_pools.h"
@@ -151,14 +150,7 @@ static void test_messages(void **state)
 /* The loop and the fake net, until rank @p r has its answer to @p req_id (at most 5 s). */
 static const fake_done_t *drive(uint32_t r, uint32_t req_id)
 {
-    const fake_done_t *d = NULL;
-
-    for (int i = 0; i < 5000 && (d = fake_net_done(&w, r / L, r % L, req_id)) == NULL; i++) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        fake_net_run(&w);
-        usleep(1000);
-    }
-    return d;
+    return fake_dev_drive(&w, &loop, r / L, r % L, req_id, 5000);
 }
 
 static void test_send_copied_in_from_the_loop(void **state)

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "core/pool.h"
@@ -58,34 +57,10 @@ static _Atomic uint64_t *words(uint32_t n, uint32_t l, uint64_t *off_p)
     return (_Atomic uint64_t *)(void *)p;
 }
 
-static Coll__Wire__Submit allreduce(uint32_t key, uint64_t count, uint64_t send, uint64_t recv)
-{
-    Coll__Wire__Submit s = COLL__WIRE__SUBMIT__INIT;
-
-    s.req_id = key;
-    s.key = key;
-    s.coll = COLL__WIRE__COLLECTIVE__ALLREDUCE;
-    s.dtype = COLL_FLOAT32;
-    s.op = COLL_SUM;
-    s.count = count;
-    s.algo = COLL_ALGO_RING;
-    s.pool = 1;
-    s.send_offset = send;
-    s.recv_offset = recv;
-    return s;
-}
-
-/* Run the loop and the net until (n, l) has the completion of @p key (bounded). */
+/* Run the loop and the net until (n, l) has the completion of @p key (at most 3 s). */
 static const fake_done_t *drive(uint32_t n, uint32_t l, uint32_t key)
 {
-    const fake_done_t *d = NULL;
-
-    for (int i = 0; i < 3000 && (d = fake_net_done(&w, n, l, key)) == NULL; i++) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        fake_net_run(&w);
-        usleep(1000);
-    }
-    return d;
+    return fake_dev_drive(&w, &loop, n, l, key, 3000);
 }
 
 static void test_ready_word_holds_the_inputs(void **state)
@@ -102,18 +77,14 @@ static void test_ready_word_holds_the_inputs(void **state)
             for (size_t i = 0; i < COUNT; i++) {
                 b[n][l][i] = -1000.0f; /* what a stream still behind holds */
             }
-            Coll__Wire__Submit s = allreduce(21, COUNT, off[n][l], off[n][l]);
+            Coll__Wire__Submit s = fake_dev_allreduce(21, COUNT, 1, off[n][l], off[n][l]);
             s.sync_offset = woff[n][l];
             s.sync_value = 3 + l; /* ranks of one node at different values */
             s.sync_flags = COLL_SYNC_READY | COLL_SYNC_DONE;
             coll_op_submit(&w.job[n], &w.sess[n][l], &s);
         }
     }
-    for (int i = 0; i < 20; i++) { /* the loop polls: nothing may start */
-        uv_run(&loop, UV_RUN_NOWAIT);
-        fake_net_run(&w);
-        usleep(1000);
-    }
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20)); /* the loop polls: nothing starts */
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
             assert_null(fake_net_done(&w, n, l, 21));
@@ -145,7 +116,7 @@ static void test_done_word_on_failure(void **state)
     for (uint32_t l = 0; l < L; l++) {
         wd[l] = words(0, l, &woff[l]);
         atomic_store(&wd[l][1], l == 1 ? 50 : 0);
-        Coll__Wire__Submit s = allreduce(22, COUNT - l, off, off);
+        Coll__Wire__Submit s = fake_dev_allreduce(22, COUNT - l, 1, off, off);
         s.sync_offset = woff[l];
         s.sync_value = 7;
         s.sync_flags = COLL_SYNC_DONE;
@@ -181,8 +152,7 @@ static void refused(const refusal_t *c)
     fake_dev_alloc(&w, 0, 0, 4096, &off);
     words(0, 0, &woff);
     words(0, 1, &other);
-    s = allreduce(31, 16, c->pool ? off : woff, c->pool ? off : woff);
-    s.pool = c->pool;
+    s = fake_dev_allreduce(31, 16, c->pool, c->pool ? off : woff, c->pool ? off : woff);
     s.sync_offset = (c->others ? other : woff) + (uint64_t)c->at;
     s.sync_value = c->value;
     s.sync_flags = c->flags;
