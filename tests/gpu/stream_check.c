@@ -22,6 +22,8 @@
  *   refusals  coll_req_stream_wait() of a request on host buffers: COLL_ERR_INVALID;
  *   --host    (alone, last: the refusal ends the job) an allreduce of host buffers with a
  *             stream: COLL_ERR_INVALID from the call.
+ * The allreduces must name an algorithm that starts with --algo (default "staged+"; "nccl"
+ * where the daemons run NCCL between them, which waits for the ready words as well).
  *
  * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
  * layer in this process).
@@ -40,6 +42,7 @@
 
 static coll_comm_t *comm;
 static int rank, world;
+static const char *algo = "staged+"; /* --algo */
 
 static int fail(const char *what, coll_status_t st)
 {
@@ -79,6 +82,21 @@ static int fill(float *dev, size_t n, float value)
     return rc;
 }
 
+/* Wait for @p req (of @p what) and free it; it must have run as --algo says. */
+static int finish(const char *what, coll_request_t *req)
+{
+    coll_status_t st = coll_req_wait(req, 30000);
+    int rc = st != COLL_OK ? fail(what, st) : 0;
+
+    if (rc == 0 && strncmp(coll_req_algo(req), algo, strlen(algo)) != 0) {
+        fprintf(stderr, "rank %d: %s ran as '%s', not '%s...'\n", rank, what,
+                coll_req_algo(req), algo);
+        rc = 1;
+    }
+    coll_req_free(req);
+    return rc;
+}
+
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -102,10 +120,9 @@ static int inputs(float *buf, int late_ms)
     if (fill(buf, COUNT, (float)(rank + 1)) != 0) {
         return 1;
     }
-    if ((st = coll_req_wait(req, 30000)) != COLL_OK) {
-        return fail("allreduce with the stream: wait", st);
+    if (finish("allreduce with the stream", req) != 0) {
+        return 1;
     }
-    coll_req_free(req);
     return expect("inputs written after the call", buf, COUNT, world * (world + 1) / 2.0f);
 }
 
@@ -131,8 +148,7 @@ static int outputs(const float *in, float *out)
         (st = coll_req_stream_wait(req, rank_dev_stream())) != COLL_OK) {
         return fail("the wait after the stream's", st);
     }
-    coll_req_free(req);
-    return 0;
+    return finish("allreduce", req);
 }
 
 /* Rank r sends to r + 1 and receives from r - 1, both with the stream; the receive's result
@@ -234,7 +250,8 @@ static int run(int late_ms)
 
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'},
+                                          {"algo", 1, 0, 'a'}, {0, 0, 0, 0}};
     int late_ms = 0, host = 0, c, rc;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -242,8 +259,10 @@ int main(int argc, char **argv)
             late_ms = atoi(optarg);
         } else if (c == 'h') {
             host = 1;
+        } else if (c == 'a') {
+            algo = optarg;
         } else {
-            fprintf(stderr, "usage: stream_check [--late MS] [--host]\n");
+            fprintf(stderr, "usage: stream_check [--late MS] [--host] [--algo PREFIX]\n");
             return 2;
         }
     }
