@@ -131,18 +131,19 @@ typedef struct coll_dev_ops {
     coll_status_t (*host_register)(void *p, size_t bytes, uint64_t *dev_p);
     /** Undo host_register() of @p p (the same address). Safe with NULL. */
     void (*host_unregister)(void *p);
-    /** Make the work queued on @p s from now on wait, without blocking the host, until the 64-bit
-     *  word at device address @p word (inside a host_register() range, 8-byte aligned) is
-     *  >= @p value (unsigned; the driver compares as (int64_t)(word - value) >= 0, the same
-     *  while the two are less than 2^63 apart).
+    /** Make the work queued on @p s (NULL: the default stream, CUDA's legacy NULL stream of the
+     *  calling thread's current context; the fake's one of its own) from now on wait, without
+     *  blocking the host, until the 64-bit word at device address @p word (inside a
+     *  host_register() range, 8-byte aligned) is >= @p value (unsigned; the driver compares
+     *  as (int64_t)(word - value) >= 0, the same while the two are less than 2^63 apart).
      *  The fake's streams run their work at once: it blocks the caller until then (bounded, below).
      *  @return COLL_OK once queued; COLL_ERR_INVALID for a misaligned @p word; the driver's
      *          error (COLL_ERR_UNSUPPORTED where it has no 64-bit stream memory operations);
      *          the fake's COLL_ERR_TIMEDOUT when the word stays below @p value. */
     coll_status_t (*stream_wait_word)(coll_dev_stream_t s, uint64_t word, uint64_t value);
-    /** Queue on @p s the write of @p value into the 64-bit word at device address @p word, done
-     *  once the work queued on @p s before it is (a write the host reading the word then sees
-     *  whole, with that work's results).
+    /** Queue on @p s (NULL: the default stream, as for stream_wait_word()) the write of @p value
+     *  into the 64-bit word at device address @p word, done once the work queued on @p s before
+     *  it is (a write the host reading the word then sees whole, with that work's results).
      *  @return COLL_OK once queued; COLL_ERR_INVALID for a misaligned @p word; the driver's
      *          error (COLL_ERR_UNSUPPORTED as for stream_wait_word()). */
     coll_status_t (*stream_write_word)(coll_dev_stream_t s, uint64_t word, uint64_t value);

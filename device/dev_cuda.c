@@ -110,12 +110,20 @@ static coll_status_t enter(int dev)
     return COLL_OK;
 }
 
-/* A stream's own context pushed on this thread (a stream may come from elsewhere). */
+/* The driver's stream of @p s: NULL is the default stream (the legacy NULL stream, as a
+ * framework's default stream of handle 0 is), said explicitly. */
+static CUstream cu_stream(coll_dev_stream_t s)
+{
+    return s != NULL ? (CUstream)s : CU_STREAM_LEGACY;
+}
+
+/* A stream's own context pushed on this thread (a stream may come from elsewhere; the default
+ * stream's is the calling thread's current context). */
 static coll_status_t enter_stream(coll_dev_stream_t s)
 {
     CUcontext c;
 
-    CU_TRY(cu.cuStreamGetCtx((CUstream)s, &c), "cuStreamGetCtx");
+    CU_TRY(cu.cuStreamGetCtx(cu_stream(s), &c), "cuStreamGetCtx");
     CU_TRY(cu.cuCtxPushCurrent(c), "cuCtxPushCurrent(a stream's context)");
     return COLL_OK;
 }
@@ -444,7 +452,7 @@ static coll_status_t cuda_stream_wait_word(coll_dev_stream_t s, uint64_t word, u
     if (st != COLL_OK || (st = enter_stream(s)) != COLL_OK) {
         return st;
     }
-    CU_TRY(leave(cu.cuStreamWaitValue64((CUstream)s, word, value, CU_STREAM_WAIT_VALUE_GEQ)),
+    CU_TRY(leave(cu.cuStreamWaitValue64(cu_stream(s), word, value, CU_STREAM_WAIT_VALUE_GEQ)),
            "cuStreamWaitValue64(word at %#llx, >= %llu)", (unsigned long long)word,
            (unsigned long long)value);
     return COLL_OK;
@@ -457,7 +465,7 @@ static coll_status_t cuda_stream_write_word(coll_dev_stream_t s, uint64_t word, 
     if (st != COLL_OK || (st = enter_stream(s)) != COLL_OK) {
         return st;
     }
-    CU_TRY(leave(cu.cuStreamWriteValue64((CUstream)s, word, value,
+    CU_TRY(leave(cu.cuStreamWriteValue64(cu_stream(s), word, value,
                                          CU_STREAM_WRITE_VALUE_DEFAULT)),
            "cuStreamWriteValue64(word at %#llx, %llu)", (unsigned long long)word,
            (unsigned long long)value);

@@ -490,6 +490,9 @@ static coll_status_t write_late(coll_dev_stream_t s, uint64_t word, uint64_t val
     return COLL_OK;
 }
 
+/* The stream NULL names (CUDA's default stream): one of the process's own, on device 0. */
+static struct coll_dev_stream default_stream;
+
 /* At once, or late with COLL_DEVICE_FAKE_COPY_DELAY_MS (and after the stream's late writes). */
 static coll_status_t fake_stream_write_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
 {
@@ -499,6 +502,7 @@ static coll_status_t fake_stream_write_word(coll_dev_stream_t s, uint64_t word, 
     if (st != COLL_OK) {
         return st;
     }
+    s = s != NULL ? s : &default_stream;
     if (delay_ms > 0 || atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
         return write_late(s, word, value, delay_ms);
     }

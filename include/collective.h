@@ -396,7 +396,8 @@ enum {
  * @c compression overrides the communicator's default (COLL_COMPRESSION, none when unset) for
  * this operation.
  * @c stream, for buffers in a device pool only: a CUDA stream of this process (a CUstream or
- * cudaStream_t, e.g. a framework's current stream). The operation reads its inputs only once
+ * cudaStream_t, e.g. a framework's current stream; NULL is the default stream, as for CUDA,
+ * not none: the mask says whether there is one). The operation reads its inputs only once
  * the work queued on it before the call is done, without blocking this thread: the call
  * queues the write of a word on the stream, and the daemon starts when it sees the word (its
  * loop polls it every millisecond). With host buffers it is refused (COLL_ERR_INVALID). A
@@ -630,16 +631,16 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 
 /**
- * @brief Make the work queued on CUDA stream @p stream (of this process) from now on wait until
- *        @p req completes, without blocking this thread (ProcessGroupNCCL's Work.wait()): the
- *        daemon stores a word when the operation ends, which the stream waits on
- *        (cuStreamWaitValue64). On success the results are in the buffers for that work; on
- *        failure the stream goes on too, and coll_req_wait() or coll_req_test() gives the
- *        error. Any thread; may be called before or after the request completed, and more
- *        than once.
+ * @brief Make the work queued on CUDA stream @p stream (of this process; NULL: the default
+ *        stream) from now on wait until @p req completes, without blocking this thread
+ *        (ProcessGroupNCCL's Work.wait()): the daemon stores a word when the operation ends,
+ *        which the stream waits on (cuStreamWaitValue64). On success the results are in the
+ *        buffers for that work; on failure the stream goes on too, and coll_req_wait() or
+ *        coll_req_test() gives the error. Any thread; may be called before or after the
+ *        request completed, and more than once.
  * @param req A request on buffers in a device pool (any collective, send, receive or
  *        parameter-service step of coll_mem_alloc_on() buffers), not yet freed.
- * @return COLL_OK; COLL_ERR_INVALID for NULL, or a request without stream words (host
+ * @return COLL_OK; COLL_ERR_INVALID for a NULL @p req, or a request without stream words (host
  *         buffers; one submitted while 1024 of them were in flight without a stream); the
  *         device layer's error when the wait could not be queued (COLL_ERR_UNSUPPORTED where
  *         the device lacks 64-bit stream memory operations).

@@ -62,11 +62,12 @@ static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsig
  * @return COLL_INPROGRESS and the request; COLL_ERR_INVALID (nothing submitted) when a request
  *         of @p c with a key the tags cannot tell from m's is still pending (coll__req_same_key():
  *         that request then ends with COLL_ERR_INVALID too, whatever its outcome); COLL_ERR_NOMEM;
- *         the link's error and the shared-memory path's (coll__shm_post()); with @p stream (a
- *         CUDA stream whose queued work the operation's inputs wait for; NULL: none), those of
- *         coll__sync_take(), and COLL_ERR_INVALID for host buffers.
+ *         the link's error and the shared-memory path's (coll__shm_post()); with @p stream (the
+ *         CUDA stream whose queued work the operation's inputs wait for, *@p stream NULL being
+ *         the default stream; @p stream NULL: none), those of coll__sync_take(), and
+ *         COLL_ERR_INVALID for host buffers.
  */
-coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *stream,
+coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const *stream,
                                coll_request_t **req_p);
 
 

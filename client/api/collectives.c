@@ -186,7 +186,7 @@ static void note_buffers(const coll_comm_t *c, const coll_submission_t *m, coll_
     r->recv_bytes = re * es;
 }
 
-coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *stream,
+coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const *stream,
                                coll_request_t **req_p)
 {
     coll_request_t *r;
@@ -313,9 +313,10 @@ static coll_status_t submit_table(coll_comm_t *c, const spec_t *s, const uint64_
             m.layout = t.layout;
             m.compression = m.bucket = m.warmup = 0;
         }
+        /* A stream of NULL is CUDA's default stream, not none: the mask says whether. */
         st = coll__submit_msg(c, &m, (params != NULL && (params->field_mask &
                                                           COLL_OP_PARAM_STREAM))
-                                         ? params->stream : NULL, req_p);
+                                         ? &params->stream : NULL, req_p);
     }
     if (st == COLL_INPROGRESS && table != NULL) {
         (*req_p)->table_off = t.layout;

@@ -84,14 +84,14 @@ void coll__sync_close(coll_comm_t *c);
 
 /**
  * @brief Give request @p r (on device buffers, not yet sent) a pair of stream words: the done
- *        word, and with @p stream (NULL: none) the ready word, whose write is queued on it.
- *        Lock held of @p c, the world.
+ *        word, and with @p stream (NULL: none) the ready word, whose write is queued on
+ *        *@p stream (NULL there: CUDA's default stream). Lock held of @p c, the world.
  * @return COLL_OK (also with no pair free and no stream: then it has none); with a stream,
  *         COLL_ERR_BUSY when every pair is in flight, COLL_ERR_UNSUPPORTED when the process
  *         has no words (the reason in the message), the device layer's error when the write
  *         could not be queued.
  */
-coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *stream);
+coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *const *stream);
 
 /** @brief @p r ends (or was never sent): its done word stored, its pair free again. Lock
  *         held. */

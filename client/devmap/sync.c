@@ -91,7 +91,7 @@ static _Atomic uint64_t *word(const struct coll_sync *y, uint32_t slot, int done
 
 /* Without a stream, a request that finds no free pair goes without (it cannot be waited on by
  * a stream); with one, it is refused. */
-static coll_status_t no_pair(coll_comm_t *c, void *stream)
+static coll_status_t no_pair(coll_comm_t *c, void *const *stream)
 {
     if (stream == NULL) {
         return COLL_OK;
@@ -107,7 +107,7 @@ static coll_status_t no_pair(coll_comm_t *c, void *stream)
     return COLL_ERR_BUSY;
 }
 
-coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *stream)
+coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *const *stream)
 {
     struct coll_sync *y = c->sync;
     uint32_t slot;
@@ -120,8 +120,8 @@ coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *stream)
     r->sync = (coll_req_sync_t){.off = y->off + slot * PAIR, .value = ++y->value[slot],
                                 .flags = COLL_SYNC_DONE | (stream != NULL ? COLL_SYNC_READY : 0),
                                 .slot = slot, .held = 1};
-    if (stream != NULL &&
-        (st = y->ops->stream_write_word(stream, y->dev + slot * PAIR, r->sync.value)) != COLL_OK) {
+    if (stream != NULL && (st = y->ops->stream_write_word(*stream, y->dev + slot * PAIR,
+                                                          r->sync.value)) != COLL_OK) {
         coll__set_error(c, "rank %d: queueing the ready word on the stream: %s", c->rank,
                         coll_dev_error());
         coll__sync_end(r);
@@ -157,7 +157,7 @@ coll_status_t coll_req_stream_wait(coll_request_t *r, void *stream)
     uint64_t dev = 0, value = 0;
     coll_status_t st;
 
-    if (r == NULL || stream == NULL) {
+    if (r == NULL) {
         return COLL_ERR_INVALID;
     }
     c = r->comm;

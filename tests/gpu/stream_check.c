@@ -12,11 +12,13 @@
  *   inputs    an allreduce submitted with the stream: the inputs are written --late ms after the
  *             submission (a kernel still running on the stream when it was called); with the
  *             stream's word held back longer (COLL_DEVICE_FAKE_COPY_DELAY_MS > --late) the sum
- *             must be of those inputs, not of what the buffer held at the call;
+ *             must be of those inputs, not of what the buffer held at the call; then the same
+ *             with the default stream (NULL, which is a stream, not none);
  *   outputs   an allreduce, then coll_req_stream_wait() before any wait on the CPU: when the
  *             stream goes on (on the fake, when the call returns) the output must already be
  *             the sum, though the library has not seen the completion yet; then coll_req_wait()
- *             says COLL_OK, and a second stream wait after it returns at once;
+ *             says COLL_OK, and a second stream wait after it returns at once, as does one on
+ *             the default stream (NULL);
  *   messages  a ring of sends and receives with the stream, each receive waited on by the
  *             stream first;
  *   refusals  coll_req_stream_wait() of a request on host buffers: COLL_ERR_INVALID;
@@ -103,9 +105,10 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static int inputs(float *buf, int late_ms)
+/* @p stream: the rank's, or NULL, CUDA's default stream (not none: the mask says so). */
+static int inputs(float *buf, int late_ms, void *stream)
 {
-    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = stream};
     coll_request_t *req = NULL;
     coll_status_t st;
 
@@ -114,7 +117,8 @@ static int inputs(float *buf, int late_ms)
     }
     st = coll_allreduce_async(comm, buf, buf, COUNT, COLL_FLOAT32, COLL_SUM, &p, &req);
     if (st != COLL_INPROGRESS) {
-        return fail("allreduce with the stream", st);
+        return fail(stream != NULL ? "allreduce with the stream"
+                                   : "allreduce with the default stream", st);
     }
     sleep_ms(late_ms);
     if (fill(buf, COUNT, (float)(rank + 1)) != 0) {
@@ -123,7 +127,9 @@ static int inputs(float *buf, int late_ms)
     if (finish("allreduce with the stream", req) != 0) {
         return 1;
     }
-    return expect("inputs written after the call", buf, COUNT, world * (world + 1) / 2.0f);
+    return expect(stream != NULL ? "inputs written after the call"
+                                 : "inputs written after the call, the default stream",
+                  buf, COUNT, world * (world + 1) / 2.0f);
 }
 
 static int outputs(const float *in, float *out)
@@ -145,8 +151,9 @@ static int outputs(const float *in, float *out)
         return 1;
     }
     if ((st = coll_req_wait(req, 30000)) != COLL_OK ||
-        (st = coll_req_stream_wait(req, rank_dev_stream())) != COLL_OK) {
-        return fail("the wait after the stream's", st);
+        (st = coll_req_stream_wait(req, rank_dev_stream())) != COLL_OK ||
+        (st = coll_req_stream_wait(req, NULL)) != COLL_OK) {
+        return fail("the waits after the stream's (the rank's stream, the default stream)", st);
     }
     return finish("allreduce", req);
 }
@@ -240,8 +247,8 @@ static int run(int late_ms)
     if (a == NULL || b == NULL) {
         return 1;
     }
-    if (inputs(a, late_ms) != 0 || outputs(a, b) != 0 || messages(a, b) != 0 ||
-        host_request() != 0) {
+    if (inputs(a, late_ms, rank_dev_stream()) != 0 || inputs(a, late_ms, NULL) != 0 ||
+        outputs(a, b) != 0 || messages(a, b) != 0 || host_request() != 0) {
         return 1;
     }
     printf("rank %d: stream ordering checked\n", rank);
