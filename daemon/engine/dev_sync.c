@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/dev_pools.h"
 #include "core/pool.h"
@@ -53,6 +54,27 @@ int coll_dev_sync_ready(const coll_op_t *op)
         }
     }
     return 1;
+}
+
+uint32_t coll_dev_sync_describe(const coll_op_t *op, char *buf, size_t len)
+{
+    size_t n = strlen(buf);
+    uint32_t named = 0;
+
+    for (uint32_t l = 0; l < op->grp->nlocal && n < len; l++) {
+        const coll_op_member_t *m = &op->members[l];
+        uint64_t at;
+        if (!(m->sync_flags & COLL_SYNC_READY) ||
+            (at = atomic_load_explicit(word(op, m, 0), memory_order_acquire)) >= m->sync_value) {
+            continue;
+        }
+        n += (size_t)snprintf(buf + n, len - n, "%srank %u's stream (its ready word at %" PRIu64
+                              ", below %" PRIu64 ": the work queued before the call has not "
+                              "ended)", n ? ", " : "", op->job->ranks[op->grp->locals[l]],
+                              at, m->sync_value);
+        named++;
+    }
+    return named;
 }
 
 void coll_dev_sync_done(const coll_op_t *op, const coll_op_member_t *m)

@@ -33,6 +33,11 @@ coll_status_t coll_dev_sync_check(const coll_job_t *job, const coll_session_t *s
  *          ready word at its value or above (its inputs may be read), else 0. */
 int coll_dev_sync_ready(const coll_op_t *op);
 
+/** @brief Append to @p buf (a string, @p len bytes in all) the local ranks of @p op whose ready
+ *         word is still below its value ("rank R's stream (...)", comma-separated), for the
+ *         messages of an operation that waits. @return How many it named. */
+uint32_t coll_dev_sync_describe(const coll_op_t *op, char *buf, size_t len);
+
 /** @brief Store member @p m's value into its done word (COLL_SYNC_DONE), unless the word holds
  *         a larger one already (a later operation's of the same words). */
 void coll_dev_sync_done(const coll_op_t *op, const coll_op_member_t *m);

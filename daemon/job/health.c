@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "engine/dev_sync.h"
 #include "engine/op.h"
 #include "engine/shm_route.h"
 #include "engine/shm_watch.h"
@@ -59,7 +60,8 @@ static size_t add_node(const coll_job_t *job, uint32_t node, uint32_t *listed, u
 }
 
 /* What @p op waits for, for messages: ranks that did not submit it, here or (as other nodes
- * answered, blame.h) elsewhere; failing that, the nodes whose data it has not received.
+ * answered, blame.h) elsewhere, ranks here whose stream has not written its ready word
+ * (engine/dev_sync.h); failing that, the nodes whose data it has not received.
  * Returns the number of ranks named (an answer from another node counts as one). */
 static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
 {
@@ -74,6 +76,7 @@ static uint32_t describe_wait(const coll_op_t *op, char *buf, size_t len)
     } else {
         buf[0] = '\0';
     }
+    named += coll_dev_sync_describe(op, buf, len); /* streams behind: the ranks' own work */
     n = strlen(buf);
     if (remote != NULL && n < len) {
         n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", remote);

@@ -6,8 +6,9 @@
  *
  * One timeout per job (job->params.timeout_ms: the client's COLL_TIMEOUT_MS, else the root's
  * `timeout`) bounds everything: an operation older than half of it is logged as stalled,
- * naming the local ranks that have not submitted or the nodes it waits for; at the full timeout
- * the job fails on every node with that message. Each node heartbeats the next one every tick;
+ * naming the local ranks that have not submitted (or whose stream has not written its ready
+ * word, engine/dev_sync.h) or the nodes it waits for; at the full timeout the job fails on
+ * every node with that message. Each node heartbeats the next one every tick;
  * a node that hears nothing from the previous one for half the timeout declares it lost and
  * fails the job, so a stopped or dead daemon is reported within the timeout even when no
  * operation runs. (Every node watches its predecessor: any set of dead nodes short of all has

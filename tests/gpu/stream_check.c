@@ -24,6 +24,9 @@
  *   refusals  coll_req_stream_wait() of a request on host buffers: COLL_ERR_INVALID;
  *   --host    (alone, last: the refusal ends the job) an allreduce of host buffers with a
  *             stream: COLL_ERR_INVALID from the call.
+ *   --stuck MS (alone; the fake, with COLL_TIMEOUT_MS) rank 0's stream writes its ready word MS
+ *             late, past the job's timeout: every rank's allreduce fails within the timeout +
+ *             2 s, the message naming rank 0's stream.
  * The allreduces must name an algorithm that starts with --algo (default "staged+"; "nccl"
  * where the daemons run NCCL between them, which waits for the ready words as well).
  *
@@ -239,6 +242,58 @@ static int host_stream(void)
     return 0;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* --stuck MS (fake only): rank 0's stream writes its ready word @p stuck_ms late, past the job's
+ * timeout (COLL_TIMEOUT_MS): every rank's allreduce fails within the timeout + 2 s, and the
+ * message names the rank whose stream the operation waited for. */
+static int stuck(int stuck_ms)
+{
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    float *a = rank_dev_alloc(COUNT * sizeof(float));
+    const char *t = getenv("COLL_TIMEOUT_MS");
+    coll_request_t *req = NULL;
+    coll_status_t st;
+    char delay[32];
+    double t0, took;
+
+    if (a == NULL || t == NULL) {
+        fprintf(stderr, "rank %d: --stuck wants COLL_TIMEOUT_MS\n", rank);
+        return 1;
+    }
+    snprintf(delay, sizeof(delay), "%d", rank == 0 ? stuck_ms : 0);
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", delay, 1);
+    t0 = now_ms();
+    st = coll_allreduce_async(comm, a, a, COUNT, COLL_FLOAT32, COLL_SUM, &p, &req);
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(req, -1);
+        coll_req_free(req);
+    }
+    took = now_ms() - t0;
+    if (fill(a, 1, 0.0f) != 0) { /* after the stream's late write (the fake's sync waits) */
+        return 1;
+    }
+    printf("rank %d: %s after %.0f ms: %s\n", rank, coll_err_name(st), took,
+           coll_comm_last_error(comm));
+    if (st == COLL_OK || took > atof(t) + 2000.0) {
+        fprintf(stderr, "rank %d: a stream that never wrote its word gave %s after %.0f ms\n",
+                rank, coll_err_name(st), took);
+        return 1;
+    }
+    if (strstr(coll_comm_last_error(comm), "rank 0's stream") == NULL) {
+        fprintf(stderr, "rank %d: the error does not name rank 0's stream: %s\n", rank,
+                coll_comm_last_error(comm));
+        return 1;
+    }
+    return 0;
+}
+
 static int run(int late_ms)
 {
     float *a = rank_dev_alloc(COUNT * sizeof(float));
@@ -258,8 +313,9 @@ static int run(int late_ms)
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'},
-                                          {"algo", 1, 0, 'a'}, {0, 0, 0, 0}};
-    int late_ms = 0, host = 0, c, rc;
+                                          {"algo", 1, 0, 'a'}, {"stuck", 1, 0, 's'},
+                                          {0, 0, 0, 0}};
+    int late_ms = 0, host = 0, stuck_ms = 0, c, rc;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         if (c == 'l') {
@@ -268,8 +324,11 @@ int main(int argc, char **argv)
             host = 1;
         } else if (c == 'a') {
             algo = optarg;
+        } else if (c == 's') {
+            stuck_ms = atoi(optarg);
         } else {
-            fprintf(stderr, "usage: stream_check [--late MS] [--host] [--algo PREFIX]\n");
+            fprintf(stderr, "usage: stream_check [--late MS] [--host] [--algo PREFIX] "
+                    "[--stuck MS]\n");
             return 2;
         }
     }
@@ -278,7 +337,7 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
-    rc = host ? host_stream() : run(late_ms);
+    rc = host ? host_stream() : stuck_ms > 0 ? stuck(stuck_ms) : run(late_ms);
     rank_dev_close(comm);
     return rc;
 }
