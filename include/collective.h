@@ -400,9 +400,11 @@ enum {
  * not none: the mask says whether there is one). The operation reads its inputs only once
  * the work queued on it before the call is done, without blocking this thread: the call
  * queues the write of a word on the stream, and the daemon starts when it sees the word (its
- * loop polls it every millisecond). With host buffers it is refused (COLL_ERR_INVALID). A
- * stream whose work never ends holds the operation as a rank that never submits would.
- * docs/gpu.md, "Streams".
+ * loop polls it every millisecond). With host buffers it is refused (COLL_ERR_INVALID); with
+ * 1024 requests with a stream in flight, COLL_ERR_BUSY; as any refused call, either ends the
+ * job. A stream whose work never ends holds the operation as a rank that never submits would.
+ * The words live in the job's pool: synchronize every stream given here or to
+ * coll_req_stream_wait() before coll_comm_destroy(). docs/gpu.md, "Streams".
  */
 typedef struct {
     uint64_t field_mask;
