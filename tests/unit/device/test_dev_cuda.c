@@ -314,6 +314,15 @@ static void test_stream_words_wait_and_write(void **state)
     assert_int_equal(ops->stream_wait_word(s, dev + 4, 5), COLL_ERR_INVALID);
     assert_int_equal(ops->stream_write_word(s, dev + 12, 5), COLL_ERR_INVALID);
     assert_int_equal(ncalls(), 0);
+    /* NULL is the default stream (a framework's of handle 0): CU_STREAM_LEGACY, said so. */
+    calls_reset();
+    assert_int_equal(ops->stream_write_word(NULL, dev + 24, 9), COLL_OK);
+    assert_int_equal(ops->stream_wait_word(NULL, dev + 24, 9), COLL_OK);
+    assert_int_equal(ncalls(), 2);
+    assert_ptr_equal(call(0)->stream, CU_STREAM_LEGACY);
+    assert_ptr_equal(call(1)->stream, CU_STREAM_LEGACY);
+    assert_int_equal(page[3], 9);
+    assert_int_equal(depth(), 0);
     ops->stream_destroy(s);
     ops->host_unregister(page);
     munmap(page, 4096);
