@@ -426,7 +426,9 @@ typedef struct {
  *   service's steps (collective_ps.h); another collective compressed on device buffers
  *   completes with COLL_ERR_UNSUPPORTED, and a send buffer in one pool with a receive buffer in
  *   another is refused with COLL_ERR_INVALID. A send and its receive may each be in either
- *   pool. On device buffers a CUDA stream orders an operation after the work queued on it
+ *   pool; the ranks of one node hold a collective of the communicator of coll_comm_create() in
+ *   one kind of pool (some in host memory, some on a device: COLL_ERR_MISMATCH on every rank).
+ *   On device buffers a CUDA stream orders an operation after the work queued on it
  *   (coll_op_params_t.stream) and work queued after it on the operation
  *   (coll_req_stream_wait()).
  * - Counts are in elements of @p dtype; 0 is allowed.

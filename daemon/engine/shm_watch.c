@@ -114,15 +114,30 @@ static int same_keys(uint32_t kind)
            kind == COLL_KIND_ALLTOALLV;
 }
 
-int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p)
+/* Whether a local rank submitted @p op with its buffers in a device pool (which the area never
+ * takes: a rank with host buffers posts the same collective there). */
+static int on_device(const coll_op_t *op)
+{
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+        if (op->members[l].pool != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p,
+                      int *device_p)
 {
     coll_op_t *op, *tmp;
 
     coll_list_for_each_safe(op, tmp, &((coll_job_t *)job)->engine.ops, coll_op_t, link)
     {
         if (!op->done && op->grp == job->world && op->desc.key == w->key &&
-            op->desc.coll != w->coll && same_keys(op->desc.coll)) {
+            same_keys(op->desc.coll) &&
+            (op->desc.coll != w->coll || on_device(op))) {
             *kind_p = op->desc.coll;
+            *device_p = op->desc.coll == w->coll;
             return 1;
         }
     }

@@ -55,13 +55,17 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
                            size_t len);
 
 /**
- * @brief Whether a local rank submitted another collective with @p w's key to the daemon: the
- *        world's collectives of one key meet in the area or in the daemon by their kind, so
- *        ranks that disagree on the kind (an allreduce against a gather) would each wait for
- *        the others on its own path until the timeout.
- * @return 1 with that operation's collective (coll_kind_t) in @p kind_p, else 0.
+ * @brief Whether a local rank submitted another collective with @p w's key to the daemon, or
+ *        the same one on buffers in a device pool: the world's collectives of one key meet in
+ *        the area or in the daemon by their kind and where their buffers are (the area takes
+ *        host buffers only), so ranks that disagree on the kind (an allreduce against a
+ *        gather) or on the pool (host memory against a device) would each wait for the others
+ *        on its own path until the timeout.
+ * @return 1 with that operation's collective (coll_kind_t) in @p kind_p and in @p device_p
+ *         whether it is the same collective on device buffers, else 0.
  */
-int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p);
+int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p,
+                      int *device_p);
 
 /**
  * @return 1 when waiting collective @p w runs in shared memory once every local rank posted

@@ -200,19 +200,29 @@ static int check_shm_left(coll_job_t *job, size_t n)
 }
 
 /* A collective posted in the area while a local rank submitted another with its key to the
- * daemon: the ranks disagree on the collective, and neither path would ever see the other's
- * rank come. Fails the job with COLL_ERR_MISMATCH naming both (returns 1). */
+ * daemon, or the same one on device buffers: the ranks disagree on the collective or on where
+ * its buffers are, and neither path would ever see the other's rank come. Fails the job with
+ * COLL_ERR_MISMATCH naming both (returns 1). */
 static int check_shm_conflict(coll_job_t *job, const coll_shm_wait_t *w)
 {
     char wait[400], mine[48], theirs[48];
     uint32_t kind;
+    int device = 0;
 
-    if (!coll_shm_conflict(job, w, &kind)) {
+    if (!coll_shm_conflict(job, w, &kind, &device)) {
         return 0;
     }
     (void)coll_shm_describe(job, w, wait, sizeof(wait));
     coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, mine, sizeof(mine));
     coll_desc_name(&(coll_desc_t){.coll = (uint16_t)kind, .key = w->key}, theirs, sizeof(theirs));
+    if (device) {
+        coll_job_fail(job, COLL_ERR_MISMATCH, 1, "the ranks of node %u disagree on where the "
+                      "buffers of %s are: host memory for those that posted it in shared "
+                      "memory, a device pool for those that submitted it to the daemon (the "
+                      "area waits for %s); every rank of a node must hold them in the same "
+                      "kind of pool", job->node_rank, mine, wait);
+        return 1;
+    }
     coll_job_fail(job, COLL_ERR_MISMATCH, 1, "ranks submitted different collectives with one "
                   "key: %s in shared memory (waiting for %s) and %s to the daemon", mine, wait,
                   theirs);

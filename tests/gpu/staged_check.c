@@ -34,7 +34,9 @@
  *               different algorithms (nccl against a host one), which the descriptor check
  *               finds; without, rank 0's node runs it through the daemons (the staged path)
  *               and the others on the direct path, which the daemons find where the paths
- *               cross (daemon/engine/shm_route.h).
+ *               cross (daemon/engine/shm_route.h). On one node (1x2) rank 0's goes to the
+ *               daemon and rank 1's to the shared-memory area, where the daemon finds it
+ *               waiting against its own operation (daemon/engine/shm_watch.h).
  *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
  *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
  *
