@@ -50,7 +50,8 @@ typedef struct {
 /** A physical allocation on a device (the driver's handle); 0 is none. */
 typedef uint64_t coll_dev_mem_t;
 /** A stream of work on a device: the driver's own (CUstream), so a caller may pass one it got
- *  elsewhere (a framework's current stream). */
+ *  elsewhere (a framework's current stream). NULL is the default stream wherever an entry
+ *  takes a stream (CUDA's legacy NULL stream; the fake's own default one). */
 typedef struct coll_dev_stream *coll_dev_stream_t;
 /** An event on a device: the driver's own (CUevent). */
 typedef struct coll_dev_event *coll_dev_event_t;

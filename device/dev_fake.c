@@ -296,9 +296,18 @@ static void fake_stream_destroy(coll_dev_stream_t s)
     }
 }
 
+/* The stream NULL names (CUDA's default stream): one of the process's own, on device 0. */
+static struct coll_dev_stream default_stream;
+
+static coll_dev_stream_t or_default(coll_dev_stream_t s)
+{
+    return s != NULL ? s : &default_stream;
+}
+
 static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
                                      coll_dev_stream_t s)
 {
+    s = or_default(s);
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     s->queued++;
     s->done = s->queued;
@@ -337,6 +346,7 @@ static void fake_host_free(int dev, void *p)
 
 static coll_status_t fake_stream_sync(coll_dev_stream_t s)
 {
+    s = or_default(s);
     wait_landed(s);
     return s->done == s->queued ? COLL_OK
                                 : coll__dev_fail(COLL_ERR_IO, "stream sync: work left behind");
@@ -365,6 +375,7 @@ static void fake_event_destroy(coll_dev_event_t e)
 
 static coll_status_t fake_event_record(coll_dev_event_t e, coll_dev_stream_t s)
 {
+    s = or_default(s);
     if (e->dev != s->dev) {
         return coll__dev_fail(COLL_ERR_INVALID, "event of device %d recorded on a stream of "
                               "device %d", e->dev, s->dev);
@@ -490,9 +501,6 @@ static coll_status_t write_late(coll_dev_stream_t s, uint64_t word, uint64_t val
     return COLL_OK;
 }
 
-/* The stream NULL names (CUDA's default stream): one of the process's own, on device 0. */
-static struct coll_dev_stream default_stream;
-
 /* At once, or late with COLL_DEVICE_FAKE_COPY_DELAY_MS (and after the stream's late writes). */
 static coll_status_t fake_stream_write_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
 {
@@ -502,7 +510,7 @@ static coll_status_t fake_stream_write_word(coll_dev_stream_t s, uint64_t word, 
     if (st != COLL_OK) {
         return st;
     }
-    s = s != NULL ? s : &default_stream;
+    s = or_default(s);
     if (delay_ms > 0 || atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
         return write_late(s, word, value, delay_ms);
     }

@@ -146,7 +146,13 @@ void coll__sync_end(coll_request_t *r)
            !atomic_compare_exchange_weak_explicit(w, &cur, r->sync.value, memory_order_release,
                                                   memory_order_relaxed)) {
     }
-    y->free[y->nfree++] = r->sync.slot;
+    /* A pair whose ready word the stream has not written yet (a request refused or failed
+     * before its stream got there) is not given out again: that late write would lower the
+     * next request's word. */
+    if (!(r->sync.flags & COLL_SYNC_READY) ||
+        atomic_load_explicit(word(y, r->sync.slot, 0), memory_order_acquire) >= r->sync.value) {
+        y->free[y->nfree++] = r->sync.slot;
+    }
     r->sync.held = 0;
 }
 
@@ -169,7 +175,9 @@ coll_status_t coll_req_stream_wait(coll_request_t *r, void *stream)
     } else {
         coll__set_error(c, "rank %d: coll_req_stream_wait: the request has no stream words (%s)",
                         c->rank, r->pool == 0 ? "its buffers are host memory"
-                                              : "none were free when it was submitted");
+                                 : c->sync != NULL && c->sync->words == NULL
+                                     ? c->sync->why
+                                     : "none were free when it was submitted");
     }
     pthread_mutex_unlock(&c->lock);
     if (ops == NULL) {

@@ -48,6 +48,16 @@ int rank_dev_copy(void *dst, const void *src, size_t n)
     return 0;
 }
 
+int rank_dev_copy_on(void *dst, const void *src, size_t n, void *s)
+{
+    if (ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, n,
+                        (coll_dev_stream_t)s) != COLL_OK) {
+        fprintf(stderr, "rank %d: copy of %zu bytes queued: %s\n", rank, n, coll_dev_error());
+        return -1;
+    }
+    return 0;
+}
+
 void *rank_dev_stream(void)
 {
     return stream;

@@ -32,6 +32,14 @@ void rank_dev_close(coll_comm_t *comm);
  */
 int rank_dev_copy(void *dst, const void *src, size_t n);
 
+/**
+ * @brief Queue a copy of @p n bytes from host memory @p src to the device at @p dst on
+ *        @p stream (a CUstream; NULL: the default stream) without waiting for it. @p src may
+ *        be reused on return (pageable memory is taken before the call returns).
+ * @return 0, or -1 with the device layer's error printed.
+ */
+int rank_dev_copy_on(void *dst, const void *src, size_t n, void *stream);
+
 /** @return The stream of rank_dev_copy(), for the library's stream ordering (a CUstream). */
 void *rank_dev_stream(void);
 

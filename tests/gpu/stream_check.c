@@ -13,7 +13,10 @@
  *             submission (a kernel still running on the stream when it was called); with the
  *             stream's word held back longer (COLL_DEVICE_FAKE_COPY_DELAY_MS > --late) the sum
  *             must be of those inputs, not of what the buffer held at the call; then the same
- *             with the default stream (NULL, which is a stream, not none);
+ *             with the default stream (NULL, which is a stream, not none). With --late 0 (a
+ *             real device, whose stream cannot be held back) the inputs' copy is queued on the
+ *             stream before the call instead, and not waited for: the daemon must read them
+ *             after it;
  *   outputs   an allreduce, then coll_req_stream_wait() before any wait on the CPU: when the
  *             stream goes on (on the fake, when the call returns) the output must already be
  *             the sum, though the library has not seen the completion yet; then coll_req_wait()
@@ -108,6 +111,17 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* COUNT floats of this rank's input into @p dev, queued on @p stream, not waited for. */
+static int queue_fill(float *dev, void *stream)
+{
+    static float h[COUNT];
+
+    for (size_t i = 0; i < COUNT; i++) {
+        h[i] = (float)(rank + 1);
+    }
+    return rank_dev_copy_on(dev, h, sizeof(h), stream);
+}
+
 /* @p stream: the rank's, or NULL, CUDA's default stream (not none: the mask says so). */
 static int inputs(float *buf, int late_ms, void *stream)
 {
@@ -115,7 +129,7 @@ static int inputs(float *buf, int late_ms, void *stream)
     coll_request_t *req = NULL;
     coll_status_t st;
 
-    if (fill(buf, COUNT, -1000.0f) != 0) {
+    if (fill(buf, COUNT, -1000.0f) != 0 || (late_ms == 0 && queue_fill(buf, stream) != 0)) {
         return 1;
     }
     st = coll_allreduce_async(comm, buf, buf, COUNT, COLL_FLOAT32, COLL_SUM, &p, &req);
@@ -123,9 +137,11 @@ static int inputs(float *buf, int late_ms, void *stream)
         return fail(stream != NULL ? "allreduce with the stream"
                                    : "allreduce with the default stream", st);
     }
-    sleep_ms(late_ms);
-    if (fill(buf, COUNT, (float)(rank + 1)) != 0) {
-        return 1;
+    if (late_ms > 0) {
+        sleep_ms(late_ms);
+        if (fill(buf, COUNT, (float)(rank + 1)) != 0) {
+            return 1;
+        }
     }
     if (finish("allreduce with the stream", req) != 0) {
         return 1;
