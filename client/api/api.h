@@ -70,7 +70,6 @@ static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsig
 coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const *stream,
                                coll_request_t **req_p);
 
-
 /**
  * @brief Offset of [p, p + len) in the job's pool. Lock held.
  * @return The offset, or -1 when the range is not inside the pool.
