@@ -18,13 +18,19 @@ and BXOR of integer tensors; PREMUL_SUM is refused with an error), broadcast, re
 all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, gather, scatter (and so
 gather_object and scatter_object_list), all_to_all and all_to_all_single (per-rank split
 sizes), barrier, send and recv (tags 0..63), for float32, float64, float16, bfloat16, int8,
-uint8, int32 and int64 CPU tensors of any strides. all_reduce_coalesced, all_gather_coalesced
+uint8, int32 and int64 tensors of any strides, on the CPU or, in a build against a torch with
+CUDA (``_torch_pg.CUDA``), on a CUDA device. CUDA tensors follow ProcessGroupNCCL's stream
+semantics: the operation reads its inputs after the work already queued on the device's
+current stream, ``Work.wait()`` makes the current stream wait for it without blocking the CPU,
+``Work.synchronize()`` blocks (``python/torch_backend/device.hpp``). all_reduce_coalesced, all_gather_coalesced
 (one operation over the tensors packed together), sparse allreduce, recv from any source and
 the group's ``monitored_barrier()`` are composed of those in the backend (``python/torch_backend/README.md``). The returned Work
 completes when the daemon's request does; ``wait(timeout)``
 raises when the timeout passes first; errors raise RuntimeError with the daemon's message.
-Tensors from :func:`empty` / :func:`zeros` live in the group's pool and are reduced in place
-(zero copy); any other tensor is copied into a reused pool staging buffer and back.
+Tensors from :func:`empty` / :func:`zeros` live in the group's pool (on the device they name)
+and are reduced in place (zero copy); any other tensor is copied into a reused pool staging
+buffer of its device and back. Under torch 1.x the group is the backend's ProcessGroup itself;
+under torch 2.x the backend serves the ProcessGroup torch makes for both "cpu" and "cuda".
 
 Each process group is one collectived job (a communicator of its own): torch creates a group
 only on its members, while ``coll_comm_split()`` is a collective of every rank of the parent,
@@ -52,6 +58,7 @@ missing daemon fails ``init_process_group`` at once with a message naming it.
 
 import datetime
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -193,32 +200,61 @@ def create(opts, pg_options=None):
 
 
 def register():
-    """Register the backend with torch.distributed (idempotent)."""
-    if not hasattr(dist.Backend, BACKEND.upper()):
+    """Register the backend with torch.distributed (idempotent): for the CPU and CUDA devices
+    where torch's register_backend takes devices (torch 2.x)."""
+    if hasattr(dist.Backend, BACKEND.upper()):
+        return
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        dist.Backend.register_backend(BACKEND, create, extended_api=True,
+                                      devices=["cpu", "cuda"])
+    else:
         dist.Backend.register_backend(BACKEND, create, extended_api=True)
 
 
 def _group(group):
+    """The collectived backend of @group (default: the default group): the group itself under
+    torch 1.x, its backend under torch 2.x."""
     pg = dist.group.WORLD if group is None else group
+    if not isinstance(pg, ProcessGroupCollectived) and hasattr(pg, "_get_backend"):
+        try:
+            pg = pg._get_backend(torch.device("cpu"))
+        except RuntimeError:
+            pass
     if not isinstance(pg, ProcessGroupCollectived):
         raise TypeError("%r is not a process group of the collectived backend" % (pg,))
     return pg
 
 
-def empty(*size, dtype=torch.float32, group=None):
-    """A CPU tensor of @size in @group's pool (default: the default group), uninitialized.
-    Collectives of that group on it, or on contiguous views of it, copy nothing; it is freed
-    when its storage goes. Raises RuntimeError (COLL_ERR_POOL_FULL) when the pool is full."""
+def _device_index(device):
+    """-1 for the CPU, else the index of CUDA device @device (a torch.device, "cuda:1", 1)."""
+    if device is None:
+        return -1
+    device = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+    if device.type == "cpu":
+        return -1
+    if device.type != "cuda":
+        raise ValueError("the collectived backend's pool is in host memory or on a CUDA "
+                         "device, not on %s" % (device,))
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
+def empty(*size, dtype=torch.float32, group=None, device=None):
+    """A tensor of @size in @group's pool (default: the default group), uninitialized, in host
+    memory or on CUDA @device (the job's device pool there). Collectives of that group on it,
+    or on contiguous views of it, copy nothing; it is freed when its storage goes. Raises
+    RuntimeError (COLL_ERR_POOL_FULL) when the pool is full, or when the daemon has no pool on
+    that device (with its reason, e.g. no CUDA driver)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
     count = math.prod(int(n) for n in size)
     itemsize = torch.empty((), dtype=dtype).element_size()
-    return _group(group)._alloc(count * itemsize).view(dtype).view(size)
+    raw = _group(group)._alloc(count * itemsize, _device_index(device))
+    return raw.view(dtype).view(size)
 
 
-def zeros(*size, dtype=torch.float32, group=None):
+def zeros(*size, dtype=torch.float32, group=None, device=None):
     """As :func:`empty`, filled with zeros."""
-    return empty(*size, dtype=dtype, group=group).zero_()
+    return empty(*size, dtype=dtype, group=group, device=device).zero_()
 
 
 def staging_stats(group=None):

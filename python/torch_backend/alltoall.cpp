@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "checks.hpp"
 #include "process_group.hpp"
 #include "run.hpp"
 #include "types.hpp"
@@ -82,6 +83,7 @@ void check_blocks(const std::vector<at::Tensor> &list, const at::Tensor &like, i
                 " ", what, " tensors; the group has ", size, " ranks");
     for (size_t i = 0; i < list.size(); i++) {
         check_tensor(list[i], what);
+        check_device(list[i], like, "all_to_all");
         TORCH_CHECK(list[i].scalar_type() == like.scalar_type(), "collectived: all_to_all: ",
                     what, " tensor ", i, " is ", list[i].scalar_type(), " where ",
                     like.scalar_type(), " is expected (one operation carries one dtype)");
@@ -115,6 +117,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall_base(at::Tensor &output, a
 {
     coll_dtype_t dt = check_tensor(input, "all_to_all_single: input");
     check_tensor(output, "all_to_all_single: output");
+    check_device(input, output, "all_to_all_single");
     TORCH_CHECK(input.scalar_type() == output.scalar_type(), "collectived: all_to_all_single: "
                 "the input is ", input.scalar_type(), " and the output ", output.scalar_type(),
                 " (one operation carries one dtype)");
@@ -127,6 +130,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall_base(at::Tensor &output, a
     void *sbuf = nullptr, *rbuf = nullptr;
     return run(
         c10d::OpType::ALLTOALL_BASE, "all_to_all_single", next_key(), {output},
+        op_device(output),
         [&](OpBuffers &b) {
             at::Tensor out = b.place(output, false, true);
             /* The library takes no in-place form: an input that shares bytes with the output
@@ -159,7 +163,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::alltoall(std::vector<at::Tensor> &o
     void *sbuf = nullptr, *rbuf = nullptr;
     /* Each list through one staging buffer: the inputs copied in, the outputs copied out. */
     return run(
-        c10d::OpType::ALLTOALL, "all_to_all", next_key(), outputs,
+        c10d::OpType::ALLTOALL, "all_to_all", next_key(), outputs, op_device(inputs[0]),
         [&](OpBuffers &b) {
             int64_t ns = std::accumulate(send.counts.begin(), send.counts.end(), int64_t(0));
             int64_t nr = std::accumulate(recv.counts.begin(), recv.counts.end(), int64_t(0));

@@ -4,13 +4,17 @@ namespace collectived {
 
 bool OpBuffers::in_pool(const at::Tensor &t) const
 {
-    return t.is_contiguous() && t.numel() > 0 && comm_.contains(t.data_ptr(), t.nbytes());
+    return t.is_contiguous() && t.numel() > 0 && comm_.contains(t.data_ptr(), t.nbytes(), device_);
 }
 
 at::Tensor OpBuffers::scratch(int64_t numel, at::ScalarType type)
 {
     Lease lease = staging_.acquire(static_cast<size_t>(numel) * c10::elementSize(type));
-    at::Tensor view = at::from_blob(lease.get(), {numel}, at::TensorOptions().dtype(type));
+    at::TensorOptions options = at::TensorOptions().dtype(type);
+    if (device_ >= 0) {
+        options = options.device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_));
+    }
+    at::Tensor view = at::from_blob(lease.get(), {numel}, options);
     buffers_.leases.push_back(std::move(lease));
     return view;
 }

@@ -16,13 +16,19 @@ namespace collectived {
 /** Builds one operation's Buffers on the submitting thread. */
 class OpBuffers {
   public:
-    OpBuffers(const Comm &comm, Staging &staging) : comm_(comm), staging_(staging) {}
+    /** @param device The operation's device: -1 for the CPU, else a CUDA device's index, whose
+     *         pool @p staging serves (device.hpp). */
+    OpBuffers(const Comm &comm, Staging &staging, int device)
+        : comm_(comm), staging_(staging), device_(device) {}
 
     /** @return Whether @p t may be handed to the library as it is: contiguous and inside one
-     *          live allocation of the group's pool (collective.torch_backend.empty()). */
+     *          live allocation of the group's pool on the operation's device
+     *          (collective.torch_backend.empty()). */
     bool in_pool(const at::Tensor &t) const;
 
-    /** @return A 1-D staging view of @p numel elements of @p type (uninitialized). */
+    /** @return A 1-D staging view of @p numel elements of @p type (uninitialized), on the
+     *          operation's device. Copies into it (ATen's copy_) are queued on that device's
+     *          current stream, which the daemon waits for (device.hpp). */
     at::Tensor scratch(int64_t numel, at::ScalarType type);
 
     /**
@@ -44,6 +50,7 @@ class OpBuffers {
   private:
     const Comm &comm_;
     Staging &staging_;
+    const int device_;
     Buffers buffers_;
 };
 

@@ -34,6 +34,7 @@ void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like, int
                 list.size(), " tensors; the group has ", size, " ranks");
     for (const auto &t : list) {
         check_tensor(t, what);
+        check_device(t, like, what);
         TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(),
                     "collectived: ", what, " holds a ", t.scalar_type(), " tensor of ",
                     t.numel(), " elements where ", like.scalar_type(), " of ", like.numel(),
@@ -57,8 +58,16 @@ std::vector<at::Tensor> root_list(std::vector<std::vector<at::Tensor>> &lists,
     return lists[0];
 }
 
+void check_device(const at::Tensor &t, const at::Tensor &like, const char *what)
+{
+    TORCH_CHECK(t.device() == like.device(), "collectived: ", what, ": a tensor on ", t.device(),
+                " where the others are on ", like.device(), " (one operation's tensors share "
+                "one device)");
+}
+
 void check_same(const at::Tensor &a, const at::Tensor &b, int64_t factor, const char *what)
 {
+    check_device(a, b, what);
     TORCH_CHECK(a.scalar_type() == b.scalar_type(), "collectived: ", what, ": dtypes differ (",
                 a.scalar_type(), " and ", b.scalar_type(), ")");
     TORCH_CHECK(b.numel() == factor * a.numel(), "collectived: ", what, ": ", b.numel(),
@@ -71,6 +80,7 @@ int64_t check_coalesced(const std::vector<at::Tensor> &tensors, const char *what
     int64_t total = 0;
     for (size_t i = 0; i < tensors.size(); i++) {
         check_tensor(tensors[i], what);
+        check_device(tensors[i], tensors[0], what);
         TORCH_CHECK(tensors[i].scalar_type() == tensors[0].scalar_type(), "collectived: ",
                     what, ": tensor ", i, " is ", tensors[i].scalar_type(), " where tensor 0 is ",
                     tensors[0].scalar_type(), " (one operation carries one dtype)");

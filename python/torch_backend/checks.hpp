@@ -43,6 +43,10 @@ std::vector<at::Tensor> root_list(std::vector<std::vector<at::Tensor>> &lists,
                                   const at::Tensor &like, int rank, int root, int size,
                                   const char *what, const char *role);
 
+/** @throws c10::Error unless @p t is on @p like's device (one operation's tensors share one
+ *          device: the CPU or one CUDA device); @p what names the operation. */
+void check_device(const at::Tensor &t, const at::Tensor &like, const char *what);
+
 /** @throws c10::Error unless @p b has @p a's dtype and @p factor times its elements. */
 void check_same(const at::Tensor &a, const at::Tensor &b, int64_t factor, const char *what);
 

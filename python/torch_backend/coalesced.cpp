@@ -72,6 +72,7 @@ void check_output_lists(const std::vector<std::vector<at::Tensor>> &outputs,
         for (size_t i = 0; i < inputs.size(); i++) {
             const at::Tensor &o = outputs[r][i];
             check_tensor(o, "allgather_coalesced: output");
+            check_device(o, inputs[i], "allgather_coalesced");
             TORCH_CHECK(o.scalar_type() == inputs[i].scalar_type() &&
                             o.sizes() == inputs[i].sizes(),
                         "collectived: allgather_coalesced: output ", i, " of list ", r, " is a ",
@@ -93,6 +94,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce_coalesced(
     void *p = nullptr;
     return run(
         c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", next_key(), tensors,
+        op_device(tensors[0]),
         [&](OpBuffers &b) {
             at::Tensor flat = b.scratch(total, tensors[0].scalar_type());
             pack(tensors, flat, 0);
@@ -120,6 +122,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather_coalesced(
     void *send = nullptr, *recv = nullptr;
     return run(
         c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", next_key(), results,
+        op_device(inputs[0]),
         [&](OpBuffers &b) {
             at::Tensor all = b.scratch(size_ * total, inputs[0].scalar_type());
             pack(inputs, all, rank_ * total);

@@ -34,24 +34,26 @@ std::shared_ptr<Comm> Comm::create(const CommOptions &o)
 
 Comm::~Comm() { coll_comm_destroy(comm_); }
 
-coll_status_t Comm::try_alloc(size_t bytes, void **ptr_p)
+coll_status_t Comm::try_alloc(size_t bytes, int device, void **ptr_p)
 {
     void *ptr = nullptr;
-    coll_status_t st = coll_mem_alloc(comm_, bytes, &ptr);
+    coll_status_t st = device < 0 ? coll_mem_alloc(comm_, bytes, &ptr)
+                                  : coll_mem_alloc_on(comm_, bytes, COLL_MEMORY_CUDA, device, &ptr);
     if (st == COLL_OK) {
         std::lock_guard<std::mutex> lock(mu_);
-        allocs_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
+        allocs_[reinterpret_cast<uintptr_t>(ptr)] = Alloc{bytes, device};
         *ptr_p = ptr;
     }
     return st;
 }
 
-void *Comm::alloc(size_t bytes)
+void *Comm::alloc(size_t bytes, int device)
 {
     void *ptr = nullptr;
-    coll_status_t st = try_alloc(bytes, &ptr);
+    coll_status_t st = try_alloc(bytes, device, &ptr);
     if (st != COLL_OK) {
-        fail(st, "collectived: allocating " + std::to_string(bytes) + " bytes in the pool");
+        fail(st, "collectived: allocating " + std::to_string(bytes) + " bytes in the pool" +
+                     (device < 0 ? std::string() : " on cuda:" + std::to_string(device)));
     }
     return ptr;
 }
@@ -65,7 +67,7 @@ void Comm::free(void *ptr)
     coll_mem_free(comm_, ptr);
 }
 
-bool Comm::contains(const void *ptr, size_t bytes) const
+bool Comm::contains(const void *ptr, size_t bytes, int device) const
 {
     uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
     std::lock_guard<std::mutex> lock(mu_);
@@ -74,7 +76,8 @@ bool Comm::contains(const void *ptr, size_t bytes) const
         return false;
     }
     --it;
-    return p - it->first <= it->second && bytes <= it->second - (p - it->first);
+    const Alloc &a = it->second;
+    return a.device == device && p - it->first <= a.bytes && bytes <= a.bytes - (p - it->first);
 }
 
 std::string Comm::message(coll_status_t st, const std::string &what) const

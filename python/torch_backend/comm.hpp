@@ -48,20 +48,23 @@ class Comm {
     coll_comm_t *get() const { return comm_; }
 
     /**
-     * @brief @p bytes (> 0) of the job's pool, remembered for contains().
-     * @throws c10::Error on failure (COLL_ERR_POOL_FULL names the pool's size and free bytes).
+     * @brief @p bytes (> 0) of the job's pool on CUDA device @p device as this process numbers
+     *        it, or in host memory for -1 (coll_mem_alloc_on()), remembered for contains().
+     * @throws c10::Error on failure (COLL_ERR_POOL_FULL names the pool's size and free bytes;
+     *         COLL_ERR_UNSUPPORTED says why the daemon has no pool on that device).
      */
-    void *alloc(size_t bytes);
+    void *alloc(size_t bytes, int device = -1);
 
     /** @brief Try alloc(): COLL_OK and @p ptr_p, or the failure's status (nothing thrown). */
-    coll_status_t try_alloc(size_t bytes, void **ptr_p);
+    coll_status_t try_alloc(size_t bytes, int device, void **ptr_p);
 
     /** @brief Return an allocation of alloc() to the pool. Thread-safe. */
     void free(void *ptr);
 
-    /** @return Whether [@p ptr, @p ptr + @p bytes) lies inside one live allocation of alloc(),
-     *          i.e. may be handed to a collective as it is. Thread-safe. */
-    bool contains(const void *ptr, size_t bytes) const;
+    /** @return Whether [@p ptr, @p ptr + @p bytes) lies inside one live allocation of alloc()
+     *          on @p device (-1: host memory), i.e. may be handed to a collective as it is.
+     *          Thread-safe. */
+    bool contains(const void *ptr, size_t bytes, int device) const;
 
     /** @return "<what>: <COLL_ERR_...>: <coll_strerror>: <coll_comm_last_error>" for @p st;
      *          a timeout says that the group's timeout passed (the words torch's tests and
@@ -76,7 +79,11 @@ class Comm {
 
     coll_comm_t *const comm_;
     mutable std::mutex mu_;
-    std::map<uintptr_t, size_t> allocs_; /* start -> bytes, under mu_ */
+    struct Alloc {
+        size_t bytes;
+        int device; /* -1: host memory */
+    };
+    std::map<uintptr_t, Alloc> allocs_; /* start -> allocation, under mu_ */
 };
 
 }  // namespace collectived

@@ -1,6 +1,8 @@
 /*
  * collective._torch_pg: the Python face of the backend. collective/torch_backend.py does the
- * rendezvous through torch's store and calls create(); torch sees a ProcessGroup subclass.
+ * rendezvous through torch's store and calls create(); torch sees a ProcessGroup subclass
+ * (torch 1.x) or a Backend subclass (torch 2.x, process_group.hpp). CUDA says whether the build
+ * carries CUDA tensors (device.hpp).
  */
 #include <torch/csrc/utils/pybind.h>
 
@@ -54,10 +56,12 @@ PYBIND11_MODULE(_torch_pg, m)
 {
     m.doc() = "The collectived torch.distributed backend (C++); use collective.torch_backend.";
 
-    py::class_<collectived::ProcessGroup, c10d::ProcessGroup,
+    py::class_<collectived::ProcessGroup, collectived::PgBase,
                c10::intrusive_ptr<collectived::ProcessGroup>>(m, "ProcessGroupCollectived")
         .def("_alloc", &collectived::ProcessGroup::alloc, py::arg("nbytes"),
-             "A uint8 tensor of nbytes in the group's pool (see torch_backend.empty).")
+             py::arg("device") = -1,
+             "A uint8 tensor of nbytes in the group's pool, on CUDA device `device` or in host "
+             "memory for -1 (see torch_backend.empty).")
         .def("_staging_stats", &staging_stats,
              "Counters of the staging buffers: allocations, reuses, bytes held.");
 
@@ -65,4 +69,5 @@ PYBIND11_MODULE(_torch_pg, m)
           py::arg("local_rank"), py::arg("local_size"), py::arg("timeout_ms"),
           py::arg("token") = "", py::arg("root") = "", py::call_guard<py::gil_scoped_release>(),
           "Join job `job` (blocks until every rank joined) and return its process group.");
+    m.attr("CUDA") = py::bool_(collectived::cuda_built());
 }

@@ -13,8 +13,8 @@ constexpr uint32_t kP2pSeqMask = 0xffff;
 }  // namespace
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releaser)
-    : c10d::ProcessGroup(coll_comm_rank(comm->get()), coll_comm_world_size(comm->get())),
-      comm_(std::move(comm)), staging_(std::make_shared<Staging>(comm_)),
+    : PgBase(coll_comm_rank(comm->get()), coll_comm_world_size(comm->get())),
+      comm_(std::move(comm)), staging_(std::make_shared<Staging>(comm_, -1)),
       any_(std::make_shared<AnySource>(
           [this](const at::Tensor &buf, int peer, int tag) {
               std::vector<at::Tensor> t{buf};
@@ -29,6 +29,29 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releas
 ProcessGroup::~ProcessGroup()
 {
     any_->close();
+}
+
+std::shared_ptr<Staging> ProcessGroup::staging_for(int device)
+{
+    if (device < 0) {
+        return staging_;
+    }
+    std::lock_guard<std::mutex> lock(device_mu_);
+    auto &staging = device_staging_[device];
+    if (!staging) {
+        staging = std::make_shared<Staging>(comm_, device);
+    }
+    return staging;
+}
+
+c10::Stream ProcessGroup::side_stream(int device)
+{
+    std::lock_guard<std::mutex> lock(device_mu_);
+    auto it = side_.find(device);
+    if (it == side_.end()) {
+        it = side_.emplace(device, side_stream_for(device)).first;
+    }
+    return it->second;
 }
 
 uint64_t ProcessGroup::next_key(int n)
@@ -51,19 +74,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce(std::vector<at::Tensor> &
 {
     at::Tensor &t = only(tensors, "allreduce");
     if (t.layout() == at::kSparse) {
-        return allreduce_sparse(t, opts);
+        return sparse_allreduce(t, opts);
     }
     coll_dtype_t dt = check_tensor(t, "allreduce: tensor");
     coll_redop_t op = to_coll_op(opts.reduceOp, dt);
     void *p = nullptr;
     return run(
-        c10d::OpType::ALLREDUCE, "allreduce", next_key(), tensors,
+        c10d::OpType::ALLREDUCE, "allreduce", next_key(), tensors, op_device(t),
         [&](OpBuffers &b) { p = b.place(t, true, true).data_ptr(); },
         [&](const coll_op_params_t *params, coll_request_t **req) {
             return coll_allreduce_async(comm_->get(), p, p, t.numel(), dt, op, params, req);
         });
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce_sparse(std::vector<at::Tensor> &tensors,
+                                                              const c10d::AllreduceOptions &opts)
+{
+    return sparse_allreduce(only(tensors, "allreduce"), opts);
+}
+
+#endif
 c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor> &tensors,
                                                        const c10d::BroadcastOptions &opts)
 {
@@ -73,7 +104,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::broadcast(std::vector<at::Tensor> &
     check_rank(root, size_, "broadcast: root");
     void *p = nullptr;
     return run(
-        c10d::OpType::BROADCAST, "broadcast", next_key(), tensors,
+        c10d::OpType::BROADCAST, "broadcast", next_key(), tensors, op_device(t),
         [&](OpBuffers &b) { p = b.place(t, rank_ == root, rank_ != root).data_ptr(); },
         [&](const coll_op_params_t *params, coll_request_t **req) {
             return coll_broadcast_async(comm_->get(), p, p, t.numel(), dt, root, params, req);
@@ -90,7 +121,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce(std::vector<at::Tensor> &ten
     check_rank(root, size_, "reduce: root");
     void *p = nullptr;
     return run(
-        c10d::OpType::REDUCE, "reduce", next_key(), tensors,
+        c10d::OpType::REDUCE, "reduce", next_key(), tensors, op_device(t),
         [&](OpBuffers &b) { p = b.place(t, true, rank_ == root).data_ptr(); },
         [&](const coll_op_params_t *params, coll_request_t **req) {
             return coll_reduce_async(comm_->get(), p, p, t.numel(), dt, op, root, params, req);
@@ -110,7 +141,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::allgather(
     void *send = nullptr, *recv = nullptr;
     /* Gathered into one staging buffer (this rank's block in place), then copied out. */
     return run(
-        c10d::OpType::ALLGATHER, "allgather", next_key(), outs,
+        c10d::OpType::ALLGATHER, "allgather", next_key(), outs, op_device(in),
         [&](OpBuffers &b) {
             at::Tensor all = b.scratch(size_ * n, in.scalar_type());
             at::Tensor mine = all.narrow(0, rank_ * n, n);
@@ -137,6 +168,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_allgather_base(at::Tensor &output,
     void *send = nullptr, *recv = nullptr;
     return run(
         c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", next_key(), {output},
+        op_device(output),
         [&](OpBuffers &b) {
             at::Tensor out = b.place(output, false, true);
             at::Tensor mine = out.narrow(0, rank_ * n, n);
@@ -167,7 +199,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter(
     int64_t n = out.numel();
     void *send = nullptr, *recv = nullptr;
     return run(
-        c10d::OpType::REDUCE_SCATTER, "reduce_scatter", next_key(), outputs,
+        c10d::OpType::REDUCE_SCATTER, "reduce_scatter", next_key(), outputs, op_device(out),
         [&](OpBuffers &b) {
             at::Tensor all = b.scratch(size_ * n, out.scalar_type());
             for (int i = 0; i < size_; i++) {
@@ -198,6 +230,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_reduce_scatter_base(
     void *send = nullptr, *recv = nullptr;
     return run(
         c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", next_key(), {output},
+        op_device(output),
         [&](OpBuffers &b) {
             at::Tensor in = b.place(input, true, false);
             at::Tensor mine = in.narrow(0, rank_ * n, n);
@@ -222,7 +255,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroup::barrier(const c10d::BarrierOptions &)
 {
     return run(
-        c10d::OpType::BARRIER, "barrier", next_key(), {}, [](OpBuffers &) {},
+        c10d::OpType::BARRIER, "barrier", next_key(), {}, -1, [](OpBuffers &) {},
         [&](const coll_op_params_t *params, coll_request_t **req) {
             return coll_barrier_async(comm_->get(), params, req);
         });
@@ -256,6 +289,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::recvAnysource(std::vector<at::Tenso
     check_tag(tag);
     check_tensor(t, "recv: tensor");
     TORCH_CHECK(size_ > 1, "collectived: recv from any source in a group of one rank");
+    TORCH_CHECK(t.device().is_cpu(), "collectived: recv from any source takes CPU tensors (",
+                t.device(), " given)");
     return any_->any(t, tag);
 }
 
@@ -271,6 +306,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::p2p(std::vector<at::Tensor> &tensor
     void *p = nullptr;
     return run(
         send ? c10d::OpType::SEND : c10d::OpType::RECV, name, p2p_key(peer, tag, send), tensors,
+        op_device(t),
         [&](OpBuffers &b) { p = b.place(t, send, !send).data_ptr(); },
         [&](const coll_op_params_t *params, coll_request_t **req) {
             return send ? coll_send_async(comm_->get(), p, t.numel(), dt, peer, params, req)
@@ -292,7 +328,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::gather(std::vector<std::vector<at::
     int64_t n = in.numel();
     void *send = nullptr, *recv = nullptr;
     return run(
-        c10d::OpType::GATHER, "gather", next_key(), outs,
+        c10d::OpType::GATHER, "gather", next_key(), outs, op_device(in),
         [&](OpBuffers &b) {
             if (rank_ != root) {
                 send = b.place(in, true, false).data_ptr();
@@ -326,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::scatter(std::vector<at::Tensor> &ou
     int64_t n = out.numel();
     void *send = nullptr, *recv = nullptr;
     return run(
-        c10d::OpType::SCATTER, "scatter", next_key(), outputs,
+        c10d::OpType::SCATTER, "scatter", next_key(), outputs, op_device(out),
         [&](OpBuffers &b) {
             recv = b.place(out, false, true).data_ptr();
             if (rank_ == root) {
@@ -342,13 +378,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::scatter(std::vector<at::Tensor> &ou
         });
 }
 
-at::Tensor ProcessGroup::alloc(int64_t bytes)
+at::Tensor ProcessGroup::alloc(int64_t bytes, int device)
 {
     TORCH_CHECK(bytes >= 0, "collectived: cannot allocate ", bytes, " bytes");
+    TORCH_CHECK(device < 0 || cuda_built(), "collectived: a tensor on cuda:", device,
+                " in the pool needs the backend built against a torch with CUDA");
     std::shared_ptr<Comm> comm = comm_;
-    void *ptr = comm->alloc(bytes > 0 ? static_cast<size_t>(bytes) : 1);
-    return at::from_blob(
-        ptr, {bytes}, [comm](void *p) { comm->free(p); }, at::TensorOptions().dtype(at::kByte));
+    void *ptr = comm->alloc(bytes > 0 ? static_cast<size_t>(bytes) : 1, device);
+    at::TensorOptions options = at::TensorOptions().dtype(at::kByte);
+    if (device >= 0) {
+        options = options.device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+    }
+    return at::from_blob(ptr, {bytes}, [comm](void *p) { comm->free(p); }, options);
 }
 
 }  // namespace collectived

@@ -1,6 +1,15 @@
 /**
  * @file process_group.hpp
- * @brief c10d::ProcessGroup "collectived": torch.distributed's collectives over libcollective.
+ * @brief The "collectived" backend: torch.distributed's collectives over libcollective.
+ *
+ * Its base is chosen at build time: c10d::ProcessGroup under torch 1.x, whose process groups
+ * are backends themselves; c10d::Backend under torch 2.x, where torch's ProcessGroup holds one
+ * backend per device type and this one serves both "cpu" and "cuda" (collective/
+ * torch_backend.py registers it so). COLL_TORCH_AS_BACKEND forces the second under torch 1.13,
+ * whose c10d::Backend has the same virtual collectives, to check that variant here.
+ *
+ * Tensors live on the CPU or on one CUDA device per operation (device.hpp): CUDA tensors go
+ * through the job's device pool and follow ProcessGroupNCCL's stream semantics.
  *
  * Every operation is asynchronous: it is submitted at once and returns a Work that completes
  * when the daemon's request does (see work.hpp, progress.hpp).
@@ -28,6 +37,12 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2 || defined(COLL_TORCH_AS_BACKEND)
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define COLL_TORCH_BACKEND_BASE 1
+#endif
 
 #include <chrono>
 #include <cstdint>
@@ -38,12 +53,19 @@
 #include "anysource.hpp"
 #include "buffers.hpp"
 #include "comm.hpp"
+#include "device.hpp"
 #include "progress.hpp"
 #include "staging.hpp"
 
 namespace collectived {
 
-class ProcessGroup : public c10d::ProcessGroup {
+#ifdef COLL_TORCH_BACKEND_BASE
+using PgBase = c10d::Backend;
+#else
+using PgBase = c10d::ProcessGroup;
+#endif
+
+class ProcessGroup : public PgBase {
   public:
     /**
      * @param comm      The group's communicator, whose rank and size are the group's.
@@ -59,6 +81,11 @@ class ProcessGroup : public c10d::ProcessGroup {
                                              const c10d::BroadcastOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
                                              const c10d::AllreduceOptions &opts) override;
+#if TORCH_VERSION_MAJOR >= 2
+    /** @brief torch 2's entry for a sparse tensor's allreduce: sparse_allreduce(). */
+    c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor> &tensors,
+                                                    const c10d::AllreduceOptions &opts) override;
+#endif
     c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
                                           const c10d::ReduceOptions &opts) override;
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -160,16 +187,19 @@ class ProcessGroup : public c10d::ProcessGroup {
      *        receive posted for every rank that has none, the first to end taken; the others
      *        stay posted for their ranks' next messages). The Work's sourceRank() is the
      *        sender.
-     * @throws c10::Error before posting for a bad tensor or tag, or a group of one rank.
+     * @throws c10::Error before posting for a bad tensor or tag, a CUDA tensor, or a group of
+     *         one rank.
      */
     c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
                                                  int tag) override;
 
     /**
-     * @return A uint8 CPU tensor of @p bytes in the group's pool (freed when its storage
-     *         goes): collectives on it, or on contiguous views of it, copy nothing.
+     * @return A uint8 tensor of @p bytes in the group's pool on CUDA device @p device, or in
+     *         host memory for -1 (freed when its storage goes): collectives on it, or on
+     *         contiguous views of it, copy nothing.
+     * @throws c10::Error when the pool has no room, or the daemon no pool on that device.
      */
-    at::Tensor alloc(int64_t bytes);
+    at::Tensor alloc(int64_t bytes, int device);
 
     /** @return The staging counters (see staging.hpp). */
     Staging::Stats staging_stats() const { return staging_->stats(); }
@@ -197,7 +227,7 @@ class ProcessGroup : public c10d::ProcessGroup {
      *         differ in dtype, dimensions or sizes (naming the rank); a failure of either
      *         all-gather with the library's message.
      */
-    c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor &t,
+    c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor &t,
                                                     const c10d::AllreduceOptions &opts);
 
     /**
@@ -213,10 +243,20 @@ class ProcessGroup : public c10d::ProcessGroup {
 
     template <typename Build, typename Call>
     c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char *name, uint64_t key,
-                                       std::vector<at::Tensor> outputs, Build build, Call call);
+                                       std::vector<at::Tensor> outputs, int device, Build build,
+                                       Call call);
+
+    /** @return The staging buffers of @p device (-1: host memory), made on first use. */
+    std::shared_ptr<Staging> staging_for(int device);
+    /** @return The group's side stream of CUDA device @p device (device.hpp), taken from
+     *          torch's pool on first use. */
+    c10::Stream side_stream(int device);
 
     std::shared_ptr<Comm> comm_;
-    std::shared_ptr<Staging> staging_;
+    std::shared_ptr<Staging> staging_;        /* host memory's */
+    std::mutex device_mu_;
+    std::map<int, std::shared_ptr<Staging>> device_staging_; /* under device_mu_ */
+    std::map<int, c10::Stream> side_;         /* under device_mu_ */
     std::shared_ptr<AnySource> any_;
     std::mutex key_mu_;
     uint64_t next_seq_ = 0;                   /* under key_mu_ */

@@ -7,6 +7,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <memory>
 #include <string>
 
 #include "process_group.hpp"
@@ -14,18 +15,22 @@
 namespace collectived {
 
 /* Build the buffers (a failure now fails the job: the key is taken), submit, hand the Work
- * to the progress thread. */
+ * to the progress thread. @p device is the operation's (op_device() of its tensors). */
 template <typename Build, typename Call>
 c10::intrusive_ptr<c10d::Work> ProcessGroup::run(c10d::OpType type, const char *name,
                                                  uint64_t key, std::vector<at::Tensor> outputs,
-                                                 Build build, Call call)
+                                                 int device, Build build, Call call)
 {
-    OpBuffers buffers(*comm_, *staging_);
+    std::string what = std::string("collectived: ") + name + " (key " + std::to_string(key) + ")";
+    std::unique_ptr<StreamOrder> order;
+    if (device >= 0) {
+        order = std::make_unique<StreamOrder>(device, side_stream(device));
+    }
+    OpBuffers buffers(*comm_, *staging_for(device), device);
     try {
         build(buffers);
     } catch (const c10::Error &e) {
-        std::string why = std::string("collectived: ") + name + " (key " + std::to_string(key) +
-                          "): " + e.what_without_backtrace();
+        std::string why = what + ": " + e.what_without_backtrace();
         coll_comm_abort(comm_->get(), why.c_str());
         TORCH_CHECK(false, why);
     }
@@ -34,17 +39,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::run(c10d::OpType type, const char *
     coll_op_params_t params = {};
     params.field_mask = COLL_OP_PARAM_KEY;
     params.key = key;
+    if (order) {
+        params.field_mask |= COLL_OP_PARAM_STREAM;
+        params.stream = order->current();
+    }
     coll_request_t *req = nullptr;
     coll_status_t st = call(&params, &req);
+    if (st != COLL_INPROGRESS && st != COLL_OK) {
+        comm_->fail(st, what + ": refused, which fails the job on every rank");
+    }
+    coll_status_t ordered = COLL_OK;
+    if (order) {
+        std::unique_ptr<c10::Event> end;
+        ordered = order->after(st == COLL_INPROGRESS ? req : nullptr, work->copies(), &end);
+        work->set_end(std::move(end));
+    }
+    std::string unordered;
+    if (ordered != COLL_OK) {
+        unordered = comm_->message(ordered, what + ": its stream wait was refused, which fails "
+                                                   "the job on every rank");
+        coll_comm_abort(comm_->get(), unordered.c_str());
+    }
     if (st == COLL_INPROGRESS) {
         work->set_request(req);
         progress_.add(work);
-    } else if (st == COLL_OK) {
-        work->complete(COLL_OK);
     } else {
-        comm_->fail(st, std::string("collectived: ") + name + " (key " + std::to_string(key) +
-                            "): refused, which fails the job on every rank");
+        work->complete(COLL_OK);
     }
+    TORCH_CHECK(unordered.empty(), unordered);
     return work;
 }
 

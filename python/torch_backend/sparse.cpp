@@ -92,7 +92,7 @@ at::Tensor ProcessGroup::gather_blocks(const std::vector<at::Tensor> &parts, int
     at::Tensor gathered = at::empty({size_ * block}, at::kByte);
     void *send = nullptr, *recv = nullptr;
     auto work = run(
-        c10d::OpType::ALLGATHER, "sparse allreduce", key, {gathered},
+        c10d::OpType::ALLGATHER, "sparse allreduce", key, {gathered}, -1,
         [&](OpBuffers &b) {
             at::Tensor all = b.scratch(size_ * block, at::kByte);
             int64_t at = rank_ * block;
@@ -111,7 +111,7 @@ at::Tensor ProcessGroup::gather_blocks(const std::vector<at::Tensor> &parts, int
     return gathered;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroup::allreduce_sparse(at::Tensor &t,
+c10::intrusive_ptr<c10d::Work> ProcessGroup::sparse_allreduce(at::Tensor &t,
                                                               const c10d::AllreduceOptions &opts)
 {
     TORCH_CHECK(t.device().is_cpu(), "collectived: sparse allreduce: the tensor is on ",

@@ -67,13 +67,14 @@ Lease Staging::acquire(size_t bytes)
         stats_.reuses++;
         return Lease(shared_from_this(), ptr, cls);
     }
-    coll_status_t st = comm_->try_alloc(cls, &ptr);
+    coll_status_t st = comm_->try_alloc(cls, device_, &ptr);
     if (st == COLL_ERR_POOL_FULL && !free_.empty()) {
         release_free_locked();
-        st = comm_->try_alloc(cls, &ptr);
+        st = comm_->try_alloc(cls, device_, &ptr);
     }
     if (st != COLL_OK) {
         comm_->fail(st, "staging " + std::to_string(bytes) + " bytes in the pool" +
+                            (device_ < 0 ? std::string() : " on cuda:" + std::to_string(device_)) +
                             (st == COLL_ERR_POOL_FULL
                                  ? std::string(" (tensors of collective.torch_backend.empty() "
                                                "need no staging)")

@@ -7,8 +7,9 @@
  * buffer before the submission and back after the completion. Buffers come in size classes
  * (four per power of two, at least 4 KiB, so a class wastes at most a quarter) and return to a
  * free list of their class when the operation is done: once every size a program uses has been
- * seen, nothing is allocated any more. When the pool is full, the free buffers of every class
- * are given back to it and the allocation is tried once more.
+ * seen, nothing is allocated any more. CUDA tensors stage through a Staging of the job's pool
+ * on their device (device.hpp for when its buffers return). When the pool is full, the free
+ * buffers of every class are given back to it and the allocation is tried once more.
  */
 #pragma once
 
@@ -55,7 +56,9 @@ class Staging : public std::enable_shared_from_this<Staging> {
         size_t bytes = 0;         /**< bytes of the buffers held now (lent or free) */
     };
 
-    explicit Staging(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
+    /** @brief Staging buffers in the job's pool on CUDA device @p device as this process
+     *         numbers it, or in host memory for -1. */
+    Staging(std::shared_ptr<Comm> comm, int device) : comm_(std::move(comm)), device_(device) {}
     ~Staging();
 
     /**
@@ -77,6 +80,7 @@ class Staging : public std::enable_shared_from_this<Staging> {
     void release_free_locked();
 
     std::shared_ptr<Comm> comm_;
+    const int device_;
     mutable std::mutex mu_;
     std::multimap<size_t, void *> free_; /* capacity -> buffer */
     Stats stats_;

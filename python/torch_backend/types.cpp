@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "device.hpp"
+
 namespace collectived {
 
 coll_dtype_t to_coll_dtype(at::ScalarType type)
@@ -68,8 +70,9 @@ coll_redop_t to_coll_op(const c10d::ReduceOp &op, coll_dtype_t dtype)
 
 coll_dtype_t check_tensor(const at::Tensor &t, const char *what)
 {
-    TORCH_CHECK(t.device().is_cpu(), "collectived: ", what, " is on ", t.device(),
-                "; the collectived backend carries CPU tensors");
+    TORCH_CHECK(t.device().is_cpu() || (t.is_cuda() && cuda_built()), "collectived: ", what,
+                " is on ", t.device(), "; the collectived backend carries CPU tensors",
+                cuda_built() ? " and CUDA tensors" : " (built against a torch without CUDA)");
     TORCH_CHECK(t.layout() == at::kStrided, "collectived: ", what, " has layout ", t.layout(),
                 "; only dense (strided) tensors are supported");
     return to_coll_dtype(t.scalar_type());

@@ -28,7 +28,8 @@ coll_dtype_t to_coll_dtype(at::ScalarType type);
 coll_redop_t to_coll_op(const c10d::ReduceOp &op, coll_dtype_t dtype);
 
 /**
- * @brief Check that @p t is a dense CPU tensor collectived can carry; returns its dtype.
+ * @brief Check that @p t is a dense tensor collectived can carry, on the CPU or (in a build
+ *        against a torch with CUDA) a CUDA device; returns its dtype.
  * @param what  The operation and argument, for the message ("allreduce: tensor").
  */
 coll_dtype_t check_tensor(const at::Tensor &t, const char *what);

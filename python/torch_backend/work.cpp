@@ -3,9 +3,17 @@
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
+#include <thread>
+
+#include "device.hpp"
+
 namespace collectived {
 
 namespace {
+
+/* How often complete() looks at a CUDA operation's end event, which follows the request's end
+ * by its copies back only. */
+constexpr int kEventPollUs = 50;
 /* A c10::Error (RuntimeError in Python) with @p msg. */
 std::exception_ptr error_of(const std::string &msg)
 {
@@ -42,7 +50,14 @@ void Work::finish_with(std::exception_ptr error)
 void Work::complete(coll_status_t st)
 {
     std::exception_ptr error;
-    if (st == COLL_OK) {
+    if (end_ != nullptr) {
+        /* The copies back are queued on the side stream; the staging buffers go back to their
+         * free lists once it passed them. */
+        while (!end_->query()) {
+            std::this_thread::sleep_for(std::chrono::microseconds(kEventPollUs));
+        }
+    }
+    if (st == COLL_OK && end_ == nullptr) {
         try {
             for (auto &copy : buffers_.copy_back) {
                 copy.second.copy_(copy.first.view(copy.second.sizes()));
@@ -50,7 +65,7 @@ void Work::complete(coll_status_t st)
         } catch (...) {
             error = std::current_exception();
         }
-    } else {
+    } else if (st != COLL_OK) {
         error = error_of(comm_->message(st, "collectived: " + name_ + " (key " +
                                                 std::to_string(key_) + ")"));
     }
@@ -99,6 +114,14 @@ void Work::abandon(const std::string &why)
 
 bool Work::wait(std::chrono::milliseconds timeout)
 {
+    if (end_ != nullptr) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (exception_) {
+            std::rethrow_exception(exception_);
+        }
+        stream_wait_event(*end_);
+        return true;
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     if (timeout <= std::chrono::milliseconds(0)) {
         cv_.wait(lock, [this] { return completed_; });
@@ -111,6 +134,15 @@ bool Work::wait(std::chrono::milliseconds timeout)
         std::rethrow_exception(exception_);
     }
     return true;
+}
+
+void Work::synchronize()
+{
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return completed_; });
+    if (exception_) {
+        std::rethrow_exception(exception_);
+    }
 }
 
 }  // namespace collectived

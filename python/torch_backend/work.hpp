@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/Event.h>
 
 #include <chrono>
 #include <memory>
@@ -50,11 +51,23 @@ class Work : public c10d::Work {
 
     /** @return The request, or nullptr when the operation completed at submission. */
     coll_request_t *request() const { return req_; }
+    /** @return The copies back (pool view, caller's tensor) of the operation's buffers. */
+    const std::vector<std::pair<at::Tensor, at::Tensor>> &copies() const
+    {
+        return buffers_.copy_back;
+    }
+    /**
+     * @brief Make this the Work of an operation on CUDA tensors (device.hpp): @p end is
+     *        recorded on the side stream after the copies back, which complete() then no longer
+     *        makes. Before the Work is shared.
+     */
+    void set_end(std::unique_ptr<c10::Event> end) { end_ = std::move(end); }
 
     /**
-     * @brief The request ended with @p st: copy back (on success), release the buffers, mark
-     *        the Work and its future completed (with the daemon's message on failure). Called
-     *        once, by the progress thread (or the submitter, for an operation done at once).
+     * @brief The request ended with @p st: copy back (on success; on CUDA tensors, wait until
+     *        the end event completed instead), release the buffers, mark the Work and its
+     *        future completed (with the daemon's message on failure). Called once, by the
+     *        progress thread (or the submitter, for an operation done at once).
      */
     void complete(coll_status_t st);
 
@@ -80,13 +93,19 @@ class Work : public c10d::Work {
     void abandon(const std::string &why);
 
     /**
-     * @brief Block until complete() ran, at most @p timeout (0: no bound of the caller's; the
-     *        library ends every collective by the job's timeout + 1 s).
-     * @return true once completed successfully.
-     * @throws c10::Error with the daemon's message when the operation failed, or a timeout
-     *         error when @p timeout passed first (the operation stays in flight; wait again).
+     * @brief On CPU tensors: block until complete() ran, at most @p timeout (0: no bound of the
+     *        caller's; the library ends every collective by the job's timeout + 1 s). On CUDA
+     *        tensors, ProcessGroupNCCL's semantics: make the current stream of their device
+     *        wait for the operation's end, without blocking (synchronize() blocks).
+     * @return true (on CPU tensors, once completed successfully).
+     * @throws c10::Error with the daemon's message when the operation failed (on CUDA tensors:
+     *         when that is known already), or a timeout error when @p timeout passed first
+     *         (the operation stays in flight; wait again).
      */
     bool wait(std::chrono::milliseconds timeout) override;
+    /** @brief Block until complete() ran (for CUDA tensors: their copies back and end event
+     *         too). @throws c10::Error with the daemon's message when the operation failed. */
+    void synchronize() override;
 
     std::vector<at::Tensor> result() override { return outputs_; }
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -101,6 +120,7 @@ class Work : public c10d::Work {
     int source_ = -1;
     std::vector<at::Tensor> outputs_;
     Buffers buffers_;
+    std::unique_ptr<c10::Event> end_; /* CUDA tensors: the side stream's end event */
     c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

@@ -27,6 +27,11 @@
 #   nccl_groups_local  the same shape, nccl_group_check: split groups' collectives through
 #             their own NCCL communicators beside the world's (a group on one node staged);
 #             needs two GPUs, skipped with fewer
+#   torch     the torch backend built apart (build-gpu/torch) against the machine's own torch
+#             with CUDA, then tests/gpu/torch_cuda_check.py: CUDA tensors in every collective,
+#             4 ranks on one GPU against a float64 reference with the stream order checked
+#             (integration.torch_cuda_1x4), and a group of one rank against torch's NCCL
+#             backend (integration.torch_cuda_nccl_1x1)
 # and prints one line per check (PASS, FAIL or SKIP with why) and the kernel check's figures.
 # What it does not check yet is printed too, so the summary says what a device run covered.
 # Bounded: each step has a timeout; the whole run stays under 8 minutes on 16 cores.
@@ -114,7 +119,40 @@ else
     say "SKIP nccl_groups_local: $ngpu GPU(s): NCCL between daemons needs two"
 fi
 
+# The torch backend with CUDA tensors, built apart against the machine's own torch (its Python and
+# CMake package) so that a failure there costs none of the checks above.
+tpy=""
+for p in python3 python; do
+    if command -v "$p" >/dev/null &&
+        "$p" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+        tpy=$(command -v "$p")
+        break
+    fi
+done
+if [ -n "$tpy" ]; then
+    tprefix=$("$tpy" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+    tbuild=$top/build-gpu/torch
+    # shellcheck disable=SC2086 # cmake_prefix is a list of options; the later prefix wins
+    check torch_build 360 sh -c "cmake -S '$top' -B '$tbuild' -DCMAKE_BUILD_TYPE=Release \
+        -DCOLL_WITH_CUDA=ON ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} $cmake_prefix \
+        -DCMAKE_PREFIX_PATH='$tprefix;$root/usr' -DCOLL_PYTHON='$tpy' && \
+        cmake --build '$tbuild' -j $(nproc)"
+    grep 'torch backend' "$logs/torch_build.log" | sed 's/^/  /' | tee -a "$summary"
+    if grep -q '^PASS torch_build' "$summary" &&
+        tail -n 1 "$summary" | grep -q 'CUDA tensors ON'; then
+        check torch 240 sh -c \
+            "cd '$tbuild' && ctest -R torch_cuda --output-on-failure --timeout 120"
+        grep -E 'tests passed|Skipped|Failed|Work.wait' "$logs/torch.log" | sed 's/^/  /' |
+            tee -a "$summary"
+    else
+        say "FAIL torch: no backend with CUDA tensors was built (log: $logs/torch_build.log)"
+        failed=1
+    fi
+else
+    say "SKIP torch: no python3 here imports a torch that sees a CUDA device"
+fi
+
 say "not covered by this run: NCCL between daemons with one GPU (nccl checks NCCL's table"
-say "alone, two ranks only with two GPUs), CUDA tensors in the torch backend"
+say "alone, two ranks only with two GPUs)"
 [ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
 exit "$failed"

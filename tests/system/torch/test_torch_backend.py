@@ -184,6 +184,22 @@ class BackendTest(unittest.TestCase):
         c.equal("after the refusals", t, expected_reduce("SUM", N, torch.int64, range(W)))
         c.check()
 
+    def test_device_refusals(self):
+        """A pool tensor on a CUDA device this build or node lacks raises a clear error, and
+        the group goes on."""
+        c = Checks(self)
+        try:
+            tb.empty(4, device="cuda:0")
+            c.true("a pool tensor on cuda:0 was given without a GPU", False)
+        except RuntimeError as e:
+            why = ("built against a torch with CUDA" if not tb._torch_pg.CUDA
+                   else "COLL_ERR_UNSUPPORTED")
+            c.true("cuda:0 pool tensor: message %r" % str(e), why in str(e))
+        t = values(R, N, torch.float32)
+        dist.all_reduce(t)
+        c.equal("after the refusals", t, expected_reduce("SUM", N, torch.float32, range(W)))
+        c.check()
+
     def test_pool_tensors_go_zero_copy(self):
         c = Checks(self)
         t = tb.empty(3, N, dtype=torch.bfloat16)
