@@ -403,8 +403,9 @@ enum {
  * loop polls it every millisecond). With host buffers it is refused (COLL_ERR_INVALID); with
  * 1024 requests with a stream in flight, COLL_ERR_BUSY; as any refused call, either ends the
  * job. A stream whose work never ends holds the operation as a rank that never submits would.
- * The words live in the job's pool: synchronize every stream given here or to
- * coll_req_stream_wait() before coll_comm_destroy(). docs/gpu.md, "Streams".
+ * The words live in the job's pool: coll_comm_destroy() releases every stream wait on them,
+ * and keeps them mapped for the life of the process (16 KiB) where a stream may still touch
+ * them. docs/gpu.md, "Streams".
  */
 typedef struct {
     uint64_t field_mask;

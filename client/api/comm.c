@@ -272,9 +272,30 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     return COLL_OK;
 }
 
+/* Unmap the pool but [@p keep, + @p keep_bytes) (page-aligned; NULL: all of it): stream words
+ * a device may still touch (coll__sync_close()). */
+static void unmap_pool(coll_comm_t *c, uint8_t *keep, size_t keep_bytes)
+{
+    uint8_t *end = c->pool + c->pool_bytes;
+
+    if (keep == NULL) {
+        munmap(c->pool, c->pool_bytes);
+        return;
+    }
+    if (keep > c->pool) {
+        munmap(c->pool, (size_t)(keep - c->pool));
+    }
+    if (keep + keep_bytes < end) {
+        munmap(keep + keep_bytes, (size_t)(end - keep - keep_bytes));
+    }
+}
+
 /* The connection's last communicator went: leave the job. */
 static void close_connection(coll_comm_t *c)
 {
+    uint8_t *keep;
+    size_t keep_bytes;
+
     pthread_mutex_lock(&c->lock);
     coll__shm_close(c);
     coll__direct_close(c);
@@ -288,13 +309,13 @@ static void close_connection(coll_comm_t *c)
     while (c->npassed > 0) {
         close(coll__take_fd(c));
     }
-    coll__sync_close(c);
+    coll__sync_close(c, &keep, &keep_bytes);
     coll__devmap_close(c);
     if (c->doorbell_fd >= 0) {
         close(c->doorbell_fd);
     }
     if (c->pool != NULL) {
-        munmap(c->pool, c->pool_bytes);
+        unmap_pool(c, keep, keep_bytes);
     }
     coll_frame_reader_cleanup(&c->reader);
     pthread_mutex_destroy(&c->lock);

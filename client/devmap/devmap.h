@@ -79,8 +79,16 @@ void coll__devmap_close(coll_comm_t *c);
 coll_status_t coll__sync_open(coll_comm_t *c, const coll_dev_ops_t *ops, coll_status_t st,
                               uint64_t off);
 
-/** @brief Unregister and forget the words of coll__sync_open() (the pool goes later). */
-void coll__sync_close(coll_comm_t *c);
+/**
+ * @brief Forget the words of coll__sync_open() (the pool goes later): every done word is
+ *        stored at the last value given out, so no stream wait is left behind. Where a stream
+ *        may still touch them (a ready word not yet written, a stream wait queued: a request
+ *        the job ended before its stream got there, a stream the trainer did not synchronize),
+ *        they stay registered and mapped for the life of the process, and *@p keep_p and
+ *        *@p keep_bytes_p say which bytes of the pool the caller must not unmap; else those
+ *        are NULL and 0 and the words are unregistered. Lock not needed (the last user goes).
+ */
+void coll__sync_close(coll_comm_t *c, uint8_t **keep_p, size_t *keep_bytes_p);
 
 /**
  * @brief Give request @p r (on device buffers, not yet sent) a pair of stream words: the done

@@ -35,6 +35,9 @@ struct coll_sync {
     uint64_t dev;        /* their device address (host_register()) */
     const coll_dev_ops_t *ops;
     uint64_t value[SLOTS];  /* per pair, the last value given out */
+    uint64_t due[SLOTS];    /* per pair, the value a stream was asked to write in its ready
+                               word (0: none) */
+    int waited;             /* a stream wait was queued on a done word */
     uint32_t free[SLOTS];   /* free pairs, a stack */
     uint32_t nfree;
 };
@@ -75,18 +78,45 @@ coll_status_t coll__sync_open(coll_comm_t *c, const coll_dev_ops_t *ops, coll_st
     return COLL_OK;
 }
 
-void coll__sync_close(coll_comm_t *c)
-{
-    if (c->sync != NULL && c->sync->words != NULL) {
-        c->sync->ops->host_unregister(c->sync->words);
-    }
-    free(c->sync);
-    c->sync = NULL;
-}
-
 static _Atomic uint64_t *word(const struct coll_sync *y, uint32_t slot, int done)
 {
     return (_Atomic uint64_t *)(void *)(y->words + slot * PAIR + (done ? 8u : 0u));
+}
+
+/* Store every done word at its last value. @return The pairs whose ready word a stream has yet
+ * to write. */
+static uint32_t release_all(struct coll_sync *y)
+{
+    uint32_t due = 0;
+
+    for (uint32_t i = 0; i < SLOTS; i++) {
+        atomic_store_explicit(word(y, i, 1), y->value[i], memory_order_release);
+        due += atomic_load_explicit(word(y, i, 0), memory_order_acquire) < y->due[i];
+    }
+    return due;
+}
+
+void coll__sync_close(coll_comm_t *c, uint8_t **keep_p, size_t *keep_bytes_p)
+{
+    struct coll_sync *y = c->sync;
+    uint32_t due;
+
+    *keep_p = NULL;
+    *keep_bytes_p = 0;
+    if (y != NULL && y->words != NULL) {
+        due = release_all(y);
+        if (due > 0 || y->waited) {
+            coll__debug(COLL__DEBUG_INFO, "rank %d: streams may still write %u ready words or "
+                        "wait on done words: the words (%u bytes) stay mapped", c->rank, due,
+                        SLOTS * PAIR);
+            *keep_p = y->words;
+            *keep_bytes_p = SLOTS * PAIR;
+        } else {
+            y->ops->host_unregister(y->words);
+        }
+    }
+    free(y);
+    c->sync = NULL;
 }
 
 /* Without a stream, a request that finds no free pair goes without (it cannot be waited on by
@@ -120,6 +150,9 @@ coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *const *st
     r->sync = (coll_req_sync_t){.off = y->off + slot * PAIR, .value = ++y->value[slot],
                                 .flags = COLL_SYNC_DONE | (stream != NULL ? COLL_SYNC_READY : 0),
                                 .slot = slot, .held = 1};
+    if (stream != NULL) {
+        y->due[slot] = r->sync.value;
+    }
     if (stream != NULL && (st = y->ops->stream_write_word(*stream, y->dev + slot * PAIR,
                                                           r->sync.value)) != COLL_OK) {
         coll__set_error(c, "rank %d: queueing the ready word on the stream: %s", c->rank,
@@ -169,6 +202,7 @@ coll_status_t coll_req_stream_wait(coll_request_t *r, void *stream)
     c = r->comm;
     pthread_mutex_lock(&c->lock);
     if (r->sync.flags != 0) {
+        c->sync->waited = 1;
         ops = c->sync->ops;
         dev = c->sync->dev + r->sync.slot * PAIR + 8u;
         value = r->sync.value;

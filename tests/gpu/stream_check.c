@@ -30,6 +30,10 @@
  *   --stuck MS (alone; the fake, with COLL_TIMEOUT_MS) rank 0's stream writes its ready word MS
  *             late, past the job's timeout: every rank's allreduce fails within the timeout +
  *             2 s, the message naming rank 0's stream.
+ *   --abandon MS (alone; the fake) every rank's stream writes its ready word MS late, and the
+ *             rank destroys its communicator at once, the allreduce in flight, then its stream
+ *             (which waits for the write): the write must land in words the library kept
+ *             mapped, not in unmapped memory (a crash).
  * The allreduces must name an algorithm that starts with --algo (default "staged+"; "nccl"
  * where the daemons run NCCL between them, which waits for the ready words as well).
  *
@@ -310,6 +314,31 @@ static int stuck(int stuck_ms)
     return 0;
 }
 
+/* --abandon MS (fake only): the communicator goes while its stream's ready word is still due. */
+static int abandon(int abandon_ms)
+{
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    float *a = rank_dev_alloc(COUNT * sizeof(float));
+    coll_request_t *req = NULL;
+    coll_status_t st;
+    char delay[32];
+
+    if (a == NULL) {
+        return 1;
+    }
+    snprintf(delay, sizeof(delay), "%d", abandon_ms);
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", delay, 1);
+    st = coll_allreduce_async(comm, a, a, COUNT, COLL_FLOAT32, COLL_SUM, &p, &req);
+    if (st != COLL_INPROGRESS) {
+        return fail("allreduce with a late stream", st);
+    }
+    rank_dev_close(comm); /* frees req too; the stream's write lands while this waits */
+    comm = NULL;
+    printf("rank %d: the stream wrote its word %d ms after the communicator went, unharmed\n",
+           rank, abandon_ms);
+    return 0;
+}
+
 static int run(int late_ms)
 {
     float *a = rank_dev_alloc(COUNT * sizeof(float));
@@ -330,8 +359,8 @@ int main(int argc, char **argv)
 {
     static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'},
                                           {"algo", 1, 0, 'a'}, {"stuck", 1, 0, 's'},
-                                          {0, 0, 0, 0}};
-    int late_ms = 0, host = 0, stuck_ms = 0, c, rc;
+                                          {"abandon", 1, 0, 'b'}, {0, 0, 0, 0}};
+    int late_ms = 0, host = 0, stuck_ms = 0, abandon_ms = 0, c, rc;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         if (c == 'l') {
@@ -342,9 +371,11 @@ int main(int argc, char **argv)
             algo = optarg;
         } else if (c == 's') {
             stuck_ms = atoi(optarg);
+        } else if (c == 'b') {
+            abandon_ms = atoi(optarg);
         } else {
             fprintf(stderr, "usage: stream_check [--late MS] [--host] [--algo PREFIX] "
-                    "[--stuck MS]\n");
+                    "[--stuck MS] [--abandon MS]\n");
             return 2;
         }
     }
@@ -353,6 +384,9 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
+    if (abandon_ms > 0) {
+        return abandon(abandon_ms);
+    }
     rc = host ? host_stream() : stuck_ms > 0 ? stuck(stuck_ms) : run(late_ms);
     rank_dev_close(comm);
     return rc;
