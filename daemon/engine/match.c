@@ -36,13 +36,15 @@ static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_des
 
 /* A submission this node refuses (bad buffers, root or peer, overlap, a repeated key, no
  * memory) can never complete on the other ranks either: it fails the job on every node, with
- * the reason, rather than leaving them to the timeout. The refused request gets the reason. */
+ * the reason, rather than leaving them to the timeout; they get COLL_ERR_JOB. The refused
+ * request gets @p st and the reason. */
 static void refuse_everywhere(coll_job_t *job, coll_session_t *s, uint32_t req_id,
                               coll_status_t st, const char *why)
 {
-    coll_job_fail(job, st, 1, "job %s: rank %u's submission was refused on node %u: %s", job->id,
-                  s->rank, job->node_rank, why);
-    coll_session_complete(s, req_id, job->error, job->errmsg, "");
+    coll_job_fail_by(job, s->rank, st, "job %s: rank %u's submission was refused on node %u "
+                     "with %s: %s", job->id, s->rank, job->node_rank, coll_err_name(st), why);
+    coll_session_complete(s, req_id, coll_job_status_for(job, s->rank, job->error), job->errmsg,
+                          "");
 }
 
 /* The group a submission names, when its rank registered it on this node (the world: always).
@@ -86,7 +88,7 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
 {
     if (job->state == COLL_JOB_FAILED) {
         snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
-        return job->error;
+        return coll_job_status_for(job, s->rank, job->error);
     }
     if (job->state != COLL_JOB_READY) {
         snprintf(err, len, "submit before the job is ready");
