@@ -80,6 +80,27 @@ static int member_left(coll_job_t *job, const coll_group_t *grp, const coll_sess
     return 0;
 }
 
+/* A submission after the job failed: the code and reason of its own refusal when this node
+ * refuses it too (a rank that made the mistake that ended the job hears of its own, whichever
+ * came first), else the job's error as this rank sees it. The parameter service's are not
+ * checked again: a failure may have left its state incomplete. */
+static coll_status_t failed_earlier(coll_job_t *job, coll_session_t *s,
+                                    const Coll__Wire__Submit *sub, char *err, size_t len)
+{
+    coll_group_t *grp;
+    coll_status_t st = COLL_OK;
+
+    if (!coll_kind_is_ps(sub->coll)) {
+        grp = member_group(job, s, sub, err, len);
+        st = grp == NULL ? COLL_ERR_INVALID : coll_submit_check(job, grp, s, sub, NULL, err, len);
+    }
+    if (st != COLL_OK) {
+        return st;
+    }
+    snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
+    return coll_job_status_for(job, s->rank, job->error);
+}
+
 /* Checks before a submission joins an operation; returns COLL_OK and its group in @p grp_p, or
  * an error with its text in @p err (the caller refuses the request, or the job with
  * refuse_everywhere()). */
@@ -87,8 +108,7 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
                             coll_group_t **grp_p, uint64_t **table_p, char *err, size_t len)
 {
     if (job->state == COLL_JOB_FAILED) {
-        snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
-        return coll_job_status_for(job, s->rank, job->error);
+        return failed_earlier(job, s, sub, err, len);
     }
     if (job->state != COLL_JOB_READY) {
         snprintf(err, len, "submit before the job is ready");
