@@ -25,6 +25,9 @@
  * - A submission refused here or by the daemon (a buffer outside the pool, a bad root, peer,
  *   datatype or key, an operation without a key from another thread) fails the whole job on
  *   every rank with the reason, since the other ranks could never complete that operation.
+ *   The refusing rank gets the refusal's code (COLL_ERR_INVALID, COLL_ERR_NOT_IN_POOL,
+ *   COLL_ERR_BUSY, ...) from that call, its pending requests and its later calls; every other
+ *   rank gets COLL_ERR_JOB, with a message naming the refusing rank, its code and the reason.
  */
 #ifndef COLLECTIVE_H
 #define COLLECTIVE_H
@@ -402,10 +405,10 @@ enum {
  * queues the write of a word on the stream, and the daemon starts when it sees the word (its
  * loop polls it every millisecond). With host buffers it is refused (COLL_ERR_INVALID); with
  * 1024 requests with a stream in flight, COLL_ERR_BUSY; as any refused call, either ends the
- * job. A stream whose work never ends holds the operation as a rank that never submits would.
- * The words live in the job's pool: coll_comm_destroy() releases every stream wait on them,
- * and keeps them mapped for the life of the process (16 KiB) where a stream may still touch
- * them. docs/gpu.md, "Streams".
+ * job (the other ranks: COLL_ERR_JOB naming this rank). A stream whose work never ends holds
+ * the operation as a rank that never submits would. The words live in the job's pool:
+ * coll_comm_destroy() releases every stream wait on them, and keeps them mapped for the life
+ * of the process (16 KiB) where a stream may still touch them. docs/gpu.md, "Streams".
  */
 typedef struct {
     uint64_t field_mask;
@@ -440,7 +443,9 @@ typedef struct {
  *   failed (coll_comm_last_error() says why), COLL_ERR_CLOSED (daemon gone), COLL_ERR_NOMEM.
  * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
  *   dtype, op, root or algorithm; no output was written), COLL_ERR_UNSUPPORTED (forced algorithm
- *   cannot run this collective), COLL_ERR_PEER, COLL_ERR_JOB, COLL_ERR_CLOSED.
+ *   cannot run this collective), COLL_ERR_PEER, COLL_ERR_JOB (another rank ended the job: it
+ *   aborted, left, or a call of it was refused), COLL_ERR_CLOSED; or the code of a later call
+ *   of this rank that was refused (which ends the job).
  * - The buffers belong to the library until the request completes.
  * - Every collective is hierarchical: the daemon combines its local ranks' buffers in the same
  *   pass that serves the inter-node algorithm.

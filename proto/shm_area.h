@@ -261,6 +261,9 @@ typedef struct {
     char left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P)" of the first rank that left */
     char peer_left_msg[COLL_SHM_LEFT_BYTES]; /**< "rank R (pid P) on node N": the first one
                                                   another node's daemon said left */
+    int32_t culprit_status;   /**< with failed: the code of the rank that ended the job (its
+                                   call refused), which it sees instead of status; 0: none */
+    uint32_t culprit;         /**< that rank's global rank */
 } coll_shm_hdr_t;
 
 _Static_assert(sizeof(coll_shm_hdr_t) <= COLL_SHM_HDR_BYTES, "header fits its slot");
@@ -284,6 +287,17 @@ static inline coll_shm_rank_t *coll_shm_rank_of(void *base, uint32_t nlocal, uin
 {
     return (coll_shm_rank_t *)(void *)((char *)coll_shm_hdr_of(base, nlocal) +
                                        COLL_SHM_HDR_BYTES + (size_t)l * COLL_SHM_RANK_BYTES);
+}
+
+/** @return The status global rank @p rank gets for a job whose header @p h says failed: the
+ *          code of its own refusal when it ended the job, else the job's error (COLL_ERR_JOB
+ *          for a header without one). */
+static inline coll_status_t coll_shm_failed_status(const coll_shm_hdr_t *h, uint32_t rank)
+{
+    if (h->culprit_status < 0 && h->culprit == rank) {
+        return (coll_status_t)h->culprit_status;
+    }
+    return h->status < 0 ? (coll_status_t)h->status : COLL_ERR_JOB;
 }
 
 /** @return The slot where a post of @p key goes first, and where a search for it starts (a

@@ -161,7 +161,7 @@ static coll_status_t job_failed(coll_comm_t *c, const coll_shm_hdr_t *hdr)
         return COLL_OK;
     }
     coll__set_error(c, "%.*s", COLL_SHM_MSG_BYTES - 1, hdr->msg);
-    return hdr->status < 0 ? (coll_status_t)hdr->status : COLL_ERR_JOB;
+    return coll_shm_failed_status(hdr, (uint32_t)c->conn->rank);
 }
 
 /* A hello UCX failed: a partner leader went away, most likely because the job failed, whose

@@ -284,7 +284,7 @@ static int fail(coll_comm_t *c, coll_shm_op_t *op)
         return 0;
     }
     coll__set_error(c, "%.*s", COLL_SHM_MSG_BYTES - 1, s->hdr->msg);
-    c->hooks->finish(r, s->hdr->status < 0 ? (coll_status_t)s->hdr->status : COLL_ERR_JOB);
+    c->hooks->finish(r, coll_shm_failed_status(s->hdr, (uint32_t)c->conn->rank));
     return 1;
 }
 

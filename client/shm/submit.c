@@ -67,7 +67,7 @@ static coll_status_t check_job(coll_comm_t *c)
     }
     if (atomic_load_explicit(&h->failed, memory_order_acquire)) {
         coll__set_error(c, "job %s failed earlier: %.*s", c->job, COLL_SHM_MSG_BYTES - 1, h->msg);
-        return h->status < 0 ? (coll_status_t)h->status : COLL_ERR_JOB;
+        return coll_shm_failed_status(h, (uint32_t)c->conn->rank);
     }
     if (atomic_load(&h->left)) {
         coll__set_error(c, "%.*s left job %s; its collectives cannot run without it (rank %d "

@@ -79,17 +79,16 @@ void coll_node_lost(coll_node_t *node, const char *fmt, ...)
     va_end(ap);
 }
 
-void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
+/* coll_job_fail() with its arguments in @p ap. */
+static void job_vfail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt,
+                      va_list ap)
 {
     coll_job_state_t was = job->state;
-    va_list ap;
 
     if (was == COLL_JOB_FAILED) {
         return;
     }
-    va_start(ap, fmt);
     vsnprintf(job->errmsg, sizeof(job->errmsg), fmt, ap);
-    va_end(ap);
     COLL_ASSERT(status < 0);
     job->state = COLL_JOB_FAILED;
     job->error = status;
@@ -98,6 +97,42 @@ void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const 
     if (job->d->job_hooks != NULL) {
         job->d->job_hooks->failed(job, (int)was, tell_peers);
     }
+}
+
+void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    job_vfail(job, status, tell_peers, fmt, ap);
+    va_end(ap);
+}
+
+void coll_job_fail_by(coll_job_t *job, uint32_t rank, coll_status_t status, const char *fmt,
+                      ...)
+{
+    va_list ap;
+
+    if (job->state == COLL_JOB_FAILED) {
+        return;
+    }
+    if (status != COLL_ERR_MISMATCH) {
+        job->culprit = rank;
+        job->culprit_error = status;
+        status = COLL_ERR_JOB;
+    }
+    va_start(ap, fmt);
+    job_vfail(job, status, 1, fmt, ap);
+    va_end(ap);
+}
+
+coll_status_t coll_job_status_for(const coll_job_t *job, uint32_t rank, coll_status_t status)
+{
+    if (job->state == COLL_JOB_FAILED && job->culprit_error != COLL_OK &&
+        status == job->error && rank == job->culprit) {
+        return job->culprit_error;
+    }
+    return status;
 }
 
 void coll_job_handle_closed(uv_handle_t *h)

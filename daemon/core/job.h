@@ -192,6 +192,9 @@ typedef struct coll_job {
     coll_job_state_t state;
     coll_status_t error;          /**< why it failed */
     char errmsg[512];
+    coll_status_t culprit_error;  /**< the code its culprit sees (coll_job_fail_by()); COLL_OK:
+                                       none, every rank sees @c error */
+    uint32_t culprit;             /**< the global rank that ended it, with culprit_error */
     uint32_t world_size;
     uint32_t local_size;
     uint32_t njoined;
@@ -277,6 +280,25 @@ void coll_node_lost(coll_node_t *node, const char *fmt, ...)
  */
 void coll_job_fail(coll_job_t *job, coll_status_t status, int tell_peers, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/**
+ * @brief Rank @p rank of this node ended the job with @p status (a call of it refused by its
+ *        library or by this daemon, or coll_comm_abort()): the job fails as coll_job_fail()
+ *        (the other nodes told) with COLL_ERR_JOB and the message (printf format), which must
+ *        name the rank and why. Every other rank sees COLL_ERR_JOB, since its own calls were
+ *        right; @p rank itself keeps @p status (coll_job_status_for()). A COLL_ERR_MISMATCH is
+ *        every rank's: the job fails with it everywhere. Only the first failure counts.
+ */
+void coll_job_fail_by(coll_job_t *job, uint32_t rank, coll_status_t status, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+
+/**
+ * @brief The status that global rank @p rank of this node should get for @p status of the job:
+ *        the code of its own refusal where it ended the failed job (coll_job_fail_by()) and
+ *        @p status is the job's error; @p status otherwise. Every place that tells a local
+ *        rank the job's error passes it through here.
+ */
+coll_status_t coll_job_status_for(const coll_job_t *job, uint32_t rank, coll_status_t status);
 
 /** @brief Close callback of the job's uv handles (every layer's): the job struct is freed with
  *         the last one. */

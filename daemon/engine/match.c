@@ -36,13 +36,15 @@ static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_des
 
 /* A submission this node refuses (bad buffers, root or peer, overlap, a repeated key, no
  * memory) can never complete on the other ranks either: it fails the job on every node, with
- * the reason, rather than leaving them to the timeout. The refused request gets the reason. */
+ * the reason, rather than leaving them to the timeout; they get COLL_ERR_JOB. The refused
+ * request gets @p st and the reason. */
 static void refuse_everywhere(coll_job_t *job, coll_session_t *s, uint32_t req_id,
                               coll_status_t st, const char *why)
 {
-    coll_job_fail(job, st, 1, "job %s: rank %u's submission was refused on node %u: %s", job->id,
-                  s->rank, job->node_rank, why);
-    coll_session_complete(s, req_id, job->error, job->errmsg, "");
+    coll_job_fail_by(job, s->rank, st, "job %s: rank %u's submission was refused on node %u "
+                     "with %s: %s", job->id, s->rank, job->node_rank, coll_err_name(st), why);
+    coll_session_complete(s, req_id, coll_job_status_for(job, s->rank, job->error), job->errmsg,
+                          "");
 }
 
 /* The group a submission names, when its rank registered it on this node (the world: always).
@@ -78,6 +80,27 @@ static int member_left(coll_job_t *job, const coll_group_t *grp, const coll_sess
     return 0;
 }
 
+/* A submission after the job failed: the code and reason of its own refusal when this node
+ * refuses it too (a rank that made the mistake that ended the job hears of its own, whichever
+ * came first), else the job's error as this rank sees it. The parameter service's are not
+ * checked again: a failure may have left its state incomplete. */
+static coll_status_t failed_earlier(coll_job_t *job, coll_session_t *s,
+                                    const Coll__Wire__Submit *sub, char *err, size_t len)
+{
+    coll_group_t *grp;
+    coll_status_t st = COLL_OK;
+
+    if (!coll_kind_is_ps(sub->coll)) {
+        grp = member_group(job, s, sub, err, len);
+        st = grp == NULL ? COLL_ERR_INVALID : coll_submit_check(job, grp, s, sub, NULL, err, len);
+    }
+    if (st != COLL_OK) {
+        return st;
+    }
+    snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
+    return coll_job_status_for(job, s->rank, job->error);
+}
+
 /* Checks before a submission joins an operation; returns COLL_OK and its group in @p grp_p, or
  * an error with its text in @p err (the caller refuses the request, or the job with
  * refuse_everywhere()). */
@@ -85,8 +108,7 @@ static coll_status_t refuse(coll_job_t *job, coll_session_t *s, const Coll__Wire
                             coll_group_t **grp_p, uint64_t **table_p, char *err, size_t len)
 {
     if (job->state == COLL_JOB_FAILED) {
-        snprintf(err, len, "job %s failed earlier: %.400s", job->id, job->errmsg);
-        return job->error;
+        return failed_earlier(job, s, sub, err, len);
     }
     if (job->state != COLL_JOB_READY) {
         snprintf(err, len, "submit before the job is ready");

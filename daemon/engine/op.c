@@ -256,8 +256,9 @@ static void tell(coll_op_t *op, coll_status_t status, const char *error)
         coll_op_member_t *m = &op->members[l];
         coll_dev_sync_done(op, m); /* before the rank hears of it: its stream may go on */
         if (m->session != NULL) {
-            coll_session_complete_op(m->session, m->req_id, status, error,
-                                     op->impl != NULL ? op->impl->name : "", &t);
+            coll_session_complete_op(m->session, m->req_id,
+                                     coll_job_status_for(op->job, m->session->rank, status),
+                                     error, op->impl != NULL ? op->impl->name : "", &t);
             m->session = NULL;
         }
     }

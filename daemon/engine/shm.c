@@ -202,6 +202,8 @@ void coll_shm_fail(coll_job_t *job)
     }
     h = coll_shm_hdr(job);
     h->status = job->error;
+    h->culprit_status = job->culprit_error;
+    h->culprit = job->culprit;
     snprintf(h->msg, sizeof(h->msg), "%s", job->errmsg);
     atomic_store_explicit(&h->failed, 1, memory_order_release);
     wake_all(job);

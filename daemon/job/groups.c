@@ -26,15 +26,17 @@ static void reply(coll_session_t *s, uint32_t req_id, coll_status_t st, const ch
     coll_session_send(s, &msg);
 }
 
-/* Why @p job takes no group messages now, or NULL when it does. */
-static const char *not_ready(const coll_job_t *job, coll_status_t *st, char *err, size_t len)
+/* Why @p s's job takes no group messages now, or NULL when it does. */
+static const char *not_ready(const coll_session_t *s, coll_status_t *st, char *err, size_t len)
 {
+    const coll_job_t *job = s->job;
+
     if (job == NULL) {
         *st = COLL_ERR_PROTOCOL;
         return "a group message before joining a job";
     }
     if (job->state == COLL_JOB_FAILED) {
-        *st = job->error;
+        *st = coll_job_status_for(job, s->rank, job->error);
         snprintf(err, len, "job %s failed earlier: %.300s", job->id, job->errmsg);
         return err;
     }
@@ -49,7 +51,7 @@ void coll_groups_query(coll_session_t *s, const Coll__Wire__GroupQuery *q)
 {
     char err[512];
     coll_status_t st = COLL_OK;
-    const char *why = not_ready(s->job, &st, err, sizeof(err));
+    const char *why = not_ready(s, &st, err, sizeof(err));
 
     reply(s, q->req_id, st, why != NULL ? why : "", NULL, why ? 0 : s->job->group_next);
 }
@@ -101,7 +103,7 @@ void coll_groups_create(coll_session_t *s, const Coll__Wire__GroupCreate *c)
     coll_job_t *job = s->job;
     char err[512];
     coll_status_t st = COLL_ERR_INVALID;
-    const char *why = not_ready(job, &st, err, sizeof(err));
+    const char *why = not_ready(s, &st, err, sizeof(err));
     const uint32_t *ranks = why == NULL ? read_ranks(job, s, c, err, sizeof(err)) : NULL;
     coll_group_t *g = ranks != NULL ? find_or_build(job, c, ranks, &st, err, sizeof(err)) : NULL;
     uint32_t i = g != NULL ? g->local_of[s->local_rank] : COLL_GROUP_NONE;

@@ -287,8 +287,13 @@ void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, co
         coll_job_fail(job, status, 1, "%s", reason);
         return;
     }
-    coll_job_fail(job, status, 1, "rank %u (pid %d) ended job %s: %s", s->rank, (int)s->cred.pid,
-                  job->id, reason);
+    if (status == COLL_ERR_JOB) { /* coll_comm_abort(): the reason is the caller's own */
+        coll_job_fail_by(job, s->rank, status, "rank %u (pid %d) ended job %s: %s", s->rank,
+                         (int)s->cred.pid, job->id, reason);
+        return;
+    }
+    coll_job_fail_by(job, s->rank, status, "rank %u (pid %d) ended job %s with %s: %s", s->rank,
+                     (int)s->cred.pid, job->id, coll_err_name(status), reason);
 }
 
 static void job_maybe_free(coll_job_t *job);

@@ -41,9 +41,11 @@ void coll_job_ready_alone(coll_job_t *job);
 
 /**
  * @brief Local rank @p s ended the job (coll_comm_abort(), or a submission its library
- *        refused): fail it on every node with @p status and the rank's @p reason. With
- *        COLL_ERR_MISMATCH (its library found local ranks that disagree on a collective) the
- *        reason, which names both descriptors, is the job's message as it is.
+ *        refused): fail it on every node with a message naming the rank, @p status (unless
+ *        COLL_ERR_JOB) and the rank's @p reason; @p s keeps @p status, every other rank gets
+ *        COLL_ERR_JOB (coll_job_fail_by()). With COLL_ERR_MISMATCH (its library found local
+ *        ranks that disagree on a collective) every rank gets it, and the reason, which names
+ *        both descriptors, is the job's message as it is.
  */
 void coll_job_abort(coll_job_t *job, coll_session_t *s, coll_status_t status, const char *reason);
 

@@ -87,7 +87,7 @@ static coll_status_t alloc_refused(const coll_session_t *s, char *err, size_t er
     }
     if (job->state == COLL_JOB_FAILED) { /* why, as its submissions are told */
         snprintf(err, errlen, "job %s failed earlier: %.500s", job->id, job->errmsg);
-        return job->error;
+        return coll_job_status_for(job, s->rank, job->error);
     }
     if (job->state != COLL_JOB_READY) {
         snprintf(err, errlen, "job %s is not running yet", job->id);

@@ -16,6 +16,11 @@
  *             sum on every rank, and the buffer can be freed once it completed.
  *   root      a broadcast in which each rank names itself as the root: every rank's call or
  *             request fails, every output holds its sentinel and every input its data.
+ *   stream    the last rank submits an allreduce of a key no other rank uses, then one with a
+ *             stream on host buffers (refused: COLL_ERR_INVALID naming the stream) where the
+ *             others submit their allreduce. It sees its own code (COLL_ERR_INVALID) on its
+ *             keyed request and its next call; every other rank's allreduce and next call end
+ *             with COLL_ERR_JOB naming the last rank and the stream; no output is written.
  *
  * Exit status: 0 the rule held on this rank, 1 it did not (a message says how), 2 usage.
  */
@@ -74,7 +79,9 @@ static float *alloc(const check_ctx_t *c, size_t elems)
 }
 
 /* Every rank has its buffers before any misuses them (an allocation after the job failed
- * would fail). */
+ * would fail). A rank that left the barrier first may misuse the API and end the job before
+ * this rank's barrier completed (its daemon hears of the failure before the barrier's last
+ * message): COLL_ERR_JOB, and the case goes on to check what this rank's calls get then. */
 static void barrier(const check_ctx_t *c)
 {
     coll_request_t *req;
@@ -83,7 +90,7 @@ static void barrier(const check_ctx_t *c)
     if (st == COLL_INPROGRESS) {
         st = check_wait(c, req, WAIT_MS, "barrier", NULL, 0);
     }
-    if (st != COLL_OK) {
+    if (st != COLL_OK && st != COLL_ERR_JOB) {
         check_die("barrier: %s: %s", coll_err_name(st), coll_comm_last_error(c->comm));
     }
 }
@@ -223,9 +230,72 @@ static void case_root(const check_ctx_t *c, const opts_t *o)
     unchanged(out, n, c->rank, -1, "the output");
 }
 
+/* Whether @p msg names "rank R" (not a rank whose number starts with R's digits). */
+static int names_rank(const char *msg, int r)
+{
+    char who[32];
+    size_t len = (size_t)snprintf(who, sizeof(who), "rank %d", r);
+
+    for (const char *p = strstr(msg, who); p != NULL; p = strstr(p + 1, who)) {
+        if (p[len] < '0' || p[len] > '9') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* @p st and the last error are @p want and name the refusing rank @p culprit and its stream. */
+static void expect_refusal(const check_ctx_t *c, coll_status_t st, coll_status_t want,
+                           int culprit, const char *what)
+{
+    const char *msg = coll_comm_last_error(c->comm);
+
+    if (st != want || !names_rank(msg, culprit) || strstr(msg, "stream") == NULL) {
+        check_die("%s: %s, expected %s naming rank %d and the stream: '%s'", what,
+                  coll_err_name(st), coll_err_name(want), culprit, msg);
+    }
+    check_say(c, 0, "rank %d: %s: %s: %s", c->rank, what, coll_err_name(st), msg);
+}
+
+static void case_stream(const check_ctx_t *c, const opts_t *o)
+{
+    size_t n = o->count;
+    int culprit = c->world - 1, mine = c->rank == culprit;
+    float *in = alloc(c, n), *out = alloc(c, n);
+    coll_op_params_t keyed = {.field_mask = COLL_OP_PARAM_KEY, .key = 5};
+    coll_op_params_t streamed = {.field_mask = COLL_OP_PARAM_STREAM, .stream = NULL};
+    coll_status_t want = mine ? COLL_ERR_INVALID : COLL_ERR_JOB;
+    coll_request_t *req = NULL, *lone = NULL;
+    coll_status_t st;
+
+    fill(in, n, c->rank, 1);
+    fill(out, n, c->rank, -1);
+    barrier(c);
+    if (mine) {
+        st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, &keyed, &lone);
+        if (st != COLL_INPROGRESS) {
+            check_die("the allreduce of key 5: %s: %s", coll_err_name(st),
+                      coll_comm_last_error(c->comm));
+        }
+        st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, &streamed, &req);
+        expect_refusal(c, st, COLL_ERR_INVALID, culprit, "the allreduce with a stream");
+        st = outcome(c, COLL_INPROGRESS, lone, "the allreduce of key 5");
+        expect_refusal(c, st, COLL_ERR_INVALID, culprit, "its pending allreduce of key 5");
+    } else {
+        st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
+        expect_refusal(c, outcome(c, st, req, "allreduce"), COLL_ERR_JOB, culprit,
+                       "the allreduce the last rank refused");
+    }
+    st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    expect_refusal(c, outcome(c, st, req, "the next allreduce"), want, culprit,
+                   "the next allreduce");
+    unchanged(in, n, c->rank, 1, "the input");
+    unchanged(out, n, c->rank, -1, "the output");
+}
+
 static void usage(const char *prog)
 {
-    printf("usage: %s --case overlap|keyreuse|free|root [--count N] [--shift S]\n"
+    printf("usage: %s --case overlap|keyreuse|free|root|stream [--count N] [--shift S]\n"
            "Run as every rank of a collective-launch job; see the comment at the top of\n"
            "tests/system/reliability/misuse_check.c for what each case checks.\n", prog);
 }
@@ -277,6 +347,8 @@ int main(int argc, char **argv)
         case_free(&c, &o);
     } else if (strcmp(o.name, "root") == 0) {
         case_root(&c, &o);
+    } else if (strcmp(o.name, "stream") == 0) {
+        case_stream(&c, &o);
     } else {
         check_usage_error("unknown case %s", o.name);
     }

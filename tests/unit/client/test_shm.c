@@ -6,7 +6,8 @@
  * Cases: every collective at 1..4 ranks (counts 0, 1, 5 and two chunks; in place and out of
  * place) against values computed here; keyed operations submitted in another order on every
  * rank; a mismatch (an Abort with both descriptors, then every rank fails, outputs untouched);
- * a failed job waking waiters; a departed rank. Multi-node jobs: test_shm_node.c.
+ * a failed job waking waiters; one that the last rank's refused call ended (its own code for it,
+ * COLL_ERR_JOB for the others); a departed rank. Multi-node jobs: test_shm_node.c.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -260,6 +261,39 @@ static void test_failure_wakes_waiters(void **state)
     world_free(w);
 }
 
+/* The last rank's call was refused: the job failed with COLL_ERR_JOB and the last rank's code
+ * (coll_job_fail_by()); it waits until the others wait, then fails the job as the daemon. */
+static void run_refused(world_t *w, uint32_t l, void *p)
+{
+    coll_shm_hdr_t *h = coll_shm_hdr_of(w->pool, w->nlocal);
+    coll_status_t want = l == w->nlocal - 1 ? COLL_ERR_BUSY : COLL_ERR_JOB;
+    coll_comm_t *c = w->c[l];
+    coll_request_t *r = NULL;
+    coll_status_t st;
+
+    if (l == w->nlocal - 1) {
+        usleep(50000);
+        h->culprit_status = COLL_ERR_BUSY;
+        h->culprit = l;
+        fail_job(w, COLL_ERR_JOB, "rank 2 (pid 42) ended job unit with COLL_ERR_BUSY: streams");
+    } else {
+        fill(w, l, 10);
+        T_EQ(DONE(coll_allreduce_async(c, sendbuf(w, l), recvbuf(w, l), 10, COLL_FLOAT32,
+                                       COLL_SUM, NULL, &r), NULL), COLL_ERR_JOB);
+        T_CHECK(strstr(coll_comm_last_error(c), "rank 2 (pid 42) ended job unit"));
+    }
+    T_EQ(coll_allreduce_async(c, sendbuf(w, l), recvbuf(w, l), 10, COLL_FLOAT32, COLL_SUM, NULL,
+                              &r), want);
+    T_CHECK(strstr(coll_comm_last_error(c), "failed earlier: rank 2 (pid 42)"));
+}
+
+static void test_refusal_is_the_culprits_alone(void **state)
+{
+    world_t *w = world_new(3, 1);
+    on_every_rank(w, run_refused, NULL);
+    world_free(w);
+}
+
 static void test_departed_rank(void **state)
 {
     world_t *w = world_new(2, 1);
@@ -312,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_keyed_in_any_order),
         cmocka_unit_test(test_mismatch_reported_nothing_written),
         cmocka_unit_test(test_failure_wakes_waiters),
+        cmocka_unit_test(test_refusal_is_the_culprits_alone),
         cmocka_unit_test(test_departed_rank),
         cmocka_unit_test(test_spin_env),
     };

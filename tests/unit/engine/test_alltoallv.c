@@ -238,8 +238,19 @@ static void test_count_mismatch_no_output(void **state)
     fake_net_free(&w);
 }
 
+/* Local rank @p l's request ended with @p st and a message holding @p text. */
+static void expect_status(uint32_t l, coll_status_t st, const char *text)
+{
+    const fake_done_t *d = fake_net_done(&w, 0, l, 7);
+
+    assert_non_null(d);
+    assert_int_equal(d->status, st);
+    assert_non_null(strstr(d->error, text));
+}
+
 /* Rank 1's table lies in an allocation of rank 0's; then rank 1's first send block lies past its send
- * buffer and the pool. Both refused before any byte moves. */
+ * buffer and the pool. Both refused before any byte moves: rank 1 gets COLL_ERR_NOT_IN_POOL,
+ * rank 0 COLL_ERR_JOB naming it. */
 static void test_table_refusals(void **state)
 {
     for (int c = 0; c < 2; c++) {
@@ -255,8 +266,10 @@ static void test_table_refusals(void **state)
         }
         submit_all(&b);
         assert_int_equal(w.job[0].state, COLL_JOB_FAILED);
-        assert_int_equal(w.job[0].error, COLL_ERR_NOT_IN_POOL);
+        assert_int_equal(w.job[0].error, COLL_ERR_JOB);
         assert_non_null(strstr(w.job[0].errmsg, c == 0 ? "count table" : "buffers"));
+        expect_status(0, COLL_ERR_JOB, "rank 1's submission was refused");
+        expect_status(1, COLL_ERR_NOT_IN_POOL, "rank 1's submission was refused");
         expect_untouched(&b);
         fake_net_free(&w);
     }

@@ -291,7 +291,9 @@ static void test_mismatch_no_output(void **state)
     run_root_mismatch(COLL__WIRE__COLLECTIVE__SCATTER);
 }
 
-/* Root 4 of a world of 4: the first submission is refused and the job fails on every node. */
+/* Root 4 of a world of 4: the first submission of each node is refused, and the job fails on
+ * every node with COLL_ERR_JOB; every rank, each refused for its own root, gets
+ * COLL_ERR_INVALID. */
 static void test_root_out_of_range(void **state)
 {
     bufs_t b;
@@ -300,9 +302,22 @@ static void test_root_out_of_range(void **state)
     alloc_bufs(&b, 400, 400);
     submit_all(&b, COLL__WIRE__COLLECTIVE__GATHER, 100, 4);
     for (uint32_t n = 0; n < 2; n++) {
+        const fake_done_t *first = fake_net_done(&w, n, 0, 7);
+        const fake_done_t *second = fake_net_done(&w, n, 1, 7);
+
         assert_int_equal(w.job[n].state, COLL_JOB_FAILED);
-        assert_int_equal(w.job[n].error, COLL_ERR_INVALID);
+        assert_int_equal(w.job[n].error, COLL_ERR_JOB);
         assert_non_null(strstr(w.job[n].errmsg, "root 4 is not a rank"));
+        assert_non_null(first);
+        assert_non_null(second);
+        /* Its first local rank's submission ended the job; the second, refused too after the
+         * job failed, gets its own refusal as well, not the job's COLL_ERR_JOB. */
+        assert_int_equal(first->status, COLL_ERR_INVALID);
+        assert_non_null(strstr(first->error, n == 0 ? "rank 0's submission was refused"
+                                                    : "rank 2's submission was refused"));
+        assert_int_equal(second->status, COLL_ERR_INVALID);
+        assert_non_null(strstr(second->error, n == 0 ? "rank 1: root 4 is not a rank"
+                                                     : "rank 3: root 4 is not a rank"));
     }
     expect_untouched(&b);
     fake_net_free(&w);
