@@ -101,6 +101,10 @@ void coll__sync_close(coll_comm_t *c, uint8_t **keep_p, size_t *keep_bytes_p);
  */
 coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *const *stream);
 
+/** @brief Store @p r's done word (streams waiting on it go on), its pair still held: the
+ *         library's verdict on a request the daemon never answered. Lock held. */
+void coll__sync_release(coll_request_t *r);
+
 /** @brief @p r ends (or was never sent): its done word stored, its pair free again. Lock
  *         held. */
 void coll__sync_end(coll_request_t *r);

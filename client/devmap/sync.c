@@ -164,21 +164,30 @@ coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *const *st
     return COLL_OK;
 }
 
-void coll__sync_end(coll_request_t *r)
+void coll__sync_release(coll_request_t *r)
 {
-    struct coll_sync *y = r->comm->sync;
     _Atomic uint64_t *w;
     uint64_t cur;
 
     if (!r->sync.held) {
         return;
     }
-    w = word(y, r->sync.slot, 1);
+    w = word(r->comm->sync, r->sync.slot, 1);
     cur = atomic_load_explicit(w, memory_order_relaxed);
     while (cur < r->sync.value &&
            !atomic_compare_exchange_weak_explicit(w, &cur, r->sync.value, memory_order_release,
                                                   memory_order_relaxed)) {
     }
+}
+
+void coll__sync_end(coll_request_t *r)
+{
+    struct coll_sync *y = r->comm->sync;
+
+    if (!r->sync.held) {
+        return;
+    }
+    coll__sync_release(r);
     /* A pair whose ready word the stream has not written yet (a request refused or failed
      * before its stream got there) is not given out again: that late write would lower the
      * next request's word. */

@@ -387,10 +387,12 @@ static int64_t daemon_deadline_ms(const coll_request_t *r)
     return left > 0 ? left : 0;
 }
 
-/* The library's verdict on a daemon that answered nothing within the job's timeout (+ slack):
- * COLL_ERR_TIMEDOUT with the reason. Lock held. */
-static coll_status_t daemon_silent(coll_comm_t *c)
+/* The library's verdict on a daemon that answered nothing about @p r within the job's timeout
+ * (+ slack): COLL_ERR_TIMEDOUT with the reason; a stream waiting for @p r goes on (its results
+ * undefined). Lock held. */
+static coll_status_t daemon_silent(coll_comm_t *c, coll_request_t *r)
 {
+    coll__sync_release(r);
     coll__set_error(c, "collectived answered neither success nor failure within the job's "
                     "timeout of %llu ms (is the daemon stopped?)",
                     (unsigned long long)c->job_timeout_ms);
@@ -408,7 +410,7 @@ coll_status_t coll_req_test(coll_request_t *r)
     }
     st = r->done ? r->status : (c->broken != COLL_OK ? c->broken : COLL_INPROGRESS);
     if (st == COLL_INPROGRESS && daemon_deadline_ms(r) == 0) {
-        st = daemon_silent(c);
+        st = daemon_silent(c, r);
     }
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -426,7 +428,7 @@ coll_status_t coll_req_wait(coll_request_t *r, int timeout_ms)
     if (r->done) {
         st = r->status;
     } else if (st == COLL_ERR_TIMEDOUT && by_daemon) {
-        st = daemon_silent(c);
+        st = daemon_silent(c, r);
     }
     pthread_mutex_unlock(&c->lock);
     return st;

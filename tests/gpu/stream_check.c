@@ -30,6 +30,11 @@
  *   --stuck MS (alone; the fake, with COLL_TIMEOUT_MS) rank 0's stream writes its ready word MS
  *             late, past the job's timeout: every rank's allreduce fails within the timeout +
  *             2 s, the message naming rank 0's stream.
+ *   --silent  (alone; the fake, one rank, COLL_TIMEOUT_MS, COLL_DEVICE_FAKE_WAIT_MS) the rank
+ *             stops its daemon (SIGSTOP) and submits an allreduce with its stream: the library's
+ *             own verdict (COLL_ERR_TIMEDOUT, the daemon answered nothing) must let a stream
+ *             waiting for the request go on at once (before, it waited for a word nobody would
+ *             store: the fake's wait timed out); then the daemon is let go (SIGCONT).
  *   --abandon MS (alone; the fake) every rank's stream writes its ready word MS late, and the
  *             rank destroys its communicator at once, the allreduce in flight, then its stream
  *             (which waits for the write): the write must land in words the library kept
@@ -42,7 +47,9 @@
  */
 #include <collective.h>
 
+#include <dirent.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +321,75 @@ static int stuck(int stuck_ms)
     return 0;
 }
 
+/* The pid of this rank's daemon: the process whose command line has "--socket $COLL_SOCKET"
+ * (as collective-launch starts it); 0 when none is found. */
+static pid_t daemon_pid(void)
+{
+    const char *sock = getenv("COLL_SOCKET");
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+
+    while (sock != NULL && proc != NULL && found == 0 && (e = readdir(proc)) != NULL) {
+        char path[300], cmd[4096];
+        size_t n;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        if (atoi(e->d_name) <= 0 || (f = fopen(path, "r")) == NULL) {
+            continue;
+        }
+        n = fread(cmd, 1, sizeof(cmd) - 1, f);
+        fclose(f);
+        cmd[n] = '\0';
+        for (size_t i = 0, next; i + 1 < n; i = next) {
+            next = i + strlen(cmd + i) + 1;
+            if (strcmp(cmd + i, "--socket") == 0 && next < n && strcmp(cmd + next, sock) == 0) {
+                found = (pid_t)atoi(e->d_name);
+            }
+        }
+    }
+    if (proc != NULL) {
+        closedir(proc);
+    }
+    return found;
+}
+
+/* --silent (fake only, one rank): a stream waiting for a request the daemon never answers. */
+static int silent(void)
+{
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    float *a = rank_dev_alloc(COUNT * sizeof(float));
+    pid_t d = daemon_pid();
+    coll_request_t *req = NULL;
+    coll_status_t st, waited;
+    double t0, took;
+
+    if (a == NULL || d == 0) {
+        fprintf(stderr, "rank %d: --silent: %s\n", rank, a == NULL ? "no buffer" : "no daemon");
+        return 1;
+    }
+    kill(d, SIGSTOP);
+    st = coll_allreduce_async(comm, a, a, COUNT, COLL_FLOAT32, COLL_SUM, &p, &req);
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(req, -1);
+    }
+    t0 = now_ms();
+    waited = req != NULL ? coll_req_stream_wait(req, rank_dev_stream()) : COLL_ERR_INVALID;
+    took = now_ms() - t0;
+    kill(d, SIGCONT);
+    printf("rank %d: %s from the daemon's silence; the stream's wait then %s after %.0f ms\n",
+           rank, coll_err_name(st), coll_err_name(waited), took);
+    coll_req_free(req);
+    if (st != COLL_ERR_TIMEDOUT || waited != COLL_OK || took > 500.0) {
+        fprintf(stderr, "rank %d: a stream waiting for a request the daemon never answered was "
+                "not let go: %s, %s after %.0f ms\n", rank, coll_err_name(st),
+                coll_err_name(waited), took);
+        return 1;
+    }
+    return 0;
+}
+
 /* --abandon MS (fake only): the communicator goes while its stream's ready word is still due. */
 static int abandon(int abandon_ms)
 {
@@ -359,8 +435,9 @@ int main(int argc, char **argv)
 {
     static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'},
                                           {"algo", 1, 0, 'a'}, {"stuck", 1, 0, 's'},
-                                          {"abandon", 1, 0, 'b'}, {0, 0, 0, 0}};
-    int late_ms = 0, host = 0, stuck_ms = 0, abandon_ms = 0, c, rc;
+                                          {"abandon", 1, 0, 'b'}, {"silent", 0, 0, 'q'},
+                                          {0, 0, 0, 0}};
+    int late_ms = 0, host = 0, stuck_ms = 0, abandon_ms = 0, quiet = 0, c, rc;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         if (c == 'l') {
@@ -373,9 +450,11 @@ int main(int argc, char **argv)
             stuck_ms = atoi(optarg);
         } else if (c == 'b') {
             abandon_ms = atoi(optarg);
+        } else if (c == 'q') {
+            quiet = 1;
         } else {
             fprintf(stderr, "usage: stream_check [--late MS] [--host] [--algo PREFIX] "
-                    "[--stuck MS] [--abandon MS]\n");
+                    "[--stuck MS] [--abandon MS] [--silent]\n");
             return 2;
         }
     }
@@ -387,7 +466,10 @@ int main(int argc, char **argv)
     if (abandon_ms > 0) {
         return abandon(abandon_ms);
     }
-    rc = host ? host_stream() : stuck_ms > 0 ? stuck(stuck_ms) : run(late_ms);
+    rc = host        ? host_stream()
+         : quiet     ? silent()
+         : stuck_ms > 0 ? stuck(stuck_ms)
+                     : run(late_ms);
     rank_dev_close(comm);
     return rc;
 }
