@@ -160,6 +160,10 @@ c10::intrusive_ptr<Work> AnySource::take(const at::Tensor &t, int peer, int tag)
             it == posted_.end()) {
             return c10::intrusive_ptr<Work>();
         }
+        TORCH_CHECK(t.device().is_cpu(), "collectived: recv into a tensor on ", t.device(),
+                    " from rank ", peer, " with tag ", tag, ": a recv from any source left a "
+                    "receive in host memory posted for that rank and tag, which takes its next "
+                    "message; receive it into a CPU tensor");
         w = c10::make_intrusive<Work>(comm_, rank_, c10d::OpType::RECV, "recv", 0,
                                       std::vector<at::Tensor>{t}, Buffers());
         if ((*it)->ended) {

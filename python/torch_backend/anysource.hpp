@@ -61,6 +61,8 @@ class AnySource : public std::enable_shared_from_this<AnySource> {
      * @return The Work of a receive into @p t from @p peer with @p tag that takes over the one
      *         posted for it by any(), when no receive from any source of @p tag waits; nullptr
      *         when there is none to take (the caller posts its own).
+     * @throws c10::Error when there is one to take and @p t is not a CPU tensor (the one posted
+     *         receives in host memory, copied into @p t off any stream).
      */
     c10::intrusive_ptr<Work> take(const at::Tensor &t, int peer, int tag);
 

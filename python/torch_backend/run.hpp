@@ -48,16 +48,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::run(c10d::OpType type, const char *
     if (st != COLL_INPROGRESS && st != COLL_OK) {
         comm_->fail(st, what + ": refused, which fails the job on every rank");
     }
-    coll_status_t ordered = COLL_OK;
+    std::string unordered;
     if (order) {
         std::unique_ptr<c10::Event> end;
-        ordered = order->after(st == COLL_INPROGRESS ? req : nullptr, work->copies(), &end);
+        try {
+            coll_status_t ordered =
+                order->after(st == COLL_INPROGRESS ? req : nullptr, work->copies(), &end);
+            if (ordered != COLL_OK) {
+                unordered = comm_->message(ordered, what + ": its stream wait was refused, "
+                                                           "which fails the job on every rank");
+            }
+        } catch (const c10::Error &e) {
+            unordered = what + ": ordering it on the streams failed, which fails the job on "
+                               "every rank: " + e.what_without_backtrace();
+        }
         work->set_end(std::move(end));
     }
-    std::string unordered;
-    if (ordered != COLL_OK) {
-        unordered = comm_->message(ordered, what + ": its stream wait was refused, which fails "
-                                                   "the job on every rank");
+    if (!unordered.empty()) {
         coll_comm_abort(comm_->get(), unordered.c_str());
     }
     if (st == COLL_INPROGRESS) {

@@ -1,6 +1,7 @@
 #include "work.hpp"
 
 #include <ATen/core/jit_type.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <thread>
@@ -52,9 +53,17 @@ void Work::complete(coll_status_t st)
     std::exception_ptr error;
     if (end_ != nullptr) {
         /* The copies back are queued on the side stream; the staging buffers go back to their
-         * free lists once it passed them. */
-        while (!end_->query()) {
-            std::this_thread::sleep_for(std::chrono::microseconds(kEventPollUs));
+         * free lists once it passed them (the request's end, whatever it was, stored the done
+         * word the side stream waits for). On the event's device, so that this thread makes
+         * no context on another. A device error leaves the buffers to the daemon for good. */
+        try {
+            c10::DeviceGuard guard(end_->device());
+            while (!end_->query()) {
+                std::this_thread::sleep_for(std::chrono::microseconds(kEventPollUs));
+            }
+        } catch (...) {
+            error = std::current_exception();
+            st = COLL_ERR_TIMEDOUT; /* the buffers are abandoned below */
         }
     }
     if (st == COLL_OK && end_ == nullptr) {
@@ -65,7 +74,7 @@ void Work::complete(coll_status_t st)
         } catch (...) {
             error = std::current_exception();
         }
-    } else if (st != COLL_OK) {
+    } else if (st != COLL_OK && !error) {
         error = error_of(comm_->message(st, "collectived: " + name_ + " (key " +
                                                 std::to_string(key_) + ")"));
     }

@@ -27,8 +27,8 @@
 #   nccl_groups_local  the same shape, nccl_group_check: split groups' collectives through
 #             their own NCCL communicators beside the world's (a group on one node staged);
 #             needs two GPUs, skipped with fewer
-#   torch     the torch backend built apart (build-gpu/torch) against the machine's own torch
-#             with CUDA, then tests/gpu/torch_cuda_check.py: CUDA tensors in every collective,
+#   torch     the build configured again for the machine's own torch with CUDA and the torch
+#             backend built, then tests/gpu/torch_cuda_check.py: CUDA tensors in every collective,
 #             4 ranks on one GPU against a float64 reference with the stream order checked
 #             (integration.torch_cuda_1x4), and a group of one rank against torch's NCCL
 #             backend (integration.torch_cuda_nccl_1x1)
@@ -119,7 +119,7 @@ else
     say "SKIP nccl_groups_local: $ngpu GPU(s): NCCL between daemons needs two"
 fi
 
-# The torch backend with CUDA tensors, built apart against the machine's own torch (its Python and
+# The torch backend with CUDA tensors, built last against the machine's own torch (its Python and
 # CMake package) so that a failure there costs none of the checks above.
 tpy=""
 for p in python3 python; do
@@ -129,19 +129,22 @@ for p in python3 python; do
         break
     fi
 done
-if [ -n "$tpy" ]; then
+pyh=""
+[ -n "$tpy" ] && pyh=$("$tpy" -c 'import os, sysconfig; p = sysconfig.get_paths()["include"]
+print(p if os.path.exists(os.path.join(p, "Python.h")) else "")')
+if [ -n "$tpy" ] && [ -z "$pyh" ]; then
+    say "SKIP torch: $tpy has no Python.h (its development headers), which the backend needs"
+elif [ -n "$tpy" ]; then
     tprefix=$("$tpy" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-    tbuild=$top/build-gpu/torch
-    # shellcheck disable=SC2086 # cmake_prefix is a list of options; the later prefix wins
-    check torch_build 360 sh -c "cmake -S '$top' -B '$tbuild' -DCMAKE_BUILD_TYPE=Release \
-        -DCOLL_WITH_CUDA=ON ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} $cmake_prefix \
-        -DCMAKE_PREFIX_PATH='$tprefix;$root/usr' -DCOLL_PYTHON='$tpy' && \
-        cmake --build '$tbuild' -j $(nproc)"
+    # The build above, configured again for that torch: only the extension is built.
+    check torch_build 240 sh -c "cmake '$build' -DCOLL_PYTHON='$tpy' \
+        -DCMAKE_PREFIX_PATH='$tprefix;$root/usr' && cmake --build '$build' -j $(nproc) \
+        --target coll_torch_pg"
     grep 'torch backend' "$logs/torch_build.log" | sed 's/^/  /' | tee -a "$summary"
     if grep -q '^PASS torch_build' "$summary" &&
         tail -n 1 "$summary" | grep -q 'CUDA tensors ON'; then
         check torch 240 sh -c \
-            "cd '$tbuild' && ctest -R torch_cuda --output-on-failure --timeout 120"
+            "cd '$build' && ctest -R torch_cuda --output-on-failure --timeout 120"
         grep -E 'tests passed|Skipped|Failed|Work.wait' "$logs/torch.log" | sed 's/^/  /' |
             tee -a "$summary"
     else
