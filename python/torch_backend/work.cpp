@@ -15,6 +15,7 @@ namespace {
 /* How often complete() looks at a CUDA operation's end event, which follows the request's end
  * by its copies back only. */
 constexpr int kEventPollUs = 50;
+
 /* A c10::Error (RuntimeError in Python) with @p msg. */
 std::exception_ptr error_of(const std::string &msg)
 {
