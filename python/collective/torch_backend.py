@@ -226,7 +226,8 @@ def _group(group):
 
 
 def _device_index(device):
-    """-1 for the CPU, else the index of CUDA device @device (a torch.device, "cuda:1", 1)."""
+    """-1 for the CPU, else the index of CUDA device @device (a torch.device, "cuda:1", 1;
+    "cuda": the current one). Raises ValueError for another device type."""
     if device is None:
         return -1
     device = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
@@ -235,15 +236,18 @@ def _device_index(device):
     if device.type != "cuda":
         raise ValueError("the collectived backend's pool is in host memory or on a CUDA "
                          "device, not on %s" % (device,))
-    return torch.cuda.current_device() if device.index is None else device.index
+    if device.index is not None:
+        return device.index
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
 
 
 def empty(*size, dtype=torch.float32, group=None, device=None):
     """A tensor of @size in @group's pool (default: the default group), uninitialized, in host
     memory or on CUDA @device (the job's device pool there). Collectives of that group on it,
     or on contiguous views of it, copy nothing; it is freed when its storage goes. Raises
-    RuntimeError (COLL_ERR_POOL_FULL) when the pool is full, or when the daemon has no pool on
-    that device (with its reason, e.g. no CUDA driver)."""
+    RuntimeError (COLL_ERR_POOL_FULL) when the pool is full, or when there is no pool on that
+    device (a backend built without CUDA tensors; a daemon without a CUDA driver, with its
+    reason); ValueError for a device neither the CPU nor CUDA."""
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
     count = math.prod(int(n) for n in size)
