@@ -50,6 +50,11 @@ the host of the TCP store) at port ``COLL_ROOT_PORT`` (29510, the daemon's defau
 port), so a job over several nodes needs nothing beyond torchrun's variables. The others read
 it (:func:`_setup`).
 
+The default group keeps the store it was created with and its destruction waits for every
+rank (``python/torch_backend/shutdown.cpp``): under env:// rank 0 hosts the TCPStore, and a rank
+that called ``init_process_group`` again before rank 0 had closed it would meet the old store.
+So ``destroy_process_group()`` then ``init_process_group()`` works as with gloo.
+
 The job's timeout (the rendezvous, and each operation on the daemon) is the group's torch
 timeout (``init_process_group(timeout=...)``, 30 minutes by default); connecting to the node's
 daemon, and that daemon to the root's, waits at most ``COLL_CONNECT_TIMEOUT_MS`` (10 s), so a
@@ -183,7 +188,8 @@ def _timeout_ms(timeout):
 
 def create(opts, pg_options=None):
     """The backend's creator (``Backend.register_backend(..., extended_api=True)``): joins the
-    group's job (blocking until every member did) and returns its ProcessGroupCollectived.
+    group's job (blocking until every member did) and returns its ProcessGroupCollectived,
+    which for the default group holds @opts.store until its end (see the module docstring).
     @opts: torch's _DistributedBackendOptions (store, group_rank, group_size, timeout,
     group_id, global_ranks_in_group; the latter empty for the default group)."""
     if pg_options is not None:
@@ -196,7 +202,8 @@ def create(opts, pg_options=None):
     if not isinstance(timeout, datetime.timedelta):
         timeout = datetime.timedelta(seconds=float(timeout))
     return _torch_pg.create(setup["job"], opts.group_rank, opts.group_size, local_rank,
-                            local_size, _timeout_ms(timeout), setup["token"], setup["root"])
+                            local_size, _timeout_ms(timeout), setup["token"], setup["root"],
+                            opts.store if world else None)
 
 
 def register():

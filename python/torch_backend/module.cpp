@@ -15,7 +15,8 @@ namespace {
 c10::intrusive_ptr<collectived::ProcessGroup> create(const std::string &job, int rank, int size,
                                                      int local_rank, int local_size,
                                                      int timeout_ms, const std::string &token,
-                                                     const std::string &root)
+                                                     const std::string &root,
+                                                     c10::intrusive_ptr<c10d::Store> store)
 {
     collectived::CommOptions o;
     o.job = job;
@@ -37,7 +38,7 @@ c10::intrusive_ptr<collectived::ProcessGroup> create(const std::string &job, int
         }
     };
     return c10::make_intrusive<collectived::ProcessGroup>(collectived::Comm::create(o),
-                                                          without_gil);
+                                                          std::move(store), without_gil);
 }
 
 py::dict staging_stats(const collectived::ProcessGroup &pg)
@@ -67,7 +68,10 @@ PYBIND11_MODULE(_torch_pg, m)
 
     m.def("create", &create, py::arg("job"), py::arg("rank"), py::arg("size"),
           py::arg("local_rank"), py::arg("local_size"), py::arg("timeout_ms"),
-          py::arg("token") = "", py::arg("root") = "", py::call_guard<py::gil_scoped_release>(),
-          "Join job `job` (blocks until every rank joined) and return its process group.");
+          py::arg("token") = "", py::arg("root") = "", py::arg("store") = nullptr,
+          py::call_guard<py::gil_scoped_release>(),
+          "Join job `job` (blocks until every rank joined) and return its process group. "
+          "`store`: the default group's torch store, held until the group ends on every rank "
+          "(None for other groups).");
     m.attr("CUDA") = py::bool_(collectived::cuda_built());
 }

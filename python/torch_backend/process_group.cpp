@@ -12,9 +12,11 @@ namespace {
 constexpr uint32_t kP2pSeqMask = 0xffff;
 }  // namespace
 
-ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releaser)
+ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, c10::intrusive_ptr<c10d::Store> store,
+                           Progress::Releaser releaser)
     : PgBase(coll_comm_rank(comm->get()), coll_comm_world_size(comm->get())),
-      comm_(std::move(comm)), staging_(std::make_shared<Staging>(comm_, -1)),
+      comm_(std::move(comm)), store_(std::move(store)), releaser_(releaser),
+      staging_(std::make_shared<Staging>(comm_, -1)),
       any_(std::make_shared<AnySource>(
           [this](const at::Tensor &buf, int peer, int tag) {
               std::vector<at::Tensor> t{buf};
@@ -29,6 +31,9 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releas
 ProcessGroup::~ProcessGroup()
 {
     any_->close();
+    if (store_) {
+        end();
+    }
 }
 
 std::shared_ptr<Staging> ProcessGroup::staging_for(int device)

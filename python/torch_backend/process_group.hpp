@@ -37,6 +37,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/version.h>
 
 #if TORCH_VERSION_MAJOR >= 2 || defined(COLL_TORCH_AS_BACKEND)
@@ -69,10 +70,15 @@ class ProcessGroup : public PgBase {
   public:
     /**
      * @param comm      The group's communicator, whose rank and size are the group's.
-     * @param releaser  How the destructor joins the progress thread (Progress::Releaser).
+     * @param store     The default group's torch store, held until the group ends (end()); null
+     *                  for any other group.
+     * @param releaser  How the destructor waits (the progress thread's join, end()'s barriers)
+     *                  with the GIL released (Progress::Releaser).
      */
-    ProcessGroup(std::shared_ptr<Comm> comm, Progress::Releaser releaser);
-    /** Fails the receives from any source that wait (AnySource::close()). */
+    ProcessGroup(std::shared_ptr<Comm> comm, c10::intrusive_ptr<c10d::Store> store,
+                 Progress::Releaser releaser);
+    /** Fails the receives from any source that wait (AnySource::close()); the default group
+     *  then ends with every rank (end()). */
     ~ProcessGroup() override;
 
     const std::string getBackendName() const override { return "collectived"; }
@@ -246,6 +252,19 @@ class ProcessGroup : public PgBase {
                                        std::vector<at::Tensor> outputs, int device, Build build,
                                        Call call);
 
+    /**
+     * @brief The end of the default group, in its destructor (shutdown.cpp): a barrier (every
+     *        rank is done with the store), the store released (on rank 0 under env://, the
+     *        last reference to its TCPStore: the server closes), a second barrier (no rank
+     *        returns, and starts its next rendezvous at the same address, before that). Each
+     *        barrier waits at most the group's timeout; a failed one (a rank gone, the job
+     *        ended) ends the wait, and the store is released all the same.
+     */
+    void end();
+    /** @return Whether a barrier of the group (the next key) completed; waits with the GIL
+     *          released. */
+    bool end_barrier();
+
     /** @return The staging buffers of @p device (-1: host memory), made on first use. */
     std::shared_ptr<Staging> staging_for(int device);
     /** @return The group's side stream of CUDA device @p device (device.hpp), taken from
@@ -253,6 +272,8 @@ class ProcessGroup : public PgBase {
     c10::Stream side_stream(int device);
 
     std::shared_ptr<Comm> comm_;
+    c10::intrusive_ptr<c10d::Store> store_;   /* the default group's; null for others */
+    Progress::Releaser releaser_;
     std::shared_ptr<Staging> staging_;        /* host memory's */
     std::mutex device_mu_;
     std::map<int, std::shared_ptr<Staging>> device_staging_; /* under device_mu_ */
