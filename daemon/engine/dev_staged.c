@@ -182,11 +182,12 @@ static uint64_t to_copy(const staged_t *sg, int in)
 }
 
 coll_status_t coll__staged_queue(coll_devices_t *ds, span_t *p, int in, uint64_t off,
-                                 uint64_t len)
+                                 uint64_t len, unsigned *turn)
 {
     uint64_t host = (uint64_t)(uintptr_t)(p->host + off), dev = p->dev + off;
     coll_status_t st = coll_dev_staged_queue(ds->ops, p->streams, in ? host : dev,
-                                             in ? dev : host, len, COLL_DEV_STAGED_CHUNK_BYTES);
+                                             in ? dev : host, len, COLL_DEV_STAGED_CHUNK_BYTES,
+                                             turn);
 
     ds->dev[p->device].staged_bytes += st == COLL_OK ? len : 0;
     return st;
@@ -218,11 +219,13 @@ static coll_status_t copy(coll_op_t *op, staged_t *sg, int in)
     sg->inflight = 1;
     for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
         span_t *p = &sg->span[k];
-        if (in) {
-            st = p->in_len > 0 ? coll__staged_queue(ds, p, 1, p->in_off, p->in_len) : COLL_OK;
+        unsigned turn = 0;
+        if (in && p->in_len > 0) {
+            st = coll__staged_queue(ds, p, 1, p->in_off, p->in_len, &turn);
         }
         for (uint32_t r = 0; !in && r < p->nout && st == COLL_OK; r++) {
-            st = coll__staged_queue(ds, p, 0, p->out[r].off, p->out[r].len);
+            turn = 0;
+            st = coll__staged_queue(ds, p, 0, p->out[r].off, p->out[r].len, &turn);
         }
     }
     return st == COLL_OK ? record(op, sg, in) : st;

@@ -110,15 +110,17 @@ coll_range_t coll_dev_staged_batch_piece(const coll_plan_t *plan,
 }
 
 coll_status_t coll_dev_staged_queue(const coll_dev_ops_t *ops, coll_dev_stream_t *streams,
-                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk)
+                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk,
+                                    unsigned *turn)
 {
     uint64_t n = coll_dev_staged_nchunks(bytes, chunk);
     coll_status_t st = COLL_OK;
 
     for (uint64_t i = 0; i < n && st == COLL_OK; i++) {
         coll_dev_staged_chunk_t c = coll_dev_staged_chunk(bytes, chunk, i);
-        st = ops->copy_async(dst + c.off, src + c.off, c.len, streams[c.stream]);
+        st = ops->copy_async(dst + c.off, src + c.off, c.len, streams[(*turn + c.stream) % 2]);
     }
+    *turn = (unsigned)((*turn + n) % 2);
     return st;
 }
 

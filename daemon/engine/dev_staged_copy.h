@@ -108,12 +108,17 @@ coll_range_t coll_dev_staged_batch_piece(const coll_plan_t *plan,
 /**
  * @brief Queue the copy of @p bytes from @p src to @p dst (a device address and a host
  *        pointer as uint64_t, either way) chunk by chunk on @p streams[0] and @p streams[1] of
- *        @p ops. Nothing waits: the caller polls events recorded after the copy.
+ *        @p ops, alternately from stream *@p turn (0 or 1) on: chunk i on stream
+ *        (*@p turn + i) % 2 (coll_dev_staged_chunk()). On return *@p turn is the stream of the
+ *        chunk after the last, so that the pieces of a pipelined copy, each shorter than a
+ *        chunk, alternate as one copy's chunks do. Nothing waits: the caller polls events
+ *        recorded after the copy.
  * @return COLL_OK; the device layer's error of the first chunk it refused (coll_dev_error()
  *         says why; the chunks before it are queued, so wait for the streams still).
  */
 coll_status_t coll_dev_staged_queue(const coll_dev_ops_t *ops, coll_dev_stream_t *streams,
-                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk);
+                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk,
+                                    unsigned *turn);
 
 /**
  * @brief Wait, blocking, until everything queued on both @p streams is done (both are waited

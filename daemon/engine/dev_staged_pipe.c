@@ -38,7 +38,7 @@ static coll_status_t batch_queue(coll_op_t *op, staged_t *sg, uint64_t b, int in
             coll_range_t r = coll_dev_staged_batch_piece(&sg->plan, &sg->bt, b, c);
             st = r.len == 0 ? COLL_OK
                             : coll__staged_queue(ds, p, in, base + r.off * op->esize,
-                                                 r.len * op->esize);
+                                                 r.len * op->esize, &sg->turn);
         }
     }
     return st;

@@ -49,6 +49,7 @@ typedef struct {
     coll_dev_staged_batches_t bt;
     uint64_t batches_in;          /* batches, from the first on, whose copies in completed */
     uint64_t *final_cols;         /* [bt.nbatches] columns of each batch the ring finished */
+    unsigned turn;                /* the stream of the next piece (coll_dev_staged_queue()) */
     coll_dev_event_t *bev;        /* [bt.nbatches][nspans][2] recorded after each batch's
                                      copies in, on each stream of each span */
     uint32_t nspans;
@@ -60,9 +61,11 @@ coll_status_t coll__staged_fail(coll_op_t *op, coll_status_t st, const char *wha
                                 const char *why);
 
 /** @brief Queue the copy of bytes [@p off, @p off + @p len) of span @p p to its host copy
- *         (@p in) or back, counted per device. @return COLL_OK or the device layer's error. */
+ *         (@p in) or back, counted per device, its chunks alternating between the span's
+ *         streams from *@p turn on (coll_dev_staged_queue()). @return COLL_OK or the device
+ *         layer's error. */
 coll_status_t coll__staged_queue(coll_devices_t *ds, span_t *p, int in, uint64_t off,
-                                 uint64_t len);
+                                 uint64_t len, unsigned *turn);
 
 /** @brief The loop polls @p sg's copies (its timer, every millisecond) from now on.
  *  @return COLL_INPROGRESS, or COLL_ERR_NOMEM. */

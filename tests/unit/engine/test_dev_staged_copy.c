@@ -171,9 +171,13 @@ static void test_queue_and_wait(void **state)
     for (size_t i = 0; i < bytes; i++) {
         src[i] = (uint8_t)(i * 7 + 3);
     }
+    unsigned turn = 0;
+
     reset(-1);
     assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
-                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_OK);
+                                           (uint64_t)(uintptr_t)src, bytes, 4096, &turn),
+                     COLL_OK);
+    assert_int_equal(turn, 1); /* 3 chunks from stream 0: the next goes on stream 1 */
     assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
     assert_int_equal(ncalls, 5);
     for (int i = 0; i < 3; i++) {
@@ -186,6 +190,15 @@ static void test_queue_and_wait(void **state)
     assert_true(calls[3].sync && calls[3].stream == streams[0]);
     assert_true(calls[4].sync && calls[4].stream == streams[1]);
     assert_memory_equal(dst, src, bytes);
+    /* Pieces shorter than a chunk, one after the other, alternate from where the last ended. */
+    reset(-1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
+                                               (uint64_t)(uintptr_t)src, 1024, 4096, &turn),
+                         COLL_OK);
+        assert_ptr_equal(calls[i].stream, streams[(i + 1) % 2]);
+    }
+    assert_int_equal(turn, 0);
     free(src);
     free(dst);
 }
@@ -198,9 +211,12 @@ static void test_refused_chunk(void **state)
     uint8_t *src = calloc(1, bytes), *dst = calloc(1, bytes);
     (void)state;
 
+    unsigned turn = 0;
+
     reset(1);
     assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
-                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_ERR_IO);
+                                           (uint64_t)(uintptr_t)src, bytes, 4096, &turn),
+                     COLL_ERR_IO);
     assert_int_equal(ncalls, 2);
     assert_non_null(strstr(coll_dev_error(), "refused by the test"));
     assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
