@@ -425,8 +425,9 @@ static int run_timed(size_t count, int reps)
     for (int k = 0; k < reps && rc == 0; k++) {
         coll_request_t *req = NULL;
         struct timespec t0, t1;
-        coll_status_t st = finish(coll_barrier_async(comm, NULL, &req), req, algo, sizeof(algo));
+        coll_status_t st = coll_barrier_async(comm, NULL, &req);
 
+        st = finish(st, req, algo, sizeof(algo));
         clock_gettime(CLOCK_MONOTONIC, &t0);
         st = st == COLL_OK ? coll_allreduce_async(comm, a, b, count, COLL_FLOAT32, COLL_SUM,
                                                   NULL, &req)
