@@ -11,6 +11,7 @@
 # running tests/gpu/staged_check --time TIMED: a checked float32 allreduce out of place of COUNT
 # elements (default 16 Mi: 64 MiB) on device buffers, then TIMED of them (default 5), each after
 # a barrier; rank 0 prints their median. Configurations (the fake's knobs, daemons and ranks):
+#   none           copies instant, events at once: the ring and the host's memcpys alone
 #   delay20        COLL_DEVICE_FAKE_COPY_DELAY_MS=20: every event 20 ms after its record, the
 #                  copies themselves instant
 #   delay20-bw     the same, and each stream at COLL_DEVICE_FAKE_COPY_MBPS=1000 (a node copies
@@ -34,7 +35,7 @@ while getopts "o:R:T:n:b:" o; do
     T) timed=$OPTARG ;;
     n) count=$OPTARG ;;
     b) base=$OPTARG ;;
-    *) sed -n 2,27p "$0" >&2; exit 2 ;;
+    *) sed -n 2,28p "$0" >&2; exit 2 ;;
     esac
 done
 mkdir -p "$out"
@@ -45,12 +46,13 @@ mkdir -p "$out"
     echo "load before: $(uptime)"
 } >"$out/machine.txt"
 
-configs=(delay20 delay20-bw delay20-slow)
+configs=(none delay20 delay20-bw delay20-slow)
 daemons=(pipelined)
 [ -n "$base" ] && daemons+=(baseline)
 
 knobs() {
     case $1 in
+    none) echo "COLL_DEVICE_FAKE=1" ;;
     delay20) echo "COLL_DEVICE_FAKE_COPY_DELAY_MS=20" ;;
     delay20-bw) echo "COLL_DEVICE_FAKE_COPY_DELAY_MS=20 COLL_DEVICE_FAKE_COPY_MBPS=1000" ;;
     delay20-slow) echo "COLL_DEVICE_FAKE_COPY_DELAY_MS=20 COLL_DEVICE_FAKE_COPY_MBPS=250" ;;
