@@ -29,8 +29,9 @@
  * the ring finished its columns (engine/dev_staged_pipe.c, named "staged+pipelined+ring").
  * Every other operation (compressed, the parameter service's step, the other collectives, a
  * group on one node, recursive doubling) has its whole input in before its algorithm starts
- * and its whole output back after it ends. Host copies the driver refuses to lock are ordinary memory, counted per device; the
- * page-locked ones go back to the daemon's cache when the operation is freed, whatever its end.
+ * and its whole output back after it ends. Host copies the driver refuses to lock are ordinary
+ * memory, counted per device; the page-locked ones go back to the daemon's cache when the
+ * operation is freed, whatever its end.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_H
 #define COLL_ENGINE_DEV_STAGED_H

@@ -9,8 +9,9 @@
  * last column of a batch, that batch's outputs are queued back; the feature's finish then only
  * records the events after them. So the copies in of later batches run while the ring works on
  * the first, and the copies back of the first while it works on the last: for a large bucket
- * the time nears the largest of the three, not their sum. The data on the wire, the plan and
- * the sums are the ring's own, whatever the timing.
+ * the time nears the larger of the ring and the copies, not their sum (the copies back queue
+ * on the same two streams after the copies in, so those two do not overlap each other). The
+ * data on the wire, the plan and the sums are the ring's own, whatever the timing.
  */
 #include <stdio.h>
 #include <stdlib.h>
