@@ -203,7 +203,9 @@ coll_status_t coll__dev_check_word(uint64_t word, const char *who);
  *  COLL_DEVICE_FAKE is set. COLL_DEVICE_FAKE_COPY_DELAY_MS=N (test only) makes an event
  *  recorded after a copy complete only N ms after the record, as a real device's copy takes
  *  time, so the callers' polling is exercised, and a stream_write_word() land N ms after it was
- *  queued (stream_sync() and stream_destroy() wait for it); COLL_DEVICE_FAKE_PIN_FAIL=1 makes
+ *  queued (stream_sync() and stream_destroy() wait for it); COLL_DEVICE_FAKE_COPY_MBPS=N
+ *  (test only) gives each stream N MB/s: an event completes no earlier than the copies queued
+ *  on its stream before it would have, one after the other; COLL_DEVICE_FAKE_PIN_FAIL=1 makes
  *  host_alloc() refuse with COLL_ERR_NOMEM. A host_register() range's device address is its
  *  host address; stream_wait_word() polls the word every 100 us, for at most
  *  COLL_DEVICE_FAKE_WAIT_MS ms (default 60000), then fails with COLL_ERR_TIMEDOUT. */

@@ -7,8 +7,12 @@
  * memcpy); events count: one completes once its stream has done what was queued before it,
  * which a synchronous stream always has. COLL_DEVICE_FAKE_COPY_DELAY_MS holds every event back
  * for that long after its record, as a real copy takes time, so that a caller that polls events
- * is seen to wait (stream syncs and waits are not delayed: the work is done). Its "pinned" host
- * memory is ordinary memory, refused when COLL_DEVICE_FAKE_PIN_FAIL is set.
+ * is seen to wait (stream syncs and waits are not delayed: the work is done);
+ * COLL_DEVICE_FAKE_COPY_MBPS gives each stream that bandwidth, in MB/s: an event completes no
+ * earlier than the stream's copies before it would have ended, each after the one before, and a
+ * copy's data lands only then (when a query finds it ended, or the stream is synced, waited
+ * for, destroyed or writes a word), so that a reader that does not wait reads what was there.
+ * Its "pinned" host memory is ordinary memory, refused when COLL_DEVICE_FAKE_PIN_FAIL is set.
  *
  * Words shared with the host: registered host memory is its own device address; a stream's
  * word write is an atomic release store, at once, or with COLL_DEVICE_FAKE_COPY_DELAY_MS that
@@ -43,6 +47,15 @@ struct coll_dev_stream {
     uint64_t done;         /* work done: always all of it */
     uint64_t late;         /* delayed word writes queued (COLL_DEVICE_FAKE_COPY_DELAY_MS) */
     _Atomic uint64_t landed; /* of those, done: each in its turn, by a thread of its own */
+    uint64_t busy_ns;      /* when its copies would end at COLL_DEVICE_FAKE_COPY_MBPS */
+    struct fake_copy *due; /* its copies not landed yet (COLL_DEVICE_FAKE_COPY_MBPS), in order */
+    size_t head, ndue, cap; /* due[head .. ndue) are waiting */
+};
+
+/* A copy that lands when it would have ended (COLL_DEVICE_FAKE_COPY_MBPS). */
+struct fake_copy {
+    uint64_t dst, src, end_ns;
+    size_t bytes;
 };
 
 /* A delayed stream_write_word(): the @p ticket-th of its stream, due at @p due_ns. */
@@ -280,6 +293,37 @@ static coll_status_t fake_stream_create(int dev, coll_dev_stream_t *s_p)
     return COLL_OK;
 }
 
+/* Land @p s's copies that would have ended by @p now_ns (COLL_DEVICE_FAKE_COPY_MBPS), in order;
+ * UINT64_MAX: all of them. */
+static void land(struct coll_dev_stream *s, uint64_t now_ns)
+{
+    while (s->head < s->ndue && s->due[s->head].end_ns <= now_ns) {
+        const struct fake_copy *c = &s->due[s->head++];
+        memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
+    }
+    if (s->head == s->ndue) {
+        s->head = s->ndue = 0;
+    }
+}
+
+/* Queue a copy on @p s that lands at @p end_ns. @return 0, or -1 without memory (the caller
+ * copies at once then, after the copies before it). */
+static int defer(struct coll_dev_stream *s, uint64_t dst, uint64_t src, size_t bytes,
+                 uint64_t end_ns)
+{
+    if (s->ndue == s->cap) {
+        size_t cap = s->cap > 0 ? 2 * s->cap : 16;
+        struct fake_copy *d = realloc(s->due, cap * sizeof(*d));
+        if (d == NULL) {
+            return -1;
+        }
+        s->due = d;
+        s->cap = cap;
+    }
+    s->due[s->ndue++] = (struct fake_copy){dst, src, end_ns, bytes};
+    return 0;
+}
+
 /* Wait until every delayed word write of @p s landed. */
 static void wait_landed(coll_dev_stream_t s)
 {
@@ -291,7 +335,9 @@ static void wait_landed(coll_dev_stream_t s)
 static void fake_stream_destroy(coll_dev_stream_t s)
 {
     if (s != NULL) {
+        land(s, UINT64_MAX);
         wait_landed(s);
+        free(s->due);
         free(s);
     }
 }
@@ -307,8 +353,16 @@ static coll_dev_stream_t or_default(coll_dev_stream_t s)
 static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
                                      coll_dev_stream_t s)
 {
+    uint64_t mbps = knob("COLL_DEVICE_FAKE_COPY_MBPS"), now = now_ns();
+
     s = or_default(s);
-    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    if (mbps > 0) { /* after the stream's earlier copies, at mbps bytes a microsecond */
+        s->busy_ns = (s->busy_ns > now ? s->busy_ns : now) + (uint64_t)bytes * 1000u / mbps;
+    }
+    if (mbps == 0 || defer(s, dst, src, bytes, s->busy_ns) != 0) {
+        land(s, UINT64_MAX);
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    }
     s->queued++;
     s->done = s->queued;
     return COLL_OK;
@@ -347,6 +401,7 @@ static void fake_host_free(int dev, void *p)
 static coll_status_t fake_stream_sync(coll_dev_stream_t s)
 {
     s = or_default(s);
+    land(s, UINT64_MAX);
     wait_landed(s);
     return s->done == s->queued ? COLL_OK
                                 : coll__dev_fail(COLL_ERR_IO, "stream sync: work left behind");
@@ -383,6 +438,7 @@ static coll_status_t fake_event_record(coll_dev_event_t e, coll_dev_stream_t s)
     e->stream = s;
     e->target = s->queued;
     e->ready_ns = now_ns() + knob("COLL_DEVICE_FAKE_COPY_DELAY_MS") * 1000000ull;
+    e->ready_ns = e->ready_ns > s->busy_ns ? e->ready_ns : s->busy_ns;
     return COLL_OK;
 }
 
@@ -394,13 +450,22 @@ static int event_reached(coll_dev_event_t e)
 
 static coll_status_t fake_event_query(coll_dev_event_t e)
 {
-    return event_reached(e) && (e->stream == NULL || now_ns() >= e->ready_ns) ? COLL_OK
-                                                                               : COLL_INPROGRESS;
+    uint64_t now = now_ns();
+
+    if (e->stream != NULL) {
+        land((struct coll_dev_stream *)e->stream, now);
+    }
+    return event_reached(e) && (e->stream == NULL || now >= e->ready_ns) ? COLL_OK
+                                                                          : COLL_INPROGRESS;
 }
 
 static coll_status_t fake_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
 {
-    /* Work already queued elsewhere is done: a synchronous stream has nothing to wait for. */
+    /* Work already queued elsewhere is done (its copies land now): a synchronous stream has
+     * nothing to wait for. */
+    if (e->stream != NULL) {
+        land((struct coll_dev_stream *)e->stream, UINT64_MAX);
+    }
     return event_reached(e)
                ? COLL_OK
                : coll__dev_fail(COLL_ERR_IO, "stream wait: the event never completes");
@@ -511,6 +576,7 @@ static coll_status_t fake_stream_write_word(coll_dev_stream_t s, uint64_t word, 
         return st;
     }
     s = or_default(s);
+    land(s, UINT64_MAX); /* the copies before the word */
     if (delay_ms > 0 || atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
         return write_late(s, word, value, delay_ms);
     }

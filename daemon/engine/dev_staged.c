@@ -7,7 +7,7 @@
  * daemon's cache of such buffers (core/dev_pinned.h), as locking memory takes the driver
  * milliseconds, and go back to it when the operation is freed, whatever its end. Where the
  * driver refuses to lock more, ordinary memory serves, counted per device and logged the first
- * time.
+ * time. A large ring allreduce copies batch by batch while the ring runs (dev_staged_pipe.c).
  */
 #include "engine/dev_staged.h"
 
@@ -15,9 +15,10 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "common/assert.h"
 #include "core/dev_pools.h"
 #include "engine/algo.h"
-#include "engine/dev_staged_copy.h"
+#include "engine/dev_staged_state.h"
 #include "engine/dev_sync.h"
 
 /* Host copies are aligned as the kernels' vectors want them. */
@@ -25,38 +26,6 @@
 /* How often the loop polls the copies' events while they are in flight, ms (as the NCCL
  * path's poll: one query per event, far inside the loop watch's bounds). */
 #define POLL_MS 1
-
-/* One device span and its host copy. */
-typedef struct {
-    int device;                 /* the daemon's index of the span's device */
-    coll_dev_stream_t *streams; /* its device pool's pair (coll_dev_pool_streams()) */
-    uint64_t dev;               /* device address of the span's first byte */
-    uint8_t *host;              /* its host copy */
-    size_t pinned;              /* > 0: host is a buffer of this size of the daemon's cache
-                                   (coll_pinned_take()); 0: ordinary memory */
-    uint64_t in_off, in_len;    /* what is copied in before the algorithm (in_len 0: nothing) */
-    uint32_t nout;              /* ranges of the span copied back after it (0: nothing) */
-    coll_dev_staged_range_t *out; /* them (offsets in the span): &one, or an all-to-all's
-                                     receive blocks (allocated) */
-    coll_dev_staged_range_t one;
-    coll_dev_event_t ev[2];     /* recorded on each stream after the copies */
-} span_t;
-
-typedef struct {
-    coll_impl_t impl;  /* the host algorithm's, named "staged+<its name>" */
-    char name[24];
-    coll_op_t *op;
-    void (*ready)(coll_op_t *op); /* once the copies in completed: coll_op_attached(), or a
-                                     point-to-point operation's start */
-    uv_timer_t *timer; /* the poll of the events while copies are in flight, NULL before the
-                          first; freed by its close callback */
-    int in;            /* the copies in flight: 1 in, 0 back */
-    int inflight;      /* 1 from the first copy queued until its events completed */
-    int streams;       /* 1 while the ranks' streams have not written their ready words
-                          (engine/dev_sync.h): the timer polls those, nothing is copied yet */
-    uint32_t nspans;
-    span_t span[];     /* at most two per local member */
-} staged_t;
 
 int coll_dev_staged_runs(unsigned kind, unsigned compression)
 {
@@ -79,7 +48,8 @@ static uint32_t device_members(const coll_op_t *op)
     return n;
 }
 
-static coll_status_t fail(coll_op_t *op, coll_status_t st, const char *what, const char *why)
+coll_status_t coll__staged_fail(coll_op_t *op, coll_status_t st, const char *what,
+                                const char *why)
 {
     char nm[64];
 
@@ -120,11 +90,11 @@ static coll_status_t add_span(coll_op_t *op, staged_t *sg, uint32_t pool, uint64
     coll_status_t st = coll_dev_pool_streams(dp, &p->streams, err, sizeof(err));
 
     if (st != COLL_OK) {
-        return fail(op, st, "has no stream", err);
+        return coll__staged_fail(op, st, "has no stream", err);
     }
     p->device = dp->device;
     if (host_copy(op, p, bytes) != COLL_OK) {
-        return fail(op, COLL_ERR_NOMEM, "has no host copy", "daemon out of memory");
+        return coll__staged_fail(op, COLL_ERR_NOMEM, "has no host copy", "daemon out of memory");
     }
     sg->nspans++;
     p->dev = lo;
@@ -132,7 +102,7 @@ static coll_status_t add_span(coll_op_t *op, staged_t *sg, uint32_t pool, uint64
         st = op->job->d->devices.ops->event_create(p->device, &p->ev[k]);
     }
     if (st != COLL_OK) {
-        return fail(op, st, "has no event", coll_dev_error());
+        return coll__staged_fail(op, st, "has no event", coll_dev_error());
     }
     *p_p = p;
     return COLL_OK;
@@ -183,7 +153,7 @@ static coll_status_t member_spans(coll_op_t *op, staged_t *sg, uint32_t b,
     }
     if (st == COLL_OK && re > 0) {
         if (out_ranges(q, &who, out - q->dev) != COLL_OK) {
-            return fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
+            return coll__staged_fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
         }
         op->out[b] = q->host + (out - q->dev);
         if (b == 0 && op->desc.coll == COLL_KIND_PS_STEP) {
@@ -211,15 +181,31 @@ static uint64_t to_copy(const staged_t *sg, int in)
     return n;
 }
 
-/* Queue the copy of bytes [@p off, @p off + @p len) of span @p p to its host copy (@p in) or
- * back, counted. */
-static coll_status_t queue(coll_devices_t *ds, span_t *p, int in, uint64_t off, uint64_t len)
+coll_status_t coll__staged_queue(coll_devices_t *ds, span_t *p, int in, uint64_t off,
+                                 uint64_t len, unsigned *turn)
 {
     uint64_t host = (uint64_t)(uintptr_t)(p->host + off), dev = p->dev + off;
     coll_status_t st = coll_dev_staged_queue(ds->ops, p->streams, in ? host : dev,
-                                             in ? dev : host, len, COLL_DEV_STAGED_CHUNK_BYTES);
+                                             in ? dev : host, len, COLL_DEV_STAGED_CHUNK_BYTES,
+                                             turn);
 
     ds->dev[p->device].staged_bytes += st == COLL_OK ? len : 0;
+    return st;
+}
+
+/* Record each span's events after the copies in (@p in) or back queued so far. */
+static coll_status_t record(coll_op_t *op, staged_t *sg, int in)
+{
+    coll_devices_t *ds = &op->job->d->devices;
+    coll_status_t st = COLL_OK;
+
+    sg->in = in;
+    sg->inflight = 1;
+    for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
+        for (int s = 0; s < 2 && st == COLL_OK; s++) {
+            st = ds->ops->event_record(sg->span[k].ev[s], sg->span[k].streams[s]);
+        }
+    }
     return st;
 }
 
@@ -230,23 +216,19 @@ static coll_status_t copy(coll_op_t *op, staged_t *sg, int in)
     coll_devices_t *ds = &op->job->d->devices;
     coll_status_t st = COLL_OK;
 
-    sg->in = in;
     sg->inflight = 1;
     for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
         span_t *p = &sg->span[k];
-        if (in) {
-            st = p->in_len > 0 ? queue(ds, p, 1, p->in_off, p->in_len) : COLL_OK;
+        unsigned turn = 0;
+        if (in && p->in_len > 0) {
+            st = coll__staged_queue(ds, p, 1, p->in_off, p->in_len, &turn);
         }
         for (uint32_t r = 0; !in && r < p->nout && st == COLL_OK; r++) {
-            st = queue(ds, p, 0, p->out[r].off, p->out[r].len);
+            turn = 0;
+            st = coll__staged_queue(ds, p, 0, p->out[r].off, p->out[r].len, &turn);
         }
     }
-    for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
-        for (int s = 0; s < 2 && st == COLL_OK; s++) {
-            st = ds->ops->event_record(sg->span[k].ev[s], sg->span[k].streams[s]);
-        }
-    }
-    return st;
+    return st == COLL_OK ? record(op, sg, in) : st;
 }
 
 /* @return COLL_OK when every event of the copies completed, COLL_INPROGRESS while one has not,
@@ -271,7 +253,7 @@ static coll_status_t query(const coll_op_t *op, staged_t *sg)
 static void tick(uv_timer_t *t);
 
 /* The loop polls (tick()) every POLL_MS. @return COLL_INPROGRESS, or COLL_ERR_NOMEM. */
-static coll_status_t poll_start(coll_op_t *op, staged_t *sg)
+coll_status_t coll__staged_poll_start(coll_op_t *op, staged_t *sg)
 {
     if (sg->timer == NULL) {
         if ((sg->timer = calloc(1, sizeof(*sg->timer))) == NULL) {
@@ -290,25 +272,29 @@ static coll_status_t settle(coll_op_t *op, staged_t *sg)
 {
     coll_status_t st = query(op, sg);
 
-    return st == COLL_INPROGRESS ? poll_start(op, sg) : st;
+    return st == COLL_INPROGRESS ? coll__staged_poll_start(op, sg) : st;
 }
 
-/* Queue the copies in. @return COLL_OK when there is nothing to copy in (a receive) or the
- * copies are done already, COLL_INPROGRESS while they are in flight (sg->ready() follows), or
- * the error with which the job failed. */
+/* Queue the copies in. @return COLL_OK when there is nothing to copy in (a receive), the
+ * copies are done already or the operation is pipelined (it starts at once), COLL_INPROGRESS
+ * while they are in flight (sg->ready() follows), or the error with which the job failed. */
 static coll_status_t copy_in(coll_op_t *op, staged_t *sg)
 {
     coll_status_t st;
 
+    if (sg->pipe) {
+        return coll__staged_pipe_in(op, sg);
+    }
     if (to_copy(sg, 1) == 0) {
         return COLL_OK;
     }
     if ((st = copy(op, sg, 1)) == COLL_OK) {
         st = settle(op, sg);
     }
-    return st == COLL_OK || st == COLL_INPROGRESS
-               ? st
-               : fail(op, st, "could not copy the device buffers in", coll_dev_error());
+    return st == COLL_OK || st == COLL_INPROGRESS ? st
+                                                  : coll__staged_fail(op, st, "could not copy "
+                                                                      "the device buffers in",
+                                                                      coll_dev_error());
 }
 
 /* The ranks' streams wrote their ready words: the copies in, then sg->ready(). */
@@ -339,6 +325,10 @@ static void tick(uv_timer_t *t)
         }
         return;
     }
+    if (sg->pipe_in) {
+        coll__staged_pipe_tick(op, sg);
+        return;
+    }
     if ((st = query(op, sg)) == COLL_INPROGRESS) {
         return;
     }
@@ -346,13 +336,13 @@ static void tick(uv_timer_t *t)
     coll_op_hold(op); /* a failure frees the state otherwise */
     if (sg->in) {
         if (st != COLL_OK) {
-            fail(op, st, "could not copy the device buffers in", coll_dev_error());
+            coll__staged_fail(op, st, "could not copy the device buffers in", coll_dev_error());
         } else if (!op->done) { /* the job may have failed meanwhile */
             sg->ready(op);
         }
     } else {
         if (st != COLL_OK) {
-            fail(op, st, "could not copy the results back", coll_dev_error());
+            coll__staged_fail(op, st, "could not copy the results back", coll_dev_error());
         }
         coll_op_finished(op, st);
     }
@@ -372,8 +362,10 @@ static void count(coll_op_t *op, const staged_t *sg)
     }
 }
 
-/* The implementation the table or compression chose, renamed "staged+<its name>". */
-static void wrap(coll_op_t *op, staged_t *sg)
+/* The implementation the table or compression chose, renamed "staged+<its name>", or
+ * "staged+pipelined+<its name>" where the copies overlap it (coll__staged_pipe_setup()).
+ * @return COLL_OK, or the error with which the job failed. */
+static coll_status_t wrap(coll_op_t *op, staged_t *sg)
 {
     const coll_impl_t *inner = op->impl != NULL ? op->impl : coll_algo_impl(op);
 
@@ -381,6 +373,7 @@ static void wrap(coll_op_t *op, staged_t *sg)
     snprintf(sg->name, sizeof(sg->name), "staged+%s", inner->name);
     sg->impl.name = sg->name;
     op->impl = &sg->impl;
+    return coll__staged_pipe_setup(op, sg, inner);
 }
 
 /* The spans of @p sg are set: count the operation, name it, and once the ranks' streams wrote
@@ -390,13 +383,17 @@ static void wrap(coll_op_t *op, staged_t *sg)
  * failed. An operation NCCL runs has no spans: it only waits for the streams. */
 static coll_status_t stage(coll_op_t *op, staged_t *sg)
 {
+    coll_status_t st;
+
     if (sg->nspans > 0) {
         count(op, sg);
-        wrap(op, sg);
+        if ((st = wrap(op, sg)) != COLL_OK) {
+            return st;
+        }
     }
     if (!coll_dev_sync_ready(op)) {
         sg->streams = 1;
-        return poll_start(op, sg);
+        return coll__staged_poll_start(op, sg);
     }
     return copy_in(op, sg);
 }
@@ -407,7 +404,7 @@ static staged_t *state_new(coll_op_t *op, uint32_t nspans, void (*ready)(coll_op
     staged_t *sg = calloc(1, sizeof(*sg) + nspans * sizeof(span_t));
 
     if (sg == NULL) {
-        fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
+        coll__staged_fail(op, COLL_ERR_NOMEM, "has no state", "daemon out of memory");
         return NULL;
     }
     sg->op = op;
@@ -458,14 +455,17 @@ static coll_status_t staged_finish(coll_op_t *op, void *state)
     if (to_copy(state, 0) == 0) { /* a send, a reduce's or a gather's other ranks */
         return COLL_OK;
     }
-    st = copy(op, state, 0);
+    /* Pipelined, every batch's copies back are queued already (pipe_final()): the ring
+     * finished the last batch's columns, which it started only once every batch was in. */
+    COLL_ASSERT(!((staged_t *)state)->pipe_in);
+    st = ((staged_t *)state)->pipe ? record(op, state, 0) : copy(op, state, 0);
 
     if (st == COLL_OK) {
         st = settle(op, state);
     }
     return st == COLL_OK || st == COLL_INPROGRESS
                ? st
-               : fail(op, st, "could not copy the results back", coll_dev_error());
+               : coll__staged_fail(op, st, "could not copy the results back", coll_dev_error());
 }
 
 static void timer_closed(uv_handle_t *h)
@@ -501,6 +501,7 @@ static void staged_free(coll_op_t *op, void *state)
             free(p->host);
         }
     }
+    coll__staged_pipe_free(op, sg);
     free(sg);
 }
 

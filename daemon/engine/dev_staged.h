@@ -23,9 +23,15 @@
  * The copies do not block the loop thread: the feature's attach and finish answer
  * COLL_INPROGRESS while they are in flight, a timer of the loop polls their events, and the
  * operation starts (coll_op_attached()) or its ranks are told (coll_op_finished()) once they
- * completed. The network does not overlap them: the whole input is in before the algorithm
- * starts. Host copies the driver refuses to lock are ordinary memory, counted per device; the
- * page-locked ones go back to the daemon's cache when the operation is freed, whatever its end.
+ * completed. A ring allreduce of more than one batch of the ring's columns (the gradient
+ * buckets; coll_dev_staged_batches()) overlaps them with the ring: it starts at once, each
+ * column once its batch is in (the operation's gate, op.h), and each batch goes back as soon as
+ * the ring finished its columns (engine/dev_staged_pipe.c, named "staged+pipelined+ring").
+ * Every other operation (compressed, the parameter service's step, the other collectives, a
+ * group on one node, recursive doubling) has its whole input in before its algorithm starts
+ * and its whole output back after it ends. Host copies the driver refuses to lock are ordinary
+ * memory, counted per device; the page-locked ones go back to the daemon's cache when the
+ * operation is freed, whatever its end.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_H
 #define COLL_ENGINE_DEV_STAGED_H

@@ -85,16 +85,42 @@ coll_dev_staged_chunk_t coll_dev_staged_chunk(uint64_t bytes, uint64_t chunk, ui
                                      (unsigned)(i % 2)};
 }
 
+coll_dev_staged_batches_t coll_dev_staged_batches(const coll_plan_t *plan, size_t esize,
+                                                  uint64_t target)
+{
+    uint64_t column = (uint64_t)plan->nnodes * plan->seg_elems * esize;
+    coll_dev_staged_batches_t bt = {target / column > 0 ? target / column : 1, 0};
+
+    COLL_ASSERT(!plan->blocked && column > 0);
+    bt.nbatches = plan->nseg / bt.cols + (plan->nseg % bt.cols != 0);
+    return bt;
+}
+
+coll_range_t coll_dev_staged_batch_piece(const coll_plan_t *plan,
+                                         const coll_dev_staged_batches_t *bt, uint64_t b,
+                                         uint32_t c)
+{
+    coll_range_t chunk = coll_plan_chunk(plan, c);
+    uint64_t from = b * bt->cols * plan->seg_elems, to = from + bt->cols * plan->seg_elems;
+
+    COLL_ASSERT(b < bt->nbatches && c < plan->nnodes);
+    from = from < chunk.len ? from : chunk.len;
+    to = to < chunk.len ? to : chunk.len;
+    return (coll_range_t){chunk.off + from, to - from};
+}
+
 coll_status_t coll_dev_staged_queue(const coll_dev_ops_t *ops, coll_dev_stream_t *streams,
-                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk)
+                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk,
+                                    unsigned *turn)
 {
     uint64_t n = coll_dev_staged_nchunks(bytes, chunk);
     coll_status_t st = COLL_OK;
 
     for (uint64_t i = 0; i < n && st == COLL_OK; i++) {
         coll_dev_staged_chunk_t c = coll_dev_staged_chunk(bytes, chunk, i);
-        st = ops->copy_async(dst + c.off, src + c.off, c.len, streams[c.stream]);
+        st = ops->copy_async(dst + c.off, src + c.off, c.len, streams[(*turn + c.stream) % 2]);
     }
+    *turn = (unsigned)((*turn + n) % 2);
     return st;
 }
 

@@ -7,7 +7,9 @@
  *        streams of the device pool, so that the chunks of one copy, and the copies of several
  *        buffers, run side by side where the device has the copy engines for it; the caller
  *        then records an event on both streams and polls them (the daemon's loop) before the
- *        host copy is read or the device buffer is handed back.
+ *        host copy is read or the device buffer is handed back. A pipelined operation (a large
+ *        ring allreduce) copies its buffers in batches of the ring's pipeline columns, in the
+ *        order the ring starts them, with events after each batch.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_COPY_H
 #define COLL_ENGINE_DEV_STAGED_COPY_H
@@ -16,6 +18,7 @@
 #include <stdint.h>
 
 #include "device/dev.h"
+#include "engine/plan.h"
 #include "proto/desc.h"
 
 /** One local member's part in an operation, as its copies depend on it. */
@@ -73,15 +76,49 @@ uint64_t coll_dev_staged_nchunks(uint64_t bytes, uint64_t chunk);
  *          [i * chunk, min(bytes, (i + 1) * chunk)) and goes on stream i % 2. */
 coll_dev_staged_chunk_t coll_dev_staged_chunk(uint64_t bytes, uint64_t chunk, uint64_t i);
 
+/** Bytes of one buffer that a batch of a pipelined staged operation copies at least (one
+ *  column at least; the last batch may be shorter). */
+#define COLL_DEV_STAGED_BATCH_BYTES ((uint64_t)4 << 20)
+
+/** A pipelined staged operation's batches: runs of @c cols consecutive pipeline columns of its
+ *  plan (engine/plan.h), copied in, and back, one after the other. */
+typedef struct {
+    uint64_t cols;     /**< columns of a batch (the last may have fewer) */
+    uint64_t nbatches; /**< batches: every column of the plan in one (0 when it has none) */
+} coll_dev_staged_batches_t;
+
+/**
+ * @brief The batches of even plan @p plan (an allreduce's, coll_plan_init()) over a buffer of
+ *        elements of @p esize bytes: as many whole columns as fit in @p target bytes of the
+ *        buffer (a column has a segment of every chunk: nnodes x seg_elems elements), one at
+ *        least. Depends on nothing but its arguments.
+ */
+coll_dev_staged_batches_t coll_dev_staged_batches(const coll_plan_t *plan, size_t esize,
+                                                  uint64_t target);
+
+/**
+ * @return The elements of chunk @p c (below plan->nnodes) in batch @p b (below bt->nbatches):
+ *         the segments of the batch's columns in that chunk, which are adjacent; length 0 where
+ *         the chunk ends before the batch's first column.
+ */
+coll_range_t coll_dev_staged_batch_piece(const coll_plan_t *plan,
+                                         const coll_dev_staged_batches_t *bt, uint64_t b,
+                                         uint32_t c);
+
 /**
  * @brief Queue the copy of @p bytes from @p src to @p dst (a device address and a host
  *        pointer as uint64_t, either way) chunk by chunk on @p streams[0] and @p streams[1] of
- *        @p ops. Nothing waits: the caller polls events recorded after the copy.
+ *        @p ops, alternately from stream *@p turn (0 or 1) on: chunk i on stream
+ *        (*@p turn + i) % 2 (coll_dev_staged_chunk()). On return *@p turn is the stream of the
+ *        chunk after the last, so that the pieces of a pipelined copy, each shorter than a
+ *        chunk, alternate as one copy's chunks do. Nothing waits: the caller polls events
+ *        recorded after the copy.
  * @return COLL_OK; the device layer's error of the first chunk it refused (coll_dev_error()
  *         says why; the chunks before it are queued, so wait for the streams still).
  */
 coll_status_t coll_dev_staged_queue(const coll_dev_ops_t *ops, coll_dev_stream_t *streams,
-                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk);
+                                    uint64_t dst, uint64_t src, uint64_t bytes, uint64_t chunk,
+                                    unsigned *turn);
 
 /**
  * @brief Wait, blocking, until everything queued on both @p streams is done (both are waited

@@ -179,6 +179,15 @@ void coll_op_attached(coll_op_t *op)
     }
 }
 
+void coll_op_gate_opened(coll_op_t *op)
+{
+    COLL_ASSERT(!op->done && op->impl != NULL && op->impl->opened != NULL);
+    op->impl->opened(op);
+    if (op->grp->nnodes > 1) {
+        coll_transport_drive(op->job);
+    }
+}
+
 uint64_t coll_op_bytes(const coll_op_t *op)
 {
     uint64_t sum = 0;

@@ -54,7 +54,29 @@ typedef struct coll_impl {
     /** A barrier stage resumed the operation (stage.h): distribute the reduced chunk (NULL:
      *  the algorithm runs no stages). */
     void (*resume)(struct coll_op *op);
+    /** Set op->plan as start() will (NULL: the algorithm does not work by the plan's
+     *  columns). An algorithm with this hook reads the inputs of pipeline column j (piece j
+     *  of every chunk, plan.h) and writes its outputs only while it runs that column, and
+     *  honours op->gate (coll_op_gate_t): it starts no column the gate has not let in, and
+     *  reports each column whose outputs are final. */
+    void (*plan)(struct coll_op *op);
+    /** The gate let more columns in (coll_op_gate_opened()): start those it can. NULL
+     *  without plan. */
+    void (*opened)(struct coll_op *op);
 } coll_impl_t;
+
+/** Which pipeline columns of op->plan an algorithm with a plan hook (coll_impl_t) may start,
+ *  and the news of those it finished: set by a feature that fills the inputs while the
+ *  algorithm runs and empties the outputs column by column (the staged path's copies,
+ *  engine/dev_staged.h); NULL: every column is in. Loop thread. */
+typedef struct coll_op_gate {
+    /** @return How many columns, from column 0 on, have their inputs in op->in: the algorithm
+     *          starts none beyond (it asks again after coll_op_gate_opened()). */
+    uint64_t (*ready)(const struct coll_op *op);
+    /** Column @p j's outputs are final in op->out: the algorithm reads and writes none of its
+     *  bytes any more. May fail the job (coll_job_fail()). */
+    void (*final)(struct coll_op *op, uint64_t j);
+} coll_op_gate_t;
 
 /** One local member's part in an operation. */
 typedef struct {
@@ -95,6 +117,7 @@ typedef struct coll_op {
                                     device buffers host copies, engine/dev_staged.h) */
     void **out;                /**< daemon addresses of the outputs, by local member (as in) */
     const struct coll_impl *impl;
+    const coll_op_gate_t *gate; /**< the columns the algorithm may start (NULL: all) */
     void *algo_state;
     void *feature[COLL_OP_FEATURES]; /**< each registered feature's state, NULL where it is not
                                           attached (engine/feature.h) */
@@ -154,6 +177,12 @@ void coll_op_start(coll_op_t *op);
  *         features attach and the operation starts as coll_op_start() goes on. @p op may be
  *         freed on return. Loop thread only. */
 void coll_op_attached(coll_op_t *op);
+
+/** @brief @p op's gate (op->gate) let more columns in: its algorithm starts those it can
+ *         (coll_impl_t.opened) and the transfers it posted go out. Not on a done operation.
+ *         Hold @p op across the call (a failure fails the job). Loop thread, outside the
+ *         transport's callbacks. */
+void coll_op_gate_opened(coll_op_t *op);
 
 /**
  * @brief Handle a client's Submit: validate it (its group must be one the rank registered),

@@ -12,6 +12,13 @@
  *               float32 sum rounded once is expected, computed here); all-gather,
  *               reduce-scatter, broadcast from the last rank and reduce to rank 0 (float32);
  *               coll_req_algo() of each names the staged path ("staged+...").
+ *   --algo NAME the float32 allreduces (out of place and in place) must be named NAME exactly
+ *               (coll_req_algo()): "staged+pipelined+ring" for one whose copies overlap the
+ *               ring (a large allreduce between nodes), "staged+local" on one node.
+ *   --time REPS a float32 allreduce out of place of --count elements, checked, then REPS of
+ *               them timed, each after a barrier; rank 0 prints the median, the fastest and
+ *               the slowest in ms and the algorithm (bench/staged-overlap.sh; never a pass or
+ *               fail).
  *   --mismatch  rank 0 allreduces a device buffer of 1024 elements, every other rank a host
  *               buffer of 1025: every rank gets COLL_ERR_MISMATCH.
  *   --mixed     an allreduce from a device buffer into a host-pool buffer is refused with
@@ -50,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rank_dev.h"
 
@@ -60,6 +68,7 @@ static coll_comm_t *comm;
 static int rank, world;
 static int nccl; /* --nccl */
 static coll_redop_t redop = COLL_SUM; /* the reduce-scatter's and the reduce's (run_case()) */
+static const char *f32_algo; /* --algo: the float32 allreduces' name, NULL: any staged one */
 
 /* Rank @p r's input element @p i. */
 static float value(int r, size_t i)
@@ -138,6 +147,10 @@ static int allreduce_f32(const char *what, float *in, float *out, size_t n, coll
     st = coll_allreduce_async(comm, in, out, n, COLL_FLOAT32, op, params, &req);
     st = finish(st, req, algo, sizeof(algo));
     if (st == COLL_OK && rank_dev_copy(h, out, n * 4) < 0) {
+        return -1;
+    }
+    if (st == COLL_OK && f32_algo != NULL && strcmp(algo, f32_algo) != 0) {
+        fprintf(stderr, "rank %d: %s ran as '%s', not '%s'\n", rank, what, algo, f32_algo);
         return -1;
     }
     return check(what, st, algo, h, h + n, n);
@@ -392,6 +405,48 @@ static int run_compressed(size_t count)
     return rc;
 }
 
+static int by_value(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+/* --time @p reps: the checked allreduce of @p count floats, then @p reps timed. */
+static int run_timed(size_t count, int reps)
+{
+    float *h = malloc(count * 2 * sizeof(float));
+    float *a = rank_dev_alloc(count * 4), *b = rank_dev_alloc(count * 4);
+    double *ms = calloc((size_t)reps, sizeof(double));
+    char algo[32] = "";
+    int rc = h == NULL || a == NULL || b == NULL || ms == NULL ? -1 : 0;
+
+    rc = rc == 0 ? allreduce_f32("float32 allreduce", a, b, count, COLL_SUM, h) : rc;
+    for (int k = 0; k < reps && rc == 0; k++) {
+        coll_request_t *req = NULL;
+        struct timespec t0, t1;
+        coll_status_t st = coll_barrier_async(comm, NULL, &req);
+
+        st = finish(st, req, algo, sizeof(algo));
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = st == COLL_OK ? coll_allreduce_async(comm, a, b, count, COLL_FLOAT32, COLL_SUM,
+                                                  NULL, &req)
+                           : st;
+        st = finish(st, req, algo, sizeof(algo));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ms[k] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        rc = st == COLL_OK ? 0 : check("timed float32 allreduce", st, algo, NULL, NULL, 0);
+    }
+    if (rc == 0 && rank == 0 && reps > 0) {
+        qsort(ms, (size_t)reps, sizeof(*ms), by_value);
+        printf("staged allreduce of %zu bytes: median %.1f ms, fastest %.1f, slowest %.1f over "
+               "%d (%s)\n", count * 4, ms[reps / 2], ms[0], ms[reps - 1], reps, algo);
+    }
+    free(ms);
+    free(h);
+    return rc;
+}
+
 /* The averages of --nccl: allreduces of float32, bfloat16 and int32, the reduce-scatter and the
  * reduce, on @p a and @p b (@p count floats each) and buffers of their own, through @p h. */
 static int run_averages(float *a, float *b, size_t count, float *h)
@@ -534,24 +589,32 @@ int main(int argc, char **argv)
                                          {"nccl", no_argument, NULL, 'N'},
                                          {"nccl-error", no_argument, NULL, 'e'},
                                          {"kinds", no_argument, NULL, 'k'},
+                                         {"algo", required_argument, NULL, 'a'},
+                                         {"time", required_argument, NULL, 't'},
                                          {NULL, 0, NULL, 0}};
     static coll_op_params_t compressed = {.field_mask = COLL_OP_PARAM_COMPRESSION};
     size_t count = 3u << 19;
-    int c, mode = 0, rc;
+    int c, mode = 0, rc, reps = 0;
 
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'n') {
             count = (size_t)atol(optarg);
         } else if (c == 'N') {
             nccl = 1;
+        } else if (c == 'a') {
+            f32_algo = optarg;
+        } else if (c == 't') {
+            mode = c;
+            reps = atoi(optarg);
         } else if (c == 'm' || c == 'x' || c == 'e' || c == 'k') {
             mode = c;
         } else if (c == 'c' && coll_compression_parse(optarg, &compressed.compression) == COLL_OK) {
             mode = c;
             params = &compressed;
         } else {
-            fprintf(stderr, "usage: staged_check [--count N] [--mismatch | --mixed | "
-                    "--compression SPEC | --nccl-error | --kinds] [--nccl]\n");
+            fprintf(stderr, "usage: staged_check [--count N] [--algo NAME] [--mismatch | "
+                    "--mixed | --compression SPEC | --nccl-error | --kinds | --time REPS] "
+                    "[--nccl]\n");
             return 2;
         }
     }
@@ -564,6 +627,7 @@ int main(int argc, char **argv)
          : mode == 'x' ? run_mixed()
          : mode == 'e' ? run_nccl_error()
          : mode == 'c' ? run_compressed(count)
+         : mode == 't' ? run_timed(count, reps)
                        : run_all(count);
     if (rc == 0) {
         printf("rank %d: done\n", rank);

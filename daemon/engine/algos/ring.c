@@ -20,6 +20,11 @@
  * for step s+2 once that send completed. Every node posts receive s+2 only after its send s+1
  * completed, which needs the next node's receive s+1, and so on down to steps 0 and 1 that
  * need nothing: no cycle of waits, whatever the timing, with 2 buffers per column.
+ * Column j reads the inputs and writes the outputs of piece j of every chunk only, and only while
+ * it runs: with a gate (op->gate, the staged path's copies in and back, engine/dev_staged.h) a
+ * column starts once the gate let it in, and the gate hears of each column done. A node that
+ * waits for its gate only delays its columns: the others' messages wait unexpected, as for a
+ * slow node, and nothing on the wire changes.
  *
  * What is written where, and when (no output before agreement): reduce-scatter writes only
  * staging; its last step writes the node's own chunk into the outputs, which can only happen
@@ -47,6 +52,7 @@
 
 typedef struct {
     uint64_t j;               /* column index */
+    int busy;                 /* runs column j (else the slot is free) */
     uint32_t events;          /* completed transfers of this column */
     uint8_t *buf[2];          /* staging, one segment each (reduce-scatter only) */
     coll_xfer_t rs_recv[2];   /* by buffer */
@@ -319,17 +325,41 @@ static void release_staging(coll_op_t *op, ring_t *g)
     }
 }
 
+/* Start the columns the gate let in (op->gate; every column without one) in the free slots.
+ * @return COLL_OK or the transport's error. */
+static coll_status_t start_columns(coll_op_t *op, ring_t *g)
+{
+    uint64_t in = op->gate != NULL ? op->gate->ready(op) : op->plan.nseg;
+    coll_status_t st = COLL_OK;
+
+    in = in < op->plan.nseg ? in : op->plan.nseg;
+    for (uint32_t k = 0; k < g->ncols && g->next_col < in && st == COLL_OK && !op->done; k++) {
+        if (!g->cols[k].busy) {
+            g->cols[k].busy = 1;
+            st = col_start(op, g, &g->cols[k], g->next_col++);
+        }
+    }
+    return st;
+}
+
 static void col_done(coll_op_t *op, ring_t *g, ring_col_t *c)
 {
+    c->busy = 0;
     g->cols_done++;
+    if (op->gate != NULL && !(g->split && g->rs)) { /* a split's outputs wait for its stage */
+        op->gate->final(op, c->j);                  /* may fail the job */
+        if (op->done) {
+            return;
+        }
+    }
     if (g->cols_done == op->plan.nseg && g->split && g->rs) {
         release_staging(op, g); /* the all-gather needs none, and the stage may wait long */
         g->stage->all_reduced(op);
     } else if (g->cols_done == op->plan.nseg) {
         coll_op_algo_done(op);
-    } else if (g->next_col < op->plan.nseg && col_start(op, g, c, g->next_col++) != COLL_OK) {
+    } else if (start_columns(op, g) != COLL_OK) {
         coll_job_fail(op->job, COLL_ERR_TRANSPORT, 1, "ring: posting column %llu failed",
-                      (unsigned long long)c->j);
+                      (unsigned long long)g->next_col - 1);
     }
 }
 
@@ -404,7 +434,7 @@ static coll_status_t ring_alloc(coll_op_t *op, ring_t **g_p)
 }
 
 /* Segments are cut by the size of a partial result, so a float32 partial of 16-bit data
- * fills one staging segment. */
+ * fills one staging segment. The same plan on every call (coll_impl_t.plan). */
 static void ring_plan(coll_op_t *op)
 {
     const coll_group_t *grp = op->grp;
@@ -415,16 +445,6 @@ static void ring_plan(coll_op_t *op)
         coll_plan_init_blocked(&op->plan, op->desc.count, grp->nnodes, es, seg, grp->node_ranks,
                                grp->node_nranks);
     }
-}
-
-static coll_status_t start_columns(coll_op_t *op, ring_t *g)
-{
-    coll_status_t st = COLL_OK;
-
-    for (uint32_t k = 0; k < g->ncols && st == COLL_OK && !op->done; k++) {
-        st = col_start(op, g, &g->cols[k], g->next_col++);
-    }
-    return st;
 }
 
 static coll_status_t ring_start(coll_op_t *op)
@@ -479,6 +499,17 @@ static void ring_resume(coll_op_t *op)
     }
 }
 
+/* The gate let more columns in (coll_op_gate_opened()). */
+static void ring_opened(coll_op_t *op)
+{
+    ring_t *g = op->algo_state;
+
+    if (g != NULL && start_columns(op, g) != COLL_OK) {
+        coll_job_fail(op->job, COLL_ERR_TRANSPORT, 1, "ring: posting column %llu failed",
+                      (unsigned long long)g->next_col - 1);
+    }
+}
+
 static void ring_cleanup(coll_op_t *op)
 {
     ring_t *g = op->algo_state;
@@ -496,4 +527,6 @@ const coll_impl_t coll_impl_ring = {
     .on_xfer = ring_on_xfer,
     .cleanup = ring_cleanup,
     .resume = ring_resume,
+    .plan = ring_plan,
+    .opened = ring_opened,
 };

@@ -6,7 +6,9 @@
  * "pinned" host memory and its refusal (COLL_DEVICE_FAKE_PIN_FAIL); events held back by
  * COLL_DEVICE_FAKE_COPY_DELAY_MS; registered host memory and words on it: a stream's wait
  * released by another thread's write, one that times out (COLL_DEVICE_FAKE_WAIT_MS) without
- * spinning, a write held back by COLL_DEVICE_FAKE_COPY_DELAY_MS, the refusals.
+ * spinning, a write held back by COLL_DEVICE_FAKE_COPY_DELAY_MS, the refusals; copies at
+ * COLL_DEVICE_FAKE_COPY_MBPS: one after the other on a stream, side by side on two, their data
+ * landing only when they would have ended.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -255,6 +257,63 @@ static long ms_since(clockid_t clock, const struct timespec *t0)
     return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
+/* At COLL_DEVICE_FAKE_COPY_MBPS=100, two copies of 2 MB on one stream take 40 ms, one after
+ * the other: the event after the first completes at 20 ms, the one after the second at 40, and
+ * a copy's data is not there before (a third copy of 2 MB on another stream ends with the
+ * first); a stream sync lands everything. */
+static void test_copy_bandwidth_lands_data_late(void **state)
+{
+    enum { MB2 = 2000000 };
+    coll_dev_stream_t s[2] = {NULL, NULL};
+    coll_dev_event_t e[3] = {NULL, NULL, NULL};
+    uint8_t *src = malloc(MB2), *dst = calloc(3, MB2);
+    struct timespec t0;
+    int polls = 0;
+
+    (void)state;
+    assert_non_null(src);
+    assert_non_null(dst);
+    memset(src, 7, MB2);
+    setenv("COLL_DEVICE_FAKE_COPY_MBPS", "100", 1);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ops->event_create(0, &e[k]), COLL_OK);
+    }
+    assert_int_equal(ops->stream_create(0, &s[0]), COLL_OK);
+    assert_int_equal(ops->stream_create(0, &s[1]), COLL_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int k = 0; k < 3; k++) { /* copies 0 and 1 on stream 0, copy 2 on stream 1 */
+        assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)(dst + (size_t)k * MB2),
+                                         (uint64_t)(uintptr_t)src, MB2, s[k / 2]), COLL_OK);
+        assert_int_equal(ops->event_record(e[k], s[k / 2]), COLL_OK);
+    }
+    assert_int_equal(dst[0], 0); /* nothing landed yet */
+    assert_int_equal(dst[2 * MB2], 0);
+    while (ops->event_query(e[0]) == COLL_INPROGRESS && polls++ < 1000) {
+        usleep(1000);
+    }
+    assert_true(ms_since(CLOCK_MONOTONIC, &t0) >= 20);
+    assert_int_equal(dst[MB2 - 1], 7); /* the first copy landed with its event */
+    if (ms_since(CLOCK_MONOTONIC, &t0) < 35) { /* not a slow machine's late poll */
+        assert_int_equal(ops->event_query(e[1]), COLL_INPROGRESS);
+        assert_int_equal(dst[MB2], 0);
+    }
+    while (ops->event_query(e[2]) == COLL_INPROGRESS && polls++ < 1000) {
+        usleep(1000);
+    }
+    assert_true(ms_since(CLOCK_MONOTONIC, &t0) < 1000);
+    assert_int_equal(dst[3 * MB2 - 1], 7);
+    assert_int_equal(ops->stream_sync(s[0]), COLL_OK); /* lands the second at once */
+    assert_int_equal(dst[2 * MB2 - 1], 7);
+    unsetenv("COLL_DEVICE_FAKE_COPY_MBPS");
+    for (int k = 0; k < 3; k++) {
+        ops->event_destroy(e[k]);
+    }
+    ops->stream_destroy(s[0]);
+    ops->stream_destroy(s[1]);
+    free(dst);
+    free(src);
+}
+
 /* A registered page of a shared mapping (as a completion word's is), its device address in
  * *dev_p. */
 static uint64_t *registered_page(uint64_t *dev_p)
@@ -427,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_wait_released_by_another_threads_write),
         cmocka_unit_test(test_wait_times_out_without_spinning),
         cmocka_unit_test(test_copy_delay_holds_a_write_back),
+        cmocka_unit_test(test_copy_bandwidth_lands_data_late),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -6,7 +6,9 @@
  * adjacent ones merged, the gaps between them not), the chunk plan (every byte once, in order,
  * alternate streams, the last chunk short), the copies queued in that order with the data
  * where it belongs, both streams waited for, and a refused chunk that stops the queue but not
- * the wait.
+ * the wait; the batches of a pipelined allreduce (whole ring columns up to the target bytes, one
+ * at least; each batch's piece of a chunk the union of its columns' segments there; the
+ * batches of a chunk covering it once, in order).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,9 +171,13 @@ static void test_queue_and_wait(void **state)
     for (size_t i = 0; i < bytes; i++) {
         src[i] = (uint8_t)(i * 7 + 3);
     }
+    unsigned turn = 0;
+
     reset(-1);
     assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
-                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_OK);
+                                           (uint64_t)(uintptr_t)src, bytes, 4096, &turn),
+                     COLL_OK);
+    assert_int_equal(turn, 1); /* 3 chunks from stream 0: the next goes on stream 1 */
     assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
     assert_int_equal(ncalls, 5);
     for (int i = 0; i < 3; i++) {
@@ -184,6 +190,15 @@ static void test_queue_and_wait(void **state)
     assert_true(calls[3].sync && calls[3].stream == streams[0]);
     assert_true(calls[4].sync && calls[4].stream == streams[1]);
     assert_memory_equal(dst, src, bytes);
+    /* Pieces shorter than a chunk, one after the other, alternate from where the last ended. */
+    reset(-1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
+                                               (uint64_t)(uintptr_t)src, 1024, 4096, &turn),
+                         COLL_OK);
+        assert_ptr_equal(calls[i].stream, streams[(i + 1) % 2]);
+    }
+    assert_int_equal(turn, 0);
     free(src);
     free(dst);
 }
@@ -196,9 +211,12 @@ static void test_refused_chunk(void **state)
     uint8_t *src = calloc(1, bytes), *dst = calloc(1, bytes);
     (void)state;
 
+    unsigned turn = 0;
+
     reset(1);
     assert_int_equal(coll_dev_staged_queue(&rec, streams, (uint64_t)(uintptr_t)dst,
-                                           (uint64_t)(uintptr_t)src, bytes, 4096), COLL_ERR_IO);
+                                           (uint64_t)(uintptr_t)src, bytes, 4096, &turn),
+                     COLL_ERR_IO);
     assert_int_equal(ncalls, 2);
     assert_non_null(strstr(coll_dev_error(), "refused by the test"));
     assert_int_equal(coll_dev_staged_wait(&rec, streams), COLL_OK);
@@ -206,6 +224,77 @@ static void test_refused_chunk(void **state)
     assert_true(calls[2].sync && calls[3].sync && calls[2].stream != calls[3].stream);
     free(src);
     free(dst);
+}
+
+/* 64 MiB of float32 over 2 nodes in segments of 256 KiB (the defaults): columns of 2 x 64 Ki
+ * elements (512 KiB), 8 to a batch of 4 MiB, 16 batches; batch 3's piece of chunk 1 starts 3 x 8
+ * segments into that chunk. */
+static void test_batches_of_a_bucket(void **state)
+{
+    coll_plan_t plan;
+    coll_dev_staged_batches_t bt;
+    coll_range_t r;
+
+    (void)state;
+    coll_plan_init(&plan, 16u << 20, 2, 4, 256u << 10);
+    bt = coll_dev_staged_batches(&plan, 4, COLL_DEV_STAGED_BATCH_BYTES);
+    assert_int_equal(bt.cols, 8);
+    assert_int_equal(bt.nbatches, 16);
+    r = coll_dev_staged_batch_piece(&plan, &bt, 3, 1);
+    assert_int_equal(r.off, (8u << 20) + 3 * 8 * (64u << 10));
+    assert_int_equal(r.len, 8 * (64u << 10));
+    /* A column larger than the target: one a batch. A plan without columns: no batch. */
+    bt = coll_dev_staged_batches(&plan, 4, 100);
+    assert_int_equal(bt.cols, 1);
+    assert_int_equal(bt.nbatches, 128);
+    coll_plan_init(&plan, 0, 2, 4, 256u << 10);
+    assert_int_equal(coll_dev_staged_batches(&plan, 4, COLL_DEV_STAGED_BATCH_BYTES).nbatches, 0);
+}
+
+/* For plans of odd counts, node counts, element sizes (a 16-bit buffer planned by its float32
+ * partials, as the ring plans it) and targets: each batch's piece of a chunk is exactly the
+ * union of its columns' segments there, and a chunk's pieces cover it once, in order. */
+static void test_batches_cover_the_plan(void **state)
+{
+    static const struct {
+        uint64_t count;
+        uint32_t nnodes;
+        size_t plan_esize, esize, seg;
+        uint64_t target;
+    } cases[] = {{1000003, 3, 4, 4, 4096, 3 * 4096 * 3},
+                 {1000003, 3, 4, 2, 4096, 50000},
+                 {77, 4, 8, 8, 4096, 1},
+                 {5u << 20, 2, 4, 4, 256u << 10, 4u << 20},
+                 {(1u << 20) + 3, 5, 4, 4, 65536, 1u << 20}};
+
+    (void)state;
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        coll_plan_t plan;
+        coll_dev_staged_batches_t bt;
+
+        coll_plan_init(&plan, cases[t].count, cases[t].nnodes, cases[t].plan_esize,
+                       cases[t].seg);
+        bt = coll_dev_staged_batches(&plan, cases[t].esize, cases[t].target);
+        assert_true(bt.cols >= 1 && (bt.nbatches - 1) * bt.cols < plan.nseg &&
+                    bt.nbatches * bt.cols >= plan.nseg);
+        for (uint32_t c = 0; c < plan.nnodes; c++) {
+            coll_range_t chunk = coll_plan_chunk(&plan, c);
+            uint64_t at = chunk.off;
+            for (uint64_t b = 0; b < bt.nbatches; b++) {
+                coll_range_t r = coll_dev_staged_batch_piece(&plan, &bt, b, c);
+                uint64_t seg_at = r.off, j;
+                assert_int_equal(r.off, at);
+                for (j = b * bt.cols; j < (b + 1) * bt.cols && j < plan.nseg; j++) {
+                    coll_range_t g = coll_plan_segment(&plan, c, j);
+                    assert_true(g.len == 0 || g.off == seg_at);
+                    seg_at += g.len;
+                }
+                assert_int_equal(seg_at, r.off + r.len);
+                at += r.len;
+            }
+            assert_int_equal(at, chunk.off + chunk.len);
+        }
+    }
 }
 
 int main(void)
@@ -216,6 +305,8 @@ int main(void)
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_queue_and_wait),
         cmocka_unit_test(test_refused_chunk),
+        cmocka_unit_test(test_batches_of_a_bucket),
+        cmocka_unit_test(test_batches_cover_the_plan),
     };
     return cmocka_run_group_tests_name("dev_staged_copy", tests, setup, teardown);
 }
