@@ -28,17 +28,12 @@
  *   The refusing rank gets the refusal's code (COLL_ERR_INVALID, COLL_ERR_NOT_IN_POOL,
  *   COLL_ERR_BUSY, ...) from that call, its pending requests and its later calls; every other
  *   rank gets COLL_ERR_JOB, with a message naming the refusing rank, its code and the reason.
- * - NULL: a pointer argument that must not be NULL (a communicator, request, bucketer or
- *   parameter service; an output pointer; a buffer of more than 0 elements; a name) is checked
- *   at the call's entry: the call returns COLL_ERR_INVALID (one that returns no status, the
- *   value its comment gives: -1, 0, "" or nothing) with the message "<function>: <argument>
- *   must not be NULL", in coll_comm_last_error() of the call's communicator (for a request,
- *   bucketer or service, the one it was made on), or in coll_comm_last_error(NULL) where the
- *   call has none or the communicator is what is NULL. A call that every rank makes (a
- *   collective, point-to-point, coll_comm_split(), coll_comm_groups() and the parameter
- *   service's collective calls) is refused as above, so the job fails with it. Freeing
- *   nothing is a no-op, as free(NULL): coll_comm_destroy(), coll_req_free(), coll_mem_free()
- *   of a NULL pointer, coll_groups_destroy(), coll_bucketer_destroy(), coll_ps_destroy().
+ * - NULL: a pointer that must not be NULL (a handle, an output, a buffer of more than 0
+ *   elements, a name) gives COLL_ERR_INVALID (-1, 0, "" or nothing where no status is returned,
+ *   as each function says) and "<function>: <argument> must not be NULL" in
+ *   coll_comm_last_error() of the call's communicator (a request's, bucketer's or service's),
+ *   or of NULL without one. A call that every rank makes is refused so and fails the job.
+ *   Freeing NULL is a no-op, as free(NULL) (coll_mem_free() too).
  */
 #ifndef COLLECTIVE_H
 #define COLLECTIVE_H
@@ -251,14 +246,11 @@ COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_c
  */
 COLL_API void coll_comm_destroy(coll_comm_t *comm);
 
-/** @return This rank's rank in @p comm (the global rank for the world); -1 for a NULL @p comm.
- *          Thread-safe. */
+/** @return This rank's rank in @p comm (its global rank in the world); -1 for NULL. Thread-safe. */
 COLL_API int coll_comm_rank(const coll_comm_t *comm);
-/** @return The number of ranks of @p comm (the world size for the world); -1 for a NULL @p comm.
- *          Thread-safe. */
+/** @return How many ranks @p comm has (the world size for the world); -1 for NULL. Thread-safe. */
 COLL_API int coll_comm_world_size(const coll_comm_t *comm);
-/** @return This rank's place among the ranks of @p comm on its node; -1 for a NULL @p comm.
- *          Thread-safe. */
+/** @return This rank's place among the ranks of @p comm on its node; -1 for NULL. Thread-safe. */
 COLL_API int coll_comm_local_rank(const coll_comm_t *comm);
 /** @return The number of ranks of @p comm on this node; -1 for a NULL @p comm. Thread-safe. */
 COLL_API int coll_comm_local_size(const coll_comm_t *comm);
@@ -319,9 +311,8 @@ COLL_API uint64_t coll_comm_direct_max_bytes(const coll_comm_t *comm);
 
 /**
  * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
- *        whichever thread met it; with @p comm NULL, the calling thread's last message of a
- *        call without a communicator: why its last coll_comm_create() failed, or which
- *        argument was NULL (see "NULL" above). Thread-safe.
+ *        whichever thread met it; with @p comm NULL, the calling thread's last one without a
+ *        communicator (a failed coll_comm_create(), a NULL argument). Thread-safe.
  * @return A copy owned by the library, per calling thread, valid until the thread's next call
  *         of this function (with NULL: its next call of the library); "" when there was none.
  */
@@ -335,8 +326,8 @@ COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
  * @param [out] ptr_p  Start of the buffer, 64-byte aligned; owned by @p comm until
  *                     coll_mem_free() or coll_comm_destroy().
  * @return COLL_OK; COLL_ERR_INVALID for 0 bytes or a NULL @p comm or @p ptr_p;
- *         COLL_ERR_POOL_FULL when the pool has no room
- *         (the message gives pool size and free bytes); once the job failed, the status it
+ *         COLL_ERR_POOL_FULL when the pool has no room (the message gives pool size and free
+ *         bytes); once the job failed, the status it
  *         failed with; COLL_ERR_CLOSED, COLL_ERR_TIMEDOUT (no answer in 30 s), COLL_ERR_NOMEM.
  */
 COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p);
@@ -344,8 +335,8 @@ COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **pt
 /**
  * @brief Return a buffer from coll_mem_alloc() or coll_mem_alloc_on() to its pool, once no
  *        pending request uses it. A NULL @p ptr frees nothing (COLL_OK), as free(NULL).
- * @return COLL_OK; COLL_ERR_INVALID for a NULL @p comm;
- *         COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation;
+ * @return COLL_OK; COLL_ERR_INVALID for a NULL @p comm; COLL_ERR_NOT_IN_POOL when @p ptr is
+ *         not the start of an allocation;
  *         COLL_ERR_BUSY when a pending request reads or writes a byte of it (nothing changes;
  *         the message names the operation); COLL_ERR_CLOSED when the daemon is gone.
  */
@@ -456,9 +447,8 @@ typedef struct {
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
  *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping
- *   buffers; a key in flight; a NULL @p comm or @p req_p, or a NULL buffer that the call reads
- *   or writes more than 0 elements of on this rank: one it does not touch, as a broadcast's
- *   @p sendbuf off the root, may be NULL),
+ *   buffers; a key in flight; a NULL @p comm, @p req_p or buffer of more than 0 elements: a
+ *   buffer the call does not touch on this rank, e.g. a broadcast's off the root, may be NULL),
  *   COLL_ERR_NOT_IN_POOL (a buffer outside this rank's allocations), the job's error once it
  *   failed (coll_comm_last_error() says why), COLL_ERR_CLOSED (daemon gone), COLL_ERR_NOMEM.
  * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
@@ -630,8 +620,7 @@ COLL_API coll_status_t coll_recv_async(coll_comm_t *comm, void *buf, size_t coun
  * @return COLL_INPROGRESS while pending; COLL_OK when it completed successfully; its error when
  *         it failed (see the collectives above); COLL_ERR_TIMEDOUT, as coll_req_wait(), for a
  *         collective the daemon has answered nothing about for the job's timeout + 1 s since
- *         its submit (a stopped or hung daemon), the request staying valid; COLL_ERR_INVALID
- *         for a NULL @p req.
+ *         its submit (a stopped or hung daemon), the request staying valid; COLL_ERR_INVALID: NULL.
  */
 COLL_API coll_status_t coll_req_test(coll_request_t *req);
 
