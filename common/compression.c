@@ -9,6 +9,7 @@
 
 #include <collective.h>
 
+#include "common/arg.h"
 #include "common/compression.h"
 
 static const char *const names[COLL_COMPRESS_COUNT] = {
@@ -125,9 +126,8 @@ coll_status_t coll_compression_parse(const char *text, coll_compression_t *out)
     const char *p = text;
     int first = 1;
 
-    if (text == NULL || out == NULL) {
-        return COLL_ERR_INVALID;
-    }
+    COLL_ARG_NONNULL(text, COLL_ERR_INVALID);
+    COLL_ARG_NONNULL(out, COLL_ERR_INVALID);
     do {
         const char *comma = strchr(p, ',');
         size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
@@ -149,6 +149,11 @@ int coll_compression_format(const coll_compression_t *c, char *buf, size_t len)
     char param[32] = "";
     int n;
 
+    COLL_ARG_NONNULL(c, -1);
+    if (buf == NULL && len > 0) {
+        coll__thread_arg_null(__func__, "buf");
+        return -1;
+    }
     if (c->method == COLL_COMPRESS_TOPK) {
         snprintf(param, sizeof(param), ":%g",
                  (double)coll__compress_ratio_units(c->ratio) / COLL_COMPRESS_RATIO_UNITS);

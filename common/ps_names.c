@@ -9,6 +9,8 @@
 
 #include <collective.h>
 
+#include "common/arg.h"
+
 static const char *const names[COLL_PS_OPTIMIZER_COUNT] = {"sgd", "adamw", "lars", "lamb"};
 
 const char *coll_ps_optimizer_name(coll_ps_optimizer_t kind)
@@ -18,7 +20,9 @@ const char *coll_ps_optimizer_name(coll_ps_optimizer_t kind)
 
 coll_status_t coll_ps_optimizer_parse(const char *name, coll_ps_optimizer_t *kind)
 {
-    for (unsigned k = 0; name != NULL && k < COLL_PS_OPTIMIZER_COUNT; k++) {
+    COLL_ARG_NONNULL(name, COLL_ERR_INVALID);
+    COLL_ARG_NONNULL(kind, COLL_ERR_INVALID);
+    for (unsigned k = 0; k < COLL_PS_OPTIMIZER_COUNT; k++) {
         if (strcmp(name, names[k]) == 0) {
             *kind = (coll_ps_optimizer_t)k;
             return COLL_OK;
@@ -29,6 +33,7 @@ coll_status_t coll_ps_optimizer_parse(const char *name, coll_ps_optimizer_t *kin
 
 void coll_ps_optim_init(coll_ps_optimizer_t kind, coll_ps_optim_t *o)
 {
+    COLL_ARG_NONNULL(o, );
     memset(o, 0, sizeof(*o));
     o->kind = kind;
     o->beta1 = 0.9;
@@ -74,6 +79,7 @@ double coll_ps_optim_default_lr(coll_ps_optimizer_t kind)
 
 void coll_ps_schedule_constant(double lr, coll_ps_schedule_t *s)
 {
+    COLL_ARG_NONNULL(s, );
     memset(s, 0, sizeof(*s));
     s->base_lr = lr;
     s->warmup_start_lr = -1.0;

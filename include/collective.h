@@ -28,6 +28,12 @@
  *   The refusing rank gets the refusal's code (COLL_ERR_INVALID, COLL_ERR_NOT_IN_POOL,
  *   COLL_ERR_BUSY, ...) from that call, its pending requests and its later calls; every other
  *   rank gets COLL_ERR_JOB, with a message naming the refusing rank, its code and the reason.
+ * - NULL: a pointer that must not be NULL (a handle, an output, a buffer of more than 0
+ *   elements, a name) gives COLL_ERR_INVALID (-1, 0, "" or nothing where no status is returned,
+ *   as each function says) and "<function>: <argument> must not be NULL" in
+ *   coll_comm_last_error() of the call's communicator (a request's, bucketer's or service's),
+ *   or of NULL without one. A call that every rank makes is refused so and fails the job.
+ *   Freeing NULL is a no-op, as free(NULL) (coll_mem_free() too).
  */
 #ifndef COLLECTIVE_H
 #define COLLECTIVE_H
@@ -211,7 +217,8 @@ typedef struct {
  * @param [in]  params  Parameters, may be NULL (everything from the environment).
  * @param [out] comm_p  The new communicator; the caller frees it with coll_comm_destroy().
  * @return COLL_OK on success;
- *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field);
+ *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field) or
+ *         a NULL @p comm_p;
  *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the connect timeout
  *         (connect_timeout_ms, 10 s by default, or the job's timeout when shorter): the
  *         library tries again meanwhile, as a daemon may be starting, and says on stderr after
@@ -239,13 +246,13 @@ COLL_API coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_c
  */
 COLL_API void coll_comm_destroy(coll_comm_t *comm);
 
-/** @return This rank's rank in @p comm (the global rank for the world). Thread-safe. */
+/** @return This rank's rank in @p comm (its global rank in the world); -1 for NULL. Thread-safe. */
 COLL_API int coll_comm_rank(const coll_comm_t *comm);
-/** @return The number of ranks of @p comm (the world size for the world). Thread-safe. */
+/** @return How many ranks @p comm has (the world size for the world); -1 for NULL. Thread-safe. */
 COLL_API int coll_comm_world_size(const coll_comm_t *comm);
-/** @return This rank's place among the ranks of @p comm on its node. Thread-safe. */
+/** @return This rank's place among the ranks of @p comm on its node; -1 for NULL. Thread-safe. */
 COLL_API int coll_comm_local_rank(const coll_comm_t *comm);
-/** @return The number of ranks of @p comm on this node. Thread-safe. */
+/** @return The number of ranks of @p comm on this node; -1 for a NULL @p comm. Thread-safe. */
 COLL_API int coll_comm_local_size(const coll_comm_t *comm);
 
 /**
@@ -256,7 +263,7 @@ COLL_API int coll_comm_local_size(const coll_comm_t *comm);
  *        waiting. Thread-safe.
  * @param [in] reason Text for every rank (cut at 1023 bytes); copied.
  * @return COLL_OK once the daemon was told; COLL_ERR_CLOSED when the link to the daemon is
- *         gone (the job fails anyway then); COLL_ERR_INVALID for NULL arguments.
+ *         gone (the job fails anyway then); COLL_ERR_INVALID for a NULL @p comm or @p reason.
  */
 COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason);
 
@@ -269,7 +276,7 @@ COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason);
  *        one rank's buffer, the whole (world-sized) buffer of reduce-scatter and all-gather.
  *        It is the daemon's shm_max_bytes (collectived --help), the same on every local rank.
  * @return Bytes; 0 when no collective runs there (several nodes, or a daemon without the
- *         shared-memory area). Thread-safe.
+ *         shared-memory area), and for a NULL @p comm. Thread-safe.
  */
 COLL_API uint64_t coll_comm_shm_max_bytes(const coll_comm_t *comm);
 
@@ -286,7 +293,7 @@ COLL_API uint64_t coll_comm_shm_max_bytes(const coll_comm_t *comm);
  *        buffer. It is the daemon's shm_node_max_bytes (collectived --help), the same on every
  *        local rank.
  * @return Bytes; 0 when no allreduce runs so (a single node, one local rank, or a daemon
- *         without it). Thread-safe.
+ *         without it), and for a NULL @p comm. Thread-safe.
  */
 COLL_API uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *comm);
 
@@ -297,17 +304,17 @@ COLL_API uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *comm);
  *        leader ranks (local rank 0 of each) over their own UCX workers, without the daemons
  *        on the data path; coll_req_algo() says "shm+direct" ("direct" on a node of one rank).
  *        It is the root daemon's direct_max_bytes (collectived --help), the same on every rank.
- * @return Bytes; 0 when no allreduce runs so (a single node, or a job without the path).
- *         Thread-safe.
+ * @return Bytes; 0 when no allreduce runs so (a single node, or a job without the path), and
+ *         for a NULL @p comm. Thread-safe.
  */
 COLL_API uint64_t coll_comm_direct_max_bytes(const coll_comm_t *comm);
 
 /**
  * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
- *        whichever thread met it; with @p comm NULL, why the calling thread's last
- *        coll_comm_create() failed. Thread-safe.
+ *        whichever thread met it; with @p comm NULL, the calling thread's last one without a
+ *        communicator (a failed coll_comm_create(), a NULL argument). Thread-safe.
  * @return A copy owned by the library, per calling thread, valid until the thread's next call
- *         of this function (or its next coll_comm_create()); "" when there was none.
+ *         of this function (with NULL: its next call of the library); "" when there was none.
  */
 COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
 
@@ -318,16 +325,18 @@ COLL_API const char *coll_comm_last_error(const coll_comm_t *comm);
  * @param [in]  bytes  Size in bytes, > 0; rounded up to 64 bytes.
  * @param [out] ptr_p  Start of the buffer, 64-byte aligned; owned by @p comm until
  *                     coll_mem_free() or coll_comm_destroy().
- * @return COLL_OK; COLL_ERR_INVALID for 0 bytes; COLL_ERR_POOL_FULL when the pool has no room
- *         (the message gives pool size and free bytes); once the job failed, the status it
+ * @return COLL_OK; COLL_ERR_INVALID for 0 bytes or a NULL @p comm or @p ptr_p;
+ *         COLL_ERR_POOL_FULL when the pool has no room (the message gives pool size and free
+ *         bytes); once the job failed, the status it
  *         failed with; COLL_ERR_CLOSED, COLL_ERR_TIMEDOUT (no answer in 30 s), COLL_ERR_NOMEM.
  */
 COLL_API coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p);
 
 /**
  * @brief Return a buffer from coll_mem_alloc() or coll_mem_alloc_on() to its pool, once no
- *        pending request uses it.
- * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not the start of an allocation;
+ *        pending request uses it. A NULL @p ptr frees nothing (COLL_OK), as free(NULL).
+ * @return COLL_OK; COLL_ERR_INVALID for a NULL @p comm; COLL_ERR_NOT_IN_POOL when @p ptr is
+ *         not the start of an allocation;
  *         COLL_ERR_BUSY when a pending request reads or writes a byte of it (nothing changes;
  *         the message names the operation); COLL_ERR_CLOSED when the daemon is gone.
  */
@@ -438,7 +447,8 @@ typedef struct {
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
  *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping
- *   buffers; a key in flight),
+ *   buffers; a key in flight; a NULL @p comm, @p req_p or buffer of more than 0 elements: a
+ *   buffer the call does not touch on this rank, e.g. a broadcast's off the root, may be NULL),
  *   COLL_ERR_NOT_IN_POOL (a buffer outside this rank's allocations), the job's error once it
  *   failed (coll_comm_last_error() says why), COLL_ERR_CLOSED (daemon gone), COLL_ERR_NOMEM.
  * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
@@ -610,7 +620,7 @@ COLL_API coll_status_t coll_recv_async(coll_comm_t *comm, void *buf, size_t coun
  * @return COLL_INPROGRESS while pending; COLL_OK when it completed successfully; its error when
  *         it failed (see the collectives above); COLL_ERR_TIMEDOUT, as coll_req_wait(), for a
  *         collective the daemon has answered nothing about for the job's timeout + 1 s since
- *         its submit (a stopped or hung daemon), the request staying valid.
+ *         its submit (a stopped or hung daemon), the request staying valid; COLL_ERR_INVALID: NULL.
  */
 COLL_API coll_status_t coll_req_test(coll_request_t *req);
 
@@ -635,8 +645,8 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
  *        names the staged path and the algorithm it ran on the host copies: "staged+ring",
  *        "staged+rd", "staged+chain", "staged+local", "staged+direct", "staged+p2p" (a send or
  *        a receive), or "nccl" (NCCL between the daemons); "direct" for gather, scatter and
- *        all-to-all; "" while pending or for requests without one. Valid until the request is
- *        freed.
+ *        all-to-all; "" while pending, for requests without one and for a NULL @p req. Valid
+ *        until the request is freed.
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 

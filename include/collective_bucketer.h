@@ -126,7 +126,7 @@ typedef struct {
  * @param [out] bucketer_p The bucketer; free it with coll_bucketer_destroy().
  * @return COLL_OK; COLL_ERR_INVALID for a cap of 0, a bad op, algorithm or key space, or a
  *         malformed COLL_BUCKET_CAP_MB / COLL_FIRST_BUCKET_CAP_MB (coll_comm_last_error() names
- *         it); COLL_ERR_NOMEM. Thread-safe.
+ *         it), or a NULL @p comm or @p bucketer_p; COLL_ERR_NOMEM. Thread-safe.
  */
 COLL_API coll_status_t coll_bucketer_create(coll_comm_t *comm,
                                             const coll_bucketer_params_t *params,
@@ -142,8 +142,8 @@ COLL_API coll_status_t coll_bucketer_create(coll_comm_t *comm,
  * @param [out] index_p  Its index (0, 1, ... in registration order), the handle of the other
  *                       calls; may be NULL.
  * @return COLL_OK; COLL_ERR_INVALID for a bad dtype, a float dtype in a bucketer of a bitwise
- *         reduction (coll_bucketer_params_t.op), or after the registration was sealed;
- *         COLL_ERR_NOMEM.
+ *         reduction (coll_bucketer_params_t.op), after the registration was sealed, or for a
+ *         NULL @p bucketer (the message in coll_comm_last_error(NULL)); COLL_ERR_NOMEM.
  */
 COLL_API coll_status_t coll_bucketer_add_param(coll_bucketer_t *bucketer, size_t count,
                                                coll_dtype_t dtype, const char *name,
@@ -154,7 +154,7 @@ COLL_API coll_status_t coll_bucketer_add_param(coll_bucketer_t *bucketer, size_t
  *        (a tensor (d0, d1, ...) is d0 x (d1 * ...)). Without it a parameter is a vector of
  *        its count, which PowerSGD sends uncompressed. Before the registration is sealed.
  * @return COLL_OK; COLL_ERR_INVALID for an unknown parameter, rows x cols other than its
- *         count, or after sealing.
+ *         count, after sealing, or for a NULL @p bucketer.
  */
 COLL_API coll_status_t coll_bucketer_param_shape(coll_bucketer_t *bucketer, size_t param,
                                                  uint64_t rows, uint64_t cols);
@@ -166,7 +166,8 @@ COLL_API coll_status_t coll_bucketer_param_shape(coll_bucketer_t *bucketer, size
  *                      returns (the rebuild may move it: fetch it again after that call), then
  *                      until coll_bucketer_destroy(). For a parameter of 0 elements: a valid,
  *                      non-NULL pointer that must not be written.
- * @return COLL_OK; COLL_ERR_INVALID when @p param is not registered; COLL_ERR_POOL_FULL or
+ * @return COLL_OK; COLL_ERR_INVALID when @p param is not registered, or for a NULL
+ *         @p bucketer or @p grad_p; COLL_ERR_POOL_FULL or
  *         COLL_ERR_NOMEM when sealing could not allocate the buckets (the message says how
  *         many bytes; nothing is allocated then, and the next call tries again).
  */
@@ -177,7 +178,8 @@ COLL_API coll_status_t coll_bucketer_param_grad(coll_bucketer_t *bucketer, size_
  * @brief The gradient of @p param is final for this iteration. Submits its bucket
  *        (coll_allreduce_async() in place) when it was the bucket's last parameter not ready.
  * @return COLL_OK (also when the bucket was submitted); COLL_ERR_INVALID when @p param is not
- *         registered or was already reported this iteration; a submission error of
+ *         registered or was already reported this iteration, or for a NULL @p bucketer; a
+ *         submission error of
  *         coll_allreduce_async() (e.g. COLL_ERR_JOB, COLL_ERR_CLOSED): the bucket counts as
  *         failed and coll_bucketer_wait_all() returns that error; sealing errors as
  *         coll_bucketer_param_grad().
@@ -210,6 +212,7 @@ COLL_API coll_status_t coll_bucketer_mark_unused(coll_bucketer_t *bucketer, size
  *         other buckets; the iteration is over and the views hold undefined values. Errors of
  *         the rebuild (its broadcast of the ready order, allocations): the views hold the
  *         reduced gradients in the old layout, which stays; no rebuild is tried again.
+ *         COLL_ERR_INVALID for a NULL @p bucketer.
  */
 COLL_API coll_status_t coll_bucketer_wait_all(coll_bucketer_t *bucketer, int timeout_ms);
 
@@ -257,7 +260,7 @@ typedef struct {
 /**
  * @brief Counters and overlap measurements of the last completed iteration.
  * @param [out] stats  Filled on COLL_OK.
- * @return COLL_OK. Thread-safe.
+ * @return COLL_OK; COLL_ERR_INVALID for a NULL @p bucketer or @p stats. Thread-safe.
  */
 COLL_API coll_status_t coll_bucketer_stats(coll_bucketer_t *bucketer,
                                            coll_bucketer_stats_t *stats);
@@ -282,7 +285,8 @@ typedef struct {
 
 /**
  * @brief Layout of one parameter (seals the registration).
- * @return COLL_OK; COLL_ERR_INVALID for an unknown parameter; sealing errors as
+ * @return COLL_OK; COLL_ERR_INVALID for an unknown parameter, or a NULL @p bucketer or
+ *         @p info; sealing errors as
  *         coll_bucketer_param_grad().
  */
 COLL_API coll_status_t coll_bucketer_param_info(coll_bucketer_t *bucketer, size_t param,
@@ -290,7 +294,8 @@ COLL_API coll_status_t coll_bucketer_param_info(coll_bucketer_t *bucketer, size_
 
 /**
  * @brief Layout of bucket @p bucket, 0 .. num_buckets-1 (seals the registration).
- * @return COLL_OK; COLL_ERR_INVALID for an unknown bucket; sealing errors as
+ * @return COLL_OK; COLL_ERR_INVALID for an unknown bucket, or a NULL @p bucketer or @p info;
+ *         sealing errors as
  *         coll_bucketer_param_grad().
  */
 COLL_API coll_status_t coll_bucketer_bucket_info(coll_bucketer_t *bucketer, size_t bucket,
@@ -298,7 +303,8 @@ COLL_API coll_status_t coll_bucketer_bucket_info(coll_bucketer_t *bucketer, size
 
 /**
  * @brief Message of the bucketer's last error ("" when none); owned by the bucketer, valid
- *        until its next call.
+ *        until its next call. With @p bucketer NULL: coll_comm_last_error(NULL), where a call
+ *        given a NULL bucketer left its message.
  */
 COLL_API const char *coll_bucketer_last_error(const coll_bucketer_t *bucketer);
 
@@ -345,18 +351,19 @@ COLL_API void coll_bucketer_destroy(coll_bucketer_t *bucketer);
  * @param [in] begin_ns  CLOCK_MONOTONIC nanoseconds (clock_gettime()).
  * @param [in] end_ns    >= begin_ns.
  * @return COLL_OK (also when no timeline is enabled: nothing is recorded); COLL_ERR_INVALID
- *         for NULL strings or end before begin. Thread-safe.
+ *         for a NULL @p comm, @p track or @p name, or end before begin. Thread-safe.
  */
 COLL_API coll_status_t coll_timeline_span(coll_comm_t *comm, const char *track,
                                           const char *name, uint64_t begin_ns, uint64_t end_ns);
 
-/** @return Nonzero when @p comm writes a timeline (COLL_TIMELINE was set and the file opened). */
+/** @return Nonzero when @p comm writes a timeline (COLL_TIMELINE was set and the file opened);
+ *          0 for a NULL @p comm. */
 COLL_API int coll_timeline_enabled(coll_comm_t *comm);
 
 /**
  * @brief Write the buffered events now (the file is complete JSON afterwards).
  * @return COLL_OK (also without a timeline); COLL_ERR_IO when writing failed (the timeline is
- *         then switched off). Thread-safe.
+ *         then switched off); COLL_ERR_INVALID for a NULL @p comm. Thread-safe.
  */
 COLL_API coll_status_t coll_timeline_flush(coll_comm_t *comm);
 

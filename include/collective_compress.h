@@ -77,15 +77,17 @@ typedef struct {
  * @param [in]  text The spec.
  * @param [out] out  Filled on COLL_OK (bucket 0).
  * @return COLL_OK; COLL_ERR_INVALID for anything else (unknown method, a ratio outside (0, 1],
- *         a rank outside 1..COLL_COMPRESS_MAX_RANK, an option a method does not take).
- *         Thread-safe.
+ *         a rank outside 1..COLL_COMPRESS_MAX_RANK, an option a method does not take), and for
+ *         a NULL @p text or @p out (the message in coll_comm_last_error(NULL)). Thread-safe.
  */
 COLL_API coll_status_t coll_compression_parse(const char *text, coll_compression_t *out);
 
 /**
  * @brief Write @p c as coll_compression_parse() reads it (without the bucket), e.g.
  *        "topk:0.01,warmup=10", into @p buf (NUL-terminated, cut at @p len).
- * @return The length of the full text (as snprintf). Thread-safe.
+ * @return The length of the full text (as snprintf; @p buf may be NULL when @p len is 0);
+ *         -1 for a NULL @p c, or a NULL @p buf with @p len above 0 (the message in
+ *         coll_comm_last_error(NULL)). Thread-safe.
  */
 COLL_API int coll_compression_format(const coll_compression_t *c, char *buf, size_t len);
 
@@ -93,12 +95,15 @@ COLL_API int coll_compression_format(const coll_compression_t *c, char *buf, siz
  * @brief Set the compression of every later operation of @p comm that does not ask for its own
  *        (coll_op_params_t.compression). The initial default comes from COLL_COMPRESSION (none
  *        when unset; coll_comm_create() fails with COLL_ERR_INVALID on a malformed value).
- * @return COLL_OK; COLL_ERR_INVALID for a method, ratio or rank out of range (nothing changes).
- *         Thread-safe.
+ * @return COLL_OK; COLL_ERR_INVALID for a method, ratio or rank out of range (nothing changes),
+ *         or a NULL @p comm or @p c. Thread-safe.
  */
 COLL_API coll_status_t coll_comm_set_compression(coll_comm_t *comm, const coll_compression_t *c);
 
-/** @brief The compression default of @p comm into @p out. @return COLL_OK. Thread-safe. */
+/**
+ * @brief The compression default of @p comm into @p out.
+ * @return COLL_OK; COLL_ERR_INVALID for a NULL @p comm or @p out. Thread-safe.
+ */
 COLL_API coll_status_t coll_comm_compression(coll_comm_t *comm, coll_compression_t *out);
 
 /** @return The name of @p method, e.g. "topk"; "unknown" when out of range. Thread-safe. */
@@ -119,10 +124,11 @@ COLL_API const char *coll_compress_method_name(coll_compress_method_t method);
  * @param [in] ntensors 1 .. COLL_LAYOUT_MAX_TENSORS.
  * @param [in] shapes   2 * ntensors sizes, each >= 1. Copied.
  * @return COLL_OK; COLL_ERR_INVALID for a zero layout, a count out of range, a zero size or a
- *         product that overflows, or a layout already registered on this node with other shapes
- *         (the message says so); COLL_ERR_JOB when the job failed; COLL_ERR_CLOSED,
- *         COLL_ERR_TIMEDOUT (no answer within 30 s). An operation whose count is not the sum of
- *         its layout's sizes fails on every rank with COLL_ERR_INVALID. Thread-safe.
+ *         product that overflows, a layout already registered on this node with other shapes
+ *         (the message says so), or a NULL @p comm or @p shapes; COLL_ERR_JOB when the job
+ *         failed; COLL_ERR_CLOSED, COLL_ERR_TIMEDOUT (no answer within 30 s). An operation
+ *         whose count is not the sum of its layout's sizes fails on every rank with
+ *         COLL_ERR_INVALID. Thread-safe.
  */
 COLL_API coll_status_t coll_layout_register(coll_comm_t *comm, uint64_t layout, size_t ntensors,
                                             const uint64_t *shapes);

@@ -52,8 +52,9 @@ extern "C" {
  *                         its parent: the connection stays until the last communicator of the
  *                         rank goes); NULL for COLL_UNDEFINED. Set on COLL_OK only.
  * @return COLL_OK;
- *         COLL_ERR_INVALID for NULL arguments, a color below COLL_UNDEFINED or a call from
- *         another thread (the job fails on every rank then, as they would wait in vain), or
+ *         COLL_ERR_INVALID for a NULL @p comm (nothing else happens); for a NULL @p newcomm_p,
+ *         a color below COLL_UNDEFINED or a call from another thread (the job fails on every
+ *         rank then, as they would wait in vain), or
  *         when a split run at the same time by ranks of a shared node took the same group id
  *         (every rank of this split gets it; split one after the other);
  *         COLL_ERR_NOMEM when the job has used up its group ids (COLL_MAX_GROUP_ID) or memory;
@@ -64,12 +65,13 @@ extern "C" {
 COLL_API coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key,
                                        coll_comm_t **newcomm_p);
 
-/** @return The number of nodes @p comm's ranks are on (1: all on this node). Thread-safe. */
+/** @return The number of nodes @p comm's ranks are on (1: all on this node); -1 for a NULL
+ *          @p comm. Thread-safe. */
 COLL_API int coll_comm_node_count(const coll_comm_t *comm);
 
 /**
  * @return The rank in the job (the world communicator) of rank @p rank of @p comm; -1 when
- *         @p rank is out of range. Thread-safe.
+ *         @p rank is out of range or @p comm is NULL. Thread-safe.
  */
 COLL_API int coll_comm_job_rank(const coll_comm_t *comm, int rank);
 
@@ -97,18 +99,20 @@ typedef struct {
  *        "tp", "pp", "dp" separated by '-', fastest first ("tp-dp-pp", "tp-pp-dp", "dp-tp-pp",
  *        ...); NULL means "tp-dp-pp". Pure function; thread-safe.
  * @return COLL_OK; COLL_ERR_INVALID for a size below 1, a product above 2^20 or an order that
- *         does not name each dimension once (@p layout unchanged).
+ *         does not name each dimension once (@p layout unchanged), or a NULL @p layout (the
+ *         message in coll_comm_last_error(NULL)).
  */
 COLL_API coll_status_t coll_layout_init(coll_layout_t *layout, int tp, int pp, int dp,
                                         const char *order);
 
-/** @return The number of ranks of @p layout, tp x pp x dp. */
+/** @return The number of ranks of @p layout, tp x pp x dp; 0 for a NULL @p layout. */
 COLL_API int coll_layout_size(const coll_layout_t *layout);
 
 /**
  * @brief The coordinates of @p rank in @p layout: @p coords[COLL_DIM_TP] is its tp rank (its
  *        rank in its tp group), and so on. Pure function.
- * @return COLL_OK; COLL_ERR_INVALID when @p rank is not in 0 .. coll_layout_size() - 1.
+ * @return COLL_OK; COLL_ERR_INVALID when @p rank is not in 0 .. coll_layout_size() - 1, or
+ *         for a NULL @p layout or @p coords (the message in coll_comm_last_error(NULL)).
  */
 COLL_API coll_status_t coll_layout_coords(const coll_layout_t *layout, int rank,
                                           int coords[COLL_DIM_COUNT]);
@@ -120,7 +124,8 @@ COLL_API coll_status_t coll_layout_coords(const coll_layout_t *layout, int rank,
  *        first). Pure function.
  * @param [out] ranks  Room for layout->size[dim] ranks; may be NULL.
  * @param [out] color  The group's index, 0 .. size / size[dim] - 1; may be NULL.
- * @return COLL_OK; COLL_ERR_INVALID for a bad @p dim or @p rank.
+ * @return COLL_OK; COLL_ERR_INVALID for a bad @p dim or @p rank, or a NULL @p layout (the
+ *         message in coll_comm_last_error(NULL)).
  */
 COLL_API coll_status_t coll_layout_group(const coll_layout_t *layout, coll_dim_t dim, int rank,
                                          int *ranks, int *color);
@@ -128,7 +133,8 @@ COLL_API coll_status_t coll_layout_group(const coll_layout_t *layout, coll_dim_t
 /**
  * @brief Whether every group of dimension @p dim lies inside one node when the ranks fill the
  *        nodes in order, @p ranks_per_node each (rank r on node r / ranks_per_node). Pure.
- * @return 1 when they all do, 0 when one spans nodes or @p ranks_per_node < 1.
+ * @return 1 when they all do, 0 when one spans nodes, @p ranks_per_node < 1 or @p layout is
+ *         NULL.
  */
 COLL_API int coll_layout_intra_node(const coll_layout_t *layout, coll_dim_t dim,
                                     int ranks_per_node);
@@ -147,8 +153,9 @@ typedef struct {
  *        coll_comm_split().
  * @param [out] groups  Filled on COLL_OK; free with coll_groups_destroy().
  * @return COLL_OK; COLL_ERR_INVALID when coll_layout_size(@p layout) differs from @p comm's size
- *         (on every rank alike, before anything is exchanged); the errors of coll_comm_split()
- *         (groups made before the failure are destroyed).
+ *         (on every rank alike, before anything is exchanged), for a NULL @p comm, and for a
+ *         NULL @p layout or @p groups (the job fails then, as in coll_comm_split()); the errors
+ *         of coll_comm_split() (groups made before the failure are destroyed).
  */
 COLL_API coll_status_t coll_comm_groups(coll_comm_t *comm, const coll_layout_t *layout,
                                         coll_groups_t *groups);

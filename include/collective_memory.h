@@ -42,7 +42,7 @@ typedef enum {
  *                     owned by @p comm until coll_mem_free() or coll_comm_destroy().
  * @return COLL_OK;
  *         COLL_ERR_INVALID for 0 bytes, an unknown kind, a negative device or a host
- *         allocation on a device other than 0, NULL arguments;
+ *         allocation on a device other than 0, a NULL @p comm or @p ptr_p;
  *         COLL_ERR_UNSUPPORTED when no device memory is to be had, the reason in
  *         coll_comm_last_error(): no CUDA driver in this process or the daemon (the loader's
  *         words), cuInit failed (the driver's words), a build without CUDA, no such device
@@ -76,7 +76,8 @@ typedef struct {
  *        (a bucketer, a framework's backend) can tell device buffers from host buffers.
  * @param [out] info Filled on COLL_OK.
  * @return COLL_OK; COLL_ERR_NOT_IN_POOL when @p ptr is not inside an allocation of this rank
- *         (coll_mem_alloc(), coll_mem_alloc_on()); COLL_ERR_INVALID for NULL arguments.
+ *         (coll_mem_alloc(), coll_mem_alloc_on()), a NULL @p ptr included; COLL_ERR_INVALID for
+ *         a NULL @p comm or @p info.
  *         Thread-safe.
  */
 COLL_API coll_status_t coll_mem_query(coll_comm_t *comm, const void *ptr, coll_mem_info_t *info);

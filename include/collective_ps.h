@@ -109,7 +109,8 @@ typedef struct {
  *        SGD), AdamW betas (0.9, 0.999), eps 1e-8, weight decay 0.01; LARS momentum 0.9,
  *        weight decay 1e-4, eta 1e-3, eps 1e-7; LAMB betas (0.9, 0.999), eps 1e-6, weight decay
  *        0.01, bias PAPER, no clamps, grad_averaging 1; no clipping.
- * @param [out] o Every field set. Thread-safe.
+ * @param [out] o Every field set; with @p o NULL nothing is done (the message in
+ *                 coll_comm_last_error(NULL)). Thread-safe.
  */
 COLL_API void coll_ps_optim_init(coll_ps_optimizer_t kind, coll_ps_optim_t *o);
 
@@ -136,7 +137,8 @@ COLL_API const char *coll_ps_optimizer_name(coll_ps_optimizer_t kind);
 
 /**
  * @brief Parse an optimizer name ("sgd", "adamw", "lars", "lamb").
- * @return COLL_OK; COLL_ERR_INVALID for anything else. Thread-safe.
+ * @return COLL_OK; COLL_ERR_INVALID for anything else, and for a NULL @p name or @p kind (the
+ *         message in coll_comm_last_error(NULL)). Thread-safe.
  */
 COLL_API coll_status_t coll_ps_optimizer_parse(const char *name, coll_ps_optimizer_t *kind);
 
@@ -171,7 +173,8 @@ typedef struct {
     double final_lr;         /**< COSINE: >= 0 */
 } coll_ps_schedule_t;
 
-/** @brief A constant learning rate @p lr: no scaling, no warmup, no decay. Thread-safe. */
+/** @brief A constant learning rate @p lr: no scaling, no warmup, no decay; with @p s NULL
+ *         nothing is done (the message in coll_comm_last_error(NULL)). Thread-safe. */
 COLL_API void coll_ps_schedule_constant(double lr, coll_ps_schedule_t *s);
 
 /** Layer flags. */
@@ -231,7 +234,8 @@ typedef struct {
  *        COLL_ERR_MISMATCH on every rank). The daemons allocate their shard of the optimizer
  *        state in the job's pool. One service per job.
  * @param [out] ps_p The service; free it with coll_ps_destroy().
- * @return COLL_OK; COLL_ERR_INVALID for bad parameters (NULL, no layers, a count of 0, buckets
+ * @return COLL_OK; COLL_ERR_INVALID for a NULL @p comm (nothing else happens); for bad
+ *         parameters (a NULL @p params or @p ps_p, no layers, a count of 0, buckets
  *         out of order, settings the optimizer refuses, a bad schedule, an invalid compression
  *         spec; the message names it) or a job that has a service already;
  *         COLL_ERR_UNSUPPORTED for compression with POWERSGD (the service has no matrix shapes)
@@ -249,17 +253,18 @@ COLL_API coll_status_t coll_ps_create(coll_comm_t *comm, const coll_ps_params_t 
  *         Safe with NULL. */
 COLL_API void coll_ps_destroy(coll_ps_t *ps);
 
-/** @return Buckets of the service. */
+/** @return Buckets of the service; 0 for a NULL @p ps. */
 COLL_API size_t coll_ps_num_buckets(const coll_ps_t *ps);
 
 /**
  * @brief Elements and first element of bucket @p bucket in the flat buffer.
- * @return COLL_OK; COLL_ERR_INVALID for an unknown bucket.
+ * @return COLL_OK; COLL_ERR_INVALID for an unknown bucket, or a NULL @p ps, @p offset or
+ *         @p count.
  */
 COLL_API coll_status_t coll_ps_bucket_range(const coll_ps_t *ps, size_t bucket, size_t *offset,
                                             size_t *count);
 
-/** @return Steps done: the next step is this + 1. */
+/** @return Steps done: the next step is this + 1; 0 for a NULL @p ps. */
 COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
 
 /**
@@ -271,7 +276,8 @@ COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
  *        buckets of one step may go in any order and overlap each other. @p grad is the
  *        library's until completion, and holds undefined values afterwards.
  * @return COLL_INPROGRESS and a request (wait, free); COLL_ERR_INVALID for an unknown bucket,
- *         one submitted twice in a step, or gradients and parameters in different pools;
+ *         one submitted twice in a step, gradients and parameters in different pools, or a NULL
+ *         @p grad or @p req_p (each of these fails the job), or a NULL @p ps;
  *         COLL_ERR_NOT_IN_POOL for buffers in no pool; the errors of coll_allreduce_async().
  *         The request completes with COLL_OK or the errors of a collective, and
  *         COLL_ERR_INVALID for a non-finite gradient (see above).
@@ -282,7 +288,8 @@ COLL_API coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket,
 /**
  * @brief One whole step: every bucket of @p grads (the flat layout, in the pool) submitted at
  *        once, then waited for.
- * @return COLL_OK; the first error of a bucket (after waiting for the others).
+ * @return COLL_OK; the first error of a bucket (after waiting for the others);
+ *         COLL_ERR_INVALID for a NULL @p ps, or a NULL @p grads (which fails the job).
  */
 COLL_API coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads);
 
@@ -292,7 +299,8 @@ COLL_API coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads);
  *        (every rank calls it; every rank of a node gets the same image).
  * @param [out] image_p malloc()ed image; the caller frees it with free().
  * @param [out] bytes_p Its size.
- * @return COLL_OK; COLL_ERR_INVALID with a bucket of the step still in flight; the errors of a
+ * @return COLL_OK; COLL_ERR_INVALID with a bucket of the step still in flight, for a NULL
+ *         @p ps, and for a NULL @p image_p or @p bytes_p (which fails the job); the errors of a
  *         collective; COLL_ERR_NOMEM.
  */
 COLL_API coll_status_t coll_ps_save(coll_ps_t *ps, void **image_p, size_t *bytes_p);
@@ -306,8 +314,9 @@ COLL_API coll_status_t coll_ps_save(coll_ps_t *ps, void **image_p, size_t *bytes
  * @param [in] bytes   Their sizes.
  * @return COLL_OK; COLL_ERR_INVALID for an image that is not one (the message says which
  *         field), of another registration (layers, buckets or optimizer differ), two images of
- *         one node, images of different steps, or missing images (the message names the nodes
- *         whose shards are needed); COLL_ERR_POOL_FULL; the errors of a collective.
+ *         one node, images of different steps, missing images (the message names the nodes
+ *         whose shards are needed), or a NULL @p images, @p bytes or image (each of these fails
+ *         the job), and for a NULL @p ps; COLL_ERR_POOL_FULL; the errors of a collective.
  */
 COLL_API coll_status_t coll_ps_load(coll_ps_t *ps, const void *const *images,
                                     const size_t *bytes, size_t n);

@@ -22,7 +22,8 @@ extern "C" {
  *        whose uncompressed ring is that of an allreduce of the bucket).
  * @param [out] sent  Bytes sent by the node.
  * @param [out] dense The uncompressed ring's bytes.
- * @return COLL_OK; COLL_INPROGRESS while pending (nothing written). Thread-safe.
+ * @return COLL_OK; COLL_INPROGRESS while pending (nothing written); COLL_ERR_INVALID for a
+ *         NULL @p req, @p sent or @p dense. Thread-safe.
  */
 COLL_API coll_status_t coll_req_wire_bytes(const coll_request_t *req, uint64_t *sent,
                                            uint64_t *dense);
@@ -44,7 +45,8 @@ typedef struct {
 /**
  * @brief The phase times of a completed request (for timelines and overlap measurements).
  * @param [out] timing Filled on COLL_OK.
- * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written).
+ * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written); COLL_ERR_INVALID for
+ *         a NULL @p req or @p timing.
  */
 COLL_API coll_status_t coll_req_timing(const coll_request_t *req, coll_req_timing_t *timing);
 
@@ -83,7 +85,8 @@ typedef struct {
  *        in order: where a slow peer or link shows in a timeline.
  * @param [out] steps  Room for ::COLL_MAX_STEPS records; the first @p *nsteps are filled.
  * @param [out] nsteps Number of records, 0 .. ::COLL_MAX_STEPS.
- * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written). Thread-safe.
+ * @return COLL_OK; COLL_INPROGRESS while it is pending (nothing written); COLL_ERR_INVALID for
+ *         a NULL @p req, @p steps or @p nsteps. Thread-safe.
  */
 COLL_API coll_status_t coll_req_steps(const coll_request_t *req, coll_req_step_t *steps,
                                       uint32_t *nsteps);

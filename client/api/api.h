@@ -71,6 +71,14 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const
                                coll_request_t **req_p);
 
 /**
+ * @brief A call that every rank makes (a collective, a split, a step of the parameter service)
+ *        given NULL for @p arg (in @p func): the message on @p c, and the job ends, as for every
+ *        refused submission, since the other ranks would wait for this one. Lock not held.
+ * @return COLL_ERR_INVALID.
+ */
+coll_status_t coll__refuse_null(coll_comm_t *c, const char *func, const char *arg);
+
+/**
  * @brief Offset of [p, p + len) in the job's pool. Lock held.
  * @return The offset, or -1 when the range is not inside the pool.
  */

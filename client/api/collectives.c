@@ -63,6 +63,13 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_subm
         coll__set_error(comm, "count %zu overflows", s->count);
         return COLL_ERR_INVALID;
     }
+    if ((s->send_elems > 0 && s->sendbuf == NULL) || (s->recv_elems > 0 && s->recvbuf == NULL)) {
+        int send = s->send_elems > 0 && s->sendbuf == NULL;
+        coll__set_error(comm, "rank %d: %s: the %s buffer must not be NULL for %zu elements",
+                        c->rank, coll_kind_name((coll_kind_t)s->coll), send ? "send" : "receive",
+                        send ? s->send_elems : s->recv_elems);
+        return COLL_ERR_INVALID;
+    }
     if (sends) {
         so = coll__buffer_offset(c, s->sendbuf, s->send_elems * es, &sp);
     }
@@ -285,6 +292,24 @@ static coll_status_t put_table(coll_comm_t *k, const uint64_t *table, uint32_t w
     return st;
 }
 
+/* A call refused before its submission: the job fails for the other ranks too, as in
+ * submit_table(); returns @p st. */
+static coll_status_t refuse_call(coll_comm_t *c, coll_status_t st)
+{
+    coll_comm_t *k = c->conn;
+
+    pthread_mutex_lock(&k->lock);
+    coll__abort(k, st, k->last_error);
+    pthread_mutex_unlock(&k->lock);
+    return st;
+}
+
+coll_status_t coll__refuse_null(coll_comm_t *c, const char *func, const char *arg)
+{
+    coll__arg_null(c, func, arg);
+    return refuse_call(c, COLL_ERR_INVALID);
+}
+
 /* Submit call @p s; an alltoallv with its count @p table (NULL for every other kind). */
 static coll_status_t submit_table(coll_comm_t *c, const spec_t *s, const uint64_t *table,
                                   const coll_op_params_t *params, coll_request_t **req_p)
@@ -293,6 +318,9 @@ static coll_status_t submit_table(coll_comm_t *c, const spec_t *s, const uint64_
     coll_comm_t *k = c->conn;
     coll_status_t st;
 
+    if (req_p == NULL) {
+        return coll__refuse_null(c, coll_kind_name((coll_kind_t)s->coll), "req_p");
+    }
     pthread_mutex_lock(&k->lock);
     st = check_spec(c, s);
     if (st == COLL_OK) {
@@ -340,66 +368,79 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
     return submit_table(c, s, NULL, params, req_p);
 }
 
-coll_status_t coll_allreduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, coll_dtype_t dtype, coll_redop_t op,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
     spec_t s = {.coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
                 .count = count, .send_elems = count, .recv_elems = count, .dtype = dtype,
                 .redop = op, .peer = -1};
-    return submit(c, &s, params, req_p);
+
+    COLL_ARG_CHECK(NULL, comm);
+    return submit(comm, &s, params, req_p);
 }
 
-coll_status_t coll_reduce_scatter_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+coll_status_t coll_reduce_scatter_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                         size_t recvcount, coll_dtype_t dtype, coll_redop_t op,
                                         const coll_op_params_t *params, coll_request_t **req_p)
 {
-    size_t all = recvcount * (size_t)c->world_size;
     spec_t s = {.coll = COLL_KIND_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                .count = recvcount, .send_elems = all, .recv_elems = recvcount,
-                .dtype = dtype, .redop = op, .peer = -1};
-    if (c->world_size > 0 && all / (size_t)c->world_size != recvcount) {
+                .count = recvcount, .recv_elems = recvcount, .dtype = dtype, .redop = op,
+                .peer = -1};
+
+    COLL_ARG_CHECK(NULL, comm);
+    s.send_elems = recvcount * (size_t)comm->world_size;
+    if (comm->world_size > 0 && s.send_elems / (size_t)comm->world_size != recvcount) {
         return COLL_ERR_INVALID;
     }
-    return submit(c, &s, params, req_p);
+    return submit(comm, &s, params, req_p);
 }
 
-coll_status_t coll_allgather_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+coll_status_t coll_allgather_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t sendcount, coll_dtype_t dtype,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
-    size_t all = sendcount * (size_t)c->world_size;
     spec_t s = {.coll = COLL_KIND_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                .count = sendcount, .send_elems = sendcount, .recv_elems = all,
-                .dtype = dtype, .redop = COLL_SUM, .peer = -1};
-    if (c->world_size > 0 && all / (size_t)c->world_size != sendcount) {
+                .count = sendcount, .send_elems = sendcount, .dtype = dtype, .redop = COLL_SUM,
+                .peer = -1};
+
+    COLL_ARG_CHECK(NULL, comm);
+    s.recv_elems = sendcount * (size_t)comm->world_size;
+    if (comm->world_size > 0 && s.recv_elems / (size_t)comm->world_size != sendcount) {
         return COLL_ERR_INVALID;
     }
-    return submit(c, &s, params, req_p);
+    return submit(comm, &s, params, req_p);
 }
 
-coll_status_t coll_broadcast_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+coll_status_t coll_broadcast_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, coll_dtype_t dtype, int root,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
-    int at_root = root == c->rank;
-    spec_t s = {.coll = COLL_KIND_BROADCAST, .sendbuf = at_root ? sendbuf : NULL,
-                .recvbuf = recvbuf, .count = count, .send_elems = at_root ? count : 0,
+    spec_t s = {.coll = COLL_KIND_BROADCAST, .recvbuf = recvbuf, .count = count,
                 .recv_elems = count, .dtype = dtype, .redop = COLL_SUM, .root = root,
                 .peer = -1};
-    return submit(c, &s, params, req_p);
+
+    COLL_ARG_CHECK(NULL, comm);
+    if (root == comm->rank) {
+        s.sendbuf = sendbuf;
+        s.send_elems = count;
+    }
+    return submit(comm, &s, params, req_p);
 }
 
-coll_status_t coll_reduce_async(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-                                coll_dtype_t dtype, coll_redop_t op, int root,
+coll_status_t coll_reduce_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, coll_dtype_t dtype, coll_redop_t op, int root,
                                 const coll_op_params_t *params, coll_request_t **req_p)
 {
-    int at_root = root == c->rank;
-    spec_t s = {.coll = COLL_KIND_REDUCE, .sendbuf = sendbuf,
-                .recvbuf = at_root ? recvbuf : NULL, .count = count, .send_elems = count,
-                .recv_elems = at_root ? count : 0, .dtype = dtype, .redop = op, .root = root,
-                .peer = -1};
-    return submit(c, &s, params, req_p);
+    spec_t s = {.coll = COLL_KIND_REDUCE, .sendbuf = sendbuf, .count = count,
+                .send_elems = count, .dtype = dtype, .redop = op, .root = root, .peer = -1};
+
+    COLL_ARG_CHECK(NULL, comm);
+    if (root == comm->rank) {
+        s.recvbuf = recvbuf;
+        s.recv_elems = count;
+    }
+    return submit(comm, &s, params, req_p);
 }
 
 /* Gather and scatter: the root's buffer holds world_size blocks, the others' one or none. */
@@ -423,32 +464,22 @@ static coll_status_t rooted_blocks(coll_comm_t *c, coll_kind_t kind, const void 
     return submit(c, &s, params, req_p);
 }
 
-coll_status_t coll_gather_async(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
-                                coll_dtype_t dtype, int root, const coll_op_params_t *params,
-                                coll_request_t **req_p)
+coll_status_t coll_gather_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, coll_dtype_t dtype, int root,
+                                const coll_op_params_t *params, coll_request_t **req_p)
 {
-    return rooted_blocks(c, COLL_KIND_GATHER, sendbuf, recvbuf, count, dtype, root, params,
+    COLL_ARG_CHECK(NULL, comm);
+    return rooted_blocks(comm, COLL_KIND_GATHER, sendbuf, recvbuf, count, dtype, root, params,
                          req_p);
 }
 
-coll_status_t coll_scatter_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+coll_status_t coll_scatter_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t count, coll_dtype_t dtype, int root,
                                  const coll_op_params_t *params, coll_request_t **req_p)
 {
-    return rooted_blocks(c, COLL_KIND_SCATTER, sendbuf, recvbuf, count, dtype, root, params,
+    COLL_ARG_CHECK(NULL, comm);
+    return rooted_blocks(comm, COLL_KIND_SCATTER, sendbuf, recvbuf, count, dtype, root, params,
                          req_p);
-}
-
-/* A call refused before its submission: the job fails for the other ranks too, as in
- * submit_table(); returns @p st. */
-static coll_status_t refuse_call(coll_comm_t *c, coll_status_t st)
-{
-    coll_comm_t *k = c->conn;
-
-    pthread_mutex_lock(&k->lock);
-    coll__abort(k, st, k->last_error);
-    pthread_mutex_unlock(&k->lock);
-    return st;
 }
 
 /* @p t (the caller's until here) into @p table_p when its receive blocks are apart; freed and an
@@ -486,7 +517,7 @@ static coll_status_t a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A
 
     for (unsigned i = 0; i < COLL_A2A_ROWS; i++) {
         if (rows[i] == NULL) {
-            coll__set_error(c, "rank %d: alltoallv without its %s", c->rank, names[i]);
+            coll__set_error(c, "rank %d: alltoallv: %s must not be NULL", c->rank, names[i]);
             return COLL_ERR_INVALID;
         }
     }
@@ -506,8 +537,8 @@ static coll_status_t a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A
     return a2a_apart(c, t, table_p);
 }
 
-coll_status_t coll_alltoallv_async(coll_comm_t *c, const void *sendbuf, const size_t *sendcounts,
-                                   const size_t *sdispls, void *recvbuf,
+coll_status_t coll_alltoallv_async(coll_comm_t *comm, const void *sendbuf,
+                                   const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
                                    const size_t *recvcounts, const size_t *rdispls,
                                    coll_dtype_t dtype, const coll_op_params_t *params,
                                    coll_request_t **req_p)
@@ -516,69 +547,81 @@ coll_status_t coll_alltoallv_async(coll_comm_t *c, const void *sendbuf, const si
     spec_t s = {.coll = COLL_KIND_ALLTOALLV, .sendbuf = sendbuf, .recvbuf = recvbuf,
                 .dtype = dtype, .redop = COLL_SUM, .peer = -1};
     uint64_t *table = NULL;
-    coll_status_t st = a2a_table(c, rows, &s, &table);
+    coll_status_t st;
 
-    if (st != COLL_OK) {
-        return refuse_call(c, st);
+    COLL_ARG_CHECK(NULL, comm);
+    if ((st = a2a_table(comm, rows, &s, &table)) != COLL_OK) {
+        return refuse_call(comm, st);
     }
-    st = submit_table(c, &s, table, params, req_p);
+    st = submit_table(comm, &s, table, params, req_p);
     free(table);
     return st;
 }
 
-coll_status_t coll_alltoall_async(coll_comm_t *c, const void *sendbuf, void *recvbuf,
+coll_status_t coll_alltoall_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t count, coll_dtype_t dtype,
                                   const coll_op_params_t *params, coll_request_t **req_p)
 {
-    size_t ws = (size_t)c->world_size;
+    size_t ws;
     size_t *v;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, comm);
+    ws = (size_t)comm->world_size;
     if (count > SIZE_MAX / ws) {
-        coll__set_error(c, "rank %d: %zu blocks of %zu elements overflow", c->rank, ws, count);
-        return refuse_call(c, COLL_ERR_INVALID);
+        coll__set_error(comm, "rank %d: %zu blocks of %zu elements overflow", comm->rank, ws,
+                        count);
+        return refuse_call(comm, COLL_ERR_INVALID);
     }
     if ((v = malloc(2 * ws * sizeof(size_t))) == NULL) {
-        coll__set_error(c, "rank %d: no memory for the alltoall's counts", c->rank);
-        return refuse_call(c, COLL_ERR_NOMEM);
+        coll__set_error(comm, "rank %d: no memory for the alltoall's counts", comm->rank);
+        return refuse_call(comm, COLL_ERR_NOMEM);
     }
     for (size_t j = 0; j < ws; j++) {
         v[j] = count;
         v[ws + j] = j * count;
     }
-    st = coll_alltoallv_async(c, sendbuf, v, v + ws, recvbuf, v, v + ws, dtype, params, req_p);
+    st = coll_alltoallv_async(comm, sendbuf, v, v + ws, recvbuf, v, v + ws, dtype, params,
+                              req_p);
     free(v);
     return st;
 }
 
-coll_status_t coll_barrier_async(coll_comm_t *c, const coll_op_params_t *params,
+coll_status_t coll_barrier_async(coll_comm_t *comm, const coll_op_params_t *params,
                                  coll_request_t **req_p)
 {
     spec_t s = {.coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8, .redop = COLL_SUM, .peer = -1};
-    return submit(c, &s, params, req_p);
+
+    COLL_ARG_CHECK(NULL, comm);
+    return submit(comm, &s, params, req_p);
 }
 
-coll_status_t coll_send_async(coll_comm_t *c, const void *buf, size_t count, coll_dtype_t dtype,
-                              int peer, const coll_op_params_t *params, coll_request_t **req_p)
+coll_status_t coll_send_async(coll_comm_t *comm, const void *buf, size_t count,
+                              coll_dtype_t dtype, int peer, const coll_op_params_t *params,
+                              coll_request_t **req_p)
 {
     spec_t s = {.coll = COLL_KIND_SEND, .sendbuf = buf, .count = count, .send_elems = count,
                 .dtype = dtype, .redop = COLL_SUM, .peer = peer};
-    return submit(c, &s, params, req_p);
+
+    COLL_ARG_CHECK(NULL, comm);
+    return submit(comm, &s, params, req_p);
 }
 
-coll_status_t coll_recv_async(coll_comm_t *c, void *buf, size_t count, coll_dtype_t dtype,
+coll_status_t coll_recv_async(coll_comm_t *comm, void *buf, size_t count, coll_dtype_t dtype,
                               int peer, const coll_op_params_t *params, coll_request_t **req_p)
 {
     spec_t s = {.coll = COLL_KIND_RECV, .recvbuf = buf, .count = count, .recv_elems = count,
                 .dtype = dtype, .redop = COLL_SUM, .peer = peer};
-    return submit(c, &s, params, req_p);
+
+    COLL_ARG_CHECK(NULL, comm);
+    return submit(comm, &s, params, req_p);
 }
 
-coll_status_t coll_allreduce(coll_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              coll_dtype_t dtype, coll_redop_t op)
 {
     coll_request_t *r;
-    coll_status_t st = coll_allreduce_async(c, sendbuf, recvbuf, count, dtype, op, NULL, &r);
+    coll_status_t st = coll_allreduce_async(comm, sendbuf, recvbuf, count, dtype, op, NULL, &r);
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(r, -1);
         coll_req_free(r);

@@ -188,9 +188,6 @@ static coll_comm_t *comm_new(const coll_comm_params_t *p)
     return c;
 }
 
-/* Why the calling thread's last coll_comm_create() failed: coll_comm_last_error(NULL). */
-static _Thread_local char create_error[512];
-
 /* A failed create: keep why for coll_comm_last_error(NULL), on stderr only with COLL_DEBUG=INFO
  * (the caller has the status and this text), unless the communicator's error that it repeats
  * was printed already (@p printed). */
@@ -202,10 +199,10 @@ static coll_status_t create_failed(coll_status_t st, int printed, const char *fm
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(create_error, sizeof(create_error), fmt, ap);
+    vsnprintf(coll__thread_error(), COLL_THREAD_ERROR_BYTES, fmt, ap);
     va_end(ap);
     if (!printed) {
-        coll__debug(COLL__DEBUG_INFO, "%s", create_error);
+        coll__debug(COLL__DEBUG_INFO, "%s", coll__thread_error());
     }
     return st;
 }
@@ -219,8 +216,10 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     coll_comm_t *c;
     const char *algo = getenv("COLL_ALGO"), *cz = getenv("COLL_COMPRESSION");
     coll_compression_t comp = {.method = COLL_COMPRESS_NONE};
-    coll_status_t st = coll__params_resolve(params, &launcher, &p, err, sizeof(err));
+    coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, comm_p);
+    st = coll__params_resolve(params, &launcher, &p, err, sizeof(err));
     if (st == COLL_OK && algo != NULL && coll__algo_parse(algo) < 0) {
         snprintf(err, sizeof(err), "COLL_ALGO=%s: use auto, ring, rd, chain, dissemination, "
                  "direct or nccl", algo);
@@ -371,54 +370,61 @@ void coll_comm_destroy(coll_comm_t *c)
     }
 }
 
-int coll_comm_rank(const coll_comm_t *c)
+int coll_comm_rank(const coll_comm_t *comm)
 {
-    return c->rank;
+    COLL_ARG_CHECK_OR(NULL, comm, -1);
+    return comm->rank;
 }
 
-int coll_comm_world_size(const coll_comm_t *c)
+int coll_comm_world_size(const coll_comm_t *comm)
 {
-    return c->world_size;
+    COLL_ARG_CHECK_OR(NULL, comm, -1);
+    return comm->world_size;
 }
 
-int coll_comm_local_rank(const coll_comm_t *c)
+int coll_comm_local_rank(const coll_comm_t *comm)
 {
-    return c->local_rank;
+    COLL_ARG_CHECK_OR(NULL, comm, -1);
+    return comm->local_rank;
 }
 
-int coll_comm_local_size(const coll_comm_t *c)
+int coll_comm_local_size(const coll_comm_t *comm)
 {
-    return c->local_size;
+    COLL_ARG_CHECK_OR(NULL, comm, -1);
+    return comm->local_size;
 }
 
-uint64_t coll_comm_shm_max_bytes(const coll_comm_t *c)
+uint64_t coll_comm_shm_max_bytes(const coll_comm_t *comm)
 {
+    COLL_ARG_CHECK_OR(NULL, comm, 0);
     /* Set before the communicator is handed out and never changed: no lock needed. */
-    return c->shm != NULL && c->shm->nnodes == 1 ? c->shm->max_bytes : 0;
+    return comm->shm != NULL && comm->shm->nnodes == 1 ? comm->shm->max_bytes : 0;
 }
 
-uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *c)
+uint64_t coll_comm_shm_node_max_bytes(const coll_comm_t *comm)
 {
+    COLL_ARG_CHECK_OR(NULL, comm, 0);
     /* The header is written before the join reply (the job is ready): it does not change. */
-    return c->shm != NULL && c->shm->nnodes > 1 && c->shm->nlocal > 1
-               ? c->shm->hdr->node_max_bytes
+    return comm->shm != NULL && comm->shm->nnodes > 1 && comm->shm->nlocal > 1
+               ? comm->shm->hdr->node_max_bytes
                : 0;
 }
 
-uint64_t coll_comm_direct_max_bytes(const coll_comm_t *c)
+uint64_t coll_comm_direct_max_bytes(const coll_comm_t *comm)
 {
+    COLL_ARG_CHECK_OR(NULL, comm, 0);
     /* Written before the join reply, like node_max_bytes. */
-    return c->shm != NULL && c->shm->nnodes > 1 ? c->shm->hdr->direct_max_bytes : 0;
+    return comm->shm != NULL && comm->shm->nnodes > 1 ? comm->shm->hdr->direct_max_bytes : 0;
 }
 
 coll_status_t coll_comm_abort(coll_comm_t *comm, const char *reason)
 {
-    coll_comm_t *c = comm != NULL ? comm->conn : NULL;
+    coll_comm_t *c;
     coll_status_t st;
 
-    if (c == NULL || reason == NULL) {
-        return COLL_ERR_INVALID;
-    }
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, reason);
+    c = comm->conn;
     pthread_mutex_lock(&c->lock);
     coll__abort(c, COLL_ERR_JOB, reason);
     st = c->broken;
@@ -435,7 +441,7 @@ const char *coll_comm_last_error(const coll_comm_t *comm)
     coll_comm_t *m = (coll_comm_t *)c;
 
     if (c == NULL) {
-        return create_error;
+        return coll__thread_error();
     }
     pthread_mutex_lock(&m->lock);
     snprintf(copy, sizeof(copy), "%s", c->last_error);

@@ -11,29 +11,33 @@
 /* Registering a layout is local work for the daemon; this only bounds a daemon that hangs. */
 #define COLL_LAYOUT_TIMEOUT_MS 30000
 
-coll_status_t coll_comm_set_compression(coll_comm_t *c, const coll_compression_t *z)
+coll_status_t coll_comm_set_compression(coll_comm_t *comm, const coll_compression_t *c)
 {
-    if (z == NULL || coll__compression_check(z) != COLL_OK) {
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, c);
+    if (coll__compression_check(c) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
-    pthread_mutex_lock(&c->lock);
-    c->compression = *z;
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&comm->lock);
+    comm->compression = *c;
+    pthread_mutex_unlock(&comm->lock);
     return COLL_OK;
 }
 
-coll_status_t coll_comm_compression(coll_comm_t *c, coll_compression_t *out)
+coll_status_t coll_comm_compression(coll_comm_t *comm, coll_compression_t *out)
 {
-    pthread_mutex_lock(&c->lock);
-    *out = c->compression;
-    pthread_mutex_unlock(&c->lock);
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, out);
+    pthread_mutex_lock(&comm->lock);
+    *out = comm->compression;
+    pthread_mutex_unlock(&comm->lock);
     return COLL_OK;
 }
 
 static coll_status_t check_shapes(coll_comm_t *c, uint64_t layout, size_t n,
                                   const uint64_t *shapes)
 {
-    if (layout == 0 || n < 1 || n > COLL_LAYOUT_MAX_TENSORS || shapes == NULL) {
+    if (layout == 0 || n < 1 || n > COLL_LAYOUT_MAX_TENSORS) {
         coll__set_error(c, "coll_layout_register: layout %llu with %zu tensors (a non-zero "
                         "layout of 1 .. %d tensors)", (unsigned long long)layout, n,
                         COLL_LAYOUT_MAX_TENSORS);
@@ -76,16 +80,18 @@ static coll_status_t request_layout(coll_comm_t *c, uint64_t layout, size_t n,
     return st;
 }
 
-coll_status_t coll_layout_register(coll_comm_t *c, uint64_t layout, size_t ntensors,
+coll_status_t coll_layout_register(coll_comm_t *comm, uint64_t layout, size_t ntensors,
                                    const uint64_t *shapes)
 {
     coll_status_t st;
 
-    pthread_mutex_lock(&c->lock);
-    st = check_shapes(c, layout, ntensors, shapes);
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, shapes);
+    pthread_mutex_lock(&comm->lock);
+    st = check_shapes(comm, layout, ntensors, shapes);
     if (st == COLL_OK) {
-        st = request_layout(c, layout, ntensors, shapes);
+        st = request_layout(comm, layout, ntensors, shapes);
     }
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&comm->lock);
     return st;
 }

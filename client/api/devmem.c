@@ -143,9 +143,8 @@ coll_status_t coll_mem_alloc_on(coll_comm_t *comm, size_t bytes, coll_memory_t k
     coll_comm_t *c;
     coll_status_t st;
 
-    if (comm == NULL || ptr_p == NULL) {
-        return COLL_ERR_INVALID;
-    }
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, ptr_p);
     c = comm->conn;
     if (kind == COLL_MEMORY_HOST && device == 0) {
         return coll_mem_alloc(comm, bytes, ptr_p);
@@ -247,9 +246,8 @@ coll_status_t coll_mem_query(coll_comm_t *comm, const void *ptr, coll_mem_info_t
     coll_comm_t *c;
     coll_status_t st = COLL_OK;
 
-    if (comm == NULL || info == NULL) {
-        return COLL_ERR_INVALID;
-    }
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, info);
     c = comm->conn;
     pthread_mutex_lock(&c->lock);
     if (!query_host(c, ptr, info) && (st = coll__devmem_query(c, ptr, info)) != COLL_OK) {

@@ -62,10 +62,13 @@ coll_status_t coll__mem_alloc(coll_comm_t *c, size_t bytes, uint64_t *offset_p)
 
 coll_status_t coll_mem_alloc(coll_comm_t *comm, size_t bytes, void **ptr_p)
 {
-    coll_comm_t *c = comm->conn;
+    coll_comm_t *c;
     uint64_t offset = 0;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, ptr_p);
+    c = comm->conn;
     if (bytes == 0) {
         coll__set_error(c, "coll_mem_alloc of 0 bytes");
         return COLL_ERR_INVALID;
@@ -108,9 +111,14 @@ static coll_status_t release(coll_comm_t *c, size_t i)
 
 coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr)
 {
-    coll_comm_t *c = comm->conn;
+    coll_comm_t *c;
     coll_status_t st = COLL_ERR_NOT_IN_POOL;
 
+    COLL_ARG_CHECK(NULL, comm);
+    if (ptr == NULL) { /* as free(NULL) */
+        return COLL_OK;
+    }
+    c = comm->conn;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->nallocs; i++) {
         if (c->pool + c->allocs[i].offset == (uint8_t *)ptr) {

@@ -24,6 +24,18 @@ void coll__set_error(coll_comm_t *c, const char *fmt, ...)
     coll__debug(COLL__DEBUG_INFO, "rank %d: %s", c->rank, c->last_error);
 }
 
+void coll__arg_null(coll_comm_t *c, const char *func, const char *arg)
+{
+    if (c == NULL) {
+        coll__thread_arg_null(func, arg);
+        coll__debug(COLL__DEBUG_INFO, "%s", coll__thread_error());
+        return;
+    }
+    pthread_mutex_lock(&c->conn->lock);
+    coll__set_error(c, "%s: rank %d: %s must not be NULL", func, c->rank, arg);
+    pthread_mutex_unlock(&c->conn->lock);
+}
+
 uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)
 {
     uint32_t phase = 0, next = 0;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "client/base/objects.h"
+#include "common/arg.h"
 #include "common/assert.h"
 
 /** Slack over the job's timeout before the library gives up on a daemon that does not answer:
@@ -36,6 +37,26 @@ uint64_t coll__now_ns(void);
 /** @brief Record a detailed error message on @p c's connection (printf-style): the message of
  *         coll_comm_last_error() for every communicator of the connection. */
 void coll__set_error(coll_comm_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** @brief Record that @p func was given NULL for pointer @p arg: the message on @p c (taking its
+ *         connection's lock, which the caller must not hold), or, @p c NULL, the calling
+ *         thread's (coll_comm_last_error(NULL)). Printed with COLL_DEBUG=INFO. */
+void coll__arg_null(coll_comm_t *c, const char *func, const char *arg);
+
+/**
+ * The check of a public function's pointer argument that must not be NULL, at its entry:
+ * return @p ret (COLL_ARG_CHECK: COLL_ERR_INVALID) when @p arg is NULL, with a message naming
+ * the function and the argument on communicator @p comm (NULL: the calling thread's, for a
+ * call that has no communicator, or whose communicator is the argument checked).
+ */
+#define COLL_ARG_CHECK_OR(comm, arg, ret)                                                          \
+    do {                                                                                           \
+        if ((arg) == NULL) {                                                                       \
+            coll__arg_null((comm), __func__, #arg);                                                \
+            return ret;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define COLL_ARG_CHECK(comm, arg) COLL_ARG_CHECK_OR(comm, arg, COLL_ERR_INVALID)
 
 /** @brief coll_req_steps() with the communicator's lock held: fills @p steps (room for
  *         COLL_MAX_STEPS) from a done request. @return The number of records. */

@@ -142,9 +142,12 @@ static coll_status_t apply_params(coll_bucketer_t *b, const coll_bucketer_params
 coll_status_t coll_bucketer_create(coll_comm_t *comm, const coll_bucketer_params_t *params,
                                    coll_bucketer_t **bucketer_p)
 {
-    coll_bucketer_t *b = calloc(1, sizeof(*b));
+    coll_bucketer_t *b;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, bucketer_p);
+    b = calloc(1, sizeof(*b));
     if (b == NULL || sodium_init() < 0) { /* layout fingerprints; idempotent, thread-safe */
         free(b);
         return COLL_ERR_NOMEM;
@@ -160,11 +163,13 @@ coll_status_t coll_bucketer_create(coll_comm_t *comm, const coll_bucketer_params
     return COLL_OK;
 }
 
-coll_status_t coll_bucketer_add_param(coll_bucketer_t *b, size_t count, coll_dtype_t dtype,
+coll_status_t coll_bucketer_add_param(coll_bucketer_t *bucketer, size_t count, coll_dtype_t dtype,
                                       const char *name, size_t *index_p)
 {
+    coll_bucketer_t *b = bucketer;
     coll_status_t st = COLL_OK;
 
+    COLL_ARG_CHECK(NULL, bucketer);
     pthread_mutex_lock(&b->lock);
     if (b->sealed || coll_dtype_size(dtype) == 0) {
         st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: %s", b->name,
@@ -200,11 +205,13 @@ coll_status_t coll_bucketer_add_param(coll_bucketer_t *b, size_t count, coll_dty
     return st;
 }
 
-coll_status_t coll_bucketer_param_shape(coll_bucketer_t *b, size_t param, uint64_t rows,
+coll_status_t coll_bucketer_param_shape(coll_bucketer_t *bucketer, size_t param, uint64_t rows,
                                         uint64_t cols)
 {
+    coll_bucketer_t *b = bucketer;
     coll_status_t st = COLL_OK;
 
+    COLL_ARG_CHECK(NULL, bucketer);
     pthread_mutex_lock(&b->lock);
     if (b->sealed || param >= b->nparams || rows == 0 || cols == 0 ||
         rows > UINT64_MAX / cols || rows * cols != b->params[param].count) {
@@ -502,14 +509,16 @@ static coll_status_t report(coll_bucketer_t *b, size_t param, int state)
     return st;
 }
 
-coll_status_t coll_bucketer_grad_ready(coll_bucketer_t *b, size_t param)
+coll_status_t coll_bucketer_grad_ready(coll_bucketer_t *bucketer, size_t param)
 {
-    return report(b, param, P_READY);
+    COLL_ARG_CHECK(NULL, bucketer);
+    return report(bucketer, param, P_READY);
 }
 
-coll_status_t coll_bucketer_mark_unused(coll_bucketer_t *b, size_t param)
+coll_status_t coll_bucketer_mark_unused(coll_bucketer_t *bucketer, size_t param)
 {
-    return report(b, param, P_MARKED);
+    COLL_ARG_CHECK(NULL, bucketer);
+    return report(bucketer, param, P_MARKED);
 }
 
 /* wait_all(): the buckets nobody completed; their unreported parameters are zeroed. */
@@ -535,10 +544,13 @@ void coll__bk_submit_rest(coll_bucketer_t *b)
 
 /* ---- queries and destroy ------------------------------------------------------------------- */
 
-coll_status_t coll_bucketer_param_grad(coll_bucketer_t *b, size_t param, void **grad_p)
+coll_status_t coll_bucketer_param_grad(coll_bucketer_t *bucketer, size_t param, void **grad_p)
 {
+    coll_bucketer_t *b = bucketer;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, bucketer);
+    COLL_ARG_CHECK(b->comm, grad_p);
     pthread_mutex_lock(&b->lock);
     if ((st = sealed_param(b, param)) == COLL_OK) {
         *grad_p = coll__bk_view_of(b, &b->plan, b->buckets, param);
@@ -547,11 +559,14 @@ coll_status_t coll_bucketer_param_grad(coll_bucketer_t *b, size_t param, void **
     return st;
 }
 
-coll_status_t coll_bucketer_param_info(coll_bucketer_t *b, size_t param,
+coll_status_t coll_bucketer_param_info(coll_bucketer_t *bucketer, size_t param,
                                        coll_bucketer_param_info_t *info)
 {
+    coll_bucketer_t *b = bucketer;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, bucketer);
+    COLL_ARG_CHECK(b->comm, info);
     pthread_mutex_lock(&b->lock);
     if ((st = sealed_param(b, param)) == COLL_OK) {
         const bparam_t *p = &b->params[param];
@@ -564,11 +579,14 @@ coll_status_t coll_bucketer_param_info(coll_bucketer_t *b, size_t param,
     return st;
 }
 
-coll_status_t coll_bucketer_bucket_info(coll_bucketer_t *b, size_t bucket,
+coll_status_t coll_bucketer_bucket_info(coll_bucketer_t *bucketer, size_t bucket,
                                         coll_bucketer_bucket_info_t *info)
 {
+    coll_bucketer_t *b = bucketer;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, bucketer);
+    COLL_ARG_CHECK(b->comm, info);
     pthread_mutex_lock(&b->lock);
     st = coll__bk_seal(b);
     if (st == COLL_OK && bucket >= b->plan.nbuckets) {
@@ -585,8 +603,12 @@ coll_status_t coll_bucketer_bucket_info(coll_bucketer_t *b, size_t bucket,
     return st;
 }
 
-coll_status_t coll_bucketer_stats(coll_bucketer_t *b, coll_bucketer_stats_t *stats)
+coll_status_t coll_bucketer_stats(coll_bucketer_t *bucketer, coll_bucketer_stats_t *stats)
 {
+    coll_bucketer_t *b = bucketer;
+
+    COLL_ARG_CHECK(NULL, bucketer);
+    COLL_ARG_CHECK(b->comm, stats);
     pthread_mutex_lock(&b->lock);
     *stats = b->stats;
     stats->num_params = b->nparams;
@@ -601,7 +623,7 @@ coll_status_t coll_bucketer_stats(coll_bucketer_t *b, coll_bucketer_stats_t *sta
 
 const char *coll_bucketer_last_error(const coll_bucketer_t *b)
 {
-    return b->errmsg;
+    return b != NULL ? b->errmsg : coll__thread_error();
 }
 
 void coll_bucketer_destroy(coll_bucketer_t *b)

@@ -292,12 +292,14 @@ static coll_status_t rebuild(coll_bucketer_t *b, uint64_t deadline_ns)
 
 /* ---- wait_all ------------------------------------------------------------------------------ */
 
-coll_status_t coll_bucketer_wait_all(coll_bucketer_t *b, int timeout_ms)
+coll_status_t coll_bucketer_wait_all(coll_bucketer_t *bucketer, int timeout_ms)
 {
+    coll_bucketer_t *b = bucketer;
     uint64_t start = coll__now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, bucketer);
     pthread_mutex_lock(&b->lock);
     st = coll__bk_seal(b);
     if (st == COLL_OK && !b->in_wait) {

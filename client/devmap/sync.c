@@ -198,26 +198,24 @@ void coll__sync_end(coll_request_t *r)
     r->sync.held = 0;
 }
 
-coll_status_t coll_req_stream_wait(coll_request_t *r, void *stream)
+coll_status_t coll_req_stream_wait(coll_request_t *req, void *stream)
 {
     coll_comm_t *c;
     const coll_dev_ops_t *ops = NULL;
     uint64_t dev = 0, value = 0;
     coll_status_t st;
 
-    if (r == NULL) {
-        return COLL_ERR_INVALID;
-    }
-    c = r->comm;
+    COLL_ARG_CHECK(NULL, req);
+    c = req->comm;
     pthread_mutex_lock(&c->lock);
-    if (r->sync.flags != 0) {
+    if (req->sync.flags != 0) {
         c->sync->waited = 1;
         ops = c->sync->ops;
-        dev = c->sync->dev + r->sync.slot * PAIR + 8u;
-        value = r->sync.value;
+        dev = c->sync->dev + req->sync.slot * PAIR + 8u;
+        value = req->sync.value;
     } else {
         coll__set_error(c, "rank %d: coll_req_stream_wait: the request has no stream words (%s)",
-                        c->rank, r->pool == 0 ? "its buffers are host memory"
+                        c->rank, req->pool == 0 ? "its buffers are host memory"
                                  : c->sync != NULL && c->sync->words == NULL
                                      ? c->sync->why
                                      : "none were free when it was submitted");

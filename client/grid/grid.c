@@ -42,34 +42,38 @@ static coll_status_t parse_order(const char *order, coll_dim_t out[COLL_DIM_COUN
     return COLL_OK;
 }
 
-coll_status_t coll_layout_init(coll_layout_t *grid, int tp, int pp, int dp, const char *order)
+coll_status_t coll_layout_init(coll_layout_t *layout, int tp, int pp, int dp, const char *order)
 {
     coll_layout_t l = {.size = {tp, pp, dp}};
 
-    if (grid == NULL || tp < 1 || pp < 1 || dp < 1 ||
+    COLL_ARG_CHECK(NULL, layout);
+    if (tp < 1 || pp < 1 || dp < 1 ||
         (int64_t)tp * pp * dp > (int64_t)COLL_WORLD_MAX ||
         parse_order(order != NULL ? order : "tp-dp-pp", l.order) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
-    *grid = l;
+    *layout = l;
     return COLL_OK;
 }
 
-int coll_layout_size(const coll_layout_t *grid)
+int coll_layout_size(const coll_layout_t *layout)
 {
-    return grid->size[0] * grid->size[1] * grid->size[2];
+    COLL_ARG_CHECK_OR(NULL, layout, 0);
+    return layout->size[0] * layout->size[1] * layout->size[2];
 }
 
-coll_status_t coll_layout_coords(const coll_layout_t *grid, int rank,
+coll_status_t coll_layout_coords(const coll_layout_t *layout, int rank,
                                  int coords[COLL_DIM_COUNT])
 {
-    if (rank < 0 || rank >= coll_layout_size(grid)) {
+    COLL_ARG_CHECK(NULL, layout);
+    COLL_ARG_CHECK(NULL, coords);
+    if (rank < 0 || rank >= coll_layout_size(layout)) {
         return COLL_ERR_INVALID;
     }
     for (int i = 0; i < COLL_DIM_COUNT; i++) {
-        int d = grid->order[i];
-        coords[d] = rank % grid->size[d];
-        rank /= grid->size[d];
+        int d = layout->order[i];
+        coords[d] = rank % layout->size[d];
+        rank /= layout->size[d];
     }
     return COLL_OK;
 }
@@ -86,25 +90,26 @@ static int rank_of(const coll_layout_t *grid, const int coords[COLL_DIM_COUNT])
     return rank;
 }
 
-coll_status_t coll_layout_group(const coll_layout_t *grid, coll_dim_t dim, int rank,
+coll_status_t coll_layout_group(const coll_layout_t *layout, coll_dim_t dim, int rank,
                                 int *ranks, int *color)
 {
     int c[COLL_DIM_COUNT], index = 0, scale = 1;
 
-    if ((unsigned)dim >= COLL_DIM_COUNT || coll_layout_coords(grid, rank, c) != COLL_OK) {
+    COLL_ARG_CHECK(NULL, layout);
+    if ((unsigned)dim >= COLL_DIM_COUNT || coll_layout_coords(layout, rank, c) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
     /* The group's index: the other coordinates, in the order's sense (faster first). */
     for (int i = 0; i < COLL_DIM_COUNT; i++) {
-        int d = grid->order[i];
+        int d = layout->order[i];
         if (d != (int)dim) {
             index += c[d] * scale;
-            scale *= grid->size[d];
+            scale *= layout->size[d];
         }
     }
-    for (int k = 0; ranks != NULL && k < grid->size[dim]; k++) {
+    for (int k = 0; ranks != NULL && k < layout->size[dim]; k++) {
         c[dim] = k;
-        ranks[k] = rank_of(grid, c);
+        ranks[k] = rank_of(layout, c);
     }
     if (color != NULL) {
         *color = index;
@@ -112,16 +117,17 @@ coll_status_t coll_layout_group(const coll_layout_t *grid, coll_dim_t dim, int r
     return COLL_OK;
 }
 
-int coll_layout_intra_node(const coll_layout_t *grid, coll_dim_t dim, int ranks_per_node)
+int coll_layout_intra_node(const coll_layout_t *layout, coll_dim_t dim, int ranks_per_node)
 {
-    int n = grid->size[dim], *ranks;
+    int n, *ranks;
     int ok = ranks_per_node >= 1 && (unsigned)dim < COLL_DIM_COUNT;
 
-    if (!ok || (ranks = malloc((size_t)n * sizeof(int))) == NULL) {
+    COLL_ARG_CHECK_OR(NULL, layout, 0);
+    if (!ok || (ranks = malloc((size_t)(n = layout->size[dim]) * sizeof(int))) == NULL) {
         return 0;
     }
-    for (int r = 0; ok && r < coll_layout_size(grid); r++) {
-        coll_layout_group(grid, dim, r, ranks, NULL);
+    for (int r = 0; ok && r < coll_layout_size(layout); r++) {
+        coll_layout_group(layout, dim, r, ranks, NULL);
         for (int k = 1; ok && k < n; k++) {
             ok = ranks[k] / ranks_per_node == ranks[0] / ranks_per_node;
         }
@@ -130,27 +136,27 @@ int coll_layout_intra_node(const coll_layout_t *grid, coll_dim_t dim, int ranks_
     return ok;
 }
 
-coll_status_t coll_comm_groups(coll_comm_t *comm, const coll_layout_t *grid,
+coll_status_t coll_comm_groups(coll_comm_t *comm, const coll_layout_t *layout,
                                coll_groups_t *groups)
 {
     coll_groups_t g = {0};
     coll_status_t st = COLL_OK;
 
-    if (comm == NULL || grid == NULL || groups == NULL ||
-        coll_layout_size(grid) != comm->world_size) {
-        if (comm != NULL) {
-            pthread_mutex_lock(&comm->conn->lock);
-            coll__set_error(comm, "coll_comm_groups: the grid (coll_layout_t) has %d ranks, "
-                            "the communicator %d", grid != NULL ? coll_layout_size(grid) : 0,
-                            comm->world_size);
-            pthread_mutex_unlock(&comm->conn->lock);
-        }
+    COLL_ARG_CHECK(NULL, comm);
+    if (layout == NULL || groups == NULL) {
+        return coll__refuse_null(comm, __func__, layout == NULL ? "layout" : "groups");
+    }
+    if (coll_layout_size(layout) != comm->world_size) {
+        pthread_mutex_lock(&comm->conn->lock);
+        coll__set_error(comm, "coll_comm_groups: the grid (coll_layout_t) has %d ranks, the "
+                        "communicator %d", coll_layout_size(layout), comm->world_size);
+        pthread_mutex_unlock(&comm->conn->lock);
         return COLL_ERR_INVALID;
     }
-    coll_layout_coords(grid, comm->rank, g.coords);
+    coll_layout_coords(layout, comm->rank, g.coords);
     for (int d = 0; d < COLL_DIM_COUNT && st == COLL_OK; d++) {
         int color;
-        coll_layout_group(grid, (coll_dim_t)d, comm->rank, NULL, &color);
+        coll_layout_group(layout, (coll_dim_t)d, comm->rank, NULL, &color);
         st = coll_comm_split(comm, color, g.coords[d], &g.comm[d]);
         g.intra_node[d] = st == COLL_OK && coll_comm_node_count(g.comm[d]) == 1;
     }

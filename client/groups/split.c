@@ -227,16 +227,15 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
     scratch_t sc;
     coll_status_t st;
 
-    if (comm == NULL || newcomm_p == NULL || color < COLL_UNDEFINED) {
-        if (comm != NULL) {
-            pthread_mutex_lock(&comm->conn->lock);
-            coll__set_error(comm, "coll_comm_split: rank %d: %s", comm->rank,
-                            newcomm_p == NULL ? "NULL newcomm_p"
-                                              : "a color below COLL_UNDEFINED (-1)");
-            /* The other ranks would wait for this one in the split: end the job for them. */
-            coll__abort(comm->conn, COLL_ERR_INVALID, comm->conn->last_error);
-            pthread_mutex_unlock(&comm->conn->lock);
-        }
+    COLL_ARG_CHECK(NULL, comm);
+    if (newcomm_p == NULL || color < COLL_UNDEFINED) {
+        pthread_mutex_lock(&comm->conn->lock);
+        coll__set_error(comm, "coll_comm_split: rank %d: %s", comm->rank,
+                        newcomm_p == NULL ? "newcomm_p must not be NULL"
+                                          : "a color below COLL_UNDEFINED (-1)");
+        /* The other ranks would wait for this one in the split: end the job for them. */
+        coll__abort(comm->conn, COLL_ERR_INVALID, comm->conn->last_error);
+        pthread_mutex_unlock(&comm->conn->lock);
         return COLL_ERR_INVALID;
     }
     if ((st = scratch_alloc(comm, &sc)) != COLL_OK) {
@@ -257,11 +256,13 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
 
 int coll_comm_node_count(const coll_comm_t *comm)
 {
+    COLL_ARG_CHECK_OR(NULL, comm, -1);
     return (int)comm->node_count;
 }
 
 int coll_comm_job_rank(const coll_comm_t *comm, int rank)
 {
+    COLL_ARG_CHECK_OR(NULL, comm, -1);
     if (rank < 0 || rank >= comm->world_size) {
         return -1;
     }

@@ -46,14 +46,20 @@ static coll_status_t fetch_head(coll_ps_t *ps, void **head_p)
 
 coll_status_t coll_ps_save(coll_ps_t *ps, void **image_p, size_t *bytes_p)
 {
-    coll_comm_t *c = ps->comm;
-    size_t hb = coll_ps_ckpt_head_bytes(ps->num_buckets), state;
+    coll_comm_t *c;
+    size_t hb, state;
     coll_ps_ckpt_t *h = NULL;
     uint64_t at;
     uint8_t *image;
-    coll_status_t st = fetch_head(ps, (void **)&h);
+    coll_status_t st;
 
-    if (st != COLL_OK) {
+    COLL_ARG_CHECK(NULL, ps);
+    if (image_p == NULL || bytes_p == NULL) {
+        return coll__refuse_null(ps->comm, __func__, image_p == NULL ? "image_p" : "bytes_p");
+    }
+    c = ps->comm;
+    hb = coll_ps_ckpt_head_bytes(ps->num_buckets);
+    if ((st = fetch_head(ps, (void **)&h)) != COLL_OK) {
         return st;
     }
     state = (size_t)h->nstate * h->shard_elems * sizeof(float);
@@ -87,6 +93,10 @@ static coll_status_t check_images(coll_ps_t *ps, const void *const *images, cons
 
     for (size_t i = 0; i < n; i++) {
         const coll_ps_ckpt_t *h = images[i], *f = images[0];
+        if (h == NULL) {
+            coll__set_error(c, "coll_ps_load: images[%zu] must not be NULL", i);
+            return COLL_ERR_INVALID;
+        }
         if (coll_ps_ckpt_check(h, bytes[i], 0, err, sizeof(err)) != COLL_OK) {
             coll__set_error(c, "coll_ps_load: image %zu: %s", i, err);
             return COLL_ERR_INVALID;
@@ -211,13 +221,17 @@ static coll_status_t build(coll_ps_t *ps, const void *const *images, size_t n, u
 coll_status_t coll_ps_load(coll_ps_t *ps, const void *const *images, const size_t *bytes,
                            size_t n)
 {
-    coll_comm_t *c = ps->comm;
+    coll_comm_t *c;
     const coll_ps_ckpt_t *first = NULL;
     uint8_t *buf = NULL;
-    coll_status_t st = n == 0 || images == NULL || bytes == NULL ? COLL_ERR_INVALID : COLL_OK;
+    coll_status_t st = COLL_OK;
 
-    if (st != COLL_OK) {
-        coll__set_error(c, "coll_ps_load: no images");
+    COLL_ARG_CHECK(NULL, ps);
+    c = ps->comm;
+    if (n == 0 || images == NULL || bytes == NULL) {
+        coll__set_error(c, "coll_ps_load: %s", n == 0 ? "no images" : images == NULL
+                        ? "images must not be NULL" : "bytes must not be NULL");
+        st = COLL_ERR_INVALID;
     }
     st = st == COLL_OK ? check_images(ps, images, bytes, n, &first) : st;
     if (st != COLL_OK) {

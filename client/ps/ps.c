@@ -22,12 +22,16 @@ uint64_t coll__ps_key(const coll_ps_t *ps, uint64_t step, unsigned code)
 
 size_t coll_ps_num_buckets(const coll_ps_t *ps)
 {
+    COLL_ARG_CHECK_OR(NULL, ps, 0);
     return ps->num_buckets;
 }
 
 coll_status_t coll_ps_bucket_range(const coll_ps_t *ps, size_t bucket, size_t *offset,
                                    size_t *count)
 {
+    COLL_ARG_CHECK(NULL, ps);
+    COLL_ARG_CHECK(ps->comm, offset);
+    COLL_ARG_CHECK(ps->comm, count);
     if (bucket >= ps->num_buckets) {
         return COLL_ERR_INVALID;
     }
@@ -40,6 +44,7 @@ uint64_t coll_ps_steps(const coll_ps_t *ps)
 {
     uint64_t s = UINT64_MAX;
 
+    COLL_ARG_CHECK_OR(NULL, ps, 0);
     for (size_t b = 0; b < ps->num_buckets; b++) {
         s = ps->bucket_steps[b] < s ? ps->bucket_steps[b] : s;
     }
@@ -114,9 +119,14 @@ static coll_status_t check_compression(coll_comm_t *c, const coll_compression_t 
     return COLL_OK;
 }
 
-static coll_status_t check_params(coll_comm_t *c, const coll_ps_params_t *p)
+static coll_status_t check_params(coll_comm_t *c, const coll_ps_params_t *p, coll_ps_t **ps_p)
 {
-    if (p == NULL || p->layers == NULL || p->params == NULL || p->num_layers == 0 ||
+    if (p == NULL || ps_p == NULL) {
+        coll__set_error(c, "coll_ps_create: rank %d: %s must not be NULL", c->rank,
+                        p == NULL ? "params" : "ps_p");
+        return COLL_ERR_INVALID;
+    }
+    if (p->layers == NULL || p->params == NULL || p->num_layers == 0 ||
         p->num_layers > COLL_PS_MAX_LAYERS) {
         coll__set_error(c, "coll_ps_create: no parameters, or a number of layers outside "
                         "1..%u", COLL_PS_MAX_LAYERS);
@@ -252,21 +262,23 @@ static coll_status_t reg_make(coll_comm_t *c, const coll_ps_params_t *p, void **
     return st;
 }
 
-coll_status_t coll_ps_create(coll_comm_t *c, const coll_ps_params_t *p, coll_ps_t **ps_p)
+coll_status_t coll_ps_create(coll_comm_t *comm, const coll_ps_params_t *params, coll_ps_t **ps_p)
 {
-    coll_status_t st = check_params(c, p);
+    coll_status_t st;
     void *reg = NULL;
     coll_ps_t *ps = NULL;
 
-    st = st == COLL_OK ? reg_make(c, p, &reg) : st;
-    st = st == COLL_OK ? ps_new(c, p, reg, &ps) : st;
+    COLL_ARG_CHECK(NULL, comm);
+    st = check_params(comm, params, ps_p);
+    st = st == COLL_OK ? reg_make(comm, params, &reg) : st;
+    st = st == COLL_OK ? ps_new(comm, params, reg, &ps) : st;
     if (st != COLL_OK && st != COLL_ERR_NOMEM && st != COLL_ERR_POOL_FULL) {
         /* The other ranks would wait in the broadcast for this one: end the job for them. */
-        coll_comm_abort(c, coll_comm_last_error(c));
+        coll_comm_abort(comm, coll_comm_last_error(comm));
     }
-    st = st == COLL_OK ? ps_register(ps, reg, coll_ps_reg_bytes(p->num_layers)) : st;
+    st = st == COLL_OK ? ps_register(ps, reg, coll_ps_reg_bytes(params->num_layers)) : st;
     if (reg != NULL) {
-        coll_mem_free(c, reg);
+        coll_mem_free(comm, reg);
     }
     if (st != COLL_OK) {
         free(ps);
@@ -291,6 +303,10 @@ static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
     int64_t go, po;
     uint32_t gp = 0, pp = 0;
 
+    if (grad == NULL) {
+        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: grad must not be NULL", c->rank);
+        return COLL_ERR_INVALID;
+    }
     if (bucket >= ps->num_buckets || ps->bucket_steps[bucket] > coll_ps_steps(ps)) {
         coll__set_error(c, "rank %d: parameter service bucket %zu %s", c->rank, bucket,
                         bucket >= ps->num_buckets ? "does not exist"
@@ -339,10 +355,15 @@ static void fill_step(const coll_ps_t *ps, size_t bucket, coll_submission_t *m)
 coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const float *grad,
                                         coll_request_t **req_p)
 {
-    coll_comm_t *c = ps->comm;
+    coll_comm_t *c;
     coll_submission_t m = {0};
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, ps);
+    if (req_p == NULL) {
+        return coll__refuse_null(ps->comm, __func__, "req_p");
+    }
+    c = ps->comm;
     pthread_mutex_lock(&c->lock);
     st = check_step(ps, bucket, grad, &m);
     if (st == COLL_OK) {
@@ -359,9 +380,15 @@ coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const floa
 
 coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads)
 {
-    coll_request_t **reqs = calloc(ps->num_buckets, sizeof(*reqs));
-    coll_status_t st = reqs != NULL ? COLL_OK : COLL_ERR_NOMEM;
+    coll_request_t **reqs;
+    coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, ps);
+    if (grads == NULL) {
+        return coll__refuse_null(ps->comm, __func__, "grads");
+    }
+    reqs = calloc(ps->num_buckets, sizeof(*reqs));
+    st = reqs != NULL ? COLL_OK : COLL_ERR_NOMEM;
     for (size_t b = 0; b < ps->num_buckets && st == COLL_OK; b++) {
         st = coll_ps_step_bucket_async(ps, b, grads + ps->bucket_off[b], &reqs[b]);
         st = st == COLL_INPROGRESS ? COLL_OK : st;

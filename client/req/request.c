@@ -399,36 +399,42 @@ static coll_status_t daemon_silent(coll_comm_t *c, coll_request_t *r)
     return COLL_ERR_TIMEDOUT;
 }
 
-coll_status_t coll_req_test(coll_request_t *r)
+coll_status_t coll_req_test(coll_request_t *req)
 {
-    coll_comm_t *c = r->comm;
+    coll_comm_t *c;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, req);
+    c = req->comm;
     pthread_mutex_lock(&c->lock);
-    if (!r->done && c->broken == COLL_OK) {
-        coll__wait_flag(c, &r->done, 0);
+    if (!req->done && c->broken == COLL_OK) {
+        coll__wait_flag(c, &req->done, 0);
     }
-    st = r->done ? r->status : (c->broken != COLL_OK ? c->broken : COLL_INPROGRESS);
-    if (st == COLL_INPROGRESS && daemon_deadline_ms(r) == 0) {
-        st = daemon_silent(c, r);
+    st = req->done ? req->status : (c->broken != COLL_OK ? c->broken : COLL_INPROGRESS);
+    if (st == COLL_INPROGRESS && daemon_deadline_ms(req) == 0) {
+        st = daemon_silent(c, req);
     }
     pthread_mutex_unlock(&c->lock);
     return st;
 }
 
-coll_status_t coll_req_wait(coll_request_t *r, int timeout_ms)
+coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms)
 {
-    coll_comm_t *c = r->comm;
-    int64_t bound = daemon_deadline_ms(r);
-    int by_daemon = bound >= 0 && (timeout_ms < 0 || bound < timeout_ms);
+    coll_comm_t *c;
+    int64_t bound;
+    int by_daemon;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, req);
+    c = req->comm;
+    bound = daemon_deadline_ms(req);
+    by_daemon = bound >= 0 && (timeout_ms < 0 || bound < timeout_ms);
     pthread_mutex_lock(&c->lock);
-    st = coll__wait_flag(c, &r->done, by_daemon ? (int)bound : timeout_ms);
-    if (r->done) {
-        st = r->status;
+    st = coll__wait_flag(c, &req->done, by_daemon ? (int)bound : timeout_ms);
+    if (req->done) {
+        st = req->status;
     } else if (st == COLL_ERR_TIMEDOUT && by_daemon) {
-        st = daemon_silent(c, r);
+        st = daemon_silent(c, req);
     }
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -470,9 +476,10 @@ void coll_req_free(coll_request_t *r)
     pthread_mutex_unlock(&c->lock);
 }
 
-const char *coll_req_algo(const coll_request_t *r)
+const char *coll_req_algo(const coll_request_t *req)
 {
-    return r->algo;
+    COLL_ARG_CHECK_OR(NULL, req, "");
+    return req->algo;
 }
 
 /* What the daemon reported for a done request: its phase times and/or its steps. */
@@ -496,27 +503,35 @@ static coll_status_t read_done(const coll_request_t *r, coll_req_timing_t *timin
     return st;
 }
 
-coll_status_t coll_req_timing(const coll_request_t *r, coll_req_timing_t *timing)
+coll_status_t coll_req_timing(const coll_request_t *req, coll_req_timing_t *timing)
 {
-    return read_done(r, timing, NULL, NULL);
+    COLL_ARG_CHECK(NULL, req);
+    COLL_ARG_CHECK(req->comm, timing);
+    return read_done(req, timing, NULL, NULL);
 }
 
-coll_status_t coll_req_steps(const coll_request_t *r, coll_req_step_t *steps, uint32_t *nsteps)
+coll_status_t coll_req_steps(const coll_request_t *req, coll_req_step_t *steps, uint32_t *nsteps)
 {
-    return read_done(r, NULL, steps, nsteps);
+    COLL_ARG_CHECK(NULL, req);
+    COLL_ARG_CHECK(req->comm, steps);
+    COLL_ARG_CHECK(req->comm, nsteps);
+    return read_done(req, NULL, steps, nsteps);
 }
 
-coll_status_t coll_req_wire_bytes(const coll_request_t *r, uint64_t *sent, uint64_t *dense)
+coll_status_t coll_req_wire_bytes(const coll_request_t *req, uint64_t *sent, uint64_t *dense)
 {
     coll_status_t st = COLL_INPROGRESS;
 
-    pthread_mutex_lock(&r->comm->lock);
-    if (r->done) {
-        *sent = r->wire_bytes;
-        *dense = r->dense_bytes;
+    COLL_ARG_CHECK(NULL, req);
+    COLL_ARG_CHECK(req->comm, sent);
+    COLL_ARG_CHECK(req->comm, dense);
+    pthread_mutex_lock(&req->comm->lock);
+    if (req->done) {
+        *sent = req->wire_bytes;
+        *dense = req->dense_bytes;
         st = COLL_OK;
     }
-    pthread_mutex_unlock(&r->comm->lock);
+    pthread_mutex_unlock(&req->comm->lock);
     return st;
 }
 

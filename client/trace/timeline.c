@@ -473,13 +473,16 @@ void coll__req_label(coll_request_t *r, const char *track, const char *name, uin
 coll_status_t coll_timeline_span(coll_comm_t *comm, const char *track, const char *name,
                                  uint64_t begin_ns, uint64_t end_ns)
 {
-    coll_comm_t *c = comm->conn;
-    int bad = track == NULL || name == NULL || end_ns < begin_ns;
+    coll_comm_t *c;
+    int bad = end_ns < begin_ns;
 
+    COLL_ARG_CHECK(NULL, comm);
+    COLL_ARG_CHECK(comm, track);
+    COLL_ARG_CHECK(comm, name);
+    c = comm->conn;
     pthread_mutex_lock(&c->lock);
     if (bad) {
-        coll__set_error(c, "coll_timeline_span: %s",
-                        end_ns < begin_ns ? "end before begin" : "NULL track or name");
+        coll__set_error(c, "coll_timeline_span: end before begin");
     } else {
         coll__timeline_span(c->timeline, track, name, begin_ns, end_ns);
     }
@@ -489,9 +492,11 @@ coll_status_t coll_timeline_span(coll_comm_t *comm, const char *track, const cha
 
 int coll_timeline_enabled(coll_comm_t *comm)
 {
-    coll_comm_t *c = comm->conn;
+    coll_comm_t *c;
     int on;
 
+    COLL_ARG_CHECK_OR(NULL, comm, 0);
+    c = comm->conn;
     pthread_mutex_lock(&c->lock);
     on = c->timeline != NULL && c->timeline->fd >= 0;
     pthread_mutex_unlock(&c->lock);
@@ -500,9 +505,11 @@ int coll_timeline_enabled(coll_comm_t *comm)
 
 coll_status_t coll_timeline_flush(coll_comm_t *comm)
 {
-    coll_comm_t *c = comm->conn;
+    coll_comm_t *c;
     coll_status_t st;
 
+    COLL_ARG_CHECK(NULL, comm);
+    c = comm->conn;
     pthread_mutex_lock(&c->lock);
     st = coll__timeline_flush(c->timeline);
     pthread_mutex_unlock(&c->lock);

@@ -165,11 +165,14 @@ static json_t *op_json(const coll_op_t *op, uint64_t now)
 }
 
 /* A collective waiting in the local ranks' shared-memory area (engine/shm_watch.h): queued
- * while a local rank has not posted it, running once all have. */
+ * while a local rank has not posted it, running once all have; an allreduce of the direct path
+ * waits on the node whose leader this node's leader waits for in their rounds, as a daemon's
+ * operation waits on the nodes it has receives from. */
 static json_t *shm_op_json(const coll_job_t *job, const coll_shm_wait_t *w, uint64_t now)
 {
     char name[64];
-    json_t *submitted = json_array(), *missing = json_array();
+    json_t *submitted = json_array(), *missing = json_array(), *o;
+    uint32_t node = w->wait_node - 1;
 
     coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, name, sizeof(name));
     for (uint32_t l = 0; l < job->local_size; l++) {
@@ -179,13 +182,18 @@ static json_t *shm_op_json(const coll_job_t *job, const coll_shm_wait_t *w, uint
             json_array_append_new(missing, rank_json(job, l));
         }
     }
-    return json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:f, s:s, s:o, s:o}", "name", name,
-                     "collective", coll_stats_kind_name(w->coll), "key", (json_int_t)w->key, "dtype",
-                     coll_dtype_name((coll_dtype_t)w->dtype), "count", (json_int_t)w->count,
-                     "state", json_array_size(missing) > 0 ? "queued" : "running", "age_ms",
-                     now > w->since_ns ? (double)(now - w->since_ns) / 1e6 : 0.0, "path",
-                     coll_shm_runs_there(job, w) ? "shm" : "daemon", "submitted_ranks",
-                     submitted, "missing_ranks", missing);
+    o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:f, s:s, s:o, s:o}", "name", name,
+                  "collective", coll_stats_kind_name(w->coll), "key", (json_int_t)w->key, "dtype",
+                  coll_dtype_name((coll_dtype_t)w->dtype), "count", (json_int_t)w->count,
+                  "state", json_array_size(missing) > 0 ? "queued" : "running", "age_ms",
+                  now > w->since_ns ? (double)(now - w->since_ns) / 1e6 : 0.0, "path",
+                  coll_shm_runs_there(job, w) ? "shm" : "daemon", "submitted_ranks",
+                  submitted, "missing_ranks", missing);
+    if (json_array_size(missing) == 0 && w->wait_node != 0 && node < job->nnodes &&
+        node != job->node_rank) {
+        json_object_set_new(o, "waiting_on_nodes", json_pack("[o]", node_ref(job, node)));
+    }
+    return o;
 }
 
 static json_t *ops_json(const coll_job_t *job, uint64_t now)

@@ -304,7 +304,7 @@ static int names_failure(const opts_t *o, const char *msg, uint64_t round)
         return strstr(msg, "allreduce") != NULL && strstr(msg, "alltoallv") != NULL;
     }
     if (o->mode == NULL_COUNTS) {
-        return strstr(msg, "without its recvcounts") != NULL;
+        return strstr(msg, "recvcounts must not be NULL") != NULL;
     }
     if (o->mode == OVERLAP) {
         return strstr(msg, "overlap") != NULL;

@@ -7,8 +7,10 @@
                      `collectivectl status` shows its shared-memory and direct paths as /status
                      and the configuration have them (the root's direct bound, lowered by the
                      other node's pool)
-  status_stalled     one rank holds back its allreduce (1 node x 2 ranks, then 2 x 2): /status and
-                     `collectivectl stalled` name it, its node and pid
+  status_stalled     one rank holds back its allreduce (1 node x 2 ranks, then 2 x 2; 4 MiB
+                     through the daemons, and 1 KiB in shared memory and the direct path):
+                     /status and `collectivectl stalled` name it, its node and pid, and the
+                     other nodes wait on its node
   metrics_promtool   GET /metrics (Unix socket and TCP) during and after a job: promtool check
                      metrics accepts it; counters, histograms, busbw and peer gauges add up
   collectivectl      every command, tables and --json, errors; a single-node job's paths
@@ -294,7 +296,7 @@ def stalled_ops(args, cluster, older_ms):
     return ctl_json(args, *(cmd + ["stalled", "--older-than", str(older_ms)]))
 
 
-def check_stall(args, cluster, stalled, work):
+def check_stall(args, cluster, stalled, path):
     nodes = len(cluster.daemons)
     found = h.wait_until(lambda: (lambda f: f if len(f) == nodes else None)(
         stalled_ops(args, cluster, 300)), 30, "an operation older than 300 ms on every daemon")
@@ -309,21 +311,27 @@ def check_stall(args, cluster, stalled, work):
           % (missing, stalled.rank, stalled.pid))
     check(queued[0]["collective"] == "allreduce" and queued[0]["age_ms"] >= 300,
           "queued operation: %s" % queued[0])
+    check(all(op["path"] == path for op in found), "expected path %s: %s" % (path, found))
     for op in by_state.get("running", []):
-        check([n["node"] for n in op["waiting_on_nodes"]] == [stalled.node],
-              "a running operation waits on %s, expected node %d" % (op["waiting_on_nodes"],
+        check([n["node"] for n in op.get("waiting_on_nodes", [])] == [stalled.node],
+              "a running operation waits on %s, expected node %d" % (op.get("waiting_on_nodes"),
                                                                   stalled.node))
     cmd = sum((["--socket", d.status_sock] for d in cluster.daemons), [])
     _, table = ctl(args, *(cmd + ["stalled", "--older-than", "300"]))
     check("missing rank %d (node %d, %s, pid %d)" % (stalled.rank, stalled.node,
                                                     socket.gethostname(), stalled.pid) in table,
           "collectivectl stalled does not name rank %d" % stalled.rank)
+    waiting = "waiting on node %d (%s)" % (stalled.node, socket.gethostname())
+    check(len(by_state.get("running", [])) == nodes - 1 and table.count(waiting) == nodes - 1,
+          "collectivectl stalled does not show the other nodes %s:\n%s" % (waiting, table))
     _, none = ctl(args, *(cmd + ["stalled", "--older-than", "3600000"]))
     check("no operation pending" in none, "a 1 h threshold still lists operations")
 
 
-def stall_run(args, work, nodes, per_node):
-    sub = os.path.join(work, "%dx%d" % (nodes, per_node))
+def stall_run(args, work, nodes, per_node, count, path):
+    """Rank nodes x per_node - 1 holds back an allreduce of @count floats, which waits on @path
+    ("daemon", or "shm": in the shared-memory area, and between nodes the direct path)."""
+    sub = os.path.join(work, "%dx%d-%d" % (nodes, per_node, count))
     os.mkdir(sub)
     release = os.path.join(sub, "release")
     cluster = Cluster(args.daemon, "ops")
@@ -331,10 +339,11 @@ def stall_run(args, work, nodes, per_node):
         cluster.start_daemons(nodes)
         last = nodes * per_node - 1
         job = start_job(args, cluster, "stall", per_node,
-                        ["--stall-rank", str(last), "--release-file", release, "--ready-file",
+                        ["--count", str(count), "--stall-rank", str(last), "--release-file",
+                         release, "--ready-file",
                          os.path.join(sub, "ready")])
         wait_files(os.path.join(sub, "ready"), range(nodes * per_node))
-        check_stall(args, cluster, cluster.ranks[last], sub)
+        check_stall(args, cluster, cluster.ranks[last], path)
         open(release, "w").close()
         job.wait_exit(60, expect=0)
         check(not stalled_ops(args, cluster, 0), "operations left after the release")
@@ -345,8 +354,9 @@ def stall_run(args, work, nodes, per_node):
 
 
 def test_status_stalled(args, work):
-    stall_run(args, work, 1, 2)
-    stall_run(args, work, 2, 2)
+    stall_run(args, work, 1, 2, 1 << 20, "daemon")
+    stall_run(args, work, 2, 2, 1 << 20, "daemon")
+    stall_run(args, work, 2, 2, 256, "shm")
 
 
 # ---- metrics_promtool --------------------------------------------------------------------------

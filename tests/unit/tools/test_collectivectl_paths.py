@@ -5,7 +5,8 @@ The cases a real job of the system tests (ops.status_running: a 2 x 2 job with t
 on; ops.collectivectl: one node) does not reach, from a /status document served here on a Unix
 socket in the daemon's form: the direct path off at the root (direct_max_bytes 0), a node whose
 leader has no address, a job before its rendezvous, the shared-memory path off, and a daemon
-whose /status has no `shm`.
+whose /status has no `shm`. And `collectivectl stalled` on collectives waiting in shared memory:
+the node its leader waits for in the direct rounds, and no daemon's sends for the others.
 """
 
 import argparse
@@ -62,8 +63,8 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
-def status_text(doc):
-    """stdout of `collectivectl status` against a daemon serving @doc."""
+def status_text(doc, command="status"):
+    """stdout of `collectivectl COMMAND` against a daemon serving @doc."""
     with tempfile.TemporaryDirectory(prefix="collectivectl-paths-") as tmp:
         srv = Server(os.path.join(tmp, "status.sock"), Handler)
         srv.doc = doc
@@ -71,14 +72,14 @@ def status_text(doc):
         t.start()
         try:
             p = subprocess.run([CTL, "--socket", srv.server_address, "--timeout", "10",
-                                "status"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                ] + command.split(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                universal_newlines=True, timeout=30)
         finally:
             srv.shutdown()
             srv.server_close()
             t.join(10)
     if p.returncode != 0:
-        raise AssertionError("collectivectl status: exit %d: %s" % (p.returncode, p.stderr))
+        raise AssertionError("collectivectl %s: exit %d: %s" % (command, p.returncode, p.stderr))
     return p.stdout.splitlines()
 
 
@@ -116,6 +117,27 @@ class Paths(unittest.TestCase):
         lines = status_text(old)
         self.assertTrue(any(x.startswith("old ") for x in lines), lines)
         self.assertFalse([x for x in lines if x.startswith("  job old")], lines)
+
+
+def shm_op(name, **more):
+    """An allreduce every local rank posted in shared memory, 5 s ago, as /status lists it."""
+    op = {"name": name, "collective": "allreduce", "key": 1, "dtype": "float32", "count": 256,
+          "state": "running", "age_ms": 5000.0, "path": "shm", "submitted_ranks": [2, 3],
+          "missing_ranks": []}
+    op.update(more)
+    return op
+
+
+class StalledShm(unittest.TestCase):
+    def test_waiting_on_a_node_or_nothing_known(self):
+        j = job("stall")
+        j["operations"] = [shm_op("allreduce #1", waiting_on_nodes=[
+                               {"node": 1, "host": "h1", "ranks": [0, 1]}]),
+                           shm_op("allreduce #2")]
+        rows = [x.split() for x in status_text(dict(STATUS, jobs=[j]), "stalled")]
+        self.assertIn(["h", "stall", "allreduce", "#1", "running", "shm", "5.0", "s", "waiting",
+                       "on", "node", "1", "(h1)"], rows)
+        self.assertIn(["h", "stall", "allreduce", "#2", "running", "shm", "5.0", "s", "-"], rows)
 
 
 def main():

@@ -1,0 +1,423 @@
+/*
+ * Every public entry point of the headers in include/ given NULL for each pointer argument that
+ * must not be NULL: COLL_ERR_INVALID (or the documented value of a function that returns no
+ * status) and a message naming the argument, where coll_comm_last_error() of the call's
+ * communicator, or of NULL for a call without one, gives it. The destroy and free functions
+ * take NULL as a no-op. No daemon: a communicator of this process whose link is a socketpair
+ * (the daemon's end is drained, never answered), a request and a parameter service made on it,
+ * and a real bucketer.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/ps/ps.h"
+#include "client/req/request.h"
+#include "proto/frame.h"
+
+static coll_comm_t *comm;
+static int daemon_fd;
+static coll_request_t *req;
+static coll_ps_t *ps;
+static coll_bucketer_t *bucketer;
+static coll_layout_t layout;
+static float buf[16]; /* stands for a buffer wherever one is given: never reached */
+
+/* A world communicator of rank 0 of 2, as coll_comm_create() leaves it, without a pool. */
+static coll_comm_t *comm_new(void)
+{
+    coll_comm_t *c = calloc(1, sizeof(*c));
+    int sv[2];
+
+    assert_non_null(c);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    assert_int_equal(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    assert_int_equal(coll_frame_reader_init(&c->reader, COLL_FRAME_MAX_CLIENT), COLL_OK);
+    c->hooks = &coll__request_link_hooks;
+    c->conn = c;
+    c->refs = 1;
+    c->owner = pthread_self();
+    c->fd = sv[0];
+    daemon_fd = sv[1];
+    c->passed_fd[0] = c->passed_fd[1] = c->doorbell_fd = -1;
+    c->pending.next = c->pending.prev = &c->pending;
+    c->done.next = c->done.prev = &c->done;
+    snprintf(c->job, sizeof(c->job), "unit");
+    c->world_size = c->local_size = 2;
+    c->node_count = 1;
+    c->job_timeout_ms = 1000;
+    c->next_id = 1;
+    return c;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    comm = comm_new();
+    pthread_mutex_lock(&comm->lock);
+    req = coll__req_new(comm, COLL_REQ_COLLECTIVE);
+    pthread_mutex_unlock(&comm->lock);
+    ps = calloc(1, sizeof(*ps));
+    assert_non_null(req);
+    assert_non_null(ps);
+    ps->comm = comm;
+    assert_int_equal(coll_bucketer_create(comm, NULL, &bucketer), COLL_OK);
+    assert_int_equal(coll_layout_init(&layout, 2, 1, 1, NULL), COLL_OK);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    coll_bucketer_destroy(bucketer);
+    free(ps);
+    pthread_mutex_lock(&comm->lock);
+    coll__req_free_owned(comm);
+    pthread_mutex_unlock(&comm->lock);
+    close(comm->fd);
+    close(daemon_fd);
+    coll_frame_reader_cleanup(&comm->reader);
+    free(comm);
+    return 0;
+}
+
+/* Before each call: no message on the communicator, another one for the thread (a failed
+ * coll_comm_create() of a world of 0 ranks, which stops at its parameters), and the aborts
+ * that refused calls sent read off the link. */
+static void reset(void)
+{
+    coll_comm_params_t p = {.field_mask = COLL_COMM_PARAM_RANK};
+    coll_comm_t *none = NULL;
+    char sink[4096];
+
+    comm->last_error[0] = '\0';
+    assert_int_equal(coll_comm_create(&p, &none), COLL_ERR_INVALID);
+    assert_null(strstr(coll_comm_last_error(NULL), "must not be NULL"));
+    while (read(daemon_fd, sink, sizeof(sink)) > 0) {
+    }
+}
+
+static void expect_message(const coll_comm_t *where, const char *call, const char *arg)
+{
+    const char *msg = coll_comm_last_error(where);
+    char want[64];
+
+    snprintf(want, sizeof(want), "%s must not be NULL", arg);
+    if (strstr(msg, want) == NULL) {
+        fail_msg("%s: the %s message \"%s\" does not say that %s must not be NULL", call,
+                 where != NULL ? "communicator's" : "thread's", msg, arg);
+    }
+}
+
+/* @p call returns @p want and leaves a message that @p arg must not be NULL on @p where (the
+ * communicator, or NULL: the calling thread). */
+#define NULL_ARG(where, want, arg, call)                                                           \
+    do {                                                                                           \
+        long long got_;                                                                            \
+        reset();                                                                                   \
+        got_ = (long long)(call);                                                                  \
+        if (got_ != (long long)(want)) {                                                           \
+            fail_msg("%s returned %lld, expected %lld", #call, got_, (long long)(want));          \
+        }                                                                                          \
+        expect_message((where), #call, (arg));                                                     \
+    } while (0)
+
+/* The same for a function that returns nothing (the message is the thread's). */
+#define NULL_ARG_VOID(arg, call)                                                                   \
+    do {                                                                                           \
+        reset();                                                                                   \
+        call;                                                                                      \
+        expect_message(NULL, #call, (arg));                                                        \
+    } while (0)
+
+/* The same for a call that every rank makes: refused, it also ends the job (an Abort frame
+ * went to the daemon). */
+#define NULL_REFUSED(want, arg, call)                                                              \
+    do {                                                                                           \
+        char byte_;                                                                                \
+        NULL_ARG(comm, want, arg, call);                                                           \
+        if (recv(daemon_fd, &byte_, 1, MSG_PEEK | MSG_DONTWAIT) != 1) {                            \
+            fail_msg("%s sent the daemon nothing: the job goes on", #call);                       \
+        }                                                                                          \
+    } while (0)
+
+#define INV COLL_ERR_INVALID
+#define F32 COLL_FLOAT32
+#define SUM COLL_SUM
+#define SB "the send buffer"
+#define RB "the receive buffer"
+
+/* collective.h: communicators and the pool. */
+static void test_comm_and_memory(void **state)
+{
+    void *p = NULL;
+    coll_mem_info_t info;
+
+    (void)state;
+    NULL_ARG(NULL, INV, "comm_p", coll_comm_create(NULL, NULL));
+    NULL_ARG(NULL, -1, "comm", coll_comm_rank(NULL));
+    NULL_ARG(NULL, -1, "comm", coll_comm_world_size(NULL));
+    NULL_ARG(NULL, -1, "comm", coll_comm_local_rank(NULL));
+    NULL_ARG(NULL, -1, "comm", coll_comm_local_size(NULL));
+    NULL_ARG(NULL, 0, "comm", coll_comm_shm_max_bytes(NULL));
+    NULL_ARG(NULL, 0, "comm", coll_comm_shm_node_max_bytes(NULL));
+    NULL_ARG(NULL, 0, "comm", coll_comm_direct_max_bytes(NULL));
+    NULL_ARG(NULL, INV, "comm", coll_comm_abort(NULL, "why"));
+    NULL_ARG(comm, INV, "reason", coll_comm_abort(comm, NULL));
+    NULL_ARG(NULL, INV, "comm", coll_mem_alloc(NULL, 64, &p));
+    NULL_ARG(comm, INV, "ptr_p", coll_mem_alloc(comm, 64, NULL));
+    NULL_ARG(NULL, INV, "comm", coll_mem_free(NULL, buf));
+    NULL_ARG(NULL, INV, "comm", coll_mem_alloc_on(NULL, 64, COLL_MEMORY_CUDA, 0, &p));
+    NULL_ARG(comm, INV, "ptr_p", coll_mem_alloc_on(comm, 64, COLL_MEMORY_CUDA, 0, NULL));
+    NULL_ARG(NULL, INV, "comm", coll_mem_query(NULL, buf, &info));
+    NULL_ARG(comm, INV, "info", coll_mem_query(comm, buf, NULL));
+    /* Releasing nothing is a no-op, as free(NULL). */
+    coll_comm_destroy(NULL);
+    assert_int_equal(coll_mem_free(comm, NULL), COLL_OK);
+    assert_null(p);
+}
+
+/* collective.h: every collective and point-to-point call, without its communicator, its
+ * request pointer, or a buffer it reads or writes. */
+static void test_collectives(void **state)
+{
+    const size_t n[2] = {1, 1}, d[2] = {0, 1};
+    coll_request_t *r = NULL;
+    float *b = buf, *e = buf + 4;
+
+    (void)state;
+    NULL_ARG(NULL, INV, "comm", coll_allreduce_async(NULL, b, b, 4, F32, SUM, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_reduce_scatter_async(NULL, b, b, 4, F32, SUM, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_allgather_async(NULL, b, b, 4, F32, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_broadcast_async(NULL, b, b, 4, F32, 0, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_reduce_async(NULL, b, b, 4, F32, SUM, 0, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_gather_async(NULL, b, b, 4, F32, 0, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_scatter_async(NULL, b, b, 4, F32, 0, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_alltoallv_async(NULL, b, n, d, b, n, d, F32, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_alltoall_async(NULL, b, b, 1, F32, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_barrier_async(NULL, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_send_async(NULL, b, 4, F32, 1, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_recv_async(NULL, b, 4, F32, 1, NULL, &r));
+    NULL_ARG(NULL, INV, "comm", coll_allreduce(NULL, b, b, 4, F32, SUM));
+
+    NULL_REFUSED(INV, "req_p", coll_allreduce_async(comm, b, b, 4, F32, SUM, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_reduce_scatter_async(comm, b, b, 2, F32, SUM, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_allgather_async(comm, b, b, 2, F32, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_broadcast_async(comm, b, b, 4, F32, 0, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_reduce_async(comm, b, b, 4, F32, SUM, 0, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_gather_async(comm, b, b, 2, F32, 0, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_scatter_async(comm, b, b, 2, F32, 0, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_alltoallv_async(comm, b, n, d, e, n, d, F32, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_alltoall_async(comm, b, e, 1, F32, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_barrier_async(comm, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_send_async(comm, b, 4, F32, 1, NULL, NULL));
+    NULL_REFUSED(INV, "req_p", coll_recv_async(comm, b, 4, F32, 1, NULL, NULL));
+
+    /* A buffer of count > 0 elements; a buffer of none may be NULL (not refused for it: the
+     * fake pool refuses the other buffer as outside it). */
+    NULL_REFUSED(INV, SB, coll_allreduce_async(comm, NULL, b, 4, F32, SUM, NULL, &r));
+    NULL_REFUSED(INV, RB, coll_allreduce_async(comm, b, NULL, 4, F32, SUM, NULL, &r));
+    NULL_REFUSED(INV, SB, coll_reduce_scatter_async(comm, NULL, b, 2, F32, SUM, NULL, &r));
+    NULL_REFUSED(INV, RB, coll_allgather_async(comm, b, NULL, 2, F32, NULL, &r));
+    NULL_REFUSED(INV, SB, coll_broadcast_async(comm, NULL, b, 4, F32, 0, NULL, &r));
+    NULL_REFUSED(INV, RB, coll_reduce_async(comm, b, NULL, 4, F32, SUM, 0, NULL, &r));
+    NULL_REFUSED(INV, RB, coll_gather_async(comm, b, NULL, 2, F32, 0, NULL, &r));
+    NULL_REFUSED(INV, SB, coll_scatter_async(comm, NULL, b, 2, F32, 0, NULL, &r));
+    NULL_REFUSED(INV, SB, coll_alltoallv_async(comm, NULL, n, d, b, n, d, F32, NULL, &r));
+    NULL_REFUSED(INV, RB, coll_alltoall_async(comm, b, NULL, 1, F32, NULL, &r));
+    NULL_REFUSED(INV, SB, coll_send_async(comm, NULL, 4, F32, 1, NULL, &r));
+    NULL_REFUSED(INV, RB, coll_recv_async(comm, NULL, 4, F32, 1, NULL, &r));
+    NULL_REFUSED(INV, SB, coll_allreduce(comm, NULL, b, 4, F32, SUM));
+    NULL_REFUSED(INV, "sendcounts",
+             coll_alltoallv_async(comm, b, NULL, d, e, n, d, F32, NULL, &r));
+    NULL_REFUSED(INV, "sdispls", coll_alltoallv_async(comm, b, n, NULL, e, n, d, F32, NULL, &r));
+    NULL_REFUSED(INV, "recvcounts",
+             coll_alltoallv_async(comm, b, n, d, e, NULL, d, F32, NULL, &r));
+    NULL_REFUSED(INV, "rdispls", coll_alltoallv_async(comm, b, n, d, e, n, NULL, F32, NULL, &r));
+    reset();
+    assert_int_equal(coll_broadcast_async(comm, NULL, NULL, 4, F32, 0, NULL, &r),
+                     COLL_ERR_INVALID); /* the root's buffers */
+    reset();
+    assert_int_equal(coll_reduce_async(comm, b, NULL, 4, F32, SUM, 1, NULL, &r),
+                     COLL_ERR_NOT_IN_POOL); /* not the root: its receive buffer is not read */
+    assert_null(r);
+}
+
+/* collective.h and collective_trace.h: requests. */
+static void test_requests(void **state)
+{
+    coll_req_timing_t t;
+    coll_req_step_t steps[COLL_MAX_STEPS];
+    uint32_t nsteps;
+    uint64_t sent, dense;
+
+    (void)state;
+    NULL_ARG(NULL, INV, "req", coll_req_test(NULL));
+    NULL_ARG(NULL, INV, "req", coll_req_wait(NULL, 0));
+    NULL_ARG(NULL, 0, "req", strcmp(coll_req_algo(NULL), ""));
+    NULL_ARG(NULL, INV, "req", coll_req_stream_wait(NULL, NULL));
+    NULL_ARG(NULL, INV, "req", coll_req_timing(NULL, &t));
+    NULL_ARG(comm, INV, "timing", coll_req_timing(req, NULL));
+    NULL_ARG(NULL, INV, "req", coll_req_steps(NULL, steps, &nsteps));
+    NULL_ARG(comm, INV, "steps", coll_req_steps(req, NULL, &nsteps));
+    NULL_ARG(comm, INV, "nsteps", coll_req_steps(req, steps, NULL));
+    NULL_ARG(NULL, INV, "req", coll_req_wire_bytes(NULL, &sent, &dense));
+    NULL_ARG(comm, INV, "sent", coll_req_wire_bytes(req, NULL, &dense));
+    NULL_ARG(comm, INV, "dense", coll_req_wire_bytes(req, &sent, NULL));
+    coll_req_free(NULL);
+}
+
+/* collective_compress.h and the timeline of collective_bucketer.h. */
+static void test_compression_and_timeline(void **state)
+{
+    coll_compression_t z = {.method = COLL_COMPRESS_NONE};
+    const uint64_t shapes[2] = {2, 2};
+    char text[32];
+
+    (void)state;
+    NULL_ARG(NULL, INV, "text", coll_compression_parse(NULL, &z));
+    NULL_ARG(NULL, INV, "out", coll_compression_parse("fp16", NULL));
+    NULL_ARG(NULL, -1, "c", coll_compression_format(NULL, text, sizeof(text)));
+    NULL_ARG(NULL, -1, "buf", coll_compression_format(&z, NULL, sizeof(text)));
+    NULL_ARG(NULL, INV, "comm", coll_comm_set_compression(NULL, &z));
+    NULL_ARG(comm, INV, "c", coll_comm_set_compression(comm, NULL));
+    NULL_ARG(NULL, INV, "comm", coll_comm_compression(NULL, &z));
+    NULL_ARG(comm, INV, "out", coll_comm_compression(comm, NULL));
+    NULL_ARG(NULL, INV, "comm", coll_layout_register(NULL, 1, 1, shapes));
+    NULL_ARG(comm, INV, "shapes", coll_layout_register(comm, 1, 1, NULL));
+    NULL_ARG(NULL, INV, "comm", coll_timeline_span(NULL, "step", "fwd", 0, 1));
+    NULL_ARG(comm, INV, "track", coll_timeline_span(comm, NULL, "fwd", 0, 1));
+    NULL_ARG(comm, INV, "name", coll_timeline_span(comm, "step", NULL, 0, 1));
+    NULL_ARG(NULL, 0, "comm", coll_timeline_enabled(NULL));
+    NULL_ARG(NULL, INV, "comm", coll_timeline_flush(NULL));
+    /* snprintf's contract: no buffer of 0 bytes gives the length. */
+    assert_int_equal(coll_compression_format(&z, NULL, 0), 4);
+}
+
+/* collective_groups.h. */
+static void test_groups_and_layouts(void **state)
+{
+    coll_comm_t *g = NULL;
+    coll_groups_t groups;
+    int coords[COLL_DIM_COUNT], ranks[2], color;
+
+    (void)state;
+    NULL_ARG(NULL, INV, "comm", coll_comm_split(NULL, 0, 0, &g));
+    NULL_REFUSED(INV, "newcomm_p", coll_comm_split(comm, 0, 0, NULL));
+    NULL_ARG(NULL, -1, "comm", coll_comm_node_count(NULL));
+    NULL_ARG(NULL, -1, "comm", coll_comm_job_rank(NULL, 0));
+    NULL_ARG(NULL, INV, "layout", coll_layout_init(NULL, 1, 1, 1, NULL));
+    NULL_ARG(NULL, 0, "layout", coll_layout_size(NULL));
+    NULL_ARG(NULL, INV, "layout", coll_layout_coords(NULL, 0, coords));
+    NULL_ARG(NULL, INV, "coords", coll_layout_coords(&layout, 0, NULL));
+    NULL_ARG(NULL, INV, "layout", coll_layout_group(NULL, COLL_DIM_TP, 0, ranks, &color));
+    NULL_ARG(NULL, 0, "layout", coll_layout_intra_node(NULL, COLL_DIM_TP, 2));
+    NULL_ARG(NULL, INV, "comm", coll_comm_groups(NULL, &layout, &groups));
+    NULL_REFUSED(INV, "layout", coll_comm_groups(comm, NULL, &groups));
+    NULL_REFUSED(INV, "groups", coll_comm_groups(comm, &layout, NULL));
+    coll_groups_destroy(NULL);
+    /* ranks and color are optional. */
+    assert_int_equal(coll_layout_group(&layout, COLL_DIM_TP, 1, NULL, NULL), COLL_OK);
+    assert_null(g);
+}
+
+/* collective_ps.h. */
+static void test_parameter_service(void **state)
+{
+    coll_ps_params_t p = {.num_layers = 1};
+    coll_ps_optimizer_t kind;
+    coll_ps_t *made = NULL;
+    coll_request_t *r = NULL;
+    const void *images[1] = {NULL};
+    size_t bytes[1] = {4096}, off, count;
+    void *image;
+
+    (void)state;
+    NULL_ARG_VOID("o", coll_ps_optim_init(COLL_PS_SGD, NULL));
+    NULL_ARG_VOID("s", coll_ps_schedule_constant(0.1, NULL));
+    NULL_ARG(NULL, INV, "name", coll_ps_optimizer_parse(NULL, &kind));
+    NULL_ARG(NULL, INV, "kind", coll_ps_optimizer_parse("sgd", NULL));
+    NULL_ARG(NULL, INV, "comm", coll_ps_create(NULL, &p, &made));
+    NULL_REFUSED(INV, "params", coll_ps_create(comm, NULL, &made));
+    NULL_REFUSED(INV, "ps_p", coll_ps_create(comm, &p, NULL));
+    NULL_ARG(NULL, 0, "ps", coll_ps_num_buckets(NULL));
+    NULL_ARG(NULL, INV, "ps", coll_ps_bucket_range(NULL, 0, &off, &count));
+    NULL_ARG(comm, INV, "offset", coll_ps_bucket_range(ps, 0, NULL, &count));
+    NULL_ARG(comm, INV, "count", coll_ps_bucket_range(ps, 0, &off, NULL));
+    NULL_ARG(NULL, 0, "ps", coll_ps_steps(NULL));
+    NULL_ARG(NULL, INV, "ps", coll_ps_step_bucket_async(NULL, 0, buf, &r));
+    NULL_REFUSED(INV, "grad", coll_ps_step_bucket_async(ps, 0, NULL, &r));
+    NULL_REFUSED(INV, "req_p", coll_ps_step_bucket_async(ps, 0, buf, NULL));
+    NULL_ARG(NULL, INV, "ps", coll_ps_step(NULL, buf));
+    NULL_REFUSED(INV, "grads", coll_ps_step(ps, NULL));
+    NULL_ARG(NULL, INV, "ps", coll_ps_save(NULL, &image, bytes));
+    NULL_REFUSED(INV, "image_p", coll_ps_save(ps, NULL, bytes));
+    NULL_REFUSED(INV, "bytes_p", coll_ps_save(ps, &image, NULL));
+    NULL_ARG(NULL, INV, "ps", coll_ps_load(NULL, images, bytes, 1));
+    NULL_REFUSED(INV, "images", coll_ps_load(ps, NULL, bytes, 1));
+    NULL_REFUSED(INV, "bytes", coll_ps_load(ps, images, NULL, 1));
+    NULL_REFUSED(INV, "images[0]", coll_ps_load(ps, images, bytes, 1));
+    coll_ps_destroy(NULL);
+    assert_null(made);
+    assert_null(r);
+}
+
+/* collective_bucketer.h: the bucketer. */
+static void test_bucketer(void **state)
+{
+    coll_bucketer_t *made = NULL;
+    coll_bucketer_stats_t stats;
+    coll_bucketer_param_info_t pinfo;
+    coll_bucketer_bucket_info_t binfo;
+    void *grad;
+
+    (void)state;
+    NULL_ARG(NULL, INV, "comm", coll_bucketer_create(NULL, NULL, &made));
+    NULL_ARG(comm, INV, "bucketer_p", coll_bucketer_create(comm, NULL, NULL));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_add_param(NULL, 4, COLL_FLOAT32, "w", NULL));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_param_shape(NULL, 0, 2, 2));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_param_grad(NULL, 0, &grad));
+    NULL_ARG(comm, INV, "grad_p", coll_bucketer_param_grad(bucketer, 0, NULL));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_grad_ready(NULL, 0));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_mark_unused(NULL, 0));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_wait_all(NULL, 0));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_stats(NULL, &stats));
+    NULL_ARG(comm, INV, "stats", coll_bucketer_stats(bucketer, NULL));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_param_info(NULL, 0, &pinfo));
+    NULL_ARG(comm, INV, "info", coll_bucketer_param_info(bucketer, 0, NULL));
+    NULL_ARG(NULL, INV, "bucketer", coll_bucketer_bucket_info(NULL, 0, &binfo));
+    NULL_ARG(comm, INV, "info", coll_bucketer_bucket_info(bucketer, 0, NULL));
+    /* Without a bucketer, its last error is the thread's, as coll_comm_last_error(NULL). */
+    reset();
+    assert_string_equal(coll_bucketer_last_error(NULL), coll_comm_last_error(NULL));
+    coll_bucketer_destroy(NULL);
+    /* The parameter's name and index pointer are optional. */
+    assert_int_equal(coll_bucketer_add_param(bucketer, 4, COLL_FLOAT32, NULL, NULL), COLL_OK);
+    assert_null(made);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_comm_and_memory),
+        cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_compression_and_timeline),
+        cmocka_unit_test(test_groups_and_layouts),
+        cmocka_unit_test(test_parameter_service),
+        cmocka_unit_test(test_bucketer),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
