@@ -81,15 +81,15 @@ void coll_dev_pools_leave(coll_job_t *job, const void *owner, uint32_t local)
     }
 }
 
-coll_status_t coll_dev_pool_streams(coll_dev_pool_t *dp, coll_dev_stream_t **streams_p, char *err,
-                                    size_t errlen)
+coll_status_t coll_dev_pool_streams(const coll_dev_ops_t *ops, coll_dev_pool_t *dp,
+                                    coll_dev_stream_t (**streams_p)[2], char *err, size_t errlen)
 {
-    const coll_dev_ops_t *ops;
-    coll_status_t st = coll_dev_open(&ops);
+    coll_status_t st = COLL_OK;
 
-    for (int i = 0; i < 2 && st == COLL_OK; i++) {
-        if (dp->streams[i] == NULL) {
-            st = ops->stream_create(dp->device, &dp->streams[i]);
+    for (int i = 0; i < 4 && st == COLL_OK; i++) {
+        coll_dev_stream_t *s = &dp->streams[i / 2][i % 2];
+        if (*s == NULL) {
+            st = ops->stream_create(dp->device, s);
         }
     }
     if (st != COLL_OK) {
@@ -101,17 +101,14 @@ coll_status_t coll_dev_pool_streams(coll_dev_pool_t *dp, coll_dev_stream_t **str
     return COLL_OK;
 }
 
-/* The streams' work is done: the staged path waits for every copy it queues. */
-static void destroy_streams(coll_dev_pool_t *dp)
+void coll_dev_pool_streams_destroy(const coll_dev_ops_t *ops, coll_dev_pool_t *dp)
 {
-    const coll_dev_ops_t *ops;
-
-    if (dp->streams[0] == NULL && dp->streams[1] == NULL) {
-        return;
-    }
-    if (coll_dev_open(&ops) == COLL_OK) {
-        ops->stream_destroy(dp->streams[0]);
-        ops->stream_destroy(dp->streams[1]);
+    for (int i = 0; i < 4; i++) {
+        coll_dev_stream_t *s = &dp->streams[i / 2][i % 2];
+        if (*s != NULL) {
+            ops->stream_destroy(*s);
+            *s = NULL;
+        }
     }
 }
 
@@ -120,7 +117,9 @@ void coll_dev_pools_destroy(coll_job_t *job)
     for (int i = 0; i < COLL_DEV_MAX; i++) {
         coll_dev_pool_t *dp = job->dev_pools[i];
         if (dp != NULL) {
-            destroy_streams(dp);
+            if (job->d->devices.ops != NULL) {
+                coll_dev_pool_streams_destroy(job->d->devices.ops, dp);
+            }
             coll_pool_destroy(dp->pool);
             job->d->devices.dev[i].pools--;
             free(dp->sent);

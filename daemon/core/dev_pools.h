@@ -16,13 +16,18 @@
 #include "core/job.h"
 #include "device/dev.h"
 
+/** Which pair of a device pool's streams a staged copy goes on (coll_dev_pool_streams()): the
+ *  copies in (device to host) or the copies back (host to device). */
+enum { COLL_DEV_POOL_IN = 0, COLL_DEV_POOL_BACK = 1 };
+
 /** A job's pool on one device. */
 typedef struct coll_dev_pool {
     int device;      /**< the daemon's index of it */
     coll_pool_t *pool;
     uint32_t *sent;  /**< by local rank: chunks of the pool that rank was sent */
-    coll_dev_stream_t streams[2]; /**< the staged path's copies (coll_dev_pool_streams()), NULL
-                                       until the first */
+    coll_dev_stream_t streams[2][2]; /**< the staged path's copies, [COLL_DEV_POOL_IN or
+                                          COLL_DEV_POOL_BACK][either of the pair]
+                                          (coll_dev_pool_streams()), NULL until made */
 } coll_dev_pool_t;
 
 /**
@@ -46,14 +51,25 @@ size_t coll_dev_pool_unsent(coll_dev_pool_t *dp, uint32_t local, coll_pool_chunk
 void coll_dev_pools_leave(coll_job_t *job, const void *owner, uint32_t local);
 
 /**
- * @brief The two streams the staged path copies @p dp's buffers on (engine/dev_staged.h),
- *        made at the first call and destroyed with the pool.
- * @param [out] streams_p The pair, on success.
+ * @brief The four streams the staged path copies @p dp's buffers on (engine/dev_staged.h): a
+ *        pair for the copies in (device to host) and a pair for the copies back (host to
+ *        device), so that a pipelined operation's copies back run beside its later copies in
+ *        (a GPU has a copy engine for each direction, and only work on different streams
+ *        overlaps). Those not made yet are made now with @p ops (the daemon's device layer),
+ *        and live until coll_dev_pool_streams_destroy().
+ * @param [out] streams_p The pairs, [COLL_DEV_POOL_IN or COLL_DEV_POOL_BACK][2], on success.
  * @param [out] err       Why not (the device layer's words).
- * @return COLL_OK; the device layer's error (its stream could not be made).
+ * @return COLL_OK; the device layer's error (a stream could not be made: those made before it
+ *         are kept, and a later call makes the rest).
  */
-coll_status_t coll_dev_pool_streams(coll_dev_pool_t *dp, coll_dev_stream_t **streams_p, char *err,
+coll_status_t coll_dev_pool_streams(const coll_dev_ops_t *ops, coll_dev_pool_t *dp,
+                                    coll_dev_stream_t (**streams_p)[2], char *err,
                                     size_t errlen);
+
+/** @brief Destroy the streams of @p dp that were made (@p ops: the device layer that made
+ *         them), leaving them NULL; their work is done (the staged path waits for every copy it
+ *         queues). */
+void coll_dev_pool_streams_destroy(const coll_dev_ops_t *ops, coll_dev_pool_t *dp);
 
 /** @brief Destroy the job's device pools, giving their memory and budget back. */
 void coll_dev_pools_destroy(coll_job_t *job);

@@ -87,7 +87,8 @@ static coll_status_t add_span(coll_op_t *op, staged_t *sg, uint32_t pool, uint64
     span_t *p = &sg->span[sg->nspans];
     size_t bytes = (size_t)((hi - lo + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN);
     char err[200];
-    coll_status_t st = coll_dev_pool_streams(dp, &p->streams, err, sizeof(err));
+    coll_status_t st = coll_dev_pool_streams(op->job->d->devices.ops, dp, &p->streams, err,
+                                             sizeof(err));
 
     if (st != COLL_OK) {
         return coll__staged_fail(op, st, "has no stream", err);
@@ -185,7 +186,7 @@ coll_status_t coll__staged_queue(coll_devices_t *ds, span_t *p, int in, uint64_t
                                  uint64_t len, unsigned *turn)
 {
     uint64_t host = (uint64_t)(uintptr_t)(p->host + off), dev = p->dev + off;
-    coll_status_t st = coll_dev_staged_queue(ds->ops, p->streams, in ? host : dev,
+    coll_status_t st = coll_dev_staged_queue(ds->ops, span_pair(p, in), in ? host : dev,
                                              in ? dev : host, len, COLL_DEV_STAGED_CHUNK_BYTES,
                                              turn);
 
@@ -193,7 +194,8 @@ coll_status_t coll__staged_queue(coll_devices_t *ds, span_t *p, int in, uint64_t
     return st;
 }
 
-/* Record each span's events after the copies in (@p in) or back queued so far. */
+/* Record each span's events after the copies in (@p in) or back queued so far, on the pair of
+ * streams they went on. */
 static coll_status_t record(coll_op_t *op, staged_t *sg, int in)
 {
     coll_devices_t *ds = &op->job->d->devices;
@@ -203,7 +205,7 @@ static coll_status_t record(coll_op_t *op, staged_t *sg, int in)
     sg->inflight = 1;
     for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
         for (int s = 0; s < 2 && st == COLL_OK; s++) {
-            st = ds->ops->event_record(sg->span[k].ev[s], sg->span[k].streams[s]);
+            st = ds->ops->event_record(sg->span[k].ev[s], span_pair(&sg->span[k], in)[s]);
         }
     }
     return st;
@@ -488,7 +490,8 @@ static void staged_free(coll_op_t *op, void *state)
     for (uint32_t k = 0; k < sg->nspans; k++) {
         span_t *p = &sg->span[k];
         if (sg->inflight) {
-            coll_dev_staged_wait(ops, p->streams);
+            coll_dev_staged_wait(ops, p->streams[COLL_DEV_POOL_IN]);
+            coll_dev_staged_wait(ops, p->streams[COLL_DEV_POOL_BACK]);
         }
         if (p->out != &p->one) {
             free(p->out);

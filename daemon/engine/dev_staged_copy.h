@@ -4,8 +4,9 @@
  *        (engine/dev_staged.h): which bytes of a local member's buffers are copied (its
  *        extents: what it reads is copied in, what it writes is copied back, and nothing
  *        else), and how: a copy is cut into chunks queued in order, alternately on the two
- *        streams of the device pool, so that the chunks of one copy, and the copies of several
- *        buffers, run side by side where the device has the copy engines for it; the caller
+ *        streams of the device pool for its direction (coll_dev_pool_streams(): a pair in, a
+ *        pair back), so that the chunks of one copy, and the copies of several buffers, run
+ *        side by side where the device has the copy engines for it; the caller
  *        then records an event on both streams and polls them (the daemon's loop) before the
  *        host copy is read or the device buffer is handed back. A pipelined operation (a large
  *        ring allreduce) copies its buffers in batches of the ring's pipeline columns, in the

@@ -8,10 +8,11 @@
  * completed, in order, and wakes the ring (coll_op_gate_opened()). As the ring finishes the
  * last column of a batch, that batch's outputs are queued back; the feature's finish then only
  * records the events after them. So the copies in of later batches run while the ring works on
- * the first, and the copies back of the first while it works on the last: for a large bucket
- * the time nears the larger of the ring and the copies, not their sum (the copies back queue
- * on the same two streams after the copies in, so those two do not overlap each other). The
- * data on the wire, the plan and the sums are the ring's own, whatever the timing.
+ * the first, and the copies back of the first while it works on the last and while the last
+ * batches are still copied in (the copies back go on the pool's other pair of streams,
+ * coll_dev_pool_streams()): for a large bucket the time nears the largest of the copies in,
+ * the ring and the copies back, not their sum. The data on the wire, the plan and the sums are
+ * the ring's own, whatever the timing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static coll_status_t batch_queue(coll_op_t *op, staged_t *sg, uint64_t b, int in
             coll_range_t r = coll_dev_staged_batch_piece(&sg->plan, &sg->bt, b, c);
             st = r.len == 0 ? COLL_OK
                             : coll__staged_queue(ds, p, in, base + r.off * op->esize,
-                                                 r.len * op->esize, &sg->turn);
+                                                 r.len * op->esize, &sg->turn[in]);
         }
     }
     return st;
@@ -77,7 +78,7 @@ coll_status_t coll__staged_pipe_in(coll_op_t *op, staged_t *sg)
         st = batch_queue(op, sg, b, 1);
         for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
             for (int s = 0; s < 2 && st == COLL_OK; s++) {
-                st = ops->event_record(*batch_event(sg, b, k, s), sg->span[k].streams[s]);
+                st = ops->event_record(*batch_event(sg, b, k, s), span_pair(&sg->span[k], 1)[s]);
             }
         }
     }

@@ -10,13 +10,15 @@
 
 #include <uv.h>
 
+#include "core/dev_pools.h"
 #include "engine/dev_staged_copy.h"
 #include "engine/op.h"
 
 /* One device span and its host copy. */
 typedef struct {
     int device;                 /* the daemon's index of the span's device */
-    coll_dev_stream_t *streams; /* its device pool's pair (coll_dev_pool_streams()) */
+    coll_dev_stream_t (*streams)[2]; /* its device pool's pairs, in and back
+                                        (coll_dev_pool_streams(), span_pair()) */
     uint64_t dev;               /* device address of the span's first byte */
     uint8_t *host;              /* its host copy */
     size_t pinned;              /* > 0: host is a buffer of this size of the daemon's cache
@@ -26,8 +28,14 @@ typedef struct {
     coll_dev_staged_range_t *out; /* them (offsets in the span): &one, or an all-to-all's
                                      receive blocks (allocated) */
     coll_dev_staged_range_t one;
-    coll_dev_event_t ev[2];     /* recorded on each stream after the copies */
+    coll_dev_event_t ev[2];     /* recorded on each stream of the pair after the copies */
 } span_t;
+
+/* The pair of @p p's streams its copies in (@p in) or back go on. */
+static inline coll_dev_stream_t *span_pair(const span_t *p, int in)
+{
+    return p->streams[in ? COLL_DEV_POOL_IN : COLL_DEV_POOL_BACK];
+}
 
 typedef struct {
     coll_impl_t impl;  /* the host algorithm's, named "staged+<its name>" */
@@ -49,9 +57,10 @@ typedef struct {
     coll_dev_staged_batches_t bt;
     uint64_t batches_in;          /* batches, from the first on, whose copies in completed */
     uint64_t *final_cols;         /* [bt.nbatches] columns of each batch the ring finished */
-    unsigned turn;                /* the stream of the next piece (coll_dev_staged_queue()) */
+    unsigned turn[2];             /* the stream of the next piece, back [0] and in [1]
+                                     (coll_dev_staged_queue()) */
     coll_dev_event_t *bev;        /* [bt.nbatches][nspans][2] recorded after each batch's
-                                     copies in, on each stream of each span */
+                                     copies in, on each stream of each span's in pair */
     uint32_t nspans;
     span_t span[];     /* at most two per local member */
 } staged_t;
@@ -61,9 +70,9 @@ coll_status_t coll__staged_fail(coll_op_t *op, coll_status_t st, const char *wha
                                 const char *why);
 
 /** @brief Queue the copy of bytes [@p off, @p off + @p len) of span @p p to its host copy
- *         (@p in) or back, counted per device, its chunks alternating between the span's
- *         streams from *@p turn on (coll_dev_staged_queue()). @return COLL_OK or the device
- *         layer's error. */
+ *         (@p in) or back, counted per device, its chunks alternating between the span's pair
+ *         of streams of that direction (span_pair()) from *@p turn on
+ *         (coll_dev_staged_queue()). @return COLL_OK or the device layer's error. */
 coll_status_t coll__staged_queue(coll_devices_t *ds, span_t *p, int in, uint64_t off,
                                  uint64_t len, unsigned *turn);
 

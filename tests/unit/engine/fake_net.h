@@ -30,7 +30,7 @@ typedef struct {
     uint32_t node, local_rank, req_id;
     coll_status_t status;
     char error[256];
-    char algo[16];
+    char algo[32];
     uint64_t wire_bytes, dense_bytes;
 } fake_done_t;
 

@@ -17,6 +17,11 @@
  *   copies that take time (COLL_DEVICE_FAKE_COPY_DELAY_MS): submitting returns with nothing
  *   started, the loop's poll of the copies' events starts the algorithm and, after the copies
  *   back, tells the ranks; the sums are right;
+ *   the copies back go on streams of their own: node 0's copies in (device to host) on its
+ *   pool's in pair, its copies back on its back pair, no stream carrying both; a pipelined
+ *   allreduce (three batches, each stream copying at COLL_DEVICE_FAKE_COPY_MBPS) queues its
+ *   first copy back on an idle stream while the in pair is still copying later batches in
+ *   (the copy back does not wait behind them), named "staged+pipelined+ring", right;
  *   a copy back that the device layer refuses fails the job on that node with the layer's
  *   words, and its ranks get the error instead of a success; so does an event the loop's poll
  *   finds failed; after either every page-locked buffer is back in the cache, and at the end
@@ -314,6 +319,151 @@ static void test_copies_polled_from_the_loop(void **state)
     assert_true(finishing);
 }
 
+/* Node 0's copies as its device layer was asked them: the streams of the copies in and back
+ * (each stream once), and what the first copy back found (copies_back_seen()). */
+#define MAX_STREAMS 8
+static coll_dev_stream_t in_streams[MAX_STREAMS], back_streams[MAX_STREAMS];
+static int n_in, n_back, backs;
+static int back_idle;  /* 1: the first copy back's stream had nothing queued before it */
+static int in_busy;    /* 1: then a stream of the copies in was still copying */
+static coll_dev_event_t probe; /* of node 0's device, for those two */
+
+static void add_stream(coll_dev_stream_t *set, int *n, coll_dev_stream_t s)
+{
+    for (int i = 0; i < *n; i++) {
+        if (set[i] == s) {
+            return;
+        }
+    }
+    assert_true(*n < MAX_STREAMS);
+    set[(*n)++] = s;
+}
+
+/* Whether @p s has copies not done yet (the probe recorded there now, and queried). */
+static int stream_busy(coll_dev_stream_t s)
+{
+    assert_int_equal(real->event_record(probe, s), COLL_OK);
+    return real->event_query(probe) == COLL_INPROGRESS;
+}
+
+static coll_status_t sorting_copy(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s)
+{
+    const coll_pool_t *pool = w.job[0].dev_pools[0]->pool;
+    uint64_t base = (uint64_t)(uintptr_t)coll_pool_base(pool);
+
+    if (dst >= base && dst < base + coll_pool_size(pool)) { /* to the device: a copy back */
+        if (backs++ == 0) {
+            back_idle = !stream_busy(s);
+            for (int i = 0; i < n_in; i++) {
+                in_busy |= stream_busy(in_streams[i]);
+            }
+        }
+        add_stream(back_streams, &n_back, s);
+    } else {
+        add_stream(in_streams, &n_in, s);
+    }
+    return real->copy_async(dst, src, bytes, s);
+}
+
+/* Node 0's device layer sorts its copies from now on (copies_sorted_stop() ends it). */
+static void copies_sorted_start(void)
+{
+    real = w.d[0].devices.ops;
+    failing = *real;
+    failing.copy_async = sorting_copy;
+    w.d[0].devices.ops = &failing;
+    n_in = n_back = backs = back_idle = in_busy = 0;
+    assert_int_equal(real->event_create(0, &probe), COLL_OK);
+}
+
+/* Node 0's device layer as it was, also after a failed test (its teardown). */
+static int copies_sorted_stop(void **state)
+{
+    (void)state;
+    if (w.d[0].devices.ops == &failing) {
+        w.d[0].devices.ops = real;
+        real->event_destroy(probe);
+    }
+    return 0;
+}
+
+/* Node 0's copies in went on its pool's in pair, its copies back on its back pair. */
+static void copies_sorted_end(void)
+{
+    coll_dev_stream_t(*pairs)[2] = w.job[0].dev_pools[0]->streams;
+
+    copies_sorted_stop(NULL);
+    assert_true(n_in > 0 && n_back > 0);
+    for (int i = 0; i < n_in; i++) {
+        assert_true(in_streams[i] == pairs[COLL_DEV_POOL_IN][0] ||
+                    in_streams[i] == pairs[COLL_DEV_POOL_IN][1]);
+    }
+    for (int i = 0; i < n_back; i++) {
+        assert_true(back_streams[i] == pairs[COLL_DEV_POOL_BACK][0] ||
+                    back_streams[i] == pairs[COLL_DEV_POOL_BACK][1]);
+        for (int j = 0; j < n_in; j++) {
+            assert_ptr_not_equal(back_streams[i], in_streams[j]);
+        }
+    }
+}
+
+/* An allreduce of @p count floats in place, key @p key, on every rank's device buffer (node 0's
+ * copies sorted): the loop driven until every rank has its answer, each checked. */
+static void allreduce_sorted(uint64_t count, uint32_t key, const char *algo)
+{
+    float *b[N][L];
+    uint64_t off[N][L];
+    int finishing = 0;
+
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            b[n][l] = fake_dev_alloc(&w, n, l, count * 4, &off[n][l]);
+            for (size_t i = 0; i < count; i++) {
+                b[n][l][i] = input(n * L + l, i);
+            }
+        }
+    }
+    copies_sorted_start();
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            Coll__Wire__Submit sub = fake_dev_allreduce(key, count, 1, off[n][l], off[n][l]);
+            coll_op_submit(&w.job[n], &w.sess[n][l], &sub);
+            fake_net_run(&w);
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = drive(n, l, key, &finishing);
+            assert_true(d != NULL && d->status == COLL_OK);
+            assert_string_equal(d->algo, algo);
+            for (size_t i = 0; i < count; i++) {
+                assert_true(b[n][l][i] == total(i));
+            }
+        }
+    }
+    copies_sorted_end();
+}
+
+/* The whole copies: in on the in pair, back on the back pair. */
+static void test_copies_back_on_their_own_streams(void **state)
+{
+    (void)state;
+    allreduce_sorted(COUNT, 18, "staged+ring");
+}
+
+/* 3 Mi floats (12 MiB a rank): three batches of 2048 columns of the ring's 1 KiB segments, each
+ * stream copying at 20 MB/s (about 200 ms a batch): the first batch's copies back start at once
+ * on the back pair while the in pair still copies the later batches. */
+static void test_pipelined_back_beside_in(void **state)
+{
+    (void)state;
+    setenv("COLL_DEVICE_FAKE_COPY_MBPS", "20", 1);
+    allreduce_sorted((uint64_t)3 << 20, 19, "staged+pipelined+ring");
+    unsetenv("COLL_DEVICE_FAKE_COPY_MBPS");
+    assert_true(back_idle);
+    assert_true(in_busy);
+}
+
 /* Node 1's events fail once the loop polls them (after test_copy_back_refused failed node 0's
  * job). */
 static int queries;
@@ -407,6 +557,8 @@ int main(void)
         cmocka_unit_test(test_mixed_kinds),
         cmocka_unit_test(test_unpinned_fallback),
         cmocka_unit_test(test_copies_polled_from_the_loop),
+        cmocka_unit_test_teardown(test_copies_back_on_their_own_streams, copies_sorted_stop),
+        cmocka_unit_test_teardown(test_pipelined_back_beside_in, copies_sorted_stop),
         cmocka_unit_test(test_copy_back_refused),
         cmocka_unit_test(test_copy_in_fails_in_the_poll),
     };

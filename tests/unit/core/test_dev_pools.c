@@ -1,0 +1,140 @@
+/*
+ * Unit tests of a device pool's streams (core/dev_pools.h, coll_dev_pool_streams()) over the
+ * fake device layer, wrapped so that stream creations and destructions are counted and one
+ * creation can be refused:
+ *
+ *   the first call makes four distinct streams, a pair in (device to host) and a pair back
+ *   (host to device), on the pool's device; a second call makes none and gives the same ones;
+ *   destroying them destroys each once and leaves them NULL;
+ *   a refused creation (the first stream of the back pair) gives the device layer's error and
+ *   the clear message "device D: no stream for the staged copies: <the layer's words>"; the
+ *   streams made before it are kept, a later call makes only the missing ones, and destroying
+ *   the pool's streams after a refusal destroys exactly those made.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/dev_pools.h"
+
+static coll_dev_ops_t counting; /* the fake layer, its streams counted */
+static int attempts, created, destroyed;
+static int refuse_at = -1; /* the creation asked (0-based) refused, -1: none */
+
+static coll_status_t count_create(int dev, coll_dev_stream_t *s_p)
+{
+    if (attempts++ == refuse_at) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "cuStreamCreate: CUDA_ERROR_OUT_OF_MEMORY (test)");
+    }
+    created++;
+    return coll_dev_fake.stream_create(dev, s_p);
+}
+
+static void count_destroy(coll_dev_stream_t s)
+{
+    destroyed++;
+    coll_dev_fake.stream_destroy(s);
+}
+
+static int setup(void **state)
+{
+    const coll_dev_ops_t *ops;
+    (void)state;
+
+    /* COLL_DEVICE_FAKE=1 in the environment: the fake layer with one device. */
+    if (coll_dev_open(&ops) != COLL_OK || ops != &coll_dev_fake || ops->count() != 1) {
+        return -1;
+    }
+    counting = coll_dev_fake;
+    counting.stream_create = count_create;
+    counting.stream_destroy = count_destroy;
+    return 0;
+}
+
+static void reset(void)
+{
+    attempts = created = destroyed = 0;
+    refuse_at = -1;
+}
+
+static void test_two_pairs(void **state)
+{
+    coll_dev_pool_t dp = {.device = 0};
+    coll_dev_stream_t (*s)[2] = NULL, (*again)[2] = NULL;
+    coll_dev_stream_t all[4];
+    char err[200];
+    (void)state;
+
+    reset();
+    assert_int_equal(coll_dev_pool_streams(&counting, &dp, &s, err, sizeof(err)), COLL_OK);
+    assert_int_equal(created, 4);
+    all[0] = s[COLL_DEV_POOL_IN][0];
+    all[1] = s[COLL_DEV_POOL_IN][1];
+    all[2] = s[COLL_DEV_POOL_BACK][0];
+    all[3] = s[COLL_DEV_POOL_BACK][1];
+    for (int i = 0; i < 4; i++) {
+        assert_non_null(all[i]);
+        for (int j = 0; j < i; j++) {
+            assert_ptr_not_equal(all[i], all[j]);
+        }
+    }
+    assert_int_equal(coll_dev_pool_streams(&counting, &dp, &again, err, sizeof(err)), COLL_OK);
+    assert_int_equal(created, 4);
+    assert_ptr_equal(again, s);
+    assert_ptr_equal(again[COLL_DEV_POOL_BACK][1], all[3]);
+    coll_dev_pool_streams_destroy(&counting, &dp);
+    assert_int_equal(destroyed, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_null(dp.streams[i / 2][i % 2]);
+    }
+    coll_dev_pool_streams_destroy(&counting, &dp); /* nothing left to destroy */
+    assert_int_equal(destroyed, 4);
+}
+
+static void test_refused(void **state)
+{
+    coll_dev_pool_t dp = {.device = 0};
+    coll_dev_stream_t (*s)[2] = NULL;
+    char err[200];
+    (void)state;
+
+    reset();
+    refuse_at = 2; /* the in pair made, the first of the back pair refused */
+    assert_int_equal(coll_dev_pool_streams(&counting, &dp, &s, err, sizeof(err)),
+                     COLL_ERR_NOMEM);
+    assert_null(s);
+    assert_string_equal(err, "device 0: no stream for the staged copies: cuStreamCreate: "
+                             "CUDA_ERROR_OUT_OF_MEMORY (test)");
+    assert_int_equal(created, 2);
+    assert_non_null(dp.streams[COLL_DEV_POOL_IN][0]);
+    assert_non_null(dp.streams[COLL_DEV_POOL_IN][1]);
+    assert_null(dp.streams[COLL_DEV_POOL_BACK][0]);
+    assert_null(dp.streams[COLL_DEV_POOL_BACK][1]);
+    assert_int_equal(coll_dev_pool_streams(&counting, &dp, &s, err, sizeof(err)), COLL_OK);
+    assert_int_equal(created, 4); /* only the back pair made now */
+    assert_non_null(s[COLL_DEV_POOL_BACK][0]);
+    assert_non_null(s[COLL_DEV_POOL_BACK][1]);
+    coll_dev_pool_streams_destroy(&counting, &dp);
+    assert_int_equal(destroyed, 4);
+
+    reset();
+    refuse_at = 3; /* the last one: three made, destroyed with the pool */
+    assert_int_equal(coll_dev_pool_streams(&counting, &dp, &s, err, sizeof(err)),
+                     COLL_ERR_NOMEM);
+    assert_int_equal(created, 3);
+    coll_dev_pool_streams_destroy(&counting, &dp);
+    assert_int_equal(destroyed, 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_pairs),
+        cmocka_unit_test(test_refused),
+    };
+    return cmocka_run_group_tests_name("dev_pools", tests, setup, NULL);
+}
