@@ -23,11 +23,11 @@
  *   from any other thread is refused (COLL_ERR_INVALID), so that no two threads' operations are
  *   ever paired by timing. Give concurrent operations keys.
  * - A submission refused here or by the daemon (a buffer outside the pool, a bad root, peer,
- *   datatype or key, an operation without a key from another thread) fails the whole job on
- *   every rank with the reason, since the other ranks could never complete that operation.
- *   The refusing rank gets the refusal's code (COLL_ERR_INVALID, COLL_ERR_NOT_IN_POOL,
- *   COLL_ERR_BUSY, ...) from that call, its pending requests and its later calls; every other
- *   rank gets COLL_ERR_JOB, with a message naming the refusing rank, its code and the reason.
+ *   count, datatype or key, an operation without a key from another thread) fails the whole
+ *   job on every rank with the reason ("<function>: rank <r>: <the bad value>"), since the
+ *   other ranks could never complete that operation. The refusing rank gets the refusal's code
+ *   (COLL_ERR_INVALID, COLL_ERR_NOT_IN_POOL, ...) from that call, its pending requests and its
+ *   later calls; every other rank gets COLL_ERR_JOB naming the refusing rank and the reason.
  * - NULL: a pointer that must not be NULL (a handle, an output, a buffer of more than 0
  *   elements, a name) gives COLL_ERR_INVALID (-1, 0, "" or nothing where no status is returned,
  *   as each function says) and "<function>: <argument> must not be NULL" in
@@ -446,8 +446,9 @@ typedef struct {
  *   (coll_req_stream_wait()).
  * - Counts are in elements of @p dtype; 0 is allowed.
  * - The call returns COLL_INPROGRESS and a request in @p req_p (wait, test, free), or an error:
- *   COLL_ERR_INVALID (bad dtype, op, root, peer; a bitwise op of a float dtype; overlapping
- *   buffers; a key in flight; a NULL @p comm, @p req_p or buffer of more than 0 elements: a
+ *   COLL_ERR_INVALID (bad dtype, op, root, peer, compression; a bitwise op of a float dtype; a
+ *   count whose world_size blocks or bytes overflow size_t; overlapping buffers; a key in
+ *   flight; a NULL @p comm, @p req_p or buffer of more than 0 elements: a
  *   buffer the call does not touch on this rank, e.g. a broadcast's off the root, may be NULL),
  *   COLL_ERR_NOT_IN_POOL (a buffer outside this rank's allocations), the job's error once it
  *   failed (coll_comm_last_error() says why), COLL_ERR_CLOSED (daemon gone), COLL_ERR_NOMEM.
@@ -476,6 +477,7 @@ COLL_API coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendb
  * @brief Reduce-scatter: @p sendbuf holds world_size blocks of @p recvcount elements; rank r's
  *        @p recvbuf receives the reduction over all ranks of their block r.
  * In place when @p recvbuf is block r of @p sendbuf. Algorithm: COLL_ALGO_RING.
+ * @return As above (COLL_ERR_INVALID for a @p recvcount whose world_size blocks overflow).
  */
 COLL_API coll_status_t coll_reduce_scatter_async(coll_comm_t *comm, const void *sendbuf,
                                                  void *recvbuf, size_t recvcount,
@@ -486,6 +488,7 @@ COLL_API coll_status_t coll_reduce_scatter_async(coll_comm_t *comm, const void *
 /**
  * @brief All-gather: @p recvbuf (world_size blocks of @p sendcount elements) receives every
  *        rank's @p sendbuf in rank order. In place when @p sendbuf is block r of @p recvbuf.
+ * @return As above (COLL_ERR_INVALID for a @p sendcount whose world_size blocks overflow).
  * Algorithm: COLL_ALGO_RING.
  */
 COLL_API coll_status_t coll_allgather_async(coll_comm_t *comm, const void *sendbuf,
@@ -520,11 +523,8 @@ COLL_API coll_status_t coll_reduce_async(coll_comm_t *comm, const void *sendbuf,
  *        when its @p sendbuf is its own block of @p recvbuf.
  * Every rank must give the same @p count, @p dtype and @p root: the root's node compares every
  * node's descriptor before it writes a byte, so a disagreement fails the operation on every
- * rank with COLL_ERR_MISMATCH and the root's @p recvbuf untouched.
- * @return As the collectives above; COLL_ERR_INVALID also for @p root outside 0 .. world_size
- *         - 1 (the job fails, as for every refused submission) and for a @p count whose
- *         world_size blocks overflow.
- * Algorithm: COLL_ALGO_DIRECT.
+ * rank with COLL_ERR_MISMATCH and the root's @p recvbuf untouched. Algorithm: COLL_ALGO_DIRECT.
+ * @return As above (COLL_ERR_INVALID for a @p count whose world_size blocks overflow).
  */
 COLL_API coll_status_t coll_gather_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                          size_t count, coll_dtype_t dtype, int root,
@@ -582,8 +582,8 @@ COLL_API coll_status_t coll_alltoallv_async(coll_comm_t *comm, const void *sendb
  * @brief All-to-all with equal blocks: block j (@p count elements) of rank i's @p sendbuf
  *        (world_size blocks) lands in block i of rank j's @p recvbuf (world_size blocks).
  *        coll_alltoallv_async() with every count @p count and displacements j x @p count.
- * @return As coll_alltoallv_async(); COLL_ERR_INVALID also when world_size blocks of @p count
- *         elements overflow. Algorithm: COLL_ALGO_DIRECT.
+ * @return As coll_alltoallv_async(), COLL_ERR_INVALID for world_size blocks that overflow.
+ * Algorithm: COLL_ALGO_DIRECT.
  */
 COLL_API coll_status_t coll_alltoall_async(coll_comm_t *comm, const void *sendbuf,
                                            void *recvbuf, size_t count, coll_dtype_t dtype,

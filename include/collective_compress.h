@@ -95,8 +95,9 @@ COLL_API int coll_compression_format(const coll_compression_t *c, char *buf, siz
  * @brief Set the compression of every later operation of @p comm that does not ask for its own
  *        (coll_op_params_t.compression). The initial default comes from COLL_COMPRESSION (none
  *        when unset; coll_comm_create() fails with COLL_ERR_INVALID on a malformed value).
- * @return COLL_OK; COLL_ERR_INVALID for a method, ratio or rank out of range (nothing changes),
- *         or a NULL @p comm or @p c. Thread-safe.
+ * @return COLL_OK; COLL_ERR_INVALID for a method, ratio or rank out of range (nothing changes;
+ *         coll_comm_last_error() names the function and @p c's fields), or a NULL @p comm or
+ *         @p c. Local: the job goes on. Thread-safe.
  */
 COLL_API coll_status_t coll_comm_set_compression(coll_comm_t *comm, const coll_compression_t *c);
 

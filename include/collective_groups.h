@@ -152,10 +152,10 @@ typedef struct {
  *        say which groups stay inside a node as placed. Collective over @p comm, as
  *        coll_comm_split().
  * @param [out] groups  Filled on COLL_OK; free with coll_groups_destroy().
- * @return COLL_OK; COLL_ERR_INVALID when coll_layout_size(@p layout) differs from @p comm's size
- *         (on every rank alike, before anything is exchanged), for a NULL @p comm, and for a
- *         NULL @p layout or @p groups (the job fails then, as in coll_comm_split()); the errors
- *         of coll_comm_split() (groups made before the failure are destroyed).
+ * @return COLL_OK; COLL_ERR_INVALID for a NULL @p comm, and (the job fails then, as in
+ *         coll_comm_split(), before anything is exchanged) when coll_layout_size(@p layout)
+ *         differs from @p comm's size or for a NULL @p layout or @p groups; the errors of
+ *         coll_comm_split() (groups made before the failure are destroyed).
  */
 COLL_API coll_status_t coll_comm_groups(coll_comm_t *comm, const coll_layout_t *layout,
                                         coll_groups_t *groups);

@@ -59,9 +59,11 @@ static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsig
  * @brief Submit a checked operation @p m (key, kind, fields; req_id is filled in) and return
  *        its request, on @p c (the world or a group: m->group is set) over c->conn.
  *        c->conn->lock held.
- * @return COLL_INPROGRESS and the request; COLL_ERR_INVALID (nothing submitted) when a request
- *         of @p c with a key the tags cannot tell from m's is still pending (coll__req_same_key():
- *         that request then ends with COLL_ERR_INVALID too, whatever its outcome); COLL_ERR_NOMEM;
+ * @return COLL_INPROGRESS and the request; the code of the refused call with which this rank
+ *         ended the job, once it did (coll__refuse()); COLL_ERR_INVALID (nothing submitted) when
+ *         a request of @p c with a key the tags cannot tell from m's is still pending
+ *         (coll__req_same_key(): that request then ends with COLL_ERR_INVALID too, whatever its
+ *         outcome); COLL_ERR_NOMEM;
  *         the link's error and the shared-memory path's (coll__shm_post()); with @p stream (the
  *         CUDA stream whose queued work the operation's inputs wait for, *@p stream NULL being
  *         the default stream; @p stream NULL: none), those of coll__sync_take(), and
@@ -77,6 +79,27 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const
  * @return COLL_ERR_INVALID.
  */
 coll_status_t coll__refuse_null(coll_comm_t *c, const char *func, const char *arg);
+
+/**
+ * @brief The one refusal of a call that every rank makes (a collective, its arguments checked
+ *        before anything is submitted): the message (printf-style @p fmt, which names the
+ *        function, the rank and the bad value) on @p c, and the job fails with it on every rank
+ *        (an Abort to the daemon: the other ranks' operations end with COLL_ERR_JOB naming this
+ *        rank instead of waiting for the job's timeout), and this rank's later submissions get
+ *        @p st at once (coll__submit_msg()). coll__refuse_null() is its form for a NULL
+ *        argument; a refusal in the submission itself ends the same way. Lock not held.
+ * @return @p st.
+ */
+coll_status_t coll__refuse(coll_comm_t *c, coll_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/**
+ * @brief Whether compression @p z is valid (coll__compression_check()); if not, a message naming
+ *        @p func, this rank and @p z's fields on @p c. Lock held.
+ * @return COLL_OK, or COLL_ERR_INVALID.
+ */
+coll_status_t coll__compression_refused(coll_comm_t *c, const char *func,
+                                        const coll_compression_t *z);
 
 /**
  * @brief Offset of [p, p + len) in the job's pool. Lock held.

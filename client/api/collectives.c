@@ -2,6 +2,8 @@
  * Submitting collectives and point-to-point transfers: check the arguments against the pool,
  * give the operation its key, send one Submit and return a request.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@
 
 /* What one call asks for, before it becomes a Submit. */
 typedef struct {
+    const char *func;   /* the public function called, for the messages */
     coll_kind_t coll;
     const void *sendbuf;
     void *recvbuf;
@@ -60,13 +63,14 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_subm
     uint32_t sp = 0, rp = 0;
 
     if (s->send_elems > SIZE_MAX / es || s->recv_elems > SIZE_MAX / es) {
-        coll__set_error(comm, "count %zu overflows", s->count);
+        coll__set_error(comm, "%s: rank %d: count %zu of %s (%zu bytes) overflows size_t",
+                        s->func, comm->rank, s->count, coll_dtype_name(s->dtype), es);
         return COLL_ERR_INVALID;
     }
     if ((s->send_elems > 0 && s->sendbuf == NULL) || (s->recv_elems > 0 && s->recvbuf == NULL)) {
         int send = s->send_elems > 0 && s->sendbuf == NULL;
-        coll__set_error(comm, "rank %d: %s: the %s buffer must not be NULL for %zu elements",
-                        c->rank, coll_kind_name((coll_kind_t)s->coll), send ? "send" : "receive",
+        coll__set_error(comm, "%s: rank %d: the %s buffer must not be NULL for %zu elements",
+                        s->func, comm->rank, send ? "send" : "receive",
                         send ? s->send_elems : s->recv_elems);
         return COLL_ERR_INVALID;
     }
@@ -77,23 +81,25 @@ static coll_status_t check_buffers(coll_comm_t *comm, const spec_t *s, coll_subm
         ro = coll__buffer_offset(c, s->recvbuf, s->recv_elems * es, &rp);
     }
     if (so < 0 || ro < 0) {
-        coll__set_error(comm, "rank %d: %s buffer is not inside the job's pool; allocate it "
-                        "with coll_mem_alloc()", c->rank, so < 0 ? "send" : "receive");
+        coll__set_error(comm, "%s: rank %d: the %s buffer %p (%zu bytes) is not inside the "
+                        "job's pool; allocate it with coll_mem_alloc()", s->func, comm->rank,
+                        so < 0 ? "send" : "receive", so < 0 ? s->sendbuf : (const void *)s->recvbuf,
+                        (so < 0 ? s->send_elems : s->recv_elems) * es);
         return COLL_ERR_NOT_IN_POOL;
     }
     if (sends && recvs && sp != rp) {
-        coll__set_error(comm, "rank %d: the send and receive buffers are in different pools "
-                        "(host memory and a device's, or two devices')", c->rank);
+        coll__set_error(comm, "%s: rank %d: the send and receive buffers are in different "
+                        "pools (host memory and a device's, or two devices')", s->func,
+                        comm->rank);
         return COLL_ERR_INVALID;
     }
     m->pool = sends ? sp : rp;
     /* Before anything is posted: on the shared-memory path no daemon looks at the buffers. */
     if (!coll_kind_overlap_ok((coll_kind_t)s->coll, (uint32_t)comm->rank, (uint64_t)so,
                               s->send_elems * es, (uint64_t)ro, s->recv_elems * es)) {
-        coll__set_error(comm, "rank %d: send buffer [%lld, +%zu) and receive buffer [%lld, "
-                        "+%zu) of the %s overlap: %s", comm->rank, (long long)so,
+        coll__set_error(comm, "%s: rank %d: send buffer [%lld, +%zu) and receive buffer "
+                        "[%lld, +%zu) overlap: %s", s->func, comm->rank, (long long)so,
                         s->send_elems * es, (long long)ro, s->recv_elems * es,
-                        coll_kind_name((coll_kind_t)s->coll),
                         s->coll == COLL_KIND_ALLTOALLV
                             ? "an alltoallv has no in-place form, its buffers must be apart"
                             : "only the in-place form of this collective may");
@@ -108,24 +114,31 @@ static coll_status_t check_spec(coll_comm_t *c, const spec_t *s)
 {
     int p2p = s->coll == COLL_KIND_SEND || s->coll == COLL_KIND_RECV;
 
-    if (coll_dtype_size(s->dtype) == 0 || (unsigned)s->redop >= COLL_REDOP_COUNT) {
-        coll__set_error(c, "unsupported dtype %d or reduction %d", (int)s->dtype, (int)s->redop);
+    if (coll_dtype_size(s->dtype) == 0) {
+        coll__set_error(c, "%s: rank %d: dtype %d is not a coll_dtype_t", s->func, c->rank,
+                        (int)s->dtype);
+        return COLL_ERR_INVALID;
+    }
+    if ((unsigned)s->redop >= COLL_REDOP_COUNT) {
+        coll__set_error(c, "%s: rank %d: reduction %d is not a coll_redop_t", s->func, c->rank,
+                        (int)s->redop);
         return COLL_ERR_INVALID;
     }
     if (!coll_reduce_op_fits(s->dtype, s->redop)) {
-        coll__set_error(c, "rank %d: reduction %s does not apply to %s: the bitwise reductions "
-                        "(band, bor, bxor) take the integer dtypes (int8, uint8, int32, int64)",
-                        c->rank, coll_redop_name(s->redop), coll_dtype_name(s->dtype));
+        coll__set_error(c, "%s: rank %d: reduction %s does not apply to %s: the bitwise "
+                        "reductions (band, bor, bxor) take the integer dtypes (int8, uint8, "
+                        "int32, int64)", s->func, c->rank, coll_redop_name(s->redop),
+                        coll_dtype_name(s->dtype));
         return COLL_ERR_INVALID;
     }
     if (s->root < 0 || s->root >= c->world_size) {
-        coll__set_error(c, "root %d is not a rank of the %s (size %d)", s->root,
-                        c->group ? "group" : "job", c->world_size);
+        coll__set_error(c, "%s: rank %d: root %d is not a rank of the %s (size %d)", s->func,
+                        c->rank, s->root, c->group ? "group" : "job", c->world_size);
         return COLL_ERR_INVALID;
     }
     if (p2p && (s->peer < 0 || s->peer >= c->world_size || s->peer == c->rank)) {
-        coll__set_error(c, "peer %d is not another rank of the %s (rank %d, size %d)", s->peer,
-                        c->group ? "group" : "job", c->rank, c->world_size);
+        coll__set_error(c, "%s: rank %d: peer %d is not another rank of the %s (size %d)",
+                        s->func, c->rank, s->peer, c->group ? "group" : "job", c->world_size);
         return COLL_ERR_INVALID;
     }
     return COLL_OK;
@@ -144,9 +157,10 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
         return COLL_OK;
     }
     if (!pthread_equal(pthread_self(), c->owner)) {
-        coll__set_error(c, "rank %d: an operation without a key from a thread other than the one "
-                        "that created the communicator; give each concurrent operation a key "
-                        "(coll_op_params_t.key), or submit from that thread", c->rank);
+        coll__set_error(c, "%s: rank %d: an operation without a key from a thread other than "
+                        "the one that created the communicator; give each concurrent operation "
+                        "a key (coll_op_params_t.key), or submit from that thread", s->func,
+                        c->rank);
         return COLL_ERR_INVALID;
     }
     if (s->coll != COLL_KIND_SEND && s->coll != COLL_KIND_RECV) {
@@ -197,9 +211,14 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const
                                coll_request_t **req_p)
 {
     coll_request_t *r;
-    coll_status_t st = check_key(c, m);
+    coll_status_t st;
 
-    if (st != COLL_OK) {
+    /* The shared-memory path may not know yet of the Abort this rank sent: it must not run. */
+    if (c->conn->ended != COLL_OK) {
+        coll__set_error(c, "job %s failed earlier: %s", c->job, c->conn->ended_msg);
+        return c->conn->ended;
+    }
+    if ((st = check_key(c, m)) != COLL_OK) {
         return st;
     }
     if (stream != NULL && m->pool == 0) {
@@ -247,15 +266,10 @@ static void set_compression(coll_submission_t *m, const coll_compression_t *z)
 }
 
 /* A compression asked for by the call must be valid: the daemon would refuse it. */
-static coll_status_t check_params(coll_comm_t *c, const coll_op_params_t *params)
+static coll_status_t check_params(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params)
 {
-    if (params != NULL && (params->field_mask & COLL_OP_PARAM_COMPRESSION) &&
-        coll__compression_check(&params->compression) != COLL_OK) {
-        coll__set_error(c, "rank %d: invalid compression (method %d, ratio %g, rank %u, flags "
-                        "%#x, warm-up %u)", c->rank, (int)params->compression.method,
-                        params->compression.ratio, params->compression.rank,
-                        params->compression.flags, params->compression.warmup);
-        return COLL_ERR_INVALID;
+    if (params != NULL && (params->field_mask & COLL_OP_PARAM_COMPRESSION)) {
+        return coll__compression_refused(c, s->func, &params->compression);
     }
     return COLL_OK;
 }
@@ -292,15 +306,44 @@ static coll_status_t put_table(coll_comm_t *k, const uint64_t *table, uint32_t w
     return st;
 }
 
-/* A call refused before its submission: the job fails for the other ranks too, as in
- * submit_table(); returns @p st. */
-static coll_status_t refuse_call(coll_comm_t *c, coll_status_t st)
+/* The one end of a refused call, its message set: the other ranks would wait for it, so the
+ * job fails for them too, with that message, and this rank's later submissions get @p st at once
+ * (coll__submit_msg()). Nothing happens when this rank ended the job already, when another rank
+ * did (COLL_ERR_JOB: the daemon and the shared-memory area know) or the link is gone. Lock held;
+ * returns @p st. */
+static coll_status_t refuse_locked(coll_comm_t *c, coll_status_t st)
 {
     coll_comm_t *k = c->conn;
 
-    pthread_mutex_lock(&k->lock);
-    coll__abort(k, st, k->last_error);
-    pthread_mutex_unlock(&k->lock);
+    if (k->ended == COLL_OK && k->broken == COLL_OK && st != COLL_ERR_JOB) {
+        k->ended = st;
+        snprintf(k->ended_msg, sizeof(k->ended_msg), "%s", k->last_error);
+        coll__abort(k, st, k->last_error);
+    }
+    return st;
+}
+
+/* refuse_locked() for a call whose message is set, lock not held. */
+static coll_status_t refuse_call(coll_comm_t *c, coll_status_t st)
+{
+    pthread_mutex_lock(&c->conn->lock);
+    refuse_locked(c, st);
+    pthread_mutex_unlock(&c->conn->lock);
+    return st;
+}
+
+coll_status_t coll__refuse(coll_comm_t *c, coll_status_t st, const char *fmt, ...)
+{
+    char text[sizeof(c->conn->last_error)];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&c->conn->lock);
+    coll__set_error(c, "%s", text);
+    refuse_locked(c, st);
+    pthread_mutex_unlock(&c->conn->lock);
     return st;
 }
 
@@ -308,6 +351,20 @@ coll_status_t coll__refuse_null(coll_comm_t *c, const char *func, const char *ar
 {
     coll__arg_null(c, func, arg);
     return refuse_call(c, COLL_ERR_INVALID);
+}
+
+/* @p count elements times world_size blocks in *@p all_p; refused (the job fails) when that
+ * overflows size_t. */
+static coll_status_t blocks(coll_comm_t *c, const char *func, size_t count, size_t *all_p)
+{
+    size_t ws = (size_t)c->world_size;
+
+    *all_p = count * ws;
+    if (ws > 0 && count > SIZE_MAX / ws) {
+        return coll__refuse(c, COLL_ERR_INVALID, "%s: rank %d: count %zu overflows size_t in "
+                            "%zu blocks, one per rank", func, c->rank, count, ws);
+    }
+    return COLL_OK;
 }
 
 /* Submit call @p s; an alltoallv with its count @p table (NULL for every other kind). */
@@ -319,12 +376,12 @@ static coll_status_t submit_table(coll_comm_t *c, const spec_t *s, const uint64_
     coll_status_t st;
 
     if (req_p == NULL) {
-        return coll__refuse_null(c, coll_kind_name((coll_kind_t)s->coll), "req_p");
+        return coll__refuse_null(c, s->func, "req_p");
     }
     pthread_mutex_lock(&k->lock);
     st = check_spec(c, s);
     if (st == COLL_OK) {
-        st = check_params(c, params);
+        st = check_params(c, s, params);
     }
     if (st == COLL_OK) {
         st = check_buffers(c, s, &m);
@@ -354,9 +411,7 @@ static coll_status_t submit_table(coll_comm_t *c, const spec_t *s, const uint64_
         coll__pool_give_back(k, t.layout);
     }
     if (st != COLL_INPROGRESS) {
-        /* The other ranks would wait for this operation: end the job for them too (nothing
-         * happens when the job failed already or the link is gone). */
-        coll__abort(k, st, k->last_error);
+        refuse_locked(c, st);
     }
     pthread_mutex_unlock(&k->lock);
     return st;
@@ -372,9 +427,9 @@ coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf, void 
                                    size_t count, coll_dtype_t dtype, coll_redop_t op,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                .count = count, .send_elems = count, .recv_elems = count, .dtype = dtype,
-                .redop = op, .peer = -1};
+    spec_t s = {.func = __func__, .coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf,
+                .recvbuf = recvbuf, .count = count, .send_elems = count, .recv_elems = count,
+                .dtype = dtype, .redop = op, .peer = -1};
 
     COLL_ARG_CHECK(NULL, comm);
     return submit(comm, &s, params, req_p);
@@ -384,13 +439,12 @@ coll_status_t coll_reduce_scatter_async(coll_comm_t *comm, const void *sendbuf, 
                                         size_t recvcount, coll_dtype_t dtype, coll_redop_t op,
                                         const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                .count = recvcount, .recv_elems = recvcount, .dtype = dtype, .redop = op,
-                .peer = -1};
+    spec_t s = {.func = __func__, .coll = COLL_KIND_REDUCE_SCATTER, .sendbuf = sendbuf,
+                .recvbuf = recvbuf, .count = recvcount, .recv_elems = recvcount, .dtype = dtype,
+                .redop = op, .peer = -1};
 
     COLL_ARG_CHECK(NULL, comm);
-    s.send_elems = recvcount * (size_t)comm->world_size;
-    if (comm->world_size > 0 && s.send_elems / (size_t)comm->world_size != recvcount) {
+    if (blocks(comm, __func__, recvcount, &s.send_elems) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
     return submit(comm, &s, params, req_p);
@@ -400,13 +454,12 @@ coll_status_t coll_allgather_async(coll_comm_t *comm, const void *sendbuf, void 
                                    size_t sendcount, coll_dtype_t dtype,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                .count = sendcount, .send_elems = sendcount, .dtype = dtype, .redop = COLL_SUM,
-                .peer = -1};
+    spec_t s = {.func = __func__, .coll = COLL_KIND_ALLGATHER, .sendbuf = sendbuf,
+                .recvbuf = recvbuf, .count = sendcount, .send_elems = sendcount, .dtype = dtype,
+                .redop = COLL_SUM, .peer = -1};
 
     COLL_ARG_CHECK(NULL, comm);
-    s.recv_elems = sendcount * (size_t)comm->world_size;
-    if (comm->world_size > 0 && s.recv_elems / (size_t)comm->world_size != sendcount) {
+    if (blocks(comm, __func__, sendcount, &s.recv_elems) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
     return submit(comm, &s, params, req_p);
@@ -416,9 +469,9 @@ coll_status_t coll_broadcast_async(coll_comm_t *comm, const void *sendbuf, void 
                                    size_t count, coll_dtype_t dtype, int root,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_BROADCAST, .recvbuf = recvbuf, .count = count,
-                .recv_elems = count, .dtype = dtype, .redop = COLL_SUM, .root = root,
-                .peer = -1};
+    spec_t s = {.func = __func__, .coll = COLL_KIND_BROADCAST, .recvbuf = recvbuf,
+                .count = count, .recv_elems = count, .dtype = dtype, .redop = COLL_SUM,
+                .root = root, .peer = -1};
 
     COLL_ARG_CHECK(NULL, comm);
     if (root == comm->rank) {
@@ -432,7 +485,7 @@ coll_status_t coll_reduce_async(coll_comm_t *comm, const void *sendbuf, void *re
                                 size_t count, coll_dtype_t dtype, coll_redop_t op, int root,
                                 const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_REDUCE, .sendbuf = sendbuf, .count = count,
+    spec_t s = {.func = __func__, .coll = COLL_KIND_REDUCE, .sendbuf = sendbuf, .count = count,
                 .send_elems = count, .dtype = dtype, .redop = op, .root = root, .peer = -1};
 
     COLL_ARG_CHECK(NULL, comm);
@@ -443,48 +496,50 @@ coll_status_t coll_reduce_async(coll_comm_t *comm, const void *sendbuf, void *re
     return submit(comm, &s, params, req_p);
 }
 
-/* Gather and scatter: the root's buffer holds world_size blocks, the others' one or none. */
-static coll_status_t rooted_blocks(coll_comm_t *c, coll_kind_t kind, const void *sendbuf,
-                                   void *recvbuf, size_t count, coll_dtype_t dtype, int root,
-                                   const coll_op_params_t *params, coll_request_t **req_p)
+/* Gather and scatter (@p s: function, kind, count, dtype and root): the root's buffer holds
+ * world_size blocks, the others' one or none. */
+static coll_status_t rooted_blocks(coll_comm_t *c, spec_t *s, const void *sendbuf,
+                                   void *recvbuf, const coll_op_params_t *params,
+                                   coll_request_t **req_p)
 {
-    int at_root = root == c->rank, gather = kind == COLL_KIND_GATHER;
-    size_t all = count * (size_t)c->world_size;
-    spec_t s = {.coll = kind, .sendbuf = gather || at_root ? sendbuf : NULL,
-                .recvbuf = !gather || at_root ? recvbuf : NULL, .count = count,
-                .send_elems = gather ? count : at_root ? all : 0,
-                .recv_elems = !gather ? count : at_root ? all : 0, .dtype = dtype,
-                .redop = COLL_SUM, .root = root, .peer = -1};
+    int at_root = s->root == c->rank, gather = s->coll == COLL_KIND_GATHER;
+    size_t all;
 
-    if (c->world_size > 0 && all / (size_t)c->world_size != count) {
-        coll__set_error(c, "rank %d: %zu blocks of %zu elements overflow", c->rank,
-                        (size_t)c->world_size, count);
+    if (blocks(c, s->func, s->count, &all) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
-    return submit(c, &s, params, req_p);
+    s->sendbuf = gather || at_root ? sendbuf : NULL;
+    s->recvbuf = !gather || at_root ? recvbuf : NULL;
+    s->send_elems = gather ? s->count : at_root ? all : 0;
+    s->recv_elems = !gather ? s->count : at_root ? all : 0;
+    return submit(c, s, params, req_p);
 }
 
 coll_status_t coll_gather_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t count, coll_dtype_t dtype, int root,
                                 const coll_op_params_t *params, coll_request_t **req_p)
 {
+    spec_t s = {.func = __func__, .coll = COLL_KIND_GATHER, .count = count, .dtype = dtype,
+                .redop = COLL_SUM, .root = root, .peer = -1};
+
     COLL_ARG_CHECK(NULL, comm);
-    return rooted_blocks(comm, COLL_KIND_GATHER, sendbuf, recvbuf, count, dtype, root, params,
-                         req_p);
+    return rooted_blocks(comm, &s, sendbuf, recvbuf, params, req_p);
 }
 
 coll_status_t coll_scatter_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t count, coll_dtype_t dtype, int root,
                                  const coll_op_params_t *params, coll_request_t **req_p)
 {
+    spec_t s = {.func = __func__, .coll = COLL_KIND_SCATTER, .count = count, .dtype = dtype,
+                .redop = COLL_SUM, .root = root, .peer = -1};
+
     COLL_ARG_CHECK(NULL, comm);
-    return rooted_blocks(comm, COLL_KIND_SCATTER, sendbuf, recvbuf, count, dtype, root, params,
-                         req_p);
+    return rooted_blocks(comm, &s, sendbuf, recvbuf, params, req_p);
 }
 
 /* @p t (the caller's until here) into @p table_p when its receive blocks are apart; freed and an
  * error (set) otherwise. */
-static coll_status_t a2a_apart(coll_comm_t *c, uint64_t *t, uint64_t **table_p)
+static coll_status_t a2a_apart(coll_comm_t *c, const spec_t *s, uint64_t *t, uint64_t **table_p)
 {
     uint32_t a = 0, b = 0;
     int apart = coll_a2a_recv_apart(t, (uint32_t)c->world_size, &a, &b);
@@ -495,12 +550,12 @@ static coll_status_t a2a_apart(coll_comm_t *c, uint64_t *t, uint64_t **table_p)
     }
     free(t);
     if (apart < 0) {
-        coll__set_error(c, "rank %d: no memory for the alltoallv's count table", c->rank);
+        coll__set_error(c, "%s: rank %d: no memory for the count table", s->func, c->rank);
         return COLL_ERR_NOMEM;
     }
-    coll__set_error(c, "rank %d: the alltoallv's receive blocks from ranks %u and %u overlap "
+    coll__set_error(c, "%s: rank %d: the receive blocks from ranks %u and %u overlap "
                     "(rdispls and recvcounts): the blocks of a receive buffer must be apart",
-                    c->rank, a, b);
+                    s->func, c->rank, a, b);
     return COLL_ERR_INVALID;
 }
 
@@ -517,24 +572,44 @@ static coll_status_t a2a_table(coll_comm_t *c, const size_t *const rows[COLL_A2A
 
     for (unsigned i = 0; i < COLL_A2A_ROWS; i++) {
         if (rows[i] == NULL) {
-            coll__set_error(c, "rank %d: alltoallv: %s must not be NULL", c->rank, names[i]);
+            coll__set_error(c, "%s: rank %d: %s must not be NULL", s->func, c->rank, names[i]);
             return COLL_ERR_INVALID;
         }
     }
+    if (es == 0) {
+        coll__set_error(c, "%s: rank %d: dtype %d is not a coll_dtype_t", s->func, c->rank,
+                        (int)s->dtype);
+        return COLL_ERR_INVALID;
+    }
     if ((t = malloc(coll_a2a_table_bytes(ws))) == NULL) {
-        coll__set_error(c, "rank %d: no memory for the alltoallv's count table", c->rank);
+        coll__set_error(c, "%s: rank %d: no memory for the count table", s->func, c->rank);
         return COLL_ERR_NOMEM;
     }
     for (size_t i = 0; i < (size_t)COLL_A2A_ROWS * ws; i++) {
         t[i] = rows[i / ws][i % ws];
     }
-    if (es == 0 || coll_a2a_extent(t, ws, es, &s->send_elems, &s->recv_elems, &bad) != 0) {
-        coll__set_error(c, es == 0 ? "unsupported dtype %d" : "rank %d: the alltoallv's block "
-                        "for rank %u overflows", es == 0 ? (int)s->dtype : c->rank, bad);
+    if (coll_a2a_extent(t, ws, es, &s->send_elems, &s->recv_elems, &bad) != 0) {
+        coll__set_error(c, "%s: rank %d: the block for rank %u overflows size_t (its count "
+                        "and displacement in elements of %zu bytes)", s->func, c->rank, bad, es);
         free(t);
         return COLL_ERR_INVALID;
     }
-    return a2a_apart(c, t, table_p);
+    return a2a_apart(c, s, t, table_p);
+}
+
+/* An alltoallv (@p s: function, buffers and dtype) of the count @p rows. */
+static coll_status_t a2a_submit(coll_comm_t *c, spec_t *s, const size_t *const rows[COLL_A2A_ROWS],
+                                const coll_op_params_t *params, coll_request_t **req_p)
+{
+    uint64_t *table = NULL;
+    coll_status_t st = a2a_table(c, rows, s, &table);
+
+    if (st != COLL_OK) {
+        return refuse_call(c, st);
+    }
+    st = submit_table(c, s, table, params, req_p);
+    free(table);
+    return st;
 }
 
 coll_status_t coll_alltoallv_async(coll_comm_t *comm, const void *sendbuf,
@@ -544,45 +619,37 @@ coll_status_t coll_alltoallv_async(coll_comm_t *comm, const void *sendbuf,
                                    coll_request_t **req_p)
 {
     const size_t *const rows[COLL_A2A_ROWS] = {sendcounts, sdispls, recvcounts, rdispls};
-    spec_t s = {.coll = COLL_KIND_ALLTOALLV, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                .dtype = dtype, .redop = COLL_SUM, .peer = -1};
-    uint64_t *table = NULL;
-    coll_status_t st;
+    spec_t s = {.func = __func__, .coll = COLL_KIND_ALLTOALLV, .sendbuf = sendbuf,
+                .recvbuf = recvbuf, .dtype = dtype, .redop = COLL_SUM, .peer = -1};
 
     COLL_ARG_CHECK(NULL, comm);
-    if ((st = a2a_table(comm, rows, &s, &table)) != COLL_OK) {
-        return refuse_call(comm, st);
-    }
-    st = submit_table(comm, &s, table, params, req_p);
-    free(table);
-    return st;
+    return a2a_submit(comm, &s, rows, params, req_p);
 }
 
 coll_status_t coll_alltoall_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t count, coll_dtype_t dtype,
                                   const coll_op_params_t *params, coll_request_t **req_p)
 {
-    size_t ws;
-    size_t *v;
+    spec_t s = {.func = __func__, .coll = COLL_KIND_ALLTOALLV, .sendbuf = sendbuf,
+                .recvbuf = recvbuf, .dtype = dtype, .redop = COLL_SUM, .peer = -1};
+    size_t ws, all, *v;
     coll_status_t st;
 
     COLL_ARG_CHECK(NULL, comm);
-    ws = (size_t)comm->world_size;
-    if (count > SIZE_MAX / ws) {
-        coll__set_error(comm, "rank %d: %zu blocks of %zu elements overflow", comm->rank, ws,
-                        count);
-        return refuse_call(comm, COLL_ERR_INVALID);
+    if (blocks(comm, __func__, count, &all) != COLL_OK) {
+        return COLL_ERR_INVALID;
     }
+    ws = (size_t)comm->world_size;
     if ((v = malloc(2 * ws * sizeof(size_t))) == NULL) {
-        coll__set_error(comm, "rank %d: no memory for the alltoall's counts", comm->rank);
-        return refuse_call(comm, COLL_ERR_NOMEM);
+        return coll__refuse(comm, COLL_ERR_NOMEM, "%s: rank %d: no memory for the counts",
+                            __func__, comm->rank);
     }
     for (size_t j = 0; j < ws; j++) {
         v[j] = count;
         v[ws + j] = j * count;
     }
-    st = coll_alltoallv_async(comm, sendbuf, v, v + ws, recvbuf, v, v + ws, dtype, params,
-                              req_p);
+    st = a2a_submit(comm, &s, (const size_t *const[COLL_A2A_ROWS]){v, v + ws, v, v + ws},
+                    params, req_p);
     free(v);
     return st;
 }
@@ -590,7 +657,8 @@ coll_status_t coll_alltoall_async(coll_comm_t *comm, const void *sendbuf, void *
 coll_status_t coll_barrier_async(coll_comm_t *comm, const coll_op_params_t *params,
                                  coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8, .redop = COLL_SUM, .peer = -1};
+    spec_t s = {.func = __func__, .coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8,
+                .redop = COLL_SUM, .peer = -1};
 
     COLL_ARG_CHECK(NULL, comm);
     return submit(comm, &s, params, req_p);
@@ -600,8 +668,8 @@ coll_status_t coll_send_async(coll_comm_t *comm, const void *buf, size_t count,
                               coll_dtype_t dtype, int peer, const coll_op_params_t *params,
                               coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_SEND, .sendbuf = buf, .count = count, .send_elems = count,
-                .dtype = dtype, .redop = COLL_SUM, .peer = peer};
+    spec_t s = {.func = __func__, .coll = COLL_KIND_SEND, .sendbuf = buf, .count = count,
+                .send_elems = count, .dtype = dtype, .redop = COLL_SUM, .peer = peer};
 
     COLL_ARG_CHECK(NULL, comm);
     return submit(comm, &s, params, req_p);
@@ -610,8 +678,8 @@ coll_status_t coll_send_async(coll_comm_t *comm, const void *buf, size_t count,
 coll_status_t coll_recv_async(coll_comm_t *comm, void *buf, size_t count, coll_dtype_t dtype,
                               int peer, const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {.coll = COLL_KIND_RECV, .recvbuf = buf, .count = count, .recv_elems = count,
-                .dtype = dtype, .redop = COLL_SUM, .peer = peer};
+    spec_t s = {.func = __func__, .coll = COLL_KIND_RECV, .recvbuf = buf, .count = count,
+                .recv_elems = count, .dtype = dtype, .redop = COLL_SUM, .peer = peer};
 
     COLL_ARG_CHECK(NULL, comm);
     return submit(comm, &s, params, req_p);

@@ -11,26 +11,40 @@
 /* Registering a layout is local work for the daemon; this only bounds a daemon that hangs. */
 #define COLL_LAYOUT_TIMEOUT_MS 30000
 
+coll_status_t coll__compression_refused(coll_comm_t *c, const char *func,
+                                        const coll_compression_t *z)
+{
+    if (coll__compression_check(z) == COLL_OK) {
+        return COLL_OK;
+    }
+    coll__set_error(c, "%s: rank %d: invalid compression (method %d, ratio %g, rank %u, flags "
+                    "%#x, warm-up %u): see coll_compression_t", func, c->rank, (int)z->method,
+                    z->ratio, z->rank, z->flags, z->warmup);
+    return COLL_ERR_INVALID;
+}
+
 coll_status_t coll_comm_set_compression(coll_comm_t *comm, const coll_compression_t *c)
 {
+    coll_status_t st;
+
     COLL_ARG_CHECK(NULL, comm);
     COLL_ARG_CHECK(comm, c);
-    if (coll__compression_check(c) != COLL_OK) {
-        return COLL_ERR_INVALID;
+    pthread_mutex_lock(&comm->conn->lock);
+    st = coll__compression_refused(comm, __func__, c);
+    if (st == COLL_OK) {
+        comm->compression = *c;
     }
-    pthread_mutex_lock(&comm->lock);
-    comm->compression = *c;
-    pthread_mutex_unlock(&comm->lock);
-    return COLL_OK;
+    pthread_mutex_unlock(&comm->conn->lock);
+    return st;
 }
 
 coll_status_t coll_comm_compression(coll_comm_t *comm, coll_compression_t *out)
 {
     COLL_ARG_CHECK(NULL, comm);
     COLL_ARG_CHECK(comm, out);
-    pthread_mutex_lock(&comm->lock);
+    pthread_mutex_lock(&comm->conn->lock);
     *out = comm->compression;
-    pthread_mutex_unlock(&comm->lock);
+    pthread_mutex_unlock(&comm->conn->lock);
     return COLL_OK;
 }
 

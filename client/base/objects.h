@@ -108,6 +108,9 @@ struct coll_comm {
     int doorbell_fd;          /* the job's doorbell, -1 when none */
     coll_ctl_job_t *ctl_job;  /* the job header of the control area */
     coll_status_t broken;     /* COLL_OK while the daemon link works */
+    coll_status_t ended;      /* conn: the code of the refused call with which this rank ended
+                                 the job (COLL_OK: none); later submissions get it at once */
+    char ended_msg[512];      /* conn: that call's message */
     uint64_t link_check_ns;   /* conn: when the socket is next looked at for a daemon that is
                                  gone (coll__link_check()) */
     char job[COLL_JOB_ID_MAX + 1];

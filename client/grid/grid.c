@@ -147,11 +147,9 @@ coll_status_t coll_comm_groups(coll_comm_t *comm, const coll_layout_t *layout,
         return coll__refuse_null(comm, __func__, layout == NULL ? "layout" : "groups");
     }
     if (coll_layout_size(layout) != comm->world_size) {
-        pthread_mutex_lock(&comm->conn->lock);
-        coll__set_error(comm, "coll_comm_groups: the grid (coll_layout_t) has %d ranks, the "
-                        "communicator %d", coll_layout_size(layout), comm->world_size);
-        pthread_mutex_unlock(&comm->conn->lock);
-        return COLL_ERR_INVALID;
+        return coll__refuse(comm, COLL_ERR_INVALID, "%s: rank %d: the grid (coll_layout_t) has "
+                            "%d ranks, the communicator %d", __func__, comm->rank,
+                            coll_layout_size(layout), comm->world_size);
     }
     coll_layout_coords(layout, comm->rank, g.coords);
     for (int d = 0; d < COLL_DIM_COUNT && st == COLL_OK; d++) {

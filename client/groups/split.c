@@ -228,15 +228,13 @@ coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key, coll_comm_t
     coll_status_t st;
 
     COLL_ARG_CHECK(NULL, comm);
-    if (newcomm_p == NULL || color < COLL_UNDEFINED) {
-        pthread_mutex_lock(&comm->conn->lock);
-        coll__set_error(comm, "coll_comm_split: rank %d: %s", comm->rank,
-                        newcomm_p == NULL ? "newcomm_p must not be NULL"
-                                          : "a color below COLL_UNDEFINED (-1)");
-        /* The other ranks would wait for this one in the split: end the job for them. */
-        coll__abort(comm->conn, COLL_ERR_INVALID, comm->conn->last_error);
-        pthread_mutex_unlock(&comm->conn->lock);
-        return COLL_ERR_INVALID;
+    /* The other ranks would wait for this one in the split: refused, the job ends for them. */
+    if (newcomm_p == NULL) {
+        return coll__refuse_null(comm, __func__, "newcomm_p");
+    }
+    if (color < COLL_UNDEFINED) {
+        return coll__refuse(comm, COLL_ERR_INVALID, "%s: rank %d: color %d is below "
+                            "COLL_UNDEFINED (-1)", __func__, comm->rank, color);
     }
     if ((st = scratch_alloc(comm, &sc)) != COLL_OK) {
         return st;

@@ -308,7 +308,7 @@ static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
         return COLL_ERR_INVALID;
     }
     if (bucket >= ps->num_buckets || ps->bucket_steps[bucket] > coll_ps_steps(ps)) {
-        coll__set_error(c, "rank %d: parameter service bucket %zu %s", c->rank, bucket,
+        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: bucket %zu %s", c->rank, bucket,
                         bucket >= ps->num_buckets ? "does not exist"
                                                   : "was submitted twice in one step");
         return COLL_ERR_INVALID;
@@ -317,13 +317,13 @@ static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
     go = coll__buffer_offset(c->conn, grad, bytes, &gp);
     po = coll__buffer_offset(c->conn, ps->params + ps->bucket_off[bucket], bytes, &pp);
     if (go < 0 || po < 0) {
-        coll__set_error(c, "rank %d: the gradients of parameter service bucket %zu are not "
-                        "inside the job's pool or one of its device pools", c->rank, bucket);
+        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: the gradients of bucket %zu are "
+                        "not inside the job's pool or one of its device pools", c->rank, bucket);
         return COLL_ERR_NOT_IN_POOL;
     }
     if (gp != pp) {
-        coll__set_error(c, "rank %d: the gradients of parameter service bucket %zu are in %s, "
-                        "its parameters in %s: both must be in one pool", c->rank, bucket,
+        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: the gradients of bucket %zu are "
+                        "in %s, its parameters in %s: both must be in one pool", c->rank, bucket,
                         gp == 0 ? "host memory" : "a device pool",
                         pp == 0 ? "host memory" : gp == 0 ? "a device pool" : "another one");
         return COLL_ERR_INVALID;
