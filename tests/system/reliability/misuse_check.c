@@ -21,6 +21,12 @@
  *             others submit their allreduce. It sees its own code (COLL_ERR_INVALID) on its
  *             keyed request and its next call; every other rank's allreduce and next call end
  *             with COLL_ERR_JOB naming the last rank and the stream; no output is written.
+ *   count     the last rank asks a reduce-scatter of SIZE_MAX / 2 + 1 elements per rank (its
+ *             world_size blocks overflow), the others one of --count: refused there at once
+ *             (COLL_ERR_INVALID naming coll_reduce_scatter_async and the count); every other
+ *             rank's reduce-scatter ends with COLL_ERR_JOB naming the last rank and the call
+ *             within QUICK_MS (well before the job's timeout), and its next call too; no output
+ *             is written.
  *
  * Exit status: 0 the rule held on this rank, 1 it did not (a message says how), 2 usage.
  */
@@ -33,6 +39,7 @@
 #include <time.h>
 
 #define WAIT_MS 30000
+#define QUICK_MS 5000
 #define LATE_MS 300
 #define SENTINEL -7.0f
 
@@ -244,15 +251,16 @@ static int names_rank(const char *msg, int r)
     return 0;
 }
 
-/* @p st and the last error are @p want and name the refusing rank @p culprit and its stream. */
+/* @p st and the last error are @p want and name the refusing rank @p culprit and @p word (what
+ * it refused). */
 static void expect_refusal(const check_ctx_t *c, coll_status_t st, coll_status_t want,
-                           int culprit, const char *what)
+                           int culprit, const char *word, const char *what)
 {
     const char *msg = coll_comm_last_error(c->comm);
 
-    if (st != want || !names_rank(msg, culprit) || strstr(msg, "stream") == NULL) {
-        check_die("%s: %s, expected %s naming rank %d and the stream: '%s'", what,
-                  coll_err_name(st), coll_err_name(want), culprit, msg);
+    if (st != want || !names_rank(msg, culprit) || strstr(msg, word) == NULL) {
+        check_die("%s: %s, expected %s naming rank %d and '%s': '%s'", what, coll_err_name(st),
+                  coll_err_name(want), culprit, word, msg);
     }
     check_say(c, 0, "rank %d: %s: %s: %s", c->rank, what, coll_err_name(st), msg);
 }
@@ -278,24 +286,57 @@ static void case_stream(const check_ctx_t *c, const opts_t *o)
                       coll_comm_last_error(c->comm));
         }
         st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, &streamed, &req);
-        expect_refusal(c, st, COLL_ERR_INVALID, culprit, "the allreduce with a stream");
+        expect_refusal(c, st, COLL_ERR_INVALID, culprit, "stream",
+                       "the allreduce with a stream");
         st = outcome(c, COLL_INPROGRESS, lone, "the allreduce of key 5");
-        expect_refusal(c, st, COLL_ERR_INVALID, culprit, "its pending allreduce of key 5");
+        expect_refusal(c, st, COLL_ERR_INVALID, culprit, "stream",
+                       "its pending allreduce of key 5");
     } else {
         st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
-        expect_refusal(c, outcome(c, st, req, "allreduce"), COLL_ERR_JOB, culprit,
+        expect_refusal(c, outcome(c, st, req, "allreduce"), COLL_ERR_JOB, culprit, "stream",
                        "the allreduce the last rank refused");
     }
     st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
-    expect_refusal(c, outcome(c, st, req, "the next allreduce"), want, culprit,
+    expect_refusal(c, outcome(c, st, req, "the next allreduce"), want, culprit, "stream",
                    "the next allreduce");
     unchanged(in, n, c->rank, 1, "the input");
     unchanged(out, n, c->rank, -1, "the output");
 }
 
+static void case_count(const check_ctx_t *c, const opts_t *o)
+{
+    size_t n = o->count, all = n * (size_t)c->world;
+    int culprit = c->world - 1, mine = c->rank == culprit;
+    float *in = alloc(c, all), *out = alloc(c, n);
+    coll_status_t want = mine ? COLL_ERR_INVALID : COLL_ERR_JOB;
+    const char *call = "coll_reduce_scatter_async";
+    coll_request_t *req = NULL;
+    coll_status_t st;
+    double t0;
+
+    fill(in, all, c->rank, 1);
+    fill(out, n, c->rank, -1);
+    barrier(c);
+    t0 = check_now_s();
+    st = coll_reduce_scatter_async(c->comm, in, out, mine ? SIZE_MAX / 2 + 1 : n, COLL_FLOAT32,
+                                   COLL_SUM, NULL, &req);
+    st = st == COLL_INPROGRESS ? check_wait(c, req, QUICK_MS, "reduce-scatter", NULL, 0) : st;
+    expect_refusal(c, st, want, culprit, call, "the reduce-scatter");
+    if (mine && strstr(coll_comm_last_error(c->comm), "9223372036854775808") == NULL) {
+        check_die("the refusal does not name the count: '%s'", coll_comm_last_error(c->comm));
+    }
+    check_say(c, 0, "rank %d: the reduce-scatter ended after %.3f s", c->rank,
+              check_now_s() - t0);
+    st = coll_reduce_scatter_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
+    expect_refusal(c, outcome(c, st, req, "the next reduce-scatter"), want, culprit, call,
+                   "the next reduce-scatter");
+    unchanged(in, all, c->rank, 1, "the input");
+    unchanged(out, n, c->rank, -1, "the output");
+}
+
 static void usage(const char *prog)
 {
-    printf("usage: %s --case overlap|keyreuse|free|root|stream [--count N] [--shift S]\n"
+    printf("usage: %s --case overlap|keyreuse|free|root|stream|count [--count N] [--shift S]\n"
            "Run as every rank of a collective-launch job; see the comment at the top of\n"
            "tests/system/reliability/misuse_check.c for what each case checks.\n", prog);
 }
@@ -349,6 +390,8 @@ int main(int argc, char **argv)
         case_root(&c, &o);
     } else if (strcmp(o.name, "stream") == 0) {
         case_stream(&c, &o);
+    } else if (strcmp(o.name, "count") == 0) {
+        case_count(&c, &o);
     } else {
         check_usage_error("unknown case %s", o.name);
     }

@@ -3,9 +3,12 @@
  * must not be NULL: COLL_ERR_INVALID (or the documented value of a function that returns no
  * status) and a message naming the argument, where coll_comm_last_error() of the call's
  * communicator, or of NULL for a call without one, gives it. The destroy and free functions
- * take NULL as a no-op. No daemon: a communicator of this process whose link is a socketpair
- * (the daemon's end is drained, never answered), a request and a parameter service made on it,
- * and a real bucketer.
+ * take NULL as a no-op. And every collective given a bad value (a count that overflows, a
+ * dtype, reduction, root or peer out of range, an invalid compression, a buffer outside the
+ * pool, a split's color, a grid's size): its code, a message naming the function, the rank and
+ * the value, and the job ended.
+ * No daemon: a communicator of this process whose link is a socketpair (the daemon's end is
+ * drained, never answered), a request and a parameter service made on it, and a real bucketer.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -96,17 +99,24 @@ static int teardown(void **state)
 /* Before each call: no message on the communicator, another one for the thread (a failed
  * coll_comm_create() of a world of 0 ranks, which stops at its parameters), and the aborts
  * that refused calls sent read off the link. */
+static void drain(void)
+{
+    char sink[4096];
+
+    while (read(daemon_fd, sink, sizeof(sink)) > 0) {
+    }
+}
+
 static void reset(void)
 {
     coll_comm_params_t p = {.field_mask = COLL_COMM_PARAM_RANK};
     coll_comm_t *none = NULL;
-    char sink[4096];
 
     comm->last_error[0] = '\0';
+    comm->ended = COLL_OK; /* each case refused as the first */
     assert_int_equal(coll_comm_create(&p, &none), COLL_ERR_INVALID);
     assert_null(strstr(coll_comm_last_error(NULL), "must not be NULL"));
-    while (read(daemon_fd, sink, sizeof(sink)) > 0) {
-    }
+    drain();
 }
 
 static void expect_message(const coll_comm_t *where, const char *call, const char *arg)
@@ -121,16 +131,30 @@ static void expect_message(const coll_comm_t *where, const char *call, const cha
     }
 }
 
+static void expect_status(long long got, long long want, const char *call)
+{
+    if (got != want) {
+        fail_msg("%s returned %lld, expected %lld", call, got, want);
+    }
+}
+
+/* Whether @p call sent the daemon a frame (an Abort: nothing else is sent), as @p aborts says. */
+static void expect_abort(int aborts, const char *call)
+{
+    char byte;
+
+    if ((recv(daemon_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1) != aborts) {
+        fail_msg("%s %s", call, aborts ? "sent the daemon nothing: the job goes on"
+                                       : "sent the daemon a frame: a local call ended the job");
+    }
+}
+
 /* @p call returns @p want and leaves a message that @p arg must not be NULL on @p where (the
  * communicator, or NULL: the calling thread). */
 #define NULL_ARG(where, want, arg, call)                                                           \
     do {                                                                                           \
-        long long got_;                                                                            \
         reset();                                                                                   \
-        got_ = (long long)(call);                                                                  \
-        if (got_ != (long long)(want)) {                                                           \
-            fail_msg("%s returned %lld, expected %lld", #call, got_, (long long)(want));          \
-        }                                                                                          \
+        expect_status((long long)(call), (long long)(want), #call);                               \
         expect_message((where), #call, (arg));                                                     \
     } while (0)
 
@@ -146,11 +170,8 @@ static void expect_message(const coll_comm_t *where, const char *call, const cha
  * went to the daemon). */
 #define NULL_REFUSED(want, arg, call)                                                              \
     do {                                                                                           \
-        char byte_;                                                                                \
         NULL_ARG(comm, want, arg, call);                                                           \
-        if (recv(daemon_fd, &byte_, 1, MSG_PEEK | MSG_DONTWAIT) != 1) {                            \
-            fail_msg("%s sent the daemon nothing: the job goes on", #call);                       \
-        }                                                                                          \
+        expect_abort(1, #call);                                                                    \
     } while (0)
 
 #define INV COLL_ERR_INVALID
@@ -253,6 +274,98 @@ static void test_collectives(void **state)
     assert_int_equal(coll_reduce_async(comm, b, NULL, 4, F32, SUM, 1, NULL, &r),
                      COLL_ERR_NOT_IN_POOL); /* not the root: its receive buffer is not read */
     assert_null(r);
+}
+
+/* @p call returns @p want with a message naming @p func, rank 0 and @p value; an Abort went to
+ * the daemon when @p aborts (the calls every rank makes), nothing otherwise. */
+#define REFUSED(want, aborts, func, value, call)                                                   \
+    do {                                                                                           \
+        const char *msg_;                                                                          \
+        reset();                                                                                   \
+        expect_status((long long)(call), (long long)(want), #call);                               \
+        msg_ = coll_comm_last_error(comm);                                                         \
+        if (strstr(msg_, func ": rank 0: ") == NULL || strstr(msg_, value) == NULL) {             \
+            fail_msg("%s: the message \"%s\" does not name %s, rank 0 and %s", #call, msg_,      \
+                     func, value);                                                                 \
+        }                                                                                          \
+        expect_abort((aborts), #call);                                                             \
+    } while (0)
+
+#define HUGE_COUNT "9223372036854775808" /* SIZE_MAX / 2 + 1: twice of it overflows */
+
+/* collective.h: every collective given a value it refuses; collective_compress.h: a default
+ * compression refused (a local call: the job goes on). */
+static void test_bad_values(void **state)
+{
+    const size_t huge = SIZE_MAX / 2 + 1, n[2] = {1, 1}, d[2] = {0, 1}, far[2] = {0, huge};
+    const coll_dtype_t nodtype = (coll_dtype_t)99;
+    coll_op_params_t zp = {.field_mask = COLL_OP_PARAM_COMPRESSION, .compression.method = 99};
+    coll_request_t *r = NULL;
+    float *b = buf, *e = buf + 4;
+
+    (void)state;
+    REFUSED(INV, 1, "coll_reduce_scatter_async", HUGE_COUNT,
+            coll_reduce_scatter_async(comm, b, e, huge, F32, SUM, NULL, &r));
+    REFUSED(INV, 1, "coll_allgather_async", HUGE_COUNT,
+            coll_allgather_async(comm, b, e, huge, F32, NULL, &r));
+    REFUSED(INV, 1, "coll_gather_async", HUGE_COUNT,
+            coll_gather_async(comm, b, e, huge, F32, 0, NULL, &r));
+    REFUSED(INV, 1, "coll_scatter_async", HUGE_COUNT,
+            coll_scatter_async(comm, b, e, huge, F32, 1, NULL, &r));
+    REFUSED(INV, 1, "coll_alltoall_async", HUGE_COUNT,
+            coll_alltoall_async(comm, b, e, huge, F32, NULL, &r));
+    REFUSED(INV, 1, "coll_allreduce_async", HUGE_COUNT,
+            coll_allreduce_async(comm, b, e, huge, F32, SUM, NULL, &r));
+    REFUSED(INV, 1, "coll_alltoallv_async", "rank 1 overflows",
+            coll_alltoallv_async(comm, b, n, far, e, n, d, F32, NULL, &r));
+    REFUSED(INV, 1, "coll_allreduce_async", "dtype 99",
+            coll_allreduce_async(comm, b, e, 4, nodtype, SUM, NULL, &r));
+    REFUSED(INV, 1, "coll_alltoallv_async", "dtype 99",
+            coll_alltoallv_async(comm, b, n, d, e, n, d, nodtype, NULL, &r));
+    REFUSED(INV, 1, "coll_reduce_async", "reduction 42",
+            coll_reduce_async(comm, b, e, 4, F32, (coll_redop_t)42, 0, NULL, &r));
+    REFUSED(INV, 1, "coll_allreduce_async", "reduction band does not apply to float32",
+            coll_allreduce_async(comm, b, e, 4, F32, COLL_BAND, NULL, &r));
+    REFUSED(INV, 1, "coll_broadcast_async", "root 2",
+            coll_broadcast_async(comm, b, e, 4, F32, 2, NULL, &r));
+    REFUSED(INV, 1, "coll_gather_async", "root -1",
+            coll_gather_async(comm, b, e, 4, F32, -1, NULL, &r));
+    REFUSED(INV, 1, "coll_send_async", "peer 0",
+            coll_send_async(comm, b, 4, F32, 0, NULL, &r));
+    REFUSED(INV, 1, "coll_recv_async", "peer 7",
+            coll_recv_async(comm, b, 4, F32, 7, NULL, &r));
+    REFUSED(INV, 1, "coll_barrier_async", "invalid compression (method 99",
+            coll_barrier_async(comm, &zp, &r));
+    REFUSED(COLL_ERR_NOT_IN_POOL, 1, "coll_allgather_async", "is not inside the job's pool",
+            coll_allgather_async(comm, b, e, 2, F32, NULL, &r));
+    REFUSED(INV, 0, "coll_comm_set_compression", "invalid compression (method 99",
+            coll_comm_set_compression(comm, &zp.compression));
+    /* Refused, this rank's next submission gets the refusal at once (the shared-memory path may
+     * not know of the Abort yet), and no second Abort goes. */
+    REFUSED(INV, 1, "coll_reduce_scatter_async", HUGE_COUNT,
+            coll_reduce_scatter_async(comm, b, e, huge, F32, SUM, NULL, &r));
+    drain();
+    assert_int_equal(coll_barrier_async(comm, NULL, &r), INV);
+    assert_non_null(strstr(coll_comm_last_error(comm),
+                           "job unit failed earlier: coll_reduce_scatter_async: rank 0: count"));
+    expect_abort(0, "coll_barrier_async after a refusal");
+    assert_null(r);
+}
+
+/* collective_groups.h: a split of a color below COLL_UNDEFINED, the groups of a grid of another
+ * size than the communicator's. */
+static void test_bad_groups(void **state)
+{
+    coll_comm_t *g = NULL;
+    coll_groups_t groups;
+    coll_layout_t four;
+
+    (void)state;
+    assert_int_equal(coll_layout_init(&four, 2, 2, 1, NULL), COLL_OK);
+    REFUSED(INV, 1, "coll_comm_split", "color -2", coll_comm_split(comm, -2, 0, &g));
+    REFUSED(INV, 1, "coll_comm_groups", "has 4 ranks, the communicator 2",
+            coll_comm_groups(comm, &four, &groups));
+    assert_null(g);
 }
 
 /* collective.h and collective_trace.h: requests. */
@@ -413,6 +526,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_comm_and_memory),
         cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_bad_groups),
         cmocka_unit_test(test_requests),
         cmocka_unit_test(test_compression_and_timeline),
         cmocka_unit_test(test_groups_and_layouts),
