@@ -24,7 +24,7 @@ static const char *const algos[COLL_ALGO_COUNT] = {
     [COLL_ALGO_AUTO] = "auto",   [COLL_ALGO_RING] = "ring",
     [COLL_ALGO_RD] = "rd",       [COLL_ALGO_CHAIN] = "chain",
     [COLL_ALGO_DISSEMINATION] = "dissemination", [COLL_ALGO_DIRECT] = "direct",
-    [COLL_ALGO_NCCL] = "nccl",
+    [COLL_ALGO_NCCL] = "nccl",   [COLL_ALGO_DEVICE] = "device",
 };
 
 size_t coll_dtype_size(coll_dtype_t dtype)

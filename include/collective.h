@@ -347,11 +347,10 @@ COLL_API coll_status_t coll_mem_free(coll_comm_t *comm, void *ptr);
 /**
  * Algorithms. COLL_ALGO_AUTO lets the daemons choose by collective, size and node count: the
  * one the root daemon's cost model predicts fastest (docs/cost-model.md), by size ranges the
- * root computes for the job and sends to every node, so every node chooses alike. The environment
- * variable COLL_ALGO (auto, ring, rd, chain, dissemination, direct, nccl) forces one for a rank's
- * collectives; ranks of a job must agree (a disagreement fails the operation with
- * COLL_ERR_MISMATCH).
- * A collective that an algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
+ * root computes for the job and sends to every node, so every node chooses alike. COLL_ALGO
+ * (auto, ring, rd, chain, dissemination, direct, nccl, device) in the environment forces one for
+ * a rank's collectives; ranks of a job must agree (else COLL_ERR_MISMATCH). A collective an
+ * algorithm cannot run fails with COLL_ERR_UNSUPPORTED.
  */
 typedef enum {
     COLL_ALGO_AUTO = 0,
@@ -369,10 +368,11 @@ typedef enum {
      *  node's descriptor reached it (gather and scatter); every pair of nodes exchanges their
      *  ranks' blocks, once every node's counts reached every node (all-to-all). */
     COLL_ALGO_DIRECT = 5,
-    /** NCCL between the daemons, one rank per node: the node's ranks' device buffers reduced
-     *  locally, one NCCL call, the result copied to each rank. Allreduce of device buffers in a
-     *  job whose daemons all offer NCCL (docs/gpu.md); never on host memory. */
+    /** NCCL between the daemons, one rank per node: the node's ranks' device buffers combined
+     *  locally, one NCCL call, the result copied to each rank (docs/gpu.md); never on host. */
     COLL_ALGO_NCCL = 6,
+    /** A group on one node: its ranks' device buffers combined on the device (docs/gpu.md). */
+    COLL_ALGO_DEVICE = 7,
     COLL_ALGO_COUNT
 } coll_algo_t;
 
@@ -644,9 +644,9 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
  *        (with auto, the one chosen); a collective on device buffers (coll_mem_alloc_on())
  *        names the staged path and the algorithm it ran on the host copies: "staged+ring",
  *        "staged+rd", "staged+chain", "staged+local", "staged+direct", "staged+p2p" (a send or
- *        a receive), or "nccl" (NCCL between the daemons); "direct" for gather, scatter and
- *        all-to-all; "" while pending, for requests without one and for a NULL @p req. Valid
- *        until the request is freed.
+ *        a receive), "nccl" (NCCL between the daemons) or "device+local" (one node, on the
+ *        device); "direct" for gather, scatter and all-to-all; "" while pending, for requests
+ *        without one and for a NULL @p req. Valid until the request is freed.
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 

@@ -188,7 +188,7 @@ static void nccl_ops(FILE *f, const coll_devices_t *ds)
 }
 
 /* The reductions and copies the daemon queued on each device through the executor (the NCCL
- * path's local phases), one sample per kind. */
+ * path's local phases, a one-node group's collectives on the device), one sample per kind. */
 static void kernel_launches(FILE *f, const coll_devices_t *ds)
 {
     const char *name = "collectived_device_kernel_launches_total";

@@ -6,19 +6,25 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "base/log.h"
 #include "kernels/cuda/module.h"
 
 /* The host executor's entries under the kind COLL_MEM_CUDA: the fake layer's device memory is
  * host memory, so they compute on it as on any host buffer, and its asynchronous entries
- * complete before they return, which the fake's synchronous streams expect. Filled once. */
+ * complete before they return, which the fake's synchronous streams expect. Filled once. None
+ * where COLL_DEVICE_FAKE_NO_EXEC is set (tests of what a daemon without one does). */
 static coll_exec_t fake_exec;
 
 static const coll_exec_t *fake_open(char *text, size_t len)
 {
     coll_status_t st;
 
+    if (getenv("COLL_DEVICE_FAKE_NO_EXEC") != NULL) {
+        snprintf(text, len, "none: COLL_DEVICE_FAKE_NO_EXEC is set (test only)");
+        return NULL;
+    }
     if (fake_exec.name == NULL) {
         fake_exec = *coll_exec_get(COLL_MEM_HOST);
         fake_exec.name = "fake";

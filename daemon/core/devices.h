@@ -30,9 +30,11 @@ typedef struct {
     uint64_t nccl_ops;         /**< operations on its pools that NCCL ran between the daemons
                                     (engine/algos/nccl.h) */
     uint64_t kernel_reduces;   /**< reductions the daemon queued on it through the executor
-                                    (the NCCL path's local reduce of several ranks) */
+                                    (engine/algos/dev_combine.h: the NCCL path's local reduce
+                                    of several ranks, a one-node group's on the device) */
     uint64_t kernel_copies;    /**< copies between its buffers the daemon queued on it through
-                                    the executor (the NCCL path's placing and distribution) */
+                                    the executor (the NCCL path's placing and distribution, a
+                                    one-node group's on the device) */
 } coll_device_t;
 
 /** The daemon's devices. */

@@ -11,12 +11,15 @@
 #include "common/assert.h"
 #include "core/dev_pools.h"
 #include "core/pool.h"
+#include "engine/algos/algos.h"
+#include "engine/algos/dev_combine.h"
 #include "engine/crossover.h"
 #include "engine/exec.h"
 
-static int entry_runs(const coll_algo_entry_t *e, const coll_job_t *job, uint64_t bytes)
+static int entry_runs(const coll_algo_entry_t *e, const coll_job_t *job, uint32_t nnodes,
+                      uint64_t bytes)
 {
-    return e->runs == NULL || e->runs(job, bytes);
+    return e->runs == NULL || e->runs(job, nnodes, bytes);
 }
 
 static double entry_score(const coll_algo_entry_t *e, const coll_job_t *job, uint64_t bytes)
@@ -40,7 +43,7 @@ static const coll_algo_entry_t *find(coll_kind_t kind, coll_mem_kind_t mem, uint
 
 /* The automatic choice: the entry of (@p kind, @p mem) that runs with the highest score. */
 static const coll_algo_entry_t *best(const coll_job_t *job, coll_kind_t kind,
-                                     coll_mem_kind_t mem, uint64_t bytes)
+                                     coll_mem_kind_t mem, uint32_t nnodes, uint64_t bytes)
 {
     size_t n;
     const coll_algo_entry_t *t = coll_algo_table(&n), *b = NULL;
@@ -48,7 +51,7 @@ static const coll_algo_entry_t *best(const coll_job_t *job, coll_kind_t kind,
 
     for (size_t i = 0; i < n; i++) {
         double s;
-        if (t[i].kind != kind || t[i].mem != mem || !entry_runs(&t[i], job, bytes)) {
+        if (t[i].kind != kind || t[i].mem != mem || !entry_runs(&t[i], job, nnodes, bytes)) {
             continue;
         }
         if ((s = entry_score(&t[i], job, bytes)) > top) {
@@ -62,40 +65,42 @@ static const coll_algo_entry_t *best(const coll_job_t *job, coll_kind_t kind,
 /* The automatic choice: the root's size ranges by the cost model (engine/crossover.h) on host
  * memory, where they name an entry that runs the size; otherwise the highest score. */
 static const coll_algo_entry_t *chosen(const coll_job_t *job, coll_kind_t kind,
-                                       coll_mem_kind_t mem, uint64_t bytes)
+                                       coll_mem_kind_t mem, uint32_t nnodes, uint64_t bytes)
 {
     const coll_algo_entry_t *e = NULL;
 
     if (mem == COLL_MEM_HOST) {
         e = find(kind, mem, coll_crossover_algo(&job->params, kind, bytes));
     }
-    return e != NULL && entry_runs(e, job, bytes) ? e : best(job, kind, mem, bytes);
+    return e != NULL && entry_runs(e, job, nnodes, bytes) ? e
+                                                          : best(job, kind, mem, nnodes, bytes);
 }
 
 /* The entry of (@p kind, @p mem) for @p requested (or the automatic choice), or NULL. */
 static const coll_algo_entry_t *choose(const coll_job_t *job, coll_mem_kind_t mem,
-                                       coll_kind_t kind, uint64_t bytes, coll_algo_t requested)
+                                       coll_kind_t kind, uint32_t nnodes, uint64_t bytes,
+                                       coll_algo_t requested)
 {
     const coll_algo_entry_t *e;
 
     if (requested == COLL_ALGO_AUTO) {
-        return chosen(job, kind, mem, bytes);
+        return chosen(job, kind, mem, nnodes, bytes);
     }
     e = find(kind, mem, (uint32_t)requested);
-    return e != NULL && entry_runs(e, job, bytes) ? e : NULL;
+    return e != NULL && entry_runs(e, job, nnodes, bytes) ? e : NULL;
 }
 
 uint32_t coll_algo_resolve(const coll_job_t *job, coll_mem_kind_t mem, coll_kind_t kind,
-                           uint64_t bytes, coll_algo_t requested)
+                           uint32_t nnodes, uint64_t bytes, coll_algo_t requested)
 {
     const coll_algo_entry_t *e;
 
     if (coll_kind_is_p2p(kind)) {
         return COLL_ALGO_AUTO;
     }
-    e = choose(job, mem, kind, bytes, requested);
+    e = choose(job, mem, kind, nnodes, bytes, requested);
     if (e == NULL && mem != COLL_MEM_HOST) {
-        e = choose(job, COLL_MEM_HOST, kind, bytes, requested);
+        e = choose(job, COLL_MEM_HOST, kind, nnodes, bytes, requested);
     }
     return e != NULL ? (uint32_t)e->algo : COLL_ALGO_REFUSED + (uint32_t)requested;
 }
@@ -141,6 +146,11 @@ const coll_impl_t *coll_algo_impl(const coll_op_t *op)
     COLL_ASSERT(e != NULL);
     if (e == NULL) {
         return &coll_impl_refused;
+    }
+    /* The device's own on one node needs every member in one device pool; members on several
+     * devices take the host's local algorithm on the staged path's copies, as before it. */
+    if (e->algo == COLL_ALGO_DEVICE && coll_devc_one_pool(op) == 0) {
+        return &coll_impl_local;
     }
     return op->grp->nnodes == 1 ? e->local : e->impl;
 }

@@ -57,7 +57,7 @@ static uint32_t fastest(const walk_t *w, uint64_t bytes)
     for (size_t i = 0; i < n; i++) {
         coll_cost_algo_t a = coll_crossover_cost_algo(t[i].kind, t[i].algo);
         if (t[i].kind != w->kind || t[i].mem != COLL_MEM_HOST || a == COLL_COST_NALGOS ||
-            r.time[a] < 0 || (t[i].runs != NULL && !t[i].runs(w->job, bytes))) {
+            r.time[a] < 0 || (t[i].runs != NULL && !t[i].runs(w->job, w->nnodes, bytes))) {
             continue;
         }
         if (best == COLL_ALGO_AUTO || r.time[a] < top) {

@@ -18,6 +18,7 @@
 #include "common/assert.h"
 #include "core/dev_pools.h"
 #include "engine/algo.h"
+#include "engine/algos/dev_combine.h"
 #include "engine/dev_staged_state.h"
 #include "engine/dev_sync.h"
 
@@ -382,7 +383,8 @@ static coll_status_t wrap(coll_op_t *op, staged_t *sg)
  * their ready words (at once where none asked), queue the copies in. @return COLL_OK when
  * nothing is to be copied in or the copies are done already, COLL_INPROGRESS while the loop
  * waits for the streams or the copies (sg->ready() follows), or the error with which the job
- * failed. An operation NCCL runs has no spans: it only waits for the streams. */
+ * failed. An operation NCCL or the executor runs (on_device()) has no spans: it only waits for
+ * the streams. */
 static coll_status_t stage(coll_op_t *op, staged_t *sg)
 {
     coll_status_t st;
@@ -414,21 +416,29 @@ static staged_t *state_new(coll_op_t *op, uint32_t nspans, void (*ready)(coll_op
     return sg;
 }
 
+/* @p op runs on the device buffers themselves (NCCL, or the executor on one node where every
+ * member is in one device pool, coll_algo_impl()): nothing is copied, its ranks' streams are
+ * only waited for. */
+static int on_device(const coll_op_t *op)
+{
+    return op->desc.algo == COLL_ALGO_NCCL ||
+           (op->desc.algo == COLL_ALGO_DEVICE && coll_devc_one_pool(op) != 0);
+}
+
 static coll_status_t staged_attach(coll_op_t *op, void **state)
 {
     uint32_t n = device_members(op);
     staged_t *sg;
     coll_status_t st = COLL_OK;
 
-    if (n == 0 || (op->desc.algo == COLL_ALGO_NCCL && coll_dev_sync_ready(op))) {
-        return COLL_OK; /* NCCL works on the device buffers */
+    if (n == 0 || (on_device(op) && coll_dev_sync_ready(op))) {
+        return COLL_OK; /* NCCL or the executor works on the device buffers */
     }
     if ((sg = state_new(op, 2 * n, coll_op_attached)) == NULL) {
         return COLL_ERR_NOMEM;
     }
     *state = sg;
-    for (uint32_t i = 0; i < op->nbufs && st == COLL_OK && op->desc.algo != COLL_ALGO_NCCL;
-         i++) {
+    for (uint32_t i = 0; i < op->nbufs && st == COLL_OK && !on_device(op); i++) {
         st = op->members[i].pool != 0
                  ? member_spans(op, sg, i, &op->members[i], coll_group_rank_of_local(op->grp, i))
                  : COLL_OK;

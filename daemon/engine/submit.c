@@ -7,6 +7,7 @@
 
 #include "core/dev_pools.h"
 #include "engine/algo.h"
+#include "engine/algos/dev_combine.h"
 #include "engine/algos/nccl.h"
 #include "engine/codec/codec.h"
 #include "engine/combine.h"
@@ -243,20 +244,22 @@ coll_status_t coll_submit_check(const coll_job_t *job, const coll_group_t *grp,
 }
 
 /* The memory kind the algorithm is chosen for: the pool's of @p sub, but the host's where the
- * device entries (NCCL, algos/nccl.h) cannot take it: compression, a group on one node, a
- * collective, dtype, reduction or rank layout of the group NCCL does not take
- * (coll_nccl_fits()); a split group's operations take NCCL as the world's do, on the group's
- * own communicator. Every node decides from the submission alone; a node whose
- * ranks hold the buffers in host memory chooses otherwise than one whose ranks hold them on a
- * device, which the descriptor check between the nodes (the algorithm is in it) turns into
- * COLL_ERR_MISMATCH on every rank. */
+ * device entries (NCCL, algos/nccl.h; on one node the executor, algos/dev_local.c) cannot take
+ * it: compression, a collective, dtype, reduction or rank layout of the group NCCL does not take
+ * (coll_nccl_fits()), on one node a collective, dtype or reduction the executor does not
+ * (coll_devc_fits()); the table's predicates then ask for NCCL or the executor. A split group's
+ * operations take NCCL as the world's do, on the group's own communicator. Every node decides from
+ * the submission alone; a node whose ranks hold the buffers in host memory chooses otherwise than
+ * one whose ranks hold them on a device, which the descriptor check between the nodes (the
+ * algorithm is in it) turns into COLL_ERR_MISMATCH on every rank. */
 static coll_mem_kind_t choice_kind(const coll_job_t *job, const coll_group_t *grp,
                                    const Coll__Wire__Submit *sub)
 {
     const coll_pool_t *pool = coll_job_pool_by_id(job, sub->pool);
 
     if (pool == NULL || sub->compression != 0 ||
-        !coll_nccl_fits(grp, sub->coll, sub->dtype, sub->op)) {
+        !(coll_nccl_fits(grp, sub->coll, sub->dtype, sub->op) ||
+          (grp->nnodes == 1 && coll_devc_fits(sub->coll, sub->dtype, sub->op)))) {
         return COLL_MEM_HOST;
     }
     return coll_pool_kind(pool);
@@ -277,7 +280,7 @@ void coll_submit_desc(const coll_job_t *job, const coll_group_t *grp,
         .seg_bytes = (uint32_t)job->params.segment_bytes,
         .node = job->node_rank,
         .first_rank = job->ranks[grp->locals[0]],
-        .algo = coll_algo_resolve(job, choice_kind(job, grp, sub), kind, bytes,
+        .algo = coll_algo_resolve(job, choice_kind(job, grp, sub), kind, grp->nnodes, bytes,
                                   (coll_algo_t)sub->algo),
         .epoch = job->epoch,
         /* A parameter-service step's layout field is its step number (no shapes). */

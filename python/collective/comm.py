@@ -102,7 +102,8 @@ class Communicator:
     same key are matched whatever the order; keys of point-to-point messages keep their low 23
     bits. Operations of different communicators (see :meth:`split`) never match. ``algo=``
     forces an algorithm
-    (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``, ``"direct"``, ``"nccl"``;
+    (``"ring"``, ``"rd"``, ``"chain"``, ``"dissemination"``, ``"direct"``, ``"nccl"``,
+    ``"device"``;
     default COLL_ALGO or auto),
     ``timeout=`` overrides ``op_timeout`` for one operation.
 

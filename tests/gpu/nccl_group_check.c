@@ -18,9 +18,9 @@
  * reduce-scatter (float32 sum) and a broadcast from its last rank, each against values computed
  * here from the group's ranks, and coll_req_algo() against the choice computed here: "nccl" for
  * a group on two nodes or more (the all-gather and the reduce-scatter only where every node of
- * the group holds the same number of consecutive group ranks), "staged+..." otherwise (on one
- * node "staged+local"). Then the world's allreduce and the first group's again (NCCL, the
- * communicators already there).
+ * the group holds the same number of consecutive group ranks), "device+local" for a group on one
+ * node (combined on the device by the daemon's executor), "staged+..." otherwise. Then the world's
+ * allreduce and the first group's again (NCCL, the communicators already there).
  *
  * With --error the daemons' stand-in NCCL fails NCCL rank 1's collectives (FAKE_NCCL_ASYNC_ERROR=1
  * in their environment): a float32 allreduce in each group split by local rank must end on every
@@ -137,11 +137,15 @@ static int group_nodes(const group_t *g, int *blocks)
 }
 
 /* Whether case @p c of @p g must run through NCCL (else on the staged path). */
-static int by_nccl(const group_t *g, int c)
+/* The name case @p c on @p g must have: "nccl", "device+local" (a group on one node, combined
+ * on the device by the daemon's executor), NULL for the staged path ("staged+..."). */
+static const char *by_name(const group_t *g, int c)
 {
     int blocks, nodes = group_nodes(g, &blocks);
 
-    return nodes > 1 && (c == ALLREDUCE || c == BROADCAST || blocks);
+    return nodes == 1 ? "device+local"
+           : c == ALLREDUCE || c == BROADCAST || blocks ? "nccl"
+                                                        : NULL;
 }
 
 static coll_status_t start(const group_t *g, int c, const float *in, float *out,
@@ -179,7 +183,8 @@ static int run_case(const group_t *g, int c, float *h)
     float *in = rank_dev_alloc(all * 4), *out = rank_dev_alloc(all * 4);
     coll_request_t *req = NULL;
     const char *algo = "";
-    int nccl = by_nccl(g, c), rc = -1;
+    const char *want = by_name(g, c);
+    int rc = -1;
     coll_status_t st;
 
     for (size_t i = 0; i < nin; i++) {
@@ -196,9 +201,9 @@ static int run_case(const group_t *g, int c, float *h)
     if (st != COLL_OK) {
         fprintf(stderr, "rank %d: %s in group '%s': %s: %s\n", rank, case_names[c], g->name,
                 coll_err_name(st), coll_comm_last_error(g->comm));
-    } else if (nccl ? strcmp(algo, "nccl") != 0 : strncmp(algo, "staged+", 7) != 0) {
+    } else if (want != NULL ? strcmp(algo, want) != 0 : strncmp(algo, "staged+", 7) != 0) {
         fprintf(stderr, "rank %d: %s in group '%s' (%d ranks) ran as '%s', not %s\n", rank,
-                case_names[c], g->name, g->size, algo, nccl ? "nccl" : "staged+...");
+                case_names[c], g->name, g->size, algo, want != NULL ? want : "staged+...");
     } else if (rank_dev_copy(h + all, out, nout * 4) == 0) {
         rc = 0;
         for (size_t i = 0; i < nout && rc == 0; i++) {

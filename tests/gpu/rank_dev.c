@@ -63,10 +63,12 @@ void *rank_dev_stream(void)
     return stream;
 }
 
+int rank_dev_device;
+
 void *rank_dev_alloc(size_t bytes)
 {
     void *p = NULL;
-    coll_status_t st = coll_mem_alloc_on(comm, bytes, COLL_MEMORY_CUDA, 0, &p);
+    coll_status_t st = coll_mem_alloc_on(comm, bytes, COLL_MEMORY_CUDA, rank_dev_device, &p);
 
     if (st != COLL_OK) {
         fprintf(stderr, "rank %d: coll_mem_alloc_on(%zu): %s: %s\n", rank, bytes,

@@ -43,7 +43,11 @@ int rank_dev_copy_on(void *dst, const void *src, size_t n, void *stream);
 /** @return The stream of rank_dev_copy(), for the library's stream ordering (a CUstream). */
 void *rank_dev_stream(void);
 
-/** @brief @p bytes in the job's pool on device 0; NULL with the library's error printed. */
+/** @brief @p bytes in the job's pool on device rank_dev_device; NULL with the library's error
+ *         printed. */
 void *rank_dev_alloc(size_t bytes);
+
+/** Which device rank_dev_alloc() allocates on from now on (0 at first). */
+extern int rank_dev_device;
 
 #endif

@@ -14,7 +14,9 @@
 #   nccl      nccl_check: NCCL's table (device/nccl.h) on the GPUs, one rank per GPU (up to two),
 #             every collective of the NCCL path checked; skipped without NCCL
 #   gpu       ctest -L gpu on the real device: the device pool shared by 4 local ranks on one
-#             GPU (integration.devpool_1x4), 2 daemons x 2 ranks on one GPU over the staged path
+#             GPU (integration.devpool_1x4), 4 ranks of one node combined on the GPU by the CUDA
+#             executor on the daemon's stream, named device+local (integration.device_1x4),
+#             2 daemons x 2 ranks on one GPU over the staged path
 #             (integration.staged_2x2; send, receive and all-to-all: staged_p2p_2x2; the
 #             parameter service with 1-bit compression: staged_ps_2x2; stream ordering:
 #             stream_2x2), the daemon with the
@@ -25,7 +27,7 @@
 #             stream around NCCL between the daemons, every collective named "nccl" and checked;
 #             needs two GPUs (NCCL refuses two daemons on one), skipped with fewer
 #   nccl_groups_local  the same shape, nccl_group_check: split groups' collectives through
-#             their own NCCL communicators beside the world's (a group on one node staged);
+#             their own NCCL communicators beside the world's (a group on one node device+local);
 #             needs two GPUs, skipped with fewer
 #   torch     the build configured again for the machine's own torch with CUDA and the torch
 #             backend built, then tests/gpu/torch_cuda_check.py: CUDA tensors in every collective,
@@ -157,5 +159,6 @@ fi
 
 say "not covered by this run: NCCL between daemons with one GPU (nccl checks NCCL's table"
 say "alone, two ranks only with two GPUs)"
+say "not covered: one node's ranks on several GPUs (device+local takes one device pool)"
 [ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
 exit "$failed"

@@ -44,6 +44,12 @@
  *               cross (daemon/engine/shm_route.h). On one node (1x2) rank 0's goes to the
  *               daemon and rank 1's to the shared-memory area, where the daemon finds it
  *               waiting against its own operation (daemon/engine/shm_watch.h).
+ *   --device    one node whose daemon has the executor of device memory: the same collectives
+ *               and averages as --nccl, those must name "device+local" (combined on the device,
+ *               docs/gpu.md), the gather and scatter the staged path.
+ *   --spread    each rank's buffers on device rank % 2 (two devices: COLL_DEVICE_FAKE=2), so a
+ *               node's ranks are on two devices: every collective must take the staged path
+ *               (one node: "staged+local", never "device+local", which needs one pool).
  *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
  *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
  *
@@ -67,6 +73,9 @@ static const coll_op_params_t *params; /* the allreduces' (--compression), NULL:
 static coll_comm_t *comm;
 static int rank, world;
 static int nccl; /* --nccl */
+static int spread; /* --spread */
+static const char *on_device; /* what the five device collectives must be named: "nccl" (--nccl),
+                                 "device+local" (--device); NULL: "staged+..." */
 static coll_redop_t redop = COLL_SUM; /* the reduce-scatter's and the reduce's (run_case()) */
 static const char *f32_algo; /* --algo: the float32 allreduces' name, NULL: any staged one */
 
@@ -101,7 +110,8 @@ static coll_status_t finish(coll_status_t st, coll_request_t *req, char *algo, s
     return st;
 }
 
-/* The collective @p what completed on the staged path; its output @p got equals @p want. */
+/* The collective @p what completed as named (on_device, the staged path for the gather and the
+ * scatter); its output @p got equals @p want. */
 static int check(const char *what, coll_status_t st, const char *algo, const float *got,
                  const float *want, size_t n)
 {
@@ -110,11 +120,12 @@ static int check(const char *what, coll_status_t st, const char *algo, const flo
                 coll_comm_last_error(comm));
         return -1;
     }
-    int by_nccl = nccl && strncmp(what, "gather", 6) != 0 && strncmp(what, "scatter", 7) != 0;
+    int on_dev = on_device != NULL && strncmp(what, "gather", 6) != 0 &&
+                 strncmp(what, "scatter", 7) != 0;
 
-    if (by_nccl ? strcmp(algo, "nccl") != 0 : strncmp(algo, "staged+", 7) != 0) {
+    if (on_dev ? strcmp(algo, on_device) != 0 : strncmp(algo, "staged+", 7) != 0) {
         fprintf(stderr, "rank %d: %s ran as '%s', not %s\n", rank, what, algo,
-                by_nccl ? "through NCCL" : "on the staged path");
+                on_dev ? on_device : "on the staged path");
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -447,8 +458,9 @@ static int run_timed(size_t count, int reps)
     return rc;
 }
 
-/* The averages of --nccl: allreduces of float32, bfloat16 and int32, the reduce-scatter and the
- * reduce, on @p a and @p b (@p count floats each) and buffers of their own, through @p h. */
+/* The averages of --nccl and --device: allreduces of float32, bfloat16 and int32, the
+ * reduce-scatter and the reduce, on @p a and @p b (@p count floats each) and buffers of their
+ * own, through @p h. */
 static int run_averages(float *a, float *b, size_t count, float *h)
 {
     int rc = allreduce_f32("float32 average allreduce", a, b, count, COLL_AVG, h);
@@ -462,8 +474,9 @@ static int run_averages(float *a, float *b, size_t count, float *h)
     return rc;
 }
 
-/* The 16-bit reductions of --nccl beside the bfloat16 sum and average, which NCCL's 16-bit
- * arithmetic would round on each node: a float16 sum, float16 and bfloat16 products. */
+/* The 16-bit reductions of --nccl and --device beside the bfloat16 sum and average, which
+ * NCCL's 16-bit arithmetic would round on each node: a float16 sum, float16 and bfloat16
+ * products. */
 static int run_half(float *h)
 {
     int rc = allreduce_half(COLL_FLOAT16, COLL_SUM, h);
@@ -491,10 +504,10 @@ static int run_all(size_t count)
     for (int c = 0; c < NCASES && rc == 0; c++) {
         rc = run_case(c, h);
     }
-    if (rc == 0 && nccl) {
+    if (rc == 0 && on_device != NULL) {
         rc = run_averages(a, b, count, h);
     }
-    if (rc == 0 && nccl) {
+    if (rc == 0 && on_device != NULL) {
         rc = run_half(h);
     }
     coll_mem_free(comm, b);
@@ -587,6 +600,8 @@ int main(int argc, char **argv)
                                          {"mixed", no_argument, NULL, 'x'},
                                          {"compression", required_argument, NULL, 'c'},
                                          {"nccl", no_argument, NULL, 'N'},
+                                         {"device", no_argument, NULL, 'D'},
+                                         {"spread", no_argument, NULL, 'S'},
                                          {"nccl-error", no_argument, NULL, 'e'},
                                          {"kinds", no_argument, NULL, 'k'},
                                          {"algo", required_argument, NULL, 'a'},
@@ -601,6 +616,11 @@ int main(int argc, char **argv)
             count = (size_t)atol(optarg);
         } else if (c == 'N') {
             nccl = 1;
+            on_device = "nccl";
+        } else if (c == 'D') {
+            on_device = "device+local";
+        } else if (c == 'S') {
+            spread = 1;
         } else if (c == 'a') {
             f32_algo = optarg;
         } else if (c == 't') {
@@ -614,7 +634,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: staged_check [--count N] [--algo NAME] [--mismatch | "
                     "--mixed | --compression SPEC | --nccl-error | --kinds | --time REPS] "
-                    "[--nccl]\n");
+                    "[--nccl | --device | --spread]\n");
             return 2;
         }
     }
@@ -623,6 +643,7 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
+    rank_dev_device = spread ? rank % 2 : 0;
     rc = mode == 'm' || mode == 'k' ? run_mismatch(mode == 'k')
          : mode == 'x' ? run_mixed()
          : mode == 'e' ? run_nccl_error()

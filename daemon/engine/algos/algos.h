@@ -32,5 +32,9 @@ extern const coll_impl_t coll_impl_local;
  *  broadcast and reduce, the node's members' buffers combined, one NCCL call, the result
  *  delivered to each member (nccl.c, nccl_calls.c). */
 extern const coll_impl_t coll_impl_nccl;
+/** On the device, a group on one node: allreduce, reduce-scatter, all-gather, broadcast and
+ *  reduce of the members' device buffers by the executor of device memory on the daemon's
+ *  stream, without host copies ("device+local"; dev_local.c, dev_combine.h). */
+extern const coll_impl_t coll_impl_dev_local;
 
 #endif

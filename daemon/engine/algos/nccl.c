@@ -151,24 +151,22 @@ static void tick(uv_timer_t *t)
 
 /* The device of @p op's buffers: every member's in one device pool; several members, an average
  * or a 16-bit sum or product only with the executor of device memory, which combines, serves
- * and finishes (coll__nccl_finishes()). */
+ * and finishes (coll_devc_finishes()). */
 static coll_status_t op_device(coll_op_t *op, int *dev_p)
 {
-    uint32_t pool = op->members[0].pool;
+    uint32_t pool = coll_devc_one_pool(op);
     const coll_devices_t *ds = &op->job->d->devices;
     char why[COLL_DEV_TEXT_MAX + 128];
 
-    for (uint32_t l = 0; l < op->nbufs; l++) {
-        if (op->members[l].pool != pool || pool == 0) {
-            return coll__nccl_fail(
-                op->job, op->grp->id, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
-                "NCCL needs every one in the same device pool (none in host memory)");
-        }
+    if (pool == 0) {
+        return coll__nccl_fail(
+            op->job, op->grp->id, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
+            "NCCL needs every one in the same device pool (none in host memory)");
     }
-    if ((op->nbufs > 1 || coll__nccl_finishes(op)) && ds->exec == NULL) {
+    if ((op->nbufs > 1 || coll_devc_finishes(op)) && ds->exec == NULL) {
         snprintf(why, sizeof(why), "%s by the executor of device memory, and there is none: %s",
                  op->nbufs > 1 ? "several ranks on one device are combined"
-                 : coll__nccl_wide(op) ? "a 16-bit sum, average or product is kept in float32"
+                 : coll_devc_wide(op) ? "a 16-bit sum, average or product is kept in float32"
                                        : "an average is finished",
                  ds->exec_status);
         return coll__nccl_fail(op->job, op->grp->id, COLL_ERR_UNSUPPORTED,

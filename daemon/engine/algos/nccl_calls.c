@@ -7,21 +7,16 @@
  * operation's group (one NCCL rank per group node, in the group's node order: grp->node_rank and
  * grp->rank_node[] are NCCL's ranks), the result delivered to the members' outputs.
  *
- * Reductions keep the host's arithmetic (collective.h's coll_redop_t, kernels/reduce.h). The
- * members' inputs go into one multi-source pass, the host's local reduce's arguments
- * (coll_combine_locals_args()), and NCCL combines the nodes' results with the same reduction
- * (an average's: the sum). The executor finishes the result as the host's algorithms do
- * (coll_combine_finish()'s arguments) when it is delivered: an average of float32, float64 and
- * the integers is divided once, at the end, by the world size (the ranks', not NCCL's nodes' as
- * ncclAvg would; integers truncated toward zero after a sum that wraps, as the host's). A sum,
- * average or product of float16 and bfloat16 (coll__nccl_wide(): the host's float32 partials,
- * coll_partial_is_f32()) goes through float32: the local pass reduces the 16-bit inputs into a
- * float32 scratch buffer (an average's scaled by 1/world first, a product's multiplied in
- * float32), NCCL sums or multiplies float32 between the nodes (twice the 16-bit bytes, as the
- * host's partials travel), and the delivery rounds to 16 bits once. So a reduction is the
- * host's bit for bit wherever it does not depend on its order (the integers always); otherwise
- * it differs only as two host algorithms do, by the order of a float32 (float64) sum or product
- * before its one rounding. Minimum and maximum of 16-bit floats round nothing and stay 16-bit.
+ * Reductions keep the host's arithmetic (dev_combine.h, whose local pass and delivery these
+ * are): the members' inputs in one multi-source pass, NCCL combining the nodes' results with the
+ * same reduction (an average's: the sum), the delivery finishing the result (an average divided
+ * once by the world size: the ranks', not NCCL's nodes' as ncclAvg would). A sum, average or
+ * product of float16 and bfloat16 (coll_devc_wide()) goes through float32: the local pass into a
+ * float32 scratch buffer, NCCL sums or multiplies float32 between the nodes (twice the 16-bit
+ * bytes, as the host's partials travel), and the delivery rounds to 16 bits once. So a reduction
+ * is the host's bit for bit wherever it does not depend on its order (the integers always);
+ * otherwise it differs only as two host algorithms do, by the order of a float32 (float64) sum
+ * or product before its one rounding.
  */
 #include "engine/algos/nccl_internal.h"
 
@@ -44,40 +39,22 @@ static int blocks_by_node(const coll_group_t *grp)
 
 int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op)
 {
-    /* A group on one node has nothing between nodes. */
-    int dt = grp->nnodes > 1 &&
-             (dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
-              dtype == COLL_BFLOAT16 || dtype == COLL_INT8 || dtype == COLL_UINT8 ||
-              dtype == COLL_INT32 || dtype == COLL_INT64);
-    int redop = op == COLL_SUM || op == COLL_AVG || op == COLL_PROD || op == COLL_MIN ||
-                op == COLL_MAX;
+    /* A group on one node has nothing between nodes; NCCL's blocks are the group's nodes'. */
+    int blocks = coll == COLL_KIND_REDUCE_SCATTER || coll == COLL_KIND_ALLGATHER;
 
-    switch (coll) {
-    case COLL_KIND_ALLREDUCE:
-    case COLL_KIND_REDUCE: return dt && redop;
-    case COLL_KIND_REDUCE_SCATTER: return dt && redop && blocks_by_node(grp);
-    case COLL_KIND_ALLGATHER: return dt && blocks_by_node(grp);
-    case COLL_KIND_BROADCAST: return dt;
-    default: return 0;
-    }
+    return grp->nnodes > 1 && coll_devc_fits(coll, dtype, op) && (!blocks || blocks_by_node(grp));
 }
 
 /* What NCCL's elements are: a wide reduction's float32. */
 static coll_dtype_t nccl_dtype(const coll_op_t *op)
 {
-    return coll__nccl_wide(op) ? COLL_FLOAT32 : (coll_dtype_t)op->desc.dtype;
+    return coll_devc_wide(op) ? COLL_FLOAT32 : (coll_dtype_t)op->desc.dtype;
 }
 
 /* What NCCL runs between the nodes: an average's sum. */
 static coll_redop_t nccl_redop(const coll_op_t *op)
 {
     return op->desc.op == COLL_AVG ? COLL_SUM : (coll_redop_t)op->desc.op;
-}
-
-/* Bytes of an element of the node's reduction. */
-static size_t acc_esize(const coll_op_t *op)
-{
-    return coll__nccl_wide(op) ? sizeof(float) : op->esize;
 }
 
 static uint8_t *at(void *buf, uint64_t elems, size_t esize)
@@ -90,70 +67,46 @@ static uint64_t addr(const void *p)
     return (uint64_t)(uintptr_t)p;
 }
 
-/* The communicator's device, for its counters. */
-static coll_device_t *device_of(coll_nccl_group_t *ng)
+/* The communicator's stream and device, for the executor. */
+static coll_devc_lane_t lane(const coll_nccl_group_t *ng)
 {
-    return &ng->job->d->devices.dev[ng->device];
+    return (coll_devc_lane_t){.dev = ng->dev, .ex = ng->ex, .ctx = ng->ctx,
+                              .device = &ng->job->d->devices.dev[ng->device]};
 }
 
 /* @p n's node reduction, @p elems elements, in device memory of its own (freed with it). */
 static coll_status_t scratch(coll_nccl_group_t *ng, coll__nccl_op_t *n, uint64_t elems)
 {
-    coll_status_t st = coll_dev_scratch_alloc(ng->dev, ng->device, &device_of(ng)->budget,
-                                              elems * acc_esize(n->op), &n->scratch);
+    coll_devc_lane_t ln = lane(ng);
 
-    n->acc = (uint8_t *)(uintptr_t)n->scratch.va;
-    return st;
+    return coll_devc_scratch(&ln, n->op, elems, &n->scratch, &n->acc);
 }
 
 /* Queue a copy between two device buffers on the stream, unless they are one. */
 static coll_status_t copy_unless_same(coll_nccl_group_t *ng, void *dst, const void *src, size_t len)
 {
-    coll_status_t st;
+    coll_devc_lane_t ln = lane(ng);
 
-    if (dst == src) {
-        return COLL_OK;
-    }
-    if ((st = ng->ex->copy_async(&ng->ctx, dst, src, len)) == COLL_OK) {
-        device_of(ng)->kernel_copies++;
-    }
-    return st;
-}
-
-static coll_status_t reduce_async(coll_nccl_group_t *ng, const coll_reduce_args_t *a)
-{
-    coll_status_t st = ng->ex->reduce_async(&ng->ctx, a);
-
-    if (st == COLL_OK) {
-        device_of(ng)->kernel_reduces++;
-    }
-    return st;
+    return coll_devc_copy(&ln, dst, src, len);
 }
 
 /* Queue the reduction of every member's input (elements [0, @p len)) into @p dst, never
- * finished: an average's sum only (16-bit inputs scaled), a wide one's into float32. */
+ * finished. */
 static coll_status_t reduce_locals(coll_nccl_group_t *ng, coll_op_t *op, uint64_t len, void *dst)
 {
-    const void *src[COLL_COMBINE_MAX_SRC];
-    coll_reduce_args_t a;
+    coll_devc_lane_t ln = lane(ng);
 
-    coll_combine_locals_args(op, 0, len, dst, NULL, 0, src, &a);
-    return reduce_async(ng, &a);
+    return coll_devc_reduce_locals(&ln, op, len, dst);
 }
 
 /* Queue the delivery of @p len elements of the result from @p src (the node's reduction after
- * NCCL) to the output @p dst: finished where coll__nccl_finishes() (an average divided, a wide
- * reduction rounded to 16 bits once), anything else copied unless they are one. */
+ * NCCL) to the output @p dst, finished where it must be. */
 static coll_status_t deliver(coll_nccl_group_t *ng, coll_op_t *op, void *dst, const void *src,
                              uint64_t len)
 {
-    coll_reduce_args_t a = {.dtype = op->desc.dtype, .op = op->desc.op,
-                            .world_size = op->desc.world_size, .finalize = 1, .dst = dst,
-                            .src = &src, .nsrc = 1, .count = len,
-                            .f32_mask = (uint64_t)coll__nccl_wide(op)};
+    coll_devc_lane_t ln = lane(ng);
 
-    return coll__nccl_finishes(op) ? reduce_async(ng, &a)
-                                   : copy_unless_same(ng, dst, src, len * op->esize);
+    return coll_devc_deliver(&ln, op, dst, src, len);
 }
 
 /* An allreduce's NCCL call: several members' inputs (a wide reduction's, even one) reduced into
@@ -166,10 +119,10 @@ static coll_status_t allreduce(coll_nccl_group_t *ng, coll__nccl_op_t *n)
     coll_status_t st;
 
     n->acc = op->out[0];
-    if (coll__nccl_wide(op) && (st = scratch(ng, n, cnt)) != COLL_OK) {
+    if (coll_devc_wide(op) && (st = scratch(ng, n, cnt)) != COLL_OK) {
         return st;
     }
-    if (op->grp->nlocal > 1 || coll__nccl_wide(op)) {
+    if (op->grp->nlocal > 1 || coll_devc_wide(op)) {
         if ((st = reduce_locals(ng, op, cnt, n->acc)) != COLL_OK) {
             return st;
         }
@@ -189,7 +142,7 @@ static coll_status_t reduce_scatter(coll_nccl_group_t *ng, coll__nccl_op_t *n)
     uint64_t mine = op->grp->node_rank * l * cnt; /* this node's blocks, elements in */
     coll_status_t st;
 
-    if (l == 1 && !coll__nccl_wide(op)) {
+    if (l == 1 && !coll_devc_wide(op)) {
         n->acc = op->out[0];
         return ng->nccl->reduce_scatter(addr(op->in[0]), addr(op->out[0]), cnt, nccl_dtype(op),
                                         nccl_redop(op), ng->comm, ng->stream);
@@ -198,8 +151,8 @@ static coll_status_t reduce_scatter(coll_nccl_group_t *ng, coll__nccl_op_t *n)
         (st = reduce_locals(ng, op, all, n->acc)) != COLL_OK) {
         return st;
     }
-    return ng->nccl->reduce_scatter(addr(n->acc), addr(at(n->acc, mine, acc_esize(op))), l * cnt,
-                                    nccl_dtype(op), nccl_redop(op), ng->comm, ng->stream);
+    return ng->nccl->reduce_scatter(addr(n->acc), addr(at(n->acc, mine, coll_devc_acc_esize(op))),
+                                    l * cnt, nccl_dtype(op), nccl_redop(op), ng->comm, ng->stream);
 }
 
 /* A reduce's NCCL call to the root's node: the node's reduction into the root rank's output
@@ -215,12 +168,12 @@ static coll_status_t reduce(coll_nccl_group_t *ng, coll__nccl_op_t *n)
     coll_status_t st;
 
     n->acc = here ? op->out[grp->rank_local[op->desc.root]] : NULL;
-    if (coll__nccl_wide(op) || (!here && grp->nlocal > 1)) {
+    if (coll_devc_wide(op) || (!here && grp->nlocal > 1)) {
         if ((st = scratch(ng, n, op->desc.count)) != COLL_OK) {
             return st;
         }
     }
-    if (grp->nlocal > 1 || coll__nccl_wide(op)) {
+    if (grp->nlocal > 1 || coll_devc_wide(op)) {
         if ((st = reduce_locals(ng, op, op->desc.count, n->acc)) != COLL_OK) {
             return st;
         }
@@ -275,34 +228,20 @@ coll_status_t coll__nccl_call(coll_nccl_group_t *ng, coll__nccl_op_t *n)
     }
 }
 
-/* A reduce-scatter's result: each member's block of the scratch (or NCCL's output, with one
- * member and no scratch) to its output. */
-static coll_status_t deliver_blocks(coll_nccl_group_t *ng, coll__nccl_op_t *n)
-{
-    coll_op_t *op = n->op;
-    uint64_t cnt = op->desc.count;
-    coll_status_t st = COLL_OK;
-
-    for (uint32_t l = 0; l < op->grp->nlocal && st == COLL_OK; l++) {
-        st = deliver(ng, op, op->out[l],
-                     n->scratch.va == 0
-                         ? op->out[0]
-                         : at(n->acc, coll_group_rank_of_local(op->grp, l) * cnt, acc_esize(op)),
-                     cnt);
-    }
-    return st;
-}
-
 coll_status_t coll__nccl_deliver(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
     coll_op_t *op = n->op;
     const coll_group_t *grp = op->grp;
     uint64_t cnt = op->desc.count;
     size_t len = (op->desc.coll == COLL_KIND_ALLGATHER ? cnt * grp->size : cnt) * op->esize;
+    coll_devc_lane_t ln;
     coll_status_t st = COLL_OK;
 
     switch (op->desc.coll) {
-    case COLL_KIND_REDUCE_SCATTER: return deliver_blocks(ng, n);
+    case COLL_KIND_REDUCE_SCATTER:
+        /* Each member's block of the scratch, or NCCL's output with one member and none. */
+        ln = lane(ng);
+        return coll_devc_deliver_blocks(&ln, op, n->scratch.va == 0 ? NULL : n->acc);
     case COLL_KIND_REDUCE:
         if (grp->rank_node[op->desc.root] != grp->node_rank) {
             return COLL_OK; /* the result is the root's only */

@@ -14,7 +14,7 @@
 #include "base/list.h"
 #include "core/dev_scratch.h"
 #include "device/nccl.h"
-#include "engine/combine.h"
+#include "engine/algos/dev_combine.h"
 #include "engine/exec.h"
 #include "engine/op.h"
 
@@ -57,29 +57,6 @@ typedef struct {
     uint32_t nx;
     coll_xfer_t x[];             /**< the id's sends (the group's node 0) or its receive */
 } coll__nccl_op_t;
-
-/** @return 1 when @p op is a reduction (an allreduce's, a reduce-scatter's or a reduce's). */
-static inline int coll__nccl_reduces(const coll_op_t *op)
-{
-    return op->desc.coll == COLL_KIND_ALLREDUCE || op->desc.coll == COLL_KIND_REDUCE_SCATTER ||
-           op->desc.coll == COLL_KIND_REDUCE;
-}
-
-/** @return 1 when @p op is a reduction of float16 or bfloat16 kept in float32 through NCCL
- *          (coll_partial_is_f32(): a sum, an average or a product), rounded to 16 bits once. */
-static inline int coll__nccl_wide(const coll_op_t *op)
-{
-    return coll__nccl_reduces(op) &&
-           coll_partial_is_f32((coll_dtype_t)op->desc.dtype, (coll_redop_t)op->desc.op);
-}
-
-/** @return 1 when the executor finishes @p op's result after NCCL (nccl_calls.c), so it needs
- *          one: an average (NCCL sums; divided or rounded at the end) or a wide reduction
- *          (rounded to 16 bits). */
-static inline int coll__nccl_finishes(const coll_op_t *op)
-{
-    return (coll__nccl_reduces(op) && op->desc.op == COLL_AVG) || coll__nccl_wide(op);
-}
 
 /**
  * @brief Fail @p job on every node: @p what went wrong on this one in the NCCL path of group

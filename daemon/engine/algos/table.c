@@ -17,16 +17,19 @@
  * root's node and each other node; all-to-all directly between every pair of nodes. With
  * every rank on one node, every one of them runs from the local ranks' buffers in the daemon.
  * On device memory: allreduce, reduce-scatter,
- * all-gather, broadcast and reduce through NCCL where the job's parameter nccl is on (and NCCL
- * takes the operation, engine/submit.c); everything else (and everything where it is off)
- * takes the host's entries through the staged path (engine/dev_staged.h).
+ * all-gather, broadcast and reduce through NCCL where the job's parameter nccl is on and the
+ * group has two nodes or more (and NCCL takes the operation, engine/submit.c), on the device by
+ * the executor where the group is on one node and the daemon has the executor (dev_local.c);
+ * everything else takes the host's entries through the staged path (engine/dev_staged.h).
  */
+#include "core/daemon.h"
 #include "engine/algo.h"
 #include "engine/algos/algos.h"
 
 /* The whole buffer and a descriptor travel in one staging half. */
-static int rd_runs(const coll_job_t *job, uint64_t bytes)
+static int rd_runs(const coll_job_t *job, uint32_t nnodes, uint64_t bytes)
 {
+    (void)nnodes;
     return bytes + sizeof(coll_desc_t) <= job->params.segment_bytes;
 }
 
@@ -36,15 +39,27 @@ static double rd_score(const coll_job_t *job, uint64_t bytes)
     return bytes <= job->params.rd_max_bytes ? 2.0 : 0.0;
 }
 
-/* The root decided that the job's daemons all run NCCL (net/rdv_nccl.h). */
-static int nccl_runs(const coll_job_t *job, uint64_t bytes)
+/* The root decided that the job's daemons all run NCCL (net/rdv_nccl.h); a group on one node
+ * has nothing between nodes. */
+static int nccl_runs(const coll_job_t *job, uint32_t nnodes, uint64_t bytes)
 {
     (void)bytes;
-    return job->params.nccl;
+    return job->params.nccl && nnodes > 1;
+}
+
+/* A group on one node, and the daemon has the executor of device memory (core/devices.h). */
+static int device_runs(const coll_job_t *job, uint32_t nnodes, uint64_t bytes)
+{
+    (void)bytes;
+    return nnodes == 1 && job->d->devices.exec != NULL;
 }
 
 #define HOST(kind, algo, runs, score, impl)                                                       \
     {COLL_KIND_##kind, COLL_MEM_HOST, COLL_ALGO_##algo, runs, score, impl, &coll_impl_local}
+
+#define DEVICE(kind)                                                                              \
+    {COLL_KIND_##kind, COLL_MEM_CUDA, COLL_ALGO_DEVICE, device_runs, NULL, &coll_impl_dev_local, \
+     &coll_impl_dev_local}
 
 static const coll_algo_entry_t table[] = {
     HOST(ALLREDUCE, RD, rd_runs, rd_score, &coll_impl_rd),
@@ -64,8 +79,7 @@ static const coll_algo_entry_t table[] = {
      &coll_impl_direct_local},
     {COLL_KIND_ALLTOALLV, COLL_MEM_HOST, COLL_ALGO_DIRECT, NULL, NULL, &coll_impl_alltoallv,
      &coll_impl_alltoallv},
-    /* The job's NCCL between its daemons (algos/nccl.c); never with every rank on one node,
-     * where the root decides no NCCL. */
+    /* The job's NCCL between its daemons (algos/nccl.c); never with every rank on one node. */
     {COLL_KIND_ALLREDUCE, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
      &coll_impl_nccl},
     {COLL_KIND_REDUCE_SCATTER, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
@@ -76,6 +90,10 @@ static const coll_algo_entry_t table[] = {
      &coll_impl_nccl},
     {COLL_KIND_REDUCE, COLL_MEM_CUDA, COLL_ALGO_NCCL, nccl_runs, NULL, &coll_impl_nccl,
      &coll_impl_nccl},
+    /* A group on one node, on the device through the executor (algos/dev_local.c); never on
+     * several nodes (device_runs()), where its implementation is the same and unused. */
+    DEVICE(ALLREDUCE), DEVICE(REDUCE_SCATTER), DEVICE(ALLGATHER), DEVICE(BROADCAST),
+    DEVICE(REDUCE),
 };
 
 const coll_algo_entry_t *coll_algo_table(size_t *n_p)

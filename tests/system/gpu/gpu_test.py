@@ -24,7 +24,8 @@
              buffers is refused (the staged path compresses the allreduce only), and once
              the job ended the
              device's pools hold nothing.
-  staged     Over the fake device layer: 2 local ranks run staged_check's collectives on
+  staged     Over the fake device layer, its executor off (COLL_DEVICE_FAKE_NO_EXEC, as for
+             staged_async and staged_cache): 2 local ranks run staged_check's collectives on
              device buffers; /metrics then counts each of them once as a staged operation of
              device 0 and the bytes copied both ways that their extents give.
   staged_async
@@ -34,6 +35,10 @@
              completed (staged operations counted > operations completed), which a daemon whose
              loop waits for the copies never shows (it starts, copies, runs and completes a
              one-node operation in one turn of its loop).
+  device     Over the fake device layer with its executor: 2 local ranks run staged_check
+             --device (the one-node collectives on the device, device+local); /metrics then
+             counts the gather and the scatter alone as staged operations and the executor's
+             reductions and copies as kernel launches of device 0.
   staged_cache
              Over the fake device layer, a daemon keeping at most 1 MiB of page-locked host
              buffers idle per device, freed after 300 ms idle: 2 local ranks run staged_check's
@@ -271,9 +276,14 @@ def staged_bytes(world, count):
             + 2 * (2 * world * SMALL) * f32)           # gather, scatter
 
 
+# A daemon over the fake device layer without the executor of device memory, whose one-node
+# collectives on device buffers take the staged path (with it they run on the device: device).
+NO_EXEC = {"COLL_DEVICE_FAKE": "1", "COLL_DEVICE_FAKE_NO_EXEC": "1"}
+
+
 def test_staged(args, work):
     env = h.clean_env()
-    env["COLL_DEVICE_FAKE"] = "1"
+    env.update(NO_EXEC)
     d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
     world, count = 2, 5000
     try:
@@ -293,6 +303,31 @@ def test_staged(args, work):
         d.stop()
 
 
+def test_device(args, work):
+    env = h.clean_env()
+    env["COLL_DEVICE_FAKE"] = "1"
+    d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
+    world = 2
+    try:
+        ranks = [h.Rank(r, 0, [args.staged, "--device", "--count", "5000"],
+                        rank_env(d, "device", r, world, True),
+                        os.path.join(work, "device.r%d.out" % r), local=r, stdin_pipe=False)
+                 for r in range(world)]
+        wait_ranks(ranks, d)
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        name = "collectived_device_kernel_launches_total"
+        staged = metric(text, "collectived_device_staged_operations_total", 'device="0"')
+        reduces = metric(text, name, 'device="0",kind="reduce"')
+        copies = metric(text, name, 'device="0",kind="copy"')
+        h.check(staged == 2 and reduces > 0 and copies > 0,
+                "device metrics: %d staged operations (the gather and the scatter: 2 expected), "
+                "%d reductions and %d copies launched (some of each expected)"
+                % (staged, reduces, copies))
+        h.check_no_warnings(d.log(), d.name)
+    finally:
+        d.stop()
+
+
 def metric_sum(text, name):
     """The sum of every sample of @name in /metrics (0 when none)."""
     return sum(float(v) for v in re.findall(r"^%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M))
@@ -300,7 +335,7 @@ def metric_sum(text, name):
 
 def test_staged_async(args, work):
     env = h.clean_env()
-    env.update({"COLL_DEVICE_FAKE": "1", "COLL_DEVICE_FAKE_COPY_DELAY_MS": "250"})
+    env.update(NO_EXEC, COLL_DEVICE_FAKE_COPY_DELAY_MS="250")
     d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
     world, count, in_flight = 2, 5000, 0
     try:
@@ -332,7 +367,7 @@ def test_staged_async(args, work):
 
 def test_staged_cache(args, work):
     env = h.clean_env()
-    env["COLL_DEVICE_FAKE"] = "1"
+    env.update(NO_EXEC)
     limit = MiB
     d = h.Daemon(args.daemon, work, "node0", env=env, peers=False,
                  extra=["--staged-pinned-cache-bytes", str(limit),
@@ -538,7 +573,7 @@ def test_nccl_error(args, work):
 
 
 TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fake_pool,
-         "staged": test_staged, "staged_async": test_staged_async,
+         "staged": test_staged, "staged_async": test_staged_async, "device": test_device,
          "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
          "nccl_error": test_nccl_error, "executor": test_executor}
 

@@ -27,6 +27,7 @@
 #include "fake_net.h"
 #include "engine/algo.h"
 #include "engine/algos/nccl.h"
+#include "engine/exec.h"
 
 #define SEG 4096u   /* the job's segment bytes */
 #define RD_MAX 1024u /* the job's rd_max_bytes */
@@ -52,7 +53,7 @@ static int teardown(void **state)
 
 static uint32_t resolve(coll_kind_t kind, uint64_t bytes, coll_algo_t forced)
 {
-    return coll_algo_resolve(&w.job[0], COLL_MEM_HOST, kind, bytes, forced);
+    return coll_algo_resolve(&w.job[0], COLL_MEM_HOST, kind, w.nnodes, bytes, forced);
 }
 
 static void test_auto_on_host(void **state)
@@ -99,33 +100,74 @@ static void test_on_device(void **state)
 
     (void)state;
     job->params.nccl = 1;
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_AUTO),
                      COLL_ALGO_NCCL);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 1 << 20,
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 2, 1 << 20,
                                        COLL_ALGO_NCCL), COLL_ALGO_NCCL);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_RING),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_RING),
                      COLL_ALGO_RING);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLGATHER, 8,
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLGATHER, 2, 8,
                                        COLL_ALGO_AUTO), COLL_ALGO_NCCL);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE_SCATTER, 8,
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE_SCATTER, 2, 8,
                                        COLL_ALGO_AUTO), COLL_ALGO_NCCL);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_BROADCAST, 8,
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_BROADCAST, 2, 8,
                                        COLL_ALGO_AUTO), COLL_ALGO_NCCL);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 8, COLL_ALGO_AUTO),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 2, 8, COLL_ALGO_AUTO),
                      COLL_ALGO_NCCL);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_GATHER, 8, COLL_ALGO_AUTO),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_GATHER, 2, 8, COLL_ALGO_AUTO),
                      COLL_ALGO_DIRECT);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_AUTO),
                      COLL_ALGO_RD);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_NCCL),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_NCCL),
                      COLL_ALGO_REFUSED + COLL_ALGO_NCCL);
     job->params.nccl = 0;
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_AUTO),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_AUTO),
                      COLL_ALGO_RD);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 8, COLL_ALGO_NCCL),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_NCCL),
                      COLL_ALGO_REFUSED + COLL_ALGO_NCCL);
-    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 8, COLL_ALGO_AUTO),
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_REDUCE, 2, 8, COLL_ALGO_AUTO),
                      COLL_ALGO_CHAIN);
+}
+
+/* A group on one node of device memory: the executor's device algorithm where the daemon has the
+ * executor, whatever the job's nccl, for the five collectives it runs (gather the host's); the
+ * host's entries (the staged path) where it has none; never on two nodes; NCCL never on one. */
+static void test_device_one_node(void **state)
+{
+    static const coll_exec_t exec; /* only its presence is asked */
+    static const coll_kind_t kinds[] = {COLL_KIND_ALLREDUCE, COLL_KIND_REDUCE_SCATTER,
+                                        COLL_KIND_ALLGATHER, COLL_KIND_BROADCAST,
+                                        COLL_KIND_REDUCE};
+    coll_job_t *job = &w.job[0];
+    uint32_t host = coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 1, 8,
+                                      COLL_ALGO_AUTO);
+
+    (void)state;
+    job->params.nccl = 1;
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 1, 8,
+                                       COLL_ALGO_AUTO), host);
+    job->d->devices.exec = &exec;
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, kinds[i], 1, 8, COLL_ALGO_AUTO),
+                         COLL_ALGO_DEVICE);
+    }
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_GATHER, 1, 8,
+                                       COLL_ALGO_AUTO), COLL_ALGO_DIRECT);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_AUTO), COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 2, 8,
+                                       COLL_ALGO_DEVICE), COLL_ALGO_REFUSED + COLL_ALGO_DEVICE);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_CUDA, COLL_KIND_ALLREDUCE, 1, 8,
+                                       COLL_ALGO_NCCL), COLL_ALGO_REFUSED + COLL_ALGO_NCCL);
+    assert_int_equal(coll_algo_resolve(job, COLL_MEM_HOST, COLL_KIND_ALLREDUCE, 1, 8,
+                                       COLL_ALGO_DEVICE), COLL_ALGO_REFUSED + COLL_ALGO_DEVICE);
+    job->d->devices.exec = NULL;
 }
 
 /* What NCCL takes (coll_nccl_fits(), by which engine/submit.c asks for the device's entries):
@@ -253,6 +295,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_auto_on_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_on_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_one_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nccl_takes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),

@@ -116,7 +116,7 @@ static int teardown(void **state)
 
 static uint32_t resolve(coll_kind_t kind, uint64_t bytes, coll_algo_t forced)
 {
-    return coll_algo_resolve(&w.job[0], COLL_MEM_HOST, kind, bytes, forced);
+    return coll_algo_resolve(&w.job[0], COLL_MEM_HOST, kind, w.nnodes, bytes, forced);
 }
 
 static void test_choice_follows_ranges(void **state)

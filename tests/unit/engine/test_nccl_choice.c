@@ -11,8 +11,9 @@
  *   allreduce and the broadcast, the host's ring for the all-gather and the reduce-scatter,
  *   whose blocks would not be the nodes';
  *   a group of three ({0, 1, 2}: two ranks on node 0, one on node 1) likewise;
- *   a group on one node ({0, 1}) never takes NCCL (nothing between nodes): the host's entries,
- *   which the staged path runs locally;
+ *   a group on one node ({0, 1}) never takes NCCL (nothing between nodes): the device's own
+ *   algorithm (the daemon has the fake's executor), the host's entries (which the staged path
+ *   runs locally) for host buffers, compression, or a daemon without the executor;
  *   every node with a member chooses alike.
  */
 #include <setjmp.h>
@@ -150,22 +151,32 @@ static void test_blocks_per_group(void **state)
     assert_int_equal(choice(t, COLL__WIRE__COLLECTIVE__REDUCE_SCATTER, 1, 0), COLL_ALGO_RING);
 }
 
-/* A group on one node: nothing between nodes, never NCCL. */
+/* A group on one node: nothing between nodes, never NCCL; the device's own with the executor. */
 static void test_group_on_one_node(void **state)
 {
     static const uint32_t ranks[] = {0, 1};
+    coll_devices_t *ds = &w.job[0].d->devices;
+    const coll_exec_t *exec = ds->exec;
     coll_group_t *gs[N];
 
     (void)state;
+    assert_non_null(exec); /* the fake's */
     build(1, ranks, 2, gs);
     assert_non_null(gs[0]);
     assert_null(gs[1]);
     assert_int_equal(gs[0]->nnodes, 1);
     assert_false(coll_nccl_fits(gs[0], COLL_KIND_ALLREDUCE, COLL_FLOAT32, COLL_SUM));
     assert_false(coll_nccl_fits(gs[0], COLL_KIND_BROADCAST, COLL_FLOAT32, COLL_SUM));
+    assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__ALLREDUCE, 1, 0), COLL_ALGO_DEVICE);
+    assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__ALLGATHER, 1, 0), COLL_ALGO_DEVICE);
+    assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__BROADCAST, 1, 0), COLL_ALGO_DEVICE);
+    assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__ALLREDUCE, 0, 0), COLL_ALGO_RD);
+    assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__ALLREDUCE, 1, 1), COLL_ALGO_RD);
+    ds->exec = NULL;
     assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__ALLREDUCE, 1, 0), COLL_ALGO_RD);
     assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__ALLGATHER, 1, 0), COLL_ALGO_RING);
     assert_int_equal(choice(gs, COLL__WIRE__COLLECTIVE__BROADCAST, 1, 0), COLL_ALGO_CHAIN);
+    ds->exec = exec;
 }
 
 int main(void)

@@ -1,0 +1,221 @@
+/*
+ * The one-node device algorithm (coll_impl_dev_local, algos.h; COLL_ALGO_DEVICE, named
+ * "device+local"): a group on one node whose ranks' buffers are in one device pool, combined
+ * there without a host copy. Everything goes on the pool's first stream of the copies in (the
+ * daemon's stream of that device, coll_dev_pool_streams()) through the executor of device
+ * memory, in dev_combine.h's arithmetic (the NCCL path's local phase and delivery, without NCCL
+ * between them):
+ *
+ * - allreduce: the members' inputs reduced in one pass into the first member's output (a 16-bit
+ *   sum, average or product's into float32 scratch), delivered there (an average finished, a
+ *   wide result rounded to 16 bits once), copied to the other outputs;
+ * - reduce: the same into the root's output alone;
+ * - reduce-scatter: the inputs reduced into scratch of the whole, each member's block delivered
+ *   to its output;
+ * - all-gather: each input copied to its rank's block of the first member's output, which is
+ *   copied to the others;
+ * - broadcast: the root's input copied to every output.
+ *
+ * An event recorded after the work is polled by a timer of the loop (every POLL_MS, as the NCCL
+ * path's); the ranks are told when it completed (their streams' done words then: docs/gpu.md,
+ * "Streams"), so nothing waits in the loop and nothing is copied on the host. The ranks' ready
+ * words are waited for before start, as for NCCL (dev_staged.c). The choice (engine/submit.c,
+ * the table's device_runs()) takes this algorithm only where the daemon has the executor, and
+ * only members in one device pool get here: those on several devices run the host's local
+ * algorithm on the staged path's copies (coll_algo_impl()), as before this algorithm was.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/assert.h"
+#include "core/dev_pools.h"
+#include "engine/algos/algos.h"
+#include "engine/algos/dev_combine.h"
+
+/* How often the loop polls the event, ms. */
+#define POLL_MS 1
+
+/* An operation's state. */
+typedef struct {
+    coll_op_t *op;
+    coll_devc_lane_t ln;
+    coll_dev_event_t event;     /* NULL until made */
+    int pending;                /* work queued on the stream and not seen complete */
+    coll_dev_scratch_t scratch; /* a wide reduction's or a reduce-scatter's; none: all zero */
+    uint8_t *acc;               /* where the unfinished reduction is */
+    uv_timer_t *timer;          /* the poll; freed by its close callback */
+} dev_local_t;
+
+/* Fail @p op's job: @p what went wrong on the device, @p why in the device layer's words.
+ * @return COLL_OK: the job's failure completed the operation. */
+static coll_status_t fail(coll_op_t *op, coll_status_t st, const char *what, const char *why)
+{
+    coll_job_fail(op->job, st, 1, "job %s: the %s on the device (device+local), on node %u: "
+                  "%s: %s", op->job->id, coll_kind_name((coll_kind_t)op->desc.coll),
+                  op->job->node_rank, what, why);
+    return COLL_OK;
+}
+
+/* The members' inputs reduced into @p s->acc (the first output unless scratch holds it) and
+ * delivered to @p out (NULL: every member's output from the first). */
+static coll_status_t reduce_to(dev_local_t *s, uint64_t elems, void *out)
+{
+    coll_op_t *op = s->op;
+    coll_status_t st;
+
+    if (coll_devc_wide(op) || op->desc.coll == COLL_KIND_REDUCE_SCATTER) {
+        if ((st = coll_devc_scratch(&s->ln, op, elems, &s->scratch, &s->acc)) != COLL_OK) {
+            return st;
+        }
+    }
+    if ((st = coll_devc_reduce_locals(&s->ln, op, elems, s->acc)) != COLL_OK) {
+        return st;
+    }
+    if (op->desc.coll == COLL_KIND_REDUCE_SCATTER) {
+        return coll_devc_deliver_blocks(&s->ln, op, s->acc);
+    }
+    return coll_devc_deliver(&s->ln, op, out, s->acc, elems);
+}
+
+/* Queue @p s's work on the stream. */
+static coll_status_t queue(dev_local_t *s)
+{
+    coll_op_t *op = s->op;
+    const coll_group_t *grp = op->grp;
+    uint64_t cnt = op->desc.count;
+    size_t len = cnt * op->esize;
+    uint32_t root = grp->rank_local[op->desc.root];
+    coll_status_t st = COLL_OK;
+
+    switch (op->desc.coll) {
+    case COLL_KIND_REDUCE:
+        s->acc = op->out[root];
+        return reduce_to(s, cnt, op->out[root]);
+    case COLL_KIND_REDUCE_SCATTER: return reduce_to(s, cnt * grp->size, NULL);
+    case COLL_KIND_BROADCAST:
+        for (uint32_t l = 0; l < grp->nlocal && st == COLL_OK; l++) {
+            st = coll_devc_copy(&s->ln, op->out[l], op->in[root], len);
+        }
+        return st;
+    case COLL_KIND_ALLGATHER:
+        for (uint32_t m = 0; m < grp->nlocal && st == COLL_OK; m++) {
+            st = coll_devc_copy(&s->ln, (uint8_t *)op->out[0] +
+                                            coll_group_rank_of_local(grp, m) * len,
+                                op->in[m], len);
+        }
+        len *= grp->size;
+        break;
+    default:
+        s->acc = op->out[0];
+        st = reduce_to(s, cnt, op->out[0]);
+        break;
+    }
+    for (uint32_t l = 1; l < grp->nlocal && st == COLL_OK; l++) {
+        st = coll_devc_copy(&s->ln, op->out[l], op->out[0], len);
+    }
+    return st;
+}
+
+/* The loop's poll of the event: the ranks are told once the work completed. */
+static void tick(uv_timer_t *t)
+{
+    dev_local_t *s = t->data;
+    coll_status_t st = s->ln.dev->event_query(s->event);
+
+    if (st == COLL_INPROGRESS) {
+        return;
+    }
+    uv_timer_stop(t);
+    s->pending = 0;
+    coll_dev_scratch_free(&s->scratch); /* the event covers the work on it */
+    if (st != COLL_OK) {
+        fail(s->op, st, "the work on the stream failed", coll_dev_error());
+        return;
+    }
+    coll_op_algo_done(s->op);
+}
+
+/* The lane of @p op: the stream of its one device pool. */
+static coll_status_t lane(coll_op_t *op, dev_local_t *s)
+{
+    uint32_t pool = coll_devc_one_pool(op);
+    coll_devices_t *ds = &op->job->d->devices;
+    coll_dev_stream_t(*streams)[2];
+    coll_dev_pool_t *dp;
+    char err[200];
+
+    COLL_ASSERT(pool != 0 && ds->exec != NULL); /* coll_algo_impl(), device_runs() */
+    dp = op->job->dev_pools[pool - 1];
+    if (coll_dev_pool_streams(ds->ops, dp, &streams, err, sizeof(err)) != COLL_OK) {
+        return fail(op, COLL_ERR_IO, "no stream", err);
+    }
+    s->ln = (coll_devc_lane_t){
+        .dev = ds->ops, .ex = ds->exec,
+        .ctx = {.device = dp->device, .stream = streams[COLL_DEV_POOL_IN][0]},
+        .device = &ds->dev[dp->device]};
+    if (ds->ops->event_create(dp->device, &s->event) != COLL_OK) {
+        return fail(op, COLL_ERR_IO, "no event", coll_dev_error());
+    }
+    return COLL_INPROGRESS;
+}
+
+/* Failures fail the job itself, saying why, and return COLL_OK. */
+static coll_status_t dev_local_start(coll_op_t *op)
+{
+    dev_local_t *s = calloc(1, sizeof(*s));
+    coll_status_t st;
+
+    if (s == NULL || (s->timer = calloc(1, sizeof(*s->timer))) == NULL) {
+        free(s);
+        return COLL_ERR_NOMEM;
+    }
+    op->algo_state = s;
+    s->op = op;
+    uv_timer_init(op->job->d->loop, s->timer);
+    s->timer->data = s;
+    if (lane(op, s) != COLL_INPROGRESS) {
+        return COLL_OK;
+    }
+    if (op->desc.count == 0) {
+        coll_op_algo_done(op);
+        return COLL_OK;
+    }
+    s->pending = 1;
+    if ((st = queue(s)) != COLL_OK ||
+        (st = s->ln.dev->event_record(s->event, s->ln.ctx.stream)) != COLL_OK) {
+        return fail(op, st, "queueing the work", coll_dev_error());
+    }
+    uv_timer_start(s->timer, tick, POLL_MS, POLL_MS);
+    return COLL_OK;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* The stream's work is waited for first where it may still run (the job failed meanwhile). */
+static void dev_local_cleanup(coll_op_t *op)
+{
+    dev_local_t *s = op->algo_state;
+
+    if (s == NULL) {
+        return;
+    }
+    if (s->pending) {
+        s->ln.dev->stream_sync(s->ln.ctx.stream);
+    }
+    coll_dev_scratch_free(&s->scratch);
+    if (s->event != NULL) {
+        s->ln.dev->event_destroy(s->event);
+    }
+    uv_close((uv_handle_t *)s->timer, timer_closed);
+    free(s);
+    op->algo_state = NULL;
+}
+
+const coll_impl_t coll_impl_dev_local = {
+    .name = "device+local",
+    .start = dev_local_start,
+    .cleanup = dev_local_cleanup,
+};
