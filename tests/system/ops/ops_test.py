@@ -324,6 +324,9 @@ def check_stall(args, cluster, stalled, path):
     waiting = "waiting on node %d (%s)" % (stalled.node, socket.gethostname())
     check(len(by_state.get("running", [])) == nodes - 1 and table.count(waiting) == nodes - 1,
           "collectivectl stalled does not show the other nodes %s:\n%s" % (waiting, table))
+    names = {row.split()[0] for row in table.splitlines()[1:] if row.strip()}
+    check(len(names) == nodes, "collectivectl stalled's DAEMON column does not tell the %d "
+          "daemons of this host apart:\n%s" % (nodes, table))
     _, none = ctl(args, *(cmd + ["stalled", "--older-than", "3600000"]))
     check("no operation pending" in none, "a 1 h threshold still lists operations")
 

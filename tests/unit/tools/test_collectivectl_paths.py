@@ -34,7 +34,8 @@ def job(job_id, nodes=2, epoch=7, state="ready", **shm):
             "pool": {"bytes": 1 << 30, "used_bytes": 0}, "shm": s}
 
 
-STATUS = {"version": "0.1.0", "uptime_s": 1, "node": {"hostname": "h", "pid": 1},
+STATUS = {"version": "0.1.0", "uptime_s": 1,
+          "node": {"hostname": "h", "pid": 1, "control_addr": "h:29511"},
           "jobs": [job("zero", direct_max_bytes=0, leader_address=None),
                    job("noaddr", leader_address=None),
                    job("early", nodes=1, epoch=0, state="gathering", max_bytes=1 << 20,
@@ -135,9 +136,19 @@ class StalledShm(unittest.TestCase):
                                {"node": 1, "host": "h1", "ranks": [0, 1]}]),
                            shm_op("allreduce #2")]
         rows = [x.split() for x in status_text(dict(STATUS, jobs=[j]), "stalled")]
-        self.assertIn(["h", "stall", "allreduce", "#1", "running", "shm", "5.0", "s", "waiting",
+        self.assertIn(["h:29511", "stall", "allreduce", "#1", "running", "shm", "5.0", "s", "waiting",
                        "on", "node", "1", "(h1)"], rows)
-        self.assertIn(["h", "stall", "allreduce", "#2", "running", "shm", "5.0", "s", "-"], rows)
+        self.assertIn(["h:29511", "stall", "allreduce", "#2", "running", "shm", "5.0", "s", "-"], rows)
+
+    def test_daemon_without_control_address(self):
+        """A daemon with no control listener is named as it was asked (its status socket)."""
+        j = job("stall")
+        j["operations"] = [shm_op("allreduce #1")]
+        node = {"hostname": "h", "pid": 1}
+        rows = [x.split() for x in status_text(dict(STATUS, node=node, jobs=[j]), "stalled")]
+        self.assertTrue(rows[1][0].endswith("/status.sock"), rows)
+        self.assertEqual(rows[1][1:], ["stall", "allreduce", "#1", "running", "shm", "5.0", "s",
+                                       "-"])
 
 
 def main():
