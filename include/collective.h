@@ -217,8 +217,8 @@ typedef struct {
  * @param [in]  params  Parameters, may be NULL (everything from the environment).
  * @param [out] comm_p  The new communicator; the caller frees it with coll_comm_destroy().
  * @return COLL_OK on success;
- *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field) or
- *         a NULL @p comm_p;
+ *         COLL_ERR_INVALID for missing or inconsistent parameters (message names the field), a
+ *         NULL string whose bit is set (a NULL job_token: no token) or a NULL @p comm_p;
  *         COLL_ERR_CONNREFUSED when no daemon listens on the socket within the connect timeout
  *         (connect_timeout_ms, 10 s by default, or the job's timeout when shorter): the
  *         library tries again meanwhile, as a daemon may be starting, and says on stderr after

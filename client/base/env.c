@@ -5,6 +5,8 @@
  * launcher.c).
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,11 +120,40 @@ static int check(const coll_comm_params_t *p, char *err, size_t errlen)
     return -1;
 }
 
+/* A string field whose bit is set must be there (collective.h's NULL rule): the socket, job
+ * and root; a NULL token is no token, as an unset COLL_JOB_TOKEN. */
+static int strings_given(const coll_comm_params_t *in, char *err, size_t errlen)
+{
+    static const struct {
+        uint64_t bit;
+        const char *name;
+        size_t off;
+    } fields[] = {
+        {COLL_COMM_PARAM_SOCKET, "socket_path", offsetof(coll_comm_params_t, socket_path)},
+        {COLL_COMM_PARAM_JOB, "job", offsetof(coll_comm_params_t, job)},
+        {COLL_COMM_PARAM_ROOT, "root", offsetof(coll_comm_params_t, root)},
+    };
+
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        const char *const *v = (const char *const *)(const void *)((const char *)in + fields[i].off);
+        if ((in->field_mask & fields[i].bit) && *v == NULL) {
+            snprintf(err, errlen, "coll_comm_create: params->%s must not be NULL (its bit is "
+                     "set in field_mask)", fields[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The strings: socket, job, root and token. */
 static coll_status_t resolve_strings(const coll_comm_params_t *in, coll__launcher_t *l,
                                      coll_comm_params_t *out, char *err, size_t errlen)
 {
     const char *v = env2("COLL_SOCKET", NULL);
+
+    if (strings_given(in, err, errlen) < 0) {
+        return COLL_ERR_INVALID;
+    }
 
     out->socket_path = (in->field_mask & COLL_COMM_PARAM_SOCKET) ? in->socket_path
                        : v != NULL                               ? v

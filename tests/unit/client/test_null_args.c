@@ -180,6 +180,30 @@ static void expect_abort(int aborts, const char *call)
 #define SB "the send buffer"
 #define RB "the receive buffer"
 
+/* coll_comm_create() with a string whose bit is set NULL: refused, naming the field, before
+ * the socket is touched (the socket_path one crashed in the connect); a NULL job_token is no
+ * token, so such a call goes on to connect (to a socket that is not there). */
+static void comm_params_null(void)
+{
+    const uint64_t world = COLL_COMM_PARAM_RANK | COLL_COMM_PARAM_LOCAL_RANK;
+    coll_comm_params_t p = {.socket_path = "/nonexistent/collectived.sock", .job = "nulls",
+                            .world_size = 1, .local_size = 1, .connect_timeout_ms = 1};
+    coll_comm_t *c = NULL;
+
+    p.field_mask = world | COLL_COMM_PARAM_SOCKET | COLL_COMM_PARAM_JOB | COLL_COMM_PARAM_ROOT;
+    p.socket_path = NULL;
+    NULL_ARG(NULL, INV, "params->socket_path", coll_comm_create(&p, &c));
+    p.socket_path = "/nonexistent/collectived.sock";
+    p.job = NULL;
+    NULL_ARG(NULL, INV, "params->job", coll_comm_create(&p, &c));
+    p.job = "nulls";
+    NULL_ARG(NULL, INV, "params->root", coll_comm_create(&p, &c));
+    p.root = "";
+    p.field_mask |= COLL_COMM_PARAM_TOKEN | COLL_COMM_PARAM_CONNECT_TIMEOUT;
+    assert_int_equal(coll_comm_create(&p, &c), COLL_ERR_CONNREFUSED);
+    assert_null(c);
+}
+
 /* collective.h: communicators and the pool. */
 static void test_comm_and_memory(void **state)
 {
@@ -188,6 +212,7 @@ static void test_comm_and_memory(void **state)
 
     (void)state;
     NULL_ARG(NULL, INV, "comm_p", coll_comm_create(NULL, NULL));
+    comm_params_null();
     NULL_ARG(NULL, -1, "comm", coll_comm_rank(NULL));
     NULL_ARG(NULL, -1, "comm", coll_comm_world_size(NULL));
     NULL_ARG(NULL, -1, "comm", coll_comm_local_rank(NULL));
