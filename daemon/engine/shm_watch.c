@@ -126,8 +126,22 @@ static int on_device(const coll_op_t *op)
     return 0;
 }
 
+/* Bit l: local rank l submitted @p op (of the world: its local members are the local ranks)
+ * with its buffers in a device pool. */
+static uint64_t device_ranks(const coll_op_t *op)
+{
+    uint64_t mask = 0;
+
+    for (uint32_t l = 0; l < op->grp->nlocal && l < 64; l++) {
+        if (op->members[l].session != NULL && op->members[l].pool != 0) {
+            mask |= UINT64_C(1) << l;
+        }
+    }
+    return mask;
+}
+
 int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p,
-                      int *device_p)
+                      uint64_t *device_p)
 {
     coll_op_t *op, *tmp;
 
@@ -137,18 +151,15 @@ int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t 
             same_keys(op->desc.coll) &&
             (op->desc.coll != w->coll || on_device(op))) {
             *kind_p = op->desc.coll;
-            *device_p = op->desc.coll == w->coll;
+            *device_p = op->desc.coll == w->coll ? device_ranks(op) : 0;
             return 1;
         }
     }
     return 0;
 }
 
-/* Append ", rank R (pid P, node N, what)" for every local rank whose bit in @p mask is @p set:
- * the form in which job/blame.c names the ranks missing from the daemon's operations, so that
- * a job's error names a culprit alike whichever path found it. */
-static uint32_t name_ranks(const coll_job_t *job, uint64_t mask, int set, const char *what,
-                           char *buf, size_t len)
+uint32_t coll_shm_name_ranks(const coll_job_t *job, uint64_t mask, int set, const char *what,
+                             char *buf, size_t len)
 {
     size_t n = strlen(buf);
     uint32_t named = 0;
@@ -227,16 +238,16 @@ static uint32_t describe_rounds(const coll_job_t *job, const coll_shm_wait_t *w,
     uint32_t node = w->wait_node - 1;
 
     if (s != NULL && stopped(s->cred.pid)) {
-        (void)name_ranks(job, 1, 1, "the node's leader, stopped in the direct rounds", buf,
-                         len);
+        (void)coll_shm_name_ranks(job, 1, 1, "the node's leader, stopped in the direct rounds",
+                                  buf, len);
         return 1;
     }
     if (w->wait_node != 0 && node < job->nnodes && node != job->node_rank) {
         snprintf(buf, len, "rank %u (node %u's leader, which this node's leader waits for in "
                  "the direct rounds)", leader_of(job, node), node);
     } else {
-        (void)name_ranks(job, 1, 1, "the node's leader, in the direct rounds with the other "
-                         "nodes' leaders", buf, len);
+        (void)coll_shm_name_ranks(job, 1, 1, "the node's leader, in the direct rounds with the "
+                                  "other nodes' leaders", buf, len);
     }
     return 0;
 }
@@ -247,8 +258,8 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
     uint32_t missing;
 
     buf[0] = '\0';
-    missing = name_ranks(job, w->posted, 0, "not submitted", buf, len);
-    if (missing > 0 || name_ranks(job, w->busy, 1, "running its part", buf, len) > 0) {
+    missing = coll_shm_name_ranks(job, w->posted, 0, "not submitted", buf, len);
+    if (missing > 0 || coll_shm_name_ranks(job, w->busy, 1, "running its part", buf, len) > 0) {
         return missing;
     }
     if (coll_shm_is_direct(job, w)) {

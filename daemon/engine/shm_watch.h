@@ -61,11 +61,22 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
  *        host buffers only), so ranks that disagree on the kind (an allreduce against a
  *        gather) or on the pool (host memory against a device) would each wait for the others
  *        on its own path until the timeout.
- * @return 1 with that operation's collective (coll_kind_t) in @p kind_p and in @p device_p
- *         whether it is the same collective on device buffers, else 0.
+ * @return 1 with that operation's collective (coll_kind_t) in @p kind_p and in @p device_p,
+ *         when it is the same collective on device buffers, the local ranks that submitted it
+ *         so (bit l: local rank l; 0: another collective), else 0.
  */
 int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p,
-                      int *device_p);
+                      uint64_t *device_p);
+
+/**
+ * @brief Append ", rank R (pid P, node N, @p what)" to @p buf for every local rank whose bit in
+ *        @p mask is @p set (local ranks below 64): the form in which job/blame.c names the
+ *        ranks missing from the daemon's operations, so that a job's error names a culprit
+ *        alike whichever path found it.
+ * @return The number of ranks named.
+ */
+uint32_t coll_shm_name_ranks(const coll_job_t *job, uint64_t mask, int set, const char *what,
+                             char *buf, size_t len);
 
 /**
  * @return 1 when waiting collective @p w runs in shared memory once every local rank posted

@@ -205,24 +205,27 @@ static int check_shm_left(coll_job_t *job, size_t n)
  * COLL_ERR_MISMATCH naming both (returns 1). */
 static int check_shm_conflict(coll_job_t *job, const coll_shm_wait_t *w)
 {
-    char wait[400], mine[48], theirs[48];
+    char wait[400], mine[48], theirs[48], host[400] = "", dev[400] = "";
     uint32_t kind;
-    int device = 0;
+    uint64_t device = 0;
 
     if (!coll_shm_conflict(job, w, &kind, &device)) {
         return 0;
     }
-    (void)coll_shm_describe(job, w, wait, sizeof(wait));
     coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, mine, sizeof(mine));
     coll_desc_name(&(coll_desc_t){.coll = (uint16_t)kind, .key = w->key}, theirs, sizeof(theirs));
-    if (device) {
+    if (device != 0) {
+        /* Each side by name: a rank of the other is no rank "not submitted" to this one. */
+        (void)coll_shm_name_ranks(job, w->posted, 1, "posted it in shared memory", host,
+                                  sizeof(host));
+        (void)coll_shm_name_ranks(job, device, 1, "submitted it to the daemon", dev, sizeof(dev));
         coll_job_fail(job, COLL_ERR_MISMATCH, 1, "the ranks of node %u disagree on where the "
-                      "buffers of %s are: host memory for those that posted it in shared "
-                      "memory, a device pool for those that submitted it to the daemon (the "
-                      "area waits for %s); every rank of a node must hold them in the same "
-                      "kind of pool", job->node_rank, mine, wait);
+                      "buffers of %s are: in host memory at %s; in a device pool at %s; every "
+                      "rank of a node must hold them in the same kind of pool", job->node_rank,
+                      mine, host, dev);
         return 1;
     }
+    (void)coll_shm_describe(job, w, wait, sizeof(wait));
     coll_job_fail(job, COLL_ERR_MISMATCH, 1, "ranks submitted different collectives with one "
                   "key: %s in shared memory (waiting for %s) and %s to the daemon", mine, wait,
                   theirs);

@@ -43,7 +43,8 @@
  *               and the others on the direct path, which the daemons find where the paths
  *               cross (daemon/engine/shm_route.h). On one node (1x2) rank 0's goes to the
  *               daemon and rank 1's to the shared-memory area, where the daemon finds it
- *               waiting against its own operation (daemon/engine/shm_watch.h).
+ *               waiting against its own operation (daemon/engine/shm_watch.h); the message
+ *               names rank 1 in host memory and rank 0 in a device pool.
  *   --device    one node whose daemon has the executor of device memory: the same collectives
  *               and averages as --nccl, those must name "device+local" (combined on the device,
  *               docs/gpu.md), the gather and scatter the staged path.
@@ -528,6 +529,25 @@ static int expect(coll_status_t st, coll_status_t want, const char *what)
     return 0;
 }
 
+/* --kinds on one node: the message names rank 1 (whose buffers are in host memory, posted in
+ * shared memory) and rank 0 (a device pool, submitted to the daemon), and no rank as "not
+ * submitted" (each side's ranks did submit, on their own path). */
+static int kinds_named(void)
+{
+    const char *msg = coll_comm_last_error(comm);
+    const char *host = strstr(msg, "in host memory at rank 1 (pid ");
+    const char *dev = strstr(msg, "in a device pool at rank 0 (pid ");
+
+    if (host == NULL || strstr(host, "node 0, posted it in shared memory)") == NULL ||
+        dev == NULL || strstr(dev, "node 0, submitted it to the daemon)") == NULL ||
+        strstr(msg, "not submitted") != NULL) {
+        fprintf(stderr, "rank %d: the mismatch does not name rank 1 in host memory and rank 0 "
+                "on the device: %s\n", rank, msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* Rank 0 on the device with 1024 elements, the others in the host pool (with --nccl on the
  * device) with 1025; with @p same_count (--kinds) every rank with 1024, the others in the host
  * pool. */
@@ -544,10 +564,15 @@ static int run_mismatch(int same_count)
         return -1;
     }
     st = coll_allreduce_async(comm, buf, buf, n, COLL_FLOAT32, COLL_SUM, NULL, &req);
-    return expect(finish(st, req, algo, sizeof(algo)), COLL_ERR_MISMATCH,
-                  same_count ? "an allreduce on the device on one node, in host memory on the "
-                               "others"
-                             : "an allreduce whose counts disagree");
+    if (expect(finish(st, req, algo, sizeof(algo)), COLL_ERR_MISMATCH,
+               same_count ? "an allreduce on the device on one node, in host memory on the "
+                            "others"
+                          : "an allreduce whose counts disagree") < 0) {
+        return -1;
+    }
+    return same_count && !nccl && coll_comm_local_size(comm) == coll_comm_world_size(comm)
+               ? kinds_named()
+               : 0;
 }
 
 /* Send on the device, receive in the host pool: refused by the library, which ends the job (as
