@@ -308,14 +308,15 @@ static coll_status_t put_table(coll_comm_t *k, const uint64_t *table, uint32_t w
 
 /* The one end of a refused call, its message set: the other ranks would wait for it, so the
  * job fails for them too, with that message, and this rank's later submissions get @p st at once
- * (coll__submit_msg()). Nothing happens when this rank ended the job already, when another rank
- * did (COLL_ERR_JOB: the daemon and the shared-memory area know) or the link is gone. Lock held;
- * returns @p st. */
+ * (coll__submit_msg()). Also for COLL_ERR_JOB: a local rank that left is seen in the
+ * shared-memory area before the daemon fails the job, and the other nodes learn it from this
+ * Abort (the daemon ignores one for a job that failed already). Nothing happens when this rank
+ * ended the job already or the link is gone. Lock held; returns @p st. */
 static coll_status_t refuse_locked(coll_comm_t *c, coll_status_t st)
 {
     coll_comm_t *k = c->conn;
 
-    if (k->ended == COLL_OK && k->broken == COLL_OK && st != COLL_ERR_JOB) {
+    if (k->ended == COLL_OK && k->broken == COLL_OK) {
         k->ended = st;
         snprintf(k->ended_msg, sizeof(k->ended_msg), "%s", k->last_error);
         coll__abort(k, st, k->last_error);
