@@ -1,6 +1,6 @@
 #!/bin/sh
 # run.sh: the device checks of the GPU path, in one command on a machine with an NVIDIA GPU,
-# CUDA, CMake and a C compiler (docs/gpu.md, "What is verified where").
+# CUDA, CMake and a C compiler (docs/gpu-verification.md).
 #
 #   tests/gpu/run.sh LOGDIR
 #

@@ -1,5 +1,5 @@
 """CUDA tensors through the collectived torch backend, on a machine with a GPU (tests/gpu/run.sh;
-docs/gpu.md, "What is verified where"). Every rank uses device LOCAL_RANK % the devices seen,
+docs/gpu-verification.md). Every rank uses device LOCAL_RANK % the devices seen,
 so 4 ranks share one GPU where there is one.
 
   torch_cuda_check.py            against a float64 reference computed here from every rank's
