@@ -85,6 +85,18 @@ typedef struct coll_dev_ops {
     /** @brief Map all @p bytes of @p mem at @p va (inside a reservation) and let @p dev read and
      *         write them. */
     coll_status_t (*map)(int dev, uint64_t va, size_t bytes, coll_dev_mem_t mem);
+    /** @brief Whether device @p dev can read and write memory of device @p peer directly
+     *         (peer access over NVLink or PCIe; cuDeviceCanAccessPeer): *@p can_p 1 or 0.
+     *  @return COLL_OK (a device with itself: 1); COLL_ERR_INVALID for a device that is none;
+     *          the driver's error. */
+    coll_status_t (*peer_access)(int dev, int peer, int *can_p);
+    /** @brief Let device @p dev read and write [va, va + bytes) too, a range that map() mapped
+     *         for another device (cuMemSetAccess with @p dev's descriptor; the access of the
+     *         devices granted before is kept). Needs peer_access() from @p dev to the memory's
+     *         device. Undone by unmap(). @return COLL_OK; COLL_ERR_INVALID for a device that
+     *         is none; the driver's error (the fake's COLL_ERR_UNSUPPORTED without peer
+     *         access). */
+    coll_status_t (*grant)(int dev, uint64_t va, size_t bytes);
     /** @brief Unmap [va, va + bytes), which stays reserved. */
     void (*unmap)(uint64_t va, size_t bytes);
     /** @brief A stream on @p dev, running asynchronously to the host. */
@@ -208,7 +220,11 @@ coll_status_t coll__dev_check_word(uint64_t word, const char *who);
  *  on its stream before it would have, one after the other; COLL_DEVICE_FAKE_PIN_FAIL=1 makes
  *  host_alloc() refuse with COLL_ERR_NOMEM. A host_register() range's device address is its
  *  host address; stream_wait_word() polls the word every 100 us, for at most
- *  COLL_DEVICE_FAKE_WAIT_MS ms (default 60000), then fails with COLL_ERR_TIMEDOUT. */
+ *  COLL_DEVICE_FAKE_WAIT_MS ms (default 60000), then fails with COLL_ERR_TIMEDOUT. Every pair
+ *  of fake devices has peer access (peer_access(), as the GPUs of an NVLink box) unless
+ *  COLL_DEVICE_FAKE_PEER=0 (test only: none has, as GPUs without P2P), read at each call;
+ *  grant() then refuses with COLL_ERR_UNSUPPORTED, and otherwise only counts what it granted
+ *  (coll__dev_fake_granted()): the memory is the host's, which every device reads. */
 extern const coll_dev_ops_t coll_dev_fake;
 
 /**
@@ -216,6 +232,10 @@ extern const coll_dev_ops_t coll_dev_fake;
  *        without the environment. @return COLL_OK; COLL_ERR_INVALID for another count.
  */
 coll_status_t coll__dev_fake_init(int ndev);
+
+/** @return Bytes the fake's grant() gave device @p dev access to since the process started
+ *          (test only: what a pool granted a peer). Thread-safe. */
+uint64_t coll__dev_fake_granted(int dev);
 
 /**
  * @brief Open CUDA's driver: dlopen libcuda.so.1, resolve its entries, cuInit.

@@ -37,7 +37,8 @@
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamGetCtx)              \
     X(cuMemcpyAsync) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuEventCreate) X(cuEventDestroy)       \
     X(cuEventRecord) X(cuEventQuery) X(cuMemHostRegister) X(cuMemHostGetDevicePointer)            \
-    X(cuMemHostUnregister) X(cuStreamWaitValue64) X(cuStreamWriteValue64)
+    X(cuMemHostUnregister) X(cuStreamWaitValue64) X(cuStreamWriteValue64)                     \
+    X(cuDeviceCanAccessPeer)
 
 #define CU_STR_(x) #x
 #define CU_STR(x) CU_STR_(x)
@@ -285,6 +286,47 @@ static coll_status_t cuda_map(int dev, uint64_t va, size_t bytes, coll_dev_mem_t
     return COLL_OK;
 }
 
+static coll_status_t cuda_peer_access(int dev, int peer, int *can_p)
+{
+    CUdevice d, p;
+
+    if (dev < 0 || dev >= ndevices || peer < 0 || peer >= ndevices) {
+        return coll__dev_fail(COLL_ERR_INVALID, "peer access of CUDA device %d to %d (%d "
+                              "present)", dev, peer, ndevices);
+    }
+    if (dev == peer) {
+        *can_p = 1;
+        return COLL_OK;
+    }
+    CU_TRY(cu.cuDeviceGet(&d, dev), "cuDeviceGet(%d)", dev);
+    CU_TRY(cu.cuDeviceGet(&p, peer), "cuDeviceGet(%d)", peer);
+    CU_TRY(cu.cuDeviceCanAccessPeer(can_p, d, p), "cuDeviceCanAccessPeer(%d, %d)", dev, peer);
+    return COLL_OK;
+}
+
+/* The devices granted before keep their access: cuMemSetAccess changes only the locations it
+ * is given. */
+static coll_status_t cuda_grant(int dev, uint64_t va, size_t bytes)
+{
+    CUmemAccessDesc access;
+    coll_status_t st = enter(dev);
+    CUresult r;
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    memset(&access, 0, sizeof(access));
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = dev;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((r = cu.cuMemSetAccess(va, bytes, &access, 1)) != CUDA_SUCCESS) {
+        return cu_fail(leave(r), "cuMemSetAccess(peer device %d, %zu bytes at %#llx)", dev,
+                       bytes, (unsigned long long)va);
+    }
+    leave(CUDA_SUCCESS);
+    return COLL_OK;
+}
+
 static void cuda_unmap(uint64_t va, size_t bytes)
 {
     cu.cuMemUnmap(va, bytes);
@@ -484,6 +526,8 @@ static const coll_dev_ops_t cuda_ops = {
     .va_reserve = cuda_va_reserve,
     .va_free = cuda_va_free,
     .map = cuda_map,
+    .peer_access = cuda_peer_access,
+    .grant = cuda_grant,
     .unmap = cuda_unmap,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,

@@ -270,6 +270,40 @@ static coll_status_t fake_map(int dev, uint64_t va, size_t bytes, coll_dev_mem_t
     return COLL_OK;
 }
 
+/* Bytes grant() gave each device access to (coll__dev_fake_granted()). */
+static _Atomic uint64_t granted[COLL_DEV_MAX];
+
+uint64_t coll__dev_fake_granted(int dev)
+{
+    return dev >= 0 && dev < COLL_DEV_MAX ? atomic_load(&granted[dev]) : 0;
+}
+
+static coll_status_t fake_peer_access(int dev, int peer, int *can_p)
+{
+    coll_status_t st = check_dev(dev, "peer access");
+
+    if (st == COLL_OK && (st = check_dev(peer, "peer access")) == COLL_OK) {
+        *can_p = dev == peer || knob_or("COLL_DEVICE_FAKE_PEER", 1) != 0;
+    }
+    return st;
+}
+
+static coll_status_t fake_grant(int dev, uint64_t va, size_t bytes)
+{
+    coll_status_t st = check_dev(dev, "grant");
+
+    if (st != COLL_OK) {
+        return st;
+    }
+    if (knob_or("COLL_DEVICE_FAKE_PEER", 1) == 0) {
+        return coll__dev_fail(COLL_ERR_UNSUPPORTED, "grant of %zu bytes at %#llx to device %d: "
+                              "no peer access (COLL_DEVICE_FAKE_PEER=0)", bytes,
+                              (unsigned long long)va, dev);
+    }
+    atomic_fetch_add(&granted[dev], bytes);
+    return COLL_OK;
+}
+
 static void fake_unmap(uint64_t va, size_t bytes)
 {
     /* Back to reserved, as cuMemUnmap leaves it. */
@@ -596,6 +630,8 @@ const coll_dev_ops_t coll_dev_fake = {
     .va_reserve = fake_va_reserve,
     .va_free = fake_va_free,
     .map = fake_map,
+    .peer_access = fake_peer_access,
+    .grant = fake_grant,
     .unmap = fake_unmap,
     .stream_create = fake_stream_create,
     .stream_destroy = fake_stream_destroy,

@@ -164,6 +164,18 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice d)
     return CUDA_SUCCESS;
 }
 
+/* Every pair of distinct devices are peers unless FAKE_CUDA_PEER=0. */
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer)
+{
+    const char *v = getenv("FAKE_CUDA_PEER");
+
+    if (d < 0 || d >= ndev() || peer < 0 || peer >= ndev()) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *can = d != peer && (v == NULL || atoi(v) != 0);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
     *c = (CUcontext)(uintptr_t)(0x1000 + d);
@@ -287,11 +299,15 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return CUDA_SUCCESS;
 }
 
+static void record(const char *fn, void *stream, uint64_t addr, uint64_t arg, unsigned flags);
+
+/* Recorded (its flags the device it grants). */
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     if (depth == 0) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
+    record(__func__, NULL, ptr, size, count == 1 ? (unsigned)desc->location.id : ~0u);
     if (count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE ||
         mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) < 0) {

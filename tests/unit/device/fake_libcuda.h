@@ -15,7 +15,8 @@
 #define FAKE_CUDA_CALLS_MAX 8
 
 /* One call to cuMemHostRegister, cuMemHostGetDevicePointer, cuMemHostUnregister,
- * cuStreamWaitValue64 or cuStreamWriteValue64, as the driver got it. */
+ * cuStreamWaitValue64, cuStreamWriteValue64 or cuMemSetAccess (its flags the device granted),
+ * as the driver got it. */
 typedef struct {
     const char *fn;  /* the exported name it came in by, e.g. "cuStreamWaitValue64_v2" */
     void *stream;    /* its stream (the stream memory operations), else NULL */

@@ -179,6 +179,40 @@ static void test_memory_shared_with_another_process(void **state)
     ops->va_free(va, 4 * GRAN);
 }
 
+/* Peer access asked of the driver (FAKE_CUDA_PEER); a grant is one cuMemSetAccess for the
+ * peer device alone, in a context, over the range a map() of another device made. */
+static void test_peer_access_and_grant(void **state)
+{
+    coll_dev_mem_t m = 0;
+    uint64_t va = 0;
+    int can = -1;
+
+    assert_int_equal(ops->peer_access(0, 1, &can), COLL_OK);
+    assert_int_equal(can, 1);
+    assert_int_equal(ops->peer_access(1, 1, &can), COLL_OK);
+    assert_int_equal(can, 1);
+    setenv("FAKE_CUDA_PEER", "0", 1);
+    assert_int_equal(ops->peer_access(1, 0, &can), COLL_OK);
+    assert_int_equal(can, 0);
+    unsetenv("FAKE_CUDA_PEER");
+    assert_int_equal(ops->peer_access(0, 2, &can), COLL_ERR_INVALID); /* 2 devices */
+    assert_int_equal(ops->mem_create(1, GRAN, &m), COLL_OK);
+    assert_int_equal(ops->va_reserve(1, GRAN, GRAN, &va), COLL_OK);
+    assert_int_equal(ops->map(1, va, GRAN, m), COLL_OK);
+    calls_reset();
+    assert_int_equal(ops->grant(0, va, GRAN), COLL_OK);
+    assert_int_equal(ncalls(), 1);
+    assert_string_equal(call(0)->fn, "cuMemSetAccess");
+    assert_int_equal(call(0)->addr, va);
+    assert_int_equal(call(0)->arg, GRAN);
+    assert_int_equal(call(0)->flags, 0); /* the peer's descriptor only */
+    assert_int_equal(depth(), 0);
+    assert_int_equal(ops->grant(3, va, GRAN), COLL_ERR_INVALID);
+    ops->mem_release(m);
+    ops->unmap(va, GRAN);
+    ops->va_free(va, GRAN);
+}
+
 static void test_streams_copies_events(void **state)
 {
     coll_dev_stream_t s = NULL;
@@ -365,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_contexts_pushed_and_popped),
         cmocka_unit_test(test_out_of_memory_is_converted),
         cmocka_unit_test(test_memory_shared_with_another_process),
+        cmocka_unit_test(test_peer_access_and_grant),
         cmocka_unit_test(test_streams_copies_events),
         cmocka_unit_test(test_pinned_host_memory),
         cmocka_unit_test(test_host_register_maps_for_every_device),
