@@ -45,13 +45,47 @@ err_free:
     return st;
 }
 
+/* Whether devices @p a and @p b can access each other's memory. */
+static int mutual(const coll_dev_ops_t *ops, int a, int b)
+{
+    int ab = 0, ba = 0;
+
+    return ops->peer_access(a, b, &ab) == COLL_OK && ops->peer_access(b, a, &ba) == COLL_OK &&
+           ab && ba;
+}
+
+/* Grant @p to's device access to @p from's pool. */
+static int grant(coll_dev_pool_t *from, const coll_dev_pool_t *to)
+{
+    if (coll_pool_grant(from->pool, to->device) != COLL_OK) {
+        coll_warn(COLL_SUB_POOL, "device %d cannot reach the pool on device %d: %s; operations "
+                  "on both stay staged", to->device, from->device, coll_dev_error());
+        return 0;
+    }
+    from->peers |= 1u << to->device;
+    return 1;
+}
+
+void coll_dev_pool_join_peers(const coll_dev_ops_t *ops, coll_dev_pool_t *const *pools,
+                              coll_dev_pool_t *dp)
+{
+    for (int i = 0; i < COLL_DEV_MAX; i++) {
+        coll_dev_pool_t *o = pools[i];
+        if (o != NULL && o != dp && mutual(ops, dp->device, o->device) && grant(dp, o)) {
+            grant(o, dp);
+        }
+    }
+}
+
 coll_status_t coll_dev_pool_get(coll_job_t *job, int device, coll_dev_pool_t **dp_p, char *err,
                                 size_t errlen)
 {
     coll_status_t st = COLL_OK;
 
-    if (job->dev_pools[device] == NULL) {
-        st = make(job, device, &job->dev_pools[device], err, errlen);
+    if (job->dev_pools[device] == NULL &&
+        (st = make(job, device, &job->dev_pools[device], err, errlen)) == COLL_OK &&
+        job->d->devices.ops != NULL) {
+        coll_dev_pool_join_peers(job->d->devices.ops, job->dev_pools, job->dev_pools[device]);
     }
     if (st == COLL_OK) {
         *dp_p = job->dev_pools[device];

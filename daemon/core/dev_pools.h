@@ -28,6 +28,8 @@ typedef struct coll_dev_pool {
     coll_dev_stream_t streams[2][2]; /**< the staged path's copies, [COLL_DEV_POOL_IN or
                                           COLL_DEV_POOL_BACK][either of the pair]
                                           (coll_dev_pool_streams()), NULL until made */
+    uint32_t peers;  /**< bit d: device d was granted access to the daemon's mapping of the
+                          pool, now and as it grows (coll_dev_pool_join_peers()) */
 } coll_dev_pool_t;
 
 /**
@@ -38,6 +40,20 @@ typedef struct coll_dev_pool {
  */
 coll_status_t coll_dev_pool_get(coll_job_t *job, int device, coll_dev_pool_t **dp_p, char *err,
                                 size_t errlen);
+
+/**
+ * @brief Make @p dp, a new pool, and the other pools of @p pools (a job's, by device; @p dp
+ *        among them or not) peers where their devices can access each other's memory both
+ *        ways (the device layer's peer_access(): P2P over NVLink or PCIe): each device is
+ *        granted access to the other's pool in the daemon (coll_pool_grant()) and recorded in
+ *        that pool's peers, so the one-node device algorithm reads and writes both from
+ *        either device's stream (coll_devc_lane_pool()). A pair without peer access, or whose
+ *        grant the driver refuses (logged as a warning, with the layer's words), is left out:
+ *        its operations stay on the staged path. Loop thread only.
+ * @param ops The daemon's device layer.
+ */
+void coll_dev_pool_join_peers(const coll_dev_ops_t *ops, coll_dev_pool_t *const *pools,
+                              coll_dev_pool_t *dp);
 
 /**
  * @brief The chunks of @p dp that local rank @p local has not been sent, marked sent.

@@ -120,6 +120,11 @@ int coll_pool_chunk(const coll_pool_t *pool, size_t i, coll_pool_chunk_t *c)
     return pool->be->chunk(pool->mem, i, c);
 }
 
+coll_status_t coll_pool_grant(coll_pool_t *pool, int peer)
+{
+    return pool->be->grant != NULL ? pool->be->grant(pool->mem, peer) : COLL_ERR_UNSUPPORTED;
+}
+
 size_t coll_pool_allocations(const coll_pool_t *pool)
 {
     size_t n = 0;

@@ -76,6 +76,10 @@ typedef struct coll_pool_backend {
     int (*chunk)(const void *mem, size_t i, coll_pool_chunk_t *c);
     /** Unmap @p base (NULL: not mapped) and free the backing and the state. */
     void (*destroy)(void *mem, uint8_t *base, size_t bytes);
+    /** Let device @p peer read and write, in this process, what the pool holds and what it
+     *  will hold as it grows. @return COLL_OK; the device's error (nothing granted). NULL for
+     *  a backing of host memory. */
+    coll_status_t (*grant)(void *mem, int peer);
 } coll_pool_backend_t;
 
 /** Host memory in a sealed-size memfd (core/pool_memfd.c), sparse on tmpfs. */
@@ -132,6 +136,11 @@ void coll_pool_destroy(coll_pool_t *pool);
 int coll_pool_fd(const coll_pool_t *pool);
 /** @return 1 with chunk @p i of the pool's backing in *c (coll_pool_chunk_t), 0 past the last. */
 int coll_pool_chunk(const coll_pool_t *pool, size_t i, coll_pool_chunk_t *c);
+/** @brief Let device @p peer read and write the daemon's mapping of @p pool, a device pool,
+ *         now and as it grows (its backend's grant: peer access between two devices).
+ *  @return COLL_OK; COLL_ERR_UNSUPPORTED for a pool of host memory; the device's error
+ *          (coll_dev_error() says it; nothing granted). */
+coll_status_t coll_pool_grant(coll_pool_t *pool, int peer);
 /** @return Bytes the pool is charged to its budget for now: its size (fixed), its allocations
  *          (on demand), or what its backend took (a device pool). */
 size_t coll_pool_charged(const coll_pool_t *pool);

@@ -37,6 +37,7 @@ typedef struct {
     size_t bytes;      /* the reservation */
     uint64_t va;       /* its start, 0 until mapped */
     size_t committed;  /* [0, committed) is backed */
+    uint32_t peers;    /* bit d: device d was granted access to every chunk (device_grant()) */
     size_t nchunks;
     dev_chunk_t chunks[COLL_FRAME_MAX_FDS];
 } devpool_t;
@@ -102,11 +103,26 @@ static size_t growth(const devpool_t *d, size_t end, size_t room)
     return want <= room ? want : need <= room ? need : 0;
 }
 
-/* Create, export and map one chunk of @p bytes at the end of what is backed. */
+/* Grant every device of @p peers access to chunk @p c. */
+static coll_status_t grant_chunk(const devpool_t *d, const dev_chunk_t *c, uint32_t peers)
+{
+    coll_status_t st = COLL_OK;
+
+    for (int p = 0; p < COLL_DEV_MAX && st == COLL_OK; p++) {
+        if (peers & (1u << p)) {
+            st = d->ops->grant(p, d->va + c->offset, c->bytes);
+        }
+    }
+    return st;
+}
+
+/* Create, export and map one chunk of @p bytes at the end of what is backed, for the pool's
+ * device and its peers. */
 static coll_status_t add_chunk(devpool_t *d, size_t bytes)
 {
     dev_chunk_t *c = &d->chunks[d->nchunks];
     coll_status_t st;
+    int mapped = 0;
 
     c->offset = d->committed;
     c->bytes = bytes;
@@ -114,9 +130,13 @@ static coll_status_t add_chunk(devpool_t *d, size_t bytes)
     c->fd = -1;
     if ((st = d->ops->mem_create(d->dev, bytes, &c->mem)) != COLL_OK ||
         (st = d->ops->mem_export(c->mem, &c->fd)) != COLL_OK ||
-        (st = d->ops->map(d->dev, d->va + c->offset, bytes, c->mem)) != COLL_OK) {
+        (st = d->ops->map(d->dev, d->va + c->offset, bytes, c->mem)) != COLL_OK ||
+        (mapped = 1, st = grant_chunk(d, c, d->peers)) != COLL_OK) {
         coll_error(COLL_SUB_POOL, "growing a pool on device %d by %zu bytes: %s", d->dev, bytes,
                    coll_dev_error());
+        if (mapped) {
+            d->ops->unmap(d->va + c->offset, bytes);
+        }
         if (c->fd >= 0) {
             close(c->fd);
         }
@@ -164,6 +184,27 @@ static int device_chunk(const void *mem, size_t i, coll_pool_chunk_t *c)
     return 1;
 }
 
+static coll_status_t device_grant(void *mem, int peer)
+{
+    devpool_t *d = mem;
+    coll_status_t st = COLL_OK;
+
+    if (peer < 0 || peer >= COLL_DEV_MAX) {
+        return coll__dev_fail(COLL_ERR_INVALID, "grant of a pool on device %d to device %d: "
+                              "no such device", d->dev, peer);
+    }
+    for (size_t i = 0; i < d->nchunks && st == COLL_OK; i++) {
+        st = grant_chunk(d, &d->chunks[i], 1u << peer);
+    }
+    if (st != COLL_OK) {
+        coll_error(COLL_SUB_POOL, "granting device %d access to a pool on device %d: %s", peer,
+                   d->dev, coll_dev_error());
+        return st;
+    }
+    d->peers |= 1u << peer;
+    return COLL_OK;
+}
+
 static void device_destroy(void *mem, uint8_t *base, size_t bytes)
 {
     devpool_t *d = mem;
@@ -187,4 +228,5 @@ const coll_pool_backend_t coll_pool_device = {
     .punch = NULL, /* the ranks map every chunk until the job ends */
     .chunk = device_chunk,
     .destroy = device_destroy,
+    .grant = device_grant,
 };
