@@ -147,10 +147,12 @@ const coll_impl_t *coll_algo_impl(const coll_op_t *op)
     if (e == NULL) {
         return &coll_impl_refused;
     }
-    /* The device's own on one node needs every member in one device pool; members on several
-     * devices take the host's local algorithm on the staged path's copies, as before it. */
+    /* The device's own on one node needs every member in one device pool, or in pools of
+     * several devices that the first member's device reaches (peers, "device+peers"); members
+     * elsewhere take the host's local algorithm on the staged path's copies. The members'
+     * pools are all known here, when the operation starts. */
     if (e->algo == COLL_ALGO_DEVICE && coll_devc_one_pool(op) == 0) {
-        return &coll_impl_local;
+        return coll_devc_lane_pool(op) != 0 ? &coll_impl_dev_peers : &coll_impl_local;
     }
     return op->grp->nnodes == 1 ? e->local : e->impl;
 }

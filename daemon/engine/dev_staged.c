@@ -417,12 +417,12 @@ static staged_t *state_new(coll_op_t *op, uint32_t nspans, void (*ready)(coll_op
 }
 
 /* @p op runs on the device buffers themselves (NCCL, or the executor on one node where every
- * member is in one device pool, coll_algo_impl()): nothing is copied, its ranks' streams are
- * only waited for. */
+ * member is in one device pool or in pools its first member's device reaches,
+ * coll_algo_impl()): nothing is copied, its ranks' streams are only waited for. */
 static int on_device(const coll_op_t *op)
 {
     return op->desc.algo == COLL_ALGO_NCCL ||
-           (op->desc.algo == COLL_ALGO_DEVICE && coll_devc_one_pool(op) != 0);
+           (op->desc.algo == COLL_ALGO_DEVICE && coll_devc_lane_pool(op) != 0);
 }
 
 static coll_status_t staged_attach(coll_op_t *op, void **state)

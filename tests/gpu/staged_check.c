@@ -45,12 +45,13 @@
  *               daemon and rank 1's to the shared-memory area, where the daemon finds it
  *               waiting against its own operation (daemon/engine/shm_watch.h); the message
  *               names rank 1 in host memory and rank 0 in a device pool.
- *   --device    one node whose daemon has the executor of device memory: the same collectives
- *               and averages as --nccl, those must name "device+local" (combined on the device,
- *               docs/gpu.md), the gather and scatter the staged path.
- *   --spread    each rank's buffers on device rank % 2 (two devices: COLL_DEVICE_FAKE=2), so a
- *               node's ranks are on two devices: every collective must take the staged path
- *               (one node: "staged+local", never "device+local", which needs one pool).
+ *   --device[=NAME]  one node whose daemon has the executor of device memory: the same
+ *               collectives and averages as --nccl, those must name NAME (default
+ *               "device+local": combined on the device, docs/gpu.md; "device+peers" with
+ *               --spread over devices that are peers), the gather and scatter the staged path.
+ *   --spread[=N] each rank's buffers on device rank % N (default 2; N fake devices:
+ *               COLL_DEVICE_FAKE=N), so a node's ranks are on N devices: without --device every
+ *               collective must take the staged path ("staged+local" on one node).
  *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
  *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
  *
@@ -74,7 +75,7 @@ static const coll_op_params_t *params; /* the allreduces' (--compression), NULL:
 static coll_comm_t *comm;
 static int rank, world;
 static int nccl; /* --nccl */
-static int spread; /* --spread */
+static int spread; /* --spread: devices the ranks' buffers are spread over, 0: none */
 static const char *on_device; /* what the five device collectives must be named: "nccl" (--nccl),
                                  "device+local" (--device); NULL: "staged+..." */
 static coll_redop_t redop = COLL_SUM; /* the reduce-scatter's and the reduce's (run_case()) */
@@ -625,8 +626,8 @@ int main(int argc, char **argv)
                                          {"mixed", no_argument, NULL, 'x'},
                                          {"compression", required_argument, NULL, 'c'},
                                          {"nccl", no_argument, NULL, 'N'},
-                                         {"device", no_argument, NULL, 'D'},
-                                         {"spread", no_argument, NULL, 'S'},
+                                         {"device", optional_argument, NULL, 'D'},
+                                         {"spread", optional_argument, NULL, 'S'},
                                          {"nccl-error", no_argument, NULL, 'e'},
                                          {"kinds", no_argument, NULL, 'k'},
                                          {"algo", required_argument, NULL, 'a'},
@@ -643,9 +644,9 @@ int main(int argc, char **argv)
             nccl = 1;
             on_device = "nccl";
         } else if (c == 'D') {
-            on_device = "device+local";
+            on_device = optarg != NULL ? optarg : "device+local";
         } else if (c == 'S') {
-            spread = 1;
+            spread = optarg != NULL ? atoi(optarg) : 2;
         } else if (c == 'a') {
             f32_algo = optarg;
         } else if (c == 't') {
@@ -659,7 +660,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: staged_check [--count N] [--algo NAME] [--mismatch | "
                     "--mixed | --compression SPEC | --nccl-error | --kinds | --time REPS] "
-                    "[--nccl | --device | --spread]\n");
+                    "[--nccl | --device[=NAME]] [--spread[=N]]\n");
             return 2;
         }
     }
@@ -668,7 +669,7 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
-    rank_dev_device = spread ? rank % 2 : 0;
+    rank_dev_device = spread > 0 ? rank % spread : 0;
     rc = mode == 'm' || mode == 'k' ? run_mismatch(mode == 'k')
          : mode == 'x' ? run_mixed()
          : mode == 'e' ? run_nccl_error()

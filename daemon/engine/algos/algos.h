@@ -36,5 +36,10 @@ extern const coll_impl_t coll_impl_nccl;
  *  reduce of the members' device buffers by the executor of device memory on the daemon's
  *  stream, without host copies ("device+local"; dev_local.c, dev_combine.h). */
 extern const coll_impl_t coll_impl_dev_local;
+/** The same on members' buffers in pools of several devices that are peers (one GPU per rank,
+ *  the single 8-GPU box): combined on the first member's device, reading and writing the
+ *  others' pools through the access the daemon granted it ("device+peers"; dev_local.c,
+ *  coll_devc_lane_pool()). */
+extern const coll_impl_t coll_impl_dev_peers;
 
 #endif

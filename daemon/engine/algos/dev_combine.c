@@ -5,6 +5,8 @@
  */
 #include "engine/algos/dev_combine.h"
 
+#include "core/dev_pools.h"
+
 int coll_devc_fits(unsigned coll, unsigned dtype, unsigned op)
 {
     int dt = dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
@@ -38,6 +40,24 @@ uint32_t coll_devc_one_pool(const coll_op_t *op)
         }
     }
     return pool;
+}
+
+uint32_t coll_devc_lane_pool(const coll_op_t *op)
+{
+    uint32_t lane = op->members[0].pool;
+    const coll_dev_pool_t *dp;
+
+    if (lane == 0) {
+        return 0;
+    }
+    for (uint32_t l = 1; l < op->nbufs; l++) {
+        uint32_t p = op->members[l].pool;
+        if (p != lane && (p == 0 || p > COLL_DEV_MAX || (dp = op->job->dev_pools[p - 1]) == NULL ||
+                          !(dp->peers & (1u << (lane - 1))))) {
+            return 0;
+        }
+    }
+    return lane;
 }
 
 coll_status_t coll_devc_scratch(const coll_devc_lane_t *ln, const coll_op_t *op, uint64_t elems,

@@ -75,6 +75,14 @@ size_t coll_devc_acc_esize(const coll_op_t *op);
  *          0 when they are in several pools or any is in host memory. */
 uint32_t coll_devc_one_pool(const coll_op_t *op);
 
+/** @return The id of the device pool whose device combines @p op on one node
+ *          (algos/dev_local.c): the one pool that holds every local member's buffers, or,
+ *          where they are in pools of several devices, the first member's pool when its
+ *          device was granted access to each of the others (coll_dev_pool_join_peers(): peers);
+ *          0 when any is in host memory or a pool its device cannot reach (the staged path
+ *          then copies the operation). */
+uint32_t coll_devc_lane_pool(const coll_op_t *op);
+
 /**
  * @brief @p elems unfinished elements (coll_devc_acc_esize()) of device memory of @p op's own
  *        on the lane's device, charged to its budget; free with coll_dev_scratch_free() once

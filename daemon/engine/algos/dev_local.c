@@ -20,9 +20,14 @@
  * path's); the ranks are told when it completed (their streams' done words then: docs/gpu.md,
  * "Streams"), so nothing waits in the loop and nothing is copied on the host. The ranks' ready
  * words are waited for before start, as for NCCL (dev_staged.c). The choice (engine/submit.c,
- * the table's device_runs()) takes this algorithm only where the daemon has the executor, and
- * only members in one device pool get here: those on several devices run the host's local
- * algorithm on the staged path's copies (coll_algo_impl()), as before this algorithm was.
+ * the table's device_runs()) takes this algorithm only where the daemon has the executor.
+ *
+ * Members in pools of several devices (one GPU per rank) run the same, named "device+peers"
+ * (coll_impl_dev_peers), where the first member's device was granted access to the others'
+ * pools (peers, core/dev_pools.h; coll_devc_lane_pool()): everything goes on that device's
+ * stream, its kernels reading the peers' inputs and its copies writing their outputs through
+ * the daemon's mappings. Members whose pools it cannot reach run the host's local algorithm on
+ * the staged path's copies (coll_algo_impl()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +55,8 @@ typedef struct {
  * @return COLL_OK: the job's failure completed the operation. */
 static coll_status_t fail(coll_op_t *op, coll_status_t st, const char *what, const char *why)
 {
-    coll_job_fail(op->job, st, 1, "job %s: the %s on the device (device+local), on node %u: "
-                  "%s: %s", op->job->id, coll_kind_name((coll_kind_t)op->desc.coll),
+    coll_job_fail(op->job, st, 1, "job %s: the %s on the device (%s), on node %u: %s: %s",
+                  op->job->id, coll_kind_name((coll_kind_t)op->desc.coll), op->impl->name,
                   op->job->node_rank, what, why);
     return COLL_OK;
 }
@@ -135,10 +140,11 @@ static void tick(uv_timer_t *t)
     coll_op_algo_done(s->op);
 }
 
-/* The lane of @p op: the stream of its one device pool. */
+/* The lane of @p op: the stream of its one device pool, or of its first member's where the
+ * members are in pools of several devices that are peers (device+peers). */
 static coll_status_t lane(coll_op_t *op, dev_local_t *s)
 {
-    uint32_t pool = coll_devc_one_pool(op);
+    uint32_t pool = coll_devc_lane_pool(op);
     coll_devices_t *ds = &op->job->d->devices;
     coll_dev_stream_t(*streams)[2];
     coll_dev_pool_t *dp;
@@ -216,6 +222,12 @@ static void dev_local_cleanup(coll_op_t *op)
 
 const coll_impl_t coll_impl_dev_local = {
     .name = "device+local",
+    .start = dev_local_start,
+    .cleanup = dev_local_cleanup,
+};
+
+const coll_impl_t coll_impl_dev_peers = {
+    .name = "device+peers",
     .start = dev_local_start,
     .cleanup = dev_local_cleanup,
 };
