@@ -159,6 +159,6 @@ fi
 
 say "not covered by this run: NCCL between daemons with one GPU (nccl checks NCCL's table"
 say "alone, two ranks only with two GPUs)"
-say "not covered: one node's ranks on several GPUs (device+local takes one device pool)"
+say "not covered: one node's ranks on several GPUs as peers (device+peers; one GPU here: the fake only)"
 [ "$failed" -eq 0 ] && say "run.sh: every check that ran passed" || say "run.sh: FAILED"
 exit "$failed"
