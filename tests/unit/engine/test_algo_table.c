@@ -14,7 +14,9 @@
  *   the table itself: one entry per (collective, memory kind, algorithm), each with both
  *   implementations, and on host memory every collective resolvable automatically at any size;
  *   the implementation an operation gets: the entry's own on several nodes, the local one on
- *   one node, the refusal's for a refused algorithm.
+ *   one node, the refusal's for a refused algorithm; on the device on one node "device+local"
+ *   for one pool, "device+peers" for pools on several devices all granted to the first
+ *   member's device (COLL_DEVICE_FAKE=4), the host's local algorithm otherwise.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include <cmocka.h>
 
 #include "fake_net.h"
+#include "core/dev_pools.h"
 #include "engine/algo.h"
 #include "engine/algos/nccl.h"
 #include "engine/exec.h"
@@ -290,6 +293,71 @@ static void test_impl(void **state)
                         "local");
 }
 
+/* Device pools of @p job on devices 0 .. 3 (the fake layer's), none of them peers yet. */
+static void device_pools(coll_job_t *job)
+{
+    for (int d = 0; d < 4; d++) {
+        coll_dev_pool_t *dp = calloc(1, sizeof(*dp));
+        assert_non_null(dp);
+        dp->device = d;
+        assert_int_equal(coll_pool_create_on(&coll_pool_device, d, "unit-algo", 4 << 20,
+                                             &dp->pool),
+                         COLL_OK);
+        job->dev_pools[d] = dp;
+    }
+}
+
+/* The implementation of a one-node allreduce on the device whose 4 members' buffers are in
+ * pools @p pools (ids: 0 the host's, 1 + d device d's). */
+static const char *device_impl(coll_job_t *job, const uint32_t pools[4])
+{
+    coll_desc_t d = {.coll = COLL_KIND_ALLREDUCE, .algo = COLL_ALGO_DEVICE, .count = 4,
+                     .dtype = COLL_FLOAT32};
+    coll_op_t *op = coll_op_create(job, job->world, &d);
+    const char *name;
+
+    assert_non_null(op);
+    assert_int_equal(op->nbufs, 4);
+    for (uint32_t l = 0; l < 4; l++) {
+        op->members[l].pool = pools[l];
+    }
+    name = coll_algo_impl(op)->name;
+    op->done = 1;
+    coll_op_maybe_free(op);
+    return name;
+}
+
+/* A one node's members on several devices (COLL_DEVICE_FAKE=4): "device+peers" once every
+ * member's pool was granted to the first member's device (the others need not reach it),
+ * "device+local" in one pool; the host's local algorithm (the staged path) where a pool is not
+ * granted to it or a member is in host memory. */
+static void test_impl_device_peers(void **state)
+{
+    static const uint32_t one[4] = {2, 2, 2, 2}, each[4] = {1, 2, 3, 4}, pairs[4] = {2, 1, 2, 1},
+                          host[4] = {1, 2, 0, 3};
+    coll_job_t *job;
+
+    (void)state;
+    fake_net_free(&w);
+    fake_net_init(&w, 1, 4, SEG, 1 << 20, FAKE_EAGER);
+    job = &w.job[0];
+    device_pools(job);
+    assert_string_equal(device_impl(job, one), "device+local");
+    assert_string_equal(device_impl(job, each), "local"); /* nothing granted */
+    job->dev_pools[1]->peers = 1u << 0;
+    job->dev_pools[2]->peers = 1u << 0;
+    assert_string_equal(device_impl(job, each), "local"); /* device 3's pool not granted */
+    job->dev_pools[3]->peers = (1u << 0) | (1u << 2);
+    assert_string_equal(device_impl(job, each), "device+peers");
+    assert_string_equal(device_impl(job, host), "local");
+    assert_string_equal(device_impl(job, pairs), "local"); /* device 0's pool not granted to 1 */
+    job->dev_pools[0]->peers = 1u << 1;
+    assert_string_equal(device_impl(job, pairs), "device+peers");
+    job->dev_pools[3]->peers = 1u << 2;
+    assert_string_equal(device_impl(job, each), "local");
+    coll_dev_pools_destroy(job);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +368,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_forced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_impl_device_peers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
