@@ -77,8 +77,8 @@ typedef struct coll_pool_backend {
     /** Unmap @p base (NULL: not mapped) and free the backing and the state. */
     void (*destroy)(void *mem, uint8_t *base, size_t bytes);
     /** Let device @p peer read and write, in this process, what the pool holds and what it
-     *  will hold as it grows. @return COLL_OK; the device's error (nothing granted). NULL for
-     *  a backing of host memory. */
+     *  will hold as it grows. @return COLL_OK; COLL_ERR_INVALID for a device that is none; the
+     *  device's error (@p peer not recorded). NULL for a backing of host memory. */
     coll_status_t (*grant)(void *mem, int peer);
 } coll_pool_backend_t;
 
@@ -137,9 +137,11 @@ int coll_pool_fd(const coll_pool_t *pool);
 /** @return 1 with chunk @p i of the pool's backing in *c (coll_pool_chunk_t), 0 past the last. */
 int coll_pool_chunk(const coll_pool_t *pool, size_t i, coll_pool_chunk_t *c);
 /** @brief Let device @p peer read and write the daemon's mapping of @p pool, a device pool,
- *         now and as it grows (its backend's grant: peer access between two devices).
- *  @return COLL_OK; COLL_ERR_UNSUPPORTED for a pool of host memory; the device's error
- *          (coll_dev_error() says it; nothing granted). */
+ *         now and as it grows (its backend's grant: peer access between two devices); a later
+ *         growth whose grant the device refuses fails (the allocation gets the device's error).
+ *  @return COLL_OK; COLL_ERR_UNSUPPORTED for a pool of host memory; COLL_ERR_INVALID for a
+ *          device that is none; the device's error (coll_dev_error() says it; @p peer is not
+ *          recorded, so no growth grants it and no operation relies on it). */
 coll_status_t coll_pool_grant(coll_pool_t *pool, int peer);
 /** @return Bytes the pool is charged to its budget for now: its size (fixed), its allocations
  *          (on demand), or what its backend took (a device pool). */

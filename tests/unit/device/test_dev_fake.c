@@ -8,7 +8,8 @@
  * released by another thread's write, one that times out (COLL_DEVICE_FAKE_WAIT_MS) without
  * spinning, a write held back by COLL_DEVICE_FAKE_COPY_DELAY_MS, the refusals; copies at
  * COLL_DEVICE_FAKE_COPY_MBPS: one after the other on a stream, side by side on two, their data
- * landing only when they would have ended.
+ * landing only when they would have ended; peer access (COLL_DEVICE_FAKE_PEER=0: none) and
+ * grants, counted.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -163,6 +164,31 @@ static void test_memory_outlives_its_handle_and_an_unmap_keeps_the_range(void **
     ops->mem_release(again);
     ops->va_free(va, GRAN);
     close(fd);
+}
+
+/* Every pair of devices are peers unless COLL_DEVICE_FAKE_PEER=0 (a device is its own peer
+ * always); a grant is counted for its device, refused without peer access. */
+static void test_peer_access_and_grants(void **state)
+{
+    uint64_t before = coll__dev_fake_granted(1), va = 0x10000;
+    int can = -1;
+
+    assert_int_equal(ops->peer_access(0, 1, &can), COLL_OK);
+    assert_int_equal(can, 1);
+    assert_int_equal(ops->grant(1, va, GRAN), COLL_OK);
+    assert_int_equal(coll__dev_fake_granted(1), before + GRAN);
+    setenv("COLL_DEVICE_FAKE_PEER", "0", 1);
+    assert_int_equal(ops->peer_access(1, 0, &can), COLL_OK);
+    assert_int_equal(can, 0);
+    assert_int_equal(ops->peer_access(1, 1, &can), COLL_OK);
+    assert_int_equal(can, 1);
+    assert_int_equal(ops->grant(1, va, GRAN), COLL_ERR_UNSUPPORTED);
+    assert_string_equal(coll_dev_error(), "grant of 2097152 bytes at 0x10000 to device 1: no "
+                                          "peer access (COLL_DEVICE_FAKE_PEER=0)");
+    assert_int_equal(coll__dev_fake_granted(1), before + GRAN);
+    unsetenv("COLL_DEVICE_FAKE_PEER");
+    assert_int_equal(ops->peer_access(0, 2, &can), COLL_ERR_INVALID); /* 2 devices */
+    assert_int_equal(ops->grant(2, va, GRAN), COLL_ERR_INVALID);
 }
 
 static void test_streams_copy_and_events_order_work(void **state)
@@ -479,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_create_refuses_sizes_off_the_granularity),
         cmocka_unit_test(test_export_import_shares_memory_with_another_process),
         cmocka_unit_test(test_memory_outlives_its_handle_and_an_unmap_keeps_the_range),
+        cmocka_unit_test(test_peer_access_and_grants),
         cmocka_unit_test(test_streams_copy_and_events_order_work),
         cmocka_unit_test(test_pinned_host_memory_and_its_refusal),
         cmocka_unit_test(test_copy_delay_holds_events_back),
