@@ -59,7 +59,7 @@ static int grant(coll_dev_pool_t *from, const coll_dev_pool_t *to)
 {
     if (coll_pool_grant(from->pool, to->device) != COLL_OK) {
         coll_warn(COLL_SUB_POOL, "device %d cannot reach the pool on device %d: %s; operations "
-                  "on both stay staged", to->device, from->device, coll_dev_error());
+                  "with members on both stay staged", to->device, from->device, coll_dev_error());
         return 0;
     }
     from->peers |= 1u << to->device;
@@ -71,8 +71,10 @@ void coll_dev_pool_join_peers(const coll_dev_ops_t *ops, coll_dev_pool_t *const 
 {
     for (int i = 0; i < COLL_DEV_MAX; i++) {
         coll_dev_pool_t *o = pools[i];
-        if (o != NULL && o != dp && mutual(ops, dp->device, o->device) && grant(dp, o)) {
-            grant(o, dp);
+        if (o != NULL && o != dp && mutual(ops, dp->device, o->device) && grant(dp, o) &&
+            grant(o, dp)) {
+            coll_info(COLL_SUB_POOL, "device pools on devices %d and %d are peers: each device "
+                      "reads and writes the other's", dp->device, o->device);
         }
     }
 }
