@@ -14,16 +14,24 @@ static coll_status_t submit(coll_comm_t *c, const spec_t *s, const coll_op_param
     return coll__submit_spec(c, s, NULL, params, req_p);
 }
 
+/* The allreduce of public function @p func (the one the caller called, for the messages). */
+static coll_status_t allreduce(const char *func, coll_comm_t *comm, const void *sendbuf,
+                               void *recvbuf, size_t count, coll_dtype_t dtype, coll_redop_t op,
+                               const coll_op_params_t *params, coll_request_t **req_p)
+{
+    spec_t s = {.func = func, .coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf,
+                .recvbuf = recvbuf, .count = count, .send_elems = count, .recv_elems = count,
+                .dtype = dtype, .redop = op, .peer = -1};
+
+    return submit(comm, &s, params, req_p);
+}
+
 coll_status_t coll_allreduce_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, coll_dtype_t dtype, coll_redop_t op,
                                    const coll_op_params_t *params, coll_request_t **req_p)
 {
-    spec_t s = {.func = __func__, .coll = COLL_KIND_ALLREDUCE, .sendbuf = sendbuf,
-                .recvbuf = recvbuf, .count = count, .send_elems = count, .recv_elems = count,
-                .dtype = dtype, .redop = op, .peer = -1};
-
     COLL_ARG_CHECK(NULL, comm);
-    return submit(comm, &s, params, req_p);
+    return allreduce(__func__, comm, sendbuf, recvbuf, count, dtype, op, params, req_p);
 }
 
 coll_status_t coll_reduce_scatter_async(coll_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -280,7 +288,10 @@ coll_status_t coll_allreduce(coll_comm_t *comm, const void *sendbuf, void *recvb
                              coll_dtype_t dtype, coll_redop_t op)
 {
     coll_request_t *r;
-    coll_status_t st = coll_allreduce_async(comm, sendbuf, recvbuf, count, dtype, op, NULL, &r);
+    coll_status_t st;
+
+    COLL_ARG_CHECK(NULL, comm);
+    st = allreduce(__func__, comm, sendbuf, recvbuf, count, dtype, op, NULL, &r);
     if (st == COLL_INPROGRESS) {
         st = coll_req_wait(r, -1);
         coll_req_free(r);
