@@ -312,7 +312,9 @@ COLL_API uint64_t coll_comm_direct_max_bytes(const coll_comm_t *comm);
 /**
  * @brief Detailed message of the last error on @p comm (e.g. both descriptors of a mismatch),
  *        whichever thread met it; with @p comm NULL, the calling thread's last one without a
- *        communicator (a failed coll_comm_create(), a NULL argument). Thread-safe.
+ *        communicator (a failed coll_comm_create(), a NULL argument, a bad value of a call
+ *        that has none: coll_layout_init(), coll_layout_coords(), coll_layout_group()).
+ *        Thread-safe.
  * @return A copy owned by the library, per calling thread, valid until the thread's next call
  *         of this function (with NULL: its next call of the library); "" when there was none.
  */

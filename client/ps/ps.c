@@ -33,6 +33,10 @@ coll_status_t coll_ps_bucket_range(const coll_ps_t *ps, size_t bucket, size_t *o
     COLL_ARG_CHECK(ps->comm, offset);
     COLL_ARG_CHECK(ps->comm, count);
     if (bucket >= ps->num_buckets) {
+        pthread_mutex_lock(&ps->comm->conn->lock);
+        coll__set_error(ps->comm, "%s: rank %d: bucket %zu does not exist (the service has %zu)",
+                        __func__, ps->comm->rank, bucket, ps->num_buckets);
+        pthread_mutex_unlock(&ps->comm->conn->lock);
         return COLL_ERR_INVALID;
     }
     *offset = ps->bucket_off[bucket];

@@ -7,7 +7,9 @@
  * call's, not its asynchronous form's). And every collective given a bad value (a count that
  * overflows, a dtype, reduction, root or peer out of range, an invalid compression, a buffer
  * outside the pool, a split's color, a grid's size): its code, a message naming the function,
- * the rank and the value, and the job ended.
+ * the rank and the value, and the job ended; a local call's bad value (a grid's size, order,
+ * rank or dimension, a service's bucket): its code and a message naming the function and the
+ * value, on the thread for a call without a communicator.
  * No daemon: a communicator of this process whose link is a socketpair (the daemon's end is
  * drained, never answered), a request and a parameter service made on it, and a real bucketer.
  */
@@ -426,16 +428,59 @@ static void test_bad_groups(void **state)
     assert_null(g);
 }
 
-/* collective_ps.h: the blocking step given gradients outside the pool, which names itself,
- * not coll_ps_step_bucket_async(). */
+/* @p call, a local call without a communicator, returns COLL_ERR_INVALID with the calling
+ * thread's message naming its function and @p value. */
+#define LOCAL_REFUSED(value, call)                                                                 \
+    do {                                                                                           \
+        reset();                                                                                   \
+        expect_status((long long)(call), (long long)COLL_ERR_INVALID, #call);                     \
+        expect_named(NULL, #call, (value));                                                        \
+    } while (0)
+
+/* collective_groups.h: a grid's bad sizes, order, ranks and dimensions, on the thread's message;
+ * the layout given is left as it was. */
+static void test_bad_layouts(void **state)
+{
+    coll_layout_t l = layout;
+    int coords[COLL_DIM_COUNT], ranks[2], color;
+
+    (void)state;
+    LOCAL_REFUSED("tp 0 is below 1", coll_layout_init(&l, 0, 1, 1, NULL));
+    LOCAL_REFUSED("pp -3 is below 1", coll_layout_init(&l, 1, -3, 1, NULL));
+    LOCAL_REFUSED("dp 0 is below 1", coll_layout_init(&l, 2, 2, 0, "tp-pp-dp"));
+    LOCAL_REFUSED("tp 1024 x pp 1024 x dp 2 = 2097152 ranks, above the 1048576",
+                  coll_layout_init(&l, 1024, 1024, 2, NULL));
+    LOCAL_REFUSED("order \"tp-tp-pp\" does not name tp, pp and dp once each",
+                  coll_layout_init(&l, 2, 1, 1, "tp-tp-pp"));
+    LOCAL_REFUSED("order \"tp,dp,pp\"", coll_layout_init(&l, 2, 1, 1, "tp,dp,pp"));
+    assert_memory_equal(&l, &layout, sizeof(l));
+    LOCAL_REFUSED("rank 2 is not a rank of the grid of 2 (tp 2 x pp 1 x dp 1)",
+                  coll_layout_coords(&layout, 2, coords));
+    LOCAL_REFUSED("rank -1 is not a rank of the grid of 2",
+                  coll_layout_coords(&layout, -1, coords));
+    LOCAL_REFUSED("dim 3 is not a coll_dim_t",
+                  coll_layout_group(&layout, (coll_dim_t)3, 0, ranks, &color));
+    LOCAL_REFUSED("rank 5 is not a rank of the grid of 2",
+                  coll_layout_group(&layout, COLL_DIM_TP, 5, ranks, &color));
+}
+
+/* collective_ps.h: a bucket that does not exist (a local call: the job goes on), and the
+ * blocking step given gradients outside the pool, which names itself, not
+ * coll_ps_step_bucket_async(). */
 static void test_bad_ps_values(void **state)
 {
-    size_t zero = 0, four = 4;
+    size_t off = 7, count = 7, zero = 0, four = 4;
     uint64_t steps = 0;
     coll_ps_t one = {.comm = comm, .params = buf, .count = 4, .num_layers = 1, .num_buckets = 1,
                      .bucket_off = &zero, .bucket_count = &four, .bucket_steps = &steps};
 
     (void)state;
+    REFUSED(INV, 0, "coll_ps_bucket_range", "bucket 1 does not exist (the service has 1)",
+            coll_ps_bucket_range(&one, 1, &off, &count));
+    REFUSED(INV, 0, "coll_ps_bucket_range", "bucket 0 does not exist (the service has 0)",
+            coll_ps_bucket_range(ps, 0, &off, &count));
+    assert_int_equal(off, 7);
+    assert_int_equal(count, 7);
     REFUSED(COLL_ERR_NOT_IN_POOL, 1, "coll_ps_step",
             "the gradients of bucket 0 are not inside the job's pool",
             coll_ps_step(&one, buf));
@@ -605,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_bad_groups),
+        cmocka_unit_test(test_bad_layouts),
         cmocka_unit_test(test_bad_ps_values),
         cmocka_unit_test(test_requests),
         cmocka_unit_test(test_compression_and_timeline),
