@@ -16,8 +16,8 @@
 #define COLL_THREAD_ERROR_BYTES 512
 
 /** @return The calling thread's message buffer, COLL_THREAD_ERROR_BYTES long: why its last
- *          coll_comm_create() failed, or which argument of its last call was NULL where that
- *          call had no communicator to hold the message. */
+ *          coll_comm_create() failed, or which argument or value of its last call was bad
+ *          where that call had no communicator to hold the message. */
 char *coll__thread_error(void);
 
 /** @brief Write "@p func: @p arg must not be NULL" into the calling thread's buffer. */

@@ -2,8 +2,8 @@
  * @file collective_compress.h
  * @brief Gradient compression between nodes with error feedback (docs/compression.md): the
  *        methods, one operation's spec, its parsing and the communicator's default, and the
- *        registered tensor layouts PowerSGD needs. Included by collective.h, before the
- *        operation parameters that carry a spec.
+ *        registered tensor layouts PowerSGD needs. Included by collective.h, before
+ *        collective_ops.h, whose operation parameters carry a spec.
  */
 #ifndef COLLECTIVE_COMPRESS_H
 #define COLLECTIVE_COMPRESS_H

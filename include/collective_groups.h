@@ -100,7 +100,7 @@ typedef struct {
  *        ...); NULL means "tp-dp-pp". Pure function; thread-safe.
  * @return COLL_OK; COLL_ERR_INVALID for a size below 1, a product above 2^20 or an order that
  *         does not name each dimension once (@p layout unchanged), or a NULL @p layout (the
- *         message in coll_comm_last_error(NULL)).
+ *         message, naming the function and the bad value, in coll_comm_last_error(NULL)).
  */
 COLL_API coll_status_t coll_layout_init(coll_layout_t *layout, int tp, int pp, int dp,
                                         const char *order);
@@ -112,7 +112,8 @@ COLL_API int coll_layout_size(const coll_layout_t *layout);
  * @brief The coordinates of @p rank in @p layout: @p coords[COLL_DIM_TP] is its tp rank (its
  *        rank in its tp group), and so on. Pure function.
  * @return COLL_OK; COLL_ERR_INVALID when @p rank is not in 0 .. coll_layout_size() - 1, or
- *         for a NULL @p layout or @p coords (the message in coll_comm_last_error(NULL)).
+ *         for a NULL @p layout or @p coords (the message, naming the function and the bad
+ *         value, in coll_comm_last_error(NULL)).
  */
 COLL_API coll_status_t coll_layout_coords(const coll_layout_t *layout, int rank,
                                           int coords[COLL_DIM_COUNT]);
@@ -125,7 +126,7 @@ COLL_API coll_status_t coll_layout_coords(const coll_layout_t *layout, int rank,
  * @param [out] ranks  Room for layout->size[dim] ranks; may be NULL.
  * @param [out] color  The group's index, 0 .. size / size[dim] - 1; may be NULL.
  * @return COLL_OK; COLL_ERR_INVALID for a bad @p dim or @p rank, or a NULL @p layout (the
- *         message in coll_comm_last_error(NULL)).
+ *         message, naming the function and the bad value, in coll_comm_last_error(NULL)).
  */
 COLL_API coll_status_t coll_layout_group(const coll_layout_t *layout, coll_dim_t dim, int rank,
                                          int *ranks, int *color);

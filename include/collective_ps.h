@@ -259,7 +259,8 @@ COLL_API size_t coll_ps_num_buckets(const coll_ps_t *ps);
 /**
  * @brief Elements and first element of bucket @p bucket in the flat buffer.
  * @return COLL_OK; COLL_ERR_INVALID for an unknown bucket, or a NULL @p ps, @p offset or
- *         @p count.
+ *         @p count (the message, naming the function and the bucket or argument, in
+ *         coll_comm_last_error() of the service's communicator; of NULL for a NULL @p ps).
  */
 COLL_API coll_status_t coll_ps_bucket_range(const coll_ps_t *ps, size_t bucket, size_t *offset,
                                             size_t *count);

@@ -36,6 +36,16 @@ void coll__arg_null(coll_comm_t *c, const char *func, const char *arg)
     pthread_mutex_unlock(&c->conn->lock);
 }
 
+void coll__thread_set_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(coll__thread_error(), COLL_THREAD_ERROR_BYTES, fmt, ap);
+    va_end(ap);
+    coll__debug(COLL__DEBUG_INFO, "%s", coll__thread_error());
+}
+
 uint32_t coll__req_decode_steps(const coll_request_t *r, coll_req_step_t *steps)
 {
     uint32_t phase = 0, next = 0;

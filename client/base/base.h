@@ -43,6 +43,11 @@ void coll__set_error(coll_comm_t *c, const char *fmt, ...) __attribute__((format
  *         thread's (coll_comm_last_error(NULL)). Printed with COLL_DEBUG=INFO. */
 void coll__arg_null(coll_comm_t *c, const char *func, const char *arg);
 
+/** @brief Record the calling thread's message (printf-style), what coll_comm_last_error(NULL)
+ *         returns: why a call without a communicator failed, e.g. a grid's bad size
+ *         ("<function>: <the bad value>"). Printed with COLL_DEBUG=INFO. */
+void coll__thread_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /**
  * The check of a public function's pointer argument that must not be NULL, at its entry:
  * return @p ret (COLL_ARG_CHECK: COLL_ERR_INVALID) when @p arg is NULL, with a message naming

@@ -42,14 +42,40 @@ static coll_status_t parse_order(const char *order, coll_dim_t out[COLL_DIM_COUN
     return COLL_OK;
 }
 
+/* Sizes of at least 1 whose product is at most COLL_WORLD_MAX; else COLL_ERR_INVALID and the
+ * calling thread's message. */
+static coll_status_t check_sizes(const int size[COLL_DIM_COUNT])
+{
+    int64_t ranks = 1;
+
+    for (int d = 0; d < COLL_DIM_COUNT; d++) {
+        if (size[d] < 1) {
+            coll__thread_set_error("coll_layout_init: %s %d is below 1", dim_names[d], size[d]);
+            return COLL_ERR_INVALID;
+        }
+        ranks *= size[d];
+    }
+    if (ranks > (int64_t)COLL_WORLD_MAX) {
+        coll__thread_set_error("coll_layout_init: tp %d x pp %d x dp %d = %lld ranks, above "
+                               "the %d a job may have", size[0], size[1], size[2],
+                               (long long)ranks, (int)COLL_WORLD_MAX);
+        return COLL_ERR_INVALID;
+    }
+    return COLL_OK;
+}
+
 coll_status_t coll_layout_init(coll_layout_t *layout, int tp, int pp, int dp, const char *order)
 {
     coll_layout_t l = {.size = {tp, pp, dp}};
 
     COLL_ARG_CHECK(NULL, layout);
-    if (tp < 1 || pp < 1 || dp < 1 ||
-        (int64_t)tp * pp * dp > (int64_t)COLL_WORLD_MAX ||
-        parse_order(order != NULL ? order : "tp-dp-pp", l.order) != COLL_OK) {
+    if (check_sizes(l.size) != COLL_OK) {
+        return COLL_ERR_INVALID;
+    }
+    order = order != NULL ? order : "tp-dp-pp";
+    if (parse_order(order, l.order) != COLL_OK) {
+        coll__thread_set_error("coll_layout_init: order \"%.64s\" does not name tp, pp and dp "
+                               "once each, joined by '-' (e.g. \"tp-dp-pp\")", order);
         return COLL_ERR_INVALID;
     }
     *layout = l;
@@ -62,20 +88,33 @@ int coll_layout_size(const coll_layout_t *layout)
     return layout->size[0] * layout->size[1] * layout->size[2];
 }
 
+/* The coordinates of @p rank in @p grid (public function @p func, for the message): COLL_OK,
+ * or COLL_ERR_INVALID and the calling thread's message when it is not a rank of the grid. */
+static coll_status_t coords_of(const char *func, const coll_layout_t *grid, int rank,
+                               int coords[COLL_DIM_COUNT])
+{
+    int size = coll_layout_size(grid);
+
+    if (rank < 0 || rank >= size) {
+        coll__thread_set_error("%s: rank %d is not a rank of the grid of %d (tp %d x pp %d x "
+                               "dp %d)", func, rank, size, grid->size[COLL_DIM_TP],
+                               grid->size[COLL_DIM_PP], grid->size[COLL_DIM_DP]);
+        return COLL_ERR_INVALID;
+    }
+    for (int i = 0; i < COLL_DIM_COUNT; i++) {
+        int d = grid->order[i];
+        coords[d] = rank % grid->size[d];
+        rank /= grid->size[d];
+    }
+    return COLL_OK;
+}
+
 coll_status_t coll_layout_coords(const coll_layout_t *layout, int rank,
                                  int coords[COLL_DIM_COUNT])
 {
     COLL_ARG_CHECK(NULL, layout);
     COLL_ARG_CHECK(NULL, coords);
-    if (rank < 0 || rank >= coll_layout_size(layout)) {
-        return COLL_ERR_INVALID;
-    }
-    for (int i = 0; i < COLL_DIM_COUNT; i++) {
-        int d = layout->order[i];
-        coords[d] = rank % layout->size[d];
-        rank /= layout->size[d];
-    }
-    return COLL_OK;
+    return coords_of(__func__, layout, rank, coords);
 }
 
 /* The rank of @p coords. */
@@ -96,7 +135,12 @@ coll_status_t coll_layout_group(const coll_layout_t *layout, coll_dim_t dim, int
     int c[COLL_DIM_COUNT], index = 0, scale = 1;
 
     COLL_ARG_CHECK(NULL, layout);
-    if ((unsigned)dim >= COLL_DIM_COUNT || coll_layout_coords(layout, rank, c) != COLL_OK) {
+    if ((unsigned)dim >= COLL_DIM_COUNT) {
+        coll__thread_set_error("%s: dim %d is not a coll_dim_t (COLL_DIM_TP, _PP or _DP)",
+                               __func__, (int)dim);
+        return COLL_ERR_INVALID;
+    }
+    if (coords_of(__func__, layout, rank, c) != COLL_OK) {
         return COLL_ERR_INVALID;
     }
     /* The group's index: the other coordinates, in the order's sense (faster first). */

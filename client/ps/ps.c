@@ -33,6 +33,10 @@ coll_status_t coll_ps_bucket_range(const coll_ps_t *ps, size_t bucket, size_t *o
     COLL_ARG_CHECK(ps->comm, offset);
     COLL_ARG_CHECK(ps->comm, count);
     if (bucket >= ps->num_buckets) {
+        pthread_mutex_lock(&ps->comm->conn->lock);
+        coll__set_error(ps->comm, "%s: rank %d: bucket %zu does not exist (the service has %zu)",
+                        __func__, ps->comm->rank, bucket, ps->num_buckets);
+        pthread_mutex_unlock(&ps->comm->conn->lock);
         return COLL_ERR_INVALID;
     }
     *offset = ps->bucket_off[bucket];
@@ -295,8 +299,8 @@ void coll_ps_destroy(coll_ps_t *ps)
 
 /* The bucket exists and has not been submitted this step; its gradients and parameters are in
  * one pool: the host's or a device's (the daemons stage device buffers, docs/gpu.md). */
-static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
-                                coll_submission_t *m)
+static coll_status_t check_step(const char *func, coll_ps_t *ps, size_t bucket,
+                                const float *grad, coll_submission_t *m)
 {
     coll_comm_t *c = ps->comm;
     size_t bytes;
@@ -304,11 +308,11 @@ static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
     uint32_t gp = 0, pp = 0;
 
     if (grad == NULL) {
-        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: grad must not be NULL", c->rank);
+        coll__set_error(c, "%s: rank %d: grad must not be NULL", func, c->rank);
         return COLL_ERR_INVALID;
     }
     if (bucket >= ps->num_buckets || ps->bucket_steps[bucket] > coll_ps_steps(ps)) {
-        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: bucket %zu %s", c->rank, bucket,
+        coll__set_error(c, "%s: rank %d: bucket %zu %s", func, c->rank, bucket,
                         bucket >= ps->num_buckets ? "does not exist"
                                                   : "was submitted twice in one step");
         return COLL_ERR_INVALID;
@@ -317,13 +321,13 @@ static coll_status_t check_step(coll_ps_t *ps, size_t bucket, const float *grad,
     go = coll__buffer_offset(c->conn, grad, bytes, &gp);
     po = coll__buffer_offset(c->conn, ps->params + ps->bucket_off[bucket], bytes, &pp);
     if (go < 0 || po < 0) {
-        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: the gradients of bucket %zu are "
-                        "not inside the job's pool or one of its device pools", c->rank, bucket);
+        coll__set_error(c, "%s: rank %d: the gradients of bucket %zu are not inside the job's "
+                        "pool or one of its device pools", func, c->rank, bucket);
         return COLL_ERR_NOT_IN_POOL;
     }
     if (gp != pp) {
-        coll__set_error(c, "coll_ps_step_bucket_async: rank %d: the gradients of bucket %zu are "
-                        "in %s, its parameters in %s: both must be in one pool", c->rank, bucket,
+        coll__set_error(c, "%s: rank %d: the gradients of bucket %zu are in %s, its parameters "
+                        "in %s: both must be in one pool", func, c->rank, bucket,
                         gp == 0 ? "host memory" : "a device pool",
                         pp == 0 ? "host memory" : gp == 0 ? "a device pool" : "another one");
         return COLL_ERR_INVALID;
@@ -352,20 +356,17 @@ static void fill_step(const coll_ps_t *ps, size_t bucket, coll_submission_t *m)
     }
 }
 
-coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const float *grad,
-                                        coll_request_t **req_p)
+/* The step of @p bucket, for public function @p func (the one the caller called, for the
+ * messages). */
+static coll_status_t step_bucket(const char *func, coll_ps_t *ps, size_t bucket,
+                                 const float *grad, coll_request_t **req_p)
 {
-    coll_comm_t *c;
+    coll_comm_t *c = ps->comm;
     coll_submission_t m = {0};
     coll_status_t st;
 
-    COLL_ARG_CHECK(NULL, ps);
-    if (req_p == NULL) {
-        return coll__refuse_null(ps->comm, __func__, "req_p");
-    }
-    c = ps->comm;
     pthread_mutex_lock(&c->lock);
-    st = check_step(ps, bucket, grad, &m);
+    st = check_step(func, ps, bucket, grad, &m);
     if (st == COLL_OK) {
         fill_step(ps, bucket, &m);
         st = coll__submit_msg(c, &m, NULL, req_p);
@@ -376,6 +377,16 @@ coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const floa
     }
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const float *grad,
+                                        coll_request_t **req_p)
+{
+    COLL_ARG_CHECK(NULL, ps);
+    if (req_p == NULL) {
+        return coll__refuse_null(ps->comm, __func__, "req_p");
+    }
+    return step_bucket(__func__, ps, bucket, grad, req_p);
 }
 
 coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads)
@@ -390,7 +401,7 @@ coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads)
     reqs = calloc(ps->num_buckets, sizeof(*reqs));
     st = reqs != NULL ? COLL_OK : COLL_ERR_NOMEM;
     for (size_t b = 0; b < ps->num_buckets && st == COLL_OK; b++) {
-        st = coll_ps_step_bucket_async(ps, b, grads + ps->bucket_off[b], &reqs[b]);
+        st = step_bucket(__func__, ps, b, grads + ps->bucket_off[b], &reqs[b]);
         st = st == COLL_INPROGRESS ? COLL_OK : st;
     }
     for (size_t b = 0; reqs != NULL && b < ps->num_buckets; b++) {

@@ -126,14 +126,14 @@ static int on_device(const coll_op_t *op)
     return 0;
 }
 
-/* Bit l: local rank l submitted @p op (of the world: its local members are the local ranks)
- * with its buffers in a device pool. */
-static uint64_t device_ranks(const coll_op_t *op)
+/* Bit l: local rank l submitted @p op (of the world: its local members are the local ranks),
+ * with its buffers in a device pool when @p device. */
+static uint64_t submitted_ranks(const coll_op_t *op, int device)
 {
     uint64_t mask = 0;
 
     for (uint32_t l = 0; l < op->grp->nlocal && l < 64; l++) {
-        if (op->members[l].session != NULL && op->members[l].pool != 0) {
+        if (op->members[l].session != NULL && (!device || op->members[l].pool != 0)) {
             mask |= UINT64_C(1) << l;
         }
     }
@@ -141,7 +141,7 @@ static uint64_t device_ranks(const coll_op_t *op)
 }
 
 int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p,
-                      uint64_t *device_p)
+                      uint64_t *ranks_p)
 {
     coll_op_t *op, *tmp;
 
@@ -151,7 +151,7 @@ int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t 
             same_keys(op->desc.coll) &&
             (op->desc.coll != w->coll || on_device(op))) {
             *kind_p = op->desc.coll;
-            *device_p = op->desc.coll == w->coll ? device_ranks(op) : 0;
+            *ranks_p = submitted_ranks(op, op->desc.coll == w->coll);
             return 1;
         }
     }

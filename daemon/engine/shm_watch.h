@@ -61,12 +61,12 @@ uint32_t coll_shm_describe(const coll_job_t *job, const coll_shm_wait_t *w, char
  *        host buffers only), so ranks that disagree on the kind (an allreduce against a
  *        gather) or on the pool (host memory against a device) would each wait for the others
  *        on its own path until the timeout.
- * @return 1 with that operation's collective (coll_kind_t) in @p kind_p and in @p device_p,
- *         when it is the same collective on device buffers, the local ranks that submitted it
- *         so (bit l: local rank l; 0: another collective), else 0.
+ * @return 1 with that operation's collective (coll_kind_t) in @p kind_p and in @p ranks_p the
+ *         local ranks that submitted it to the daemon (bit l: local rank l; of the same
+ *         collective, those whose buffers are in a device pool), else 0.
  */
 int coll_shm_conflict(const coll_job_t *job, const coll_shm_wait_t *w, uint32_t *kind_p,
-                      uint64_t *device_p);
+                      uint64_t *ranks_p);
 
 /**
  * @brief Append ", rank R (pid P, node N, @p what)" to @p buf for every local rank whose bit in

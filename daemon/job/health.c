@@ -199,36 +199,68 @@ static int check_shm_left(coll_job_t *job, size_t n)
     return 1;
 }
 
+/* "rank R" or "ranks R1,R2,...": the job's ranks of the local ranks whose bit in @p mask is
+ * set (local ranks below 64), into @p buf. */
+static void rank_list(const coll_job_t *job, uint64_t mask, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "rank%s ", (mask & (mask - 1)) != 0 ? "s" : "");
+
+    for (uint32_t l = 0; l < job->local_size && l < 64 && n < len; l++) {
+        if ((mask >> l) & 1) {
+            mask &= ~(UINT64_C(1) << l);
+            n += (size_t)snprintf(buf + n, len - n, "%u%s", job->ranks[l], mask ? "," : "");
+        }
+    }
+}
+
+/* The local ranks of two collectives of one key, one waiting in the area (@p w), the other
+ * (@p kind) submitted to the daemon by @p daemon: each side by its ranks and its collective
+ * ("ranks 0,2: allreduce #3, in shared memory; rank 1: broadcast #3, to the daemon"), and the
+ * ranks that submitted neither yet. The job fails with it (COLL_ERR_MISMATCH). */
+static void fail_kinds(coll_job_t *job, const coll_shm_wait_t *w, uint32_t kind, uint64_t daemon)
+{
+    uint64_t all = job->local_size >= 64 ? UINT64_MAX : (UINT64_C(1) << job->local_size) - 1;
+    uint64_t neither = all & ~(w->posted | daemon);
+    char mine[48], theirs[48], a[200], b[200], c[220] = "";
+
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, mine, sizeof(mine));
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)kind, .key = w->key}, theirs, sizeof(theirs));
+    rank_list(job, w->posted, a, sizeof(a));
+    rank_list(job, daemon, b, sizeof(b));
+    if (neither != 0) {
+        snprintf(c, sizeof(c), "; ");
+        rank_list(job, neither, c + 2, sizeof(c) - 2);
+        snprintf(c + strlen(c), sizeof(c) - strlen(c), ": neither yet");
+    }
+    coll_job_fail(job, COLL_ERR_MISMATCH, 1, "the ranks of node %u submitted different "
+                  "collectives with one key: %s: %s, in shared memory; %s: %s, to the daemon%s",
+                  job->node_rank, a, mine, b, theirs, c);
+}
+
 /* A collective posted in the area while a local rank submitted another with its key to the
  * daemon, or the same one on device buffers: the ranks disagree on the collective or on where
  * its buffers are, and neither path would ever see the other's rank come. Fails the job with
  * COLL_ERR_MISMATCH naming both (returns 1). */
 static int check_shm_conflict(coll_job_t *job, const coll_shm_wait_t *w)
 {
-    char wait[400], mine[48], theirs[48], host[400] = "", dev[400] = "";
+    char mine[48], host[400] = "", dev[400] = "";
     uint32_t kind;
-    uint64_t device = 0;
+    uint64_t ranks = 0;
 
-    if (!coll_shm_conflict(job, w, &kind, &device)) {
+    if (!coll_shm_conflict(job, w, &kind, &ranks)) {
         return 0;
     }
-    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, mine, sizeof(mine));
-    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)kind, .key = w->key}, theirs, sizeof(theirs));
-    if (device != 0) {
-        /* Each side by name: a rank of the other is no rank "not submitted" to this one. */
-        (void)coll_shm_name_ranks(job, w->posted, 1, "posted it in shared memory", host,
-                                  sizeof(host));
-        (void)coll_shm_name_ranks(job, device, 1, "submitted it to the daemon", dev, sizeof(dev));
-        coll_job_fail(job, COLL_ERR_MISMATCH, 1, "the ranks of node %u disagree on where the "
-                      "buffers of %s are: in host memory at %s; in a device pool at %s; every "
-                      "rank of a node must hold them in the same kind of pool", job->node_rank,
-                      mine, host, dev);
+    if (kind != w->coll) {
+        fail_kinds(job, w, kind, ranks);
         return 1;
     }
-    (void)coll_shm_describe(job, w, wait, sizeof(wait));
-    coll_job_fail(job, COLL_ERR_MISMATCH, 1, "ranks submitted different collectives with one "
-                  "key: %s in shared memory (waiting for %s) and %s to the daemon", mine, wait,
-                  theirs);
+    /* Each side by name: a rank of the other is no rank "not submitted" to this one. */
+    coll_desc_name(&(coll_desc_t){.coll = (uint16_t)w->coll, .key = w->key}, mine, sizeof(mine));
+    (void)coll_shm_name_ranks(job, w->posted, 1, "posted it in shared memory", host, sizeof(host));
+    (void)coll_shm_name_ranks(job, ranks, 1, "submitted it to the daemon", dev, sizeof(dev));
+    coll_job_fail(job, COLL_ERR_MISMATCH, 1, "the ranks of node %u disagree on where the buffers "
+                  "of %s are: in host memory at %s; in a device pool at %s; every rank of a node "
+                  "must hold them in the same kind of pool", job->node_rank, mine, host, dev);
     return 1;
 }
 

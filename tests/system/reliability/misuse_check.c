@@ -27,6 +27,12 @@
  *             rank's reduce-scatter ends with COLL_ERR_JOB naming the last rank and the call
  *             within QUICK_MS (well before the job's timeout), and its next call too; no output
  *             is written.
+ *   kinds     ranks submit different collectives under one key (--count elements, one node):
+ *             rank 1 a broadcast that goes to the daemon (it asks for compression), every other
+ *             rank an allreduce that the local ranks run in shared memory. Every rank's request
+ *             ends with COLL_ERR_MISMATCH naming each side by its ranks and collective ("ranks
+ *             0,2: allreduce key 9, in shared memory; rank 1: broadcast key 9, to the daemon"),
+ *             no rank as "not submitted"; no output is written.
  *
  * Exit status: 0 the rule held on this rank, 1 it did not (a message says how), 2 usage.
  */
@@ -334,9 +340,63 @@ static void case_count(const check_ctx_t *c, const opts_t *o)
     unchanged(out, n, c->rank, -1, "the output");
 }
 
+/* "ranks 0,2,3" (every rank but @p but) or "rank 1" (@p but < 0: rank 1) into @p buf. */
+static void ranks_text(int world, int but, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "%s", but < 0 ? "rank 1" : "ranks ");
+
+    for (int r = 0; but >= 0 && r < world && n < len; r++) {
+        if (r != but) {
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", n > 6 ? "," : "", r);
+        }
+    }
+}
+
+static void case_kinds(const check_ctx_t *c, const opts_t *o)
+{
+    size_t n = o->count;
+    float *in = alloc(c, n), *out = alloc(c, n);
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_KEY | COLL_OP_PARAM_COMPRESSION, .key = 9,
+                          .compression = {.method = COLL_COMPRESS_FP16}};
+    char others[200], one[64], want_a[256], want_b[128];
+    coll_request_t *req = NULL;
+    coll_status_t st;
+    const char *msg;
+
+    if (c->world < 3) {
+        check_die("the kinds case needs 3 ranks or more (ranks 0 and 2 on one side)");
+    }
+    fill(in, n, c->rank, 1);
+    fill(out, n, c->rank, -1);
+    barrier(c);
+    if (c->rank == 1) {
+        st = coll_broadcast_async(c->comm, in, out, n, COLL_FLOAT32, 0, &p, &req);
+    } else {
+        p.field_mask = COLL_OP_PARAM_KEY;
+        st = coll_allreduce_async(c->comm, in, out, n, COLL_FLOAT32, COLL_SUM, &p, &req);
+    }
+    st = outcome(c, st, req, c->rank == 1 ? "broadcast" : "allreduce");
+    msg = coll_comm_last_error(c->comm);
+    ranks_text(c->world, 1, others, sizeof(others));
+    ranks_text(c->world, -1, one, sizeof(one));
+    snprintf(want_a, sizeof(want_a), "%s: allreduce key 9, in shared memory", others);
+    snprintf(want_b, sizeof(want_b), "%s: broadcast key 9, to the daemon", one);
+    if (st != COLL_ERR_MISMATCH || strstr(msg, want_a) == NULL || strstr(msg, want_b) == NULL ||
+        strstr(msg, "not submitted") != NULL) {
+        check_die("different collectives of key 9: %s, expected COLL_ERR_MISMATCH naming '%s' "
+                  "and '%s', no rank 'not submitted': '%s'", coll_err_name(st), want_a, want_b,
+                  msg);
+    }
+    check_say(c, 0, "rank %d: different collectives of key 9: %s: %s", c->rank,
+              coll_err_name(st), msg);
+    unchanged(in, n, c->rank, 1, "the input");
+    unchanged(out, n, c->rank, -1, "the output");
+}
+
 static void usage(const char *prog)
 {
-    printf("usage: %s --case overlap|keyreuse|free|root|stream|count [--count N] [--shift S]\n"
+    printf("usage: %s --case overlap|keyreuse|free|root|stream|count|kinds [--count N] "
+           "[--shift S]\n"
            "Run as every rank of a collective-launch job; see the comment at the top of\n"
            "tests/system/reliability/misuse_check.c for what each case checks.\n", prog);
 }
@@ -392,6 +452,8 @@ int main(int argc, char **argv)
         case_stream(&c, &o);
     } else if (strcmp(o.name, "count") == 0) {
         case_count(&c, &o);
+    } else if (strcmp(o.name, "kinds") == 0) {
+        case_kinds(&c, &o);
     } else {
         check_usage_error("unknown case %s", o.name);
     }

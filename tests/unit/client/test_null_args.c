@@ -3,10 +3,13 @@
  * must not be NULL: COLL_ERR_INVALID (or the documented value of a function that returns no
  * status) and a message naming the argument, where coll_comm_last_error() of the call's
  * communicator, or of NULL for a call without one, gives it. The destroy and free functions
- * take NULL as a no-op. And every collective given a bad value (a count that overflows, a
- * dtype, reduction, root or peer out of range, an invalid compression, a buffer outside the
- * pool, a split's color, a grid's size): its code, a message naming the function, the rank and
- * the value, and the job ended.
+ * take NULL as a no-op. Every message begins with the name of the function called (a blocking
+ * call's, not its asynchronous form's). And every collective given a bad value (a count that
+ * overflows, a dtype, reduction, root or peer out of range, an invalid compression, a buffer
+ * outside the pool, a split's color, a grid's size): its code, a message naming the function,
+ * the rank and the value, and the job ended; a local call's bad value (a grid's size, order,
+ * rank or dimension, a service's bucket): its code and a message naming the function and the
+ * value, on the thread for a call without a communicator.
  * No daemon: a communicator of this process whose link is a socketpair (the daemon's end is
  * drained, never answered), a request and a parameter service made on it, and a real bucketer.
  */
@@ -119,16 +122,42 @@ static void reset(void)
     drain();
 }
 
-static void expect_message(const coll_comm_t *where, const char *call, const char *arg)
+/* The public function that @p call (a call's text) calls: its first name of the library. */
+static void called_function(const char *call, char *func, size_t len)
+{
+    const char *p = strstr(call, "coll_");
+    size_t n = 0;
+
+    assert_non_null(p);
+    while (n + 1 < len && (p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z') ||
+                           (p[n] >= '0' && p[n] <= '9'))) {
+        func[n] = p[n];
+        n++;
+    }
+    func[n] = '\0';
+}
+
+/* The message of @p where begins with the name of the function that @p call calls (not another
+ * one that it called in turn, e.g. a blocking call's asynchronous form) and holds @p want. */
+static void expect_named(const coll_comm_t *where, const char *call, const char *want)
 {
     const char *msg = coll_comm_last_error(where);
+    char func[64];
+
+    called_function(call, func, sizeof(func));
+    if (strncmp(msg, func, strlen(func)) != 0 || msg[strlen(func)] != ':' ||
+        strstr(msg, want) == NULL) {
+        fail_msg("%s: the %s message \"%s\" does not begin with \"%s:\" and say \"%s\"", call,
+                 where != NULL ? "communicator's" : "thread's", msg, func, want);
+    }
+}
+
+static void expect_message(const coll_comm_t *where, const char *call, const char *arg)
+{
     char want[64];
 
     snprintf(want, sizeof(want), "%s must not be NULL", arg);
-    if (strstr(msg, want) == NULL) {
-        fail_msg("%s: the %s message \"%s\" does not say that %s must not be NULL", call,
-                 where != NULL ? "communicator's" : "thread's", msg, arg);
-    }
+    expect_named(where, call, want);
 }
 
 static void expect_status(long long got, long long want, const char *call)
@@ -365,6 +394,12 @@ static void test_bad_values(void **state)
             coll_allgather_async(comm, b, e, 2, F32, NULL, &r));
     REFUSED(INV, 0, "coll_comm_set_compression", "invalid compression (method 99",
             coll_comm_set_compression(comm, &zp.compression));
+    /* The blocking allreduce names itself, not coll_allreduce_async(). */
+    REFUSED(INV, 1, "coll_allreduce", "dtype 99", coll_allreduce(comm, b, e, 4, nodtype, SUM));
+    REFUSED(INV, 1, "coll_allreduce", "reduction 42",
+            coll_allreduce(comm, b, e, 4, F32, (coll_redop_t)42));
+    REFUSED(COLL_ERR_NOT_IN_POOL, 1, "coll_allreduce", "is not inside the job's pool",
+            coll_allreduce(comm, b, e, 4, F32, SUM));
     /* Refused, this rank's next submission gets the refusal at once (the shared-memory path may
      * not know of the Abort yet), and no second Abort goes. */
     REFUSED(INV, 1, "coll_reduce_scatter_async", HUGE_COUNT,
@@ -391,6 +426,68 @@ static void test_bad_groups(void **state)
     REFUSED(INV, 1, "coll_comm_groups", "has 4 ranks, the communicator 2",
             coll_comm_groups(comm, &four, &groups));
     assert_null(g);
+}
+
+/* @p call, a local call without a communicator, returns COLL_ERR_INVALID with the calling
+ * thread's message naming its function and @p value. */
+#define LOCAL_REFUSED(value, call)                                                                 \
+    do {                                                                                           \
+        reset();                                                                                   \
+        expect_status((long long)(call), (long long)COLL_ERR_INVALID, #call);                     \
+        expect_named(NULL, #call, (value));                                                        \
+    } while (0)
+
+/* collective_groups.h: a grid's bad sizes, order, ranks and dimensions, on the thread's message;
+ * the layout given is left as it was. */
+static void test_bad_layouts(void **state)
+{
+    coll_layout_t l = layout;
+    int coords[COLL_DIM_COUNT], ranks[2], color;
+
+    (void)state;
+    LOCAL_REFUSED("tp 0 is below 1", coll_layout_init(&l, 0, 1, 1, NULL));
+    LOCAL_REFUSED("pp -3 is below 1", coll_layout_init(&l, 1, -3, 1, NULL));
+    LOCAL_REFUSED("dp 0 is below 1", coll_layout_init(&l, 2, 2, 0, "tp-pp-dp"));
+    LOCAL_REFUSED("tp 1024 x pp 1024 x dp 2 = 2097152 ranks, above the 1048576",
+                  coll_layout_init(&l, 1024, 1024, 2, NULL));
+    LOCAL_REFUSED("order \"tp-tp-pp\" does not name tp, pp and dp once each",
+                  coll_layout_init(&l, 2, 1, 1, "tp-tp-pp"));
+    LOCAL_REFUSED("order \"tp,dp,pp\"", coll_layout_init(&l, 2, 1, 1, "tp,dp,pp"));
+    assert_memory_equal(&l, &layout, sizeof(l));
+    LOCAL_REFUSED("rank 2 is not a rank of the grid of 2 (tp 2 x pp 1 x dp 1)",
+                  coll_layout_coords(&layout, 2, coords));
+    LOCAL_REFUSED("rank -1 is not a rank of the grid of 2",
+                  coll_layout_coords(&layout, -1, coords));
+    LOCAL_REFUSED("dim 3 is not a coll_dim_t",
+                  coll_layout_group(&layout, (coll_dim_t)3, 0, ranks, &color));
+    LOCAL_REFUSED("rank 5 is not a rank of the grid of 2",
+                  coll_layout_group(&layout, COLL_DIM_TP, 5, ranks, &color));
+}
+
+/* collective_ps.h: a bucket that does not exist (a local call: the job goes on), and the
+ * blocking step given gradients outside the pool, which names itself, not
+ * coll_ps_step_bucket_async(). */
+static void test_bad_ps_values(void **state)
+{
+    size_t off = 7, count = 7, zero = 0, four = 4;
+    uint64_t steps = 0;
+    coll_ps_t one = {.comm = comm, .params = buf, .count = 4, .num_layers = 1, .num_buckets = 1,
+                     .bucket_off = &zero, .bucket_count = &four, .bucket_steps = &steps};
+
+    (void)state;
+    REFUSED(INV, 0, "coll_ps_bucket_range", "bucket 1 does not exist (the service has 1)",
+            coll_ps_bucket_range(&one, 1, &off, &count));
+    REFUSED(INV, 0, "coll_ps_bucket_range", "bucket 0 does not exist (the service has 0)",
+            coll_ps_bucket_range(ps, 0, &off, &count));
+    assert_int_equal(off, 7);
+    assert_int_equal(count, 7);
+    REFUSED(COLL_ERR_NOT_IN_POOL, 1, "coll_ps_step",
+            "the gradients of bucket 0 are not inside the job's pool",
+            coll_ps_step(&one, buf));
+    REFUSED(COLL_ERR_NOT_IN_POOL, 1, "coll_ps_step_bucket_async",
+            "the gradients of bucket 0 are not inside the job's pool",
+            coll_ps_step_bucket_async(&one, 0, buf, &(coll_request_t *){NULL}));
+    assert_int_equal(steps, 0);
 }
 
 /* collective.h and collective_trace.h: requests. */
@@ -553,6 +650,8 @@ int main(void)
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_bad_groups),
+        cmocka_unit_test(test_bad_layouts),
+        cmocka_unit_test(test_bad_ps_values),
         cmocka_unit_test(test_requests),
         cmocka_unit_test(test_compression_and_timeline),
         cmocka_unit_test(test_groups_and_layouts),
