@@ -114,7 +114,9 @@ typedef struct coll_dev_ops {
     coll_status_t (*host_alloc)(int dev, size_t bytes, void **p_p);
     /** @brief Free memory of host_alloc() on @p dev. Safe with NULL. */
     void (*host_free)(int dev, void *p);
-    /** @brief Wait, blocking, until all work queued on @p s is done. */
+    /** @brief Wait, blocking, until all work queued on @p s is done. @return COLL_OK; the
+     *         driver's error; the fake's COLL_ERR_TIMEDOUT for a wait for a word that stays
+     *         below its value (COLL_DEVICE_FAKE_WAIT_MS). */
     coll_status_t (*stream_sync)(coll_dev_stream_t s);
     /** @brief An event on @p dev, for ordering only (no timing). */
     coll_status_t (*event_create)(int dev, coll_dev_event_t *e_p);
@@ -125,7 +127,9 @@ typedef struct coll_dev_ops {
     /** @return COLL_OK when @p e completed (or was never recorded), COLL_INPROGRESS when not
      *          yet, an error otherwise. Does not block: the daemon's loop polls with it. */
     coll_status_t (*event_query)(coll_dev_event_t e);
-    /** @brief Make work queued on @p s from now on wait for @p e, without blocking the host. */
+    /** @brief Make work queued on @p s from now on wait for @p e, without blocking the host.
+     *  @return COLL_OK; the driver's error; the fake's COLL_ERR_UNSUPPORTED for an event that a
+     *          wait for a word (stream_wait_word()) holds back. */
     coll_status_t (*stream_wait)(coll_dev_stream_t s, coll_dev_event_t e);
     /** @brief Make @p dev current on the calling thread (its primary context pushed) for a
      *         library that works on the current device (NCCL's communicator creation); undo
@@ -149,10 +153,10 @@ typedef struct coll_dev_ops {
      *  blocking the host, until the 64-bit word at device address @p word (inside a
      *  host_register() range, 8-byte aligned) is >= @p value (unsigned; the driver compares
      *  as (int64_t)(word - value) >= 0, the same while the two are less than 2^63 apart).
-     *  The fake's streams run their work at once: it blocks the caller until then (bounded, below).
+     *  The fake holds the stream's later work (copies, events, word writes) as a device does.
      *  @return COLL_OK once queued; COLL_ERR_INVALID for a misaligned @p word; the driver's
      *          error (COLL_ERR_UNSUPPORTED where it has no 64-bit stream memory operations);
-     *          the fake's COLL_ERR_TIMEDOUT when the word stays below @p value. */
+     *          the fake's COLL_ERR_NOMEM. */
     coll_status_t (*stream_wait_word)(coll_dev_stream_t s, uint64_t word, uint64_t value);
     /** Queue on @p s (NULL: the default stream, as for stream_wait_word()) the write of @p value
      *  into the 64-bit word at device address @p word, done once the work queued on @p s before
@@ -210,8 +214,8 @@ coll_status_t coll__dev_check_register(const void *p, size_t bytes, const uint64
  *  @return COLL_OK; COLL_ERR_INVALID. */
 coll_status_t coll__dev_check_word(uint64_t word, const char *who);
 
-/** The fake: devices of host memory (memfds mapped with mmap), synchronous streams, events as
- *  counters, "pinned" memory that is ordinary. Test only; coll_dev_open() returns it when
+/** The fake: devices of host memory (memfds mapped with mmap), streams that run their work at
+ *  once but what a wait for a word holds, events as counters, "pinned" memory that is ordinary. Test only; coll_dev_open() returns it when
  *  COLL_DEVICE_FAKE is set. COLL_DEVICE_FAKE_COPY_DELAY_MS=N (test only) makes an event
  *  recorded after a copy complete only N ms after the record, as a real device's copy takes
  *  time, so the callers' polling is exercised, and a stream_write_word() land N ms after it was
@@ -219,9 +223,11 @@ coll_status_t coll__dev_check_word(uint64_t word, const char *who);
  *  (test only) gives each stream N MB/s: an event completes no earlier than the copies queued
  *  on its stream before it would have, one after the other; COLL_DEVICE_FAKE_PIN_FAIL=1 makes
  *  host_alloc() refuse with COLL_ERR_NOMEM. A host_register() range's device address is its
- *  host address; stream_wait_word() polls the word every 100 us, for at most
- *  COLL_DEVICE_FAKE_WAIT_MS ms (default 60000), then fails with COLL_ERR_TIMEDOUT. Every pair
- *  of fake devices has peer access (peer_access(), as the GPUs of an NVLink box) unless
+ *  host address; a stream_wait_word() holds the stream's later work until the word is there
+ *  (its copies land, its events complete, when a query, copy or sync finds it there, a write
+ *  behind it lands from a thread); stream_sync() waits for the word, polling every 100 us, for
+ *  at most COLL_DEVICE_FAKE_WAIT_MS ms (default 60000), then fails with COLL_ERR_TIMEDOUT. Every
+ *  pair of fake devices has peer access (peer_access(), as the GPUs of an NVLink box) unless
  *  COLL_DEVICE_FAKE_PEER=0 (test only: none has, as GPUs without P2P), read at each call;
  *  grant() then refuses with COLL_ERR_UNSUPPORTED, and otherwise only counts what it granted
  *  (coll__dev_fake_granted()): the memory is the host's, which every device reads. */

@@ -14,15 +14,20 @@
  * for, destroyed or writes a word), so that a reader that does not wait reads what was there.
  * Its "pinned" host memory is ordinary memory, refused when COLL_DEVICE_FAKE_PIN_FAIL is set.
  *
- * Words shared with the host: registered host memory is its own device address; a stream's
- * word write is an atomic release store, at once, or with COLL_DEVICE_FAKE_COPY_DELAY_MS that
- * long later from a thread of its own, in the stream's order (the stream is behind: a reader
- * that does not wait is seen; stream syncs wait for it); a stream's wait for a word blocks the
- * caller, polling every 100 us (never spinning), for at most COLL_DEVICE_FAKE_WAIT_MS.
+ * Words shared with the host (dev_fake_words.c): registered host memory is its own device
+ * address; a stream's word write is an atomic release store, at once, or with
+ * COLL_DEVICE_FAKE_COPY_DELAY_MS that long later from a thread of its own, in the stream's order
+ * (the stream is behind: a reader that does not wait is seen; stream syncs wait for it). A
+ * stream's wait for a word blocks no
+ * one: as on a device, it holds every later piece of work of that stream until the word is
+ * stored: its copies land, and its events complete, only once a query, a copy or a sync finds
+ * the word there; a word write behind it lands from a thread of its own once the word is there
+ * (copies between the two land at the stream's next query or sync). A sync waits for the word,
+ * polling every 100 us (never spinning), at most COLL_DEVICE_FAKE_WAIT_MS, then fails with
+ * COLL_ERR_TIMEDOUT; a destroy waits as long, then drops the work held.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +38,7 @@
 #include <unistd.h>
 
 #include "device/dev.h"
+#include "device/dev_fake.h"
 
 /* What a fake device says it has; a pool's budget is a fraction of it (memfds are sparse, so
  * this costs nothing until written). */
@@ -40,29 +46,6 @@
 #define FAKE_GRANULARITY ((size_t)2 << 20)
 
 static int ndevices;
-
-struct coll_dev_stream {
-    int dev;
-    uint64_t queued;       /* work queued so far */
-    uint64_t done;         /* work done: always all of it */
-    uint64_t late;         /* delayed word writes queued (COLL_DEVICE_FAKE_COPY_DELAY_MS) */
-    _Atomic uint64_t landed; /* of those, done: each in its turn, by a thread of its own */
-    uint64_t busy_ns;      /* when its copies would end at COLL_DEVICE_FAKE_COPY_MBPS */
-    struct fake_copy *due; /* its copies not landed yet (COLL_DEVICE_FAKE_COPY_MBPS), in order */
-    size_t head, ndue, cap; /* due[head .. ndue) are waiting */
-};
-
-/* A copy that lands when it would have ended (COLL_DEVICE_FAKE_COPY_MBPS). */
-struct fake_copy {
-    uint64_t dst, src, end_ns;
-    size_t bytes;
-};
-
-/* A delayed stream_write_word(): the @p ticket-th of its stream, due at @p due_ns. */
-struct late_write {
-    struct coll_dev_stream *s;
-    uint64_t *word, value, due_ns, ticket;
-};
 
 struct coll_dev_event {
     int dev;
@@ -75,7 +58,7 @@ struct coll_dev_event {
 #define FAKE_HOST_ALIGN 64
 
 /* A test knob of the environment as a number, 0 when absent. */
-static uint64_t knob(const char *name)
+uint64_t coll__fake_knob(const char *name)
 {
     const char *v = getenv(name);
 
@@ -83,20 +66,20 @@ static uint64_t knob(const char *name)
 }
 
 /* A test knob as a number, @p dflt when absent. */
-static uint64_t knob_or(const char *name, uint64_t dflt)
+uint64_t coll__fake_knob_or(const char *name, uint64_t dflt)
 {
-    return getenv(name) != NULL ? knob(name) : dflt;
+    return getenv(name) != NULL ? coll__fake_knob(name) : dflt;
 }
 
 /* Sleep 100 us: how often the fake looks again at what another thread will change. */
-static void nap(void)
+void coll__fake_nap(void)
 {
     struct timespec ts = {0, 100000};
 
     nanosleep(&ts, NULL);
 }
 
-static uint64_t now_ns(void)
+uint64_t coll__fake_now_ns(void)
 {
     struct timespec ts;
 
@@ -283,7 +266,7 @@ static coll_status_t fake_peer_access(int dev, int peer, int *can_p)
     coll_status_t st = check_dev(dev, "peer access");
 
     if (st == COLL_OK && (st = check_dev(peer, "peer access")) == COLL_OK) {
-        *can_p = dev == peer || knob_or("COLL_DEVICE_FAKE_PEER", 1) != 0;
+        *can_p = dev == peer || coll__fake_knob_or("COLL_DEVICE_FAKE_PEER", 1) != 0;
     }
     return st;
 }
@@ -295,7 +278,7 @@ static coll_status_t fake_grant(int dev, uint64_t va, size_t bytes)
     if (st != COLL_OK) {
         return st;
     }
-    if (knob_or("COLL_DEVICE_FAKE_PEER", 1) == 0) {
+    if (coll__fake_knob_or("COLL_DEVICE_FAKE_PEER", 1) == 0) {
         return coll__dev_fail(COLL_ERR_UNSUPPORTED, "grant of %zu bytes at %#llx to device %d: "
                               "no peer access (COLL_DEVICE_FAKE_PEER=0)", bytes,
                               (unsigned long long)va, dev);
@@ -327,23 +310,43 @@ static coll_status_t fake_stream_create(int dev, coll_dev_stream_t *s_p)
     return COLL_OK;
 }
 
-/* Land @p s's copies that would have ended by @p now_ns (COLL_DEVICE_FAKE_COPY_MBPS), in order;
- * UINT64_MAX: all of them. */
-static void land(struct coll_dev_stream *s, uint64_t now_ns)
+/* Whether the word of wait @p c is there. */
+int coll__fake_passed(const struct fake_copy *c)
 {
-    while (s->head < s->ndue && s->due[s->head].end_ns <= now_ns) {
-        const struct fake_copy *c = &s->due[s->head++];
-        memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
+    return __atomic_load_n(c->word, __ATOMIC_ACQUIRE) >= c->value;
+}
+
+/* Land @p s's copies that would have ended by @p now_ns (COLL_DEVICE_FAKE_COPY_MBPS; UINT64_MAX:
+ * all of them), in order, up to its first wait whose word is not there; its work before that
+ * wait is done. */
+void coll__fake_land(struct coll_dev_stream *s, uint64_t now_ns)
+{
+    size_t i;
+
+    for (; s->head < s->ndue; s->head++) {
+        const struct fake_copy *c = &s->due[s->head];
+        if (c->word != NULL && !coll__fake_passed(c)) {
+            break;
+        }
+        if (c->word != NULL) {
+            s->gates--;
+        } else if (c->end_ns <= now_ns) {
+            memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
+        } else {
+            break;
+        }
     }
+    for (i = s->head; i < s->ndue && s->due[i].word == NULL; i++) {
+    }
+    s->done = i < s->ndue ? s->due[i].ticket - 1 : s->queued; /* up to its first wait held */
     if (s->head == s->ndue) {
         s->head = s->ndue = 0;
     }
 }
 
-/* Queue a copy on @p s that lands at @p end_ns. @return 0, or -1 without memory (the caller
- * copies at once then, after the copies before it). */
-static int defer(struct coll_dev_stream *s, uint64_t dst, uint64_t src, size_t bytes,
-                 uint64_t end_ns)
+/* Queue on @p s the copy or wait @p c (its ticket the stream's next). @return 0, or -1 without
+ * memory (the caller copies at once then, after the copies before it, where no wait holds it). */
+int coll__fake_defer(struct coll_dev_stream *s, struct fake_copy c)
 {
     if (s->ndue == s->cap) {
         size_t cap = s->cap > 0 ? 2 * s->cap : 16;
@@ -354,7 +357,8 @@ static int defer(struct coll_dev_stream *s, uint64_t dst, uint64_t src, size_t b
         s->due = d;
         s->cap = cap;
     }
-    s->due[s->ndue++] = (struct fake_copy){dst, src, end_ns, bytes};
+    c.ticket = s->queued + 1;
+    s->due[s->ndue++] = c;
     return 0;
 }
 
@@ -362,14 +366,36 @@ static int defer(struct coll_dev_stream *s, uint64_t dst, uint64_t src, size_t b
 static void wait_landed(coll_dev_stream_t s)
 {
     while (atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
-        nap();
+        coll__fake_nap();
     }
+}
+
+/* Land all of @p s's work, waiting (polling every 100 us) for the words its waits hold it on,
+ * for at most COLL_DEVICE_FAKE_WAIT_MS. @return COLL_OK; COLL_ERR_TIMEDOUT, in @p who's name. */
+static coll_status_t await_gates(struct coll_dev_stream *s, const char *who)
+{
+    uint64_t limit_ms = coll__fake_knob_or("COLL_DEVICE_FAKE_WAIT_MS", 60000);
+    uint64_t deadline = coll__fake_now_ns() + limit_ms * 1000000ull;
+
+    for (coll__fake_land(s, UINT64_MAX); s->gates > 0; coll__fake_land(s, UINT64_MAX)) {
+        if (coll__fake_now_ns() >= deadline) {
+            const struct fake_copy *c = &s->due[s->head];
+            return coll__dev_fail(COLL_ERR_TIMEDOUT, "%s: the stream waits for the word at %#llx, "
+                                  "which stayed at %llu, below %llu, for %llu ms "
+                                  "(COLL_DEVICE_FAKE_WAIT_MS)", who,
+                                  (unsigned long long)(uintptr_t)c->word,
+                                  (unsigned long long)__atomic_load_n(c->word, __ATOMIC_ACQUIRE),
+                                  (unsigned long long)c->value, (unsigned long long)limit_ms);
+        }
+        coll__fake_nap();
+    }
+    return COLL_OK;
 }
 
 static void fake_stream_destroy(coll_dev_stream_t s)
 {
     if (s != NULL) {
-        land(s, UINT64_MAX);
+        (void)await_gates(s, "stream destroy"); /* then the work it holds is dropped */
         wait_landed(s);
         free(s->due);
         free(s);
@@ -379,7 +405,7 @@ static void fake_stream_destroy(coll_dev_stream_t s)
 /* The stream NULL names (CUDA's default stream): one of the process's own, on device 0. */
 static struct coll_dev_stream default_stream;
 
-static coll_dev_stream_t or_default(coll_dev_stream_t s)
+coll_dev_stream_t coll__fake_or_default(coll_dev_stream_t s)
 {
     return s != NULL ? s : &default_stream;
 }
@@ -387,18 +413,26 @@ static coll_dev_stream_t or_default(coll_dev_stream_t s)
 static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
                                      coll_dev_stream_t s)
 {
-    uint64_t mbps = knob("COLL_DEVICE_FAKE_COPY_MBPS"), now = now_ns();
+    uint64_t mbps = coll__fake_knob("COLL_DEVICE_FAKE_COPY_MBPS"), now = coll__fake_now_ns();
+    int deferred;
 
-    s = or_default(s);
+    s = coll__fake_or_default(s);
+    coll__fake_land(s, now);
     if (mbps > 0) { /* after the stream's earlier copies, at mbps bytes a microsecond */
         s->busy_ns = (s->busy_ns > now ? s->busy_ns : now) + (uint64_t)bytes * 1000u / mbps;
     }
-    if (mbps == 0 || defer(s, dst, src, bytes, s->busy_ns) != 0) {
-        land(s, UINT64_MAX);
+    deferred = (mbps > 0 || s->gates > 0) &&
+               coll__fake_defer(s, (struct fake_copy){.dst = dst, .src = src, .bytes = bytes,
+                                           .end_ns = mbps > 0 ? s->busy_ns : 0}) == 0;
+    if (!deferred && s->gates > 0) {
+        return coll__dev_fail(COLL_ERR_NOMEM, "copy of %zu bytes: out of memory", bytes);
+    }
+    if (!deferred) {
+        coll__fake_land(s, UINT64_MAX);
         memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     }
     s->queued++;
-    s->done = s->queued;
+    s->done = s->gates > 0 ? s->done : s->queued;
     return COLL_OK;
 }
 
@@ -413,7 +447,7 @@ static coll_status_t fake_host_alloc(int dev, size_t bytes, void **p_p)
     if (bytes == 0) {
         return coll__dev_fail(COLL_ERR_INVALID, "host alloc: 0 bytes");
     }
-    if (knob("COLL_DEVICE_FAKE_PIN_FAIL") != 0) {
+    if (coll__fake_knob("COLL_DEVICE_FAKE_PIN_FAIL") != 0) {
         return coll__dev_fail(COLL_ERR_NOMEM, "host alloc of %zu bytes: refused "
                               "(COLL_DEVICE_FAKE_PIN_FAIL, test only)", bytes);
     }
@@ -434,11 +468,12 @@ static void fake_host_free(int dev, void *p)
 
 static coll_status_t fake_stream_sync(coll_dev_stream_t s)
 {
-    s = or_default(s);
-    land(s, UINT64_MAX);
-    wait_landed(s);
-    return s->done == s->queued ? COLL_OK
-                                : coll__dev_fail(COLL_ERR_IO, "stream sync: work left behind");
+    coll_status_t st = await_gates(coll__fake_or_default(s), "stream sync");
+
+    if (st == COLL_OK) {
+        wait_landed(coll__fake_or_default(s));
+    }
+    return st;
 }
 
 static coll_status_t fake_event_create(int dev, coll_dev_event_t *e_p)
@@ -464,14 +499,14 @@ static void fake_event_destroy(coll_dev_event_t e)
 
 static coll_status_t fake_event_record(coll_dev_event_t e, coll_dev_stream_t s)
 {
-    s = or_default(s);
+    s = coll__fake_or_default(s);
     if (e->dev != s->dev) {
         return coll__dev_fail(COLL_ERR_INVALID, "event of device %d recorded on a stream of "
                               "device %d", e->dev, s->dev);
     }
     e->stream = s;
     e->target = s->queued;
-    e->ready_ns = now_ns() + knob("COLL_DEVICE_FAKE_COPY_DELAY_MS") * 1000000ull;
+    e->ready_ns = coll__fake_now_ns() + coll__fake_knob("COLL_DEVICE_FAKE_COPY_DELAY_MS") * 1000000ull;
     e->ready_ns = e->ready_ns > s->busy_ns ? e->ready_ns : s->busy_ns;
     return COLL_OK;
 }
@@ -484,10 +519,10 @@ static int event_reached(coll_dev_event_t e)
 
 static coll_status_t fake_event_query(coll_dev_event_t e)
 {
-    uint64_t now = now_ns();
+    uint64_t now = coll__fake_now_ns();
 
     if (e->stream != NULL) {
-        land((struct coll_dev_stream *)e->stream, now);
+        coll__fake_land((struct coll_dev_stream *)e->stream, now);
     }
     return event_reached(e) && (e->stream == NULL || now >= e->ready_ns) ? COLL_OK
                                                                           : COLL_INPROGRESS;
@@ -495,14 +530,16 @@ static coll_status_t fake_event_query(coll_dev_event_t e)
 
 static coll_status_t fake_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
 {
-    /* Work already queued elsewhere is done (its copies land now): a synchronous stream has
-     * nothing to wait for. */
+    /* Work already queued elsewhere is done (its copies land now), unless a wait for a word
+     * holds it: the fake does not hold one stream behind another's wait. */
+    (void)s;
     if (e->stream != NULL) {
-        land((struct coll_dev_stream *)e->stream, UINT64_MAX);
+        coll__fake_land((struct coll_dev_stream *)e->stream, UINT64_MAX);
     }
     return event_reached(e)
                ? COLL_OK
-               : coll__dev_fail(COLL_ERR_IO, "stream wait: the event never completes");
+               : coll__dev_fail(COLL_ERR_UNSUPPORTED, "stream wait: the event's stream waits for "
+                                "a word, and the fake holds no stream behind another's wait");
 }
 
 /* Host memory needs no current device: only the device is checked. */
@@ -513,109 +550,6 @@ static coll_status_t fake_ctx_enter(int dev)
 
 static void fake_ctx_leave(void)
 {
-}
-
-/* The device address of host memory is its host address. */
-static coll_status_t fake_host_register(void *p, size_t bytes, uint64_t *dev_p)
-{
-    coll_status_t st = coll__dev_check_register(p, bytes, dev_p, "host register");
-
-    if (st == COLL_OK) {
-        *dev_p = (uint64_t)(uintptr_t)p;
-    }
-    return st;
-}
-
-static void fake_host_unregister(void *p)
-{
-    (void)p;
-}
-
-/* Blocks: the fake's stream runs its work at once, so the work after the wait may start only
- * once the word is there. */
-static coll_status_t fake_stream_wait_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
-{
-    uint64_t limit_ms = knob_or("COLL_DEVICE_FAKE_WAIT_MS", 60000), deadline, v;
-    coll_status_t st = coll__dev_check_word(word, "stream wait");
-
-    (void)s;
-    if (st != COLL_OK) {
-        return st;
-    }
-    deadline = now_ns() + limit_ms * 1000000ull;
-    while ((v = __atomic_load_n((const uint64_t *)(uintptr_t)word, __ATOMIC_ACQUIRE)) < value) {
-        if (now_ns() >= deadline) {
-            return coll__dev_fail(COLL_ERR_TIMEDOUT, "stream wait: the word at %#llx stayed at "
-                                  "%llu, below %llu, for %llu ms (COLL_DEVICE_FAKE_WAIT_MS)",
-                                  (unsigned long long)word, (unsigned long long)v,
-                                  (unsigned long long)value, (unsigned long long)limit_ms);
-        }
-        nap();
-    }
-    return COLL_OK;
-}
-
-static void *late_write_main(void *arg)
-{
-    struct late_write w = *(struct late_write *)arg;
-    struct timespec due = {(time_t)(w.due_ns / 1000000000ull), (long)(w.due_ns % 1000000000ull)};
-
-    free(arg);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR) {
-        continue; /* the due time is absolute: sleep on */
-    }
-    /* In the stream's order: after the delayed writes queued before this one. */
-    while (atomic_load_explicit(&w.s->landed, memory_order_acquire) != w.ticket) {
-        nap();
-    }
-    __atomic_store_n(w.word, w.value, __ATOMIC_RELEASE);
-    atomic_fetch_add_explicit(&w.s->landed, 1, memory_order_release);
-    return NULL;
-}
-
-/* Write @p value into @p word @p delay_ms from now, from a thread of its own. */
-static coll_status_t write_late(coll_dev_stream_t s, uint64_t word, uint64_t value,
-                                uint64_t delay_ms)
-{
-    struct late_write *w = malloc(sizeof(*w));
-    pthread_attr_t attr;
-    pthread_t t;
-    int e;
-
-    if (w == NULL) {
-        return coll__dev_fail(COLL_ERR_NOMEM, "stream write: out of memory");
-    }
-    *w = (struct late_write){s, (uint64_t *)(uintptr_t)word, value,
-                             now_ns() + delay_ms * 1000000ull, s->late};
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    e = pthread_create(&t, &attr, late_write_main, w);
-    pthread_attr_destroy(&attr);
-    if (e != 0) {
-        free(w);
-        return coll__dev_fail(COLL_ERR_NOMEM, "stream write: no thread for a delayed write: %s",
-                              strerror(e));
-    }
-    s->late++;
-    return COLL_OK;
-}
-
-/* At once, or late with COLL_DEVICE_FAKE_COPY_DELAY_MS (and after the stream's late writes). */
-static coll_status_t fake_stream_write_word(coll_dev_stream_t s, uint64_t word, uint64_t value)
-{
-    uint64_t delay_ms = knob("COLL_DEVICE_FAKE_COPY_DELAY_MS");
-    coll_status_t st = coll__dev_check_word(word, "stream write");
-
-    if (st != COLL_OK) {
-        return st;
-    }
-    s = or_default(s);
-    land(s, UINT64_MAX); /* the copies before the word */
-    if (delay_ms > 0 || atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
-        return write_late(s, word, value, delay_ms);
-    }
-    __atomic_store_n((uint64_t *)(uintptr_t)word, value, __ATOMIC_RELEASE);
-    return COLL_OK;
 }
 
 const coll_dev_ops_t coll_dev_fake = {
@@ -646,8 +580,8 @@ const coll_dev_ops_t coll_dev_fake = {
     .stream_wait = fake_stream_wait,
     .ctx_enter = fake_ctx_enter,
     .ctx_leave = fake_ctx_leave,
-    .host_register = fake_host_register,
-    .host_unregister = fake_host_unregister,
-    .stream_wait_word = fake_stream_wait_word,
-    .stream_write_word = fake_stream_write_word,
+    .host_register = coll__fake_host_register,
+    .host_unregister = coll__fake_host_unregister,
+    .stream_wait_word = coll__fake_stream_wait_word,
+    .stream_write_word = coll__fake_stream_write_word,
 };

@@ -5,7 +5,8 @@
  * handle while mapped, reservations that stay after an unmap, streams, copies and events;
  * "pinned" host memory and its refusal (COLL_DEVICE_FAKE_PIN_FAIL); events held back by
  * COLL_DEVICE_FAKE_COPY_DELAY_MS; registered host memory and words on it: a stream's wait
- * released by another thread's write, one that times out (COLL_DEVICE_FAKE_WAIT_MS) without
+ * that holds the stream's later copies, events and word writes (not the caller) until another
+ * thread stores the word, a sync on one that times out (COLL_DEVICE_FAKE_WAIT_MS) without
  * spinning, a write held back by COLL_DEVICE_FAKE_COPY_DELAY_MS, the refusals; copies at
  * COLL_DEVICE_FAKE_COPY_MBPS: one after the other on a stream, side by side on two, their data
  * landing only when they would have ended; peer access (COLL_DEVICE_FAKE_PEER=0: none) and
@@ -409,36 +410,81 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* The wait returns once the word is >= the value (unsigned), not before. */
-static void test_wait_released_by_another_threads_write(void **state)
+/* A wait for a word holds the stream's later work, not the caller: the copy behind it has not
+ * landed and the event after it has not completed until another thread's stream stored the word
+ * (>= the value, unsigned); a sync waits for that. */
+static void test_wait_holds_the_streams_later_work(void **state)
 {
     uint64_t dev = 0, *page = registered_page(&dev);
     struct writer w = {dev + 8, 0};
     coll_dev_stream_t s = NULL;
+    coll_dev_event_t e = NULL;
+    uint32_t src[64], dst[64] = {0};
     struct timespec t0;
     void *err = "not joined";
 
+    for (int i = 0; i < 64; i++) {
+        src[i] = 7u + (uint32_t)i;
+    }
     setenv("COLL_DEVICE_FAKE_WAIT_MS", "5000", 1);
     assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->event_create(0, &e), COLL_OK);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    assert_int_equal(pthread_create(&w.thread, NULL, writer_main, &w), 0);
     assert_int_equal(ops->stream_wait_word(s, dev + 8, 3), COLL_OK);
+    assert_true(ms_since(CLOCK_MONOTONIC, &t0) < 20); /* the caller goes on */
+    assert_int_equal(ops->event_record(e, s), COLL_OK);
+    assert_int_equal(ops->event_query(e), COLL_INPROGRESS); /* the wait itself is work */
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
+                                     sizeof(src), s), COLL_OK);
+    assert_int_equal(ops->event_record(e, s), COLL_OK);
+    assert_int_equal(pthread_create(&w.thread, NULL, writer_main, &w), 0);
+    assert_int_equal(ops->event_query(e), COLL_INPROGRESS);
+    assert_int_equal(dst[5], 0); /* stale: the copy waits for the word */
+    assert_int_equal(ops->stream_wait(NULL, e), COLL_ERR_UNSUPPORTED);
+    assert_int_equal(ops->stream_sync(s), COLL_OK);
     assert_int_equal(__atomic_load_n(&page[1], __ATOMIC_ACQUIRE), 3);
     assert_true(ms_since(CLOCK_MONOTONIC, &t0) >= 40);
+    assert_memory_equal(dst, src, sizeof(src));
+    assert_int_equal(ops->event_query(e), COLL_OK);
     assert_int_equal(pthread_join(w.thread, &err), 0);
     assert_null(err);
-    /* Already above: at once; a word with its top bit set is above 1 (unsigned). */
-    assert_int_equal(ops->stream_wait_word(s, dev + 8, 2), COLL_OK);
+    /* Already there: nothing held; a word with its top bit set is above 1 (unsigned). */
     page[2] = (uint64_t)1 << 63;
+    assert_int_equal(ops->stream_wait_word(s, dev + 8, 2), COLL_OK);
     assert_int_equal(ops->stream_wait_word(s, dev + 16, 1), COLL_OK);
+    assert_int_equal(ops->event_record(e, s), COLL_OK);
+    assert_int_equal(ops->event_query(e), COLL_OK);
     unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
+    ops->event_destroy(e);
     ops->stream_destroy(s);
     unregister_page(page);
 }
 
-/* A word that stays below: COLL_ERR_TIMEDOUT after COLL_DEVICE_FAKE_WAIT_MS, having slept, not
- * spun, meanwhile. */
-static void test_wait_times_out_without_spinning(void **state)
+/* A word write behind a wait lands once the word waited for is there, from a thread: the
+ * stream's owner need not look at the stream again (a rank's ready word behind its wait for a
+ * done word). */
+static void test_write_behind_a_wait_lands_when_the_word_comes(void **state)
+{
+    uint64_t dev = 0, *page = registered_page(&dev);
+    coll_dev_stream_t s = NULL;
+
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->stream_wait_word(s, dev, 4), COLL_OK);
+    assert_int_equal(ops->stream_write_word(s, dev + 8, 6), COLL_OK);
+    usleep(20000);
+    assert_int_equal(__atomic_load_n(&page[1], __ATOMIC_ACQUIRE), 0);
+    __atomic_store_n(&page[0], 4, __ATOMIC_RELEASE);
+    for (int i = 0; i < 5000 && __atomic_load_n(&page[1], __ATOMIC_ACQUIRE) != 6; i++) {
+        usleep(1000);
+    }
+    assert_int_equal(__atomic_load_n(&page[1], __ATOMIC_ACQUIRE), 6);
+    ops->stream_destroy(s);
+    unregister_page(page);
+}
+
+/* A word that stays below: the stream's sync fails with COLL_ERR_TIMEDOUT after
+ * COLL_DEVICE_FAKE_WAIT_MS, having slept, not spun, meanwhile; a destroy then drops the work. */
+static void test_sync_on_a_word_that_stays_below_times_out_without_spinning(void **state)
 {
     uint64_t dev = 0, *page = registered_page(&dev);
     coll_dev_stream_t s = NULL;
@@ -449,18 +495,20 @@ static void test_wait_times_out_without_spinning(void **state)
     page[0] = 4;
     setenv("COLL_DEVICE_FAKE_WAIT_MS", "200", 1);
     assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->stream_wait_word(s, dev, 5), COLL_OK);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
-    assert_int_equal(ops->stream_wait_word(s, dev, 5), COLL_ERR_TIMEDOUT);
+    assert_int_equal(ops->stream_sync(s), COLL_ERR_TIMEDOUT);
     cpu = ms_since(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     wall = ms_since(CLOCK_MONOTONIC, &t0);
-    unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
-    snprintf(want, sizeof(want), "stream wait: the word at %#llx stayed at 4, below 5, for 200 "
-             "ms (COLL_DEVICE_FAKE_WAIT_MS)", (unsigned long long)dev);
+    snprintf(want, sizeof(want), "stream sync: the stream waits for the word at %#llx, which "
+             "stayed at 4, below 5, for 200 ms (COLL_DEVICE_FAKE_WAIT_MS)",
+             (unsigned long long)dev);
     assert_string_equal(coll_dev_error(), want);
     assert_in_range(wall, 200, 5000);
     assert_true(cpu < wall / 4);
     ops->stream_destroy(s);
+    unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
     unregister_page(page);
 }
 
@@ -481,6 +529,7 @@ static void test_copy_delay_holds_a_write_back(void **state)
     assert_int_equal(__atomic_load_n(&page[0], __ATOMIC_ACQUIRE), 0);
     unsetenv("COLL_DEVICE_FAKE_COPY_DELAY_MS");
     assert_int_equal(ops->stream_wait_word(s1, dev, 9), COLL_OK);
+    assert_int_equal(ops->stream_sync(s1), COLL_OK);
     unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
     assert_true(ms_since(CLOCK_MONOTONIC, &t0) >= 100);
     assert_int_equal(__atomic_load_n(&page[0], __ATOMIC_ACQUIRE), 9);
@@ -510,8 +559,9 @@ int main(void)
         cmocka_unit_test(test_pinned_host_memory_and_its_refusal),
         cmocka_unit_test(test_copy_delay_holds_events_back),
         cmocka_unit_test(test_host_register_and_the_refusals),
-        cmocka_unit_test(test_wait_released_by_another_threads_write),
-        cmocka_unit_test(test_wait_times_out_without_spinning),
+        cmocka_unit_test(test_wait_holds_the_streams_later_work),
+        cmocka_unit_test(test_write_behind_a_wait_lands_when_the_word_comes),
+        cmocka_unit_test(test_sync_on_a_word_that_stays_below_times_out_without_spinning),
         cmocka_unit_test(test_copy_delay_holds_a_write_back),
         cmocka_unit_test(test_copy_bandwidth_lands_data_late),
     };

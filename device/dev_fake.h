@@ -1,0 +1,71 @@
+/**
+ * @file dev_fake.h
+ * @brief Internal to the fake device layer (device/dev_fake.c, device/dev_fake_words.c; dev.h's
+ *        coll_dev_fake is its interface): its streams, their queue of work held back, and the
+ *        helpers both files use; the entries of its table for words shared with the host
+ *        (host_register(), stream_wait_word(), stream_write_word()). A stream is used by one
+ *        thread at a time, as the callers of dev.h use streams; the delayed word writes' threads
+ *        touch only its landed count.
+ */
+#ifndef COLL_DEVICE_DEV_FAKE_H
+#define COLL_DEVICE_DEV_FAKE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/dev.h"
+
+struct coll_dev_stream {
+    int dev;
+    uint64_t queued;       /* work queued so far */
+    uint64_t done;         /* work done: all of it, but what a wait for a word holds */
+    size_t gates;          /* its waits for a word not passed yet (in due[]) */
+    uint64_t late;         /* delayed word writes queued (COLL_DEVICE_FAKE_COPY_DELAY_MS) */
+    _Atomic uint64_t landed; /* of those, done: each in its turn, by a thread of its own */
+    uint64_t busy_ns;      /* when its copies would end at COLL_DEVICE_FAKE_COPY_MBPS */
+    struct fake_copy *due; /* its copies not landed yet (COLL_DEVICE_FAKE_COPY_MBPS, or held by
+                              a wait) and its waits for a word, in order */
+    size_t head, ndue, cap; /* due[head .. ndue) are waiting */
+};
+
+/* A copy that lands when it would have ended (COLL_DEVICE_FAKE_COPY_MBPS) and the waits before
+ * it passed, or (@p word not NULL) a wait that holds what follows until *@p word >= @p value:
+ * the @p ticket-th piece of work of its stream. */
+struct fake_copy {
+    uint64_t dst, src, end_ns;
+    size_t bytes;
+    const uint64_t *word;
+    uint64_t value, ticket;
+};
+
+/** @return The test knob @p name of the environment as a number, 0 when absent. */
+uint64_t coll__fake_knob(const char *name);
+/** @return The test knob @p name as a number, @p dflt when absent. */
+uint64_t coll__fake_knob_or(const char *name, uint64_t dflt);
+/** @brief Sleep 100 us: how often the fake looks again at what another thread will change. */
+void coll__fake_nap(void);
+/** @return CLOCK_MONOTONIC now, ns. */
+uint64_t coll__fake_now_ns(void);
+/** @return Whether the word of wait @p c is there (>= its value). */
+int coll__fake_passed(const struct fake_copy *c);
+/** @brief Land @p s's copies that would have ended by @p now_ns (UINT64_MAX: all of them), in
+ *         order, up to its first wait whose word is not there; its work before that is done. */
+void coll__fake_land(struct coll_dev_stream *s, uint64_t now_ns);
+/** @brief Queue on @p s the copy or wait @p c (its ticket the stream's next).
+ *  @return 0, or -1 without memory. */
+int coll__fake_defer(struct coll_dev_stream *s, struct fake_copy c);
+/** @return @p s, or for NULL the stream CUDA's default stream stands for (device 0). */
+coll_dev_stream_t coll__fake_or_default(coll_dev_stream_t s);
+
+/** dev.h's host_register(): the device address of host memory is its host address. */
+coll_status_t coll__fake_host_register(void *p, size_t bytes, uint64_t *dev_p);
+/** dev.h's host_unregister(): nothing to undo. */
+void coll__fake_host_unregister(void *p);
+/** dev.h's stream_wait_word(): holds the stream's later work until the word is there. */
+coll_status_t coll__fake_stream_wait_word(coll_dev_stream_t s, uint64_t word, uint64_t value);
+/** dev.h's stream_write_word(): at once, or from a thread of its own where the stream is behind
+ *  (COLL_DEVICE_FAKE_COPY_DELAY_MS, an earlier delayed write, a wait for a word). */
+coll_status_t coll__fake_stream_write_word(coll_dev_stream_t s, uint64_t word, uint64_t value);
+
+#endif
