@@ -187,6 +187,22 @@ static void nccl_ops(FILE *f, const coll_devices_t *ds)
     }
 }
 
+/* The device waits the daemon queued on each device's streams for the ranks' ready words
+ * (engine/dev_sync.h): the staged copies in queued before the words were there. */
+static void stream_waits(FILE *f, const coll_devices_t *ds)
+{
+    const char *name = "collectived_device_stream_waits_total";
+
+    coll_metrics_family(f, name, "counter",
+                        "Waits the daemon queued on the device's streams for a rank's ready "
+                        "word, the copies after them queued before the word was there.");
+    for (int i = 0; i < ds->n; i++) {
+        fprintf(f, "%s{device=\"%d\",name=\"", name, i);
+        coll_metrics_label(f, ds->dev[i].info.name);
+        fprintf(f, "\"} %" PRIu64 "\n", ds->dev[i].stream_waits);
+    }
+}
+
 /* The reductions and copies the daemon queued on each device through the executor (the NCCL
  * path's local phases, a one-node group's collectives on the device), one sample per kind. */
 static void kernel_launches(FILE *f, const coll_devices_t *ds)
@@ -218,6 +234,7 @@ void coll_metrics_devices(FILE *f, coll_daemon_t *d)
     }
     if (d->devices.n > 0) {
         nccl_ops(f, &d->devices);
+        stream_waits(f, &d->devices);
         kernel_launches(f, &d->devices);
     }
 }

@@ -27,6 +27,8 @@ typedef struct {
                                     ways */
     uint64_t staged_unpinned;  /**< host copies of the staged path in ordinary memory, as the
                                     device layer refused page-locked memory (host_alloc) */
+    uint64_t stream_waits;     /**< device waits the daemon queued on its streams for a
+                                    rank's ready word (engine/dev_sync.h) */
     uint64_t nccl_ops;         /**< operations on its pools that NCCL ran between the daemons
                                     (engine/algos/nccl.h) */
     uint64_t kernel_reduces;   /**< reductions the daemon queued on it through the executor

@@ -379,23 +379,72 @@ static coll_status_t wrap(coll_op_t *op, staged_t *sg)
     return coll__staged_pipe_setup(op, sg, inner);
 }
 
-/* The spans of @p sg are set: count the operation, name it, and once the ranks' streams wrote
- * their ready words (at once where none asked), queue the copies in. @return COLL_OK when
+/* The ranks' streams have not all written their ready words: give each span a pair of streams
+ * of its own for its copies in and make them wait on the device for the words, so the copies
+ * can be queued now and start the moment the words are there, holding no other operation's
+ * copies meanwhile (a rank's word may wait for another operation of the job). @return COLL_OK;
+ * COLL_ERR_UNSUPPORTED where the device layer refuses the waits (logged once by the daemon:
+ * the caller polls the words); the error with which the job failed. */
+static coll_status_t gate(coll_op_t *op, staged_t *sg)
+{
+    static unsigned refused; /* loop thread */
+    const coll_dev_ops_t *ops = op->job->d->devices.ops;
+    coll_status_t st = COLL_OK;
+    char err[320] = "";
+
+    for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
+        span_t *p = &sg->span[k];
+        for (int s = 0; s < 2 && st == COLL_OK; s++) {
+            p->own[COLL_DEV_POOL_BACK][s] = p->streams[COLL_DEV_POOL_BACK][s];
+            st = ops->stream_create(p->device, &p->own[COLL_DEV_POOL_IN][s]);
+        }
+        p->streams = p->own;
+        if (st != COLL_OK) {
+            return coll__staged_fail(op, st, "has no stream to wait for the ranks' streams on",
+                                     coll_dev_error());
+        }
+    }
+    sg->waited = 1; /* (some waits may be queued, even where the layer refuses one) */
+    for (uint32_t k = 0; k < sg->nspans && st == COLL_OK; k++) {
+        st = coll_dev_sync_device_wait(op, sg->span[k].device, sg->span[k].own[COLL_DEV_POOL_IN],
+                                       2, err, sizeof(err));
+    }
+    if (st == COLL_ERR_UNSUPPORTED && !refused++) {
+        coll_info(COLL_SUB_ENGINE, "job %s: the device layer refuses waits on the ranks' ready "
+                  "words (%s): the loop polls them (logged once)", op->job->id, err);
+    }
+    return st == COLL_OK || st == COLL_ERR_UNSUPPORTED
+               ? st
+               : coll__staged_fail(op, st, "could not wait for the ranks' streams", err);
+}
+
+/* The spans of @p sg are set: count the operation, name it, and queue the copies in: at once
+ * where the ranks' streams wrote their ready words (or none asked) or the copies wait for them
+ * on the device (gate()), else once the loop's poll sees the words. @return COLL_OK when
  * nothing is to be copied in or the copies are done already, COLL_INPROGRESS while the loop
  * waits for the streams or the copies (sg->ready() follows), or the error with which the job
  * failed. An operation NCCL or the executor runs (on_device()) has no spans: it only waits for
- * the streams. */
+ * the streams, polling. */
 static coll_status_t stage(coll_op_t *op, staged_t *sg)
 {
     coll_status_t st;
 
-    if (sg->nspans > 0) {
+    if (sg->nspans > 0) { /* (none: NCCL or the executor, on_device()) */
         count(op, sg);
         if ((st = wrap(op, sg)) != COLL_OK) {
             return st;
         }
     }
-    if (!coll_dev_sync_ready(op)) {
+    if (coll_dev_sync_ready(op)) {
+        return copy_in(op, sg);
+    }
+    /* Only copies in can be held on the device: an operation with none (a receive, NCCL, the
+     * executor) polls the words, as one where the device layer has no waits does. */
+    st = to_copy(sg, 1) > 0 ? gate(op, sg) : COLL_ERR_UNSUPPORTED;
+    if (st != COLL_OK) {
+        if (st != COLL_ERR_UNSUPPORTED) {
+            return st;
+        }
         sg->streams = 1;
         return coll__staged_poll_start(op, sg);
     }
@@ -485,23 +534,30 @@ static void timer_closed(uv_handle_t *h)
     free(h);
 }
 
-/* The host copies outlive the device's copies into and out of them: an operation freed while
- * they are in flight (its job failed) waits for its streams, off the normal path, before its
- * page-locked buffers go back to the cache. */
-static void staged_free(coll_op_t *op, void *state)
-{
-    staged_t *sg = state;
-    const coll_dev_ops_t *ops = op->job->d->devices.ops;
+/* A staged operation freed while its copies in still wait on the device for a ready word (its
+ * job failed before the rank's stream wrote it), kept until the job ends on this node. */
+struct coll_dev_parked {
+    struct coll_dev_parked *next;
+    staged_t *sg;
+    uint32_t ndue;
+    coll_dev_sync_due_t due[]; /* the words, and the values they wait for */
+};
 
-    if (sg->timer != NULL) {
-        uv_timer_stop(sg->timer);
-        uv_close((uv_handle_t *)sg->timer, timer_closed);
-    }
+/* Wait for the spans' streams where copies are in flight, destroy the streams of their own,
+ * give the host copies back, free @p sg. */
+static void release(coll_devices_t *ds, staged_t *sg)
+{
+    const coll_dev_ops_t *ops = ds->ops;
+
     for (uint32_t k = 0; k < sg->nspans; k++) {
         span_t *p = &sg->span[k];
         if (sg->inflight) {
             coll_dev_staged_wait(ops, p->streams[COLL_DEV_POOL_IN]);
             coll_dev_staged_wait(ops, p->streams[COLL_DEV_POOL_BACK]);
+        }
+        if (p->streams == p->own) {
+            ops->stream_destroy(p->own[COLL_DEV_POOL_IN][0]);
+            ops->stream_destroy(p->own[COLL_DEV_POOL_IN][1]);
         }
         if (p->out != &p->one) {
             free(p->out);
@@ -509,13 +565,60 @@ static void staged_free(coll_op_t *op, void *state)
         ops->event_destroy(p->ev[0]);
         ops->event_destroy(p->ev[1]);
         if (p->pinned > 0) {
-            coll_pinned_give(&op->job->d->devices.pinned, p->device, p->host, p->pinned);
+            coll_pinned_give(&ds->pinned, p->device, p->host, p->pinned);
         } else {
             free(p->host);
         }
     }
-    coll__staged_pipe_free(op, sg);
+    coll__staged_pipe_free(ops, sg);
     free(sg);
+}
+
+/* The host copies outlive the device's copies into and out of them: an operation freed while
+ * they are in flight (its job failed) waits for its streams, off the normal path, before its
+ * page-locked buffers go back to the cache. Where its copies in still wait on the device for a
+ * ready word, that wait would block the loop until the rank's stream wrote it, maybe never (a
+ * rank that died, a stream that never ends): the operation is parked until the job ends on this
+ * node (coll_dev_staged_job_end()), when no rank of it can write the word any more. */
+static void staged_free(coll_op_t *op, void *state)
+{
+    staged_t *sg = state;
+    struct coll_dev_parked *pk;
+
+    if (sg->timer != NULL) {
+        uv_timer_stop(sg->timer);
+        uv_close((uv_handle_t *)sg->timer, timer_closed);
+        sg->timer = NULL;
+    }
+    if (sg->waited && sg->inflight && !coll_dev_sync_ready(op) &&
+        (pk = malloc(sizeof(*pk) + op->grp->nlocal * sizeof(pk->due[0]))) != NULL) {
+        pk->sg = sg;
+        pk->ndue = coll_dev_sync_due(op, pk->due);
+        pk->next = op->job->dev_parked;
+        op->job->dev_parked = pk;
+        coll_debug(COLL_SUB_ENGINE, "job %s: an operation's copies in wait for %u ranks' ready "
+                   "words: kept until the job ends here", op->job->id, pk->ndue);
+        return;
+    }
+    if (sg->waited && sg->inflight) { /* no memory to park it: release the waits now */
+        coll_dev_sync_store_ready(op);
+    }
+    release(&op->job->d->devices, sg);
+}
+
+void coll_dev_staged_job_end(coll_job_t *job)
+{
+    struct coll_dev_parked *pk;
+
+    while ((pk = job->dev_parked) != NULL) {
+        job->dev_parked = pk->next;
+        coll_dev_sync_store(pk->due, pk->ndue); /* no rank of the job is left to write them */
+        release(&job->d->devices, pk->sg);
+        free(pk);
+    }
+    if (job->d->devices.ops != NULL) {
+        coll_dev_sync_job_end(job);
+    }
 }
 
 const coll_op_feature_t coll_dev_staged_feature = {

@@ -175,9 +175,8 @@ coll_status_t coll__staged_pipe_setup(coll_op_t *op, staged_t *sg, const coll_im
     return COLL_OK;
 }
 
-void coll__staged_pipe_free(coll_op_t *op, staged_t *sg)
+void coll__staged_pipe_free(const coll_dev_ops_t *ops, staged_t *sg)
 {
-    const coll_dev_ops_t *ops = op->job->d->devices.ops;
     uint64_t nev = sg->bt.nbatches * sg->nspans * 2;
 
     for (uint64_t e = 0; sg->bev != NULL && e < nev && sg->bev[e] != NULL; e++) {

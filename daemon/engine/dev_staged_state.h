@@ -18,7 +18,11 @@
 typedef struct {
     int device;                 /* the daemon's index of the span's device */
     coll_dev_stream_t (*streams)[2]; /* its device pool's pairs, in and back
-                                        (coll_dev_pool_streams(), span_pair()) */
+                                        (coll_dev_pool_streams(), span_pair()), or own */
+    coll_dev_stream_t own[2][2]; /* where its copies in wait on the device for a ready word:
+                                    a pair in of its own (made, destroyed with the span), so
+                                    that the wait holds no other operation's copies; the
+                                    pool's pair back */
     uint64_t dev;               /* device address of the span's first byte */
     uint8_t *host;              /* its host copy */
     size_t pinned;              /* > 0: host is a buffer of this size of the daemon's cache
@@ -49,6 +53,8 @@ typedef struct {
     int inflight;      /* 1 from the first copy queued until its events completed */
     int streams;       /* 1 while the ranks' streams have not written their ready words
                           (engine/dev_sync.h): the timer polls those, nothing is copied yet */
+    int waited;        /* 1 when the copies in may wait on the device for the ready words
+                          (coll_dev_sync_device_wait()), on the spans' own streams */
     /* Pipelined (a large ring allreduce, coll__staged_pipe_setup()): the copies go batch by
      * batch of the ring's columns, in while it runs the first, back as it finishes them. */
     int pipe;
@@ -97,7 +103,8 @@ coll_status_t coll__staged_pipe_in(coll_op_t *op, staged_t *sg);
 /** @brief The loop's poll while the batches' copies in are in flight (sg->pipe_in). */
 void coll__staged_pipe_tick(coll_op_t *op, staged_t *sg);
 
-/** @brief Free the batches' events and counts (the streams are idle). */
-void coll__staged_pipe_free(coll_op_t *op, staged_t *sg);
+/** @brief Free the batches' events (of @p ops, the daemon's device layer) and counts (the
+ *         streams are idle). */
+void coll__staged_pipe_free(const coll_dev_ops_t *ops, staged_t *sg);
 
 #endif

@@ -4,7 +4,9 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dev_pools.h"
 #include "core/pool.h"
@@ -79,16 +81,139 @@ uint32_t coll_dev_sync_describe(const coll_op_t *op, char *buf, size_t len)
 
 void coll_dev_sync_done(const coll_op_t *op, const coll_op_member_t *m)
 {
-    _Atomic uint64_t *w;
-    uint64_t cur;
+    if (m->sync_flags & COLL_SYNC_DONE) {
+        coll_dev_sync_store(&(coll_dev_sync_due_t){word(op, m, 1), m->sync_value}, 1);
+    }
+}
 
-    if (!(m->sync_flags & COLL_SYNC_DONE)) {
-        return;
+/* The pages of a job's host pool this daemon registered with its device layer, for the device
+ * waits on the ranks' ready words (a rank's words are an allocation of its own, so a few). */
+struct coll_dev_sync_pages {
+    uint32_t n, cap;
+    struct {
+        uint64_t off, dev; /* the page's offset in the pool, its device address */
+    } *page;
+};
+
+/* The device address of member @p m's ready word, its page registered now if it was not.
+ * @return COLL_OK; the device layer's error, or COLL_ERR_NOMEM; said in @p err. */
+static coll_status_t word_dev(const coll_op_t *op, const coll_op_member_t *m, uint64_t *dev_p,
+                              char *err, size_t errlen)
+{
+    coll_job_t *job = op->job;
+    struct coll_dev_sync_pages *pg = job->sync_pages;
+    uint64_t psize = (uint64_t)sysconf(_SC_PAGESIZE), off = m->sync_off / psize * psize;
+    uint8_t *at = coll_pool_base(job->pool) + off;
+    uint64_t dev = 0;
+    coll_status_t st;
+
+    for (uint32_t i = 0; pg != NULL && i < pg->n; i++) {
+        if (pg->page[i].off == off) {
+            *dev_p = pg->page[i].dev + (m->sync_off - off);
+            return COLL_OK;
+        }
     }
-    w = word(op, m, 1);
-    cur = atomic_load_explicit(w, memory_order_relaxed);
-    while (cur < m->sync_value &&
-           !atomic_compare_exchange_weak_explicit(w, &cur, m->sync_value, memory_order_release,
-                                                  memory_order_relaxed)) {
+    if (pg == NULL && (pg = job->sync_pages = calloc(1, sizeof(*pg))) == NULL) {
+        snprintf(err, errlen, "daemon out of memory");
+        return COLL_ERR_NOMEM;
     }
+    if (pg->n == pg->cap) {
+        uint32_t cap = pg->cap > 0 ? 2 * pg->cap : 8;
+        void *p = realloc(pg->page, cap * sizeof(pg->page[0]));
+        if (p == NULL) {
+            snprintf(err, errlen, "daemon out of memory");
+            return COLL_ERR_NOMEM;
+        }
+        pg->page = p;
+        pg->cap = cap;
+    }
+    if ((st = job->d->devices.ops->host_register(at, (size_t)psize, &dev)) != COLL_OK) {
+        snprintf(err, errlen, "the page of its words at offset %" PRIu64 " of the job's host "
+                 "pool could not be registered with the device layer: %s", off,
+                 coll_dev_error());
+        return st == COLL_ERR_NOMEM ? st : COLL_ERR_UNSUPPORTED;
+    }
+    pg->page[pg->n].off = off;
+    pg->page[pg->n++].dev = dev;
+    *dev_p = dev + (m->sync_off - off);
+    return COLL_OK;
+}
+
+coll_status_t coll_dev_sync_device_wait(const coll_op_t *op, int device,
+                                        coll_dev_stream_t *streams, uint32_t n, char *err,
+                                        size_t errlen)
+{
+    const coll_dev_ops_t *ops = op->job->d->devices.ops;
+    coll_status_t st = COLL_OK;
+
+    for (uint32_t l = 0; l < op->grp->nlocal && st == COLL_OK; l++) {
+        const coll_op_member_t *m = &op->members[l];
+        uint64_t dev = 0;
+        if (!(m->sync_flags & COLL_SYNC_READY) ||
+            atomic_load_explicit(word(op, m, 0), memory_order_acquire) >= m->sync_value) {
+            continue;
+        }
+        if ((st = word_dev(op, m, &dev, err, errlen)) != COLL_OK) {
+            break;
+        }
+        for (uint32_t k = 0; k < n && st == COLL_OK; k++) {
+            st = ops->stream_wait_word(streams[k], dev, m->sync_value);
+            op->job->d->devices.dev[device].stream_waits += st == COLL_OK;
+        }
+        if (st != COLL_OK) {
+            snprintf(err, errlen, "a device wait for rank %u's ready word: %s",
+                     op->job->ranks[op->grp->locals[l]], coll_dev_error());
+        }
+    }
+    return st;
+}
+
+uint32_t coll_dev_sync_due(const coll_op_t *op, coll_dev_sync_due_t *due)
+{
+    uint32_t n = 0;
+
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+        const coll_op_member_t *m = &op->members[l];
+        if ((m->sync_flags & COLL_SYNC_READY) &&
+            atomic_load_explicit(word(op, m, 0), memory_order_acquire) < m->sync_value) {
+            due[n++] = (coll_dev_sync_due_t){word(op, m, 0), m->sync_value};
+        }
+    }
+    return n;
+}
+
+void coll_dev_sync_store(const coll_dev_sync_due_t *due, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t cur = atomic_load_explicit(due[i].word, memory_order_relaxed);
+        while (cur < due[i].value &&
+               !atomic_compare_exchange_weak_explicit(due[i].word, &cur, due[i].value,
+                                                      memory_order_release,
+                                                      memory_order_relaxed)) {
+        }
+    }
+}
+
+void coll_dev_sync_store_ready(const coll_op_t *op)
+{
+    for (uint32_t l = 0; l < op->grp->nlocal; l++) {
+        const coll_op_member_t *m = &op->members[l];
+        if (m->sync_flags & COLL_SYNC_READY) {
+            coll_dev_sync_store(&(coll_dev_sync_due_t){word(op, m, 0), m->sync_value}, 1);
+        }
+    }
+}
+
+void coll_dev_sync_job_end(coll_job_t *job)
+{
+    struct coll_dev_sync_pages *pg = job->sync_pages;
+
+    for (uint32_t i = 0; pg != NULL && i < pg->n; i++) {
+        job->d->devices.ops->host_unregister(coll_pool_base(job->pool) + pg->page[i].off);
+    }
+    if (pg != NULL) {
+        free(pg->page);
+        free(pg);
+    }
+    job->sync_pages = NULL;
 }

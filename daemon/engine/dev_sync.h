@@ -42,4 +42,43 @@ uint32_t coll_dev_sync_describe(const coll_op_t *op, char *buf, size_t len);
  *         a larger one already (a later operation's of the same words). */
 void coll_dev_sync_done(const coll_op_t *op, const coll_op_member_t *m);
 
+/** A ready word still below its value when the daemon queued device waits on it. */
+typedef struct {
+    _Atomic uint64_t *word; /**< in the job's host pool, as this daemon maps it */
+    uint64_t value;
+} coll_dev_sync_due_t;
+
+/**
+ * @brief Make @p streams (@p n, on device @p device: the streams @p op's device work goes on)
+ *        wait on the device, without the loop, for the ready word of every local member of
+ *        @p op that asked for one and whose word is below its value (device/dev.h,
+ *        stream_wait_word(), >=), so that the work queued on them next reads the inputs only
+ *        after the rank's stream wrote the word. The page of the job's host pool that holds a
+ *        word is registered with the device layer at its first wait (host_register(), kept
+ *        until coll_dev_sync_job_end()). Each wait is counted on the device.
+ * @return COLL_OK (waits queued, or none needed); COLL_ERR_UNSUPPORTED where the device layer
+ *         refuses a registration or a wait (the caller polls the words instead; waits queued
+ *         before the refusal stay, harmless, as the poll starts the work only after the words);
+ *         another error of the device layer; each with @p err saying which word and why.
+ */
+coll_status_t coll_dev_sync_device_wait(const coll_op_t *op, int device,
+                                        coll_dev_stream_t *streams, uint32_t n, char *err,
+                                        size_t errlen);
+
+/** @brief The ready words of @p op still below their values, into @p due (room for
+ *         op->grp->nlocal). @return How many. */
+uint32_t coll_dev_sync_due(const coll_op_t *op, coll_dev_sync_due_t *due);
+
+/** @brief Store each of @p n words of @p due at its value (never lowering one): releases the
+ *         daemon's streams that wait on them, once no rank can write them any more. */
+void coll_dev_sync_store(const coll_dev_sync_due_t *due, uint32_t n);
+
+/** @brief coll_dev_sync_store() of every ready word of @p op's local members (the daemon out
+ *         of memory to keep them for later). */
+void coll_dev_sync_store_ready(const coll_op_t *op);
+
+/** @brief Unregister the pages of the job's host pool registered for device waits (before the
+ *         pool is unmapped, once no stream waits on them). */
+void coll_dev_sync_job_end(coll_job_t *job);
+
 #endif

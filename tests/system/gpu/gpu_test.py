@@ -63,6 +63,15 @@
              path, refuses a driver the CUDA runtime cannot use: not loaded, the module named
              and its reason, and the daemon serves a host job; where a real driver is, the
              daemon over it has the module ("cuda") loaded.
+  stream_waits
+             Over the fake device layer, its executor off: 2 local ranks run stream_check, their
+             streams' ready words written 300 ms late, their inputs 100 ms after each call: the
+             daemon queues the staged copies in at once behind device waits for the words
+             (collectived_device_stream_waits_total counts them; the sums are of the late inputs,
+             which copies that did not wait would miss); then a job whose rank 0's word comes
+             past the job's timeout (stream_check --stuck): it fails naming rank 0's stream, the
+             daemon closes it (the copies waiting on the word released at its end) and serves
+             the first job again.
   nccl_error Two daemons whose stand-in NCCL fails node 1's collectives asynchronously
              (FAKE_NCCL_ASYNC_ERROR=1): every rank of an allreduce on device buffers gets an
              error naming NCCL within the job timeout + 2 s, the daemons stay up, and a second
@@ -399,6 +408,39 @@ def test_staged_cache(args, work):
         d.stop()
 
 
+# ---- stream_waits -----------------------------------------------------------------------------
+
+def stream_job(args, d, work, job, rank_args, env):
+    ranks = [h.Rank(r, 0, [args.stream] + rank_args, dict(rank_env(d, job, r, 2, True), **env),
+                    os.path.join(work, "%s.r%d.out" % (job, r)), local=r, stdin_pipe=False)
+             for r in range(2)]
+    wait_ranks(ranks, d)
+
+
+def test_stream_waits(args, work):
+    env = h.clean_env()
+    env.update(NO_EXEC)
+    d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
+    late = {"COLL_DEVICE_FAKE_COPY_DELAY_MS": "300"}
+    try:
+        stream_job(args, d, work, "waits", ["--late", "100"], late)
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        waits = metric(text, "collectived_device_stream_waits_total", 'device="0"')
+        h.check(waits > 0, "no device wait queued for a ready word: the copies in waited for "
+                "the loop's poll")
+        h.check_no_warnings(d.log(), d.name)
+        stream_job(args, d, work, "stuck", ["--stuck", "3000"], {"COLL_TIMEOUT_MS": "1000"})
+        deadline = time.time() + 20
+        while "job stuck: closed on this node" not in d.log() and time.time() < deadline:
+            time.sleep(0.1)
+        h.check("job stuck: closed on this node" in d.log(),
+                "the failed job with a copy waiting on a word was not closed:\n" + d.log())
+        stream_job(args, d, work, "again", ["--late", "100"], late)
+        h.log("%d device waits for the first job's ready words" % waits)
+    finally:
+        d.stop()
+
+
 # ---- nccl_param -------------------------------------------------------------------------------
 
 def job_nccl(cluster, k, job_id):
@@ -575,7 +617,8 @@ def test_nccl_error(args, work):
 TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fake_pool,
          "staged": test_staged, "staged_async": test_staged_async, "device": test_device,
          "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
-         "nccl_error": test_nccl_error, "executor": test_executor}
+         "nccl_error": test_nccl_error, "executor": test_executor,
+         "stream_waits": test_stream_waits}
 
 
 def parser():
@@ -583,6 +626,7 @@ def parser():
     p.add_argument("--check", required=True, help="devpool_check")
     p.add_argument("--ctl", required=True, help="collectivectl")
     p.add_argument("--staged", help="staged_check (the staged test)")
+    p.add_argument("--stream", help="stream_check (the stream_waits test)")
     p.add_argument("--fake-nccl", help="the stand-in NCCL's directory (the nccl_param test)")
     p.add_argument("--fake-cuda", help="the stand-in driver's directory (the executor test)")
     p.add_argument("--built-without-cuda", action="store_true",
