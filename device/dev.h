@@ -215,8 +215,8 @@ coll_status_t coll__dev_check_register(const void *p, size_t bytes, const uint64
 coll_status_t coll__dev_check_word(uint64_t word, const char *who);
 
 /** The fake: devices of host memory (memfds mapped with mmap), streams that run their work at
- *  once but what a wait for a word holds, events as counters, "pinned" memory that is ordinary. Test only; coll_dev_open() returns it when
- *  COLL_DEVICE_FAKE is set. COLL_DEVICE_FAKE_COPY_DELAY_MS=N (test only) makes an event
+ *  once but what a wait for a word holds, events as counters, "pinned" memory that is
+ *  ordinary. Test only; coll_dev_open() returns it when COLL_DEVICE_FAKE is set. COLL_DEVICE_FAKE_COPY_DELAY_MS=N (test only) makes an event
  *  recorded after a copy complete only N ms after the record, as a real device's copy takes
  *  time, so the callers' polling is exercised, and a stream_write_word() land N ms after it was
  *  queued (stream_sync() and stream_destroy() wait for it); COLL_DEVICE_FAKE_COPY_MBPS=N

@@ -2,8 +2,8 @@
  * stream_check: one rank of the checks of stream ordering on device buffers (docs/gpu.md,
  * "Streams"; collective.h COLL_OP_PARAM_STREAM, coll_req_stream_wait()), started by
  * collective-launch with the COLL_* environment of its rank. With COLL_DEVICE_FAKE=1 (daemons and
- * ranks) it runs over the fake device layer, whose streams run their work at once: a stream's
- * wait on a word blocks the caller until the word is stored, and with
+ * ranks) it runs over the fake device layer, whose streams run their work at once but what a
+ * wait on a word holds (the work after it waits for the word, not the caller), and with
  * COLL_DEVICE_FAKE_COPY_DELAY_MS a stream's write of a word lands that long after it was queued
  * (a stream still busy). On a machine with a GPU it runs over the real one.
  *
@@ -18,7 +18,7 @@
  *             stream before the call instead, and not waited for: the daemon must read them
  *             after it;
  *   outputs   an allreduce, then coll_req_stream_wait() before any wait on the CPU: when the
- *             stream goes on (on the fake, when the call returns) the output must already be
+ *             stream goes on (the copy behind the wait is done) the output must already be
  *             the sum, though the library has not seen the completion yet; then coll_req_wait()
  *             says COLL_OK, and a second stream wait after it returns at once, as does one on
  *             the default stream (NULL);
@@ -35,6 +35,9 @@
  *             own verdict (COLL_ERR_TIMEDOUT, the daemon answered nothing) must let a stream
  *             waiting for the request go on at once (before, it waited for a word nobody would
  *             store: the fake's wait timed out); then the daemon is let go (SIGCONT).
+ *   --time REPS (with --late MS; the fake; benchmarks, never a test) REPS allreduces with the
+ *             stream, whose ready word comes MS late: rank 0 prints the median time from the word
+ *             to the request's end.
  *   --abandon MS (alone; the fake) every rank's stream writes its ready word MS late, and the
  *             rank destroys its communicator at once, the allreduce in flight, then its stream
  *             (which waits for the write): the write must land in words the library kept
@@ -431,13 +434,58 @@ static int run(int late_ms)
     return 0;
 }
 
+static int by_value(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+/* --time @p reps (benchmarks, the fake): @p reps allreduces of COUNT floats with the stream,
+ * each after a barrier, whose ready word the fake writes @p late_ms after the call
+ * (COLL_DEVICE_FAKE_COPY_DELAY_MS, set here); rank 0 prints the median time from the word to
+ * the request's end (bench/stream-wait.sh). */
+static int timed(int reps, int late_ms, float *a)
+{
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    double *ms = calloc((size_t)reps, sizeof(double));
+    char delay[32];
+    coll_status_t st = ms != NULL ? COLL_OK : COLL_ERR_NOMEM;
+
+    snprintf(delay, sizeof(delay), "%d", late_ms);
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", delay, 1);
+    for (int k = 0; k < reps && st == COLL_OK; k++) {
+        coll_request_t *req = NULL;
+        double t0;
+        st = coll_barrier_async(comm, NULL, &req);
+        st = st == COLL_INPROGRESS ? coll_req_wait(req, 30000) : st;
+        coll_req_free(req);
+        if (st != COLL_OK) {
+            break;
+        }
+        t0 = now_ms();
+        st = coll_allreduce_async(comm, a, a, COUNT, COLL_FLOAT32, COLL_SUM, &p, &req);
+        st = st == COLL_INPROGRESS ? coll_req_wait(req, 30000) : st;
+        ms[k] = now_ms() - t0 - late_ms;
+        coll_req_free(req);
+    }
+    if (st == COLL_OK && rank == 0) {
+        qsort(ms, (size_t)reps, sizeof(*ms), by_value);
+        printf("stream allreduce of %d bytes, ready word %d ms late: from the word to the end "
+               "median %.2f ms, fastest %.2f, slowest %.2f over %d\n", COUNT * 4, late_ms,
+               ms[reps / 2], ms[0], ms[reps - 1], reps);
+    }
+    free(ms);
+    return st == COLL_OK ? 0 : fail("timed allreduce with the stream", st);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'},
                                           {"algo", 1, 0, 'a'}, {"stuck", 1, 0, 's'},
                                           {"abandon", 1, 0, 'b'}, {"silent", 0, 0, 'q'},
-                                          {0, 0, 0, 0}};
-    int late_ms = 0, host = 0, stuck_ms = 0, abandon_ms = 0, quiet = 0, c, rc;
+                                          {"time", 1, 0, 't'}, {0, 0, 0, 0}};
+    int late_ms = 0, host = 0, stuck_ms = 0, abandon_ms = 0, quiet = 0, reps = 0, c, rc;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         if (c == 'l') {
@@ -452,9 +500,11 @@ int main(int argc, char **argv)
             abandon_ms = atoi(optarg);
         } else if (c == 'q') {
             quiet = 1;
+        } else if (c == 't') {
+            reps = atoi(optarg);
         } else {
             fprintf(stderr, "usage: stream_check [--late MS] [--host] [--algo PREFIX] "
-                    "[--stuck MS] [--abandon MS] [--silent]\n");
+                    "[--stuck MS] [--abandon MS] [--silent] [--time REPS]\n");
             return 2;
         }
     }
@@ -469,6 +519,7 @@ int main(int argc, char **argv)
     rc = host        ? host_stream()
          : quiet     ? silent()
          : stuck_ms > 0 ? stuck(stuck_ms)
+         : reps > 0  ? timed(reps, late_ms, rank_dev_alloc(COUNT * sizeof(float)))
                      : run(late_ms);
     rank_dev_close(comm);
     return rc;
