@@ -8,6 +8,12 @@
  *   local rank's word holds its value: inputs written after the submission, before the words,
  *   are the ones summed; the done word of every rank then holds its value (ranks of one node
  *   with different values);
+ *   the copies in are queued before the words, behind device waits for them on streams of the
+ *   operation's own (the bytes queued and the waits counted on the device while no word is
+ *   there); where the device layer refuses the waits, nothing is queued before the words (the
+ *   loop polls them) and the sums are the same;
+ *   a job that fails while the copies wait for a word keeps the operation, the word untouched,
+ *   until the job ends on the node, which stores the word and releases it;
  *   a failed operation (counts that differ) stores the done words too, so no stream waits
  *   forever; a done word already above the value is left as it is;
  *   refusals: unknown flags, a value of 0, host buffers, an offset not aligned to 8
@@ -24,7 +30,9 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "core/devices.h"
 #include "core/pool.h"
+#include "engine/dev_staged.h"
 #include "fake_dev.h"
 #include "proto/submission.h"
 
@@ -63,28 +71,41 @@ static const fake_done_t *drive(uint32_t n, uint32_t l, uint32_t key)
     return fake_dev_drive(&w, &loop, n, l, key, 3000);
 }
 
-static void test_ready_word_holds_the_inputs(void **state)
+/* The fake device layer, but refusing every wait on a word (a driver without them). */
+static coll_status_t refuse_wait(coll_dev_stream_t s, uint64_t word, uint64_t value)
 {
-    float *b[N][L];
-    uint64_t off[N][L], woff[N][L];
-    _Atomic uint64_t *wd[N][L];
-    (void)state;
+    (void)s;
+    (void)word;
+    (void)value;
+    return coll__dev_fail(COLL_ERR_UNSUPPORTED, "no stream memory operations (test)");
+}
+
+/* Every rank of the world submits an allreduce of key 21 in place, its inputs -1000 (a stream
+ * still behind), asking for its ready word at 3 + its local index; its buffer in @p b. */
+static void submit_behind(float *b[N][L], _Atomic uint64_t *wd[N][L])
+{
+    uint64_t off, woff;
 
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            b[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &off[n][l]);
-            wd[n][l] = words(n, l, &woff[n][l]);
+            b[n][l] = fake_dev_alloc(&w, n, l, COUNT * 4, &off);
+            wd[n][l] = words(n, l, &woff);
             for (size_t i = 0; i < COUNT; i++) {
-                b[n][l][i] = -1000.0f; /* what a stream still behind holds */
+                b[n][l][i] = -1000.0f;
             }
-            Coll__Wire__Submit s = fake_dev_allreduce(21, COUNT, 1, off[n][l], off[n][l]);
-            s.sync_offset = woff[n][l];
+            Coll__Wire__Submit s = fake_dev_allreduce(21, COUNT, 1, off, off);
+            s.sync_offset = woff;
             s.sync_value = 3 + l; /* ranks of one node at different values */
             s.sync_flags = COLL_SYNC_READY | COLL_SYNC_DONE;
             coll_op_submit(&w.job[n], &w.sess[n][l], &s);
         }
     }
-    assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20)); /* the loop polls: nothing starts */
+}
+
+/* The streams' work before the submission, then their words: every rank gets the sum of the
+ * inputs written now, and its done word. */
+static void write_and_finish(float *b[N][L], _Atomic uint64_t *wd[N][L])
+{
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
             assert_null(fake_net_done(&w, n, l, 21));
@@ -102,6 +123,73 @@ static void test_ready_word_holds_the_inputs(void **state)
             assert_int_equal(atomic_load(&wd[n][l][1]), 3 + l);
         }
     }
+}
+
+/* The copies in are queued at once, behind device waits for the words: each node's two spans
+ * (in place) on a pair of streams of their own, each stream waiting for both local words. */
+static void test_ready_word_holds_the_inputs(void **state)
+{
+    float *b[N][L];
+    _Atomic uint64_t *wd[N][L];
+    (void)state;
+
+    submit_behind(b, wd);
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20)); /* nothing ends before the words */
+    for (uint32_t n = 0; n < N; n++) {
+        assert_int_equal(w.d[n].devices.dev[0].staged_bytes, L * COUNT * 4);
+        assert_int_equal(w.d[n].devices.dev[0].stream_waits, L * 2 * L);
+    }
+    write_and_finish(b, wd);
+}
+
+/* A device layer that refuses the waits: the loop polls the words, nothing is copied before
+ * them, and the results are the same. */
+static void test_refused_waits_poll_the_words(void **state)
+{
+    coll_dev_ops_t refusing = coll_dev_fake;
+    float *b[N][L];
+    _Atomic uint64_t *wd[N][L];
+    (void)state;
+
+    refusing.stream_wait_word = refuse_wait;
+    for (uint32_t n = 0; n < N; n++) {
+        w.d[n].devices.ops = &refusing;
+    }
+    submit_behind(b, wd);
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20));
+    for (uint32_t n = 0; n < N; n++) {
+        assert_int_equal(w.d[n].devices.dev[0].staged_bytes, 0);
+        assert_int_equal(w.d[n].devices.dev[0].stream_waits, 0);
+    }
+    write_and_finish(b, wd);
+    for (uint32_t n = 0; n < N; n++) {
+        w.d[n].devices.ops = &coll_dev_fake;
+    }
+}
+
+/* The job fails while the copies wait for a rank's word: the operation is kept (its copies
+ * would block the loop in a stream sync), the word untouched while the rank may still write
+ * it; the job's end on the node stores it and gives everything back. */
+static void test_job_failed_while_copies_wait(void **state)
+{
+    float *b[N][L];
+    _Atomic uint64_t *wd[N][L];
+    (void)state;
+
+    submit_behind(b, wd);
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20));
+    coll_job_fail(&w.job[0], COLL_ERR_TIMEDOUT, 1, "test: the job times out");
+    fake_net_run(&w);
+    assert_true(fake_net_done(&w, 0, 0, 21) != NULL &&
+                fake_net_done(&w, 0, 0, 21)->status != COLL_OK);
+    assert_non_null(w.job[0].dev_parked);
+    assert_int_equal(atomic_load(&wd[0][0][0]), 0);
+    assert_true(w.d[0].devices.pinned.dev[0].used > 0);
+    coll_dev_staged_job_end(&w.job[0]);
+    assert_null(w.job[0].dev_parked);
+    assert_int_equal(atomic_load(&wd[0][0][0]), 3);
+    assert_int_equal(atomic_load(&wd[0][1][0]), 4);
+    assert_int_equal(w.d[0].devices.pinned.dev[0].used, 0);
 }
 
 /* Counts that differ fail the operation: every done word is stored all the same, but one
@@ -186,6 +274,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ready_word_holds_the_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_waits_poll_the_words, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_failed_while_copies_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_done_word_on_failure, setup, teardown),
         cmocka_unit_test(test_refusals),
     };
