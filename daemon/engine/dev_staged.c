@@ -576,10 +576,11 @@ static void release(coll_devices_t *ds, staged_t *sg)
 
 /* The host copies outlive the device's copies into and out of them: an operation freed while
  * they are in flight (its job failed) waits for its streams, off the normal path, before its
- * page-locked buffers go back to the cache. Where its copies in still wait on the device for a
- * ready word, that wait would block the loop until the rank's stream wrote it, maybe never (a
- * rank that died, a stream that never ends): the operation is parked until the job ends on this
- * node (coll_dev_staged_job_end()), when no rank of it can write the word any more. */
+ * page-locked buffers go back to the cache. Where its streams still wait on the device for a
+ * ready word (with copies behind or not), that sync would block the loop until the rank's
+ * stream wrote it, maybe never (a rank that died, a stream that never ends): the operation is
+ * parked until the job ends on this node (coll_dev_staged_job_end()), when no rank of it can
+ * write the word any more. */
 static void staged_free(coll_op_t *op, void *state)
 {
     staged_t *sg = state;
@@ -590,7 +591,7 @@ static void staged_free(coll_op_t *op, void *state)
         uv_close((uv_handle_t *)sg->timer, timer_closed);
         sg->timer = NULL;
     }
-    if (sg->waited && sg->inflight && !coll_dev_sync_ready(op) &&
+    if (sg->waited && !coll_dev_sync_ready(op) &&
         (pk = malloc(sizeof(*pk) + op->grp->nlocal * sizeof(pk->due[0]))) != NULL) {
         pk->sg = sg;
         pk->ndue = coll_dev_sync_due(op, pk->due);
@@ -600,7 +601,7 @@ static void staged_free(coll_op_t *op, void *state)
                    "words: kept until the job ends here", op->job->id, pk->ndue);
         return;
     }
-    if (sg->waited && sg->inflight) { /* no memory to park it: release the waits now */
+    if (sg->waited) { /* no memory to park it: release the waits now */
         coll_dev_sync_store_ready(op);
     }
     release(&op->job->d->devices, sg);
