@@ -24,8 +24,10 @@
  *             the stream before the calls instead, and not waited for. Then coll_req_stream_wait()
  *             of each bucket's request on the rank's stream, before any wait on the CPU: when
  *             the stream goes on (on the fake, when the call returns) the parameters read
- *             through it must be the updated ones; then coll_req_wait() says COLL_OK and the
- *             request ran as staged+<the host's algorithm>.
+ *             through it must be the updated ones, also where the daemons' copies back land
+ *             late (COLL_DEVICE_FAKE_COPY_MBPS, which this program clears for its own copies):
+ *             the daemons must store the done word after them; then coll_req_wait() says
+ *             COLL_OK and the request ran as staged+<the host's algorithm>.
  *   --host    (alone: the refusal ends the job) the service on host buffers and a step with a
  *             stream: COLL_ERR_INVALID from the call, the message naming the function and
  *             saying that a stream orders device buffers.
@@ -260,6 +262,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* The daemons' copies back may land late (the fake's rate), this rank's own must not: a
+     * read that waits for its own slow copy would see the daemons' land meanwhile. */
+    unsetenv("COLL_DEVICE_FAKE_COPY_MBPS");
     if ((comm = rank_dev_open("stream_ps_check", &rc)) == NULL) {
         return rc;
     }
