@@ -281,7 +281,8 @@ COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
  *         one submitted twice in a step, gradients and parameters in different pools, or a NULL
  *         @p grad or @p req_p (each of these fails the job), or a NULL @p ps;
  *         COLL_ERR_NOT_IN_POOL for buffers in no pool; the errors of coll_allreduce_async().
- *         The request completes with COLL_OK or the errors of a collective, and
+ *         Every refusal but a NULL @p ps fails the job (the other ranks would wait for this
+ *         bucket). The request completes with COLL_OK or the errors of a collective, and
  *         COLL_ERR_INVALID for a non-finite gradient (see above).
  */
 COLL_API coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket,

@@ -380,8 +380,10 @@ static coll_status_t step_bucket(const char *func, coll_ps_t *ps, size_t bucket,
         fill_step(ps, bucket, &m);
         st = coll__submit_msg(c, &m, stream, req_p);
         ps->bucket_steps[bucket] += st == COLL_INPROGRESS;
-    } else {
-        /* The other ranks would wait for this bucket: end the job for them too. */
+    }
+    if (st != COLL_INPROGRESS && c->conn->ended == COLL_OK) {
+        /* Refused here or in the submission (a stream with every word pair in flight, ...):
+         * the other ranks would wait for this bucket, so end the job for them too. */
         coll__abort(c, st, c->last_error);
     }
     pthread_mutex_unlock(&c->lock);

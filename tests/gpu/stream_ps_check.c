@@ -31,6 +31,10 @@
  *   --host    (alone: the refusal ends the job) the service on host buffers and a step with a
  *             stream: COLL_ERR_INVALID from the call, the message naming the function and
  *             saying that a stream orders device buffers.
+ *   --busy MS (alone; the fake, one rank) a service of 1025 buckets of one element; the
+ *             stream's words land MS late, so the first 1024 steps with the stream hold every
+ *             word pair and the 1025th is refused with COLL_ERR_BUSY, which must end the job:
+ *             the first step then fails rather than completing once its word landed.
  *
  * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
  * layer in this process).
@@ -216,6 +220,58 @@ static int run(int late_ms)
     return rc;
 }
 
+/* --busy (fake only, one rank): 1024 steps with a stream in flight (their words landing
+ * @p late_ms late) take every word pair; the next step with a stream is refused with
+ * COLL_ERR_BUSY, which must end the job: the steps in flight fail instead of completing once their
+ * words land. */
+static int busy(int late_ms)
+{
+    enum { N = 1025 };
+    static coll_ps_layer_t layers[N];
+    static coll_request_t *req[N];
+    coll_op_params_t p = {.field_mask = COLL_OP_PARAM_STREAM, .stream = rank_dev_stream()};
+    float *params = rank_dev_alloc(N * sizeof(float)), *grad = rank_dev_alloc(N * sizeof(float));
+    coll_ps_params_t pp = {.params = params, .layers = layers, .num_layers = N};
+    coll_ps_t *ps = NULL;
+    coll_status_t st = COLL_OK, first;
+    char delay[32];
+    size_t b;
+
+    for (b = 0; b < N; b++) {
+        layers[b] = (coll_ps_layer_t){1, 0, b};
+    }
+    coll_ps_optim_init(COLL_PS_SGD, &pp.optim);
+    coll_ps_schedule_constant(LR, &pp.schedule);
+    if (params == NULL || grad == NULL || fill(params, N, 1.0f) != 0 ||
+        fill(grad, N, 1.0f) != 0 || (st = coll_ps_create(comm, &pp, &ps)) != COLL_OK) {
+        return fail("a service of 1025 buckets", st);
+    }
+    snprintf(delay, sizeof(delay), "%d", late_ms);
+    setenv("COLL_DEVICE_FAKE_COPY_DELAY_MS", delay, 1);
+    for (b = 0; b < N && st != COLL_ERR_BUSY; b++) {
+        st = coll_ps_step_bucket_params_async(ps, b, grad + b, &p, &req[b]);
+        if (st != COLL_INPROGRESS && (b != N - 1 || st != COLL_ERR_BUSY)) {
+            return fail("a step with a stream", st);
+        }
+    }
+    if (st != COLL_ERR_BUSY ||
+        strstr(coll_comm_last_error(comm), "1024 operations with stream words") == NULL) {
+        return fail("the step past 1024 with a stream", st);
+    }
+    first = coll_req_wait(req[0], 30000);
+    printf("rank %d: refused: %s; the first step then %s\n", rank, coll_err_name(st),
+           coll_err_name(first));
+    for (b = 0; b < N - 1; b++) {
+        coll_req_free(req[b]);
+    }
+    coll_ps_destroy(ps);
+    if (first == COLL_OK) {
+        fprintf(stderr, "rank %d: a step refused with COLL_ERR_BUSY did not end the job\n", rank);
+        return 1;
+    }
+    return 0;
+}
+
 /* --host: a step with a stream on host buffers is refused by the call. */
 static int host_stream(void)
 {
@@ -249,16 +305,18 @@ static int host_stream(void)
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'},
-                                          {0, 0, 0, 0}};
-    int late_ms = 0, host = 0, c, rc;
+                                          {"busy", 1, 0, 'b'}, {0, 0, 0, 0}};
+    int late_ms = 0, host = 0, busy_ms = 0, c, rc;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         if (c == 'l') {
             late_ms = atoi(optarg);
         } else if (c == 'h') {
             host = 1;
+        } else if (c == 'b') {
+            busy_ms = atoi(optarg);
         } else {
-            fprintf(stderr, "usage: stream_ps_check [--late MS] [--host]\n");
+            fprintf(stderr, "usage: stream_ps_check [--late MS] [--host] [--busy MS]\n");
             return 2;
         }
     }
@@ -270,7 +328,7 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
-    rc = host ? host_stream() : run(late_ms);
+    rc = host ? host_stream() : busy_ms > 0 ? busy(busy_ms) : run(late_ms);
     rank_dev_close(comm);
     return rc;
 }
