@@ -142,7 +142,7 @@ static int expect(const char *what, const float *dev, const float *want)
     return 0;
 }
 
-/* Step @p t of the service, submitted with @p stream (see the top). @p ref holds the
+/* The next step of the service, submitted with @p stream (see the top). @p ref holds the
  * parameters before it, and after it on return. */
 static int step(coll_ps_t *ps, float *params, float *grad, float *ref, int late_ms, void *stream)
 {
