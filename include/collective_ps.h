@@ -54,7 +54,8 @@ extern "C" {
  * job starts them from zero.
  *
  * Threads: a service is used from one thread at a time, except that requests of
- * coll_ps_step_bucket_async() may be waited on from any thread.
+ * coll_ps_step_bucket_async() and coll_ps_step_bucket_params_async() may be waited on from any
+ * thread.
  */
 
 /** Opaque parameter service of a communicator. */
@@ -280,11 +281,39 @@ COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
  *         one submitted twice in a step, gradients and parameters in different pools, or a NULL
  *         @p grad or @p req_p (each of these fails the job), or a NULL @p ps;
  *         COLL_ERR_NOT_IN_POOL for buffers in no pool; the errors of coll_allreduce_async().
- *         The request completes with COLL_OK or the errors of a collective, and
+ *         Every refusal but a NULL @p ps fails the job (the other ranks would wait for this
+ *         bucket). The request completes with COLL_OK or the errors of a collective, and
  *         COLL_ERR_INVALID for a non-finite gradient (see above).
  */
 COLL_API coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket,
                                                  const float *grad, coll_request_t **req_p);
+
+/**
+ * @brief coll_ps_step_bucket_async() with per-operation parameters, of which a step takes only
+ *        a CUDA stream (COLL_OP_PARAM_STREAM; ::coll_op_params_t): with device buffers, the
+ *        step reads @p grad and the parameters (those of the node's first local rank, the
+ *        master weights) only once the work queued on @p params->stream before the call is
+ *        done (e.g. the backward that wrote the gradients), without blocking this thread; and
+ *        coll_req_stream_wait() on its request makes the work queued on a stream from then on
+ *        (e.g. the next forward) wait until the updated parameters are back in this rank's
+ *        device buffer. docs/gpu.md, "Streams". The stream's word pair and its limits are a
+ *        collective's: a stream that never gets there holds the step until the job's timeout.
+ *        @p params NULL, or without the stream's bit: as coll_ps_step_bucket_async() (whose
+ *        requests on device buffers can be waited on by a stream too).
+ * @param [in] params Read during the call only; NULL: none.
+ * @return As coll_ps_step_bucket_async(), and (each failing the job, as every refused step):
+ *         COLL_ERR_INVALID for another field of @p params set (a step's key, algorithm, layout
+ *         and compression are the service's: the message gives the mask), and for a stream with
+ *         gradients and parameters in the host pool; COLL_ERR_BUSY for a stream with 1024
+ *         requests with a stream in flight; COLL_ERR_UNSUPPORTED for a stream where the device
+ *         layer could not register the stream words (the message gives the driver's reason);
+ *         the device layer's error for a stream on which it cannot queue the ready word's write.
+ *         The request completes as coll_ps_step_bucket_async()'s.
+ */
+COLL_API coll_status_t coll_ps_step_bucket_params_async(coll_ps_t *ps, size_t bucket,
+                                                        const float *grad,
+                                                        const coll_op_params_t *params,
+                                                        coll_request_t **req_p);
 
 /**
  * @brief One whole step: every bucket of @p grads (the flat layout, in the pool) submitted at

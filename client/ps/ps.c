@@ -4,6 +4,7 @@
  * PS_STEP operation whose key is (key space, step, bucket), as the bucketer's keys are, and
  * whose compression (if any) uses the residual of bucket (key space, bucket), as a bucketer's.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,9 +299,10 @@ void coll_ps_destroy(coll_ps_t *ps)
 }
 
 /* The bucket exists and has not been submitted this step; its gradients and parameters are in
- * one pool: the host's or a device's (the daemons stage device buffers, docs/gpu.md). */
+ * one pool: the host's or a device's (the daemons stage device buffers, docs/gpu.md), a
+ * device's where the step has a @p stream (which orders only device work). */
 static coll_status_t check_step(const char *func, coll_ps_t *ps, size_t bucket,
-                                const float *grad, coll_submission_t *m)
+                                const float *grad, int stream, coll_submission_t *m)
 {
     coll_comm_t *c = ps->comm;
     size_t bytes;
@@ -332,6 +334,12 @@ static coll_status_t check_step(const char *func, coll_ps_t *ps, size_t bucket,
                         pp == 0 ? "host memory" : gp == 0 ? "a device pool" : "another one");
         return COLL_ERR_INVALID;
     }
+    if (stream && gp == 0) {
+        coll__set_error(c, "%s: rank %d: a stream orders operations on device buffers; the "
+                        "gradients and parameters of bucket %zu are in the host pool", func,
+                        c->rank, bucket);
+        return COLL_ERR_INVALID;
+    }
     m->send_offset = (uint64_t)go;
     m->recv_offset = (uint64_t)po;
     m->pool = gp;
@@ -357,22 +365,25 @@ static void fill_step(const coll_ps_t *ps, size_t bucket, coll_submission_t *m)
 }
 
 /* The step of @p bucket, for public function @p func (the one the caller called, for the
- * messages). */
+ * messages); with @p stream (NULL: none; *@p stream NULL: CUDA's default stream) its device
+ * buffers are read after the stream's earlier work (coll__submit_msg()). */
 static coll_status_t step_bucket(const char *func, coll_ps_t *ps, size_t bucket,
-                                 const float *grad, coll_request_t **req_p)
+                                 const float *grad, void *const *stream, coll_request_t **req_p)
 {
     coll_comm_t *c = ps->comm;
     coll_submission_t m = {0};
     coll_status_t st;
 
     pthread_mutex_lock(&c->lock);
-    st = check_step(func, ps, bucket, grad, &m);
+    st = check_step(func, ps, bucket, grad, stream != NULL, &m);
     if (st == COLL_OK) {
         fill_step(ps, bucket, &m);
-        st = coll__submit_msg(c, &m, NULL, req_p);
+        st = coll__submit_msg(c, &m, stream, req_p);
         ps->bucket_steps[bucket] += st == COLL_INPROGRESS;
-    } else {
-        /* The other ranks would wait for this bucket: end the job for them too. */
+    }
+    if (st != COLL_INPROGRESS && c->conn->ended == COLL_OK) {
+        /* Refused here or in the submission (a stream with every word pair in flight, ...):
+         * the other ranks would wait for this bucket, so end the job for them too. */
         coll__abort(c, st, c->last_error);
     }
     pthread_mutex_unlock(&c->lock);
@@ -386,7 +397,33 @@ coll_status_t coll_ps_step_bucket_async(coll_ps_t *ps, size_t bucket, const floa
     if (req_p == NULL) {
         return coll__refuse_null(ps->comm, __func__, "req_p");
     }
-    return step_bucket(__func__, ps, bucket, grad, req_p);
+    return step_bucket(__func__, ps, bucket, grad, NULL, req_p);
+}
+
+/* The fields of coll_op_params_t a step takes: its key, algorithm, layout and compression are
+ * the service's own. */
+#define STEP_PARAMS COLL_OP_PARAM_STREAM
+
+coll_status_t coll_ps_step_bucket_params_async(coll_ps_t *ps, size_t bucket, const float *grad,
+                                               const coll_op_params_t *params,
+                                               coll_request_t **req_p)
+{
+    COLL_ARG_CHECK(NULL, ps);
+    if (req_p == NULL) {
+        return coll__refuse_null(ps->comm, __func__, "req_p");
+    }
+    if (params != NULL && (params->field_mask & ~(uint64_t)STEP_PARAMS) != 0) {
+        return coll__refuse(ps->comm, COLL_ERR_INVALID, "%s: rank %d: field_mask %#" PRIx64
+                            " of the parameters: a step takes only a stream "
+                            "(COLL_OP_PARAM_STREAM); its key, algorithm, layout and compression "
+                            "are the service's", __func__, ps->comm->rank, params->field_mask);
+    }
+    /* A stream of NULL is CUDA's default stream, not none: the mask says whether. */
+    return step_bucket(__func__, ps, bucket, grad,
+                       params != NULL && (params->field_mask & COLL_OP_PARAM_STREAM)
+                           ? &params->stream
+                           : NULL,
+                       req_p);
 }
 
 coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads)
@@ -401,7 +438,7 @@ coll_status_t coll_ps_step(coll_ps_t *ps, const float *grads)
     reqs = calloc(ps->num_buckets, sizeof(*reqs));
     st = reqs != NULL ? COLL_OK : COLL_ERR_NOMEM;
     for (size_t b = 0; b < ps->num_buckets && st == COLL_OK; b++) {
-        st = step_bucket(__func__, ps, b, grads + ps->bucket_off[b], &reqs[b]);
+        st = step_bucket(__func__, ps, b, grads + ps->bucket_off[b], NULL, &reqs[b]);
         st = st == COLL_INPROGRESS ? COLL_OK : st;
     }
     for (size_t b = 0; reqs != NULL && b < ps->num_buckets; b++) {

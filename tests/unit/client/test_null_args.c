@@ -464,15 +464,17 @@ static void test_bad_layouts(void **state)
                   coll_layout_group(&layout, COLL_DIM_TP, 5, ranks, &color));
 }
 
-/* collective_ps.h: a bucket that does not exist (a local call: the job goes on), and the
+/* collective_ps.h: a bucket that does not exist (a local call: the job goes on), the
  * blocking step given gradients outside the pool, which names itself, not
- * coll_ps_step_bucket_async(). */
+ * coll_ps_step_bucket_async(), and a step given parameters other than a stream. */
 static void test_bad_ps_values(void **state)
 {
     size_t off = 7, count = 7, zero = 0, four = 4;
     uint64_t steps = 0;
     coll_ps_t one = {.comm = comm, .params = buf, .count = 4, .num_layers = 1, .num_buckets = 1,
                      .bucket_off = &zero, .bucket_count = &four, .bucket_steps = &steps};
+    const coll_op_params_t key_and_stream = {
+        .field_mask = COLL_OP_PARAM_KEY | COLL_OP_PARAM_STREAM, .key = 1};
 
     (void)state;
     REFUSED(INV, 0, "coll_ps_bucket_range", "bucket 1 does not exist (the service has 1)",
@@ -487,6 +489,10 @@ static void test_bad_ps_values(void **state)
     REFUSED(COLL_ERR_NOT_IN_POOL, 1, "coll_ps_step_bucket_async",
             "the gradients of bucket 0 are not inside the job's pool",
             coll_ps_step_bucket_async(&one, 0, buf, &(coll_request_t *){NULL}));
+    REFUSED(INV, 1, "coll_ps_step_bucket_params_async",
+            "field_mask 0x11 of the parameters: a step takes only a stream",
+            coll_ps_step_bucket_params_async(&one, 0, buf, &key_and_stream,
+                                             &(coll_request_t *){NULL}));
     assert_int_equal(steps, 0);
 }
 
@@ -595,6 +601,9 @@ static void test_parameter_service(void **state)
     NULL_ARG(NULL, INV, "ps", coll_ps_step_bucket_async(NULL, 0, buf, &r));
     NULL_REFUSED(INV, "grad", coll_ps_step_bucket_async(ps, 0, NULL, &r));
     NULL_REFUSED(INV, "req_p", coll_ps_step_bucket_async(ps, 0, buf, NULL));
+    NULL_ARG(NULL, INV, "ps", coll_ps_step_bucket_params_async(NULL, 0, buf, NULL, &r));
+    NULL_REFUSED(INV, "grad", coll_ps_step_bucket_params_async(ps, 0, NULL, NULL, &r));
+    NULL_REFUSED(INV, "req_p", coll_ps_step_bucket_params_async(ps, 0, buf, NULL, NULL));
     NULL_ARG(NULL, INV, "ps", coll_ps_step(NULL, buf));
     NULL_REFUSED(INV, "grads", coll_ps_step(ps, NULL));
     NULL_ARG(NULL, INV, "ps", coll_ps_save(NULL, &image, bytes));
