@@ -134,6 +134,7 @@ static void tick(uv_timer_t *t)
     s->pending = 0;
     coll_dev_scratch_free(&s->scratch); /* the event covers the work on it */
     if (st != COLL_OK) {
+        coll_device_fault(s->ln.device, s->ln.ctx.device, coll_dev_error());
         fail(s->op, st, "the work on the stream failed", coll_dev_error());
         return;
     }
