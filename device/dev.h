@@ -222,7 +222,9 @@ coll_status_t coll__dev_check_word(uint64_t word, const char *who);
  *  queued (stream_sync() and stream_destroy() wait for it); COLL_DEVICE_FAKE_COPY_MBPS=N
  *  (test only) gives each stream N MB/s: an event completes no earlier than the copies queued
  *  on its stream before it would have, one after the other; COLL_DEVICE_FAKE_PIN_FAIL=1 makes
- *  host_alloc() refuse with COLL_ERR_NOMEM. A host_register() range's device address is its
+ *  host_alloc() refuse with COLL_ERR_NOMEM;
+ *  COLL_DEVICE_FAKE_EXEC_FAIL=N (test only) faults a device at the executor's N-th launch
+ *  (coll__dev_fake_exec_launch()). A host_register() range's device address is its
  *  host address; a stream_wait_word() holds the stream's later work until the word is there
  *  (its copies land, its events complete, when a query, copy or sync finds it there, a write
  *  behind it lands from a thread); stream_sync() waits for the word, polling every 100 us, for
@@ -242,6 +244,23 @@ coll_status_t coll__dev_fake_init(int ndev);
 /** @return Bytes the fake's grant() gave device @p dev access to since the process started
  *          (test only: what a pool granted a peer). Thread-safe. */
 uint64_t coll__dev_fake_granted(int dev);
+
+/**
+ * @brief For the fake's executor (daemon/core/dev_exec.c), before each of its asynchronous
+ *        launches on fake device @p dev: counts the launch, and the COLL_DEVICE_FAKE_EXEC_FAIL-th
+ *        of the process (test only) faults the device as a kernel's illegal address does on a
+ *        GPU: the launch succeeds, the device runs no more work, the next event_query(),
+ *        stream_sync() or coll__dev_fake_exec_sync() on it fails with COLL_ERR_IO and
+ *        CUDA_ERROR_ILLEGAL_ADDRESS's text, and from then every call on it that creates or
+ *        queues something fails so (sticky, as a CUDA context's error). Thread-safe.
+ * @param [out] run_p 1: run the launch's work; 0: do not (the device faulted).
+ * @return COLL_OK; COLL_ERR_IO once the fault was reported (coll_dev_error() says it).
+ */
+coll_status_t coll__dev_fake_exec_launch(int dev, int *run_p);
+
+/** @brief For the fake's executor's sync on fake device @p dev: reports its fault as
+ *         event_query() does. @return COLL_OK; COLL_ERR_IO (coll_dev_error() says it). */
+coll_status_t coll__dev_fake_exec_sync(int dev);
 
 /**
  * @brief Open CUDA's driver: dlopen libcuda.so.1, resolve its entries, cuInit.

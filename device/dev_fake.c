@@ -141,7 +141,7 @@ static coll_status_t fake_mem_create(int dev, size_t bytes, coll_dev_mem_t *mem_
     coll_status_t st = check_dev(dev, "create");
     int fd;
 
-    if (st != COLL_OK) {
+    if (st != COLL_OK || (st = coll__fake_fault(dev, "create", 0)) != COLL_OK) {
         return st;
     }
     if (bytes == 0 || bytes % FAKE_GRANULARITY != 0) {
@@ -299,7 +299,7 @@ static coll_status_t fake_stream_create(int dev, coll_dev_stream_t *s_p)
     coll_status_t st = check_dev(dev, "stream");
     struct coll_dev_stream *s;
 
-    if (st != COLL_OK) {
+    if (st != COLL_OK || (st = coll__fake_fault(dev, "stream", 0)) != COLL_OK) {
         return st;
     }
     if ((s = calloc(1, sizeof(*s))) == NULL) {
@@ -417,6 +417,9 @@ static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
     int deferred;
 
     s = coll__fake_or_default(s);
+    if (coll__fake_fault(s->dev, "copy", 0) != COLL_OK) {
+        return COLL_ERR_IO;
+    }
     coll__fake_land(s, now);
     if (mbps > 0) { /* after the stream's earlier copies, at mbps bytes a microsecond */
         s->busy_ns = (s->busy_ns > now ? s->busy_ns : now) + (uint64_t)bytes * 1000u / mbps;
@@ -429,6 +432,8 @@ static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
     }
     if (!deferred) {
         coll__fake_land(s, UINT64_MAX);
+    }
+    if (!deferred && !coll__fake_faulted(s->dev)) { /* a faulted device copies nothing */
         memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     }
     s->queued++;
@@ -468,7 +473,11 @@ static void fake_host_free(int dev, void *p)
 
 static coll_status_t fake_stream_sync(coll_dev_stream_t s)
 {
-    coll_status_t st = await_gates(coll__fake_or_default(s), "stream sync");
+    coll_status_t st = coll__fake_fault(coll__fake_or_default(s)->dev, "stream sync", 1);
+
+    if (st == COLL_OK) {
+        st = await_gates(coll__fake_or_default(s), "stream sync");
+    }
 
     if (st == COLL_OK) {
         wait_landed(coll__fake_or_default(s));
@@ -481,7 +490,7 @@ static coll_status_t fake_event_create(int dev, coll_dev_event_t *e_p)
     coll_status_t st = check_dev(dev, "event");
     struct coll_dev_event *e;
 
-    if (st != COLL_OK) {
+    if (st != COLL_OK || (st = coll__fake_fault(dev, "event", 0)) != COLL_OK) {
         return st;
     }
     if ((e = calloc(1, sizeof(*e))) == NULL) {
@@ -500,6 +509,9 @@ static void fake_event_destroy(coll_dev_event_t e)
 static coll_status_t fake_event_record(coll_dev_event_t e, coll_dev_stream_t s)
 {
     s = coll__fake_or_default(s);
+    if (coll__fake_fault(s->dev, "event record", 0) != COLL_OK) {
+        return COLL_ERR_IO;
+    }
     if (e->dev != s->dev) {
         return coll__dev_fail(COLL_ERR_INVALID, "event of device %d recorded on a stream of "
                               "device %d", e->dev, s->dev);
@@ -521,6 +533,9 @@ static coll_status_t fake_event_query(coll_dev_event_t e)
 {
     uint64_t now = coll__fake_now_ns();
 
+    if (coll__fake_fault(e->dev, "event query", 1) != COLL_OK) {
+        return COLL_ERR_IO;
+    }
     if (e->stream != NULL) {
         coll__fake_land((struct coll_dev_stream *)e->stream, now);
     }

@@ -58,6 +58,14 @@ int coll__fake_defer(struct coll_dev_stream *s, struct fake_copy c);
 /** @return @p s, or for NULL the stream CUDA's default stream stands for (device 0). */
 coll_dev_stream_t coll__fake_or_default(coll_dev_stream_t s);
 
+/** @brief The fake's injected kernel fault (dev_fake_fault.c) on device @p dev, for the entry
+ *         @p who: COLL_ERR_IO with CUDA_ERROR_ILLEGAL_ADDRESS's text in coll_dev_error() once
+ *         reported; a fault not reported yet is reported (and sticky from then) where
+ *         @p report is 1 (an event query, a sync), else passed over. @return COLL_OK; that. */
+coll_status_t coll__fake_fault(int dev, const char *who, int report);
+/** @return Whether device @p dev faulted (reported or not): it runs no more work. */
+int coll__fake_faulted(int dev);
+
 /** dev.h's host_register(): the device address of host memory is its host address. */
 coll_status_t coll__fake_host_register(void *p, size_t bytes, uint64_t *dev_p);
 /** dev.h's host_unregister(): nothing to undo. */

@@ -13,9 +13,41 @@
 
 /* The host executor's entries under the kind COLL_MEM_CUDA: the fake layer's device memory is
  * host memory, so they compute on it as on any host buffer, and its asynchronous entries
- * complete before they return, which the fake's synchronous streams expect. Filled once. None
- * where COLL_DEVICE_FAKE_NO_EXEC is set (tests of what a daemon without one does). */
+ * complete before they return, which the fake's synchronous streams expect; those go through
+ * the fake's count of launches, which faults a device where a test asks
+ * (COLL_DEVICE_FAKE_EXEC_FAIL: coll__dev_fake_exec_launch()). Filled once. None where
+ * COLL_DEVICE_FAKE_NO_EXEC is set (tests of what a daemon without one does). */
 static coll_exec_t fake_exec;
+
+static coll_status_t fake_copy_async(const coll_exec_ctx_t *ctx, void *dst, const void *src,
+                                     size_t bytes)
+{
+    int run;
+    coll_status_t st = coll__dev_fake_exec_launch(ctx->device, &run);
+
+    return run ? coll_exec_get(COLL_MEM_HOST)->copy_async(ctx, dst, src, bytes) : st;
+}
+
+static coll_status_t fake_zero_async(const coll_exec_ctx_t *ctx, void *dst, size_t bytes)
+{
+    int run;
+    coll_status_t st = coll__dev_fake_exec_launch(ctx->device, &run);
+
+    return run ? coll_exec_get(COLL_MEM_HOST)->zero_async(ctx, dst, bytes) : st;
+}
+
+static coll_status_t fake_reduce_async(const coll_exec_ctx_t *ctx, const coll_reduce_args_t *a)
+{
+    int run;
+    coll_status_t st = coll__dev_fake_exec_launch(ctx->device, &run);
+
+    return run ? coll_exec_get(COLL_MEM_HOST)->reduce_async(ctx, a) : st;
+}
+
+static coll_status_t fake_sync(const coll_exec_ctx_t *ctx)
+{
+    return coll__dev_fake_exec_sync(ctx->device);
+}
 
 static const coll_exec_t *fake_open(char *text, size_t len)
 {
@@ -29,6 +61,10 @@ static const coll_exec_t *fake_open(char *text, size_t len)
         fake_exec = *coll_exec_get(COLL_MEM_HOST);
         fake_exec.name = "fake";
         fake_exec.kind = COLL_MEM_CUDA;
+        fake_exec.copy_async = fake_copy_async;
+        fake_exec.zero_async = fake_zero_async;
+        fake_exec.reduce_async = fake_reduce_async;
+        fake_exec.sync = fake_sync;
     }
     if ((st = coll_exec_register(&fake_exec)) != COLL_OK) {
         snprintf(text, len, "the fake device's executor: not registered: %s", coll_strerror(st));

@@ -148,6 +148,72 @@ void coll_dev_pool_streams_destroy(const coll_dev_ops_t *ops, coll_dev_pool_t *d
     }
 }
 
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void poll_free(const coll_dev_ops_t *ops, coll_dev_poll_t *p)
+{
+    ops->event_destroy(p->event);
+    uv_close((uv_handle_t *)p->timer, timer_closed);
+    free(p);
+}
+
+coll_status_t coll_dev_pool_poll_get(const coll_dev_ops_t *ops, uv_loop_t *loop,
+                                     coll_dev_pool_t *dp, coll_dev_poll_t **poll_p)
+{
+    coll_dev_poll_t *p = dp->idle;
+    coll_status_t st;
+
+    if (p != NULL) {
+        dp->idle = p->next;
+        dp->nidle--;
+        p->next = NULL;
+        *poll_p = p;
+        return COLL_OK;
+    }
+    if ((p = calloc(1, sizeof(*p))) == NULL || (p->timer = calloc(1, sizeof(*p->timer))) == NULL) {
+        free(p);
+        return coll__dev_fail(COLL_ERR_NOMEM, "a poll of device %d: out of memory", dp->device);
+    }
+    if ((st = ops->event_create(dp->device, &p->event)) != COLL_OK) {
+        free(p->timer);
+        free(p);
+        return st;
+    }
+    uv_timer_init(loop, p->timer);
+    *poll_p = p;
+    return COLL_OK;
+}
+
+void coll_dev_pool_poll_put(const coll_dev_ops_t *ops, coll_dev_pool_t *dp,
+                            coll_dev_poll_t *poll)
+{
+    if (poll == NULL) {
+        return;
+    }
+    uv_timer_stop(poll->timer);
+    if (dp->nidle >= COLL_DEV_POOL_POLLS_KEPT) {
+        poll_free(ops, poll);
+        return;
+    }
+    poll->timer->data = NULL;
+    poll->next = dp->idle;
+    dp->idle = poll;
+    dp->nidle++;
+}
+
+void coll_dev_pool_polls_free(const coll_dev_ops_t *ops, coll_dev_pool_t *dp)
+{
+    while (dp->idle != NULL) { /* none without a device layer (@p ops NULL) */
+        coll_dev_poll_t *p = dp->idle;
+        dp->idle = p->next;
+        poll_free(ops, p);
+    }
+    dp->nidle = 0;
+}
+
 void coll_dev_pools_destroy(coll_job_t *job)
 {
     for (int i = 0; i < COLL_DEV_MAX; i++) {
@@ -156,6 +222,7 @@ void coll_dev_pools_destroy(coll_job_t *job)
             if (job->d->devices.ops != NULL) {
                 coll_dev_pool_streams_destroy(job->d->devices.ops, dp);
             }
+            coll_dev_pool_polls_free(job->d->devices.ops, dp);
             coll_pool_destroy(dp->pool);
             job->d->devices.dev[i].pools--;
             free(dp->sent);

@@ -20,6 +20,18 @@
  *  copies in (device to host) or the copies back (host to device). */
 enum { COLL_DEV_POOL_IN = 0, COLL_DEV_POOL_BACK = 1 };
 
+/** Polls a pool keeps idle for the next operations (coll_dev_pool_poll_put()). */
+#define COLL_DEV_POOL_POLLS_KEPT 4
+
+/** What an operation on a pool's device polls its work with: an event on the pool's device and
+ *  a timer of the loop (coll_dev_pool_poll_get()), kept by the pool between operations, as
+ *  creating an event costs a driver call. */
+typedef struct coll_dev_poll {
+    coll_dev_event_t event;
+    uv_timer_t *timer;          /**< initialized on the loop; its data the taker's */
+    struct coll_dev_poll *next; /**< the pool's next idle one */
+} coll_dev_poll_t;
+
 /** A job's pool on one device. */
 typedef struct coll_dev_pool {
     int device;      /**< the daemon's index of it */
@@ -30,6 +42,9 @@ typedef struct coll_dev_pool {
                                           (coll_dev_pool_streams()), NULL until made */
     uint32_t peers;  /**< bit d: device d was granted access to the daemon's mapping of the
                           pool, now and as it grows (coll_dev_pool_join_peers()) */
+    coll_dev_poll_t *idle; /**< polls kept for the next operations, at most
+                                COLL_DEV_POOL_POLLS_KEPT (nidle) */
+    uint32_t nidle;
 } coll_dev_pool_t;
 
 /**
@@ -87,7 +102,30 @@ coll_status_t coll_dev_pool_streams(const coll_dev_ops_t *ops, coll_dev_pool_t *
  *         queues). */
 void coll_dev_pool_streams_destroy(const coll_dev_ops_t *ops, coll_dev_pool_t *dp);
 
-/** @brief Destroy the job's device pools, giving their memory and budget back. */
+/**
+ * @brief A poll of work on @p dp's device: one the pool kept idle, or a new one (an event made
+ *        with @p ops, a timer initialized on @p loop). Give it back with coll_dev_pool_poll_put().
+ * @return COLL_OK and it in *@p poll_p; COLL_ERR_NOMEM; the device layer's error (no event:
+ *         coll_dev_error() says why).
+ */
+coll_status_t coll_dev_pool_poll_get(const coll_dev_ops_t *ops, uv_loop_t *loop,
+                                     coll_dev_pool_t *dp, coll_dev_poll_t **poll_p);
+
+/**
+ * @brief Give @p poll back to @p dp once the work it polled is done (its event may be recorded
+ *        again): its timer is stopped and it is kept for the next operation, or destroyed
+ *        (event destroyed, timer closed) where the pool keeps COLL_DEV_POOL_POLLS_KEPT already.
+ *        Safe with NULL.
+ */
+void coll_dev_pool_poll_put(const coll_dev_ops_t *ops, coll_dev_pool_t *dp,
+                            coll_dev_poll_t *poll);
+
+/** @brief Destroy the polls @p dp keeps idle (@p ops: the layer that made their events), their
+ *         timers closed on their loop (freed by its next turn). */
+void coll_dev_pool_polls_free(const coll_dev_ops_t *ops, coll_dev_pool_t *dp);
+
+/** @brief Destroy the job's device pools, giving their memory and budget back (with the polls
+ *         they keep: their timers closed on the loop). */
 void coll_dev_pools_destroy(coll_job_t *job);
 
 /** @return The job's pool of id @p id (0 the host pool, 1 + d device d's), NULL when it has

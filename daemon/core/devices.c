@@ -3,11 +3,23 @@
  */
 #include "core/devices.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "core/dev_exec.h"
 #include "kernels/cuda/module.h"
+
+void coll_device_fault(coll_device_t *dv, int index, const char *why)
+{
+    if (dv->fault[0] != '\0') {
+        return;
+    }
+    snprintf(dv->fault, sizeof(dv->fault), "%s", why[0] != '\0' ? why : "unknown error");
+    coll_error(COLL_SUB_CORE, "device %d (%s): the work queued on it failed: %s; its error is "
+               "sticky, so its allocations are refused until the daemon restarts", index,
+               dv->info.name, dv->fault);
+}
 
 void coll_devices_budget(coll_devices_t *ds, uint64_t budget)
 {

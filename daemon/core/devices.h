@@ -37,6 +37,11 @@ typedef struct {
     uint64_t kernel_copies;    /**< copies between its buffers the daemon queued on it through
                                     the executor (the NCCL path's placing and distribution, a
                                     one-node group's on the device) */
+    char fault[COLL_DEV_TEXT_MAX]; /**< "" while sound; else the device layer's text of the
+                                        error its work met (a kernel's fault): sticky for the
+                                        daemon's context, so device allocations on it are
+                                        refused until the daemon restarts
+                                        (coll_device_fault()) */
 } coll_device_t;
 
 /** The daemon's devices. */
@@ -78,6 +83,16 @@ const char *coll_devices_layer(const coll_devices_t *ds);
  *        (device_pool_budget). What pools hold already stays; growth beyond is refused.
  */
 void coll_devices_budget(coll_devices_t *ds, uint64_t budget);
+
+/**
+ * @brief Record that the work the daemon queued on device @p index (@p dv) failed, as the
+ *        event query or sync that saw it said (@p why, the device layer's text): a device's
+ *        asynchronous error is sticky for the daemon's context (CUDA's illegal address, a
+ *        kernel's launch failure), so the device is out of service for this daemon: its
+ *        allocations are refused from now on, naming @p why (job/devalloc.h). The first fault
+ *        is kept and logged, once; later ones change nothing.
+ */
+void coll_device_fault(coll_device_t *dv, int index, const char *why);
 
 /**
  * @brief The device a rank names: by its UUID (@p uuid of @p uuid_len bytes, which names it

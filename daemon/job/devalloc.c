@@ -105,6 +105,13 @@ coll_status_t coll_devalloc(coll_session_t *s, const Coll__Wire__MemAlloc *a,
         snprintf(err, errlen, "rank %u: a device allocation of 0 bytes", s->rank);
         return COLL_ERR_INVALID;
     }
+    if (s->job->d->devices.dev[dev].fault[0] != '\0') {
+        snprintf(err, errlen, "device %d (%s) is out of service in this daemon: work on it "
+                 "failed earlier (%s), an error sticky for the daemon's context; its device "
+                 "allocations are refused until the daemon restarts", dev,
+                 s->job->d->devices.dev[dev].info.name, s->job->d->devices.dev[dev].fault);
+        return COLL_ERR_UNSUPPORTED;
+    }
     if ((st = coll_dev_pool_get(s->job, dev, &dp, err, errlen)) != COLL_OK) {
         return st;
     }

@@ -24,7 +24,8 @@ typedef struct {
  * @brief Serve @p a (a device kind) for @p s, whose job is ready: fill @p r (offset, pool,
  *        pool_bytes, chunks) and @p out, or say why not in @p err.
  * @return COLL_OK; COLL_ERR_UNSUPPORTED (no device layer, the rank's layer differs, no such
- *         device, a device that cannot share memory); COLL_ERR_INVALID for 0 bytes;
+ *         device, a device that cannot share memory, a device out of service after a fault
+ *         of its work: coll_device_fault()); COLL_ERR_INVALID for 0 bytes;
  *         COLL_ERR_POOL_FULL (the device's budget or the pool's range); COLL_ERR_NOMEM or the
  *         device's error when its memory could not be taken.
  */

@@ -54,6 +54,8 @@
  *               collective must take the staged path ("staged+local" on one node).
  *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
  *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
+ *   --fails-with TEXT  the same, the error naming TEXT (a device's fault the daemons' fake
+ *               injects: COLL_DEVICE_FAKE_EXEC_FAIL).
  *
  * Exit status: 0 success, 1 a failed check (with a message), 2 usage, 77 skipped (no device
  * layer in this process).
@@ -79,6 +81,7 @@ static int spread; /* --spread: devices the ranks' buffers are spread over, 0: n
 static const char *on_device; /* what the five device collectives must be named: "nccl" (--nccl),
                                  "device+local" (--device); NULL: "staged+..." */
 static coll_redop_t redop = COLL_SUM; /* the reduce-scatter's and the reduce's (run_case()) */
+static const char *fail_text = "NCCL"; /* what the failing allreduce's error names */
 static const char *f32_algo; /* --algo: the float32 allreduces' name, NULL: any staged one */
 
 /* Rank @p r's input element @p i. */
@@ -596,7 +599,8 @@ static int run_mixed(void)
     return expect(st, COLL_ERR_INVALID, "an allreduce from the device into the host pool");
 }
 
-/* A float32 allreduce on the device that the daemons' NCCL fails: an error naming NCCL. */
+/* A float32 allreduce on the device that the daemons fail: an error naming fail_text (NCCL's
+ * or the device's); never a success, whose result would be wrong. */
 static int run_nccl_error(void)
 {
     float *d = rank_dev_alloc(SMALL * 4);
@@ -609,9 +613,9 @@ static int run_nccl_error(void)
     }
     st = coll_allreduce_async(comm, d, d, SMALL, COLL_FLOAT32, COLL_SUM, NULL, &req);
     st = finish(st, req, algo, sizeof(algo));
-    if (st == COLL_OK || strstr(coll_comm_last_error(comm), "NCCL") == NULL) {
-        fprintf(stderr, "rank %d: an allreduce that NCCL fails: %s: '%s'\n", rank,
-                coll_err_name(st), coll_comm_last_error(comm));
+    if (st == COLL_OK || strstr(coll_comm_last_error(comm), fail_text) == NULL) {
+        fprintf(stderr, "rank %d: an allreduce that must fail naming %s: %s: '%s'\n", rank,
+                fail_text, coll_err_name(st), coll_comm_last_error(comm));
         return -1;
     }
     printf("rank %d: the allreduce failed as expected: %s: %s\n", rank, coll_err_name(st),
@@ -629,6 +633,7 @@ int main(int argc, char **argv)
                                          {"device", optional_argument, NULL, 'D'},
                                          {"spread", optional_argument, NULL, 'S'},
                                          {"nccl-error", no_argument, NULL, 'e'},
+                                         {"fails-with", required_argument, NULL, 'F'},
                                          {"kinds", no_argument, NULL, 'k'},
                                          {"algo", required_argument, NULL, 'a'},
                                          {"time", required_argument, NULL, 't'},
@@ -647,6 +652,9 @@ int main(int argc, char **argv)
             on_device = optarg != NULL ? optarg : "device+local";
         } else if (c == 'S') {
             spread = optarg != NULL ? atoi(optarg) : 2;
+        } else if (c == 'F') {
+            mode = 'e';
+            fail_text = optarg;
         } else if (c == 'a') {
             f32_algo = optarg;
         } else if (c == 't') {
@@ -659,7 +667,8 @@ int main(int argc, char **argv)
             params = &compressed;
         } else {
             fprintf(stderr, "usage: staged_check [--count N] [--algo NAME] [--mismatch | "
-                    "--mixed | --compression SPEC | --nccl-error | --kinds | --time REPS] "
+                    "--mixed | --compression SPEC | --nccl-error | --fails-with TEXT | --kinds | "
+                    "--time REPS] "
                     "[--nccl | --device[=NAME]] [--spread[=N]]\n");
             return 2;
         }

@@ -17,10 +17,12 @@
  * - broadcast: the root's input copied to every output.
  *
  * An event recorded after the work is polled by a timer of the loop (every POLL_MS, as the NCCL
- * path's); the ranks are told when it completed (their streams' done words then: docs/gpu.md,
- * "Streams"), so nothing waits in the loop and nothing is copied on the host. The ranks' ready
- * words are waited for before start, as for NCCL (dev_staged.c). The choice (engine/submit.c,
- * the table's device_runs()) takes this algorithm only where the daemon has the executor.
+ * path's; the two taken from the pool's idle ones and given back to it after, so that an
+ * operation makes no event: coll_dev_pool_poll_get()); the ranks are told when it completed
+ * (their streams' done words then: docs/gpu.md, "Streams"), so nothing waits in the loop and
+ * nothing is copied on the host. The ranks' ready words are waited for before start, as for
+ * NCCL (dev_staged.c). The choice (engine/submit.c, the table's device_runs()) takes this
+ * algorithm only where the daemon has the executor.
  *
  * Members in pools of several devices (one GPU per rank) run the same, named "device+peers"
  * (coll_impl_dev_peers), where the first member's device was granted access to the others'
@@ -44,11 +46,11 @@
 typedef struct {
     coll_op_t *op;
     coll_devc_lane_t ln;
-    coll_dev_event_t event;     /* NULL until made */
+    coll_dev_pool_t *dp;        /* the lane's pool, whose polls it takes one of */
+    coll_dev_poll_t *poll;      /* its event and timer; NULL until taken */
     int pending;                /* work queued on the stream and not seen complete */
     coll_dev_scratch_t scratch; /* a wide reduction's or a reduce-scatter's; none: all zero */
     uint8_t *acc;               /* where the unfinished reduction is */
-    uv_timer_t *timer;          /* the poll; freed by its close callback */
 } dev_local_t;
 
 /* Fail @p op's job: @p what went wrong on the device, @p why in the device layer's words.
@@ -125,7 +127,7 @@ static coll_status_t queue(dev_local_t *s)
 static void tick(uv_timer_t *t)
 {
     dev_local_t *s = t->data;
-    coll_status_t st = s->ln.dev->event_query(s->event);
+    coll_status_t st = s->ln.dev->event_query(s->poll->event);
 
     if (st == COLL_INPROGRESS) {
         return;
@@ -134,6 +136,7 @@ static void tick(uv_timer_t *t)
     s->pending = 0;
     coll_dev_scratch_free(&s->scratch); /* the event covers the work on it */
     if (st != COLL_OK) {
+        coll_device_fault(s->ln.device, s->ln.ctx.device, coll_dev_error());
         fail(s->op, st, "the work on the stream failed", coll_dev_error());
         return;
     }
@@ -148,10 +151,11 @@ static coll_status_t lane(coll_op_t *op, dev_local_t *s)
     coll_devices_t *ds = &op->job->d->devices;
     coll_dev_stream_t(*streams)[2];
     coll_dev_pool_t *dp;
+    coll_status_t st;
     char err[200];
 
     COLL_ASSERT(pool != 0 && ds->exec != NULL); /* coll_algo_impl(), device_runs() */
-    dp = op->job->dev_pools[pool - 1];
+    dp = s->dp = op->job->dev_pools[pool - 1];
     if (coll_dev_pool_streams(ds->ops, dp, &streams, err, sizeof(err)) != COLL_OK) {
         return fail(op, COLL_ERR_IO, "no stream", err);
     }
@@ -159,9 +163,10 @@ static coll_status_t lane(coll_op_t *op, dev_local_t *s)
         .dev = ds->ops, .ex = ds->exec,
         .ctx = {.device = dp->device, .stream = streams[COLL_DEV_POOL_IN][0]},
         .device = &ds->dev[dp->device]};
-    if (ds->ops->event_create(dp->device, &s->event) != COLL_OK) {
-        return fail(op, COLL_ERR_IO, "no event", coll_dev_error());
+    if ((st = coll_dev_pool_poll_get(ds->ops, op->job->d->loop, dp, &s->poll)) != COLL_OK) {
+        return fail(op, st, "no event", coll_dev_error());
     }
+    s->poll->timer->data = s;
     return COLL_INPROGRESS;
 }
 
@@ -171,14 +176,11 @@ static coll_status_t dev_local_start(coll_op_t *op)
     dev_local_t *s = calloc(1, sizeof(*s));
     coll_status_t st;
 
-    if (s == NULL || (s->timer = calloc(1, sizeof(*s->timer))) == NULL) {
-        free(s);
+    if (s == NULL) {
         return COLL_ERR_NOMEM;
     }
     op->algo_state = s;
     s->op = op;
-    uv_timer_init(op->job->d->loop, s->timer);
-    s->timer->data = s;
     if (lane(op, s) != COLL_INPROGRESS) {
         return COLL_OK;
     }
@@ -188,19 +190,15 @@ static coll_status_t dev_local_start(coll_op_t *op)
     }
     s->pending = 1;
     if ((st = queue(s)) != COLL_OK ||
-        (st = s->ln.dev->event_record(s->event, s->ln.ctx.stream)) != COLL_OK) {
+        (st = s->ln.dev->event_record(s->poll->event, s->ln.ctx.stream)) != COLL_OK) {
         return fail(op, st, "queueing the work", coll_dev_error());
     }
-    uv_timer_start(s->timer, tick, POLL_MS, POLL_MS);
+    uv_timer_start(s->poll->timer, tick, POLL_MS, POLL_MS);
     return COLL_OK;
 }
 
-static void timer_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
-/* The stream's work is waited for first where it may still run (the job failed meanwhile). */
+/* The stream's work is waited for first where it may still run (the job failed meanwhile);
+ * the poll goes back to the pool for the next operation. */
 static void dev_local_cleanup(coll_op_t *op)
 {
     dev_local_t *s = op->algo_state;
@@ -212,10 +210,9 @@ static void dev_local_cleanup(coll_op_t *op)
         s->ln.dev->stream_sync(s->ln.ctx.stream);
     }
     coll_dev_scratch_free(&s->scratch);
-    if (s->event != NULL) {
-        s->ln.dev->event_destroy(s->event);
+    if (s->poll != NULL) {
+        coll_dev_pool_poll_put(s->ln.dev, s->dp, s->poll);
     }
-    uv_close((uv_handle_t *)s->timer, timer_closed);
     free(s);
     op->algo_state = NULL;
 }

@@ -93,7 +93,9 @@ static coll_status_t advance(coll_nccl_group_t *ng, coll__nccl_op_t *n)
             st = ng->nccl->comm_poll(ng->comm); /* a peer's failure while it runs */
             return st == COLL_OK ? COLL_INPROGRESS : st;
         }
-        if (st != COLL_OK) {
+        if (st != COLL_OK) { /* the device's error: sticky (core/devices.h) */
+            coll_device_fault(&ng->job->d->devices.dev[ng->device], ng->device,
+                              coll_dev_error());
             return st;
         }
         coll_dev_scratch_free(&n->scratch); /* the event covers the work on it */

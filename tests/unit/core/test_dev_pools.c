@@ -9,7 +9,12 @@
  *   a refused creation (the first stream of the back pair) gives the device layer's error and
  *   the clear message "device D: no stream for the staged copies: <the layer's words>"; the
  *   streams made before it are kept, a later call makes only the missing ones, and destroying
- *   the pool's streams after a refusal destroys exactly those made.
+ *   the pool's streams after a refusal destroys exactly those made;
+ *   the polls of operations on the device (coll_dev_pool_poll_get(), events counted): one given
+ *   back is taken again, its event and timer the same, no event made; the pool keeps at most
+ *   COLL_DEV_POOL_POLLS_KEPT, destroying the one beyond; taking that many again makes none;
+ *   freeing the pool's polls destroys every event and closes every timer (the loop then closes
+ *   with no handle left).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +29,19 @@
 static coll_dev_ops_t counting; /* the fake layer, its streams counted */
 static int attempts, created, destroyed;
 static int refuse_at = -1; /* the creation asked (0-based) refused, -1: none */
+static int events_made, events_destroyed;
+
+static coll_status_t count_event_create(int dev, coll_dev_event_t *e_p)
+{
+    events_made++;
+    return coll_dev_fake.event_create(dev, e_p);
+}
+
+static void count_event_destroy(coll_dev_event_t e)
+{
+    events_destroyed++;
+    coll_dev_fake.event_destroy(e);
+}
 
 static coll_status_t count_create(int dev, coll_dev_stream_t *s_p)
 {
@@ -52,6 +70,8 @@ static int setup(void **state)
     counting = coll_dev_fake;
     counting.stream_create = count_create;
     counting.stream_destroy = count_destroy;
+    counting.event_create = count_event_create;
+    counting.event_destroy = count_event_destroy;
     return 0;
 }
 
@@ -130,11 +150,62 @@ static void test_refused(void **state)
     assert_int_equal(destroyed, 3);
 }
 
+/* A timer callback the loop must never run (stopped before it is due). */
+static void never(uv_timer_t *t)
+{
+    (void)t;
+    fail();
+}
+
+static void test_polls_are_reused(void **state)
+{
+    enum { KEPT = COLL_DEV_POOL_POLLS_KEPT };
+    coll_dev_pool_t dp = {.device = 0};
+    coll_dev_poll_t *p[KEPT + 1], *first, *again;
+    uv_loop_t loop;
+    (void)state;
+
+    assert_int_equal(uv_loop_init(&loop), 0);
+    events_made = events_destroyed = 0;
+    assert_int_equal(coll_dev_pool_poll_get(&counting, &loop, &dp, &first), COLL_OK);
+    coll_dev_event_t ev = first->event;
+    uv_timer_t *timer = first->timer;
+    uv_timer_start(timer, never, 1000, 1000);
+    coll_dev_pool_poll_put(&counting, &dp, first);
+    assert_false(uv_is_active((uv_handle_t *)timer));
+    assert_int_equal(coll_dev_pool_poll_get(&counting, &loop, &dp, &again), COLL_OK);
+    assert_true(again == first && again->event == ev && again->timer == timer);
+    assert_int_equal(events_made, 1);
+    p[0] = again;
+    for (int i = 1; i <= KEPT; i++) {
+        assert_int_equal(coll_dev_pool_poll_get(&counting, &loop, &dp, &p[i]), COLL_OK);
+    }
+    assert_int_equal(events_made, KEPT + 1);
+    for (int i = 0; i <= KEPT; i++) {
+        coll_dev_pool_poll_put(&counting, &dp, p[i]);
+    }
+    assert_int_equal(dp.nidle, KEPT);
+    assert_int_equal(events_destroyed, 1); /* the one beyond what the pool keeps */
+    for (int i = 0; i < KEPT; i++) {
+        assert_int_equal(coll_dev_pool_poll_get(&counting, &loop, &dp, &p[i]), COLL_OK);
+    }
+    assert_int_equal(events_made, KEPT + 1);
+    for (int i = 0; i < KEPT; i++) {
+        coll_dev_pool_poll_put(&counting, &dp, p[i]);
+    }
+    coll_dev_pool_polls_free(&counting, &dp);
+    assert_true(dp.idle == NULL && dp.nidle == 0);
+    assert_int_equal(events_destroyed, KEPT + 1);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0); /* the closes done */
+    assert_int_equal(uv_loop_close(&loop), 0);           /* no handle left */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_pairs),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_polls_are_reused),
     };
     return cmocka_run_group_tests_name("dev_pools", tests, setup, NULL);
 }

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""A fault of the daemon's work on a device (label gpu; docs/gpu.md, "A device's fault"), each
+test with daemons of its own over the fake device layer, whose executor faults the device at its
+first launch (COLL_DEVICE_FAKE_EXEC_FAIL=1, as a kernel reading an illegal address: the launch
+succeeds, the next event query reports CUDA_ERROR_ILLEGAL_ADDRESS, sticky for the daemon's
+context). In each: an allreduce on device buffers (tests/gpu/staged_check.c --fails-with) fails
+on every rank with an error naming CUDA_ERROR_ILLEGAL_ADDRESS within the job's timeout + 2 s
+(never a success, whose result would be wrong); every daemon logs the fault and stays up; a
+second job's device allocation on the faulted device is refused with COLL_ERR_UNSUPPORTED and a
+message naming the earlier fault, its host allreduce running (tests/gpu/devpool_check.c
+--expect-refused); a third job of host collectives (ops_rank) runs.
+
+  local   1x2, one fake device: device+local.
+  peers   1x2, two fake devices that are peers, rank r's buffers on device r: device+peers,
+          whose work runs on device 0, the one faulted; device 1's pool still serves a job.
+  nccl    2x2 over the stand-in NCCL (tests/unit/device/fake_libnccl.c): each node's two ranks
+          reduced by its daemon's executor before NCCL, which faults on both daemons.
+"""
+
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # harness
+import harness as h  # noqa: E402
+
+FAULT = "CUDA_ERROR_ILLEGAL_ADDRESS"
+TIMEOUT_MS = 5000
+
+
+def said(job):
+    """Print what each rank of @job said it checked."""
+    for r in job.ranks.values():
+        print(r.text().strip().splitlines()[0])
+
+
+def run(args, name, ndev, nodes, rank_args, daemon_env=None):
+    fake = {"COLL_DEVICE_FAKE": str(ndev)}
+    cluster = h.Cluster(args.daemon, "fault" + name)
+    try:
+        cluster.start_daemons(len(nodes), env=dict(fake, COLL_DEVICE_FAKE_EXEC_FAIL="1",
+                                                   **(daemon_env or {})))
+        t0 = time.monotonic()
+        job = cluster.start_job("faulting", nodes, 2,
+                                [args.staged, "--fails-with", FAULT] + rank_args,
+                                timeout_ms=TIMEOUT_MS, token=None, env=fake)
+        job.wait_exit(TIMEOUT_MS / 1000 + 2, expect=0)  # the ranks check the error
+        took = time.monotonic() - t0
+        h.check(took < TIMEOUT_MS / 1000 + 2, "the ranks took %.2f s" % took)
+        print("every rank had the device's error %.2f s after the job started" % took)
+        said(job)
+        for d in cluster.daemons:
+            h.check(os.path.exists("/proc/%d" % d.pid) and d.exit_code is None,
+                    "%s exited:\n%s" % (d.name, d.log()))
+            lines = [ln for ln in d.log().splitlines()
+                     if FAULT in ln and "refused until the daemon restarts" in ln]
+            h.check(lines, "%s did not log the device's fault:\n%s" % (d.name, d.log()))
+            print("%s: %s" % (d.name, lines[0]))
+        job = cluster.start_job("refused", nodes, 2, [args.check, "--expect-refused", FAULT],
+                                timeout_ms=30000, token=None, env=fake)
+        job.wait_exit(60, expect=0)
+        said(job)
+        if ndev > 1:  # the sound device still serves
+            job = cluster.start_job("sound", nodes, 2, [args.check, "--device", "1"],
+                                    timeout_ms=30000, token=None, env=fake)
+            job.wait_exit(60, expect=0)
+        job = cluster.start_job("host", nodes, 2, [args.rank, "--iters", "3"],
+                                timeout_ms=30000, token=None)
+        job.wait_exit(60, expect=0)
+    finally:
+        cluster.close()
+
+
+def test_local(args, work):
+    run(args, "local", 1, [0], ["--device"])
+
+
+def test_peers(args, work):
+    run(args, "peers", 2, [0], ["--device=device+peers", "--spread=2"])
+
+
+def test_nccl(args, work):
+    if args.fake_nccl is None:
+        raise h.Skip("built without CUDA: no stand-in NCCL")
+    run(args, "nccl", 1, [0, 1], ["--nccl"], {"LD_LIBRARY_PATH": args.fake_nccl})
+
+
+TESTS = {"local": test_local, "peers": test_peers, "nccl": test_nccl}
+
+
+def parser():
+    p = h.named_parser(__doc__, TESTS)
+    p.add_argument("--check", required=True, help="devpool_check")
+    p.add_argument("--staged", required=True, help="staged_check")
+    p.add_argument("--fake-nccl", help="the stand-in NCCL's directory (the nccl test)")
+    return p
+
+
+if __name__ == "__main__":
+    h.main(lambda args, work: TESTS[args.test](args, work), parser())
