@@ -224,7 +224,8 @@ coll_status_t coll__dev_check_word(uint64_t word, const char *who);
  *  on its stream before it would have, one after the other; COLL_DEVICE_FAKE_PIN_FAIL=1 makes
  *  host_alloc() refuse with COLL_ERR_NOMEM;
  *  COLL_DEVICE_FAKE_EXEC_FAIL=N (test only) faults a device at the executor's N-th launch
- *  (coll__dev_fake_exec_launch()). A host_register() range's device address is its
+ *  (coll__dev_fake_exec_launch()), COLL_DEVICE_FAKE_COPY_FAIL=N at the process's N-th
+ *  copy_async(). A host_register() range's device address is its
  *  host address; a stream_wait_word() holds the stream's later work until the word is there
  *  (its copies land, its events complete, when a query, copy or sync finds it there, a write
  *  behind it lands from a thread); stream_sync() waits for the word, polling every 100 us, for

@@ -420,6 +420,7 @@ static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
     if (coll__fake_fault(s->dev, "copy", 0) != COLL_OK) {
         return COLL_ERR_IO;
     }
+    coll__dev_fake_copy_count(s->dev);
     coll__fake_land(s, now);
     if (mbps > 0) { /* after the stream's earlier copies, at mbps bytes a microsecond */
         s->busy_ns = (s->busy_ns > now ? s->busy_ns : now) + (uint64_t)bytes * 1000u / mbps;

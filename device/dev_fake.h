@@ -65,6 +65,9 @@ coll_dev_stream_t coll__fake_or_default(coll_dev_stream_t s);
 coll_status_t coll__fake_fault(int dev, const char *who, int report);
 /** @return Whether device @p dev faulted (reported or not): it runs no more work. */
 int coll__fake_faulted(int dev);
+/** @brief Count a copy queued on device @p dev: the COLL_DEVICE_FAKE_COPY_FAIL-th of the
+ *         process faults the device (it runs no more work, this copy included). */
+void coll__dev_fake_copy_count(int dev);
 
 /** dev.h's host_register(): the device address of host memory is its host address. */
 coll_status_t coll__fake_host_register(void *p, size_t bytes, uint64_t *dev_p);

@@ -1,7 +1,8 @@
 /*
  * The fake device layer's kernel fault (dev.h, COLL_DEVICE_FAKE_EXEC_FAIL=N, test only): the
  * N-th launch of the fake's executor in the process faults its device, as a kernel reading an
- * illegal address does on a GPU. Modelled on the driver: the launch itself succeeds (a launch
+ * illegal address does on a GPU; COLL_DEVICE_FAKE_COPY_FAIL=N the same at the process's N-th
+ * copy (an asynchronous copy's fault, as the copy engine's on a bad address). Modelled on the driver: the launch itself succeeds (a launch
  * is asynchronous), the device then runs no more work (the faulting kernel's and later copies
  * and kernels do nothing) while the calls that queue work still succeed, and the next event
  * query or stream sync on the device reports CUDA_ERROR_ILLEGAL_ADDRESS; from then on the error
@@ -15,10 +16,11 @@
 enum { SOUND, FAULTED, REPORTED };
 
 static _Atomic uint64_t launches;        /* the executor's, all devices */
+static _Atomic uint64_t copies;          /* copy_async's, all devices */
 static _Atomic int state[COLL_DEV_MAX];  /* SOUND, FAULTED (not yet reported), REPORTED */
 
 #define FAULT_TEXT "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered " \
-                   "(a kernel's fault, sticky; injected: COLL_DEVICE_FAKE_EXEC_FAIL)"
+                   "(a fault, sticky; injected: COLL_DEVICE_FAKE_EXEC_FAIL or _COPY_FAIL)"
 
 coll_status_t coll__fake_fault(int dev, const char *who, int report)
 {
@@ -57,4 +59,13 @@ coll_status_t coll__dev_fake_exec_launch(int dev, int *run_p)
 coll_status_t coll__dev_fake_exec_sync(int dev)
 {
     return coll__fake_fault(dev, "executor sync", 1);
+}
+
+void coll__dev_fake_copy_count(int dev)
+{
+    uint64_t n = coll__fake_knob("COLL_DEVICE_FAKE_COPY_FAIL");
+
+    if (n != 0 && atomic_fetch_add(&copies, 1) + 1 == n && dev >= 0 && dev < COLL_DEV_MAX) {
+        atomic_store(&state[dev], FAULTED);
+    }
 }

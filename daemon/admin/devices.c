@@ -34,8 +34,9 @@ static json_t *device_json(const coll_daemon_t *d, int i)
 
     device_use((coll_daemon_t *)d, i, &used, &allocs);
     snprintf(cc, sizeof(cc), "%d.%d", dv->info.cc_major, dv->info.cc_minor);
-    return json_pack("{s:i, s:s, s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I}}",
-                     "index", i, "name", dv->info.name, "memory_bytes",
+    return json_pack("{s:i, s:s, s:s, s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I, "
+                     "s:{s:I, s:I, s:I, s:I, s:I}}",
+                     "index", i, "name", dv->info.name, "fault", dv->fault, "memory_bytes",
                      (json_int_t)dv->info.mem_bytes, "compute_capability", cc, "shareable",
                      dv->info.shareable, "pool_budget_bytes", (json_int_t)dv->budget.limit,
                      "pool_held_bytes", (json_int_t)dv->budget.used, "pool_used_bytes",
@@ -108,26 +109,29 @@ static void availability(FILE *f, const coll_devices_t *ds)
     fprintf(f, "\"} %d\n", ds->nccl);
 }
 
-/* One sample per device of family @p which (0 .. 4). */
+/* One sample per device of family @p which (0 .. 5). */
 static void per_device(FILE *f, coll_daemon_t *d, unsigned which)
 {
     static const char *const names[] = {
         "collectived_device_memory_bytes", "collectived_device_pool_budget_bytes",
         "collectived_device_pool_held_bytes", "collectived_device_pool_used_bytes",
-        "collectived_device_pool_allocations"};
+        "collectived_device_pool_allocations", "collectived_device_faulted"};
     static const char *const helps[] = {
         "The device's memory.",
         "What the jobs' device pools may hold on the device (device_pool_budget).",
         "Device memory the jobs' pools hold (their chunks, kept until the job ends).",
         "Bytes of the jobs' device pools allocated by their ranks.",
-        "Allocations in the jobs' device pools."};
+        "Allocations in the jobs' device pools.",
+        "1 when work the daemon queued on the device failed (a sticky fault): the device is out "
+        "of service for this daemon until it restarts (/status says why)."};
 
     coll_metrics_family(f, names[which], "gauge", helps[which]);
     for (int i = 0; i < d->devices.n; i++) {
         const coll_device_t *dv = &d->devices.dev[i];
         uint64_t used, allocs;
         device_use(d, i, &used, &allocs);
-        uint64_t v[] = {dv->info.mem_bytes, dv->budget.limit, dv->budget.used, used, allocs};
+        uint64_t v[] = {dv->info.mem_bytes, dv->budget.limit, dv->budget.used, used, allocs,
+                        dv->fault[0] != '\0'};
         fprintf(f, "%s{device=\"%d\",name=\"", names[which], i);
         coll_metrics_label(f, dv->info.name);
         fprintf(f, "\"} %" PRIu64 "\n", v[which]);
@@ -226,7 +230,7 @@ static void kernel_launches(FILE *f, const coll_devices_t *ds)
 void coll_metrics_devices(FILE *f, coll_daemon_t *d)
 {
     availability(f, &d->devices);
-    for (unsigned which = 0; d->devices.n > 0 && which < 5; which++) {
+    for (unsigned which = 0; d->devices.n > 0 && which < 6; which++) {
         per_device(f, d, which);
     }
     for (int which = 0; d->devices.n > 0 && which < 7; which++) {

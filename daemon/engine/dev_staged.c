@@ -244,13 +244,21 @@ static coll_status_t query(const coll_op_t *op, staged_t *sg)
     for (uint32_t k = 0; k < sg->nspans; k++) {
         for (int s = 0; s < 2; s++) {
             if ((q = ops->event_query(sg->span[k].ev[s])) != COLL_OK && q != COLL_INPROGRESS) {
-                return q;
+                return coll__staged_fault(op, &sg->span[k], q);
             }
             st = q != COLL_OK ? q : st;
         }
     }
     sg->inflight = st == COLL_INPROGRESS;
     return st;
+}
+
+coll_status_t coll__staged_fault(const coll_op_t *op, const span_t *p, coll_status_t q)
+{
+    coll_devices_t *ds = &op->job->d->devices;
+
+    coll_device_fault(&ds->dev[p->device], p->device, coll_dev_error());
+    return q;
 }
 
 static void tick(uv_timer_t *t);

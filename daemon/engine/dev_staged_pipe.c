@@ -58,6 +58,9 @@ static coll_status_t batches_advance(const coll_op_t *op, staged_t *sg)
             for (int s = 0; s < 2 && q == COLL_OK; s++) {
                 q = ops->event_query(*batch_event(sg, sg->batches_in, k, s));
             }
+            if (q != COLL_OK && q != COLL_INPROGRESS) {
+                return coll__staged_fault(op, &sg->span[k], q);
+            }
         }
         sg->batches_in += q == COLL_OK;
     }

@@ -75,6 +75,11 @@ typedef struct {
 coll_status_t coll__staged_fail(coll_op_t *op, coll_status_t st, const char *what,
                                 const char *why);
 
+/** @brief A copy of span @p p failed on its device, as event query @p q said (the layer's text
+ *         in coll_dev_error()): a device's error is sticky, so the device goes out of service
+ *         for this daemon (coll_device_fault()). @return @p q. */
+coll_status_t coll__staged_fault(const coll_op_t *op, const span_t *p, coll_status_t q);
+
 /** @brief Queue the copy of bytes [@p off, @p off + @p len) of span @p p to its host copy
  *         (@p in) or back, counted per device, its chunks alternating between the span's pair
  *         of streams of that direction (span_pair()) from *@p turn on

@@ -611,6 +611,13 @@ static int run_nccl_error(void)
     if (d == NULL) {
         return -1;
     }
+    /* Every rank joined before any device work: a node whose ranks are in could otherwise fail
+     * the job while another rank still joins (its join then gets the error, not this call). */
+    st = coll_barrier_async(comm, NULL, &req);
+    if (finish(st, req, algo, sizeof(algo)) != COLL_OK) {
+        fprintf(stderr, "rank %d: barrier: %s\n", rank, coll_comm_last_error(comm));
+        return -1;
+    }
     st = coll_allreduce_async(comm, d, d, SMALL, COLL_FLOAT32, COLL_SUM, NULL, &req);
     st = finish(st, req, algo, sizeof(algo));
     if (st == COLL_OK || strstr(coll_comm_last_error(comm), fail_text) == NULL) {

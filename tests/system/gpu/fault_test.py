@@ -6,18 +6,23 @@ succeeds, the next event query reports CUDA_ERROR_ILLEGAL_ADDRESS, sticky for th
 context). In each: an allreduce on device buffers (tests/gpu/staged_check.c --fails-with) fails
 on every rank with an error naming CUDA_ERROR_ILLEGAL_ADDRESS within the job's timeout + 2 s
 (never a success, whose result would be wrong); every daemon logs the fault and stays up; a
-second job's device allocation on the faulted device is refused with COLL_ERR_UNSUPPORTED and a
-message naming the earlier fault, its host allreduce running (tests/gpu/devpool_check.c
---expect-refused); a third job of host collectives (ops_rank) runs.
+daemon's /status names the fault on the device (its "fault") and /metrics has
+collectived_device_faulted 1 for it; a second job's device allocation on the faulted device is
+refused with COLL_ERR_UNSUPPORTED and a message naming the earlier fault, its host allreduce
+running (tests/gpu/devpool_check.c --expect-refused); a third job of host collectives (ops_rank)
+runs.
 
   local   1x2, one fake device: device+local.
   peers   1x2, two fake devices that are peers, rank r's buffers on device r: device+peers,
           whose work runs on device 0, the one faulted; device 1's pool still serves a job.
   nccl    2x2 over the stand-in NCCL (tests/unit/device/fake_libnccl.c): each node's two ranks
           reduced by its daemon's executor before NCCL, which faults on both daemons.
+  staged  2x2 on the staged path (no NCCL), the daemons' first copy faulting instead of a
+          launch (COLL_DEVICE_FAKE_COPY_FAIL=1): the copies' event query reports it.
 """
 
 import os
+import re
 import sys
 import time
 
@@ -35,11 +40,20 @@ def said(job):
         print(r.text().strip().splitlines()[0])
 
 
-def run(args, name, ndev, nodes, rank_args, daemon_env=None):
+def shows_fault(d):
+    """@d's /status names the fault on device 0, and /metrics counts it there."""
+    dv = h.status_json(d.status_sock)["devices"]["list"][0]
+    h.check(FAULT in dv["fault"], "%s: /status device 0 fault: %r" % (d.name, dv["fault"]))
+    _, _, text = h.http_unix(d.status_sock, "/metrics")
+    h.check(re.search(r'^collectived_device_faulted\{device="0",[^}]*\} 1$', text, re.M),
+            "%s: /metrics has no collectived_device_faulted 1 for device 0" % d.name)
+
+
+def run(args, name, ndev, nodes, rank_args, daemon_env=None, inject="EXEC"):
     fake = {"COLL_DEVICE_FAKE": str(ndev)}
     cluster = h.Cluster(args.daemon, "fault" + name)
     try:
-        cluster.start_daemons(len(nodes), env=dict(fake, COLL_DEVICE_FAKE_EXEC_FAIL="1",
+        cluster.start_daemons(len(nodes), env=dict(fake, **{"COLL_DEVICE_FAKE_%s_FAIL" % inject: "1"},
                                                    **(daemon_env or {})))
         t0 = time.monotonic()
         job = cluster.start_job("faulting", nodes, 2,
@@ -57,6 +71,7 @@ def run(args, name, ndev, nodes, rank_args, daemon_env=None):
                      if FAULT in ln and "refused until the daemon restarts" in ln]
             h.check(lines, "%s did not log the device's fault:\n%s" % (d.name, d.log()))
             print("%s: %s" % (d.name, lines[0]))
+            shows_fault(d)
         job = cluster.start_job("refused", nodes, 2, [args.check, "--expect-refused", FAULT],
                                 timeout_ms=30000, token=None, env=fake)
         job.wait_exit(60, expect=0)
@@ -86,7 +101,11 @@ def test_nccl(args, work):
     run(args, "nccl", 1, [0, 1], ["--nccl"], {"LD_LIBRARY_PATH": args.fake_nccl})
 
 
-TESTS = {"local": test_local, "peers": test_peers, "nccl": test_nccl}
+def test_staged(args, work):
+    run(args, "staged", 1, [0, 1], [], inject="COPY")
+
+
+TESTS = {"local": test_local, "peers": test_peers, "nccl": test_nccl, "staged": test_staged}
 
 
 def parser():
