@@ -261,23 +261,31 @@ static void cuda_va_free(uint64_t va, size_t bytes)
     cu.cuMemAddressFree(va, bytes);
 }
 
-static coll_status_t cuda_map(int dev, uint64_t va, size_t bytes, coll_dev_mem_t mem)
+/* Let device @p dev read and write [@p va, @p va + @p bytes); the devices that had access keep
+ * it (cuMemSetAccess changes only the locations it is given). */
+static CUresult set_access(int dev, uint64_t va, size_t bytes)
 {
     CUmemAccessDesc access;
+
+    memset(&access, 0, sizeof(access));
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = dev;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return cu.cuMemSetAccess(va, bytes, &access, 1);
+}
+
+static coll_status_t cuda_map(int dev, uint64_t va, size_t bytes, coll_dev_mem_t mem)
+{
     coll_status_t st = enter(dev);
     CUresult r;
 
     if (st != COLL_OK) {
         return st;
     }
-    memset(&access, 0, sizeof(access));
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = dev;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     if ((r = cu.cuMemMap(va, bytes, 0, mem, 0)) != CUDA_SUCCESS) {
         return cu_fail(leave(r), "cuMemMap(%zu bytes at %#llx)", bytes, (unsigned long long)va);
     }
-    if ((r = cu.cuMemSetAccess(va, bytes, &access, 1)) != CUDA_SUCCESS) {
+    if ((r = set_access(dev, va, bytes)) != CUDA_SUCCESS) {
         cu.cuMemUnmap(va, bytes);
         return cu_fail(leave(r), "cuMemSetAccess(device %d, %zu bytes at %#llx)", dev, bytes,
                        (unsigned long long)va);
@@ -304,22 +312,16 @@ static coll_status_t cuda_peer_access(int dev, int peer, int *can_p)
     return COLL_OK;
 }
 
-/* The devices granted before keep their access: cuMemSetAccess changes only the locations it
- * is given. */
+/* The devices granted before keep their access (set_access()). */
 static coll_status_t cuda_grant(int dev, uint64_t va, size_t bytes)
 {
-    CUmemAccessDesc access;
     coll_status_t st = enter(dev);
     CUresult r;
 
     if (st != COLL_OK) {
         return st;
     }
-    memset(&access, 0, sizeof(access));
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = dev;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if ((r = cu.cuMemSetAccess(va, bytes, &access, 1)) != CUDA_SUCCESS) {
+    if ((r = set_access(dev, va, bytes)) != CUDA_SUCCESS) {
         return cu_fail(leave(r), "cuMemSetAccess(peer device %d, %zu bytes at %#llx)", dev,
                        bytes, (unsigned long long)va);
     }
