@@ -66,7 +66,7 @@ enum {
  * send or receive: to the same peer) is refused with COLL_ERR_INVALID, failing the job and the
  * pending request of that key. Operations of different communicators (a group and its parent,
  * two groups: collective_groups.h) never match, whatever their keys. @c algo overrides
- * COLL_ALGO for this operation.
+ * COLL_ALGO for this operation (one outside ::coll_algo_t is refused: COLL_ERR_INVALID).
  * @c layout is a fingerprint of how the buffer is made of tensors (e.g. a hash of each
  * tensor's name, count and dtype in order; the bucketer sets one per bucket). The daemons
  * compare it across ranks like the count and dtype: ranks whose buckets hold different
@@ -78,13 +78,15 @@ enum {
  * cudaStream_t, e.g. a framework's current stream; NULL is the default stream, as for CUDA,
  * not none: the mask says whether there is one). The operation reads its inputs only once
  * the work queued on it before the call is done, without blocking this thread: the call
- * queues the write of a word on the stream, and the daemon starts when it sees the word (its
- * loop polls it every millisecond). With host buffers it is refused (COLL_ERR_INVALID); with
+ * queues the write of a word on the stream, and the daemon's work waits for the word (the
+ * staged copies on the device; elsewhere its loop polls the word every millisecond). With host buffers it is refused (COLL_ERR_INVALID); with
  * 1024 requests with a stream in flight, COLL_ERR_BUSY; as any refused call, either ends the
  * job (the other ranks: COLL_ERR_JOB naming this rank). A stream whose work never ends holds
  * the operation as a rank that never submits would. The words live in the job's pool:
  * coll_comm_destroy() releases every stream wait on them, and keeps them mapped for the life
  * of the process (16 KiB) where a stream may still touch them. docs/gpu.md, "Streams".
+ * A @c field_mask bit that names no field is refused (COLL_ERR_INVALID), as any refused call
+ * ending the job.
  */
 typedef struct {
     uint64_t field_mask;

@@ -222,7 +222,7 @@ coll_status_t coll_comm_create(const coll_comm_params_t *params, coll_comm_t **c
     st = coll__params_resolve(params, &launcher, &p, err, sizeof(err));
     if (st == COLL_OK && algo != NULL && coll__algo_parse(algo) < 0) {
         snprintf(err, sizeof(err), "COLL_ALGO=%s: use auto, ring, rd, chain, dissemination, "
-                 "direct or nccl", algo);
+                 "direct, nccl or device", algo);
         st = COLL_ERR_INVALID;
     }
     if (st == COLL_OK && cz != NULL && cz[0] != '\0' && coll_compression_parse(cz, &comp) != COLL_OK) {

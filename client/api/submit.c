@@ -252,10 +252,32 @@ static void set_compression(coll_submission_t *m, const coll_compression_t *z)
     m->warmup = z->warmup;
 }
 
-/* A compression asked for by the call must be valid: the daemon would refuse it. */
+/* The fields of coll_op_params_t a mask may name. */
+#define PARAM_FIELDS                                                                           \
+    (COLL_OP_PARAM_KEY | COLL_OP_PARAM_ALGO | COLL_OP_PARAM_LAYOUT |                           \
+     COLL_OP_PARAM_COMPRESSION | COLL_OP_PARAM_STREAM)
+
+/* The call's parameters must name only fields there are, an algorithm there is and a valid
+ * compression: the daemon would refuse the submission, and its refusal names no cause here. */
 static coll_status_t check_params(coll_comm_t *c, const spec_t *s, const coll_op_params_t *params)
 {
-    if (params != NULL && (params->field_mask & COLL_OP_PARAM_COMPRESSION)) {
+    if (params == NULL) {
+        return COLL_OK;
+    }
+    if (params->field_mask & ~(uint64_t)PARAM_FIELDS) {
+        coll__set_error(c, "%s: rank %d: field_mask %#llx names fields there are not (bits "
+                        "%#llx; see COLL_OP_PARAM_*)", s->func, c->rank,
+                        (unsigned long long)params->field_mask,
+                        (unsigned long long)(params->field_mask & ~(uint64_t)PARAM_FIELDS));
+        return COLL_ERR_INVALID;
+    }
+    if ((params->field_mask & COLL_OP_PARAM_ALGO) &&
+        ((int)params->algo < 0 || (int)params->algo >= COLL_ALGO_COUNT)) {
+        coll__set_error(c, "%s: rank %d: algo %d is not a coll_algo_t (0 .. %d)", s->func,
+                        c->rank, (int)params->algo, COLL_ALGO_COUNT - 1);
+        return COLL_ERR_INVALID;
+    }
+    if (params->field_mask & COLL_OP_PARAM_COMPRESSION) {
         return coll__compression_refused(c, s->func, &params->compression);
     }
     return COLL_OK;

@@ -354,6 +354,9 @@ static void test_bad_values(void **state)
     const size_t huge = SIZE_MAX / 2 + 1, n[2] = {1, 1}, d[2] = {0, 1}, far[2] = {0, huge};
     const coll_dtype_t nodtype = (coll_dtype_t)99;
     coll_op_params_t zp = {.field_mask = COLL_OP_PARAM_COMPRESSION, .compression.method = 99};
+    coll_op_params_t ap = {.field_mask = COLL_OP_PARAM_ALGO, .algo = (coll_algo_t)42};
+    coll_op_params_t np = {.field_mask = COLL_OP_PARAM_ALGO, .algo = (coll_algo_t)-1};
+    coll_op_params_t mp = {.field_mask = COLL_OP_PARAM_KEY | (1u << 20), .key = 5};
     coll_request_t *r = NULL;
     float *b = buf, *e = buf + 4;
 
@@ -390,6 +393,12 @@ static void test_bad_values(void **state)
             coll_recv_async(comm, b, 4, F32, 7, NULL, &r));
     REFUSED(INV, 1, "coll_barrier_async", "invalid compression (method 99",
             coll_barrier_async(comm, &zp, &r));
+    REFUSED(INV, 1, "coll_allreduce_async", "algo 42 is not a coll_algo_t",
+            coll_allreduce_async(comm, b, e, 4, F32, SUM, &ap, &r));
+    REFUSED(INV, 1, "coll_broadcast_async", "algo -1 is not a coll_algo_t",
+            coll_broadcast_async(comm, b, e, 4, F32, 0, &np, &r));
+    REFUSED(INV, 1, "coll_allreduce_async", "field_mask 0x100001 names fields there are not",
+            coll_allreduce_async(comm, b, e, 4, F32, SUM, &mp, &r));
     REFUSED(COLL_ERR_NOT_IN_POOL, 1, "coll_allgather_async", "is not inside the job's pool",
             coll_allgather_async(comm, b, e, 2, F32, NULL, &r));
     REFUSED(INV, 0, "coll_comm_set_compression", "invalid compression (method 99",
