@@ -214,6 +214,37 @@ void coll_dev_pool_polls_free(const coll_dev_ops_t *ops, coll_dev_pool_t *dp)
     dp->nidle = 0;
 }
 
+coll_status_t coll_dev_pool_wait_get(const coll_dev_ops_t *ops, coll_dev_pool_t *dp,
+                                     coll_dev_stream_t *s_p)
+{
+    if (dp->nwaits > 0) {
+        *s_p = dp->waits[--dp->nwaits];
+        dp->waits[dp->nwaits] = NULL;
+        return COLL_OK;
+    }
+    return ops->stream_create(dp->device, s_p);
+}
+
+void coll_dev_pool_wait_put(const coll_dev_ops_t *ops, coll_dev_pool_t *dp, coll_dev_stream_t s)
+{
+    if (s == NULL) {
+        return;
+    }
+    if (dp->nwaits >= COLL_DEV_POOL_WAITS_KEPT) {
+        ops->stream_destroy(s);
+        return;
+    }
+    dp->waits[dp->nwaits++] = s;
+}
+
+void coll_dev_pool_waits_free(const coll_dev_ops_t *ops, coll_dev_pool_t *dp)
+{
+    while (dp->nwaits > 0) { /* none without a device layer (@p ops NULL) */
+        ops->stream_destroy(dp->waits[--dp->nwaits]);
+        dp->waits[dp->nwaits] = NULL;
+    }
+}
+
 void coll_dev_pools_destroy(coll_job_t *job)
 {
     for (int i = 0; i < COLL_DEV_MAX; i++) {
@@ -223,6 +254,7 @@ void coll_dev_pools_destroy(coll_job_t *job)
                 coll_dev_pool_streams_destroy(job->d->devices.ops, dp);
             }
             coll_dev_pool_polls_free(job->d->devices.ops, dp);
+            coll_dev_pool_waits_free(job->d->devices.ops, dp);
             coll_pool_destroy(dp->pool);
             job->d->devices.dev[i].pools--;
             free(dp->sent);

@@ -23,6 +23,10 @@ enum { COLL_DEV_POOL_IN = 0, COLL_DEV_POOL_BACK = 1 };
 /** Polls a pool keeps idle for the next operations (coll_dev_pool_poll_put()). */
 #define COLL_DEV_POOL_POLLS_KEPT 4
 
+/** Streams a pool keeps idle for the next operations' device waits (coll_dev_pool_wait_put()):
+ *  as many as eight local ranks' spans in place take (a pair each). */
+#define COLL_DEV_POOL_WAITS_KEPT 16
+
 /** What an operation on a pool's device polls its work with: an event on the pool's device and
  *  a timer of the loop (coll_dev_pool_poll_get()), kept by the pool between operations, as
  *  creating an event costs a driver call. */
@@ -45,6 +49,10 @@ typedef struct coll_dev_pool {
     coll_dev_poll_t *idle; /**< polls kept for the next operations, at most
                                 COLL_DEV_POOL_POLLS_KEPT (nidle) */
     uint32_t nidle;
+    coll_dev_stream_t waits[COLL_DEV_POOL_WAITS_KEPT]; /**< idle streams for device waits on
+                                                          the ranks' ready words
+                                                          (coll_dev_pool_wait_get()), nwaits */
+    uint32_t nwaits;
 } coll_dev_pool_t;
 
 /**
@@ -124,8 +132,31 @@ void coll_dev_pool_poll_put(const coll_dev_ops_t *ops, coll_dev_pool_t *dp,
  *         timers closed on their loop (freed by its next turn). */
 void coll_dev_pool_polls_free(const coll_dev_ops_t *ops, coll_dev_pool_t *dp);
 
+/**
+ * @brief A stream of @p dp's device for an operation's own work behind device waits on the
+ *        ranks' ready words (engine/dev_staged.c): one the pool kept idle, or one made now with
+ *        @p ops, as creating a stream costs a driver call. Give it back with
+ *        coll_dev_pool_wait_put() once its work is done, or destroy it. Loop thread only.
+ * @return COLL_OK and it in *@p s_p; the device layer's error (coll_dev_error() says why).
+ */
+coll_status_t coll_dev_pool_wait_get(const coll_dev_ops_t *ops, coll_dev_pool_t *dp,
+                                     coll_dev_stream_t *s_p);
+
+/**
+ * @brief Give stream @p s (coll_dev_pool_wait_get()) back to @p dp: kept for the next
+ *        operation, or destroyed where the pool keeps COLL_DEV_POOL_WAITS_KEPT already. Only a
+ *        stream whose waits passed (every word it waits for is stored): one still held by a
+ *        wait for a word that may never come must be destroyed instead, never kept, or the
+ *        next operation's work would queue behind that wait. Safe with NULL. Loop thread only.
+ */
+void coll_dev_pool_wait_put(const coll_dev_ops_t *ops, coll_dev_pool_t *dp, coll_dev_stream_t s);
+
+/** @brief Destroy the streams @p dp keeps idle for device waits (@p ops: the layer that made
+ *         them). */
+void coll_dev_pool_waits_free(const coll_dev_ops_t *ops, coll_dev_pool_t *dp);
+
 /** @brief Destroy the job's device pools, giving their memory and budget back (with the polls
- *         they keep: their timers closed on the loop). */
+ *         and wait streams they keep: the polls' timers closed on the loop). */
 void coll_dev_pools_destroy(coll_job_t *job);
 
 /** @return The job's pool of id @p id (0 the host pool, 1 + d device d's), NULL when it has

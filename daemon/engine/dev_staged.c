@@ -388,9 +388,10 @@ static coll_status_t wrap(coll_op_t *op, staged_t *sg)
 }
 
 /* The ranks' streams have not all written their ready words: give each span a pair of streams
- * of its own for its copies in and make them wait on the device for the words, so the copies
- * can be queued now and start the moment the words are there, holding no other operation's
- * copies meanwhile (a rank's word may wait for another operation of the job). @return COLL_OK;
+ * of its own for its copies in (idle ones its pool kept, else new ones) and make them wait on
+ * the device for the words, so the copies can be queued now and start the moment the words are
+ * there, holding no other operation's copies meanwhile (a rank's word may wait for another
+ * operation of the job). @return COLL_OK;
  * COLL_ERR_UNSUPPORTED where the device layer refuses the waits (logged once by the daemon:
  * the caller polls the words); the error with which the job failed. */
 static coll_status_t gate(coll_op_t *op, staged_t *sg)
@@ -404,7 +405,8 @@ static coll_status_t gate(coll_op_t *op, staged_t *sg)
         span_t *p = &sg->span[k];
         for (int s = 0; s < 2 && st == COLL_OK; s++) {
             p->own[COLL_DEV_POOL_BACK][s] = p->streams[COLL_DEV_POOL_BACK][s];
-            st = ops->stream_create(p->device, &p->own[COLL_DEV_POOL_IN][s]);
+            st = coll_dev_pool_wait_get(ops, op->job->dev_pools[p->device],
+                                        &p->own[COLL_DEV_POOL_IN][s]);
         }
         p->streams = p->own;
         if (st != COLL_OK) {
@@ -551,10 +553,27 @@ struct coll_dev_parked {
     coll_dev_sync_due_t due[]; /* the words, and the values they wait for */
 };
 
-/* Wait for the spans' streams where copies are in flight, destroy the streams of their own,
- * give the host copies back, free @p sg. */
-static void release(coll_devices_t *ds, staged_t *sg)
+/* Give @p p's streams of its own back to its pool where @p keep (every word they waited for is
+ * stored and their copies are done), else destroy them. */
+static void own_streams_end(coll_job_t *job, span_t *p, int keep)
 {
+    const coll_dev_ops_t *ops = job->d->devices.ops;
+
+    for (int s = 0; s < 2; s++) {
+        if (keep) {
+            coll_dev_pool_wait_put(ops, job->dev_pools[p->device], p->own[COLL_DEV_POOL_IN][s]);
+        } else if (p->own[COLL_DEV_POOL_IN][s] != NULL) {
+            ops->stream_destroy(p->own[COLL_DEV_POOL_IN][s]);
+        }
+    }
+}
+
+/* Wait for the spans' streams where copies are in flight, give the streams of their own back
+ * to their pools (@p keep, see own_streams_end()) or destroy them, give the host copies back,
+ * free @p sg, an operation of @p job. */
+static void release(coll_job_t *job, staged_t *sg, int keep)
+{
+    coll_devices_t *ds = &job->d->devices;
     const coll_dev_ops_t *ops = ds->ops;
 
     for (uint32_t k = 0; k < sg->nspans; k++) {
@@ -564,8 +583,7 @@ static void release(coll_devices_t *ds, staged_t *sg)
             coll_dev_staged_wait(ops, p->streams[COLL_DEV_POOL_BACK]);
         }
         if (p->streams == p->own) {
-            ops->stream_destroy(p->own[COLL_DEV_POOL_IN][0]);
-            ops->stream_destroy(p->own[COLL_DEV_POOL_IN][1]);
+            own_streams_end(job, p, keep);
         }
         if (p->out != &p->one) {
             free(p->out);
@@ -588,19 +606,22 @@ static void release(coll_devices_t *ds, staged_t *sg)
  * ready word (with copies behind or not), that sync would block the loop until the rank's
  * stream wrote it, maybe never (a rank that died, a stream that never ends): the operation is
  * parked until the job ends on this node (coll_dev_staged_job_end()), when no rank of it can
- * write the word any more. */
+ * write the word any more. Its streams of their own go back to the pool's idle ones only where
+ * every word they waited for was there: a stream that waited for one not there (parked, or
+ * released at once without memory to park it) is destroyed, never given to a later operation,
+ * whose work would queue behind a wait that may never pass. */
 static void staged_free(coll_op_t *op, void *state)
 {
     staged_t *sg = state;
     struct coll_dev_parked *pk;
+    int due = sg->waited && !coll_dev_sync_ready(op);
 
     if (sg->timer != NULL) {
         uv_timer_stop(sg->timer);
         uv_close((uv_handle_t *)sg->timer, timer_closed);
         sg->timer = NULL;
     }
-    if (sg->waited && !coll_dev_sync_ready(op) &&
-        (pk = malloc(sizeof(*pk) + op->grp->nlocal * sizeof(pk->due[0]))) != NULL) {
+    if (due && (pk = malloc(sizeof(*pk) + op->grp->nlocal * sizeof(pk->due[0]))) != NULL) {
         pk->sg = sg;
         pk->ndue = coll_dev_sync_due(op, pk->due);
         pk->next = op->job->dev_parked;
@@ -609,10 +630,10 @@ static void staged_free(coll_op_t *op, void *state)
                    "words: kept until the job ends here", op->job->id, pk->ndue);
         return;
     }
-    if (sg->waited) { /* no memory to park it: release the waits now */
+    if (due) { /* no memory to park it: release the waits now */
         coll_dev_sync_store_ready(op);
     }
-    release(&op->job->d->devices, sg);
+    release(op->job, sg, !due);
 }
 
 void coll_dev_staged_job_end(coll_job_t *job)
@@ -622,7 +643,7 @@ void coll_dev_staged_job_end(coll_job_t *job)
     while ((pk = job->dev_parked) != NULL) {
         job->dev_parked = pk->next;
         coll_dev_sync_store(pk->due, pk->ndue); /* no rank of the job is left to write them */
-        release(&job->d->devices, pk->sg);
+        release(job, pk->sg, 0); /* (the pools go next: nothing to keep the streams for) */
         free(pk);
     }
     if (job->d->devices.ops != NULL) {

@@ -20,9 +20,10 @@ typedef struct {
     coll_dev_stream_t (*streams)[2]; /* its device pool's pairs, in and back
                                         (coll_dev_pool_streams(), span_pair()), or own */
     coll_dev_stream_t own[2][2]; /* where its copies in wait on the device for a ready word:
-                                    a pair in of its own (made, destroyed with the span), so
-                                    that the wait holds no other operation's copies; the
-                                    pool's pair back */
+                                    a pair in of its own (taken from the pool's idle ones,
+                                    coll_dev_pool_wait_get(), and given back or destroyed with
+                                    the span), so that the wait holds no other operation's
+                                    copies; the pool's pair back */
     uint64_t dev;               /* device address of the span's first byte */
     uint8_t *host;              /* its host copy */
     size_t pinned;              /* > 0: host is a buffer of this size of the daemon's cache

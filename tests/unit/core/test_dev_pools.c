@@ -14,7 +14,11 @@
  *   back is taken again, its event and timer the same, no event made; the pool keeps at most
  *   COLL_DEV_POOL_POLLS_KEPT, destroying the one beyond; taking that many again makes none;
  *   freeing the pool's polls destroys every event and closes every timer (the loop then closes
- *   with no handle left).
+ *   with no handle left);
+ *   the streams for device waits (coll_dev_pool_wait_get()): one given back is taken again, no
+ *   stream made; the pool keeps at most COLL_DEV_POOL_WAITS_KEPT, destroying the one beyond;
+ *   taking that many again makes none; a refused creation gives the layer's error; freeing the
+ *   pool's waits destroys every stream made.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -200,12 +204,52 @@ static void test_polls_are_reused(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);           /* no handle left */
 }
 
+static void test_wait_streams_are_reused(void **state)
+{
+    enum { KEPT = COLL_DEV_POOL_WAITS_KEPT };
+    coll_dev_pool_t dp = {.device = 0};
+    coll_dev_stream_t s[KEPT + 1], first, again;
+    (void)state;
+
+    reset();
+    assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &first), COLL_OK);
+    coll_dev_pool_wait_put(&counting, &dp, first);
+    coll_dev_pool_wait_put(&counting, &dp, NULL); /* nothing */
+    assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &again), COLL_OK);
+    assert_true(again == first);
+    assert_int_equal(created, 1);
+    s[0] = again;
+    for (int i = 1; i <= KEPT; i++) {
+        assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &s[i]), COLL_OK);
+    }
+    assert_int_equal(created, KEPT + 1);
+    for (int i = 0; i <= KEPT; i++) {
+        coll_dev_pool_wait_put(&counting, &dp, s[i]);
+    }
+    assert_int_equal(dp.nwaits, KEPT);
+    assert_int_equal(destroyed, 1); /* the one beyond what the pool keeps */
+    for (int i = 0; i < KEPT; i++) {
+        assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &s[i]), COLL_OK);
+    }
+    assert_int_equal(created, KEPT + 1);
+    refuse_at = attempts; /* none idle: the next is made, and refused */
+    assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &first), COLL_ERR_NOMEM);
+    assert_non_null(strstr(coll_dev_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
+    for (int i = 0; i < KEPT; i++) {
+        coll_dev_pool_wait_put(&counting, &dp, s[i]);
+    }
+    coll_dev_pool_waits_free(&counting, &dp);
+    assert_int_equal(dp.nwaits, 0);
+    assert_int_equal(destroyed, KEPT + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_pairs),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_polls_are_reused),
+        cmocka_unit_test(test_wait_streams_are_reused),
     };
     return cmocka_run_group_tests_name("dev_pools", tests, setup, NULL);
 }

@@ -12,8 +12,11 @@
  *   operation's own (the bytes queued and the waits counted on the device while no word is
  *   there); where the device layer refuses the waits, nothing is queued before the words (the
  *   loop polls them) and the sums are the same;
+ *   a second operation behind the words takes the streams of their own that the first gave
+ *   back to the pool (streams counted: none made or destroyed), its sums right;
  *   a job that fails while the copies wait for a word keeps the operation, the word untouched,
- *   until the job ends on the node, which stores the word and releases it;
+ *   until the job ends on the node, which stores the word and releases it (its streams
+ *   destroyed, not kept for later operations);
  *   a failed operation (counts that differ) stores the done words too, so no stream waits
  *   forever; a done word already above the value is left as it is;
  *   refusals: unknown flags, a value of 0, host buffers, an offset not aligned to 8
@@ -30,6 +33,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "core/dev_pools.h"
 #include "core/devices.h"
 #include "core/pool.h"
 #include "engine/dev_staged.h"
@@ -80,9 +84,9 @@ static coll_status_t refuse_wait(coll_dev_stream_t s, uint64_t word, uint64_t va
     return coll__dev_fail(COLL_ERR_UNSUPPORTED, "no stream memory operations (test)");
 }
 
-/* Every rank of the world submits an allreduce of key 21 in place, its inputs -1000 (a stream
+/* Every rank of the world submits an allreduce of key @p key in place, its inputs -1000 (a stream
  * still behind), asking for its ready word at 3 + its local index; its buffer in @p b. */
-static void submit_behind(float *b[N][L], _Atomic uint64_t *wd[N][L])
+static void submit_behind(uint32_t key, float *b[N][L], _Atomic uint64_t *wd[N][L])
 {
     uint64_t off, woff;
 
@@ -93,7 +97,7 @@ static void submit_behind(float *b[N][L], _Atomic uint64_t *wd[N][L])
             for (size_t i = 0; i < COUNT; i++) {
                 b[n][l][i] = -1000.0f;
             }
-            Coll__Wire__Submit s = fake_dev_allreduce(21, COUNT, 1, off, off);
+            Coll__Wire__Submit s = fake_dev_allreduce(key, COUNT, 1, off, off);
             s.sync_offset = woff;
             s.sync_value = 3 + l; /* ranks of one node at different values */
             s.sync_flags = COLL_SYNC_READY | COLL_SYNC_DONE;
@@ -104,11 +108,11 @@ static void submit_behind(float *b[N][L], _Atomic uint64_t *wd[N][L])
 
 /* The streams' work before the submission, then their words: every rank gets the sum of the
  * inputs written now, and its done word. */
-static void write_and_finish(float *b[N][L], _Atomic uint64_t *wd[N][L])
+static void write_and_finish(uint32_t key, float *b[N][L], _Atomic uint64_t *wd[N][L])
 {
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            assert_null(fake_net_done(&w, n, l, 21));
+            assert_null(fake_net_done(&w, n, l, key));
             for (size_t i = 0; i < COUNT; i++) {
                 b[n][l][i] = (float)(n * L + l + 1); /* the work before the submission */
             }
@@ -117,7 +121,7 @@ static void write_and_finish(float *b[N][L], _Atomic uint64_t *wd[N][L])
     }
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
-            const fake_done_t *d = drive(n, l, 21);
+            const fake_done_t *d = drive(n, l, key);
             assert_true(d != NULL && d->status == COLL_OK);
             assert_true(b[n][l][0] == 10.0f && b[n][l][COUNT - 1] == 10.0f); /* 1 + 2 + 3 + 4 */
             assert_int_equal(atomic_load(&wd[n][l][1]), 3 + l);
@@ -133,13 +137,13 @@ static void test_ready_word_holds_the_inputs(void **state)
     _Atomic uint64_t *wd[N][L];
     (void)state;
 
-    submit_behind(b, wd);
+    submit_behind(21, b, wd);
     assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20)); /* nothing ends before the words */
     for (uint32_t n = 0; n < N; n++) {
         assert_int_equal(w.d[n].devices.dev[0].staged_bytes, L * COUNT * 4);
         assert_int_equal(w.d[n].devices.dev[0].stream_waits, L * 2 * L);
     }
-    write_and_finish(b, wd);
+    write_and_finish(21, b, wd);
 }
 
 /* A device layer that refuses the waits: the loop polls the words, nothing is copied before
@@ -155,14 +159,66 @@ static void test_refused_waits_poll_the_words(void **state)
     for (uint32_t n = 0; n < N; n++) {
         w.d[n].devices.ops = &refusing;
     }
-    submit_behind(b, wd);
+    submit_behind(21, b, wd);
     assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20));
     for (uint32_t n = 0; n < N; n++) {
         assert_int_equal(w.d[n].devices.dev[0].staged_bytes, 0);
         assert_int_equal(w.d[n].devices.dev[0].stream_waits, 0);
     }
-    write_and_finish(b, wd);
+    write_and_finish(21, b, wd);
     for (uint32_t n = 0; n < N; n++) {
+        w.d[n].devices.ops = &coll_dev_fake;
+    }
+}
+
+/* The streams of the device layer, counted (made, destroyed), by the layer `counting` (static:
+ * a failed assertion leaves the daemons with it for the teardown). */
+static int made, destroyed;
+static coll_dev_ops_t counting;
+
+static coll_status_t count_create(int dev, coll_dev_stream_t *s_p)
+{
+    made++;
+    return coll_dev_fake.stream_create(dev, s_p);
+}
+
+static void count_destroy(coll_dev_stream_t s)
+{
+    destroyed++;
+    coll_dev_fake.stream_destroy(s);
+}
+
+/* A second operation behind the words takes the streams of their own that the first gave back
+ * to the pool: no stream made or destroyed; the sums right both times. */
+static void test_wait_streams_are_reused(void **state)
+{
+    float *b[N][L];
+    _Atomic uint64_t *wd[N][L];
+    (void)state;
+
+    counting = coll_dev_fake;
+    counting.stream_create = count_create;
+    counting.stream_destroy = count_destroy;
+    made = destroyed = 0;
+    for (uint32_t n = 0; n < N; n++) {
+        w.d[n].devices.ops = &counting;
+    }
+    submit_behind(21, b, wd);
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20));
+    write_and_finish(21, b, wd);
+    assert_int_equal(made, N * (4 + L * 2)); /* each pool's four, each span's pair */
+    assert_int_equal(destroyed, 0);
+    submit_behind(23, b, wd);
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, 23, 20));
+    for (uint32_t n = 0; n < N; n++) {
+        assert_int_equal(w.d[n].devices.dev[0].stream_waits, 2 * L * 2 * L); /* both waited */
+        assert_int_equal(w.job[n].dev_pools[0]->nwaits, 0); /* every idle one taken */
+    }
+    write_and_finish(23, b, wd);
+    assert_int_equal(made, N * (4 + L * 2));
+    assert_int_equal(destroyed, 0);
+    for (uint32_t n = 0; n < N; n++) {
+        assert_int_equal(w.job[n].dev_pools[0]->nwaits, L * 2);
         w.d[n].devices.ops = &coll_dev_fake;
     }
 }
@@ -176,7 +232,7 @@ static void test_job_failed_while_copies_wait(void **state)
     _Atomic uint64_t *wd[N][L];
     (void)state;
 
-    submit_behind(b, wd);
+    submit_behind(21, b, wd);
     assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20));
     coll_job_fail(&w.job[0], COLL_ERR_TIMEDOUT, 1, "test: the job times out");
     fake_net_run(&w);
@@ -187,6 +243,7 @@ static void test_job_failed_while_copies_wait(void **state)
     assert_true(w.d[0].devices.pinned.dev[0].used > 0);
     coll_dev_staged_job_end(&w.job[0]);
     assert_null(w.job[0].dev_parked);
+    assert_int_equal(w.job[0].dev_pools[0]->nwaits, 0); /* its streams waited: destroyed */
     assert_int_equal(atomic_load(&wd[0][0][0]), 3);
     assert_int_equal(atomic_load(&wd[0][1][0]), 4);
     assert_int_equal(w.d[0].devices.pinned.dev[0].used, 0);
@@ -275,6 +332,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ready_word_holds_the_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_waits_poll_the_words, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_streams_are_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_failed_while_copies_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_done_word_on_failure, setup, teardown),
         cmocka_unit_test(test_refusals),
