@@ -87,9 +87,12 @@ static void fail(coll_job_t *job, const coll_shm_rec_t *rec)
     }
     coll_desc_name(&mine, nm, sizeof(nm));
     coll_job_fail(job, COLL_ERR_MISMATCH, 1,
-                  "%s: node %u (ranks from %u) ran it through the daemons (%s) but node %u "
-                  "(ranks from %u) on the direct path between the nodes' leaders (%s)",
-                  nm, prev, job->nodes[prev].ranks[0], a, job->node_rank, job->ranks[0], b);
+                  "%s: node %u (ranks from %u) ran it through the daemons but node %u (ranks "
+                  "from %u) on the direct path between the nodes' leaders, which takes small "
+                  "uncompressed collectives of host buffers: the nodes differ in the buffers' "
+                  "memory (device, host), the compression or algorithm, or the operation "
+                  "(%s; %s)",
+                  nm, prev, job->nodes[prev].ranks[0], job->node_rank, job->ranks[0], a, b);
 }
 
 int coll_shm_route_check(coll_job_t *job, const coll_shm_wait_t *w, size_t n, uint64_t now)

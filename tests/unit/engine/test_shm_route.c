@@ -114,6 +114,8 @@ static void test_fails_after_grace(void **state)
     assert_non_null(strstr(w.job[0].errmsg, "algo=rd"));
     assert_non_null(strstr(w.job[0].errmsg, "node 0 (ranks from 0) on the direct path"));
     assert_non_null(strstr(w.job[0].errmsg, "count=100 "));
+    /* The cause a user can act on, before the descriptors (whose length may cut the message). */
+    assert_non_null(strstr(w.job[0].errmsg, "differ in the buffers' memory (device, host)"));
     assert_non_null(strstr(w.job[0].errmsg, "allreduce #7"));
 }
 
