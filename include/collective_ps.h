@@ -278,8 +278,9 @@ COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
  *        buckets of one step may go in any order and overlap each other. @p grad is the
  *        library's until completion, and holds undefined values afterwards.
  * @return COLL_INPROGRESS and a request (wait, free); COLL_ERR_INVALID for an unknown bucket,
- *         one submitted twice in a step, gradients and parameters in different pools, or a NULL
- *         @p grad or @p req_p (each of these fails the job), or a NULL @p ps;
+ *         one submitted twice in a step, gradients and parameters in different pools or
+ *         overlapping, or a NULL @p grad or @p req_p (each of these fails the job), or a NULL
+ *         @p ps;
  *         COLL_ERR_NOT_IN_POOL for buffers in no pool; the errors of coll_allreduce_async().
  *         Every refusal but a NULL @p ps fails the job (the other ranks would wait for this
  *         bucket). The request completes with COLL_OK or the errors of a collective, and

@@ -299,7 +299,7 @@ void coll_ps_destroy(coll_ps_t *ps)
 }
 
 /* The bucket exists and has not been submitted this step; its gradients and parameters are in
- * one pool: the host's or a device's (the daemons stage device buffers, docs/gpu.md), a
+ * one pool, apart: the host's or a device's (the daemons stage device buffers, docs/gpu.md), a
  * device's where the step has a @p stream (which orders only device work). */
 static coll_status_t check_step(const char *func, coll_ps_t *ps, size_t bucket,
                                 const float *grad, int stream, coll_submission_t *m)
@@ -332,6 +332,12 @@ static coll_status_t check_step(const char *func, coll_ps_t *ps, size_t bucket,
                         "in %s: both must be in one pool", func, c->rank, bucket,
                         gp == 0 ? "host memory" : "a device pool",
                         pp == 0 ? "host memory" : gp == 0 ? "a device pool" : "another one");
+        return COLL_ERR_INVALID;
+    }
+    if (go < po + (int64_t)bytes && po < go + (int64_t)bytes) {
+        coll__set_error(c, "%s: rank %d: the gradients of bucket %zu overlap its parameters "
+                        "(%zu bytes at pool offsets %lld and %lld): they must be apart", func,
+                        c->rank, bucket, bytes, (long long)go, (long long)po);
         return COLL_ERR_INVALID;
     }
     if (stream && gp == 0) {

@@ -43,7 +43,8 @@
  *                    registers other layers; unknown: an unknown optimizer; pool: a model too
  *                    large for the pool; compression: rank 1 asks for fp16 (onebit when the
  *                    others ask for fp16); compression-node: so do the ranks of the last
- *                    node. The first error is printed as FAILED (exit 3).
+ *                    node; overlap: rank 1's gradients are its parameters. The first error is
+ *                    printed as FAILED (exit 3).
  *   --device         the parameters and gradients in the job's pool on device 0 (the daemons
  *                    stage them, docs/gpu.md), written and read through copies: training and
  *                    --check, --compression, --per-bucket only; a real GPU, or COLL_DEVICE_FAKE
@@ -295,7 +296,12 @@ static int train(run_t *r, int steps)
         if (put(r, r->dg, r->g) != 0) {
             return EXIT_WRONG;
         }
-        st = r->o->per_bucket ? step_per_bucket(r) : coll_ps_step(r->ps, r->dg);
+        /* --fault overlap: rank 1 gives its parameters as its gradients. */
+        st = r->o->per_bucket ? step_per_bucket(r)
+             : coll_ps_step(r->ps, r->o->fault && strcmp(r->o->fault, "overlap") == 0 &&
+                                          r->rank == 1
+                                       ? r->dw
+                                       : r->dg);
         if (st != COLL_OK) {
             return failed(r, t, st);
         }
@@ -651,7 +657,7 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: ps_rank [--optimizer sgd|adamw|lars|lamb] [--steps N] "
                 "[--check TOL] [--save DIR] [--load DIR] [--dump FILE] [--bytes K] [--loop N] "
-                "[--count N] [--fault nan|mismatch|unknown|pool|compression|compression-node] "
+                "[--count N] [--fault nan|mismatch|unknown|pool|compression|compression-node|overlap] "
                 "[--clip X] [--trust-max X] [--per-bucket] [--compression SPEC] [--device (not "
                 "with --save, --load, --dump, --bytes, --loop, --fault)]\n");
         return EXIT_USAGE;

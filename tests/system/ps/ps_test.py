@@ -29,7 +29,8 @@ the reference's layer)):
                      why, on every rank.
   bad_input          a NaN gradient (COLL_ERR_INVALID naming the step and bucket, every rank),
                      ranks that register different layers (COLL_ERR_MISMATCH), an unknown
-                     optimizer (COLL_ERR_INVALID), a pool too small for the state
+                     optimizer (COLL_ERR_INVALID), gradients in the parameters' buffer
+                     (COLL_ERR_INVALID naming the overlap), a pool too small for the state
                      (COLL_ERR_POOL_FULL naming the bytes); the daemons stay up and serve a
                      fresh job.
   daemon_kill        node 1's daemon is killed (SIGKILL) during a run of steps; every rank
@@ -307,6 +308,10 @@ def case_bad_input(ctx):
     # with that rank's reason.
     expect_failed(ctx.job([0, 1], 2, ["--optimizer", "adamw", "--fault", "unknown"]),
                   "COLL_ERR_INVALID|COLL_ERR_JOB", r"unknown optimizer 7")
+    # Gradients given in the parameters' buffer: refused at the call, naming the overlap.
+    expect_failed(ctx.job([0, 1], 2, ["--optimizer", "sgd", "--fault", "overlap"]),
+                  "COLL_ERR_INVALID|COLL_ERR_JOB", r"the gradients of bucket \d+ overlap its "
+                  r"parameters")
     expect_failed(ctx.job([0, 1], 1, ["--fault", "pool", "--count", str(4 << 20)],
                           env={"COLL_POOL_SIZE": "40M"}),
                   "COLL_ERR_POOL_FULL", r"needs \d+ bytes of optimizer state")
