@@ -124,8 +124,10 @@ typedef struct {
  * - The request then completes with COLL_OK or: COLL_ERR_MISMATCH (ranks disagree on count,
  *   dtype, op, root or algorithm; no output was written), COLL_ERR_UNSUPPORTED (forced algorithm
  *   cannot run this collective), COLL_ERR_PEER, COLL_ERR_JOB (another rank ended the job: it
- *   aborted, left, or a call of it was refused), COLL_ERR_CLOSED; or the code of a later call
- *   of this rank that was refused (which ends the job).
+ *   aborted, left, or a call of it was refused), COLL_ERR_CLOSED, COLL_ERR_TIMEDOUT (the job's
+ *   timeout), COLL_ERR_IO (device buffers: the device's work failed, e.g. a kernel's fault,
+ *   docs/gpu.md "A device's fault"); or the code of a later call of this rank that was refused
+ *   (which ends the job).
  * - The buffers belong to the library until the request completes.
  * - Every collective is hierarchical: the daemon combines its local ranks' buffers in the same
  *   pass that serves the inter-node algorithm.

@@ -275,10 +275,11 @@ COLL_API uint64_t coll_ps_steps(const coll_ps_t *ps);
  *        overlapping them); when the request completes with COLL_OK the bucket's parameters
  *        are updated in the buffer of coll_ps_create(). Every bucket of a step must be
  *        submitted before the next step's (the step counts once every bucket was submitted);
- *        buckets of one step may go in any order and overlap each other, but a bucket's next
- *        step waits for its previous one: submitted while that is in flight (with one bucket,
- *        a second submission is the next step), the daemons refuse it, and both requests fail
- *        with COLL_ERR_INVALID, as does the job. @p grad is the
+ *        buckets of one step may go in any order and overlap each other. Wait for a bucket's
+ *        step before submitting its next (with one bucket, a second submission is the next
+ *        step): on one node the two run one after the other, but between nodes the daemons
+ *        refuse the second while the first is in flight, and both requests fail with
+ *        COLL_ERR_INVALID, as does the job. @p grad is the
  *        library's until completion, and holds undefined values afterwards.
  * @return COLL_INPROGRESS and a request (wait, free); COLL_ERR_INVALID for an unknown bucket,
  *         one submitted twice in a step, gradients and parameters in different pools or
