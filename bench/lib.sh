@@ -150,6 +150,18 @@ describe_machine() {
     [ -z "$CLUSTER" ] || echo "cluster: $CLUSTER (hosts x ranks), links $RATE ($QDISC)"
 }
 
+# machine_file FILE TOP BASELINE: what the scripts that keep a results directory of their own
+# (staged-overlap.sh, stream-wait.sh) record of the run: the commit of TOP with a digest of
+# its uncommitted changes, the baseline daemon (none when empty), the CPU, the load before.
+machine_file() {
+    {
+        echo "commit $(git -C "$2" rev-parse HEAD) $(git -C "$2" diff HEAD | sha1sum | cut -c1-12)"
+        echo "baseline ${3:-none}"
+        echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x $(nproc)"
+        echo "load before: $(uptime)"
+    } >"$1"
+}
+
 # wait_quiet: waits (at most QUIET_WAIT seconds) for the 1-minute load average to fall below
 # 0.5, e.g. after the build; warns when it does not.
 wait_quiet() {

@@ -25,6 +25,7 @@
 # Options: -o results directory (default /tmp/coll-staged-overlap-<date>); -R rounds (3); -T
 # timed allreduces per run (5); -n elements (16777216); -b the baseline's collectived.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
 out=/tmp/coll-staged-overlap-$(date +%Y%m%d-%H%M%S)
@@ -40,12 +41,7 @@ while getopts "o:R:T:n:b:" o; do
     esac
 done
 mkdir -p "$out"
-{
-    echo "commit $(git -C "$top" rev-parse HEAD) $(git -C "$top" diff HEAD | sha1sum | cut -c1-12)"
-    echo "baseline ${base:-none}"
-    echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x $(nproc)"
-    echo "load before: $(uptime)"
-} >"$out/machine.txt"
+machine_file "$out/machine.txt" "$top" "$base"
 
 configs=(none delay20 delay20-bw delay20-slow)
 daemons=(pipelined)

@@ -15,6 +15,7 @@
 # which goes first; the summary is the median over rounds of each run's median. Timing is never
 # a test. Defaults: -R 5, -T 101, -l 5.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
 out=/tmp/coll-stream-wait-$(date +%Y%m%d-%H%M%S)
@@ -30,12 +31,7 @@ while getopts "o:R:T:l:b:" o; do
     esac
 done
 mkdir -p "$out"
-{
-    echo "commit $(git -C "$top" rev-parse HEAD) $(git -C "$top" diff HEAD | sha1sum | cut -c1-12)"
-    echo "baseline ${base:-none}"
-    echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x $(nproc)"
-    echo "load before: $(uptime)"
-} >"$out/machine.txt"
+machine_file "$out/machine.txt" "$top" "$base"
 daemons=(device-wait)
 [ -n "$base" ] && daemons+=(baseline)
 for ((r = 0; r < rounds; r++)); do

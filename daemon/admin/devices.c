@@ -5,6 +5,8 @@
 #include "admin/devices.h"
 
 #include <inttypes.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "core/dev_pools.h"
 #include "admin/metrics.h"
@@ -176,34 +178,19 @@ static void staged(FILE *f, const coll_devices_t *ds, int which)
     }
 }
 
-/* The collectives on each device's pools that NCCL ran between the daemons
- * (engine/algos/nccl.h). */
-static void nccl_ops(FILE *f, const coll_devices_t *ds)
+/* Counter family @p name (@p help) of one sample per device: the uint64_t at byte @p off of
+ * each coll_device_t (the collectives NCCL ran, engine/algos/nccl.h; the device waits for the
+ * ranks' ready words, engine/dev_sync.h). */
+static void per_device_counter(FILE *f, const coll_devices_t *ds, const char *name,
+                               const char *help, size_t off)
 {
-    const char *name = "collectived_device_nccl_operations_total";
-
-    coll_metrics_family(f, name, "counter",
-                        "Collectives on the device's pools that NCCL ran between the daemons.");
+    coll_metrics_family(f, name, "counter", help);
     for (int i = 0; i < ds->n; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&ds->dev[i] + off, sizeof(v));
         fprintf(f, "%s{device=\"%d\",name=\"", name, i);
         coll_metrics_label(f, ds->dev[i].info.name);
-        fprintf(f, "\"} %" PRIu64 "\n", ds->dev[i].nccl_ops);
-    }
-}
-
-/* The device waits the daemon queued on each device's streams for the ranks' ready words
- * (engine/dev_sync.h): the staged copies in queued before the words were there. */
-static void stream_waits(FILE *f, const coll_devices_t *ds)
-{
-    const char *name = "collectived_device_stream_waits_total";
-
-    coll_metrics_family(f, name, "counter",
-                        "Waits the daemon queued on the device's streams for a rank's ready "
-                        "word, the copies after them queued before the word was there.");
-    for (int i = 0; i < ds->n; i++) {
-        fprintf(f, "%s{device=\"%d\",name=\"", name, i);
-        coll_metrics_label(f, ds->dev[i].info.name);
-        fprintf(f, "\"} %" PRIu64 "\n", ds->dev[i].stream_waits);
+        fprintf(f, "\"} %" PRIu64 "\n", v);
     }
 }
 
@@ -237,8 +224,13 @@ void coll_metrics_devices(FILE *f, coll_daemon_t *d)
         staged(f, &d->devices, which);
     }
     if (d->devices.n > 0) {
-        nccl_ops(f, &d->devices);
-        stream_waits(f, &d->devices);
+        per_device_counter(f, &d->devices, "collectived_device_nccl_operations_total",
+                           "Collectives on the device's pools that NCCL ran between the daemons.",
+                           offsetof(coll_device_t, nccl_ops));
+        per_device_counter(f, &d->devices, "collectived_device_stream_waits_total",
+                           "Waits the daemon queued on the device's streams for a rank's ready "
+                           "word, the copies after them queued before the word was there.",
+                           offsetof(coll_device_t, stream_waits));
         kernel_launches(f, &d->devices);
     }
 }
