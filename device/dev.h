@@ -221,7 +221,11 @@ coll_status_t coll__dev_check_word(uint64_t word, const char *who);
  *  time, so the callers' polling is exercised, and a stream_write_word() land N ms after it was
  *  queued (stream_sync() and stream_destroy() wait for it); COLL_DEVICE_FAKE_COPY_MBPS=N
  *  (test only) gives each stream N MB/s: an event completes no earlier than the copies queued
- *  on its stream before it would have, one after the other; COLL_DEVICE_FAKE_PIN_FAIL=1 makes
+ *  on its stream before it would have, one after the other; COLL_DEVICE_FAKE_LAZY=1 (test
+ *  only) runs a stream's copies and executor launches only when something looks at the stream:
+ *  a query of an event recorded on it, a stream_wait() for one (so a stream that reads what
+ *  another device's stream writes, without waiting for its event, reads stale data), a sync,
+ *  its destroy, a word write; COLL_DEVICE_FAKE_PIN_FAIL=1 makes
  *  host_alloc() refuse with COLL_ERR_NOMEM;
  *  COLL_DEVICE_FAKE_EXEC_FAIL=N (test only) faults a device at the executor's N-th launch
  *  (coll__dev_fake_exec_launch()), COLL_DEVICE_FAKE_COPY_FAIL=N at the process's N-th
@@ -258,6 +262,19 @@ uint64_t coll__dev_fake_granted(int dev);
  * @return COLL_OK; COLL_ERR_IO once the fault was reported (coll_dev_error() says it).
  */
 coll_status_t coll__dev_fake_exec_launch(int dev, int *run_p);
+
+/**
+ * @brief For the fake's executor (daemon/core/dev_exec.c), after coll__dev_fake_exec_launch()
+ *        said to run a launch on fake stream @p s (NULL: the default one): queue it in the
+ *        stream's order where the stream holds work back (COLL_DEVICE_FAKE_LAZY; copies not
+ *        landed, COLL_DEVICE_FAKE_COPY_MBPS; a wait for a word): @p run(@p arg, 1) when it
+ *        lands, or @p run(@p arg, 0) when it is dropped (its device faulted, or the stream
+ *        destroyed behind a wait that never passed), exactly once, on the thread that lands it.
+ *        The stream's user's thread only, as its other entries.
+ * @return 1 queued; 0 nothing held: the caller runs it now, @p run not called; -1 out of
+ *         memory (@p run not called).
+ */
+int coll__dev_fake_exec_defer(coll_dev_stream_t s, void (*run)(void *arg, int go), void *arg);
 
 /** @brief For the fake's executor's sync on fake device @p dev: reports its fault as
  *         event_query() does. @return COLL_OK; COLL_ERR_IO (coll_dev_error() says it). */

@@ -71,6 +71,28 @@ uint64_t coll__fake_knob_or(const char *name, uint64_t dflt)
     return getenv(name) != NULL ? coll__fake_knob(name) : dflt;
 }
 
+int coll__fake_lazy(void)
+{
+    return coll__fake_knob("COLL_DEVICE_FAKE_LAZY") != 0;
+}
+
+int coll__dev_fake_exec_defer(coll_dev_stream_t s, void (*run)(void *arg, int go), void *arg)
+{
+    s = coll__fake_or_default(s);
+    if (!coll__fake_lazy()) {
+        coll__fake_land(s, coll__fake_now_ns());
+        if (s->head == s->ndue) {
+            return 0; /* nothing held before it: it runs now */
+        }
+    }
+    if (coll__fake_defer(s, (struct fake_copy){.run = run, .arg = arg}) != 0) {
+        return -1;
+    }
+    s->queued++;
+    s->done = s->gates > 0 ? s->done : s->queued;
+    return 1;
+}
+
 /* Sleep 100 us: how often the fake looks again at what another thread will change. */
 void coll__fake_nap(void)
 {
@@ -330,6 +352,8 @@ void coll__fake_land(struct coll_dev_stream *s, uint64_t now_ns)
         }
         if (c->word != NULL) {
             s->gates--;
+        } else if (c->run != NULL) {
+            c->run(c->arg, !coll__fake_faulted(s->dev));
         } else if (c->end_ns <= now_ns) {
             memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
         } else {
@@ -397,6 +421,11 @@ static void fake_stream_destroy(coll_dev_stream_t s)
     if (s != NULL) {
         (void)await_gates(s, "stream destroy"); /* then the work it holds is dropped */
         wait_landed(s);
+        for (size_t i = s->head; i < s->ndue; i++) {
+            if (s->due[i].run != NULL) {
+                s->due[i].run(s->due[i].arg, 0);
+            }
+        }
         free(s->due);
         free(s);
     }
@@ -421,11 +450,13 @@ static coll_status_t fake_copy_async(uint64_t dst, uint64_t src, size_t bytes,
         return COLL_ERR_IO;
     }
     coll__dev_fake_copy_count(s->dev);
-    coll__fake_land(s, now);
+    if (!coll__fake_lazy()) {
+        coll__fake_land(s, now);
+    }
     if (mbps > 0) { /* after the stream's earlier copies, at mbps bytes a microsecond */
         s->busy_ns = (s->busy_ns > now ? s->busy_ns : now) + (uint64_t)bytes * 1000u / mbps;
     }
-    deferred = (mbps > 0 || s->gates > 0) &&
+    deferred = (mbps > 0 || s->gates > 0 || coll__fake_lazy()) &&
                coll__fake_defer(s, (struct fake_copy){.dst = dst, .src = src, .bytes = bytes,
                                            .end_ns = mbps > 0 ? s->busy_ns : 0}) == 0;
     if (!deferred && s->gates > 0) {

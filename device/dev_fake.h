@@ -30,15 +30,22 @@ struct coll_dev_stream {
 };
 
 /* A copy that lands when it would have ended (COLL_DEVICE_FAKE_COPY_MBPS) and the waits before
- * it passed, or (@p word not NULL) a wait that holds what follows until *@p word >= @p value:
+ * it passed, or (@p word not NULL) a wait that holds what follows until *@p word >= @p value,
+ * or (@p run not NULL) a launch of the fake's executor, run(@p arg, 1) when it lands (0 when it
+ * is dropped: its device faulted, or its stream destroyed behind a wait that never passed):
  * the @p ticket-th piece of work of its stream. */
 struct fake_copy {
     uint64_t dst, src, end_ns;
     size_t bytes;
     const uint64_t *word;
     uint64_t value, ticket;
+    void (*run)(void *arg, int go);
+    void *arg;
 };
 
+/** @return Whether COLL_DEVICE_FAKE_LAZY is set: a stream's work runs only once something
+ *          looks at it (dev.h). */
+int coll__fake_lazy(void);
 /** @return The test knob @p name of the environment as a number, 0 when absent. */
 uint64_t coll__fake_knob(const char *name);
 /** @return The test knob @p name as a number, @p dflt when absent. */

@@ -12,36 +12,91 @@
 #include "kernels/cuda/module.h"
 
 /* The host executor's entries under the kind COLL_MEM_CUDA: the fake layer's device memory is
- * host memory, so they compute on it as on any host buffer, and its asynchronous entries
- * complete before they return, which the fake's synchronous streams expect; those go through
- * the fake's count of launches, which faults a device where a test asks
- * (COLL_DEVICE_FAKE_EXEC_FAIL: coll__dev_fake_exec_launch()). Filled once. None where
- * COLL_DEVICE_FAKE_NO_EXEC is set (tests of what a daemon without one does). */
+ * host memory, so they compute on it as on any host buffer, at once where the fake's stream
+ * holds nothing back, else in the stream's order when it lands (coll__dev_fake_exec_defer():
+ * COLL_DEVICE_FAKE_LAZY, copies not landed, waits for words); those go through the fake's
+ * count of launches, which faults a device where a test asks (COLL_DEVICE_FAKE_EXEC_FAIL:
+ * coll__dev_fake_exec_launch()). Filled once. None where COLL_DEVICE_FAKE_NO_EXEC is set
+ * (tests of what a daemon without one does). */
 static coll_exec_t fake_exec;
+
+/* A launch of the host's entries, kept while the fake's stream holds it back. */
+typedef struct {
+    enum { HELD_COPY, HELD_ZERO, HELD_REDUCE } kind;
+    coll_exec_ctx_t ctx;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    coll_reduce_args_t a; /* its sources in srcs */
+    const void *srcs[COLL_REDUCE_MAX_SRCS];
+} held_t;
+
+/* Run @p h (a copy's, a zeroing's or a reduction's) on the host's entries. */
+static coll_status_t held_do(const held_t *h)
+{
+    const coll_exec_t *host = coll_exec_get(COLL_MEM_HOST);
+
+    switch (h->kind) {
+    case HELD_COPY: return host->copy_async(&h->ctx, h->dst, h->src, h->bytes);
+    case HELD_ZERO: return host->zero_async(&h->ctx, h->dst, h->bytes);
+    default: return host->reduce_async(&h->ctx, &h->a);
+    }
+}
+
+/* The fake stream's call once a held launch lands (@p go) or is dropped. */
+static void held_run(void *arg, int go)
+{
+    if (go) {
+        (void)held_do(arg); /* the arguments were the executor's own, checked as they came */
+    }
+    free(arg);
+}
+
+/* A launch on @p h->ctx's stream: counted (and faulted) by the fake, then run now or held. */
+static coll_status_t fake_launch(const held_t *h)
+{
+    held_t *c;
+    int run, r;
+    coll_status_t st = coll__dev_fake_exec_launch(h->ctx.device, &run);
+
+    if (!run) {
+        return st;
+    }
+    if ((c = malloc(sizeof(*c))) == NULL) {
+        return COLL_ERR_NOMEM;
+    }
+    *c = *h;
+    if (h->kind == HELD_REDUCE) {
+        for (unsigned k = 0; k < h->a.nsrc && k < COLL_REDUCE_MAX_SRCS; k++) {
+            c->srcs[k] = h->a.src[k];
+        }
+        c->a.src = c->srcs;
+    }
+    if ((r = coll__dev_fake_exec_defer(h->ctx.stream, held_run, c)) == 1) {
+        return COLL_OK;
+    }
+    free(c);
+    return r == 0 ? held_do(h) : COLL_ERR_NOMEM;
+}
 
 static coll_status_t fake_copy_async(const coll_exec_ctx_t *ctx, void *dst, const void *src,
                                      size_t bytes)
 {
-    int run;
-    coll_status_t st = coll__dev_fake_exec_launch(ctx->device, &run);
-
-    return run ? coll_exec_get(COLL_MEM_HOST)->copy_async(ctx, dst, src, bytes) : st;
+    return fake_launch(&(held_t){.kind = HELD_COPY, .ctx = *ctx, .dst = dst, .src = src,
+                                 .bytes = bytes});
 }
 
 static coll_status_t fake_zero_async(const coll_exec_ctx_t *ctx, void *dst, size_t bytes)
 {
-    int run;
-    coll_status_t st = coll__dev_fake_exec_launch(ctx->device, &run);
-
-    return run ? coll_exec_get(COLL_MEM_HOST)->zero_async(ctx, dst, bytes) : st;
+    return fake_launch(&(held_t){.kind = HELD_ZERO, .ctx = *ctx, .dst = dst, .bytes = bytes});
 }
 
 static coll_status_t fake_reduce_async(const coll_exec_ctx_t *ctx, const coll_reduce_args_t *a)
 {
-    int run;
-    coll_status_t st = coll__dev_fake_exec_launch(ctx->device, &run);
-
-    return run ? coll_exec_get(COLL_MEM_HOST)->reduce_async(ctx, a) : st;
+    if (a->nsrc > COLL_REDUCE_MAX_SRCS) { /* the host's entry refuses it */
+        return coll_exec_get(COLL_MEM_HOST)->reduce_async(ctx, a);
+    }
+    return fake_launch(&(held_t){.kind = HELD_REDUCE, .ctx = *ctx, .a = *a});
 }
 
 static coll_status_t fake_sync(const coll_exec_ctx_t *ctx)

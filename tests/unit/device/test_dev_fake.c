@@ -10,7 +10,9 @@
  * spinning, a write held back by COLL_DEVICE_FAKE_COPY_DELAY_MS, the refusals; copies at
  * COLL_DEVICE_FAKE_COPY_MBPS: one after the other on a stream, side by side on two, their data
  * landing only when they would have ended; peer access (COLL_DEVICE_FAKE_PEER=0: none) and
- * grants, counted.
+ * grants, counted; streams that run their work only when looked at (COLL_DEVICE_FAKE_LAZY): a
+ * copy on one device's stream from what another's writes reads the old data unless it waits
+ * for that stream's event, and the executor's launches held in their stream's order.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -547,6 +549,59 @@ static void test_copy_delay_holds_a_write_back(void **state)
     unregister_page(page);
 }
 
+/* A held executor launch (coll__dev_fake_exec_defer()): counts its runs into *arg. */
+static void count_run(void *arg, int go)
+{
+    *(int *)arg += go ? 1 : 100;
+}
+
+static void test_lazy_streams_need_a_wait_across_devices(void **state)
+{
+    coll_dev_stream_t a = NULL, b = NULL;
+    coll_dev_event_t ea = NULL, eb = NULL;
+    uint32_t src[16], mid[16], stale[16], fresh[16], zero[16] = {0};
+    int runs = 0;
+
+    (void)state;
+    for (int i = 0; i < 16; i++) {
+        src[i] = 0x2000u + (uint32_t)i;
+    }
+    memset(mid, 0, sizeof(mid));
+    setenv("COLL_DEVICE_FAKE_LAZY", "1", 1);
+    assert_int_equal(ops->stream_create(0, &a), COLL_OK);
+    assert_int_equal(ops->stream_create(1, &b), COLL_OK);
+    assert_int_equal(ops->event_create(0, &ea), COLL_OK);
+    assert_int_equal(ops->event_create(1, &eb), COLL_OK);
+    /* Device 0 writes mid, device 1 copies it on without waiting: the old bytes. */
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)mid, (uint64_t)(uintptr_t)src,
+                                     sizeof(src), a), COLL_OK);
+    assert_int_equal(coll__dev_fake_exec_defer(a, count_run, &runs), 1);
+    assert_int_equal(ops->event_record(ea, a), COLL_OK);
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)stale, (uint64_t)(uintptr_t)mid,
+                                     sizeof(mid), b), COLL_OK);
+    assert_int_equal(ops->event_record(eb, b), COLL_OK);
+    assert_int_equal(ops->event_query(eb), COLL_OK);
+    assert_memory_equal(stale, zero, sizeof(zero));
+    assert_memory_equal(mid, zero, sizeof(zero)); /* nothing looked at device 0's stream */
+    assert_int_equal(runs, 0);
+    /* Waiting for device 0's event: its work done first, in its order. */
+    assert_int_equal(ops->stream_wait(b, ea), COLL_OK);
+    assert_int_equal(runs, 1);
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)fresh, (uint64_t)(uintptr_t)mid,
+                                     sizeof(mid), b), COLL_OK);
+    assert_int_equal(ops->event_record(eb, b), COLL_OK);
+    assert_int_equal(ops->event_query(eb), COLL_OK);
+    assert_memory_equal(fresh, src, sizeof(src));
+    /* Unheld (not lazy, nothing pending), a launch runs at once: the caller runs it. */
+    unsetenv("COLL_DEVICE_FAKE_LAZY");
+    assert_int_equal(coll__dev_fake_exec_defer(a, count_run, &runs), 0);
+    assert_int_equal(runs, 1);
+    ops->event_destroy(ea);
+    ops->event_destroy(eb);
+    ops->stream_destroy(a);
+    ops->stream_destroy(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_sync_on_a_word_that_stays_below_times_out_without_spinning),
         cmocka_unit_test(test_copy_delay_holds_a_write_back),
         cmocka_unit_test(test_copy_bandwidth_lands_data_late),
+        cmocka_unit_test(test_lazy_streams_need_a_wait_across_devices),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
