@@ -96,6 +96,10 @@ static const cfg_key_t keys[] = {
     KEY(device_pool_budget, CFG_SIZE, "0",
         "bytes the jobs' device pools may hold together on each GPU; an allocation that would "
         "grow them beyond it is refused (0: a quarter of each device's memory)"),
+    KEY(device_peers_split_min, CFG_UINT, "262144",
+        "a one-node allreduce, reduce-scatter or all-gather on the ranks' GPUs (device+peers) of "
+        "at least this many elements is split across the GPUs, each reducing and copying its "
+        "share on its own stream; smaller ones run on the first rank's GPU (0: always split)"),
     KEY(staged_pinned_cache_bytes, CFG_SIZE, "64M",
         "page-locked host memory the staged path keeps idle on each GPU for the next operations' "
         "host copies, instead of locking and unlocking memory for each (0: none kept)"),

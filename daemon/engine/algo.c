@@ -148,11 +148,15 @@ const coll_impl_t *coll_algo_impl(const coll_op_t *op)
         return &coll_impl_refused;
     }
     /* The device's own on one node needs every member in one device pool, or in pools of
-     * several devices that the first member's device reaches (peers, "device+peers"); members
-     * elsewhere take the host's local algorithm on the staged path's copies. The members'
-     * pools are all known here, when the operation starts. */
+     * several devices that the first member's device reaches (peers, "device+peers": split
+     * across the devices where every pair are peers and the operation is large enough,
+     * coll_dev_peers_splits()); members elsewhere take the host's local algorithm on the staged
+     * path's copies. The members' pools are all known here, when the operation starts. */
     if (e->algo == COLL_ALGO_DEVICE && coll_devc_one_pool(op) == 0) {
-        return coll_devc_lane_pool(op) != 0 ? &coll_impl_dev_peers : &coll_impl_local;
+        if (coll_devc_lane_pool(op) == 0) {
+            return &coll_impl_local;
+        }
+        return coll_dev_peers_splits(op) ? &coll_impl_dev_peers_split : &coll_impl_dev_peers;
     }
     return op->grp->nnodes == 1 ? e->local : e->impl;
 }

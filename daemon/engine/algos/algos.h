@@ -41,5 +41,16 @@ extern const coll_impl_t coll_impl_dev_local;
  *  others' pools through the access the daemon granted it ("device+peers"; dev_local.c,
  *  coll_devc_lane_pool()). */
 extern const coll_impl_t coll_impl_dev_peers;
+/** device+peers split across the members' devices (dev_peers.c): each device reduces its
+ *  members' blocks on its own stream, then copies them to the others' outputs after a device
+ *  wait for their reductions (allreduce); reduce-scatter and all-gather each device its own
+ *  members' part. Named "device+peers" too. */
+extern const coll_impl_t coll_impl_dev_peers_split;
+
+/** @return 1 when @p op, which device+peers runs (coll_devc_lane_pool() of its members is not
+ *          0), is split across its members' devices (coll_impl_dev_peers_split): an allreduce,
+ *          a reduce-scatter or an all-gather of at least device_peers_split_min elements (the
+ *          configuration) whose members' devices are all peers of each other. Loop thread. */
+int coll_dev_peers_splits(const coll_op_t *op);
 
 #endif

@@ -96,10 +96,16 @@ static coll_status_t reduce_async(const coll_devc_lane_t *ln, const coll_reduce_
 coll_status_t coll_devc_reduce_locals(const coll_devc_lane_t *ln, coll_op_t *op, uint64_t len,
                                       void *dst)
 {
+    return coll_devc_reduce_span(ln, op, 0, len, dst);
+}
+
+coll_status_t coll_devc_reduce_span(const coll_devc_lane_t *ln, coll_op_t *op, uint64_t off,
+                                    uint64_t len, void *dst)
+{
     const void *src[COLL_COMBINE_MAX_SRC];
     coll_reduce_args_t a;
 
-    coll_combine_locals_args(op, 0, len, dst, NULL, 0, src, &a);
+    coll_combine_locals_args(op, off, len, dst, NULL, 0, src, &a);
     return reduce_async(ln, &a);
 }
 

@@ -104,6 +104,11 @@ coll_status_t coll_devc_copy(const coll_devc_lane_t *ln, void *dst, const void *
 coll_status_t coll_devc_reduce_locals(const coll_devc_lane_t *ln, coll_op_t *op, uint64_t len,
                                       void *dst);
 
+/** @brief The same for elements [@p off, @p off + @p len) of every input into @p dst (@p len
+ *         elements: one member's block, dev_peers.c). @return COLL_OK; the executor's error. */
+coll_status_t coll_devc_reduce_span(const coll_devc_lane_t *ln, coll_op_t *op, uint64_t off,
+                                    uint64_t len, void *dst);
+
 /** @brief Queue the delivery of @p len elements of @p op's result from @p src (its unfinished
  *         reduction, or the finished data of a collective that does not reduce) to the output
  *         @p dst (which may be @p src): finished where coll_devc_finishes(), copied otherwise

@@ -28,8 +28,11 @@
  * (coll_impl_dev_peers), where the first member's device was granted access to the others'
  * pools (peers, core/dev_pools.h; coll_devc_lane_pool()): everything goes on that device's
  * stream, its kernels reading the peers' inputs and its copies writing their outputs through
- * the daemon's mappings. Members whose pools it cannot reach run the host's local algorithm on
- * the staged path's copies (coll_algo_impl()).
+ * the daemon's mappings: reduce and broadcast, and an allreduce, reduce-scatter or all-gather
+ * below device_peers_split_min elements (the configuration) or whose members' devices are not
+ * all peers of each other; the others are split across the members' devices, each doing its
+ * share on its own stream (coll_impl_dev_peers_split, dev_peers.c). Members whose pools it
+ * cannot reach run the host's local algorithm on the staged path's copies (coll_algo_impl()).
  */
 #include <stdio.h>
 #include <stdlib.h>

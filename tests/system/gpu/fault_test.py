@@ -15,7 +15,12 @@ COLL_ERR_UNSUPPORTED and a message naming the earlier fault, its host allreduce 
 
   local   1x2, one fake device: device+local.
   peers   1x2, two fake devices that are peers, rank r's buffers on device r: device+peers,
-          whose work runs on device 0, the one faulted; device 1's pool still serves a job.
+          whose work runs on device 0 (the allreduce below device_peers_split_min), the one
+          faulted; device 1's pool still serves a job.
+  peers_second
+          The same split across the two devices (device_peers_split_min 0: each device reduces
+          its rank's half), the second launch faulting: device 1's reduction, so device 1 is
+          the one faulted, named and refused; device 0's pool still serves a job.
   nccl    2x2 over the stand-in NCCL (tests/unit/device/fake_libnccl.c): each node's two ranks
           reduced by its daemon's executor before NCCL, which faults each daemon's device.
   staged  2x2 on the staged path (no NCCL), the daemons' first copy faulting instead of a
@@ -41,21 +46,27 @@ def said(job):
         print(r.text().strip().splitlines()[0])
 
 
-def shows_fault(d):
-    """@d's /status names the fault on device 0, and /metrics counts it there."""
-    dv = h.status_json(d.status_sock)["devices"]["list"][0]
-    h.check(FAULT in dv["fault"], "%s: /status device 0 fault: %r" % (d.name, dv["fault"]))
+def shows_fault(d, dev):
+    """@d's /status names the fault on device @dev, and /metrics counts it there (and not on
+    the other devices)."""
+    devs = h.status_json(d.status_sock)["devices"]["list"]
+    h.check(FAULT in devs[dev]["fault"],
+            "%s: /status device %d fault: %r" % (d.name, dev, devs[dev]["fault"]))
     _, _, text = h.http_unix(d.status_sock, "/metrics")
-    h.check(re.search(r'^collectived_device_faulted\{device="0",[^}]*\} 1$', text, re.M),
-            "%s: /metrics has no collectived_device_faulted 1 for device 0" % d.name)
+    for k in range(len(devs)):
+        h.check(re.search(r'^collectived_device_faulted\{device="%d",[^}]*\} %d$'
+                          % (k, k == dev), text, re.M),
+                "%s: /metrics has no collectived_device_faulted %d for device %d"
+                % (d.name, k == dev, k))
 
 
-def run(args, name, ndev, nodes, rank_args, daemon_env=None, inject="EXEC"):
+def run(args, name, ndev, nodes, rank_args, daemon_env=None, inject="EXEC", at=1, dev=0):
+    """@ndev fake devices, the @at-th launch (or copy) faulting device @dev."""
     fake = {"COLL_DEVICE_FAKE": str(ndev)}
     cluster = h.Cluster(args.daemon, "fault" + name)
     try:
-        cluster.start_daemons(len(nodes), env=dict(fake, **{"COLL_DEVICE_FAKE_%s_FAIL" % inject: "1"},
-                                                   **(daemon_env or {})))
+        fail = {"COLL_DEVICE_FAKE_%s_FAIL" % inject: str(at)}
+        cluster.start_daemons(len(nodes), env=dict(fake, **fail, **(daemon_env or {})))
         t0 = time.monotonic()
         job = cluster.start_job("faulting", nodes, 2,
                                 [args.staged, "--fails-with", FAULT] + rank_args,
@@ -73,18 +84,19 @@ def run(args, name, ndev, nodes, rank_args, daemon_env=None, inject="EXEC"):
                      if FAULT in ln and "refused until the daemon restarts" in ln]
             if lines:
                 print("%s: %s" % (d.name, lines[0]))
-                shows_fault(d)
+                shows_fault(d, dev)
                 faulted.append(nodes[k])
         # Each daemon faults at its first launch or copy, but a node whose fault fails the job
         # first may spare the other node's device (its ranks' work never queued): at least one.
         h.check(faulted and (len(nodes) > 1 or faulted == nodes),
                 "no daemon logged the device's fault:\n%s" % cluster.daemons[0].log())
-        job = cluster.start_job("refused", faulted, 2, [args.check, "--expect-refused", FAULT],
+        job = cluster.start_job("refused", faulted, 2,
+                                [args.check, "--device", str(dev), "--expect-refused", FAULT],
                                 timeout_ms=30000, token=None, env=fake)
         job.wait_exit(60, expect=0)
         said(job)
         if ndev > 1:  # the sound device still serves
-            job = cluster.start_job("sound", nodes, 2, [args.check, "--device", "1"],
+            job = cluster.start_job("sound", nodes, 2, [args.check, "--device", str(1 - dev)],
                                     timeout_ms=30000, token=None, env=fake)
             job.wait_exit(60, expect=0)
         job = cluster.start_job("host", nodes, 2, [args.rank, "--iters", "3"],
@@ -102,6 +114,11 @@ def test_peers(args, work):
     run(args, "peers", 2, [0], ["--device=device+peers", "--spread=2"])
 
 
+def test_peers_second(args, work):
+    run(args, "peers_second", 2, [0], ["--device=device+peers", "--spread=2"],
+        {"COLLD_DEVICE_PEERS_SPLIT_MIN": "0"}, at=2, dev=1)
+
+
 def test_nccl(args, work):
     if args.fake_nccl is None:
         raise h.Skip("built without CUDA: no stand-in NCCL")
@@ -112,7 +129,8 @@ def test_staged(args, work):
     run(args, "staged", 1, [0, 1], [], inject="COPY")
 
 
-TESTS = {"local": test_local, "peers": test_peers, "nccl": test_nccl, "staged": test_staged}
+TESTS = {"local": test_local, "peers": test_peers, "peers_second": test_peers_second,
+         "nccl": test_nccl, "staged": test_staged}
 
 
 def parser():

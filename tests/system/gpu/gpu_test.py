@@ -39,6 +39,13 @@
              --device (the one-node collectives on the device, device+local); /metrics then
              counts the gather and the scatter alone as staged operations and the executor's
              reductions and copies as kernel launches of device 0.
+  peers_split
+             Over two fake devices (peers), rank r's buffers on device r, a daemon with
+             device_peers_split_min 4096: 2 local ranks run staged_check --device=device+peers
+             with float32 allreduces of 5000 elements; /metrics then counts device 1's share
+             of those as its own kernel launches (its rank's half reduced, the other half
+             copied in: 4 reductions and 3 copies), which device+peers on device 0 alone never
+             launched there.
   staged_cache
              Over the fake device layer, a daemon keeping at most 1 MiB of page-locked host
              buffers idle per device, freed after 300 ms idle: 2 local ranks run staged_check's
@@ -337,6 +344,36 @@ def test_device(args, work):
         d.stop()
 
 
+def test_peers_split(args, work):
+    env = h.clean_env()
+    env.update({"COLL_DEVICE_FAKE": "2", "COLLD_DEVICE_PEERS_SPLIT_MIN": "4096"})
+    d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
+    world = 2
+    try:
+        ranks = [h.Rank(r, 0, [args.staged, "--device=device+peers", "--spread=2",
+                               "--count", "5000"],
+                        dict(rank_env(d, "peers", r, world, True), COLL_DEVICE_FAKE="2"),
+                        os.path.join(work, "peers.r%d.out" % r), local=r, stdin_pipe=False)
+                 for r in range(world)]
+        wait_ranks(ranks, d)
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        name = "collectived_device_kernel_launches_total"
+        got = {(dev, kind): metric(text, name, 'device="%d",kind="%s"' % (dev, kind))
+               for dev in (0, 1) for kind in ("reduce", "copy")}
+        # Device 1's share of the three float32 allreduces of 5000 elements (the sums out of
+        # place and in place, the average), split: its rank's half reduced (the average's then
+        # divided: a second reduction) and device 0's half copied in, 4 reductions and 3
+        # copies; every collective below 4096 elements on device 0 alone.
+        h.check(got[1, "reduce"] == 4 and got[1, "copy"] == 3 and got[0, "reduce"] > 4,
+                "per-device launches %r: device 1 should have reduced its rank's half of each "
+                "float32 allreduce and copied the other half in (4 reductions, 3 copies), "
+                "device 0 the rest" % got)
+        print("kernel launches by device and kind: %r" % got)
+        h.check_no_warnings(d.log(), d.name)
+    finally:
+        d.stop()
+
+
 def metric_sum(text, name):
     """The sum of every sample of @name in /metrics (0 when none)."""
     return sum(float(v) for v in re.findall(r"^%s\{[^}]*\} (\S+)$" % re.escape(name), text, re.M))
@@ -616,6 +653,7 @@ def test_nccl_error(args, work):
 
 TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fake_pool,
          "staged": test_staged, "staged_async": test_staged_async, "device": test_device,
+         "peers_split": test_peers_split,
          "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
          "nccl_error": test_nccl_error, "executor": test_executor,
          "stream_waits": test_stream_waits}

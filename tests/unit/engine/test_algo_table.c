@@ -16,7 +16,10 @@
  *   the implementation an operation gets: the entry's own on several nodes, the local one on
  *   one node, the refusal's for a refused algorithm; on the device on one node "device+local"
  *   for one pool, "device+peers" for pools on several devices all granted to the first
- *   member's device (COLL_DEVICE_FAKE=4), the host's local algorithm otherwise.
+ *   member's device (COLL_DEVICE_FAKE=4), the host's local algorithm otherwise; split across
+ *   the devices (dev_peers.c) for an allreduce, reduce-scatter or all-gather of at least
+ *   device_peers_split_min elements whose members' devices are all peers of each other, on
+ *   the first member's device otherwise (reduce, broadcast, fewer elements, a pair not peers).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +32,7 @@
 #include "fake_net.h"
 #include "core/dev_pools.h"
 #include "engine/algo.h"
+#include "engine/algos/algos.h"
 #include "engine/algos/nccl.h"
 #include "engine/exec.h"
 
@@ -358,6 +362,60 @@ static void test_impl_device_peers(void **state)
     coll_dev_pools_destroy(job);
 }
 
+/* Whether a one-node @p kind of @p count elements on the device, its 4 members' buffers in
+ * pools @p pools, is split across the devices (coll_impl_dev_peers_split). */
+static int splits(coll_job_t *job, const uint32_t pools[4], coll_kind_t kind, uint64_t count)
+{
+    coll_desc_t d = {.coll = (uint16_t)kind, .algo = COLL_ALGO_DEVICE, .count = count,
+                     .dtype = COLL_FLOAT32};
+    coll_op_t *op = coll_op_create(job, job->world, &d);
+    const coll_impl_t *impl;
+
+    assert_non_null(op);
+    for (uint32_t l = 0; l < 4; l++) {
+        op->members[l].pool = pools[l];
+    }
+    impl = coll_algo_impl(op);
+    assert_string_equal(impl->name, "device+peers");
+    op->done = 1;
+    coll_op_maybe_free(op);
+    return impl == &coll_impl_dev_peers_split;
+}
+
+/* device+peers split across the devices from device_peers_split_min elements (100 here), for
+ * the allreduce, reduce-scatter and all-gather, where every pair of the members' devices are
+ * peers both ways; on the first member's device otherwise. */
+static void test_impl_device_peers_split(void **state)
+{
+    static const uint32_t each[4] = {1, 2, 3, 4}, pairs[4] = {2, 1, 2, 1};
+    coll_job_t *job;
+
+    (void)state;
+    fake_net_free(&w);
+    fake_net_init(&w, 1, 4, SEG, 1 << 20, FAKE_EAGER);
+    job = &w.job[0];
+    job->d->cfg.device_peers_split_min = 100;
+    device_pools(job);
+    for (int d = 1; d < 4; d++) { /* granted to device 0 only */
+        job->dev_pools[d]->peers = 1u << 0;
+    }
+    assert_false(splits(job, each, COLL_KIND_ALLREDUCE, 1000));
+    for (int d = 0; d < 4; d++) {
+        job->dev_pools[d]->peers = 0xfu & ~(1u << d);
+    }
+    assert_true(splits(job, each, COLL_KIND_ALLREDUCE, 100));
+    assert_false(splits(job, each, COLL_KIND_ALLREDUCE, 99));
+    assert_true(splits(job, each, COLL_KIND_REDUCE_SCATTER, 100));
+    assert_true(splits(job, each, COLL_KIND_ALLGATHER, 100));
+    assert_false(splits(job, each, COLL_KIND_REDUCE, 1000));
+    assert_false(splits(job, each, COLL_KIND_BROADCAST, 1000));
+    assert_true(splits(job, pairs, COLL_KIND_ALLREDUCE, 1000));
+    job->dev_pools[2]->peers &= ~(1u << 3); /* device 3 no longer reaches device 2's pool */
+    assert_false(splits(job, each, COLL_KIND_ALLREDUCE, 1000));
+    assert_true(splits(job, pairs, COLL_KIND_ALLREDUCE, 1000)); /* devices 0 and 1 only */
+    coll_dev_pools_destroy(job);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +427,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl_device_peers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_impl_device_peers_split, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
