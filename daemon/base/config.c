@@ -98,7 +98,8 @@ static const cfg_key_t keys[] = {
         "grow them beyond it is refused (0: a quarter of each device's memory)"),
     KEY(device_peers_split_min, CFG_UINT, "262144",
         "a one-node allreduce, reduce-scatter or all-gather on the ranks' GPUs (device+peers) of "
-        "at least this many elements is split across the GPUs, each reducing and copying its "
+        "at least this many elements in all (the allreduce's count, the others' count times "
+        "the ranks) is split across the GPUs, each reducing and copying its "
         "share on its own stream; smaller ones run on the first rank's GPU (0: always split)"),
     KEY(staged_pinned_cache_bytes, CFG_SIZE, "64M",
         "page-locked host memory the staged path keeps idle on each GPU for the next operations' "

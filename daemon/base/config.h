@@ -46,8 +46,9 @@ typedef struct {
     uint64_t device_pool_budget; /**< bytes of the jobs' device pools on each device (0: a
                                       quarter of its memory) */
     uint64_t device_peers_split_min; /**< device+peers splits an allreduce, reduce-scatter or
-                                          all-gather of at least this many elements across the
-                                          members' devices (engine/algos/dev_peers.c) */
+                                          all-gather of at least this many elements in all
+                                          across the members' devices
+                                          (engine/algos/dev_peers.c) */
     uint64_t staged_pinned_cache_bytes; /**< idle page-locked bytes kept per device
                                              (core/dev_pinned.h) */
     uint64_t staged_pinned_idle_ms; /**< an idle page-locked buffer is freed after this */

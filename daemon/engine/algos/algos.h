@@ -49,8 +49,9 @@ extern const coll_impl_t coll_impl_dev_peers_split;
 
 /** @return 1 when @p op, which device+peers runs (coll_devc_lane_pool() of its members is not
  *          0), is split across its members' devices (coll_impl_dev_peers_split): an allreduce,
- *          a reduce-scatter or an all-gather of at least device_peers_split_min elements (the
- *          configuration) whose members' devices are all peers of each other. Loop thread. */
+ *          a reduce-scatter or an all-gather whose whole vector (the allreduce's count, the
+ *          others' count times the group's size) has at least device_peers_split_min elements
+ *          (the configuration), its members' devices all peers of each other. Loop thread. */
 int coll_dev_peers_splits(const coll_op_t *op);
 
 #endif

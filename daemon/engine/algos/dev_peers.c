@@ -26,7 +26,9 @@
  * the job, that device marked faulted (coll_device_fault()), as device+local's.
  *
  * The choice (coll_dev_peers_splits(), engine/algo.c): these three collectives, every pair of
- * the members' devices peers both ways, at least device_peers_split_min elements (the
+ * the members' devices peers both ways, a whole vector (an allreduce's count, a
+ * reduce-scatter's input or an all-gather's output) of at least device_peers_split_min
+ * elements (the
  * configuration: below it one device's single launch and copies, dev_local.c, cost less than a
  * launch and the cross-device waits on each device; the default, 262144, is an estimate: the
  * fake device layer that the tests run on cannot measure the crossover of a real machine).
@@ -64,11 +66,13 @@ typedef struct {
 int coll_dev_peers_splits(const coll_op_t *op)
 {
     const coll_dev_pool_t *const *pools = (const coll_dev_pool_t *const *)op->job->dev_pools;
+    int ar = op->desc.coll == COLL_KIND_ALLREDUCE;
+    uint64_t whole = ar ? op->desc.count : op->desc.count * op->grp->size;
 
-    if ((op->desc.coll != COLL_KIND_ALLREDUCE && op->desc.coll != COLL_KIND_REDUCE_SCATTER &&
+    if ((!ar && op->desc.coll != COLL_KIND_REDUCE_SCATTER &&
          op->desc.coll != COLL_KIND_ALLGATHER) ||
         op->nbufs != op->grp->nlocal || op->nbufs > COLL_COMBINE_MAX_SRC ||
-        op->desc.count < op->job->d->cfg.device_peers_split_min) {
+        whole < op->job->d->cfg.device_peers_split_min) {
         return 0;
     }
     for (uint32_t a = 0; a < op->nbufs; a++) {

@@ -382,8 +382,9 @@ static int splits(coll_job_t *job, const uint32_t pools[4], coll_kind_t kind, ui
     return impl == &coll_impl_dev_peers_split;
 }
 
-/* device+peers split across the devices from device_peers_split_min elements (100 here), for
- * the allreduce, reduce-scatter and all-gather, where every pair of the members' devices are
+/* device+peers split across the devices from device_peers_split_min elements (100 here: an
+ * allreduce's count, the others' count times the 4 ranks), for the allreduce, reduce-scatter
+ * and all-gather, where every pair of the members' devices are
  * peers both ways; on the first member's device otherwise. */
 static void test_impl_device_peers_split(void **state)
 {
@@ -405,8 +406,10 @@ static void test_impl_device_peers_split(void **state)
     }
     assert_true(splits(job, each, COLL_KIND_ALLREDUCE, 100));
     assert_false(splits(job, each, COLL_KIND_ALLREDUCE, 99));
-    assert_true(splits(job, each, COLL_KIND_REDUCE_SCATTER, 100));
-    assert_true(splits(job, each, COLL_KIND_ALLGATHER, 100));
+    assert_true(splits(job, each, COLL_KIND_REDUCE_SCATTER, 25)); /* 100 in all */
+    assert_false(splits(job, each, COLL_KIND_REDUCE_SCATTER, 24));
+    assert_true(splits(job, each, COLL_KIND_ALLGATHER, 25));
+    assert_false(splits(job, each, COLL_KIND_ALLGATHER, 24));
     assert_false(splits(job, each, COLL_KIND_REDUCE, 1000));
     assert_false(splits(job, each, COLL_KIND_BROADCAST, 1000));
     assert_true(splits(job, pairs, COLL_KIND_ALLREDUCE, 1000));
