@@ -381,8 +381,10 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
  *        names the staged path and the algorithm it ran on the host copies: "staged+ring",
  *        "staged+rd", "staged+chain", "staged+local", "staged+direct", "staged+p2p" (a send or
  *        a receive), "nccl" (NCCL between the daemons) or "device+local" (one node, on the
- *        device); "direct" for gather, scatter and all-to-all; "" while pending, for requests
- *        without one and for a NULL @p req. Valid until the request is freed.
+ *        device); "direct" for gather, scatter and all-to-all; "" while pending and for
+ *        requests without one. Valid until the request is freed. A NULL @p req gives
+ *        "unknown" (as the *_name() functions give for a value out of range) and the calling
+ *        thread's message that it must not be NULL (coll_comm_last_error(NULL)).
  */
 COLL_API const char *coll_req_algo(const coll_request_t *req);
 

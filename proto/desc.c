@@ -110,15 +110,34 @@ static void append_compression(const coll_desc_t *d, char *buf, size_t len)
     }
 }
 
+/* Whether a kind's descriptor means something by its reduction operation: the others carry
+ * COLL_SUM, which the library sets and nothing reads. */
+static int kind_reduces(uint32_t kind)
+{
+    return kind == COLL_KIND_ALLREDUCE || kind == COLL_KIND_REDUCE_SCATTER ||
+           kind == COLL_KIND_REDUCE || kind == COLL_KIND_PS_STEP;
+}
+
 void coll_desc_format(const coll_desc_t *d, char *buf, size_t len)
 {
     int refused = d->algo >= COLL_ALGO_REFUSED;
-    int n = snprintf(buf, len, "%s count=%llu dtype=%s op=%s root=%u algo=%s%s segment=%u "
-                     "world=%u", coll_kind_name((coll_kind_t)d->coll),
-                     (unsigned long long)d->count, coll_dtype_name((coll_dtype_t)d->dtype),
-                     coll_redop_name((coll_redop_t)d->op), d->root, refused ? "refused " : "",
-                     coll_algo_name((coll_algo_t)(refused ? d->algo - COLL_ALGO_REFUSED : d->algo)),
-                     d->seg_bytes, d->world_size);
+    char data[80] = "", op[32] = "", root[24] = "";
+    int n;
+
+    if (d->coll != COLL_KIND_BARRIER) {
+        snprintf(data, sizeof(data), " count=%llu dtype=%s", (unsigned long long)d->count,
+                 coll_dtype_name((coll_dtype_t)d->dtype));
+    }
+    if (kind_reduces(d->coll)) {
+        snprintf(op, sizeof(op), " op=%s", coll_redop_name((coll_redop_t)d->op));
+    }
+    if (coll_kind_is_rooted(d->coll) || d->coll == COLL_KIND_PS_STEP) {
+        snprintf(root, sizeof(root), " root=%u", d->root);
+    }
+    n = snprintf(buf, len, "%s%s%s%s algo=%s%s segment=%u world=%u",
+                 coll_kind_name((coll_kind_t)d->coll), data, op, root, refused ? "refused " : "",
+                 coll_algo_name((coll_algo_t)(refused ? d->algo - COLL_ALGO_REFUSED : d->algo)),
+                 d->seg_bytes, d->world_size);
     if (d->layout != 0 && n > 0 && (size_t)n < len) {
         n += snprintf(buf + n, len - (size_t)n, " layout=%016llx", (unsigned long long)d->layout);
     }

@@ -130,7 +130,13 @@ typedef struct {
  */
 void coll_desc_make(const coll_submission_t *s, const coll_desc_ctx_t *ctx, coll_desc_t *d);
 
-/** @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum ...". */
+/**
+ * @brief Describe @p d in @p buf, e.g. "allreduce count=1000 dtype=float32 op=sum algo=ring
+ *        segment=262144 world=8": only the fields that mean something for its kind (an
+ *        operation for the reductions and a parameter service's step, a root for the rooted
+ *        kinds and a step, whose root is its bucket; no count or dtype for a barrier), as a
+ *        mismatch message quotes it. Truncated to @p len.
+ */
 void coll_desc_format(const coll_desc_t *d, char *buf, size_t len);
 
 /** @return The name of @p kind, e.g. "reduce-scatter"; "operation" when out of range. */

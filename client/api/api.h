@@ -57,7 +57,8 @@ static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsig
 
 /**
  * @brief Submit a checked operation @p m (key, kind, fields; req_id is filled in) and return
- *        its request, on @p c (the world or a group: m->group is set) over c->conn.
+ *        its request, on @p c (the world or a group: m->group is set) over c->conn, for public
+ *        function @p func (the one the caller called: every message begins with its name).
  *        c->conn->lock held.
  * @return COLL_INPROGRESS and the request; the code of the refused call with which this rank
  *         ended the job, once it did (coll__refuse()); COLL_ERR_INVALID (nothing submitted) when
@@ -69,8 +70,8 @@ static inline uint64_t coll__space_key(unsigned space, uint64_t iteration, unsig
  *         the default stream; @p stream NULL: none), those of coll__sync_take(), and
  *         COLL_ERR_INVALID for host buffers.
  */
-coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const *stream,
-                               coll_request_t **req_p);
+coll_status_t coll__submit_msg(coll_comm_t *c, const char *func, coll_submission_t *m,
+                               void *const *stream, coll_request_t **req_p);
 
 /**
  * @brief A call that every rank makes (a collective, a split, a step of the parameter service)

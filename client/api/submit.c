@@ -164,7 +164,7 @@ static coll_status_t assign_key(coll_comm_t *c, const spec_t *s, const coll_op_p
 
 /* A key (or a point-to-point key, direction and peer) already in flight: the tags could not
  * tell the two operations apart. Both fail, and the job with them (the caller aborts it). */
-static coll_status_t check_key(coll_comm_t *c, const coll_submission_t *m)
+static coll_status_t check_key(coll_comm_t *c, const char *func, const coll_submission_t *m)
 {
     coll_request_t *r = coll__req_same_key(c, m);
     char nm[48];
@@ -174,9 +174,9 @@ static coll_status_t check_key(coll_comm_t *c, const coll_submission_t *m)
     }
     r->key_reused = 1;
     coll_desc_name(&(coll_desc_t){.coll = (uint16_t)m->coll, .key = m->key}, nm, sizeof(nm));
-    coll__set_error(c, "rank %d submitted %s while an operation of that key was still in "
+    coll__set_error(c, "%s: rank %d submitted %s while an operation of that key was still in "
                     "flight; keys must be unique among the operations in flight, so both fail",
-                    c->rank, nm);
+                    func, c->rank, nm);
     return COLL_ERR_INVALID;
 }
 
@@ -194,8 +194,8 @@ static void note_buffers(const coll_comm_t *c, const coll_submission_t *m, coll_
     r->recv_bytes = re * es;
 }
 
-coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const *stream,
-                               coll_request_t **req_p)
+coll_status_t coll__submit_msg(coll_comm_t *c, const char *func, coll_submission_t *m,
+                               void *const *stream, coll_request_t **req_p)
 {
     coll_request_t *r;
     coll_status_t st;
@@ -205,12 +205,12 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const
         coll__set_error(c, "job %s failed earlier: %s", c->job, c->conn->ended_msg);
         return c->conn->ended;
     }
-    if ((st = check_key(c, m)) != COLL_OK) {
+    if ((st = check_key(c, func, m)) != COLL_OK) {
         return st;
     }
     if (stream != NULL && m->pool == 0) {
-        coll__set_error(c, "rank %d: a stream orders operations on device buffers; these are "
-                        "in the host pool", c->rank);
+        coll__set_error(c, "%s: rank %d: a stream orders operations on device buffers; these "
+                        "are in the host pool", func, c->rank);
         return COLL_ERR_INVALID;
     }
     if ((r = coll__req_new(c, COLL_REQ_COLLECTIVE)) == NULL) {
@@ -234,7 +234,7 @@ coll_status_t coll__submit_msg(coll_comm_t *c, coll_submission_t *m, void *const
     /* Collectives of the world without compression on host buffers meet in the local ranks'
      * shared-memory area first (shm/shm.h); groups, compression and the rest go to the daemon. */
     st = c->shm != NULL && m->coll < COLL_KIND_SEND && m->compression == 0 && m->pool == 0
-             ? coll__shm_post(c, r, m)
+             ? coll__shm_post(c, func, r, m)
              : coll__submit_send(c->conn, m, &r->sync);
     if (st != COLL_OK) {
         coll__req_release(r);
@@ -405,7 +405,7 @@ coll_status_t coll__submit_spec(coll_comm_t *c, const spec_t *s, const uint64_t 
             m.compression = m.bucket = m.warmup = 0;
         }
         /* A stream of NULL is CUDA's default stream, not none: the mask says whether. */
-        st = coll__submit_msg(c, &m, (params != NULL && (params->field_mask &
+        st = coll__submit_msg(c, s->func, &m, (params != NULL && (params->field_mask &
                                                           COLL_OP_PARAM_STREAM))
                                          ? &params->stream : NULL, req_p);
     }

@@ -23,14 +23,29 @@ static const char *env2(const char *a, const char *b)
     return v != NULL ? v : (b != NULL ? getenv(b) : NULL);
 }
 
-/* COLL_<x>, else torchrun's, else the launcher's value (@p from), else an error naming all. */
-static int env_int(const char *a, const char *b, int from, const coll__launcher_t *l, int *out,
-                   char *err, size_t errlen)
+/* An integer bound of env_int(): what the value is, for the message, and its range. */
+typedef struct {
+    const char *what;
+    long min, max;
+} bound_t;
+
+static const bound_t world_bound = {"the world size", 1, COLL_WORLD_MAX};
+static const bound_t local_bound = {"the local size", 1, COLL_WORLD_MAX};
+static const bound_t rank_bound = {"a rank", 0, COLL_WORLD_MAX - 1};
+static const bound_t ms_bound = {"a time in ms", 0, COLL_TIMEOUT_MAX_MS};
+
+/* COLL_<x>, else torchrun's, else the launcher's value (@p from), else an error naming all; a
+ * value outside @p bd is an error naming the variable read, its value and the range. */
+static int env_int(const char *a, const char *b, int from, const coll__launcher_t *l,
+                   const bound_t *bd, int *out, char *err, size_t errlen)
 {
-    const char *v = env2(a, b);
+    const char *v = getenv(a), *name = a;
     char *end;
     long x;
 
+    if (v == NULL && b != NULL && (v = getenv(b)) != NULL) {
+        name = b;
+    }
     if (v == NULL && l->name != NULL) {
         *out = from;
         return 0;
@@ -42,8 +57,9 @@ static int env_int(const char *a, const char *b, int from, const coll__launcher_
     }
     errno = 0;
     x = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || x < 0 || x > (1 << 24)) {
-        snprintf(err, errlen, "%s=%s is not a non-negative integer", a, v);
+    if (errno != 0 || end == v || *end != '\0' || x < bd->min || x > bd->max) {
+        snprintf(err, errlen, "%s=%s: %s must be an integer in %ld..%ld", name, v, bd->what,
+                 bd->min, bd->max);
         return -1;
     }
     *out = (int)x;
@@ -56,17 +72,18 @@ static int resolve_ints(const coll_comm_params_t *in, const coll__launcher_t *l,
     if (in->field_mask & COLL_COMM_PARAM_RANK) {
         out->rank = in->rank;
         out->world_size = in->world_size;
-    } else if (env_int("COLL_RANK", "RANK", l->rank, l, &out->rank, err, errlen) < 0 ||
-               env_int("COLL_WORLD_SIZE", "WORLD_SIZE", l->world_size, l, &out->world_size, err,
-                       errlen) < 0) {
+    } else if (env_int("COLL_RANK", "RANK", l->rank, l, &rank_bound, &out->rank, err,
+                       errlen) < 0 ||
+               env_int("COLL_WORLD_SIZE", "WORLD_SIZE", l->world_size, l, &world_bound,
+                       &out->world_size, err, errlen) < 0) {
         return -1;
     }
     if (in->field_mask & COLL_COMM_PARAM_LOCAL_RANK) {
         out->local_rank = in->local_rank;
         out->local_size = in->local_size;
-    } else if (env_int("COLL_LOCAL_RANK", "LOCAL_RANK", l->local_rank, l, &out->local_rank, err,
-                       errlen) < 0 ||
-               env_int("COLL_LOCAL_SIZE", "LOCAL_WORLD_SIZE", l->local_size, l,
+    } else if (env_int("COLL_LOCAL_RANK", "LOCAL_RANK", l->local_rank, l, &rank_bound,
+                       &out->local_rank, err, errlen) < 0 ||
+               env_int("COLL_LOCAL_SIZE", "LOCAL_WORLD_SIZE", l->local_size, l, &local_bound,
                        &out->local_size, err, errlen) < 0) {
         return -1;
     }
@@ -74,8 +91,8 @@ static int resolve_ints(const coll_comm_params_t *in, const coll__launcher_t *l,
     if (in->field_mask & COLL_COMM_PARAM_TIMEOUT) {
         out->timeout_ms = in->timeout_ms;
     } else if (getenv("COLL_TIMEOUT_MS") != NULL &&
-               env_int("COLL_TIMEOUT_MS", NULL, 0, &(coll__launcher_t){0}, &out->timeout_ms, err,
-                       errlen) < 0) {
+               env_int("COLL_TIMEOUT_MS", NULL, 0, &(coll__launcher_t){0}, &ms_bound,
+                       &out->timeout_ms, err, errlen) < 0) {
         return -1;
     }
     if (out->timeout_ms != 0 && (out->timeout_ms < (int)COLL_TIMEOUT_MIN_MS ||
@@ -89,16 +106,30 @@ static int resolve_ints(const coll_comm_params_t *in, const coll__launcher_t *l,
     if (in->field_mask & COLL_COMM_PARAM_CONNECT_TIMEOUT) {
         out->connect_timeout_ms = in->connect_timeout_ms;
     } else if (getenv("COLL_CONNECT_TIMEOUT_MS") != NULL &&
-               env_int("COLL_CONNECT_TIMEOUT_MS", NULL, 0, &(coll__launcher_t){0},
+               env_int("COLL_CONNECT_TIMEOUT_MS", NULL, 0, &(coll__launcher_t){0}, &ms_bound,
                        &out->connect_timeout_ms, err, errlen) < 0) {
         return -1;
     }
     return 0;
 }
 
-static int check(const coll_comm_params_t *p, char *err, size_t errlen)
+/* Where the world size came from (@p in's, else the variables env_int() reads, else the
+ * launcher's), for a message about it. */
+static const char *world_source(const coll_comm_params_t *in)
 {
-    if (p->world_size < 1 || p->rank < 0 || p->rank >= p->world_size) {
+    return (in->field_mask & COLL_COMM_PARAM_RANK) ? "params->world_size"
+           : getenv("COLL_WORLD_SIZE") != NULL     ? "COLL_WORLD_SIZE"
+           : getenv("WORLD_SIZE") != NULL          ? "WORLD_SIZE"
+                                                   : "the launcher's";
+}
+
+static int check(const coll_comm_params_t *in, const coll_comm_params_t *p, char *err,
+                 size_t errlen)
+{
+    if (p->world_size < 1 || (unsigned)p->world_size > COLL_WORLD_MAX) {
+        snprintf(err, errlen, "the world size (%s) is %d: a job has 1..%u ranks",
+                 world_source(in), p->world_size, COLL_WORLD_MAX);
+    } else if (p->rank < 0 || p->rank >= p->world_size) {
         snprintf(err, errlen, "rank %d is not in 0..world size %d - 1", p->rank, p->world_size);
     } else if (p->local_size < 1 || p->local_size > p->world_size || p->local_rank < 0 ||
                p->local_rank >= p->local_size) {
@@ -198,7 +229,7 @@ coll_status_t coll__params_resolve(const coll_comm_params_t *in, coll__launcher_
         return COLL_ERR_INVALID;
     }
     if (resolve_strings(in, launcher, out, err, errlen) != COLL_OK ||
-        resolve_ints(in, launcher, out, err, errlen) < 0 || check(out, err, errlen) < 0) {
+        resolve_ints(in, launcher, out, err, errlen) < 0 || check(in, out, err, errlen) < 0) {
         size_t n = strlen(err);
         if (why[0] != '\0' && n + 4 < errlen) {
             snprintf(err + n, errlen - n, " (%s)", why);

@@ -70,8 +70,9 @@ static coll_status_t env_cap(coll_bucketer_t *b, const char *var, size_t dflt, s
     }
     mb = strtod(v, &end);
     if (end == v || *end != '\0' || !isfinite(mb) || mb <= 0.0 || mb > 1048576.0) {
-        return coll__bk_fail(b, COLL_ERR_INVALID, "%s=%s: a size in MiB above 0 and up to 1048576 is "
-                                         "expected (fractions allowed, e.g. 0.25)", var, v);
+        return coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_create: %s=%s: a size in MiB "
+                             "above 0 and up to 1048576 is expected (fractions allowed, e.g. "
+                             "0.25)", var, v);
     }
     *out = mb * MIB < 1.0 ? 1 : (size_t)(mb * MIB);
     return COLL_OK;
@@ -83,22 +84,24 @@ static coll_status_t check_params(coll_bucketer_t *b, const coll_bucketer_params
 
     if (((m & COLL_BUCKETER_PARAM_CAP) && p->bucket_cap_bytes == 0) ||
         ((m & COLL_BUCKETER_PARAM_FIRST_CAP) && p->first_bucket_cap_bytes == 0)) {
-        return coll__bk_fail(b, COLL_ERR_INVALID, "bucketer: a bucket cap of 0 bytes");
+        return coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_create: a bucket cap of 0 bytes");
     }
     if ((m & COLL_BUCKETER_PARAM_OP) && (unsigned)p->op >= COLL_REDOP_COUNT) {
-        return coll__bk_fail(b, COLL_ERR_INVALID, "bucketer: unknown reduction %d", (int)p->op);
+        return coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_create: unknown reduction %d",
+                             (int)p->op);
     }
     if ((m & COLL_BUCKETER_PARAM_KEY_SPACE) && p->key_space >= COLL_BUCKETER_KEY_SPACES) {
-        return coll__bk_fail(b, COLL_ERR_INVALID, "bucketer: key space %u is not below %d",
-                    p->key_space, COLL_BUCKETER_KEY_SPACES);
+        return coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_create: key space %u is not "
+                             "below %d", p->key_space, COLL_BUCKETER_KEY_SPACES);
     }
     if ((m & COLL_BUCKETER_PARAM_ALGO) && (unsigned)p->algo >= COLL_ALGO_COUNT) {
-        return coll__bk_fail(b, COLL_ERR_INVALID, "bucketer: unknown algorithm %d", (int)p->algo);
+        return coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_create: unknown algorithm %d",
+                             (int)p->algo);
     }
     if ((m & COLL_BUCKETER_PARAM_COMPRESSION) &&
         coll__compression_check(&p->compression) != COLL_OK) {
-        return coll__bk_fail(b, COLL_ERR_INVALID, "bucketer: invalid compression (method %d)",
-                             (int)p->compression.method);
+        return coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_create: invalid compression "
+                             "(method %d)", (int)p->compression.method);
     }
     return COLL_OK;
 }
@@ -172,13 +175,14 @@ coll_status_t coll_bucketer_add_param(coll_bucketer_t *bucketer, size_t count, c
     COLL_ARG_CHECK(NULL, bucketer);
     pthread_mutex_lock(&b->lock);
     if (b->sealed || coll_dtype_size(dtype) == 0) {
-        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: %s", b->name,
+        st = coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_add_param: %s: %s", b->name,
                   b->sealed ? "parameters must be added before the first param_grad, "
                               "grad_ready, mark_unused or wait_all"
                             : "unknown datatype");
     } else if (!coll_reduce_op_fits(dtype, b->redop)) {
-        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: parameter %s: reduction %s does not apply "
-                           "to %s (the bitwise reductions take integer dtypes)", b->name,
+        st = coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_add_param: %s: parameter %s: "
+                           "reduction %s does not apply to %s (the bitwise reductions take "
+                           "integer dtypes)", b->name,
                            name != NULL ? name : "", coll_redop_name(b->redop),
                            coll_dtype_name(dtype));
     } else if (b->nparams == b->cap_params) {
@@ -215,9 +219,10 @@ coll_status_t coll_bucketer_param_shape(coll_bucketer_t *bucketer, size_t param,
     pthread_mutex_lock(&b->lock);
     if (b->sealed || param >= b->nparams || rows == 0 || cols == 0 ||
         rows > UINT64_MAX / cols || rows * cols != b->params[param].count) {
-        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: shape %llu x %llu of parameter %zu (%zu "
-                           "parameters, sealed %d)", b->name, (unsigned long long)rows,
-                           (unsigned long long)cols, param, b->nparams, b->sealed);
+        st = coll__bk_fail(b, COLL_ERR_INVALID, "coll_bucketer_param_shape: %s: shape %llu x "
+                           "%llu of parameter %zu (%zu parameters, sealed %d)", b->name,
+                           (unsigned long long)rows, (unsigned long long)cols, param,
+                           b->nparams, b->sealed);
     } else {
         b->params[param].rows = rows;
         b->params[param].cols = cols;
@@ -459,25 +464,26 @@ static coll_status_t submit_bucket(coll_bucketer_t *b, size_t i)
     return st;
 }
 
-/* Seal, then check that @p param is registered. Lock held. */
-static coll_status_t sealed_param(coll_bucketer_t *b, size_t param)
+/* Seal, then check that @p param is registered (for public function @p func). Lock held. */
+static coll_status_t sealed_param(coll_bucketer_t *b, const char *func, size_t param)
 {
     coll_status_t st = coll__bk_seal(b);
     if (st == COLL_OK && param >= b->nparams) {
-        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: parameter %zu is not registered (%zu parameters)",
-                  b->name, param, b->nparams);
+        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: %s: parameter %zu is not registered (%zu "
+                           "parameters)", func, b->name, param, b->nparams);
     }
     return st;
 }
 
-/* @p p (registered) is reported (ready, or marked unused) for this iteration. */
-static coll_status_t take(coll_bucketer_t *b, size_t p, int state)
+/* @p p (registered) is reported (ready, or marked unused; by public function @p func) for
+ * this iteration. */
+static coll_status_t take(coll_bucketer_t *b, const char *func, size_t p, int state)
 {
     bbucket_t *bk;
 
     if (b->params[p].state != P_PENDING) {
-        return coll__bk_fail(b, COLL_ERR_INVALID, "%s: parameter %zu (%s) was already reported in "
-                    "iteration %llu", b->name, p, b->params[p].name,
+        return coll__bk_fail(b, COLL_ERR_INVALID, "%s: %s: parameter %zu (%s) was already "
+                             "reported in iteration %llu", func, b->name, p, b->params[p].name,
                     (unsigned long long)b->iteration);
     }
     b->params[p].state = state;
@@ -491,19 +497,19 @@ static coll_status_t take(coll_bucketer_t *b, size_t p, int state)
     return --bk->pending == 0 ? submit_bucket(b, b->plan.bucket_of[p]) : COLL_OK;
 }
 
-static coll_status_t report(coll_bucketer_t *b, size_t param, int state)
+static coll_status_t report(coll_bucketer_t *b, const char *func, size_t param, int state)
 {
     coll_status_t st;
 
     pthread_mutex_lock(&b->lock);
-    st = sealed_param(b, param);
+    st = sealed_param(b, func, param);
     if (st == COLL_OK && state == P_MARKED && b->params[param].state == P_PENDING) {
         memset(coll__bk_view_of(b, &b->plan, b->buckets, param), 0,
                b->params[param].count * coll_dtype_size(b->params[param].dtype));
         b->marked++;
     }
     if (st == COLL_OK) {
-        st = take(b, param, state);
+        st = take(b, func, param, state);
     }
     pthread_mutex_unlock(&b->lock);
     return st;
@@ -512,13 +518,13 @@ static coll_status_t report(coll_bucketer_t *b, size_t param, int state)
 coll_status_t coll_bucketer_grad_ready(coll_bucketer_t *bucketer, size_t param)
 {
     COLL_ARG_CHECK(NULL, bucketer);
-    return report(bucketer, param, P_READY);
+    return report(bucketer, __func__, param, P_READY);
 }
 
 coll_status_t coll_bucketer_mark_unused(coll_bucketer_t *bucketer, size_t param)
 {
     COLL_ARG_CHECK(NULL, bucketer);
-    return report(bucketer, param, P_MARKED);
+    return report(bucketer, __func__, param, P_MARKED);
 }
 
 /* wait_all(): the buckets nobody completed; their unreported parameters are zeroed. */
@@ -535,7 +541,7 @@ void coll__bk_submit_rest(coll_bucketer_t *b)
                 memset(coll__bk_view_of(b, &b->plan, b->buckets, p), 0,
                        b->params[p].count * coll_dtype_size(b->params[p].dtype));
                 b->detected++;
-                take(b, p, P_DETECTED);
+                take(b, "coll_bucketer_wait_all", p, P_DETECTED);
             }
         }
         b->buckets[i].late = 1;
@@ -552,7 +558,7 @@ coll_status_t coll_bucketer_param_grad(coll_bucketer_t *bucketer, size_t param, 
     COLL_ARG_CHECK(NULL, bucketer);
     COLL_ARG_CHECK(b->comm, grad_p);
     pthread_mutex_lock(&b->lock);
-    if ((st = sealed_param(b, param)) == COLL_OK) {
+    if ((st = sealed_param(b, __func__, param)) == COLL_OK) {
         *grad_p = coll__bk_view_of(b, &b->plan, b->buckets, param);
     }
     pthread_mutex_unlock(&b->lock);
@@ -568,7 +574,7 @@ coll_status_t coll_bucketer_param_info(coll_bucketer_t *bucketer, size_t param,
     COLL_ARG_CHECK(NULL, bucketer);
     COLL_ARG_CHECK(b->comm, info);
     pthread_mutex_lock(&b->lock);
-    if ((st = sealed_param(b, param)) == COLL_OK) {
+    if ((st = sealed_param(b, __func__, param)) == COLL_OK) {
         const bparam_t *p = &b->params[param];
         *info = (coll_bucketer_param_info_t){.bucket = b->plan.bucket_of[param],
                                              .offset = b->plan.offset_of[param],
@@ -590,7 +596,8 @@ coll_status_t coll_bucketer_bucket_info(coll_bucketer_t *bucketer, size_t bucket
     pthread_mutex_lock(&b->lock);
     st = coll__bk_seal(b);
     if (st == COLL_OK && bucket >= b->plan.nbuckets) {
-        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: bucket %zu does not exist (%zu buckets)", b->name,
+        st = coll__bk_fail(b, COLL_ERR_INVALID, "%s: %s: bucket %zu does not exist (%zu buckets)",
+                           __func__, b->name,
                   bucket, b->plan.nbuckets);
     }
     if (st == COLL_OK) {

@@ -186,6 +186,14 @@ static coll_status_t ps_new(coll_comm_t *c, const coll_ps_params_t *p, const col
     return COLL_OK;
 }
 
+/* The public function that submits a control operation of @p kind, which its messages name. */
+static const char *control_caller(uint32_t kind)
+{
+    return kind == COLL_KIND_PS_REGISTER ? "coll_ps_create"
+           : kind == COLL_KIND_PS_SAVE   ? "coll_ps_save"
+                                         : "coll_ps_load";
+}
+
 coll_status_t coll__ps_control(coll_ps_t *ps, uint32_t kind, const void *send, void *recv,
                                size_t count, uint64_t arg, uint64_t key)
 {
@@ -194,7 +202,7 @@ coll_status_t coll__ps_control(coll_ps_t *ps, uint32_t kind, const void *send, v
     coll_status_t st;
 
     pthread_mutex_lock(&c->lock);
-    st = coll__submit_msg(c, &(coll_submission_t){
+    st = coll__submit_msg(c, control_caller(kind), &(coll_submission_t){
         .coll = kind,
         .key = key,
         .dtype = COLL_UINT8,
@@ -384,7 +392,7 @@ static coll_status_t step_bucket(const char *func, coll_ps_t *ps, size_t bucket,
     st = check_step(func, ps, bucket, grad, stream != NULL, &m);
     if (st == COLL_OK) {
         fill_step(ps, bucket, &m);
-        st = coll__submit_msg(c, &m, stream, req_p);
+        st = coll__submit_msg(c, func, &m, stream, req_p);
         ps->bucket_steps[bucket] += st == COLL_INPROGRESS;
     }
     if (st != COLL_INPROGRESS && c->conn->ended == COLL_OK) {

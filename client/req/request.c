@@ -478,7 +478,7 @@ void coll_req_free(coll_request_t *r)
 
 const char *coll_req_algo(const coll_request_t *req)
 {
-    COLL_ARG_CHECK_OR(NULL, req, "");
+    COLL_ARG_CHECK_OR(NULL, req, "unknown");
     return req->algo;
 }
 

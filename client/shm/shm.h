@@ -122,7 +122,8 @@ coll_status_t coll__shm_open(coll_comm_t *c, uint64_t shm_bytes, uint64_t max_by
 void coll__shm_close(coll_comm_t *c);
 
 /**
- * @brief Post collective @p m of request @p r and move it as far as it goes now: the last
+ * @brief Post collective @p m of request @p r (of public function @p func, which its messages
+ *        name) and move it as far as it goes now: the last
  *        local rank to post agrees, and runs the operation or hands it to the daemon.
  *        Waits (up to the job's timeout) while this rank's ring is full.
  *        Once a health tick it looks whether the daemon is still there (coll__link_check()).
@@ -132,7 +133,8 @@ void coll__shm_close(coll_comm_t *c);
  *         COLL_ERR_NOT_IN_POOL for a buffer outside this rank's allocations,
  *         COLL_ERR_TIMEDOUT when the ring stayed full, COLL_ERR_NOMEM.
  */
-coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submission_t *m);
+coll_status_t coll__shm_post(coll_comm_t *c, const char *func, coll_request_t *r,
+                             const coll_submission_t *m);
 
 /** @brief Move every collective of this rank in the area on: agree, run chunks, complete,
  *         hand over, fail. @return The number of requests it finished. */

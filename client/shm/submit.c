@@ -25,16 +25,16 @@ static int owned(const coll_comm_t *c, uint64_t off, uint64_t len)
 }
 
 /* The peers run this rank's buffers only through its post: they must be its own. */
-static coll_status_t check_buffers(coll_comm_t *c, const coll_submission_t *d)
+static coll_status_t check_buffers(coll_comm_t *c, const char *func, const coll_submission_t *d)
 {
     uint64_t se, re, es = coll_dtype_size((coll_dtype_t)d->dtype);
 
     coll_kind_extent((coll_kind_t)d->coll, d->count, (uint32_t)c->world_size, (uint32_t)c->rank,
                      d->root, &se, &re);
     if (!owned(c, d->send_offset, se * es) || !owned(c, d->recv_offset, re * es)) {
-        coll__set_error(c, "rank %d: %s buffer is not one of this rank's allocations in the "
-                        "pool; allocate it with coll_mem_alloc()", c->rank,
-                        owned(c, d->send_offset, se * es) ? "receive" : "send");
+        coll__set_error(c, "%s: rank %d: the %s buffer is not one of this rank's allocations "
+                        "in the pool (it reaches past one); allocate it with coll_mem_alloc()",
+                        func, c->rank, owned(c, d->send_offset, se * es) ? "receive" : "send");
         return COLL_ERR_NOT_IN_POOL;
     }
     return COLL_OK;
@@ -95,12 +95,12 @@ static coll_status_t wait_slot(coll_comm_t *c, uint64_t key, int *slot_p)
     return st;
 }
 
-static coll_status_t check_post(coll_comm_t *c, const coll_submission_t *d)
+static coll_status_t check_post(coll_comm_t *c, const char *func, const coll_submission_t *d)
 {
     coll_status_t st = check_job(c);
 
     if (st == COLL_OK && route_of(c, d) != COLL_SHM_ROUTE_DAEMON) {
-        st = check_buffers(c, d); /* the other local ranks read and write them */
+        st = check_buffers(c, func, d); /* the other local ranks read and write them */
     }
     return st;
 }
@@ -130,7 +130,8 @@ static coll_status_t take_node_buffer(coll_comm_t *c, coll_shm_rec_t *d, uint32_
     return COLL_ERR_POOL_FULL;
 }
 
-coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submission_t *m)
+coll_status_t coll__shm_post(coll_comm_t *c, const char *func, coll_request_t *r,
+                             const coll_submission_t *m)
 {
     coll_shm_t *s = c->shm;
     coll_shm_rec_t d = {.sub = *m, .post_ns = r->timing.submit_ns};
@@ -140,7 +141,7 @@ coll_status_t coll__shm_post(coll_comm_t *c, coll_request_t *r, const coll_submi
     int slot = -1;
 
     coll__link_check(c->conn, r->timing.submit_ns);
-    st = check_post(c, &d.sub);
+    st = check_post(c, func, &d.sub);
     route = st == COLL_OK ? route_of(c, &d.sub) : COLL_SHM_ROUTE_DAEMON;
     if (st == COLL_OK) {
         st = wait_slot(c, d.sub.key, &slot);

@@ -79,11 +79,12 @@ static void daemon_info(FILE *f, coll_daemon_t *d)
     family(f, "collectived_sessions", "gauge", "Connected trainer processes.");
     fprintf(f, "collectived_sessions %zu\n", sessions);
     family(f, "collectived_loop_stalls_total", "counter",
-           "Times one callback held the event loop longer than loop_stall_ms.");
+           "Times the event loop did not turn for longer than loop_stall_ms (one callback "
+           "held it, or the whole process was not run).");
     fprintf(f, "collectived_loop_stalls_total %llu\n",
             (unsigned long long)coll_loopwatch_stalls());
     family(f, "collectived_loop_stall_max_seconds", "gauge",
-           "Longest time one callback held the event loop since start.");
+           "Longest time the event loop did not turn since start.");
     fprintf(f, "collectived_loop_stall_max_seconds %.3f\n", coll_loopwatch_longest_s());
 }
 

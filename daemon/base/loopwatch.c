@@ -19,6 +19,8 @@ static struct {
     int stop;                          /* under lock */
     uint64_t stall_ns, period_ns;
     _Atomic uint64_t pulse_ns;         /* last run of the pulse timer */
+    _Atomic uint64_t look_ns;          /* last look of the monitor */
+    _Atomic uint64_t held_ns, held_end_ns; /* the monitor's latest lateness and its end */
     pthread_mutex_t doing_lock;        /* what the loop does: coll_loopwatch_enter() */
     char doing[128];                   /* "" when nothing was named */
     _Atomic uint64_t stalls;
@@ -32,9 +34,39 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* How long within [@p since, @p now] the whole process was held (not scheduled: a loaded
+ * host, a stopped process, a suspended machine), as the monitor's own lateness shows: it looks
+ * every period, so a look later than two periods (or none since) means its thread was not run
+ * either, whatever the loop thread did. */
+static uint64_t process_held(uint64_t since, uint64_t now)
+{
+    uint64_t look = atomic_load_explicit(&w.look_ns, memory_order_acquire), held = 0;
+
+    if (now - look > 2 * w.period_ns && now > look) {
+        held = now - look - w.period_ns;
+    }
+    if (atomic_load_explicit(&w.held_end_ns, memory_order_acquire) > since &&
+        atomic_load_explicit(&w.held_ns, memory_order_relaxed) > held) {
+        held = atomic_load_explicit(&w.held_ns, memory_order_relaxed);
+    }
+    return held < now - since ? held : now - since;
+}
+
+/* Whether the loop's @p age at @p now (since the pulse at @p since) is the whole process held,
+ * not the loop thread: what is left of it beside the hold is within the bound. */
+static int whole_process(uint64_t since, uint64_t now)
+{
+    uint64_t held = process_held(since, now);
+
+    return held > 0 && now - since - held <= w.stall_ns;
+}
+
+#define HELD_TEXT "the whole process was held (not scheduled: a loaded host, a stopped process or " \
+                  "a suspended machine), not one callback"
+
 /* The loop turned: a gap since the last pulse longer than the bound was a stall (also one the
  * monitor did not see, the whole process stopped): counted, its length the maximum's candidate,
- * and logged with that length. */
+ * and logged with that length and, where the monitor was held too, as the whole process's. */
 static void pulse_cb(uv_timer_t *t)
 {
     uint64_t now = now_ns(), last = atomic_load_explicit(&w.pulse_ns, memory_order_relaxed);
@@ -49,8 +81,21 @@ static void pulse_cb(uv_timer_t *t)
     if (gap > atomic_load_explicit(&w.longest_ns, memory_order_relaxed)) {
         atomic_store_explicit(&w.longest_ns, gap, memory_order_relaxed);
     }
-    coll_warn(COLL_SUB_CORE, "event loop runs again after a stall of %llu ms",
-              (unsigned long long)(gap / 1000000));
+    coll_warn(COLL_SUB_CORE, "event loop runs again after a stall of %llu ms%s",
+              (unsigned long long)(gap / 1000000), whole_process(last, now) ? ": " HELD_TEXT : "");
+}
+
+/* The monitor looks at @p now: a look later than two periods after its last one means it was
+ * not run meanwhile (process_held()); kept for the loop's pulse_cb(). */
+static void note_look(uint64_t now)
+{
+    uint64_t last = atomic_load_explicit(&w.look_ns, memory_order_relaxed);
+
+    if (now - last > 2 * w.period_ns) {
+        atomic_store_explicit(&w.held_ns, now - last - w.period_ns, memory_order_relaxed);
+        atomic_store_explicit(&w.held_end_ns, now, memory_order_release);
+    }
+    atomic_store_explicit(&w.look_ns, now, memory_order_release);
 }
 
 /* One look at the pulse, while the loop may be held; @p reported is the pulse of the stall
@@ -62,8 +107,14 @@ static uint64_t look(uint64_t reported)
     uint64_t pulse = atomic_load_explicit(&w.pulse_ns, memory_order_acquire), now = now_ns();
     char doing[sizeof(w.doing)];
 
+    note_look(now);
     if (pulse == reported || now - pulse <= w.stall_ns) {
         return pulse == reported ? reported : 0;
+    }
+    if (whole_process(pulse, now)) {
+        coll_warn(COLL_SUB_CORE, "event loop stalled: not run for %llu ms so far, as this watch "
+                  "was not: " HELD_TEXT, (unsigned long long)((now - pulse) / 1000000));
+        return pulse;
     }
     pthread_mutex_lock(&w.doing_lock);
     snprintf(doing, sizeof(doing), "%s", w.doing[0] ? w.doing : "unnamed work");
@@ -122,6 +173,8 @@ coll_status_t coll_loopwatch_start(uv_loop_t *loop, uint64_t stall_ms)
     w.stall_ns = stall_ms * 1000000u;
     w.period_ns = period_ms * 1000000u;
     atomic_store(&w.pulse_ns, now_ns());
+    atomic_store(&w.look_ns, atomic_load(&w.pulse_ns));
+    atomic_store(&w.held_end_ns, 0);
     if ((rc = start_thread()) != 0) {
         coll_error(COLL_SUB_CORE, "loop watch thread: %s", strerror(rc));
         return COLL_ERR_NOMEM;

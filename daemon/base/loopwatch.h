@@ -10,6 +10,9 @@
  * pulse timer finds the gap since the last pulse: one longer than the bound is a stall, counted
  * and logged with its whole length, the longest kept for /metrics. So the count, the maximum
  * and the logs agree, and a stall the monitor could not see (the whole process stopped) counts.
+ * The monitor's own lateness tells the two apart: where it was not run either (a look later
+ * than two periods) for all of the stall but the bound, the whole process was held (a loaded
+ * host, a stop, a suspended machine), and both messages say so instead of blaming a callback.
  *
  * One watch per process (the daemon has one loop). enter/leave cost an uncontended lock and a
  * short copy, and may be called when no watch runs (unit tests).

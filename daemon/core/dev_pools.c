@@ -225,13 +225,18 @@ coll_status_t coll_dev_pool_wait_get(const coll_dev_ops_t *ops, coll_dev_pool_t 
     return ops->stream_create(dp->device, s_p);
 }
 
-void coll_dev_pool_wait_put(const coll_dev_ops_t *ops, coll_dev_pool_t *dp, coll_dev_stream_t s)
+void coll_dev_pool_wait_put(const coll_devices_t *ds, coll_dev_pool_t *dp, coll_dev_stream_t s)
 {
     if (s == NULL) {
         return;
     }
+    if (ds->dev[dp->device].fault[0] != '\0') {
+        ds->ops->stream_destroy(s);
+        coll_dev_pool_waits_free(ds->ops, dp);
+        return;
+    }
     if (dp->nwaits >= COLL_DEV_POOL_WAITS_KEPT) {
-        ops->stream_destroy(s);
+        ds->ops->stream_destroy(s);
         return;
     }
     dp->waits[dp->nwaits++] = s;

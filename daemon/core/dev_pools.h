@@ -143,13 +143,16 @@ coll_status_t coll_dev_pool_wait_get(const coll_dev_ops_t *ops, coll_dev_pool_t 
                                      coll_dev_stream_t *s_p);
 
 /**
- * @brief Give stream @p s (coll_dev_pool_wait_get()) back to @p dp: kept for the next
- *        operation, or destroyed where the pool keeps COLL_DEV_POOL_WAITS_KEPT already. Only a
- *        stream whose waits passed (every word it waits for is stored): one still held by a
- *        wait for a word that may never come must be destroyed instead, never kept, or the
- *        next operation's work would queue behind that wait. Safe with NULL. Loop thread only.
+ * @brief Give stream @p s (coll_dev_pool_wait_get()) back to @p dp, a pool on a device of
+ *        @p ds: kept for the next operation, or destroyed where the pool keeps
+ *        COLL_DEV_POOL_WAITS_KEPT already, or where the device is out of service (a fault,
+ *        coll_device_fault(): nothing takes its streams again, and the driver's context keeps
+ *        its error), with the streams the pool kept idle. Only a stream whose waits passed
+ *        (every word it waits for is stored): one still held by a wait for a word that may
+ *        never come must be destroyed instead, never kept, or the next operation's work would
+ *        queue behind that wait. Safe with NULL. Loop thread only.
  */
-void coll_dev_pool_wait_put(const coll_dev_ops_t *ops, coll_dev_pool_t *dp, coll_dev_stream_t s);
+void coll_dev_pool_wait_put(const coll_devices_t *ds, coll_dev_pool_t *dp, coll_dev_stream_t s);
 
 /** @brief Destroy the streams @p dp keeps idle for device waits (@p ops: the layer that made
  *         them). */

@@ -105,24 +105,52 @@ uint32_t coll_algo_resolve(const coll_job_t *job, coll_mem_kind_t mem, coll_kind
     return e != NULL ? (uint32_t)e->algo : COLL_ALGO_REFUSED + (uint32_t)requested;
 }
 
-/* A forced algorithm that cannot run the operation: it fails on every rank that forced it. */
-static coll_status_t refused_start(coll_op_t *op)
-{
-    char msg[160];
-    snprintf(msg, sizeof(msg), "algorithm %s cannot run this %s of %llu bytes per rank",
-             coll_algo_name((coll_algo_t)(op->desc.algo - COLL_ALGO_REFUSED)),
-             coll_kind_name((coll_kind_t)op->desc.coll),
-             (unsigned long long)(op->desc.count * op->esize));
-    coll_op_algo_failed(op, COLL_ERR_UNSUPPORTED, msg);
-    return COLL_OK;
-}
-
 /* The memory kind of @p op's buffers: its first local member's pool's. */
 static coll_mem_kind_t buffers_kind(const coll_op_t *op)
 {
     const coll_pool_t *pool = coll_job_pool_by_id(op->job, op->members[0].pool);
 
     return pool != NULL ? coll_pool_kind(pool) : coll_op_mem_kind(op);
+}
+
+/* The memory kind that has an entry of @p algo for @p kind where @p mem has none (an
+ * algorithm of device memory only, as NCCL and the device's own), else COLL_MEM_KINDS. */
+static coll_mem_kind_t other_kind(coll_kind_t kind, coll_mem_kind_t mem, uint32_t algo)
+{
+    for (int m = 0; m < COLL_MEM_KINDS && find(kind, mem, algo) == NULL; m++) {
+        if (find(kind, (coll_mem_kind_t)m, algo) != NULL) {
+            return (coll_mem_kind_t)m;
+        }
+    }
+    return COLL_MEM_KINDS;
+}
+
+void coll_algo_refusal(const coll_op_t *op, char *buf, size_t len)
+{
+    uint32_t algo = op->desc.algo - COLL_ALGO_REFUSED;
+    coll_kind_t kind = (coll_kind_t)op->desc.coll;
+    coll_mem_kind_t mem = buffers_kind(op), needs = other_kind(kind, mem, algo);
+
+    if (needs != COLL_MEM_KINDS) {
+        snprintf(buf, len, "algorithm %s runs only on %s memory (buffers from "
+                 "coll_mem_alloc_on()), and this %s's buffers are %s memory: force it only for "
+                 "such buffers, or leave the choice to auto", coll_algo_name((coll_algo_t)algo),
+                 coll_mem_kind_name(needs), coll_kind_name(kind), coll_mem_kind_name(mem));
+    } else {
+        snprintf(buf, len, "algorithm %s cannot run this %s of %llu bytes per rank",
+                 coll_algo_name((coll_algo_t)algo), coll_kind_name(kind),
+                 (unsigned long long)(op->desc.count * op->esize));
+    }
+}
+
+/* A forced algorithm that cannot run the operation: it fails on every rank that forced it. */
+static coll_status_t refused_start(coll_op_t *op)
+{
+    char msg[sizeof(op->algo_error)];
+
+    coll_algo_refusal(op, msg, sizeof(msg));
+    coll_op_algo_failed(op, COLL_ERR_UNSUPPORTED, msg);
+    return COLL_OK;
 }
 
 static const coll_impl_t coll_impl_refused = {

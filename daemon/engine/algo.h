@@ -66,4 +66,13 @@ uint32_t coll_algo_resolve(const coll_job_t *job, coll_mem_kind_t mem, coll_kind
  */
 const coll_impl_t *coll_algo_impl(const coll_op_t *op);
 
+/**
+ * @brief Why @p op's forced algorithm was refused (op->desc.algo is COLL_ALGO_REFUSED + it),
+ *        the message of its COLL_ERR_UNSUPPORTED, in @p buf (truncated to @p len): for an
+ *        algorithm that has an entry for the collective on another memory kind only (NCCL and
+ *        the device's own on host buffers), the memory kind it needs and the buffers' kind;
+ *        otherwise that it cannot run the operation's size.
+ */
+void coll_algo_refusal(const coll_op_t *op, char *buf, size_t len);
+
 #endif

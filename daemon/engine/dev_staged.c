@@ -561,7 +561,8 @@ static void own_streams_end(coll_job_t *job, span_t *p, int keep)
 
     for (int s = 0; s < 2; s++) {
         if (keep) {
-            coll_dev_pool_wait_put(ops, job->dev_pools[p->device], p->own[COLL_DEV_POOL_IN][s]);
+            coll_dev_pool_wait_put(&job->d->devices, job->dev_pools[p->device],
+                                   p->own[COLL_DEV_POOL_IN][s]);
         } else if (p->own[COLL_DEV_POOL_IN][s] != NULL) {
             ops->stream_destroy(p->own[COLL_DEV_POOL_IN][s]);
         }

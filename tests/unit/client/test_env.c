@@ -104,6 +104,45 @@ static void test_torchrun_master_addr(void **state)
     assert_string_equal(p.root, "10.0.0.1:29510");
 }
 
+/* A world size of 0 or above COLL_WORLD_MAX (from a variable or the caller's field): the
+ * message names its source, the value and the range, as does a rank out of its range. */
+static void test_world_size_range(void **state)
+{
+    static const char *const env[] = {"COLL_RANK", "0", "COLL_WORLD_SIZE", "0",
+                                      "COLL_LOCAL_RANK", "0", "COLL_LOCAL_SIZE", "1",
+                                      "COLL_JOB", "t", NULL};
+    coll_comm_params_t in = {.field_mask = COLL_COMM_PARAM_RANK, .rank = 0,
+                             .world_size = 2000000};
+    coll_comm_params_t p;
+    coll__launcher_t l;
+    char err[512];
+
+    set_all(env);
+    assert_int_equal(resolve(&p, &l, err), COLL_ERR_INVALID);
+    assert_string_equal(err, "COLL_WORLD_SIZE=0: the world size must be an integer in "
+                             "1..1048576");
+    setenv("COLL_WORLD_SIZE", "99999999", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_ERR_INVALID);
+    assert_string_equal(err, "COLL_WORLD_SIZE=99999999: the world size must be an integer in "
+                             "1..1048576");
+    unsetenv("COLL_WORLD_SIZE");
+    setenv("WORLD_SIZE", "2000000", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_ERR_INVALID);
+    assert_string_equal(err, "WORLD_SIZE=2000000: the world size must be an integer in "
+                             "1..1048576");
+    assert_int_equal(coll__params_resolve(&in, &l, &p, err, sizeof(err)), COLL_ERR_INVALID);
+    assert_string_equal(err, "the world size (params->world_size) is 2000000: a job has "
+                             "1..1048576 ranks");
+    in.world_size = 0;
+    assert_int_equal(coll__params_resolve(&in, &l, &p, err, sizeof(err)), COLL_ERR_INVALID);
+    assert_string_equal(err, "the world size (params->world_size) is 0: a job has 1..1048576 "
+                             "ranks");
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("COLL_RANK", "-1", 1);
+    assert_int_equal(resolve(&p, &l, err), COLL_ERR_INVALID);
+    assert_string_equal(err, "COLL_RANK=-1: a rank must be an integer in 0..1048575");
+}
+
 /* The connect timeout: 10 s by default, COLL_CONNECT_TIMEOUT_MS, or the caller's field. */
 static void test_connect_timeout(void **state)
 {
@@ -299,6 +338,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_torchrun, clear_env),
         cmocka_unit_test_setup(test_torchrun_master_addr, clear_env),
+        cmocka_unit_test_setup(test_world_size_range, clear_env),
         cmocka_unit_test_setup(test_connect_timeout, clear_env),
         cmocka_unit_test_setup(test_job_timeout, clear_env),
         cmocka_unit_test_setup(test_ompi, clear_env),

@@ -8,8 +8,9 @@
  * overflows, a dtype, reduction, root or peer out of range, an invalid compression, a buffer
  * outside the pool, a split's color, a grid's size): its code, a message naming the function,
  * the rank and the value, and the job ended; a local call's bad value (a grid's size, order,
- * rank or dimension, a service's bucket): its code and a message naming the function and the
- * value, on the thread for a call without a communicator.
+ * rank or dimension, a service's bucket, a bucketer's parameters, parameter or bucket): its
+ * code and a message naming the function and the value, on the thread for a call without a
+ * communicator.
  * No daemon: a communicator of this process whose link is a socketpair (the daemon's end is
  * drained, never answered), a request and a parameter service made on it, and a real bucketer.
  */
@@ -516,7 +517,7 @@ static void test_requests(void **state)
     (void)state;
     NULL_ARG(NULL, INV, "req", coll_req_test(NULL));
     NULL_ARG(NULL, INV, "req", coll_req_wait(NULL, 0));
-    NULL_ARG(NULL, 0, "req", strcmp(coll_req_algo(NULL), ""));
+    NULL_ARG(NULL, 0, "req", strcmp(coll_req_algo(NULL), "unknown"));
     NULL_ARG(NULL, INV, "req", coll_req_stream_wait(NULL, NULL));
     NULL_ARG(NULL, INV, "req", coll_req_timing(NULL, &t));
     NULL_ARG(comm, INV, "timing", coll_req_timing(req, NULL));
@@ -627,6 +628,10 @@ static void test_parameter_service(void **state)
     assert_null(r);
 }
 
+/* A bucketer's call refused (COLL_ERR_INVALID), its message beginning with its name. */
+#define BK_REFUSED(value, call)                                                                    \
+    do { reset(); expect_status((long long)(call), INV, #call);                                    \
+         expect_named(comm, #call, (value)); } while (0)
 /* collective_bucketer.h: the bucketer. */
 static void test_bucketer(void **state)
 {
@@ -634,6 +639,7 @@ static void test_bucketer(void **state)
     coll_bucketer_stats_t stats;
     coll_bucketer_param_info_t pinfo;
     coll_bucketer_bucket_info_t binfo;
+    const coll_bucketer_params_t bad_op = {.field_mask = COLL_BUCKETER_PARAM_OP, .op = 42};
     void *grad;
 
     (void)state;
@@ -656,9 +662,23 @@ static void test_bucketer(void **state)
     reset();
     assert_string_equal(coll_bucketer_last_error(NULL), coll_comm_last_error(NULL));
     coll_bucketer_destroy(NULL);
+    /* A bad value: the message names the function called, the bucketer and the value. */
+    BK_REFUSED("unknown reduction 42", coll_bucketer_create(comm, &bad_op, &made));
+    setenv("COLL_BUCKET_CAP_MB", "lots", 1);
+    BK_REFUSED("COLL_BUCKET_CAP_MB=lots", coll_bucketer_create(comm, NULL, &made));
+    unsetenv("COLL_BUCKET_CAP_MB");
+    BK_REFUSED("bucketer: unknown datatype", coll_bucketer_add_param(bucketer, 4, 99, "w", NULL));
+    BK_REFUSED("bucketer: shape 2 x 2 of parameter 3",
+               coll_bucketer_param_shape(bucketer, 3, 2, 2));
     /* The parameter's name and index pointer are optional. */
     assert_int_equal(coll_bucketer_add_param(bucketer, 4, COLL_FLOAT32, NULL, NULL), COLL_OK);
     assert_null(made);
+    /* Those that seal it, on one without parameters (no pool here for a bucket). */
+    assert_int_equal(coll_bucketer_create(comm, NULL, &made), COLL_OK);
+    BK_REFUSED("bucketer: parameter 3 is not registered", coll_bucketer_grad_ready(made, 3));
+    BK_REFUSED("parameter 3 is not registered", coll_bucketer_param_info(made, 3, &pinfo));
+    BK_REFUSED("bucketer: bucket 0 does not exist", coll_bucketer_bucket_info(made, 0, &binfo));
+    coll_bucketer_destroy(made);
 }
 
 int main(void)

@@ -7,7 +7,8 @@
  * place) against values computed here; keyed operations submitted in another order on every
  * rank; a mismatch (an Abort with both descriptors, then every rank fails, outputs untouched);
  * a failed job waking waiters; one that the last rank's refused call ended (its own code for it,
- * COLL_ERR_JOB for the others); a departed rank. Multi-node jobs: test_shm_node.c.
+ * COLL_ERR_JOB for the others); a departed rank; a buffer past the rank's allocation.
+ * Multi-node jobs: test_shm_node.c.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -308,6 +309,27 @@ static void test_departed_rank(void **state)
     world_free(w);
 }
 
+/* A buffer inside the pool that reaches past this rank's allocation: refused on the
+ * shared-memory path (the other local ranks would read it), the message naming the function
+ * called and the buffer. */
+static void test_buffer_past_allocation(void **state)
+{
+    world_t *w = world_new(1, 1);
+    coll_comm_t *c = w->c[0];
+    coll_request_t *r = NULL;
+
+    (void)state;
+    assert_int_equal(coll_allreduce_async(c, recvbuf(w, 0), recvbuf(w, 0), BUF / 4 + 1,
+                                          COLL_FLOAT32, COLL_SUM, NULL, &r),
+                     COLL_ERR_NOT_IN_POOL);
+    assert_null(r);
+    assert_string_equal(coll_comm_last_error(c), "coll_allreduce_async: rank 0: the send buffer "
+                                                 "is not one of this rank's allocations in the "
+                                                 "pool (it reaches past one); allocate it with "
+                                                 "coll_mem_alloc()");
+    world_free(w);
+}
+
 /* COLL_SPIN_US: microseconds from 0 to 10000; anything else fails the opening of the area with
  * a message naming the variable, and leaves no area. */
 static void test_spin_env(void **state)
@@ -348,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_failure_wakes_waiters),
         cmocka_unit_test(test_refusal_is_the_culprits_alone),
         cmocka_unit_test(test_departed_rank),
+        cmocka_unit_test(test_buffer_past_allocation),
         cmocka_unit_test(test_spin_env),
     };
     return cmocka_run_group_tests_name("client shared-memory path", tests, NULL, NULL);

@@ -18,12 +18,14 @@
  *   the streams for device waits (coll_dev_pool_wait_get()): one given back is taken again, no
  *   stream made; the pool keeps at most COLL_DEV_POOL_WAITS_KEPT, destroying the one beyond;
  *   taking that many again makes none; a refused creation gives the layer's error; freeing the
- *   pool's waits destroys every stream made.
+ *   pool's waits destroys every stream made; on a device out of service (its fault set) a
+ *   stream given back is destroyed, with those kept idle.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -207,14 +209,15 @@ static void test_polls_are_reused(void **state)
 static void test_wait_streams_are_reused(void **state)
 {
     enum { KEPT = COLL_DEV_POOL_WAITS_KEPT };
+    coll_devices_t ds = {.ops = &counting, .n = 1};
     coll_dev_pool_t dp = {.device = 0};
     coll_dev_stream_t s[KEPT + 1], first, again;
     (void)state;
 
     reset();
     assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &first), COLL_OK);
-    coll_dev_pool_wait_put(&counting, &dp, first);
-    coll_dev_pool_wait_put(&counting, &dp, NULL); /* nothing */
+    coll_dev_pool_wait_put(&ds, &dp, first);
+    coll_dev_pool_wait_put(&ds, &dp, NULL); /* nothing */
     assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &again), COLL_OK);
     assert_true(again == first);
     assert_int_equal(created, 1);
@@ -224,7 +227,7 @@ static void test_wait_streams_are_reused(void **state)
     }
     assert_int_equal(created, KEPT + 1);
     for (int i = 0; i <= KEPT; i++) {
-        coll_dev_pool_wait_put(&counting, &dp, s[i]);
+        coll_dev_pool_wait_put(&ds, &dp, s[i]);
     }
     assert_int_equal(dp.nwaits, KEPT);
     assert_int_equal(destroyed, 1); /* the one beyond what the pool keeps */
@@ -236,11 +239,34 @@ static void test_wait_streams_are_reused(void **state)
     assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &first), COLL_ERR_NOMEM);
     assert_non_null(strstr(coll_dev_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
     for (int i = 0; i < KEPT; i++) {
-        coll_dev_pool_wait_put(&counting, &dp, s[i]);
+        coll_dev_pool_wait_put(&ds, &dp, s[i]);
     }
     coll_dev_pool_waits_free(&counting, &dp);
     assert_int_equal(dp.nwaits, 0);
     assert_int_equal(destroyed, KEPT + 1);
+}
+
+/* A device out of service (a fault): a stream given back is destroyed, not kept, and so are
+ * the ones the pool kept idle; nothing is kept after. */
+static void test_wait_streams_of_a_faulted_device(void **state)
+{
+    coll_devices_t ds = {.ops = &counting, .n = 1};
+    coll_dev_pool_t dp = {.device = 0};
+    coll_dev_stream_t s[3];
+    (void)state;
+
+    reset();
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(coll_dev_pool_wait_get(&counting, &dp, &s[i]), COLL_OK);
+    }
+    coll_dev_pool_wait_put(&ds, &dp, s[0]);
+    coll_dev_pool_wait_put(&ds, &dp, s[1]);
+    assert_int_equal(dp.nwaits, 2);
+    snprintf(ds.dev[0].fault, sizeof(ds.dev[0].fault), "event query: CUDA_ERROR_ILLEGAL_ADDRESS");
+    coll_dev_pool_wait_put(&ds, &dp, s[2]);
+    assert_int_equal(dp.nwaits, 0);
+    assert_int_equal(destroyed, 3);
+    assert_int_equal(created, 3);
 }
 
 int main(void)
@@ -250,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_polls_are_reused),
         cmocka_unit_test(test_wait_streams_are_reused),
+        cmocka_unit_test(test_wait_streams_of_a_faulted_device),
     };
     return cmocka_run_group_tests_name("dev_pools", tests, setup, NULL);
 }

@@ -13,6 +13,8 @@
  *   collective has no entry for, is refused (COLL_ALGO_REFUSED + the algorithm);
  *   the table itself: one entry per (collective, memory kind, algorithm), each with both
  *   implementations, and on host memory every collective resolvable automatically at any size;
+ *   a refusal's message: the memory kind an algorithm of device memory needs (NCCL, the
+ *   device's own forced on host buffers), else that the algorithm cannot run the size;
  *   the implementation an operation gets: the entry's own on several nodes, the local one on
  *   one node, the refusal's for a refused algorithm; on the device on one node "device+local"
  *   for one pool, "device+peers" for pools on several devices all granted to the first
@@ -279,6 +281,42 @@ static const char *impl_name(coll_job_t *job, coll_group_t *grp, coll_kind_t kin
     return name;
 }
 
+/* The refusal's message of an operation of @p kind whose descriptor names @p forced, refused
+ * (its members' buffers in the host pool, id 0). */
+static void refusal(coll_kind_t kind, uint32_t forced, char *buf, size_t len)
+{
+    coll_desc_t d = {.coll = (uint16_t)kind, .algo = COLL_ALGO_REFUSED + forced, .count = 4,
+                     .dtype = COLL_FLOAT32};
+    coll_op_t *op = coll_op_create(&w.job[0], w.job[0].world, &d);
+
+    assert_non_null(op);
+    coll_algo_refusal(op, buf, len);
+    op->done = 1;
+    coll_op_maybe_free(op);
+}
+
+/* NCCL or the device's own forced on host buffers: the message says the buffers are host
+ * memory and the algorithm needs device (cuda) memory; one that runs on host memory but not
+ * this operation says so. */
+static void test_refusal_message(void **state)
+{
+    char msg[256];
+
+    (void)state;
+    refusal(COLL_KIND_ALLREDUCE, COLL_ALGO_NCCL, msg, sizeof(msg));
+    assert_string_equal(msg, "algorithm nccl runs only on cuda memory (buffers from "
+                             "coll_mem_alloc_on()), and this allreduce's buffers are host "
+                             "memory: force it only for such buffers, or leave the choice to "
+                             "auto");
+    refusal(COLL_KIND_BROADCAST, COLL_ALGO_DEVICE, msg, sizeof(msg));
+    assert_string_equal(msg, "algorithm device runs only on cuda memory (buffers from "
+                             "coll_mem_alloc_on()), and this broadcast's buffers are host "
+                             "memory: force it only for such buffers, or leave the choice to "
+                             "auto");
+    refusal(COLL_KIND_ALLREDUCE, COLL_ALGO_CHAIN, msg, sizeof(msg));
+    assert_string_equal(msg, "algorithm chain cannot run this allreduce of 16 bytes per rank");
+}
+
 static void test_impl(void **state)
 {
     coll_job_t *job = &w.job[0];
@@ -428,6 +466,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nccl_takes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusal_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl_device_peers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impl_device_peers_split, setup, teardown),

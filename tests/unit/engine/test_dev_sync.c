@@ -19,6 +19,8 @@
  *   destroyed, not kept for later operations);
  *   a failed operation (counts that differ) stores the done words too, so no stream waits
  *   forever; a done word already above the value is left as it is;
+ *   a device that faults at the first copy back (COLL_DEVICE_FAKE_COPY_FAIL) keeps none of
+ *   the operation's streams of its own idle: they are destroyed (streams counted);
  *   refusals: unknown flags, a value of 0, host buffers, an offset not aligned to 8
  *   (COLL_ERR_INVALID), words in another rank's allocation or past the pool
  *   (COLL_ERR_NOT_IN_POOL), each failing the job with the reason.
@@ -28,6 +30,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -249,6 +253,53 @@ static void test_job_failed_while_copies_wait(void **state)
     assert_int_equal(w.d[0].devices.pinned.dev[0].used, 0);
 }
 
+/* The device faults at the first copy back (COLL_DEVICE_FAKE_COPY_FAIL: the copies in, one per
+ * rank, come first) of an operation whose copies in waited on streams of its own: every word
+ * was there, so its streams would go back to the pool, but the device is out of service
+ * (nothing takes them again): they are destroyed, with none kept idle (streams counted). Last
+ * in the file: the fake's fault is sticky for the process. */
+static void test_faulted_device_keeps_no_wait_streams(void **state)
+{
+    float *b[N][L];
+    _Atomic uint64_t *wd[N][L];
+    char copies[16];
+    int faulted = 0;
+    (void)state;
+
+    counting = coll_dev_fake;
+    counting.stream_create = count_create;
+    counting.stream_destroy = count_destroy;
+    made = destroyed = 0;
+    for (uint32_t n = 0; n < N; n++) {
+        w.d[n].devices.ops = &counting;
+    }
+    snprintf(copies, sizeof(copies), "%d", N * L + 1);
+    setenv("COLL_DEVICE_FAKE_COPY_FAIL", copies, 1);
+    submit_behind(31, b, wd);
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, 31, 20));
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            atomic_store(&wd[n][l][0], 3 + l);
+        }
+    }
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t l = 0; l < L; l++) {
+            const fake_done_t *d = drive(n, l, 31);
+            assert_true(d != NULL && d->status != COLL_OK);
+        }
+    }
+    unsetenv("COLL_DEVICE_FAKE_COPY_FAIL");
+    for (uint32_t n = 0; n < N; n++) {
+        if (w.d[n].devices.dev[0].fault[0] != '\0') {
+            faulted++;
+            assert_int_equal(w.job[n].dev_pools[0]->nwaits, 0);
+        }
+        w.d[n].devices.ops = &coll_dev_fake;
+    }
+    assert_true(faulted > 0);
+    assert_int_equal(destroyed, faulted * L * 2); /* each span's pair on a faulted node */
+}
+
 /* Counts that differ fail the operation: every done word is stored all the same, but one
  * above the value stays. */
 static void test_done_word_on_failure(void **state)
@@ -336,6 +387,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_failed_while_copies_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_done_word_on_failure, setup, teardown),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test_setup_teardown(test_faulted_device_keeps_no_wait_streams, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <collective.h>
+
 #include "proto/desc.h"
 #include "proto/frame.h"
 #include "proto/shm_area.h"
@@ -116,6 +118,37 @@ static void test_desc_rules(void **state)
     assert_false(coll_desc_equal(&a, &b));
 }
 
+/* A mismatch message quotes the descriptor: only the fields its kind has a meaning for. */
+static void test_desc_format(void **state)
+{
+    coll_desc_t d = {.coll = COLL_KIND_ALLGATHER, .count = 10, .dtype = COLL_FLOAT32,
+                     .op = COLL_SUM, .seg_bytes = 4096, .world_size = 4};
+    char buf[256];
+
+    d.algo = COLL_ALGO_RING;
+    coll_desc_format(&d, buf, sizeof(buf));
+    assert_string_equal(buf, "all-gather count=10 dtype=float32 algo=ring segment=4096 world=4");
+    d.coll = COLL_KIND_BROADCAST;
+    d.root = 2;
+    coll_desc_format(&d, buf, sizeof(buf));
+    assert_string_equal(buf, "broadcast count=10 dtype=float32 root=2 algo=ring segment=4096 "
+                             "world=4");
+    d.coll = COLL_KIND_REDUCE;
+    d.op = COLL_MAX;
+    coll_desc_format(&d, buf, sizeof(buf));
+    assert_string_equal(buf, "reduce count=10 dtype=float32 op=max root=2 algo=ring "
+                             "segment=4096 world=4");
+    d.coll = COLL_KIND_ALLREDUCE;
+    d.root = 0;
+    coll_desc_format(&d, buf, sizeof(buf));
+    assert_string_equal(buf, "allreduce count=10 dtype=float32 op=max algo=ring segment=4096 "
+                             "world=4");
+    d = (coll_desc_t){.coll = COLL_KIND_BARRIER, .dtype = COLL_UINT8, .algo = COLL_ALGO_RING,
+                      .world_size = 4};
+    coll_desc_format(&d, buf, sizeof(buf));
+    assert_string_equal(buf, "barrier algo=ring segment=0 world=4");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -123,6 +156,7 @@ int main(void)
         cmocka_unit_test(test_post_carries_the_record),
         cmocka_unit_test(test_desc_fields),
         cmocka_unit_test(test_desc_rules),
+        cmocka_unit_test(test_desc_format),
     };
     return cmocka_run_group_tests_name("submission", tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@ on; ops.collectivectl: one node) does not reach, from a /status document served 
 socket in the daemon's form: the direct path off at the root (direct_max_bytes 0), a node whose
 leader has no address, a job before its rendezvous, the shared-memory path off, and a daemon
 whose /status has no `shm`. And `collectivectl stalled` on collectives waiting in shared memory:
-the node its leader waits for in the direct rounds, and no daemon's sends for the others.
+the node its leader waits for in the direct rounds, and no daemon's sends for the others. And
+the control line of a daemon without a node secret (no control listener) or peers
+unauthenticated.
 """
 
 import argparse
@@ -111,6 +113,21 @@ class Paths(unittest.TestCase):
                         "(shm_node_max_bytes 0); 5 of 9 posted completed there")
         self.assertLine("  job nodeoff: direct: allreduces up to 4.0 KiB between the nodes' "
                         "leaders (here rank 2, UCX address 40 bytes)")
+
+    def test_control_listener(self):
+        """The control line names the listener's address, or says there is none and why (no
+        node secret), as /status's peers do; never a bare "control"."""
+        self.assertTrue(self.lines[1].endswith("; control h:29511"), self.lines)
+        node = {"hostname": "h", "pid": 1, "control_addr": "",
+                "peers": {"mode": "off", "why": 'peer_secret_file is ""'}}
+        lines = status_text(dict(STATUS, node=node, jobs=[]))
+        self.assertTrue(lines[1].endswith('; control off (no node secret: peer_secret_file is "": '
+                                          'single-node jobs only)'), lines)
+        node = {"hostname": "h", "pid": 1, "control_addr": "h:7",
+                "peers": {"mode": "unauthenticated", "why": "x"}}
+        lines = status_text(dict(STATUS, node=node, jobs=[]))
+        self.assertTrue(lines[1].endswith("; control h:7 (peers unauthenticated: no node "
+                                          "secret)"), lines)
 
     def test_daemon_without_shm(self):
         old = dict(STATUS, jobs=[dict(job("old"))])
