@@ -221,9 +221,9 @@ typedef struct coll_job {
     struct coll_dev_sync_pages *sync_pages; /**< pages of the host pool registered with the
                                                  device layer for device waits on the ranks'
                                                  ready words (engine/dev_sync.h), NULL: none */
-    struct coll_dev_parked *dev_parked; /**< staged operations freed while their streams
+    struct coll_dev_parked *dev_parked; /**< operations freed while their device work
                                              waited on a ready word, kept until the job ends
-                                             here (engine/dev_staged.h) */
+                                             here (engine/dev_sync.h) */
     uint32_t node_rank;
     uint32_t nnodes;
     coll_node_t *nodes;

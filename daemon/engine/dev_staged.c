@@ -18,6 +18,7 @@
 #include "common/assert.h"
 #include "core/dev_pools.h"
 #include "engine/algo.h"
+#include "engine/algos/algos.h"
 #include "engine/algos/dev_combine.h"
 #include "engine/dev_staged_state.h"
 #include "engine/dev_sync.h"
@@ -391,12 +392,10 @@ static coll_status_t wrap(coll_op_t *op, staged_t *sg)
  * of its own for its copies in (idle ones its pool kept, else new ones) and make them wait on
  * the device for the words, so the copies can be queued now and start the moment the words are
  * there, holding no other operation's copies meanwhile (a rank's word may wait for another
- * operation of the job). @return COLL_OK;
- * COLL_ERR_UNSUPPORTED where the device layer refuses the waits (logged once by the daemon:
- * the caller polls the words); the error with which the job failed. */
+ * operation of the job). @return COLL_OK; COLL_ERR_UNSUPPORTED where the device layer refuses
+ * the waits (the caller polls the words); the error with which the job failed. */
 static coll_status_t gate(coll_op_t *op, staged_t *sg)
 {
-    static unsigned refused; /* loop thread */
     const coll_dev_ops_t *ops = op->job->d->devices.ops;
     coll_status_t st = COLL_OK;
     char err[320] = "";
@@ -419,10 +418,6 @@ static coll_status_t gate(coll_op_t *op, staged_t *sg)
         st = coll_dev_sync_device_wait(op, sg->span[k].device, sg->span[k].own[COLL_DEV_POOL_IN],
                                        2, err, sizeof(err));
     }
-    if (st == COLL_ERR_UNSUPPORTED && !refused++) {
-        coll_info(COLL_SUB_ENGINE, "job %s: the device layer refuses waits on the ranks' ready "
-                  "words (%s): the loop polls them (logged once)", op->job->id, err);
-    }
     return st == COLL_OK || st == COLL_ERR_UNSUPPORTED
                ? st
                : coll__staged_fail(op, st, "could not wait for the ranks' streams", err);
@@ -433,13 +428,13 @@ static coll_status_t gate(coll_op_t *op, staged_t *sg)
  * on the device (gate()), else once the loop's poll sees the words. @return COLL_OK when
  * nothing is to be copied in or the copies are done already, COLL_INPROGRESS while the loop
  * waits for the streams or the copies (sg->ready() follows), or the error with which the job
- * failed. An operation NCCL or the executor runs (on_device()) has no spans: it only waits for
- * the streams, polling. */
+ * failed. An operation NCCL or device+peers split across the devices runs (on_device()) has no
+ * spans: it only waits for the streams, polling. */
 static coll_status_t stage(coll_op_t *op, staged_t *sg)
 {
     coll_status_t st;
 
-    if (sg->nspans > 0) { /* (none: NCCL or the executor, on_device()) */
+    if (sg->nspans > 0) { /* (none: on_device()) */
         count(op, sg);
         if ((st = wrap(op, sg)) != COLL_OK) {
             return st;
@@ -448,8 +443,8 @@ static coll_status_t stage(coll_op_t *op, staged_t *sg)
     if (coll_dev_sync_ready(op)) {
         return copy_in(op, sg);
     }
-    /* Only copies in can be held on the device: an operation with none (a receive, NCCL, the
-     * executor) polls the words, as one where the device layer has no waits does. */
+    /* Only copies in are held on the device here: an operation with none (a receive, NCCL,
+     * device+peers split) polls the words, as one where the device layer has no waits does. */
     st = to_copy(sg, 1) > 0 ? gate(op, sg) : COLL_ERR_UNSUPPORTED;
     if (st != COLL_OK) {
         if (st != COLL_ERR_UNSUPPORTED) {
@@ -484,13 +479,24 @@ static int on_device(const coll_op_t *op)
            (op->desc.algo == COLL_ALGO_DEVICE && coll_devc_lane_pool(op) != 0);
 }
 
+/* @p op, which runs on the device buffers (on_device()), waits on the device for its ranks'
+ * ready words itself: the executor's work on one device's stream (algos/dev_local.c); NCCL and
+ * device+peers split across the devices (algos/dev_peers.c, whose streams wait for each other's
+ * events, which the fake cannot hold behind a word) start once the loop's poll saw them. */
+static int waits_itself(const coll_op_t *op)
+{
+    const coll_impl_t *impl = coll_algo_impl(op);
+
+    return impl == &coll_impl_dev_local || impl == &coll_impl_dev_peers;
+}
+
 static coll_status_t staged_attach(coll_op_t *op, void **state)
 {
     uint32_t n = device_members(op);
     staged_t *sg;
     coll_status_t st = COLL_OK;
 
-    if (n == 0 || (on_device(op) && coll_dev_sync_ready(op))) {
+    if (n == 0 || (on_device(op) && (waits_itself(op) || coll_dev_sync_ready(op)))) {
         return COLL_OK; /* NCCL or the executor works on the device buffers */
     }
     if ((sg = state_new(op, 2 * n, coll_op_attached)) == NULL) {
@@ -544,15 +550,6 @@ static void timer_closed(uv_handle_t *h)
     free(h);
 }
 
-/* A staged operation freed while its copies in still wait on the device for a ready word (its
- * job failed before the rank's stream wrote it), kept until the job ends on this node. */
-struct coll_dev_parked {
-    struct coll_dev_parked *next;
-    staged_t *sg;
-    uint32_t ndue;
-    coll_dev_sync_due_t due[]; /* the words, and the values they wait for */
-};
-
 /* Give @p p's streams of its own back to its pool where @p keep (every word they waited for is
  * stored and their copies are done), else destroy them. */
 static void own_streams_end(coll_job_t *job, span_t *p, int keep)
@@ -601,20 +598,25 @@ static void release(coll_job_t *job, staged_t *sg, int keep)
     free(sg);
 }
 
+/* A parked operation's release (coll_dev_sync_park()): its streams destroyed, the pools go
+ * next. */
+static void release_parked(coll_job_t *job, void *state)
+{
+    release(job, state, 0);
+}
+
 /* The host copies outlive the device's copies into and out of them: an operation freed while
  * they are in flight (its job failed) waits for its streams, off the normal path, before its
  * page-locked buffers go back to the cache. Where its streams still wait on the device for a
  * ready word (with copies behind or not), that sync would block the loop until the rank's
- * stream wrote it, maybe never (a rank that died, a stream that never ends): the operation is
- * parked until the job ends on this node (coll_dev_staged_job_end()), when no rank of it can
- * write the word any more. Its streams of their own go back to the pool's idle ones only where
+ * stream wrote it, maybe never: the operation is parked until the job ends on this node
+ * (coll_dev_sync_park()). Its streams of their own go back to the pool's idle ones only where
  * every word they waited for was there: a stream that waited for one not there (parked, or
  * released at once without memory to park it) is destroyed, never given to a later operation,
  * whose work would queue behind a wait that may never pass. */
 static void staged_free(coll_op_t *op, void *state)
 {
     staged_t *sg = state;
-    struct coll_dev_parked *pk;
     int due = sg->waited && !coll_dev_sync_ready(op);
 
     if (sg->timer != NULL) {
@@ -622,33 +624,8 @@ static void staged_free(coll_op_t *op, void *state)
         uv_close((uv_handle_t *)sg->timer, timer_closed);
         sg->timer = NULL;
     }
-    if (due && (pk = malloc(sizeof(*pk) + op->grp->nlocal * sizeof(pk->due[0]))) != NULL) {
-        pk->sg = sg;
-        pk->ndue = coll_dev_sync_due(op, pk->due);
-        pk->next = op->job->dev_parked;
-        op->job->dev_parked = pk;
-        coll_debug(COLL_SUB_ENGINE, "job %s: an operation's copies in wait for %u ranks' ready "
-                   "words: kept until the job ends here", op->job->id, pk->ndue);
-        return;
-    }
-    if (due) { /* no memory to park it: release the waits now */
-        coll_dev_sync_store_ready(op);
-    }
-    release(op->job, sg, !due);
-}
-
-void coll_dev_staged_job_end(coll_job_t *job)
-{
-    struct coll_dev_parked *pk;
-
-    while ((pk = job->dev_parked) != NULL) {
-        job->dev_parked = pk->next;
-        coll_dev_sync_store(pk->due, pk->ndue); /* no rank of the job is left to write them */
-        release(job, pk->sg, 0); /* (the pools go next: nothing to keep the streams for) */
-        free(pk);
-    }
-    if (job->d->devices.ops != NULL) {
-        coll_dev_sync_job_end(job);
+    if (!due || !coll_dev_sync_park(op, release_parked, sg)) {
+        release(op->job, sg, !due);
     }
 }
 

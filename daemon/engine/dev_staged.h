@@ -69,13 +69,4 @@ int coll_dev_staged_runs(unsigned kind, unsigned compression);
 coll_status_t coll_dev_staged_p2p(coll_op_t *op, const coll_op_member_t *m,
                                   void (*ready)(coll_op_t *op));
 
-/**
- * @brief The job ends on this node (its ranks here left): release the operations that were
- *        freed while their copies in waited on the device for a rank's ready word (the job
- *        failed first): store those words (no rank is left to write them), wait for the copies,
- *        give the host copies back; then unregister the pages of the host pool the waits used
- *        (engine/dev_sync.h). Before the job's pools go. Loop thread only.
- */
-void coll_dev_staged_job_end(coll_job_t *job);
-
 #endif

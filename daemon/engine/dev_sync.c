@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "core/dev_pools.h"
 #include "core/pool.h"
 #include "proto/submission.h"
@@ -143,6 +144,7 @@ coll_status_t coll_dev_sync_device_wait(const coll_op_t *op, int device,
                                         coll_dev_stream_t *streams, uint32_t n, char *err,
                                         size_t errlen)
 {
+    static unsigned refused; /* loop thread */
     const coll_dev_ops_t *ops = op->job->d->devices.ops;
     coll_status_t st = COLL_OK;
 
@@ -164,6 +166,10 @@ coll_status_t coll_dev_sync_device_wait(const coll_op_t *op, int device,
             snprintf(err, errlen, "a device wait for rank %u's ready word: %s",
                      op->job->ranks[op->grp->locals[l]], coll_dev_error());
         }
+    }
+    if (st == COLL_ERR_UNSUPPORTED && !refused++) {
+        coll_info(COLL_SUB_ENGINE, "job %s: the device layer refuses waits on the ranks' ready "
+                  "words (%s): the loop polls them (logged once)", op->job->id, err);
     }
     return st;
 }
@@ -204,10 +210,43 @@ void coll_dev_sync_store_ready(const coll_op_t *op)
     }
 }
 
+/* An operation's device work freed while it waits on the device for ranks' ready words
+ * (coll_dev_sync_park()), kept until the job ends on this node. */
+struct coll_dev_parked {
+    struct coll_dev_parked *next;
+    coll_dev_sync_release_fn release;
+    void *state;
+    uint32_t ndue;
+    coll_dev_sync_due_t due[]; /* the words, and the values they wait for */
+};
+
+int coll_dev_sync_park(const coll_op_t *op, coll_dev_sync_release_fn release, void *state)
+{
+    struct coll_dev_parked *pk = malloc(sizeof(*pk) + op->grp->nlocal * sizeof(pk->due[0]));
+
+    if (pk == NULL) { /* no memory to keep them: release the waits now */
+        coll_dev_sync_store_ready(op);
+        return 0;
+    }
+    *pk = (struct coll_dev_parked){op->job->dev_parked, release, state, 0};
+    pk->ndue = coll_dev_sync_due(op, pk->due);
+    op->job->dev_parked = pk;
+    coll_debug(COLL_SUB_ENGINE, "job %s: an operation's device work waits for %u ranks' ready "
+               "words: kept until the job ends here", op->job->id, pk->ndue);
+    return 1;
+}
+
 void coll_dev_sync_job_end(coll_job_t *job)
 {
     struct coll_dev_sync_pages *pg = job->sync_pages;
+    struct coll_dev_parked *pk;
 
+    while ((pk = job->dev_parked) != NULL) {
+        job->dev_parked = pk->next;
+        coll_dev_sync_store(pk->due, pk->ndue); /* no rank of the job is left to write them */
+        pk->release(job, pk->state);
+        free(pk);
+    }
     for (uint32_t i = 0; pg != NULL && i < pg->n; i++) {
         job->d->devices.ops->host_unregister(coll_pool_base(job->pool) + pg->page[i].off);
     }

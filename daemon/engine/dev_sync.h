@@ -57,7 +57,8 @@ typedef struct {
  *        word is registered with the device layer at its first wait (host_register(), kept
  *        until coll_dev_sync_job_end()). Each wait is counted on the device.
  * @return COLL_OK (waits queued, or none needed); COLL_ERR_UNSUPPORTED where the device layer
- *         refuses a registration or a wait (the caller polls the words instead; waits queued
+ *         refuses a registration or a wait (logged once by the daemon; the caller polls the
+ *         words instead; waits queued
  *         before the refusal stay, harmless, as the poll starts the work only after the words);
  *         another error of the device layer; each with @p err saying which word and why.
  */
@@ -77,8 +78,27 @@ void coll_dev_sync_store(const coll_dev_sync_due_t *due, uint32_t n);
  *         of memory to keep them for later). */
 void coll_dev_sync_store_ready(const coll_op_t *op);
 
-/** @brief Unregister the pages of the job's host pool registered for device waits (before the
- *         pool is unmapped, once no stream waits on them). */
+/** What releases an operation's parked device work (coll_dev_sync_park()), once the words it
+ *  waited for are stored: its streams may be synchronized then. */
+typedef void (*coll_dev_sync_release_fn)(coll_job_t *job, void *state);
+
+/**
+ * @brief Keep @p state, the device work of @p op freed while it still waits on the device for
+ *        ranks' ready words not there (its job failed first: the staged path's copies in, the
+ *        executor's work on one node, NCCL's call), until the job ends on this node
+ *        (coll_dev_sync_job_end()), when no rank of it can write the words any more: they are
+ *        stored then, and @p release(job, @p state) runs. Syncing its streams now would block
+ *        the loop until the ranks' streams wrote the words, maybe never (a rank that died, a
+ *        stream that never ends); storing them now, while a rank may still write them, would
+ *        let its library give the pair out again, or unmap words its stream still writes.
+ * @return 1: parked; 0: no memory to park it: the words are stored now
+ *         (coll_dev_sync_store_ready()), and the caller releases @p state itself.
+ */
+int coll_dev_sync_park(const coll_op_t *op, coll_dev_sync_release_fn release, void *state);
+
+/** @brief The job ends on this node (its ranks here left), before its pools go: release its
+ *         parked operations (coll_dev_sync_park(): their words stored first), then unregister
+ *         the pages of its host pool registered for device waits. Loop thread only. */
 void coll_dev_sync_job_end(coll_job_t *job);
 
 #endif

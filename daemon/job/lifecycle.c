@@ -17,7 +17,7 @@
 #include "engine/algos/nccl.h"
 #include "engine/codec/codec.h"
 #include "engine/crossover.h"
-#include "engine/dev_staged.h"
+#include "engine/dev_sync.h"
 #include "engine/op.h"
 #include "engine/shm.h"
 #include "engine/shm_watch.h"
@@ -402,7 +402,7 @@ static void job_release(coll_job_t *job)
     coll_ps_job_free(job);
     coll_staging_release_all(job);
     coll_codec_job_free(job);
-    coll_dev_staged_job_end(job); /* before the words' pool and the streams go */
+    coll_dev_sync_job_end(job); /* before the words' pool and the streams go */
     coll_pool_destroy(job->pool);
     coll_dev_pools_destroy(job);
     if (job->doorbell_fd >= 0) {

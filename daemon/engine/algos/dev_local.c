@@ -20,9 +20,15 @@
  * path's; the two taken from the pool's idle ones and given back to it after, so that an
  * operation makes no event: coll_dev_pool_poll_get()); the ranks are told when it completed
  * (their streams' done words then: docs/gpu.md, "Streams"), so nothing waits in the loop and
- * nothing is copied on the host. The ranks' ready words are waited for before start, as for
- * NCCL (dev_staged.c). The choice (engine/submit.c, the table's device_runs()) takes this
- * algorithm only where the daemon has the executor.
+ * nothing is copied on the host. Where the ranks' ready words (docs/gpu.md, "Streams") are not
+ * all there when it starts, the work goes on a stream of its own instead (one the pool keeps
+ * idle for device waits, coll_dev_pool_wait_get()), queued at once behind device waits for the
+ * words (coll_dev_sync_device_wait()), so it starts at the words, not at the loop's poll of
+ * them, and holds no other operation's work (a rank's word may wait for one); the loop polls
+ * the words first only where the device layer refuses the waits. Freed while that work still
+ * waits for a word (its job failed), the operation is parked until the job ends on the node
+ * (coll_dev_sync_park()), as the staged path's copies are. The choice (engine/submit.c, the
+ * table's device_runs()) takes this algorithm only where the daemon has the executor.
  *
  * Members in pools of several devices (one GPU per rank) run the same, named "device+peers"
  * (coll_impl_dev_peers), where the first member's device was granted access to the others'
@@ -41,6 +47,7 @@
 #include "core/dev_pools.h"
 #include "engine/algos/algos.h"
 #include "engine/algos/dev_combine.h"
+#include "engine/dev_sync.h"
 
 /* How often the loop polls the event, ms. */
 #define POLL_MS 1
@@ -51,6 +58,8 @@ typedef struct {
     coll_devc_lane_t ln;
     coll_dev_pool_t *dp;        /* the lane's pool, whose polls it takes one of */
     coll_dev_poll_t *poll;      /* its event and timer; NULL until taken */
+    coll_dev_stream_t own;      /* the lane's stream where the ranks' ready words were not all
+                                   there at start (its device waits hold the work), else NULL */
     int pending;                /* work queued on the stream and not seen complete */
     coll_dev_scratch_t scratch; /* a wide reduction's or a reduce-scatter's; none: all zero */
     uint8_t *acc;               /* where the unfinished reduction is */
@@ -173,11 +182,58 @@ static coll_status_t lane(coll_op_t *op, dev_local_t *s)
     return COLL_INPROGRESS;
 }
 
+/* Queue the work on the lane's stream and the event after it, which the loop polls. Failures
+ * fail the job itself, saying why. */
+static void run(dev_local_t *s)
+{
+    coll_status_t st;
+
+    s->pending = 1;
+    if ((st = queue(s)) != COLL_OK ||
+        (st = s->ln.dev->event_record(s->poll->event, s->ln.ctx.stream)) != COLL_OK) {
+        fail(s->op, st, "queueing the work", coll_dev_error());
+        return;
+    }
+    uv_timer_start(s->poll->timer, tick, POLL_MS, POLL_MS);
+}
+
+/* The loop's poll of the ranks' ready words where the device layer refused to wait for them. */
+static void words_tick(uv_timer_t *t)
+{
+    dev_local_t *s = t->data;
+
+    if (coll_dev_sync_ready(s->op)) {
+        uv_timer_stop(t);
+        run(s);
+    }
+}
+
+/* The ranks' ready words are not all there: the lane becomes a stream of the operation's own
+ * that waits on the device for them. @return COLL_OK (the work may be queued now);
+ * COLL_ERR_UNSUPPORTED where the device layer refuses the waits (poll the words first); another
+ * status: the job failed. */
+static coll_status_t gate(dev_local_t *s)
+{
+    char err[320] = "";
+    coll_status_t st = coll_dev_pool_wait_get(s->ln.dev, s->dp, &s->own);
+
+    if (st != COLL_OK) {
+        fail(s->op, st, "no stream to wait for the ranks' streams on", coll_dev_error());
+        return st;
+    }
+    s->ln.ctx.stream = s->own;
+    st = coll_dev_sync_device_wait(s->op, s->ln.ctx.device, &s->own, 1, err, sizeof(err));
+    if (st != COLL_OK && st != COLL_ERR_UNSUPPORTED) {
+        fail(s->op, st, "could not wait for the ranks' streams", err);
+    }
+    return st;
+}
+
 /* Failures fail the job itself, saying why, and return COLL_OK. */
 static coll_status_t dev_local_start(coll_op_t *op)
 {
     dev_local_t *s = calloc(1, sizeof(*s));
-    coll_status_t st;
+    coll_status_t st = COLL_OK;
 
     if (s == NULL) {
         return COLL_ERR_NOMEM;
@@ -191,33 +247,58 @@ static coll_status_t dev_local_start(coll_op_t *op)
         coll_op_algo_done(op);
         return COLL_OK;
     }
-    s->pending = 1;
-    if ((st = queue(s)) != COLL_OK ||
-        (st = s->ln.dev->event_record(s->poll->event, s->ln.ctx.stream)) != COLL_OK) {
-        return fail(op, st, "queueing the work", coll_dev_error());
+    if (!coll_dev_sync_ready(op) && (st = gate(s)) == COLL_ERR_UNSUPPORTED) {
+        uv_timer_start(s->poll->timer, words_tick, POLL_MS, POLL_MS);
+        return COLL_OK;
     }
-    uv_timer_start(s->poll->timer, tick, POLL_MS, POLL_MS);
+    if (st == COLL_OK) {
+        run(s);
+    }
     return COLL_OK;
 }
 
-/* The stream's work is waited for first where it may still run (the job failed meanwhile);
- * the poll goes back to the pool for the next operation. */
-static void dev_local_cleanup(coll_op_t *op)
+/* Wait for @p s's work (an operation of @p job) where it may still run, free its scratch, give
+ * its stream of its own back to the pool (@p keep: every word its waits were for is there) or
+ * destroy it, free it. */
+static void release(coll_job_t *job, dev_local_t *s, int keep)
 {
-    dev_local_t *s = op->algo_state;
-
-    if (s == NULL) {
-        return;
-    }
     if (s->pending) {
         s->ln.dev->stream_sync(s->ln.ctx.stream);
     }
     coll_dev_scratch_free(&s->scratch);
+    if (s->own != NULL && keep) {
+        coll_dev_pool_wait_put(&job->d->devices, s->dp, s->own);
+    } else if (s->own != NULL) {
+        s->ln.dev->stream_destroy(s->own); /* never given to a later operation */
+    }
+    free(s);
+}
+
+/* A parked operation's release (coll_dev_sync_park()): the words are stored. */
+static void release_parked(coll_job_t *job, void *state)
+{
+    release(job, state, 0);
+}
+
+/* The stream's work is waited for first where it may still run (the job failed meanwhile),
+ * unless it still waits on the device for a rank's ready word: then the operation is parked
+ * until the job ends here. The poll goes back to the pool for the next operation. */
+static void dev_local_cleanup(coll_op_t *op)
+{
+    dev_local_t *s = op->algo_state;
+    int due;
+
+    if (s == NULL) {
+        return;
+    }
+    op->algo_state = NULL;
     if (s->poll != NULL) {
         coll_dev_pool_poll_put(s->ln.dev, s->dp, s->poll);
     }
-    free(s);
-    op->algo_state = NULL;
+    due = s->own != NULL && !coll_dev_sync_ready(op);
+    if (!due || !coll_dev_sync_park(op, release_parked, s)) {
+        release(op->job, s, !due);
+    }
 }
 
 const coll_impl_t coll_impl_dev_local = {

@@ -79,6 +79,11 @@
              past the job's timeout (stream_check --stuck): it fails naming rank 0's stream, the
              daemon closes it (the copies waiting on the word released at its end) and serves
              the first job again.
+  stream_waits_exec
+             The same with the fake's executor: the one-node allreduces (device+local) queue
+             their kernels at once on a stream of their own behind device waits for the words,
+             which the fake's executor honours (kernels that ran at once would sum the garbage
+             before the late inputs); the stuck job's kernels are kept until the job is closed.
   nccl_error Two daemons whose stand-in NCCL fails node 1's collectives asynchronously
              (FAKE_NCCL_ASYNC_ERROR=1): every rank of an allreduce on device buffers gets an
              error naming NCCL within the job timeout + 2 s, the daemons stay up, and a second
@@ -454,28 +459,33 @@ def stream_job(args, d, work, job, rank_args, env):
     wait_ranks(ranks, d)
 
 
-def test_stream_waits(args, work):
+def test_stream_waits(args, work, exec_on=False):
     env = h.clean_env()
-    env.update(NO_EXEC)
+    env.update({"COLL_DEVICE_FAKE": "1"} if exec_on else NO_EXEC)
     d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
     late = {"COLL_DEVICE_FAKE_COPY_DELAY_MS": "300"}
+    algo = ["--algo", "device+local"] if exec_on else []
     try:
-        stream_job(args, d, work, "waits", ["--late", "100"], late)
+        stream_job(args, d, work, "waits", ["--late", "100"] + algo, late)
         _, _, text = h.http_unix(d.status_sock, "/metrics")
         waits = metric(text, "collectived_device_stream_waits_total", 'device="0"')
-        h.check(waits > 0, "no device wait queued for a ready word: the copies in waited for "
-                "the loop's poll")
+        h.check(waits > 0, "no device wait queued for a ready word: the %s waited for the "
+                "loop's poll" % ("executor's work" if exec_on else "copies in"))
         h.check_no_warnings(d.log(), d.name)
         stream_job(args, d, work, "stuck", ["--stuck", "3000"], {"COLL_TIMEOUT_MS": "1000"})
         deadline = time.time() + 20
         while "job stuck: closed on this node" not in d.log() and time.time() < deadline:
             time.sleep(0.1)
         h.check("job stuck: closed on this node" in d.log(),
-                "the failed job with a copy waiting on a word was not closed:\n" + d.log())
-        stream_job(args, d, work, "again", ["--late", "100"], late)
+                "the failed job with work waiting on a word was not closed:\n" + d.log())
+        stream_job(args, d, work, "again", ["--late", "100"] + algo, late)
         h.log("%d device waits for the first job's ready words" % waits)
     finally:
         d.stop()
+
+
+def test_stream_waits_exec(args, work):
+    test_stream_waits(args, work, exec_on=True)
 
 
 # ---- nccl_param -------------------------------------------------------------------------------
@@ -656,7 +666,7 @@ TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fak
          "peers_split": test_peers_split,
          "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
          "nccl_error": test_nccl_error, "executor": test_executor,
-         "stream_waits": test_stream_waits}
+         "stream_waits": test_stream_waits, "stream_waits_exec": test_stream_waits_exec}
 
 
 def parser():

@@ -11,7 +11,7 @@
 
 #include "core/staging.h"
 #include "engine/codec/codec.h"
-#include "engine/dev_staged.h"
+#include "engine/dev_sync.h"
 #include "net/clientlink.h"
 #include "net/transport.h"
 
@@ -317,7 +317,7 @@ void fake_net_free(fake_world_t *w)
         coll_group_free_all(&w->job[n]);
         coll_staging_release_all(&w->job[n]);
         coll_codec_job_free(&w->job[n]);
-        coll_dev_staged_job_end(&w->job[n]); /* as the job's release does */
+        coll_dev_sync_job_end(&w->job[n]); /* as the job's release does */
         coll_pool_destroy(w->job[n].pool);
         while (!coll_list_empty(&w->posted[n])) {
             free(coll_container_of(coll_list_pop(&w->posted[n]), pending_t, link));

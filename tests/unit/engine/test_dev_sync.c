@@ -21,6 +21,15 @@
  *   forever; a done word already above the value is left as it is;
  *   a device that faults at the first copy back (COLL_DEVICE_FAKE_COPY_FAIL) keeps none of
  *   the operation's streams of its own idle: they are destroyed (streams counted);
+ *   on one node (1 x 2, the fake's executor: device+local), an allreduce whose ranks' words are
+ *   not there when it starts queues its kernels at once, on a stream of its own behind device
+ *   waits for the words (the waits and the launches counted on the device while no word is
+ *   there), and the fake's executor runs them only at the words: the inputs written after the
+ *   submission, before the words, are the ones summed, and the garbage before them is never
+ *   read; the stream goes back to the pool's idle ones after; where the device layer refuses the
+ *   waits, the loop polls the words and nothing is launched before them; a job that fails while
+ *   the kernels wait keeps the operation, the words untouched and the kernels not run, until the
+ *   job ends on the node, which stores the words and releases it (its stream destroyed);
  *   refusals: unknown flags, a value of 0, host buffers, an offset not aligned to 8
  *   (COLL_ERR_INVALID), words in another rank's allocation or past the pool
  *   (COLL_ERR_NOT_IN_POOL), each failing the job with the reason.
@@ -40,7 +49,7 @@
 #include "core/dev_pools.h"
 #include "core/devices.h"
 #include "core/pool.h"
-#include "engine/dev_staged.h"
+#include "engine/dev_sync.h"
 #include "fake_dev.h"
 #include "proto/submission.h"
 
@@ -55,6 +64,13 @@ static int setup(void **state)
 {
     (void)state;
     return fake_dev_init(&w, &loop, N, L, 1 << 20);
+}
+
+/* One node: the executor's algorithm (device+local) takes its allreduces. */
+static int setup_one(void **state)
+{
+    (void)state;
+    return fake_dev_init(&w, &loop, 1, L, 1 << 20);
 }
 
 static int teardown(void **state)
@@ -245,7 +261,7 @@ static void test_job_failed_while_copies_wait(void **state)
     assert_non_null(w.job[0].dev_parked);
     assert_int_equal(atomic_load(&wd[0][0][0]), 0);
     assert_true(w.d[0].devices.pinned.dev[0].used > 0);
-    coll_dev_staged_job_end(&w.job[0]);
+    coll_dev_sync_job_end(&w.job[0]);
     assert_null(w.job[0].dev_parked);
     assert_int_equal(w.job[0].dev_pools[0]->nwaits, 0); /* its streams waited: destroyed */
     assert_int_equal(atomic_load(&wd[0][0][0]), 3);
@@ -378,6 +394,113 @@ static void test_refusals(void **state)
     }
 }
 
+/* Every local rank submits an allreduce of key @p key in place, the algorithm left to the
+ * daemon (the executor's, on one node), its input garbage (its stream still behind), asking
+ * for its ready word at 3 + its index; its buffer in @p b, its words in @p wd. */
+static void exec_submit_behind(uint32_t key, float *b[L], _Atomic uint64_t *wd[L])
+{
+    uint64_t off, woff;
+
+    for (uint32_t l = 0; l < L; l++) {
+        b[l] = fake_dev_alloc(&w, 0, l, COUNT * 4, &off);
+        wd[l] = words(0, l, &woff);
+        for (size_t i = 0; i < COUNT; i++) {
+            b[l][i] = -1000.0f;
+        }
+        Coll__Wire__Submit s = fake_dev_allreduce(key, COUNT, 1, off, off);
+        s.algo = COLL_ALGO_AUTO;
+        s.sync_offset = woff;
+        s.sync_value = 3 + l; /* ranks at different values */
+        s.sync_flags = COLL_SYNC_READY | COLL_SYNC_DONE;
+        coll_op_submit(&w.job[0], &w.sess[0][l], &s);
+    }
+    assert_null(fake_dev_drive(&w, &loop, 0, 0, key, 20)); /* nothing ends before the words */
+    for (uint32_t l = 0; l < L; l++) {
+        assert_true(b[l][0] == -1000.0f && b[l][COUNT - 1] == -1000.0f); /* nothing ran */
+    }
+}
+
+/* The streams' work before the submission (the inputs), then their words: every rank gets the
+ * sum of the inputs written now, named device+local, and its done word. */
+static void exec_write_and_finish(uint32_t key, float *b[L], _Atomic uint64_t *wd[L])
+{
+    for (uint32_t l = 0; l < L; l++) {
+        for (size_t i = 0; i < COUNT; i++) {
+            b[l][i] = (float)(l + 1);
+        }
+        atomic_store(&wd[l][0], l == 0 ? 3 : 9); /* at its value, or past it */
+    }
+    for (uint32_t l = 0; l < L; l++) {
+        const fake_done_t *d = fake_dev_drive(&w, &loop, 0, l, key, 3000);
+        assert_true(d != NULL && d->status == COLL_OK);
+        assert_string_equal(d->algo, "device+local");
+        assert_true(b[l][0] == 3.0f && b[l][COUNT - 1] == 3.0f); /* 1 + 2 */
+        assert_int_equal(atomic_load(&wd[l][1]), 3 + l);
+    }
+}
+
+/* One node (the executor's algorithm, device+local): the kernels are queued at once on a
+ * stream of the operation's own, behind a device wait for each local word, and run at the
+ * words. */
+static void test_kernels_wait_on_the_device(void **state)
+{
+    const coll_device_t *dv = &w.d[0].devices.dev[0];
+    float *b[L];
+    _Atomic uint64_t *wd[L];
+    (void)state;
+
+    exec_submit_behind(31, b, wd);
+    assert_int_equal(dv->stream_waits, L);
+    assert_true(dv->kernel_reduces > 0); /* launched, held by the stream */
+    exec_write_and_finish(31, b, wd);
+    assert_int_equal(w.job[0].dev_pools[0]->nwaits, 1); /* its stream back for the next */
+}
+
+/* One node, a device layer that refuses the waits: the loop polls the words, no kernel is
+ * launched before them, and the sums are the same. */
+static void test_refused_waits_poll_before_the_kernels(void **state)
+{
+    const coll_device_t *dv = &w.d[0].devices.dev[0];
+    coll_dev_ops_t refusing = coll_dev_fake;
+    float *b[L];
+    _Atomic uint64_t *wd[L];
+    (void)state;
+
+    refusing.stream_wait_word = refuse_wait;
+    w.d[0].devices.ops = &refusing;
+    exec_submit_behind(31, b, wd);
+    assert_int_equal(dv->stream_waits, 0);
+    assert_int_equal(dv->kernel_reduces, 0);
+    exec_write_and_finish(31, b, wd);
+    w.d[0].devices.ops = &coll_dev_fake;
+}
+
+/* The job fails while the kernels wait for a rank's word: the operation is kept (a sync of its
+ * stream would block the loop), the words untouched while the ranks may still write them and
+ * the kernels not run; the job's end on the node stores the words and gives everything back. */
+static void test_job_failed_while_kernels_wait(void **state)
+{
+    float *b[L];
+    _Atomic uint64_t *wd[L];
+    (void)state;
+
+    exec_submit_behind(31, b, wd);
+    coll_job_fail(&w.job[0], COLL_ERR_TIMEDOUT, 1, "test: the job times out");
+    fake_net_run(&w);
+    for (uint32_t l = 0; l < L; l++) {
+        assert_true(fake_net_done(&w, 0, l, 31) != NULL &&
+                    fake_net_done(&w, 0, l, 31)->status != COLL_OK);
+        assert_int_equal(atomic_load(&wd[l][0]), 0);
+        assert_true(b[l][0] == -1000.0f);
+    }
+    assert_non_null(w.job[0].dev_parked);
+    coll_dev_sync_job_end(&w.job[0]);
+    assert_null(w.job[0].dev_parked);
+    assert_int_equal(w.job[0].dev_pools[0]->nwaits, 0); /* its stream waited: destroyed */
+    assert_int_equal(atomic_load(&wd[0][0]), 3);
+    assert_int_equal(atomic_load(&wd[1][0]), 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +509,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_streams_are_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_failed_while_copies_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_done_word_on_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kernels_wait_on_the_device, setup_one, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_waits_poll_before_the_kernels, setup_one,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_job_failed_while_kernels_wait, setup_one, teardown),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test_setup_teardown(test_faulted_device_keeps_no_wait_streams, setup,
                                         teardown),
