@@ -83,7 +83,9 @@
              The same with the fake's executor: the one-node allreduces (device+local) queue
              their kernels at once on a stream of their own behind device waits for the words,
              which the fake's executor honours (kernels that ran at once would sum the garbage
-             before the late inputs); the stuck job's kernels are kept until the job is closed.
+             before the late inputs); a job of allreduces alone (stream_check --time 3, the
+             words 100 ms late) adds at least 3 waits; the stuck job's kernels are kept until
+             the job is closed.
   nccl_error Two daemons whose stand-in NCCL fails node 1's collectives asynchronously
              (FAKE_NCCL_ASYNC_ERROR=1): every rank of an allreduce on device buffers gets an
              error naming NCCL within the job timeout + 2 s, the daemons stay up, and a second
@@ -471,6 +473,12 @@ def test_stream_waits(args, work, exec_on=False):
         waits = metric(text, "collectived_device_stream_waits_total", 'device="0"')
         h.check(waits > 0, "no device wait queued for a ready word: the %s waited for the "
                 "loop's poll" % ("executor's work" if exec_on else "copies in"))
+        if exec_on:  # allreduces alone (the first job's messages are staged): device+local's
+            stream_job(args, d, work, "timed", ["--time", "3", "--late", "100"] + algo, {})
+            _, _, text = h.http_unix(d.status_sock, "/metrics")
+            more = metric(text, "collectived_device_stream_waits_total", 'device="0"') - waits
+            h.check(more >= 3, "%d device waits for 3 allreduces on the device whose words "
+                    "came late: the executor's work waited for the loop's poll" % more)
         h.check_no_warnings(d.log(), d.name)
         stream_job(args, d, work, "stuck", ["--stuck", "3000"], {"COLL_TIMEOUT_MS": "1000"})
         deadline = time.time() + 20
