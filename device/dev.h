@@ -276,6 +276,12 @@ coll_status_t coll__dev_fake_exec_launch(int dev, int *run_p);
  */
 int coll__dev_fake_exec_defer(coll_dev_stream_t s, void (*run)(void *arg, int go), void *arg);
 
+/** @return 1 when the device of fake stream @p s (NULL: the default stream) faulted (reported
+ *          or not: coll__dev_fake_exec_launch()), so it runs no more work: the stand-in NCCL's
+ *          collectives are not issued on it (device/nccl.c), as a faulted GPU runs no NCCL
+ *          kernel. Thread-safe. */
+int coll__dev_fake_stream_faulted(coll_dev_stream_t s);
+
 /** @brief For the fake's executor's sync on fake device @p dev: reports its fault as
  *         event_query() does. @return COLL_OK; COLL_ERR_IO (coll_dev_error() says it). */
 coll_status_t coll__dev_fake_exec_sync(int dev);

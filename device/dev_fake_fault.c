@@ -56,6 +56,11 @@ coll_status_t coll__dev_fake_exec_launch(int dev, int *run_p)
     return COLL_OK;
 }
 
+int coll__dev_fake_stream_faulted(coll_dev_stream_t s)
+{
+    return coll__fake_faulted(coll__fake_or_default(s)->dev);
+}
+
 coll_status_t coll__dev_fake_exec_sync(int dev)
 {
     return coll__fake_fault(dev, "executor sync", 1);

@@ -169,6 +169,17 @@ static void nccl_comm_destroy(coll_nccl_comm_t comm)
     }
 }
 
+/* The stand-in (host memory: the fake device layer's) called on a stream whose fake device
+ * faulted: the collective is not issued, as a faulted GPU runs no NCCL kernel; the peers' wait
+ * for this rank until their communicators are aborted (the job's failure), as NCCL's do. The
+ * fault itself is reported by the next event query on the stream. */
+static coll_nccl_ops_t nccl_ops;
+
+static int device_faulted(coll_dev_stream_t s)
+{
+    return nccl_ops.host_memory && coll__dev_fake_stream_faulted(s);
+}
+
 static coll_status_t nccl_allreduce(uint64_t send, uint64_t recv, size_t count,
                                     coll_dtype_t dtype, coll_redop_t op, coll_nccl_comm_t comm,
                                     coll_dev_stream_t s)
@@ -177,8 +188,8 @@ static coll_status_t nccl_allreduce(uint64_t send, uint64_t recv, size_t count,
     ncclRedOp_t o = ncclSum;
     coll_status_t st = types_of(dtype, op, &t, &o);
 
-    if (st != COLL_OK) {
-        return st;
+    if (st != COLL_OK || device_faulted(s)) {
+        return st; /* (COLL_OK: not issued on a faulted device) */
     }
     return result(nc.ncclAllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
                                    t, o, (ncclComm_t)comm, (cudaStream_t)s),
@@ -193,8 +204,8 @@ static coll_status_t nccl_reduce_scatter(uint64_t send, uint64_t recv, size_t co
     ncclRedOp_t o = ncclSum;
     coll_status_t st = types_of(dtype, op, &t, &o);
 
-    if (st != COLL_OK) {
-        return st;
+    if (st != COLL_OK || device_faulted(s)) {
+        return st; /* (COLL_OK: not issued on a faulted device) */
     }
     return result(nc.ncclReduceScatter((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
                                        count, t, o, (ncclComm_t)comm, (cudaStream_t)s),
@@ -209,8 +220,8 @@ static coll_status_t nccl_reduce(uint64_t send, uint64_t recv, size_t count, col
     ncclRedOp_t o = ncclSum;
     coll_status_t st = types_of(dtype, op, &t, &o);
 
-    if (st != COLL_OK) {
-        return st;
+    if (st != COLL_OK || device_faulted(s)) {
+        return st; /* (COLL_OK: not issued on a faulted device) */
     }
     return result(nc.ncclReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, t,
                                 o, root, (ncclComm_t)comm, (cudaStream_t)s),
@@ -224,8 +235,8 @@ static coll_status_t nccl_allgather(uint64_t send, uint64_t recv, size_t count,
     ncclDataType_t t = ncclFloat32;
     coll_status_t st = dtype_of(dtype, &t);
 
-    if (st != COLL_OK) {
-        return st;
+    if (st != COLL_OK || device_faulted(s)) {
+        return st; /* (COLL_OK: not issued on a faulted device) */
     }
     return result(nc.ncclAllGather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
                                    t, (ncclComm_t)comm, (cudaStream_t)s),
@@ -239,8 +250,8 @@ static coll_status_t nccl_broadcast(uint64_t send, uint64_t recv, size_t count,
     ncclDataType_t t = ncclFloat32;
     coll_status_t st = dtype_of(dtype, &t);
 
-    if (st != COLL_OK) {
-        return st;
+    if (st != COLL_OK || device_faulted(s)) {
+        return st; /* (COLL_OK: not issued on a faulted device) */
     }
     return result(nc.ncclBroadcast((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
                                    count, t, root, (ncclComm_t)comm, (cudaStream_t)s),

@@ -23,6 +23,10 @@ COLL_ERR_UNSUPPORTED and a message naming the earlier fault, its host allreduce 
           the one faulted, named and refused; device 0's pool still serves a job.
   nccl    2x2 over the stand-in NCCL (tests/unit/device/fake_libnccl.c): each node's two ranks
           reduced by its daemon's executor before NCCL, which faults each daemon's device.
+  nccl_one  the same, only node 0's daemon faulting: node 1's ranks, whose device is sound,
+          get an error too (the stand-in issues no collective on a faulted device, so node 1's
+          waits for node 0's part, as NCCL's would, until the job's failure aborts it; before,
+          node 1's ranks got COLL_OK with a sum lacking node 0's part).
   staged  2x2 on the staged path (no NCCL), the daemons' first copy faulting instead of a
           launch (COLL_DEVICE_FAKE_COPY_FAIL=1): the copies' event query reports it.
 """
@@ -60,16 +64,19 @@ def shows_fault(d, dev):
                 % (d.name, k == dev, k))
 
 
-def run(args, name, ndev, nodes, rank_args, daemon_env=None, inject="EXEC", at=1, dev=0):
-    """@ndev fake devices, the @at-th launch (or copy) faulting device @dev."""
+def run(args, name, ndev, nodes, rank_args, daemon_env=None, inject="EXEC", at=1, dev=0,
+        sound=0, fails_with=FAULT):
+    """@ndev fake devices, the @at-th launch (or copy) faulting device @dev, on daemons @nodes
+    but the last @sound of them; every rank's allreduce must fail naming @fails_with."""
     fake = {"COLL_DEVICE_FAKE": str(ndev)}
     cluster = h.Cluster(args.daemon, "fault" + name)
     try:
         fail = {"COLL_DEVICE_FAKE_%s_FAIL" % inject: str(at)}
-        cluster.start_daemons(len(nodes), env=dict(fake, **fail, **(daemon_env or {})))
+        cluster.start_daemons(len(nodes) - sound, env=dict(fake, **fail, **(daemon_env or {})))
+        cluster.start_daemons(sound, env=dict(fake, **(daemon_env or {})))
         t0 = time.monotonic()
         job = cluster.start_job("faulting", nodes, 2,
-                                [args.staged, "--fails-with", FAULT] + rank_args,
+                                [args.staged, "--fails-with", fails_with] + rank_args,
                                 timeout_ms=TIMEOUT_MS, token=None, env=fake)
         job.wait_exit(TIMEOUT_MS / 1000 + 2, expect=0)  # the ranks check the error
         took = time.monotonic() - t0
@@ -90,6 +97,8 @@ def run(args, name, ndev, nodes, rank_args, daemon_env=None, inject="EXEC", at=1
         # first may spare the other node's device (its ranks' work never queued): at least one.
         h.check(faulted and (len(nodes) > 1 or faulted == nodes),
                 "no daemon logged the device's fault:\n%s" % cluster.daemons[0].log())
+        h.check(not sound or faulted == nodes[:len(nodes) - sound],
+                "the daemons %s logged a fault; only %s faulted" % (faulted, nodes[:-sound]))
         job = cluster.start_job("refused", faulted, 2,
                                 [args.check, "--device", str(dev), "--expect-refused", FAULT],
                                 timeout_ms=30000, token=None, env=fake)
@@ -125,12 +134,22 @@ def test_nccl(args, work):
     run(args, "nccl", 1, [0, 1], ["--nccl"], {"LD_LIBRARY_PATH": args.fake_nccl})
 
 
+def test_nccl_one(args, work):
+    if args.fake_nccl is None:
+        raise h.Skip("built without CUDA: no stand-in NCCL")
+    # Node 1's device is sound: its NCCL call waits for node 0's, which its faulted device
+    # never issues, until the job's failure aborts the communicators (its ranks' error is the
+    # job's: "job faulting: ...", node 0's fault or NCCL's abort, whichever node 1 heard first).
+    run(args, "nccl_one", 1, [0, 1], ["--nccl"], {"LD_LIBRARY_PATH": args.fake_nccl}, sound=1,
+        fails_with="job faulting: ")
+
+
 def test_staged(args, work):
     run(args, "staged", 1, [0, 1], [], inject="COPY")
 
 
 TESTS = {"local": test_local, "peers": test_peers, "peers_second": test_peers_second,
-         "nccl": test_nccl, "staged": test_staged}
+         "nccl": test_nccl, "nccl_one": test_nccl_one, "staged": test_staged}
 
 
 def parser():
