@@ -23,7 +23,11 @@
  * Each device's last work is followed by an event of its pool's polls
  * (coll_dev_pool_poll_get()); one timer of the loop (every POLL_MS) queries those not yet
  * seen complete, and the operation completes once all were; any device's error (a fault) fails
- * the job, that device marked faulted (coll_device_fault()), as device+local's.
+ * the job, that device marked faulted (coll_device_fault()), as device+local's. It starts only
+ * once the loop's poll saw the ranks' ready words (docs/gpu.md, "Streams"; engine/dev_staged.c):
+ * its streams wait for each other's events, and the fake device layer cannot hold one stream
+ * behind another's wait for a word, so it does not wait for them on the devices as
+ * device+local does.
  *
  * The choice (coll_dev_peers_splits(), engine/algo.c): these three collectives, every pair of
  * the members' devices peers both ways, a whole vector (an allreduce's count, a
