@@ -1,18 +1,20 @@
 /*
- * The staged path's pipelined allreduce (dev_staged_state.h): a ring allreduce larger than one
- * batch (coll_dev_staged_batches(): whole columns of the ring's plan, about
+ * The staged path's pipelined collectives (dev_staged_state.h): a ring allreduce, or an
+ * allreduce, reduce or broadcast of a group on one node (the local algorithm, which runs them
+ * by the columns of a plan of one chunk on the loop thread, engine/algos/single_node.c), larger
+ * than one batch (coll_dev_staged_batches(): whole columns of the algorithm's plan, about
  * COLL_DEV_STAGED_BATCH_BYTES of each buffer) does not wait for its whole input. Every batch's
- * copies in are queued at once, in the order the ring starts its columns, with an event on each
- * stream of each span after each batch; the operation starts at once, and the ring starts a
- * column only once the gate (op.h) let it in: the loop's poll counts the batches whose events
- * completed, in order, and wakes the ring (coll_op_gate_opened()). As the ring finishes the
- * last column of a batch, that batch's outputs are queued back; the feature's finish then only
- * records the events after them. So the copies in of later batches run while the ring works on
- * the first, and the copies back of the first while it works on the last and while the last
- * batches are still copied in (the copies back go on the pool's other pair of streams,
- * coll_dev_pool_streams()): for a large bucket the time nears the largest of the copies in,
- * the ring and the copies back, not their sum. The data on the wire, the plan and the sums are
- * the ring's own, whatever the timing.
+ * copies in are queued at once, in the order the algorithm starts its columns, with an event on
+ * each stream of each span after each batch; the operation starts at once, and the algorithm
+ * starts a column only once the gate (op.h) let it in: the loop's poll counts the batches whose
+ * events completed, in order, and wakes the algorithm (coll_op_gate_opened()). As it finishes
+ * the last column of a batch, that batch's outputs are queued back; the feature's finish then
+ * only records the events after them. So the copies in of later batches run while the
+ * algorithm works on the first, and the copies back of the first while it works on the last
+ * and while the last batches are still copied in (the copies back go on the pool's other pair
+ * of streams, coll_dev_pool_streams()): for a large buffer the time nears the largest of the
+ * copies in, the algorithm and the copies back, not their sum. The data on the wire, the plan
+ * and the results are the algorithm's own, whatever the timing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +99,7 @@ coll_status_t coll__staged_pipe_in(coll_op_t *op, staged_t *sg)
                                              coll_dev_error());
 }
 
-/* The ring starts the columns of the batches that came in; a failed copy fails the job. */
+/* The algorithm starts the columns of the batches that came in; a failed copy fails the job. */
 void coll__staged_pipe_tick(coll_op_t *op, staged_t *sg)
 {
     uint64_t was = sg->batches_in;
@@ -145,13 +147,20 @@ static void pipe_final(coll_op_t *op, uint64_t j)
 
 static const coll_op_gate_t pipe_gate = {.ready = pipe_ready, .final = pipe_final};
 
+/* An allreduce, a reduce or a broadcast: every buffer's element i is the collective's
+ * element i, so a batch's pieces are the same bytes of every span. */
+static int elementwise(uint32_t kind)
+{
+    return kind == COLL_KIND_ALLREDUCE || kind == COLL_KIND_REDUCE || kind == COLL_KIND_BROADCAST;
+}
+
 coll_status_t coll__staged_pipe_setup(coll_op_t *op, staged_t *sg, const coll_impl_t *inner)
 {
     const coll_dev_ops_t *ops = op->job->d->devices.ops;
     uint64_t nev;
     coll_status_t st = COLL_OK;
 
-    if (op->desc.coll != COLL_KIND_ALLREDUCE || inner->plan == NULL || inner->opened == NULL) {
+    if (!elementwise(op->desc.coll) || inner->plan == NULL || inner->opened == NULL) {
         return COLL_OK;
     }
     inner->plan(op);

@@ -3,7 +3,7 @@
  * @brief The staged path's state of an operation, shared by its files (internal to
  *        engine/dev_staged.c and engine/dev_staged_pipe.c; engine/dev_staged.h is the
  *        interface): the spans of device memory and their host copies, the copies in flight,
- *        and, for a pipelined allreduce, its batches. Loop thread only.
+ *        and, for a pipelined operation, its batches. Loop thread only.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_STATE_H
 #define COLL_ENGINE_DEV_STAGED_STATE_H
@@ -56,14 +56,15 @@ typedef struct {
                           (engine/dev_sync.h): the timer polls those, nothing is copied yet */
     int waited;        /* 1 when the copies in may wait on the device for the ready words
                           (coll_dev_sync_device_wait()), on the spans' own streams */
-    /* Pipelined (a large ring allreduce, coll__staged_pipe_setup()): the copies go batch by
-     * batch of the ring's columns, in while it runs the first, back as it finishes them. */
+    /* Pipelined (a large ring allreduce, or a large allreduce, reduce or broadcast on one node,
+     * coll__staged_pipe_setup()): the copies go batch by batch of the algorithm's columns, in
+     * while it runs the first, back as it finishes them. */
     int pipe;
     int pipe_in;                  /* 1 while the timer polls the batches' copies in */
-    coll_plan_t plan;             /* the ring's (coll_impl_t.plan) */
+    coll_plan_t plan;             /* the algorithm's (coll_impl_t.plan) */
     coll_dev_staged_batches_t bt;
     uint64_t batches_in;          /* batches, from the first on, whose copies in completed */
-    uint64_t *final_cols;         /* [bt.nbatches] columns of each batch the ring finished */
+    uint64_t *final_cols;         /* [bt.nbatches] columns of each batch it finished */
     unsigned turn[2];             /* the stream of the next piece, back [0] and in [1]
                                      (coll_dev_staged_queue()) */
     coll_dev_event_t *bev;        /* [bt.nbatches][nspans][2] recorded after each batch's
@@ -93,8 +94,9 @@ coll_status_t coll__staged_queue(coll_devices_t *ds, span_t *p, int in, uint64_t
 coll_status_t coll__staged_poll_start(coll_op_t *op, staged_t *sg);
 
 /**
- * @brief Pipeline @p op when @p inner (the host algorithm it runs) works by columns (the ring),
- *        the operation is an allreduce and its plan has more than one batch
+ * @brief Pipeline @p op when @p inner (the host algorithm it runs) works by columns (the ring,
+ *        the local algorithm: coll_impl_t.plan), the operation is an allreduce, a reduce or a
+ *        broadcast (what those algorithms run of them) and its plan has more than one batch
  *        (coll_dev_staged_batches()): the batches' events, op->gate, the name
  *        "staged+pipelined+<inner's>". @return COLL_OK (pipelined or not), or the error with
  *        which the job failed.

@@ -14,7 +14,7 @@
  *               coll_req_algo() of each names the staged path ("staged+...").
  *   --algo NAME the float32 allreduces (out of place and in place) must be named NAME exactly
  *               (coll_req_algo()): "staged+pipelined+ring" for one whose copies overlap the
- *               ring (a large allreduce between nodes), "staged+local" on one node.
+ *               ring (a large allreduce between nodes), "staged+pipelined+local" on one.
  *   --time REPS a float32 allreduce out of place of --count elements, checked, then REPS of
  *               them timed, each after a barrier; rank 0 prints the median, the fastest and
  *               the slowest in ms and the algorithm (bench/staged-overlap.sh; never a pass or
