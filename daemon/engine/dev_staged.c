@@ -7,7 +7,8 @@
  * daemon's cache of such buffers (core/dev_pinned.h), as locking memory takes the driver
  * milliseconds, and go back to it when the operation is freed, whatever its end. Where the
  * driver refuses to lock more, ordinary memory serves, counted per device and logged the first
- * time. A large ring allreduce copies batch by batch while the ring runs (dev_staged_pipe.c).
+ * time. A large ring allreduce, and a large allreduce, reduce or broadcast on one node, copy
+ * batch by batch while the algorithm runs (dev_staged_pipe.c).
  */
 #include "engine/dev_staged.h"
 
@@ -532,7 +533,7 @@ static coll_status_t staged_finish(coll_op_t *op, void *state)
     if (to_copy(state, 0) == 0) { /* a send, a reduce's or a gather's other ranks */
         return COLL_OK;
     }
-    /* Pipelined, every batch's copies back are queued already (pipe_final()): the ring
+    /* Pipelined, every batch's copies back are queued already (pipe_final()): the algorithm
      * finished the last batch's columns, which it started only once every batch was in. */
     COLL_ASSERT(!((staged_t *)state)->pipe_in);
     st = ((staged_t *)state)->pipe ? record(op, state, 0) : copy(op, state, 0);

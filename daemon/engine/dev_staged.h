@@ -26,10 +26,11 @@
  * completed. A ring allreduce of more than one batch of the ring's columns (the gradient
  * buckets; coll_dev_staged_batches()) overlaps them with the ring: it starts at once, each
  * column once its batch is in (the operation's gate, op.h), and each batch goes back as soon as
- * the ring finished its columns (engine/dev_staged_pipe.c, named "staged+pipelined+ring").
- * Every other operation (compressed, the parameter service's step, the other collectives, a
- * group on one node, recursive doubling) has its whole input in before its algorithm starts
- * and its whole output back after it ends. Host copies the driver refuses to lock are ordinary
+ * the ring finished its columns (engine/dev_staged_pipe.c, named "staged+pipelined+ring"); so
+ * does an allreduce, reduce or broadcast of more than one batch on one node, run by the local
+ * algorithm ("staged+pipelined+local"). Every other operation (compressed, the parameter
+ * service's step, the other collectives, recursive doubling) has its whole input in before its
+ * algorithm starts and its whole output back after it ends. Host copies the driver refuses to lock are ordinary
  * memory, counted per device; the page-locked ones go back to the daemon's cache when the
  * operation is freed, whatever its end.
  */

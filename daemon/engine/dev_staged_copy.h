@@ -9,8 +9,9 @@
  *        side by side where the device has the copy engines for it; the caller
  *        then records an event on both streams and polls them (the daemon's loop) before the
  *        host copy is read or the device buffer is handed back. A pipelined operation (a large
- *        ring allreduce) copies its buffers in batches of the ring's pipeline columns, in the
- *        order the ring starts them, with events after each batch.
+ *        ring allreduce; a large allreduce, reduce or broadcast on one node) copies its buffers
+ *        in batches of its algorithm's pipeline columns, in the order the algorithm starts them,
+ *        with events after each batch.
  */
 #ifndef COLL_ENGINE_DEV_STAGED_COPY_H
 #define COLL_ENGINE_DEV_STAGED_COPY_H
