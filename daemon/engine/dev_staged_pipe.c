@@ -1,8 +1,8 @@
 /*
  * The staged path's pipelined collectives (dev_staged_state.h): a ring allreduce, or an
  * allreduce, reduce or broadcast of a group on one node (the local algorithm, which runs them
- * by the columns of a plan of one chunk on the loop thread, engine/algos/single_node.c), larger
- * than one batch (coll_dev_staged_batches(): whole columns of the algorithm's plan, about
+ * by the columns of a plan of one chunk, engine/algos/single_node.c), larger than one batch
+ * (coll_dev_staged_batches(): whole columns of the algorithm's plan, about
  * COLL_DEV_STAGED_BATCH_BYTES of each buffer) does not wait for its whole input. Every batch's
  * copies in are queued at once, in the order the algorithm starts its columns, with an event on
  * each stream of each span after each batch; the operation starts at once, and the algorithm
