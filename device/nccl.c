@@ -271,11 +271,13 @@ static void held_run(void *arg, int go)
     nccl_call_t *c = arg;
     ncclResult_t r;
 
-    if (go && c->state == ABORTED) {
-        coll__dev_fake_fault_now((coll_dev_stream_t)c->s, "an NCCL collective started on an aborted communicator");
-    }
-    if (!go || c->state == ABORTED) {
+    if (!go) { /* dropped: never asked whether it runs */
         held_unlink(c);
+        return;
+    }
+    if (c->state == ABORTED) { /* held_busy() says it ended, and frees it */
+        coll__dev_fake_fault_now((coll_dev_stream_t)c->s,
+                                 "an NCCL collective started on an aborted communicator");
         return;
     }
     c->state = STARTED;
