@@ -13,6 +13,12 @@
  * call; nothing waits in the loop. An error fails the job, whose end aborts its communicators
  * (coll_nccl_job_end()), which ends the other daemons' waits in NCCL.
  *
+ * Where a rank's ready word (dev_sync.h) is not there when the operation's turn comes, the
+ * communicator's stream first waits for it on the device (gate()) and the work is queued behind
+ * the wait at once; the loop polls the words only where the device layer refuses the waits. A
+ * job failing while such a wait holds the stream defers the group's abort to the job's end
+ * (nccl_comm.c) and parks the operation (coll_dev_sync_park()).
+ *
  * The node's several ranks are combined and served on the device, on the communicator's
  * stream, through the executor of device memory (core/dev_exec.h: the CUDA module; over the fake
  * device layer, whose memory is host memory, the host's entries): the local phase before the

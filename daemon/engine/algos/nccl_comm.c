@@ -17,7 +17,9 @@
  * (NCCL's non-blocking init runs each on a thread of its own, and the loop waits for none), and
  * kept until the job ends, a group freed meanwhile included (its id is never used again in the
  * job, job/groups.c); then all are destroyed, or aborted when the job failed or an operation is
- * still in one (ncclCommAbort, which ends the other daemons' waits in NCCL).
+ * still in one (ncclCommAbort, which ends the other daemons' waits in NCCL): at once, but for a
+ * group whose stream waits for a rank's ready word not there (defer()), aborted at the job's end
+ * after the words are stored, its stream drained after (end_deferred()).
  */
 #include <stdlib.h>
 
