@@ -276,11 +276,31 @@ coll_status_t coll__dev_fake_exec_launch(int dev, int *run_p);
  */
 int coll__dev_fake_exec_defer(coll_dev_stream_t s, void (*run)(void *arg, int go), void *arg);
 
+/**
+ * @brief For the stand-in NCCL (device/nccl.c): as coll__dev_fake_exec_defer(), and once
+ *        @p run(@p arg, 1) started the collective (on the stand-in's thread), it stays the
+ *        stream's work until @p busy(@p arg) returns 0: the stream's later work (copies, the
+ *        executor's launches, events) waits for it, as a GPU's stream waits for an NCCL kernel.
+ *        @p busy is polled whenever the stream is looked at (a query, a copy, a sync) and is
+ *        not called after it returned 0, nor after @p run(@p arg, 0). The stream's user's
+ *        thread only.
+ * @return As coll__dev_fake_exec_defer(): 1 held; 0 nothing held (the caller runs it now,
+ *         neither called); -1 out of memory.
+ */
+int coll__dev_fake_hold(coll_dev_stream_t s, void (*run)(void *arg, int go), int (*busy)(void *arg),
+                        void *arg);
+
 /** @return 1 when the device of fake stream @p s (NULL: the default stream) faulted (reported
  *          or not: coll__dev_fake_exec_launch()), so it runs no more work: the stand-in NCCL's
  *          collectives are not issued on it (device/nccl.c), as a faulted GPU runs no NCCL
  *          kernel. Thread-safe. */
 int coll__dev_fake_stream_faulted(coll_dev_stream_t s);
+
+/** @brief Fault the device of fake stream @p s (NULL: the default stream) now, as an injected
+ *         fault does (coll__dev_fake_exec_launch()), @p why (a static string) named in the
+ *         error it reports: device/nccl.c's for a stand-in collective that would start on an
+ *         aborted communicator. Thread-safe. */
+void coll__dev_fake_fault_now(coll_dev_stream_t s, const char *why);
 
 /** @brief For the fake's executor's sync on fake device @p dev: reports its fault as
  *         event_query() does. @return COLL_OK; COLL_ERR_IO (coll_dev_error() says it). */

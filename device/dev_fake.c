@@ -78,6 +78,12 @@ int coll__fake_lazy(void)
 
 int coll__dev_fake_exec_defer(coll_dev_stream_t s, void (*run)(void *arg, int go), void *arg)
 {
+    return coll__dev_fake_hold(s, run, NULL, arg);
+}
+
+int coll__dev_fake_hold(coll_dev_stream_t s, void (*run)(void *arg, int go), int (*busy)(void *arg),
+                        void *arg)
+{
     s = coll__fake_or_default(s);
     if (!coll__fake_lazy()) {
         coll__fake_land(s, coll__fake_now_ns());
@@ -85,9 +91,10 @@ int coll__dev_fake_exec_defer(coll_dev_stream_t s, void (*run)(void *arg, int go
             return 0; /* nothing held before it: it runs now */
         }
     }
-    if (coll__fake_defer(s, (struct fake_copy){.run = run, .arg = arg}) != 0) {
+    if (coll__fake_defer(s, (struct fake_copy){.run = run, .busy = busy, .arg = arg}) != 0) {
         return -1;
     }
+    s->gates += busy != NULL; /* it holds what follows until it ended */
     s->queued++;
     s->done = s->gates > 0 ? s->done : s->queued;
     return 1;
@@ -339,28 +346,44 @@ int coll__fake_passed(const struct fake_copy *c)
 }
 
 /* Land @p s's copies that would have ended by @p now_ns (COLL_DEVICE_FAKE_COPY_MBPS; UINT64_MAX:
- * all of them), in order, up to its first wait whose word is not there; its work before that
- * wait is done. */
+ * all of them), in order, up to its first wait whose word is not there or its first stand-in
+ * NCCL collective still running (started here once the waits before it passed); its work
+ * before that is done. */
 void coll__fake_land(struct coll_dev_stream *s, uint64_t now_ns)
 {
     size_t i;
 
     for (; s->head < s->ndue; s->head++) {
-        const struct fake_copy *c = &s->due[s->head];
+        struct fake_copy *c = &s->due[s->head];
         if (c->word != NULL && !coll__fake_passed(c)) {
             break;
         }
         if (c->word != NULL) {
             s->gates--;
-        } else if (c->run != NULL) {
-            c->run(c->arg, !coll__fake_faulted(s->dev));
+        } else if (c->run != NULL || c->busy != NULL) {
+            if (!c->started) {
+                int go = !coll__fake_faulted(s->dev); /* a faulted device starts nothing */
+                c->started = 1;
+                c->run(c->arg, go);
+                if (!go && c->busy != NULL) { /* dropped: nothing runs */
+                    c->busy = NULL;
+                    s->gates--;
+                }
+            }
+            if (c->busy != NULL && c->busy(c->arg)) {
+                break; /* the stand-in NCCL's collective still runs */
+            }
+            if (c->busy != NULL) {
+                c->busy = NULL; /* ended: never asked again */
+                s->gates--;
+            }
         } else if (c->end_ns <= now_ns) {
             memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
         } else {
             break;
         }
     }
-    for (i = s->head; i < s->ndue && s->due[i].word == NULL; i++) {
+    for (i = s->head; i < s->ndue && s->due[i].word == NULL && s->due[i].busy == NULL; i++) {
     }
     s->done = i < s->ndue ? s->due[i].ticket - 1 : s->queued; /* up to its first wait held */
     if (s->head == s->ndue) {
@@ -402,6 +425,11 @@ static coll_status_t await_gates(struct coll_dev_stream *s, const char *who)
     uint64_t deadline = coll__fake_now_ns() + limit_ms * 1000000ull;
 
     for (coll__fake_land(s, UINT64_MAX); s->gates > 0; coll__fake_land(s, UINT64_MAX)) {
+        if (coll__fake_now_ns() >= deadline && s->due[s->head].word == NULL) {
+            return coll__dev_fail(COLL_ERR_TIMEDOUT, "%s: the stream's NCCL collective still "
+                                  "runs after %llu ms (COLL_DEVICE_FAKE_WAIT_MS)", who,
+                                  (unsigned long long)limit_ms);
+        }
         if (coll__fake_now_ns() >= deadline) {
             const struct fake_copy *c = &s->due[s->head];
             return coll__dev_fail(COLL_ERR_TIMEDOUT, "%s: the stream waits for the word at %#llx, "
@@ -422,7 +450,7 @@ static void fake_stream_destroy(coll_dev_stream_t s)
         (void)await_gates(s, "stream destroy"); /* then the work it holds is dropped */
         wait_landed(s);
         for (size_t i = s->head; i < s->ndue; i++) {
-            if (s->due[i].run != NULL) {
+            if (s->due[i].run != NULL && !s->due[i].started) {
                 s->due[i].run(s->due[i].arg, 0);
             }
         }

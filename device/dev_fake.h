@@ -20,7 +20,8 @@ struct coll_dev_stream {
     int dev;
     uint64_t queued;       /* work queued so far */
     uint64_t done;         /* work done: all of it, but what a wait for a word holds */
-    size_t gates;          /* its waits for a word not passed yet (in due[]) */
+    size_t gates;          /* its waits for a word not passed yet, and the stand-in NCCL's
+                              collectives not ended (in due[]) */
     uint64_t late;         /* delayed word writes queued (COLL_DEVICE_FAKE_COPY_DELAY_MS) */
     _Atomic uint64_t landed; /* of those, done: each in its turn, by a thread of its own */
     uint64_t busy_ns;      /* when its copies would end at COLL_DEVICE_FAKE_COPY_MBPS */
@@ -32,14 +33,20 @@ struct coll_dev_stream {
 /* A copy that lands when it would have ended (COLL_DEVICE_FAKE_COPY_MBPS) and the waits before
  * it passed, or (@p word not NULL) a wait that holds what follows until *@p word >= @p value,
  * or (@p run not NULL) a launch of the fake's executor, run(@p arg, 1) when it lands (0 when it
- * is dropped: its device faulted, or its stream destroyed behind a wait that never passed):
- * the @p ticket-th piece of work of its stream. */
+ * is dropped: its device faulted, or its stream destroyed behind a wait that never passed), or
+ * the stand-in NCCL's collective (@p busy too, coll__dev_fake_hold()), which holds the stream's
+ * later work until @p busy says it ended: the @p ticket-th piece of work of its stream. A
+ * delayed word write waits for the words before it, not for such a collective (the NCCL path's
+ * streams write no words). */
 struct fake_copy {
     uint64_t dst, src, end_ns;
     size_t bytes;
     const uint64_t *word;
     uint64_t value, ticket;
     void (*run)(void *arg, int go);
+    int (*busy)(void *arg); /* the stand-in NCCL's: its collective still runs (it holds what
+                               follows, counted in gates, until this returns 0) */
+    int started;            /* run() was called */
     void *arg;
 };
 

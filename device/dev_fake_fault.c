@@ -7,7 +7,9 @@
  * and kernels do nothing) while the calls that queue work still succeed, and the next event
  * query or stream sync on the device reports CUDA_ERROR_ILLEGAL_ADDRESS; from then on the error
  * is sticky (a CUDA context's is): every call on the device that creates or queues something
- * fails with it. Per process, as a context is: the ranks' own fake devices stay sound.
+ * fails with it. Per process, as a context is: the ranks' own fake devices stay sound. The
+ * stand-in NCCL's collective started on an aborted communicator faults its device the same way
+ * (coll__dev_fake_fault_now(): a GPU's kernel would run on freed memory).
  */
 #include <stdatomic.h>
 
@@ -19,8 +21,10 @@ static _Atomic uint64_t launches;        /* the executor's, all devices */
 static _Atomic uint64_t copies;          /* copy_async's, all devices */
 static _Atomic int state[COLL_DEV_MAX];  /* SOUND, FAULTED (not yet reported), REPORTED */
 
+static const char *_Atomic cause[COLL_DEV_MAX]; /* coll__dev_fake_fault_now()'s; else injected */
+
 #define FAULT_TEXT "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered " \
-                   "(a fault, sticky; injected: COLL_DEVICE_FAKE_EXEC_FAIL or _COPY_FAIL)"
+                   "(a fault, sticky; %s)"
 
 coll_status_t coll__fake_fault(int dev, const char *who, int report)
 {
@@ -31,7 +35,20 @@ coll_status_t coll__fake_fault(int dev, const char *who, int report)
         return COLL_OK;
     }
     atomic_store(&state[dev], REPORTED);
-    return coll__dev_fail(COLL_ERR_IO, "%s on fake device %d: " FAULT_TEXT, who, dev);
+    return coll__dev_fail(COLL_ERR_IO, "%s on fake device %d: " FAULT_TEXT, who, dev,
+                          atomic_load(&cause[dev]) != NULL
+                              ? atomic_load(&cause[dev])
+                              : "injected: COLL_DEVICE_FAKE_EXEC_FAIL or _COPY_FAIL");
+}
+
+void coll__dev_fake_fault_now(coll_dev_stream_t s, const char *why)
+{
+    int dev = coll__fake_or_default(s)->dev, sound = SOUND;
+
+    if (dev >= 0 && dev < COLL_DEV_MAX) {
+        atomic_store(&cause[dev], why);
+        atomic_compare_exchange_strong(&state[dev], &sound, FAULTED);
+    }
 }
 
 int coll__fake_faulted(int dev)

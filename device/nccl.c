@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device/nccl.h"
@@ -57,6 +58,29 @@ static coll_status_t result(ncclResult_t r, const char *call)
 {
     return r == ncclSuccess || r == ncclInProgress ? COLL_OK : nccl_fail(r, call);
 }
+
+/* One collective's call, as NCCL takes it. */
+typedef struct nccl_call {
+    ncclResult_t (*fn)(const struct nccl_call *c); /* the NCCL entry, with these arguments */
+    const char *name;                              /* its name, for errors */
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclDataType_t t;
+    ncclRedOp_t o;
+    int root;
+    ncclComm_t comm;
+    cudaStream_t s;
+    /* A call of the stand-in held by its fake stream (held_*()): */
+    struct nccl_call *next; /* in held, while the stream holds it */
+    int state;              /* HELD, STARTED, then ABORTED where its communicator was */
+} nccl_call_t;
+
+enum { HELD, STARTED, ABORTED };
+
+static nccl_call_t *held;       /* the stand-in's calls held by their streams (below) */
+static ncclResult_t held_error; /* a held call refused at once, until its comm ends */
+static ncclComm_t held_error_comm;
 
 static coll_status_t dtype_of(coll_dtype_t d, ncclDataType_t *t)
 {
@@ -138,6 +162,11 @@ static coll_status_t nccl_comm_poll(coll_nccl_comm_t comm)
 {
     ncclResult_t async = ncclSuccess, r = nc.ncclCommGetAsyncError((ncclComm_t)comm, &async);
 
+    if (held_error_comm == (ncclComm_t)comm && held_error != ncclSuccess) {
+        r = ncclSuccess;
+        async = held_error; /* a held call of the stand-in refused (its words set then) */
+    }
+
     if (r != ncclSuccess) {
         return nccl_fail(r, "ncclCommGetAsyncError");
     }
@@ -146,9 +175,22 @@ static coll_status_t nccl_comm_poll(coll_nccl_comm_t comm)
                                      : nccl_fail(async, "nccl communicator");
 }
 
+/* @p comm ends: its held calls (the stand-in's) are never issued, and its kept error goes. */
+static void held_end(ncclComm_t comm)
+{
+    for (nccl_call_t *c = held; c != NULL; c = c->next) {
+        c->state = c->comm == comm ? ABORTED : c->state;
+    }
+    if (held_error_comm == comm) {
+        held_error_comm = NULL;
+        held_error = ncclSuccess;
+    }
+}
+
 static void nccl_comm_abort(coll_nccl_comm_t comm)
 {
     if (comm != NULL) {
+        held_end((ncclComm_t)comm);
         nc.ncclCommAbort((ncclComm_t)comm);
     }
 }
@@ -165,97 +207,186 @@ static coll_status_t types_of(coll_dtype_t dtype, coll_redop_t op, ncclDataType_
 static void nccl_comm_destroy(coll_nccl_comm_t comm)
 {
     if (comm != NULL) {
+        held_end((ncclComm_t)comm);
         nc.ncclCommDestroy((ncclComm_t)comm);
     }
 }
 
-/* The stand-in (host memory: the fake device layer's) called on a stream whose fake device
- * faulted: the collective is not issued, as a faulted GPU runs no NCCL kernel; the peers' wait
- * for this rank until their communicators are aborted (the job's failure), as NCCL's do. The
- * fault itself is reported by the next event query on the stream. */
+
+static ncclResult_t call_allreduce(const nccl_call_t *c)
+{
+    return nc.ncclAllReduce(c->send, c->recv, c->count, c->t, c->o, c->comm, c->s);
+}
+
+static ncclResult_t call_reduce_scatter(const nccl_call_t *c)
+{
+    return nc.ncclReduceScatter(c->send, c->recv, c->count, c->t, c->o, c->comm, c->s);
+}
+
+static ncclResult_t call_reduce(const nccl_call_t *c)
+{
+    return nc.ncclReduce(c->send, c->recv, c->count, c->t, c->o, c->root, c->comm, c->s);
+}
+
+static ncclResult_t call_allgather(const nccl_call_t *c)
+{
+    return nc.ncclAllGather(c->send, c->recv, c->count, c->t, c->comm, c->s);
+}
+
+static ncclResult_t call_broadcast(const nccl_call_t *c)
+{
+    return nc.ncclBroadcast(c->send, c->recv, c->count, c->t, c->root, c->comm, c->s);
+}
+
+/*
+ * The stand-in (host memory: the fake device layer's) runs its collective on a thread of its
+ * own at the call; a GPU's NCCL kernel runs in its stream's order. So on a fake stream that
+ * holds work back (a wait for a ready word not passed) the call is held by the stream
+ * (coll__dev_fake_hold()): issued when the stream gets there, and the stream's later work (the
+ * delivery's copies, the event) waits until its thread ended (the communicator's async state
+ * no longer in progress). Its error then is the communicator's, which comm_poll() reports; a
+ * call refused at once (an argument) is kept as that error. A communicator aborted before its
+ * held call started never issues it (a GPU would start the kernel on freed memory: the fake
+ * device faults, as a GPU would, so a caller that aborts too early is seen); one aborted
+ * while its call runs ends it (its thread saw the abort). The loop thread only, as the
+ * streams. Where the fake device faulted the collective is not issued, as a faulted GPU runs
+ * no NCCL kernel: the peers wait for this rank until their communicators are aborted (the
+ * job's failure), as NCCL's do; the fault itself is reported by the next event query.
+ */
 static coll_nccl_ops_t nccl_ops;
 
-static int device_faulted(coll_dev_stream_t s)
+static void held_unlink(nccl_call_t *c)
 {
-    return nccl_ops.host_memory && coll__dev_fake_stream_faulted(s);
+    nccl_call_t **p = &held;
+
+    while (*p != c) {
+        p = &(*p)->next;
+    }
+    *p = c->next;
+    free(c);
+}
+
+static void held_run(void *arg, int go)
+{
+    nccl_call_t *c = arg;
+    ncclResult_t r;
+
+    if (!go) { /* dropped: never asked whether it runs */
+        held_unlink(c);
+        return;
+    }
+    if (c->state == ABORTED) { /* held_busy() says it ended, and frees it */
+        coll__dev_fake_fault_now((coll_dev_stream_t)c->s,
+                                 "an NCCL collective started on an aborted communicator");
+        return;
+    }
+    c->state = STARTED;
+    if ((r = c->fn(c)) != ncclSuccess && r != ncclInProgress) {
+        (void)nccl_fail(r, c->name);
+        held_error = r;
+        held_error_comm = c->comm;
+    }
+}
+
+static int held_busy(void *arg)
+{
+    nccl_call_t *c = arg;
+    ncclResult_t async = ncclSuccess;
+
+    if (c->state != ABORTED && nc.ncclCommGetAsyncError(c->comm, &async) == ncclSuccess &&
+        async == ncclInProgress) {
+        return 1;
+    }
+    held_unlink(c);
+    return 0;
+}
+
+/* Issue @p c: now, or held by its fake stream (the stand-in's, above). */
+static coll_status_t issue(const nccl_call_t *c)
+{
+    nccl_call_t *h;
+    int r;
+
+    if (nccl_ops.host_memory && coll__dev_fake_stream_faulted((coll_dev_stream_t)c->s)) {
+        return COLL_OK; /* not issued on a faulted device */
+    }
+    if (nccl_ops.host_memory) {
+        if ((h = malloc(sizeof(*h))) == NULL) {
+            return coll__dev_fail(COLL_ERR_NOMEM, "%s: out of memory", c->name);
+        }
+        *h = *c;
+        h->state = HELD;
+        h->next = held;
+        held = h;
+        if ((r = coll__dev_fake_hold((coll_dev_stream_t)c->s, held_run, held_busy, h)) == 1) {
+            return COLL_OK;
+        }
+        held_unlink(h);
+        if (r < 0) {
+            return coll__dev_fail(COLL_ERR_NOMEM, "%s: out of memory", c->name);
+        }
+    }
+    return result(c->fn(c), c->name);
 }
 
 static coll_status_t nccl_allreduce(uint64_t send, uint64_t recv, size_t count,
                                     coll_dtype_t dtype, coll_redop_t op, coll_nccl_comm_t comm,
                                     coll_dev_stream_t s)
 {
-    ncclDataType_t t = ncclFloat32;
-    ncclRedOp_t o = ncclSum;
-    coll_status_t st = types_of(dtype, op, &t, &o);
+    nccl_call_t c = {call_allreduce, "ncclAllReduce", (const void *)(uintptr_t)send,
+                     (void *)(uintptr_t)recv, count, ncclFloat32, ncclSum, 0,
+                     (ncclComm_t)comm, (cudaStream_t)s, NULL, HELD};
+    coll_status_t st = types_of(dtype, op, &c.t, &c.o);
 
-    if (st != COLL_OK || device_faulted(s)) {
-        return st; /* (COLL_OK: not issued on a faulted device) */
-    }
-    return result(nc.ncclAllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
-                                   t, o, (ncclComm_t)comm, (cudaStream_t)s),
-                  "ncclAllReduce");
+    return st != COLL_OK ? st : issue(&c);
 }
 
 static coll_status_t nccl_reduce_scatter(uint64_t send, uint64_t recv, size_t count,
                                          coll_dtype_t dtype, coll_redop_t op,
                                          coll_nccl_comm_t comm, coll_dev_stream_t s)
 {
-    ncclDataType_t t = ncclFloat32;
-    ncclRedOp_t o = ncclSum;
-    coll_status_t st = types_of(dtype, op, &t, &o);
+    nccl_call_t c = {call_reduce_scatter, "ncclReduceScatter", (const void *)(uintptr_t)send,
+                     (void *)(uintptr_t)recv, count, ncclFloat32, ncclSum, 0,
+                     (ncclComm_t)comm, (cudaStream_t)s, NULL, HELD};
+    coll_status_t st = types_of(dtype, op, &c.t, &c.o);
 
-    if (st != COLL_OK || device_faulted(s)) {
-        return st; /* (COLL_OK: not issued on a faulted device) */
-    }
-    return result(nc.ncclReduceScatter((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
-                                       count, t, o, (ncclComm_t)comm, (cudaStream_t)s),
-                  "ncclReduceScatter");
+    return st != COLL_OK ? st : issue(&c);
 }
 
 static coll_status_t nccl_reduce(uint64_t send, uint64_t recv, size_t count, coll_dtype_t dtype,
                                  coll_redop_t op, int root, coll_nccl_comm_t comm,
                                  coll_dev_stream_t s)
 {
-    ncclDataType_t t = ncclFloat32;
-    ncclRedOp_t o = ncclSum;
-    coll_status_t st = types_of(dtype, op, &t, &o);
+    nccl_call_t c = {call_reduce, "ncclReduce", (const void *)(uintptr_t)send,
+                     (void *)(uintptr_t)recv, count, ncclFloat32, ncclSum, root,
+                     (ncclComm_t)comm, (cudaStream_t)s, NULL, HELD};
+    coll_status_t st = types_of(dtype, op, &c.t, &c.o);
 
-    if (st != COLL_OK || device_faulted(s)) {
-        return st; /* (COLL_OK: not issued on a faulted device) */
-    }
-    return result(nc.ncclReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, t,
-                                o, root, (ncclComm_t)comm, (cudaStream_t)s),
-                  "ncclReduce");
+    return st != COLL_OK ? st : issue(&c);
 }
 
 static coll_status_t nccl_allgather(uint64_t send, uint64_t recv, size_t count,
                                     coll_dtype_t dtype, coll_nccl_comm_t comm,
                                     coll_dev_stream_t s)
 {
-    ncclDataType_t t = ncclFloat32;
-    coll_status_t st = dtype_of(dtype, &t);
+    nccl_call_t c = {call_allgather, "ncclAllGather", (const void *)(uintptr_t)send,
+                     (void *)(uintptr_t)recv, count, ncclFloat32, ncclSum, 0,
+                     (ncclComm_t)comm, (cudaStream_t)s, NULL, HELD};
+    coll_status_t st = dtype_of(dtype, &c.t);
 
-    if (st != COLL_OK || device_faulted(s)) {
-        return st; /* (COLL_OK: not issued on a faulted device) */
-    }
-    return result(nc.ncclAllGather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
-                                   t, (ncclComm_t)comm, (cudaStream_t)s),
-                  "ncclAllGather");
+    return st != COLL_OK ? st : issue(&c);
 }
 
 static coll_status_t nccl_broadcast(uint64_t send, uint64_t recv, size_t count,
                                     coll_dtype_t dtype, int root, coll_nccl_comm_t comm,
                                     coll_dev_stream_t s)
 {
-    ncclDataType_t t = ncclFloat32;
-    coll_status_t st = dtype_of(dtype, &t);
+    nccl_call_t c = {call_broadcast, "ncclBroadcast", (const void *)(uintptr_t)send,
+                     (void *)(uintptr_t)recv, count, ncclFloat32, ncclSum, root,
+                     (ncclComm_t)comm, (cudaStream_t)s, NULL, HELD};
+    coll_status_t st = dtype_of(dtype, &c.t);
 
-    if (st != COLL_OK || device_faulted(s)) {
-        return st; /* (COLL_OK: not issued on a faulted device) */
-    }
-    return result(nc.ncclBroadcast((const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
-                                   count, t, root, (ncclComm_t)comm, (cudaStream_t)s),
-                  "ncclBroadcast");
+    return st != COLL_OK ? st : issue(&c);
 }
 
 static coll_nccl_ops_t nccl_ops = {

@@ -229,7 +229,8 @@ void coll_metrics_devices(FILE *f, coll_daemon_t *d)
                            offsetof(coll_device_t, nccl_ops));
         per_device_counter(f, &d->devices, "collectived_device_stream_waits_total",
                            "Waits the daemon queued on the device's streams for a rank's ready "
-                           "word, the copies after them queued before the word was there.",
+                           "word, the copies, kernels or NCCL's work after them queued before the "
+                           "word was there.",
                            offsetof(coll_device_t, stream_waits));
         kernel_launches(f, &d->devices);
     }

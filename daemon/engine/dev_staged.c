@@ -481,14 +481,16 @@ static int on_device(const coll_op_t *op)
 }
 
 /* @p op, which runs on the device buffers (on_device()), waits on the device for its ranks'
- * ready words itself: the executor's work on one device's stream (algos/dev_local.c); NCCL and
- * device+peers split across the devices (algos/dev_peers.c, whose streams wait for each other's
- * events, which the fake cannot hold behind a word) start once the loop's poll saw them. */
+ * ready words itself: the executor's work on one device's stream (algos/dev_local.c), NCCL's on
+ * its communicator's (algos/nccl.c); device+peers split across the devices (algos/dev_peers.c,
+ * whose streams wait for each other's events, which the fake cannot hold behind a word) starts
+ * once the loop's poll saw them. */
 static int waits_itself(const coll_op_t *op)
 {
     const coll_impl_t *impl = coll_algo_impl(op);
 
-    return impl == &coll_impl_dev_local || impl == &coll_impl_dev_peers;
+    return impl == &coll_impl_dev_local || impl == &coll_impl_dev_peers ||
+           impl == &coll_impl_nccl;
 }
 
 static coll_status_t staged_attach(coll_op_t *op, void **state)

@@ -13,6 +13,12 @@
  * call; nothing waits in the loop. An error fails the job, whose end aborts its communicators
  * (coll_nccl_job_end()), which ends the other daemons' waits in NCCL.
  *
+ * Where a rank's ready word (dev_sync.h) is not there when the operation's turn comes, the
+ * communicator's stream first waits for it on the device (gate()) and the work is queued behind
+ * the wait at once; the loop polls the words only where the device layer refuses the waits. A
+ * job failing while such a wait holds the stream defers the group's abort to the job's end
+ * (nccl_comm.c) and parks the operation (coll_dev_sync_park()).
+ *
  * The node's several ranks are combined and served on the device, on the communicator's
  * stream, through the executor of device memory (core/dev_exec.h: the CUDA module; over the fake
  * device layer, whose memory is host memory, the host's entries): the local phase before the
@@ -35,6 +41,7 @@
 #include "core/dev_pools.h"
 #include "engine/algos/algos.h"
 #include "engine/algos/nccl_internal.h"
+#include "engine/dev_sync.h"
 
 /* How often the loop polls the communicator and the event while operations are queued. */
 #define POLL_MS 1
@@ -61,6 +68,28 @@ void coll__nccl_arm(coll_nccl_group_t *ng)
     }
 }
 
+/* @p n's inputs may be read from its stream: its ranks' ready words there, or waited for on the
+ * device (the communicator's stream waits for them before the local phase and the call, so
+ * the work starts at the words, not at the loop's poll of them), or, where the device layer
+ * refuses the waits, polled here until they are. @return COLL_OK; COLL_INPROGRESS (polled,
+ * not there yet); the device layer's error (coll_dev_error() says it). */
+static coll_status_t gate(coll_nccl_group_t *ng, coll__nccl_op_t *n)
+{
+    char err[320] = "";
+    coll_status_t st;
+
+    if (n->waited == 2 || coll_dev_sync_ready(n->op)) {
+        return coll_dev_sync_ready(n->op) ? COLL_OK : COLL_INPROGRESS;
+    }
+    st = coll_dev_sync_device_wait(n->op, ng->device, &ng->stream, 1, err, sizeof(err));
+    n->waited = st == COLL_OK ? 1 : 2;
+    if (st != COLL_OK && st != COLL_ERR_UNSUPPORTED) {
+        coll__dev_fail(st, "%s", err);
+        return st;
+    }
+    return st == COLL_OK ? COLL_OK : COLL_INPROGRESS;
+}
+
 /* Move @p n on: COLL_OK when it is done, COLL_INPROGRESS while not yet, or the error. */
 static coll_status_t advance(coll_nccl_group_t *ng, coll__nccl_op_t *n)
 {
@@ -74,7 +103,7 @@ static coll_status_t advance(coll_nccl_group_t *ng, coll__nccl_op_t *n)
         if (n->op->desc.count == 0) {
             return COLL_OK;
         }
-        if ((st = coll__nccl_call(ng, n)) != COLL_OK) {
+        if ((st = gate(ng, n)) != COLL_OK || (st = coll__nccl_call(ng, n)) != COLL_OK) {
             return st;
         }
         n->phase = COLL__NCCL_CALLED;
@@ -220,16 +249,36 @@ static void free_scratch(coll__nccl_op_t *n)
     coll_dev_scratch_free(&n->scratch);
 }
 
+/* A parked operation's release (coll_dev_sync_park()): its group's stream was drained and
+ * destroyed before (coll_nccl_job_free() runs before coll_dev_sync_job_end()). */
+static void release_parked(coll_job_t *job, void *state)
+{
+    coll__nccl_op_t *n = state;
+
+    (void)job;
+    coll_dev_scratch_free(&n->scratch);
+    free(n);
+}
+
+/* An operation whose stream waited on the device for a ready word not there when its job
+ * failed (its group's abort deferred, nccl_comm.c) is parked until the job ends here: syncing
+ * the stream would block the loop until the word came, maybe never, and then on an NCCL call
+ * whose peers are gone; its group's end (coll_nccl_job_free()) stores the words, aborts and
+ * drains the stream. */
 static void nccl_cleanup(coll_op_t *op)
 {
     coll__nccl_op_t *n = op->algo_state;
 
-    if (n != NULL) {
-        dequeue(n);
-        free_scratch(n);
-        free(n);
-        op->algo_state = NULL;
+    if (n == NULL) {
+        return;
     }
+    dequeue(n);
+    op->algo_state = NULL;
+    if (n->waited == 1 && n->ng->deferred && coll_dev_sync_park(op, release_parked, n)) {
+        return;
+    }
+    free_scratch(n);
+    free(n);
 }
 
 const coll_impl_t coll_impl_nccl = {

@@ -29,13 +29,18 @@ int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsig
 /**
  * @brief End each of @p job's communicators: aborted (ncclCommAbort, which ends the
  *        peers' waits in NCCL) when the job failed or an operation is still in it, destroyed
- *        otherwise; its poll stops. Called when the job fails or closes, before its operations
- *        complete (engine/op.c). Safe to call again.
+ *        otherwise; its poll stops. A communicator whose stream waits on the device for a
+ *        rank's ready word not there yet is not aborted here but by coll_nccl_job_free() (its
+ *        queued NCCL call would start on the freed communicator once the word came). Called
+ *        when the job fails or closes, before its operations complete (engine/op.c). Safe to
+ *        call again.
  */
 void coll_nccl_job_end(coll_job_t *job);
 
-/** @brief End and free @p job's communicators (their streams, events and timers). Safe when it
- *         has none. */
+/** @brief End and free @p job's communicators (their streams, events and timers), once its
+ *         ranks here are gone and before coll_dev_sync_job_end(): one whose abort was deferred
+ *         has the ready words its stream waits for stored, then is aborted, then its stream
+ *         drained. Safe when it has none. */
 void coll_nccl_job_free(coll_job_t *job);
 
 #endif

@@ -17,11 +17,15 @@
  * (NCCL's non-blocking init runs each on a thread of its own, and the loop waits for none), and
  * kept until the job ends, a group freed meanwhile included (its id is never used again in the
  * job, job/groups.c); then all are destroyed, or aborted when the job failed or an operation is
- * still in one (ncclCommAbort, which ends the other daemons' waits in NCCL).
+ * still in one (ncclCommAbort, which ends the other daemons' waits in NCCL): at once, but for a
+ * group whose stream waits for a rank's ready word not there (defer()), aborted at the job's end
+ * after the words are stored, its stream drained after (end_deferred()).
  */
 #include <stdlib.h>
 
+#include "base/log.h"
 #include "common/assert.h"
+#include "engine/dev_sync.h"
 #include "engine/algos/nccl.h"
 #include "engine/algos/nccl_internal.h"
 #include "proto/tag.h"
@@ -154,17 +158,44 @@ void coll__nccl_on_id(coll__nccl_op_t *n)
     }
 }
 
-/* End @p ng: aborted when the job failed, it never finished joining or an operation is still in
- * it, destroyed otherwise. */
+/* Whether @p ng's stream waits on the device for a ready word not there yet (its first queued
+ * operation's, nccl.c's gate()): then its abort is deferred to the job's end, the words kept
+ * in ng->held. An NCCL kernel queued behind the wait would start, once the word is there, on
+ * the communicator ncclCommAbort freed. Without memory to keep the words, it is aborted now. */
+static int defer(coll_nccl_group_t *ng)
+{
+    coll__nccl_op_t *n;
+
+    if (ng->deferred || !ng->ready || coll_list_empty(&ng->queue)) {
+        return ng->deferred;
+    }
+    n = coll_container_of(ng->queue.next, coll__nccl_op_t, link);
+    if (n->waited != 1 || coll_dev_sync_ready(n->op) ||
+        (ng->held = malloc(n->op->grp->nlocal * sizeof(*ng->held))) == NULL) {
+        return 0;
+    }
+    ng->nheld = coll_dev_sync_due(n->op, ng->held);
+    ng->deferred = 1;
+    coll_info(COLL_SUB_ENGINE, "job %s: NCCL communicator of group %u waits for %u ranks' ready "
+               "words: aborted when the job ends here", ng->job->id, ng->group, ng->nheld);
+    return 1;
+}
+
+/* End @p ng: aborted when the job failed (at the job's end where its stream waits for ready
+ * words, defer()), it never finished joining or an operation is still in it, destroyed
+ * otherwise. */
 static void end_group(coll_nccl_group_t *ng)
 {
     if (ng->comm != NULL) {
         if (ng->job->error != COLL_OK || !ng->ready || !coll_list_empty(&ng->queue)) {
-            ng->nccl->comm_abort(ng->comm);
+            if (!defer(ng)) {
+                ng->nccl->comm_abort(ng->comm);
+                ng->comm = NULL;
+            }
         } else {
             ng->nccl->comm_destroy(ng->comm);
+            ng->comm = NULL;
         }
-        ng->comm = NULL;
     }
     ng->ready = 0;
     while (!coll_list_empty(&ng->queue)) {
@@ -187,11 +218,34 @@ static void timer_closed(uv_handle_t *h)
     free(h);
 }
 
+/* The job ends here (its ranks gone): a deferred group's words are stored, so its stream's
+ * work starts (the record and query let the fake's stream get there; a GPU's goes on its own),
+ * then the communicator is aborted, which the started NCCL call sees, then the stream drained,
+ * so nothing on it runs on a freed communicator, and nothing waits for peers that are gone. */
+static void end_deferred(coll_nccl_group_t *ng)
+{
+    coll_dev_sync_store(ng->held, ng->nheld);
+    if (ng->dev->event_record(ng->event, ng->stream) == COLL_OK) {
+        (void)ng->dev->event_query(ng->event);
+    }
+    ng->nccl->comm_abort(ng->comm);
+    ng->comm = NULL;
+    (void)ng->dev->stream_sync(ng->stream);
+    free(ng->held);
+    ng->held = NULL;
+    ng->deferred = 0;
+}
+
 void coll_nccl_job_free(coll_job_t *job)
 {
     coll_nccl_group_t *ng;
 
     coll_nccl_job_end(job);
+    for (ng = job->engine.nccl; ng != NULL; ng = ng->next) {
+        if (ng->deferred) {
+            end_deferred(ng);
+        }
+    }
     while ((ng = job->engine.nccl) != NULL) {
         job->engine.nccl = ng->next;
         ng->dev->event_destroy(ng->event);

@@ -15,6 +15,7 @@
 #include "core/dev_scratch.h"
 #include "device/nccl.h"
 #include "engine/algos/dev_combine.h"
+#include "engine/dev_sync.h"
 #include "engine/exec.h"
 #include "engine/op.h"
 
@@ -38,6 +39,10 @@ typedef struct coll_nccl_group {
     coll_dev_event_t event;    /**< recorded after each call */
     uv_timer_t *timer;         /**< the poll; freed by its close callback */
     coll_list_t queue;         /**< coll__nccl_op_t in start order */
+    int deferred;              /**< the job failed while its stream waited for ready words:
+                                    the abort waits for the job's end (coll_nccl_job_free()) */
+    coll_dev_sync_due_t *held; /**< those words and their values (nheld), stored then */
+    uint32_t nheld;
 } coll_nccl_group_t;
 
 /** Where an operation is. */
@@ -50,6 +55,9 @@ typedef struct {
     coll_op_t *op;
     coll_nccl_group_t *ng;       /**< its group's communicator; NULL before it has one */
     coll__nccl_phase_t phase;
+    int waited;                  /**< its stream waits on the device for the ranks' ready words
+                                      (queued before its work); polled: 2 (the device layer
+                                      refused the waits), 0 none needed */
     coll_nccl_id_t id;           /**< the communicator's, with the group's first NCCL operation */
     coll_dev_scratch_t scratch;  /**< the node's reduction where no output holds it */
     uint8_t *acc;                /**< where the node's reduction and NCCL's result are (a

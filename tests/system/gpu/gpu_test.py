@@ -86,6 +86,18 @@
              before the late inputs); a job of allreduces alone (stream_check --time 3, the
              words 100 ms late) adds at least 3 waits; the stuck job's kernels are kept until
              the job is closed.
+  stream_waits_nccl
+             Two daemons, two ranks each, NCCL between them (the stand-in, held by the fake's
+             streams as a GPU's kernel is): stream_check --algo nccl with the ready words 300 ms
+             late and the inputs 100 ms after each call, garbage until then (the sums are
+             checked against the late inputs); a job of 3 allreduces alone, the words 100 ms
+             late (stream_check --time 3): each daemon adds at least 3 device waits for the
+             words (collectived_device_stream_waits_total), NCCL's work behind them; then a job
+             whose rank 0's word comes past the job's 1 s timeout (stream_check --stuck): every
+             rank gets the error within the timeout + 2 s, node 0's NCCL work waited on the
+             device, its communicator's abort waits for the job's end (else the held call would
+             start on an aborted communicator: the fake device faults), no device is faulted,
+             and the first job runs again.
   nccl_error Two daemons whose stand-in NCCL fails node 1's collectives asynchronously
              (FAKE_NCCL_ASYNC_ERROR=1): every rank of an allreduce on device buffers gets an
              error naming NCCL within the job timeout + 2 s, the daemons stay up, and a second
@@ -669,12 +681,75 @@ def test_nccl_error(args, work):
         cluster.close()
 
 
+# ---- stream_waits_nccl ------------------------------------------------------------------------
+
+def nccl_waits(cluster):
+    out = []
+    for d in cluster.daemons:
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        out.append(metric(text, "collectived_device_stream_waits_total", 'device="0"'))
+    return out
+
+
+def device_faulted(d):
+    _, _, text = h.http_unix(d.status_sock, "/metrics")
+    return metric(text, "collectived_device_faulted", 'device="0"')
+
+
+def test_stream_waits_nccl(args, work):
+    if args.fake_nccl is None:
+        raise h.Skip("built without CUDA: no stand-in NCCL")
+    cluster = h.Cluster(args.daemon, "ncclwait")
+    env = {"COLL_DEVICE_FAKE": "1", "LD_LIBRARY_PATH": args.fake_nccl}
+    timeout_ms = 1000
+    try:
+        cluster.start_daemons(2, env=env)
+        job = cluster.start_job("waits", [0, 1], 2, [args.stream, "--late", "100", "--algo",
+                                                      "nccl"], timeout_ms=30000, token=None,
+                                env=dict(env, COLL_DEVICE_FAKE_COPY_DELAY_MS="300"))
+        job.wait_exit(60, expect=0)
+        before = nccl_waits(cluster)  # allreduces alone (the first job's messages are staged)
+        job = cluster.start_job("timed", [0, 1], 2, [args.stream, "--time", "3", "--late", "100",
+                                                      "--algo", "nccl"], timeout_ms=30000,
+                                token=None, env=env)
+        job.wait_exit(60, expect=0)
+        waits = nccl_waits(cluster)
+        h.check(all(w - b >= 3 for w, b in zip(waits, before)), "device waits per daemon for 3 "
+                "NCCL allreduces whose words came late: %s, before %s (none added: NCCL's work "
+                "waited for the loop's poll)" % (waits, before))
+        t0 = time.monotonic()
+        job = cluster.start_job("stuck", [0, 1], 2, [args.stream, "--stuck", "3000"],
+                                timeout_ms=timeout_ms, token=None, env=env)
+        job.wait_exit(timeout_ms / 1000 + 2 + 10, expect=0)  # each rank checks its error's time
+        print("every rank had the stuck job's error %.2f s after it started"
+              % (time.monotonic() - t0))
+        more = nccl_waits(cluster)
+        h.check(more[0] > waits[0], "node 0 queued no device wait for rank 0's stuck word: %s"
+                % more)
+        d0 = cluster.daemons[0]
+        h.wait_until(lambda: "job stuck: closed on this node" in d0.log() or None, 20,
+                     "node 0 to close the stuck job")
+        h.check("job stuck: NCCL communicator of group 0 waits for 1 ranks' ready words: "
+                "aborted when the job ends here" in d0.log(),
+                "node 0 did not defer its communicator's abort:\n" + d0.log())
+        for d in cluster.daemons:
+            h.check(device_faulted(d) == 0, "%s's device faulted: the NCCL call held behind the "
+                    "stuck word started on an aborted communicator:\n%s" % (d.name, d.log()))
+        job = cluster.start_job("again", [0, 1], 2, [args.stream, "--late", "100", "--algo",
+                                                      "nccl"], timeout_ms=30000, token=None,
+                                env=dict(env, COLL_DEVICE_FAKE_COPY_DELAY_MS="300"))
+        job.wait_exit(60, expect=0)
+    finally:
+        cluster.close()
+
+
 TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fake_pool,
          "staged": test_staged, "staged_async": test_staged_async, "device": test_device,
          "peers_split": test_peers_split,
          "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
          "nccl_error": test_nccl_error, "executor": test_executor,
-         "stream_waits": test_stream_waits, "stream_waits_exec": test_stream_waits_exec}
+         "stream_waits": test_stream_waits, "stream_waits_exec": test_stream_waits_exec,
+         "stream_waits_nccl": test_stream_waits_nccl}
 
 
 def parser():

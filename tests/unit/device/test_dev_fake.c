@@ -602,6 +602,55 @@ static void test_lazy_streams_need_a_wait_across_devices(void **state)
     ops->stream_destroy(b);
 }
 
+/* A held stand-in NCCL collective (coll__dev_fake_hold()): *arg counts its starts (a drop
+ * adds 100); it runs while *(arg + 1) is set. */
+static int collective_busy(void *arg)
+{
+    return ((int *)arg)[1];
+}
+
+static void test_a_held_collective_holds_the_stream_until_it_ends(void **state)
+{
+    uint64_t dev = 0, *page = registered_page(&dev);
+    uint32_t src[16], dst[16], zero[16] = {0};
+    coll_dev_stream_t s = NULL;
+    coll_dev_event_t e = NULL;
+    int run[2] = {0, 1};
+
+    (void)state;
+    memset(src, 0x5a, sizeof(src));
+    memset(dst, 0, sizeof(dst));
+    assert_int_equal(ops->stream_create(0, &s), COLL_OK);
+    assert_int_equal(ops->event_create(0, &e), COLL_OK);
+    /* Nothing held: the caller issues it now. */
+    assert_int_equal(coll__dev_fake_hold(s, count_run, collective_busy, run), 0);
+    assert_int_equal(ops->stream_wait_word(s, dev, 1), COLL_OK);
+    assert_int_equal(coll__dev_fake_hold(s, count_run, collective_busy, run), 1);
+    assert_int_equal(ops->copy_async((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src,
+                                     sizeof(src), s), COLL_OK);
+    assert_int_equal(ops->event_record(e, s), COLL_OK);
+    assert_int_equal(ops->event_query(e), COLL_INPROGRESS);
+    assert_int_equal(run[0], 0); /* behind the wait */
+    __atomic_store_n(&page[0], 1, __ATOMIC_RELEASE);
+    assert_int_equal(ops->event_query(e), COLL_INPROGRESS);
+    assert_int_equal(run[0], 1); /* started, still running: the copy after it waits */
+    assert_memory_equal(dst, zero, sizeof(zero));
+    assert_int_equal(ops->event_query(e), COLL_INPROGRESS);
+    assert_int_equal(run[0], 1); /* started once */
+    run[1] = 0;                  /* it ended */
+    assert_int_equal(ops->event_query(e), COLL_OK);
+    assert_memory_equal(dst, src, sizeof(src));
+    /* Held behind a wait that never passes: dropped when the stream goes. */
+    setenv("COLL_DEVICE_FAKE_WAIT_MS", "1", 1);
+    assert_int_equal(ops->stream_wait_word(s, dev, 2), COLL_OK);
+    assert_int_equal(coll__dev_fake_hold(s, count_run, collective_busy, run), 1);
+    ops->stream_destroy(s);
+    unsetenv("COLL_DEVICE_FAKE_WAIT_MS");
+    assert_int_equal(run[0], 101);
+    ops->event_destroy(e);
+    unregister_page(page);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -620,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_copy_delay_holds_a_write_back),
         cmocka_unit_test(test_copy_bandwidth_lands_data_late),
         cmocka_unit_test(test_lazy_streams_need_a_wait_across_devices),
+        cmocka_unit_test(test_a_held_collective_holds_the_stream_until_it_ends),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
