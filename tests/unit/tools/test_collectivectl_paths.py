@@ -123,6 +123,12 @@ class Paths(unittest.TestCase):
         lines = status_text(dict(STATUS, node=node, jobs=[]))
         self.assertTrue(lines[1].endswith('; control off (no node secret: peer_secret_file is "": '
                                           'single-node jobs only)'), lines)
+        node = dict(node, peers={"mode": "off", "why": "no node secret (/x/peer.secret: No "
+                                                        "such file or directory)"})
+        lines = status_text(dict(STATUS, node=node, jobs=[]))
+        self.assertTrue(lines[1].endswith("; control off (no node secret (/x/peer.secret: No "
+                                          "such file or directory): single-node jobs only)"),
+                        lines)
         node = {"hostname": "h", "pid": 1, "control_addr": "h:7",
                 "peers": {"mode": "unauthenticated", "why": "x"}}
         lines = status_text(dict(STATUS, node=node, jobs=[]))
