@@ -149,9 +149,9 @@ void coll_desc_format(const coll_desc_t *d, char *buf, size_t len)
     }
 }
 
-void coll_desc_name(const coll_desc_t *d, char *buf, size_t len)
+/* coll_desc_name() with @p what in place of the collective's name. */
+static void name_as(const coll_desc_t *d, const char *what, char *buf, size_t len)
 {
-    const char *coll = coll_kind_name((coll_kind_t)d->coll);
     /* Keys with bit 39 are the library's call-order numbers; others were given by the user. */
     char group[24] = "";
 
@@ -159,9 +159,27 @@ void coll_desc_name(const coll_desc_t *d, char *buf, size_t len)
         snprintf(group, sizeof(group), " of group %u", d->group);
     }
     if (!coll_kind_is_p2p(d->coll) && (d->key >> 39) == 1) {
-        snprintf(buf, len, "%s #%llu%s", coll, (unsigned long long)(d->key & ((1ull << 39) - 1)),
+        snprintf(buf, len, "%s #%llu%s", what, (unsigned long long)(d->key & ((1ull << 39) - 1)),
                  group);
     } else {
-        snprintf(buf, len, "%s key %llu%s", coll, (unsigned long long)d->key, group);
+        snprintf(buf, len, "%s key %llu%s", what, (unsigned long long)d->key, group);
     }
+}
+
+void coll_desc_name(const coll_desc_t *d, char *buf, size_t len)
+{
+    name_as(d, coll_kind_name((coll_kind_t)d->coll), buf, len);
+}
+
+void coll_desc_mismatch(const coll_desc_t *a, const char *who_a, const coll_desc_t *b,
+                        uint32_t rank_b, char *buf, size_t len)
+{
+    char da[200], db[200], nm[64];
+
+    coll_desc_format(a, da, sizeof(da));
+    coll_desc_format(b, db, sizeof(db));
+    /* Different collectives under one key: the operation is neither's to name. */
+    name_as(b, a->coll == b->coll ? coll_kind_name((coll_kind_t)b->coll) : "operation", nm,
+            sizeof(nm));
+    snprintf(buf, len, "%s: %s submitted %s but rank %u submitted %s", nm, who_a, da, rank_b, db);
 }

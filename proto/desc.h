@@ -171,4 +171,13 @@ int coll_kind_overlap_ok(coll_kind_t kind, uint32_t rank, uint64_t so, uint64_t 
  */
 void coll_desc_name(const coll_desc_t *d, char *buf, size_t len);
 
+/**
+ * @brief The message of a mismatch: "allreduce #3: rank 0 submitted <a> but rank 1 submitted
+ *        <b>" (coll_desc_format() of each), the operation named "operation #3" where the two
+ *        are different collectives (neither is the operation's). @p who_a names the first
+ *        ("rank 0", "an earlier rank"). Truncated to @p len bytes; never fails.
+ */
+void coll_desc_mismatch(const coll_desc_t *a, const char *who_a, const coll_desc_t *b,
+                        uint32_t rank_b, char *buf, size_t len);
+
 #endif

@@ -42,13 +42,10 @@ void coll__shm_desc(const coll_comm_t *c, const coll_submission_t *sub, coll_des
 static void report_mismatch(coll_comm_t *c, coll_shm_op_t *op, uint32_t l,
                             const coll_desc_t *theirs)
 {
-    char da[200], db[200], nm[48], msg[600];
+    char who[32], msg[600];
 
-    coll_desc_format(theirs, da, sizeof(da));
-    coll_desc_format(&op->desc, db, sizeof(db));
-    coll_desc_name(&op->desc, nm, sizeof(nm));
-    snprintf(msg, sizeof(msg), "%s: rank %u submitted %s but rank %d submitted %s", nm,
-             coll__shm_area(c->shm, l)->rank, da, c->rank, db);
+    snprintf(who, sizeof(who), "rank %u", coll__shm_area(c->shm, l)->rank);
+    coll_desc_mismatch(theirs, who, &op->desc, (uint32_t)c->rank, msg, sizeof(msg));
     coll__abort(c, COLL_ERR_MISMATCH, msg);
     op->reported = 1;
 }

@@ -18,7 +18,7 @@
 
 static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_desc_t *mine)
 {
-    char a[200], b[200], nm[64], who[32] = "an earlier rank";
+    char msg[600], who[32] = "an earlier rank";
 
     /* The operation's descriptor came from the first local member that submitted it. */
     for (uint32_t l = 0; l < op->grp->nlocal; l++) {
@@ -27,11 +27,8 @@ static void fail_local_mismatch(coll_op_t *op, coll_session_t *s, const coll_des
             break;
         }
     }
-    coll_desc_format(&op->desc, a, sizeof(a));
-    coll_desc_format(mine, b, sizeof(b));
-    coll_desc_name(mine, nm, sizeof(nm));
-    coll_job_fail(op->job, COLL_ERR_MISMATCH, 1, "%s: %s submitted %s but rank %u submitted %s",
-                  nm, who, a, s->rank, b);
+    coll_desc_mismatch(&op->desc, who, mine, s->rank, msg, sizeof(msg));
+    coll_job_fail(op->job, COLL_ERR_MISMATCH, 1, "%s", msg);
 }
 
 /* A submission this node refuses (bad buffers, root or peer, overlap, a repeated key, no

@@ -69,17 +69,14 @@ static coll_status_t check_ranks(coll_job_t *job, coll_group_t *grp, const Coll_
 static coll_status_t check_agree(coll_job_t *job, coll_group_t *grp, const Coll__Wire__Submit *subs,
                                  const coll_desc_t *desc, char *err, size_t len)
 {
-    char a[200], b[200], nm[64];
+    char who[32];
     coll_desc_t d;
 
     for (uint32_t l = 1; l < job->local_size; l++) {
         coll_submit_desc(job, grp, &subs[l], &d);
         if (!coll_desc_equal(desc, &d)) {
-            coll_desc_format(desc, a, sizeof(a));
-            coll_desc_format(&d, b, sizeof(b));
-            coll_desc_name(&d, nm, sizeof(nm));
-            snprintf(err, len, "%s: rank %u submitted %s but rank %u submitted %s", nm,
-                     job->locals[0]->rank, a, job->locals[l]->rank, b);
+            snprintf(who, sizeof(who), "rank %u", job->locals[0]->rank);
+            coll_desc_mismatch(desc, who, &d, job->locals[l]->rank, err, len);
             return COLL_ERR_MISMATCH;
         }
     }

@@ -149,6 +149,31 @@ static void test_desc_format(void **state)
     assert_string_equal(buf, "barrier algo=ring segment=0 world=4");
 }
 
+/* A mismatch names the operation by its collective where both ranks called the same one, and
+ * as "operation" where they did not (neither's is the operation's). */
+static void test_desc_mismatch(void **state)
+{
+    coll_desc_t a = {.coll = COLL_KIND_ALLREDUCE, .count = 8, .dtype = COLL_FLOAT32,
+                     .op = COLL_SUM, .algo = COLL_ALGO_RING, .world_size = 2,
+                     .key = (1ull << 39) | 3};
+    coll_desc_t b = a;
+    char buf[600];
+    (void)state;
+
+    b.count = 9;
+    coll_desc_mismatch(&a, "rank 0", &b, 1, buf, sizeof(buf));
+    assert_string_equal(buf, "allreduce #3: rank 0 submitted allreduce count=8 dtype=float32 "
+                             "op=sum algo=ring segment=0 world=2 but rank 1 submitted allreduce "
+                             "count=9 dtype=float32 op=sum algo=ring segment=0 world=2");
+    b = a;
+    b.coll = COLL_KIND_BROADCAST;
+    coll_desc_mismatch(&a, "an earlier rank", &b, 1, buf, sizeof(buf));
+    assert_string_equal(buf, "operation #3: an earlier rank submitted allreduce count=8 "
+                             "dtype=float32 op=sum algo=ring segment=0 world=2 but rank 1 "
+                             "submitted broadcast count=8 dtype=float32 root=0 algo=ring "
+                             "segment=0 world=2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_desc_fields),
         cmocka_unit_test(test_desc_rules),
         cmocka_unit_test(test_desc_format),
+        cmocka_unit_test(test_desc_mismatch),
     };
     return cmocka_run_group_tests_name("submission", tests, NULL, NULL);
 }
