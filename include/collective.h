@@ -380,9 +380,13 @@ COLL_API coll_status_t coll_req_wait(coll_request_t *req, int timeout_ms);
  *        (with auto, the one chosen); a collective on device buffers (coll_mem_alloc_on())
  *        names the staged path and the algorithm it ran on the host copies: "staged+ring",
  *        "staged+rd", "staged+chain", "staged+local", "staged+direct", "staged+p2p" (a send or
- *        a receive), "nccl" (NCCL between the daemons) or "device+local" (one node, on the
- *        device); "direct" for gather, scatter and all-to-all; "" while pending and for
- *        requests without one. Valid until the request is freed. A NULL @p req gives
+ *        a receive), "staged+pipelined+ring" and "staged+pipelined+local" (the copies
+ *        overlapping the algorithm), "nccl" (NCCL between the daemons), "device+local" (one
+ *        node, on one device) or "device+peers" (one node, on several peer devices); "direct"
+ *        for gather, scatter and all-to-all; "none" for a forced algorithm that could not run
+ *        it (COLL_ERR_UNSUPPORTED); "" while pending and for requests that failed before an
+ *        algorithm was chosen (a mismatch, a refusal). Valid until the request is freed. A
+ *        NULL @p req gives
  *        "unknown" (as the *_name() functions give for a value out of range) and the calling
  *        thread's message that it must not be NULL (coll_comm_last_error(NULL)).
  */
