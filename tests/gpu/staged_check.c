@@ -52,8 +52,8 @@
  *   --spread[=N] each rank's buffers on device rank % N (default 2; N fake devices:
  *               COLL_DEVICE_FAKE=N), so a node's ranks are on N devices: without --device every
  *               collective must take the staged path ("staged+local" on one node).
- *   --nccl-error  a float32 allreduce must fail on every rank with an error that names NCCL
- *               (the daemons' stand-in NCCL injects one: FAKE_NCCL_ASYNC_ERROR).
+ *   --nccl-error  a float32 allreduce of 1031 elements (not --count) must fail on every rank
+ *               naming NCCL (the daemons' stand-in NCCL injects it: FAKE_NCCL_ASYNC_ERROR).
  *   --fails-with TEXT  the same, the error naming TEXT (a device's fault the daemons' fake
  *               injects: COLL_DEVICE_FAKE_EXEC_FAIL).
  *
