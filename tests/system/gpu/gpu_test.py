@@ -90,11 +90,12 @@
              Over 4 fake devices with the executor, device_peers_split_min 0: jobs of 2 and 4
              local ranks, each rank's buffers on a device of its own (stream_check --spread),
              the ready words 300 ms late and the inputs 100 ms after each call, garbage until
-             then (the sums are checked against the late inputs): device+peers split across
+             then (the sums are checked against the late inputs); then a job of 3 allreduces
+             alone (stream_check --time 3, the words 100 ms late): device+peers split across
              the devices queues each device's block at once on a stream of its own behind
-             device waits for the words, so every device the job uses adds device waits
-             (collectived_device_stream_waits_total by device; none before: the split waited
-             for the loop's poll); then the stuck job (rank 0's word past the 1 s timeout) on 2
+             device waits for the words, so every device the job uses adds at least 3 device
+             waits (collectived_device_stream_waits_total by device; none before: the split
+             waited for the loop's poll); then the stuck job (rank 0's word past the 1 s timeout) on 2
              devices: it fails, the daemon closes it within 20 s (the split's work waiting on the
              word parked until the job's end, not synchronized in the loop) and serves a job on
              2 devices again.
@@ -539,13 +540,16 @@ def test_stream_waits_split(args, work):
                 for k in range(devices)]
     try:
         for world in (2, 4):  # one device a rank: every device does a block of the split
-            before = waits()
-            stream_job(args, d, work, "split%d" % world,
-                       ["--late", "100", "--spread", str(world)] + algo, late, world)
+            spread = ["--spread", str(world)]
+            stream_job(args, d, work, "split%d" % world, ["--late", "100"] + spread + algo, late,
+                       world)
+            before = waits()  # allreduces alone (the first job's messages are staged)
+            stream_job(args, d, work, "timed%d" % world, ["--time", "3", "--late", "100"] + spread,
+                       fake, world)
             more = [a - b for a, b in zip(waits(), before)]
-            h.check(all(m > 0 for m in more[:world]),
-                    "device waits for the ready words by device on %d ranks: %s: the split's "
-                    "work waited for the loop's poll" % (world, more))
+            h.check(all(m >= 3 for m in more[:world]),
+                    "device waits for the ready words by device for 3 allreduces on %d ranks: "
+                    "%s: the split's work waited for the loop's poll" % (world, more))
             h.log("%d ranks: device waits by device %s" % (world, more[:world]))
         h.check_no_warnings(d.log(), d.name)
         stream_job(args, d, work, "stuck", ["--stuck", "3000", "--spread", "2"],
