@@ -95,10 +95,10 @@
              the devices queues each device's block at once on a stream of its own behind
              device waits for the words, so every device the job uses adds at least 3 device
              waits (collectived_device_stream_waits_total by device; none before: the split
-             waited for the loop's poll); then the stuck job (rank 0's word past the 1 s timeout) on 2
-             devices: it fails, the daemon closes it within 20 s (the split's work waiting on the
-             word parked until the job's end, not synchronized in the loop) and serves a job on
-             2 devices again.
+             waited for the loop's poll); then the stuck job on 2 devices (rank 0's word 6 s
+             late, past the 1 s timeout): it fails, /metrics answers at once after the failure
+             (the split's work waiting on the word parked until the job's end, not synchronized
+             in the loop), the daemon closes it and serves a job on 2 devices again.
   stream_waits_nccl
              Two daemons, two ranks each, NCCL between them (the stand-in, held by the fake's
              streams as a GPU's kernel is): stream_check --algo nccl with the ready words 300 ms
@@ -479,11 +479,14 @@ def test_staged_cache(args, work):
 
 # ---- stream_waits -----------------------------------------------------------------------------
 
+def stream_ranks(args, d, work, job, rank_args, env, world=2):
+    return [h.Rank(r, 0, [args.stream] + rank_args, dict(rank_env(d, job, r, world, True), **env),
+                   os.path.join(work, "%s.r%d.out" % (job, r)), local=r, stdin_pipe=False)
+            for r in range(world)]
+
+
 def stream_job(args, d, work, job, rank_args, env, world=2):
-    ranks = [h.Rank(r, 0, [args.stream] + rank_args, dict(rank_env(d, job, r, world, True), **env),
-                    os.path.join(work, "%s.r%d.out" % (job, r)), local=r, stdin_pipe=False)
-             for r in range(world)]
-    wait_ranks(ranks, d)
+    wait_ranks(stream_ranks(args, d, work, job, rank_args, env, world), d)
 
 
 def wait_closed(d, job):
@@ -552,8 +555,15 @@ def test_stream_waits_split(args, work):
                     "%s: the split's work waited for the loop's poll" % (world, more))
             h.log("%d ranks: device waits by device %s" % (world, more[:world]))
         h.check_no_warnings(d.log(), d.name)
-        stream_job(args, d, work, "stuck", ["--stuck", "3000", "--spread", "2"],
-                   dict(fake, COLL_TIMEOUT_MS="1000"))
+        ranks = stream_ranks(args, d, work, "stuck", ["--stuck", "6000", "--spread", "2"],
+                             dict(fake, COLL_TIMEOUT_MS="1000"))
+        h.wait_until(lambda: "job stuck failed" in d.log() or None, 10, "the stuck job to fail")
+        t0 = time.monotonic()  # the word is 5 s away: a loop syncing the split's streams waits
+        h.http_unix(d.status_sock, "/metrics")
+        took = time.monotonic() - t0
+        h.check(took < 2, "/metrics took %.1f s after the stuck job failed: the loop waited for "
+                "the split's work behind the word instead of parking it" % took)
+        wait_ranks(ranks, d)
         wait_closed(d, "stuck")
         stream_job(args, d, work, "again", ["--late", "100", "--spread", "2"] + algo, late)
     finally:
