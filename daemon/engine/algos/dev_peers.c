@@ -23,11 +23,18 @@
  * Each device's last work is followed by an event of its pool's polls
  * (coll_dev_pool_poll_get()); one timer of the loop (every POLL_MS) queries those not yet
  * seen complete, and the operation completes once all were; any device's error (a fault) fails
- * the job, that device marked faulted (coll_device_fault()), as device+local's. It starts only
- * once the loop's poll saw the ranks' ready words (docs/gpu.md, "Streams"; engine/dev_staged.c):
- * its streams wait for each other's events, and the fake device layer cannot hold one stream
- * behind another's wait for a word, so it does not wait for them on the devices as
- * device+local does.
+ * the job, that device marked faulted (coll_device_fault()), as device+local's. Where the
+ * ranks' ready words (docs/gpu.md, "Streams") are not all there when it starts, each lane's
+ * work goes on a stream of its own of its device's pool instead, queued at once behind device
+ * waits for every rank's word (dev_wait.h, as device+local's): each lane reads every rank's
+ * input (allreduce, reduce-scatter) or writes every rank's output (all-gather), and a word
+ * covers both, so each waits for all the words on its own device rather than behind one gate
+ * stream's event (one more cross-device hop before any work); the cross-device waits before the
+ * gather then hold behind the other lanes' word waits on the devices (the fake holds them as
+ * CUDA does, device/dev_fake_events.c). The loop polls the words first only where the device
+ * layer refuses the waits. Freed while a lane's work still waits for a word (its job failed),
+ * the operation is parked until the job ends on the node (coll_dev_sync_park()); its streams
+ * are then destroyed, or given back where every word came.
  *
  * The choice (coll_dev_peers_splits(), engine/algo.c): these three collectives, every pair of
  * the members' devices peers both ways, a whole vector (an allreduce's count, a
