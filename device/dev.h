@@ -127,9 +127,11 @@ typedef struct coll_dev_ops {
     /** @return COLL_OK when @p e completed (or was never recorded), COLL_INPROGRESS when not
      *          yet, an error otherwise. Does not block: the daemon's loop polls with it. */
     coll_status_t (*event_query)(coll_dev_event_t e);
-    /** @brief Make work queued on @p s from now on wait for @p e, without blocking the host.
-     *  @return COLL_OK; the driver's error; the fake's COLL_ERR_UNSUPPORTED for an event that a
-     *          wait for a word (stream_wait_word()) holds back. */
+    /** @brief Make work queued on @p s from now on wait for @p e (its record at this call),
+     *         without blocking the host, even where @p e's stream is itself held (by a
+     *         stream_wait_word(), or a wait for another event): the fake holds @p s's later work
+     *         as a device does (device/dev_fake_events.c).
+     *  @return COLL_OK; the driver's error; the fake's COLL_ERR_NOMEM. */
     coll_status_t (*stream_wait)(coll_dev_stream_t s, coll_dev_event_t e);
     /** @brief Make @p dev current on the calling thread (its primary context pushed) for a
      *         library that works on the current device (NCCL's communicator creation); undo
@@ -232,7 +234,9 @@ coll_status_t coll__dev_check_word(uint64_t word, const char *who);
  *  copy_async(). A host_register() range's device address is its
  *  host address; a stream_wait_word() holds the stream's later work until the word is there
  *  (its copies land, its events complete, when a query, copy or sync finds it there, a write
- *  behind it lands from a thread); stream_sync() waits for the word, polling every 100 us, for
+ *  behind it lands from a thread); a stream_wait() for an event not reached holds the stream's
+ *  later work likewise, until the event's stream did the work before the event (a word write
+ *  behind such a wait is refused: COLL_ERR_UNSUPPORTED); stream_sync() waits for the word, polling every 100 us, for
  *  at most COLL_DEVICE_FAKE_WAIT_MS ms (default 60000), then fails with COLL_ERR_TIMEDOUT. Every
  *  pair of fake devices has peer access (peer_access(), as the GPUs of an NVLink box) unless
  *  COLL_DEVICE_FAKE_PEER=0 (test only: none has, as GPUs without P2P), read at each call;

@@ -24,7 +24,9 @@
  * the word there; a word write behind it lands from a thread of its own once the word is there
  * (copies between the two land at the stream's next query or sync). A sync waits for the word,
  * polling every 100 us (never spinning), at most COLL_DEVICE_FAKE_WAIT_MS, then fails with
- * COLL_ERR_TIMEDOUT; a destroy waits as long, then drops the work held.
+ * COLL_ERR_TIMEDOUT; a destroy waits as long, then drops the work held. A stream's wait for
+ * another stream's event holds its later work the same way until that stream did the work
+ * before the event (dev_fake_events.c), whatever holds that stream.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,13 +48,6 @@
 #define FAKE_GRANULARITY ((size_t)2 << 20)
 
 static int ndevices;
-
-struct coll_dev_event {
-    int dev;
-    const struct coll_dev_stream *stream; /* where it was last recorded, NULL: never */
-    uint64_t target;                      /* the stream's queued work at that moment */
-    uint64_t ready_ns;                    /* CLOCK_MONOTONIC time it may complete at */
-};
 
 /* Host memory comes aligned as the kernels' vectors want it. */
 #define FAKE_HOST_ALIGN 64
@@ -335,6 +330,7 @@ static coll_status_t fake_stream_create(int dev, coll_dev_stream_t *s_p)
         return coll__dev_fail(COLL_ERR_NOMEM, "stream: out of memory");
     }
     s->dev = dev;
+    coll__fake_stream_add(s);
     *s_p = s;
     return COLL_OK;
 }
@@ -346,19 +342,27 @@ int coll__fake_passed(const struct fake_copy *c)
 }
 
 /* Land @p s's copies that would have ended by @p now_ns (COLL_DEVICE_FAKE_COPY_MBPS; UINT64_MAX:
- * all of them), in order, up to its first wait whose word is not there or its first stand-in
- * NCCL collective still running (started here once the waits before it passed); its work
- * before that is done. */
+ * all of them), in order, up to its first wait whose word is not there, or for another
+ * stream's event not reached (that stream landed first), or its first stand-in NCCL collective
+ * still running (started here once the waits before it passed); its work before that is done.
+ * Nothing where it lands already (a wait across streams that came back to it): its done count
+ * is kept up to its work landed so far, for such a wait to read. */
 void coll__fake_land(struct coll_dev_stream *s, uint64_t now_ns)
 {
     size_t i;
 
+    if (s->landing) {
+        return;
+    }
+    s->landing = 1;
     for (; s->head < s->ndue; s->head++) {
         struct fake_copy *c = &s->due[s->head];
-        if (c->word != NULL && !coll__fake_passed(c)) {
+        s->done = c->ticket - 1 > s->done ? c->ticket - 1 : s->done; /* all before c landed */
+        if ((c->word != NULL && !coll__fake_passed(c)) ||
+            (c->after != NULL && !coll__fake_after_passed(c))) {
             break;
         }
-        if (c->word != NULL) {
+        if (c->word != NULL || c->after != NULL) {
             s->gates--;
         } else if (c->run != NULL || c->busy != NULL) {
             if (!c->started) {
@@ -383,12 +387,15 @@ void coll__fake_land(struct coll_dev_stream *s, uint64_t now_ns)
             break;
         }
     }
-    for (i = s->head; i < s->ndue && s->due[i].word == NULL && s->due[i].busy == NULL; i++) {
+    for (i = s->head; i < s->ndue && s->due[i].word == NULL && s->due[i].after == NULL &&
+                      s->due[i].busy == NULL;
+         i++) {
     }
     s->done = i < s->ndue ? s->due[i].ticket - 1 : s->queued; /* up to its first wait held */
     if (s->head == s->ndue) {
         s->head = s->ndue = 0;
     }
+    s->landing = 0;
 }
 
 /* Queue on @p s the copy or wait @p c (its ticket the stream's next). @return 0, or -1 without
@@ -425,6 +432,11 @@ static coll_status_t await_gates(struct coll_dev_stream *s, const char *who)
     uint64_t deadline = coll__fake_now_ns() + limit_ms * 1000000ull;
 
     for (coll__fake_land(s, UINT64_MAX); s->gates > 0; coll__fake_land(s, UINT64_MAX)) {
+        if (coll__fake_now_ns() >= deadline && s->due[s->head].after != NULL) {
+            return coll__dev_fail(COLL_ERR_TIMEDOUT, "%s: the stream waits for another stream's "
+                                  "event, not reached after %llu ms (COLL_DEVICE_FAKE_WAIT_MS)",
+                                  who, (unsigned long long)limit_ms);
+        }
         if (coll__fake_now_ns() >= deadline && s->due[s->head].word == NULL) {
             return coll__dev_fail(COLL_ERR_TIMEDOUT, "%s: the stream's NCCL collective still "
                                   "runs after %llu ms (COLL_DEVICE_FAKE_WAIT_MS)", who,
@@ -454,6 +466,7 @@ static void fake_stream_destroy(coll_dev_stream_t s)
                 s->due[i].run(s->due[i].arg, 0);
             }
         }
+        coll__fake_stream_remove(s); /* the waits for its events settled */
         free(s->due);
         free(s);
     }
@@ -603,20 +616,6 @@ static coll_status_t fake_event_query(coll_dev_event_t e)
                                                                           : COLL_INPROGRESS;
 }
 
-static coll_status_t fake_stream_wait(coll_dev_stream_t s, coll_dev_event_t e)
-{
-    /* Work already queued elsewhere is done (its copies land now), unless a wait for a word
-     * holds it: the fake does not hold one stream behind another's wait. */
-    (void)s;
-    if (e->stream != NULL) {
-        coll__fake_land((struct coll_dev_stream *)e->stream, UINT64_MAX);
-    }
-    return event_reached(e)
-               ? COLL_OK
-               : coll__dev_fail(COLL_ERR_UNSUPPORTED, "stream wait: the event's stream waits for "
-                                "a word, and the fake holds no stream behind another's wait");
-}
-
 /* Host memory needs no current device: only the device is checked. */
 static coll_status_t fake_ctx_enter(int dev)
 {
@@ -652,7 +651,7 @@ const coll_dev_ops_t coll_dev_fake = {
     .event_destroy = fake_event_destroy,
     .event_record = fake_event_record,
     .event_query = fake_event_query,
-    .stream_wait = fake_stream_wait,
+    .stream_wait = coll__fake_stream_wait,
     .ctx_enter = fake_ctx_enter,
     .ctx_leave = fake_ctx_leave,
     .host_register = coll__fake_host_register,

@@ -1,11 +1,12 @@
 /**
  * @file dev_fake.h
- * @brief Internal to the fake device layer (device/dev_fake.c, device/dev_fake_words.c; dev.h's
- *        coll_dev_fake is its interface): its streams, their queue of work held back, and the
- *        helpers both files use; the entries of its table for words shared with the host
- *        (host_register(), stream_wait_word(), stream_write_word()). A stream is used by one
- *        thread at a time, as the callers of dev.h use streams; the delayed word writes' threads
- *        touch only its landed count.
+ * @brief Internal to the fake device layer (device/dev_fake.c, dev_fake_words.c,
+ *        dev_fake_events.c; dev.h's coll_dev_fake is its interface): its streams, their queue
+ *        of work held back, events, and the helpers the files share; the entries of its table
+ *        for words shared with the host (host_register(), stream_wait_word(),
+ *        stream_write_word()) and for waits across streams (stream_wait()). A stream is used by
+ *        one thread at a time, as the callers of dev.h use streams (two tied by a wait, by one
+ *        thread); the delayed word writes' threads touch only its landed count.
  */
 #ifndef COLL_DEVICE_DEV_FAKE_H
 #define COLL_DEVICE_DEV_FAKE_H
@@ -28,11 +29,21 @@ struct coll_dev_stream {
     struct fake_copy *due; /* its copies not landed yet (COLL_DEVICE_FAKE_COPY_MBPS, or held by
                               a wait) and its waits for a word, in order */
     size_t head, ndue, cap; /* due[head .. ndue) are waiting */
+    int landing;           /* coll__fake_land() runs on it (a wait across streams, nested) */
+    struct coll_dev_stream *next; /* the live streams' list (dev_fake_events.c) */
+};
+
+struct coll_dev_event {
+    int dev;
+    const struct coll_dev_stream *stream; /* where it was last recorded, NULL: never */
+    uint64_t target;                      /* the stream's queued work at that moment */
+    uint64_t ready_ns;                    /* CLOCK_MONOTONIC time it may complete at */
 };
 
 /* A copy that lands when it would have ended (COLL_DEVICE_FAKE_COPY_MBPS) and the waits before
  * it passed, or (@p word not NULL) a wait that holds what follows until *@p word >= @p value,
- * or (@p run not NULL) a launch of the fake's executor, run(@p arg, 1) when it lands (0 when it
+ * or (@p after not NULL) a wait for another stream's event (stream_wait()) that holds what
+ * follows until @p after has done @p value pieces of work (the event's target), or (@p run not NULL) a launch of the fake's executor, run(@p arg, 1) when it lands (0 when it
  * is dropped: its device faulted, or its stream destroyed behind a wait that never passed), or
  * the stand-in NCCL's collective (@p busy too, coll__dev_fake_hold()), which holds the stream's
  * later work until @p busy says it ended: the @p ticket-th piece of work of its stream. A
@@ -42,6 +53,7 @@ struct fake_copy {
     uint64_t dst, src, end_ns;
     size_t bytes;
     const uint64_t *word;
+    const struct coll_dev_stream *after;
     uint64_t value, ticket;
     void (*run)(void *arg, int go);
     int (*busy)(void *arg); /* the stand-in NCCL's: its collective still runs (it holds what
@@ -71,6 +83,18 @@ void coll__fake_land(struct coll_dev_stream *s, uint64_t now_ns);
 int coll__fake_defer(struct coll_dev_stream *s, struct fake_copy c);
 /** @return @p s, or for NULL the stream CUDA's default stream stands for (device 0). */
 coll_dev_stream_t coll__fake_or_default(coll_dev_stream_t s);
+
+/** @brief Add @p s, made, to the live streams (a wait across streams looks it up when it goes). */
+void coll__fake_stream_add(struct coll_dev_stream *s);
+/** @brief Take @p s, going, off the live streams: the waits of the others for its events are
+ *         settled (passed where it had done the work before them, else never to pass, as its
+ *         work was dropped). */
+void coll__fake_stream_remove(struct coll_dev_stream *s);
+/** @return Whether the wait @p c for another stream's event passed, that stream's work landed
+ *          first (not when it lands already: waits that cross back, nested at most a bound). */
+int coll__fake_after_passed(const struct fake_copy *c);
+/** dev.h's stream_wait(): the event's work done, or @p s's later work held until it is. */
+coll_status_t coll__fake_stream_wait(coll_dev_stream_t s, coll_dev_event_t e);
 
 /** @brief The fake's injected kernel fault (dev_fake_fault.c) on device @p dev, for the entry
  *         @p who: COLL_ERR_IO with CUDA_ERROR_ILLEGAL_ADDRESS's text in coll_dev_error() once

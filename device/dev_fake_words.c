@@ -5,7 +5,9 @@
  * once, or from a thread of its own, in the stream's order, where the stream is behind: with
  * COLL_DEVICE_FAKE_COPY_DELAY_MS that long later, after the stream's earlier delayed writes, and
  * once the words the stream waits for are there (dropped, as on a device it would never land,
- * when one stays below for COLL_DEVICE_FAKE_WAIT_MS).
+ * when one stays below for COLL_DEVICE_FAKE_WAIT_MS); refused (COLL_ERR_UNSUPPORTED) behind a
+ * wait for another stream's event not reached (dev_fake_events.c), which that thread cannot
+ * follow (the daemon's streams that wait for events write no words).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -134,6 +136,13 @@ coll_status_t coll__fake_stream_write_word(coll_dev_stream_t s, uint64_t word, u
     }
     s = coll__fake_or_default(s);
     coll__fake_land(s, UINT64_MAX); /* the copies before the word */
+    for (size_t i = s->head; i < s->ndue; i++) {
+        if (s->due[i].after != NULL) { /* a delayed write's thread looks only at words */
+            return coll__dev_fail(COLL_ERR_UNSUPPORTED, "stream write: the stream waits for "
+                                  "another stream's event, and the fake writes no word behind "
+                                  "such a wait");
+        }
+    }
     if (delay_ms > 0 || s->gates > 0 ||
         atomic_load_explicit(&s->landed, memory_order_acquire) != s->late) {
         return write_late(s, word, value, delay_ms);

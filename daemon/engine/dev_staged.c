@@ -429,23 +429,20 @@ static coll_status_t gate(coll_op_t *op, staged_t *sg)
  * on the device (gate()), else once the loop's poll sees the words. @return COLL_OK when
  * nothing is to be copied in or the copies are done already, COLL_INPROGRESS while the loop
  * waits for the streams or the copies (sg->ready() follows), or the error with which the job
- * failed. An operation NCCL or device+peers split across the devices runs (on_device()) has no
- * spans: it only waits for the streams, polling. */
+ * failed. */
 static coll_status_t stage(coll_op_t *op, staged_t *sg)
 {
     coll_status_t st;
 
-    if (sg->nspans > 0) { /* (none: on_device()) */
-        count(op, sg);
-        if ((st = wrap(op, sg)) != COLL_OK) {
-            return st;
-        }
+    count(op, sg);
+    if ((st = wrap(op, sg)) != COLL_OK) {
+        return st;
     }
     if (coll_dev_sync_ready(op)) {
         return copy_in(op, sg);
     }
-    /* Only copies in are held on the device here: an operation with none (a receive, NCCL,
-     * device+peers split) polls the words, as one where the device layer has no waits does. */
+    /* Only copies in are held on the device here: an operation with none (a receive) polls
+     * the words, as one where the device layer has no waits does. */
     st = to_copy(sg, 1) > 0 ? gate(op, sg) : COLL_ERR_UNSUPPORTED;
     if (st != COLL_OK) {
         if (st != COLL_ERR_UNSUPPORTED) {
@@ -480,33 +477,22 @@ static int on_device(const coll_op_t *op)
            (op->desc.algo == COLL_ALGO_DEVICE && coll_devc_lane_pool(op) != 0);
 }
 
-/* @p op, which runs on the device buffers (on_device()), waits on the device for its ranks'
- * ready words itself: the executor's work on one device's stream (algos/dev_local.c), NCCL's on
- * its communicator's (algos/nccl.c); device+peers split across the devices (algos/dev_peers.c,
- * whose streams wait for each other's events, which the fake cannot hold behind a word) starts
- * once the loop's poll saw them. */
-static int waits_itself(const coll_op_t *op)
-{
-    const coll_impl_t *impl = coll_algo_impl(op);
-
-    return impl == &coll_impl_dev_local || impl == &coll_impl_dev_peers ||
-           impl == &coll_impl_nccl;
-}
-
 static coll_status_t staged_attach(coll_op_t *op, void **state)
 {
     uint32_t n = device_members(op);
     staged_t *sg;
     coll_status_t st = COLL_OK;
 
-    if (n == 0 || (on_device(op) && (waits_itself(op) || coll_dev_sync_ready(op)))) {
-        return COLL_OK; /* NCCL or the executor works on the device buffers */
+    if (n == 0 || on_device(op)) {
+        return COLL_OK; /* NCCL or the executor works on the device buffers, waiting on the
+                           device for the ranks' ready words itself (algos/nccl.c,
+                           algos/dev_wait.h) */
     }
     if ((sg = state_new(op, 2 * n, coll_op_attached)) == NULL) {
         return COLL_ERR_NOMEM;
     }
     *state = sg;
-    for (uint32_t i = 0; i < op->nbufs && st == COLL_OK && !on_device(op); i++) {
+    for (uint32_t i = 0; i < op->nbufs && st == COLL_OK; i++) {
         st = op->members[i].pool != 0
                  ? member_spans(op, sg, i, &op->members[i], coll_group_rank_of_local(op->grp, i))
                  : COLL_OK;

@@ -7,8 +7,9 @@
  * COLL_DEVICE_FAKE_COPY_DELAY_MS a stream's write of a word lands that long after it was queued
  * (a stream still busy). On a machine with a GPU it runs over the real one.
  *
- * Every buffer is in the job's pool on device 0, written and read through copies on this rank's
- * stream (rank_dev.h); the values are small integers, exact in float32 sums:
+ * Every buffer is in the job's pool on device 0 (--spread N: on device rank % N, one GPU per rank
+ * where N is the ranks on a node), written and read through copies on this rank's stream
+ * (rank_dev.h); the values are small integers, exact in float32 sums:
  *   inputs    an allreduce submitted with the stream: the inputs are written --late ms after the
  *             submission (a kernel still running on the stream when it was called); with the
  *             stream's word held back longer (COLL_DEVICE_FAKE_COPY_DELAY_MS > --late) the sum
@@ -484,8 +485,10 @@ int main(int argc, char **argv)
     static const struct option longs[] = {{"late", 1, 0, 'l'}, {"host", 0, 0, 'h'},
                                           {"algo", 1, 0, 'a'}, {"stuck", 1, 0, 's'},
                                           {"abandon", 1, 0, 'b'}, {"silent", 0, 0, 'q'},
-                                          {"time", 1, 0, 't'}, {0, 0, 0, 0}};
-    int late_ms = 0, host = 0, stuck_ms = 0, abandon_ms = 0, quiet = 0, reps = 0, c, rc;
+                                          {"time", 1, 0, 't'}, {"spread", 1, 0, 'S'},
+                                          {0, 0, 0, 0}};
+    int late_ms = 0, host = 0, stuck_ms = 0, abandon_ms = 0, quiet = 0, reps = 0, spread = 0;
+    int c, rc;
 
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         if (c == 'l') {
@@ -502,9 +505,11 @@ int main(int argc, char **argv)
             quiet = 1;
         } else if (c == 't') {
             reps = atoi(optarg);
+        } else if (c == 'S' && atoi(optarg) > 0) {
+            spread = atoi(optarg);
         } else {
             fprintf(stderr, "usage: stream_check [--late MS] [--host] [--algo PREFIX] "
-                    "[--stuck MS] [--abandon MS] [--silent] [--time REPS]\n");
+                    "[--stuck MS] [--abandon MS] [--silent] [--time REPS] [--spread N]\n");
             return 2;
         }
     }
@@ -513,6 +518,7 @@ int main(int argc, char **argv)
     }
     rank = coll_comm_rank(comm);
     world = coll_comm_world_size(comm);
+    rank_dev_device = spread > 0 ? rank % spread : 0;
     if (abandon_ms > 0) {
         return abandon(abandon_ms);
     }

@@ -27,7 +27,8 @@
  * them, and holds no other operation's work (a rank's word may wait for one); the loop polls
  * the words first only where the device layer refuses the waits. Freed while that work still
  * waits for a word (its job failed), the operation is parked until the job ends on the node
- * (coll_dev_sync_park()), as the staged path's copies are. The choice (engine/submit.c, the
+ * (coll_dev_sync_park()), as the staged path's copies are (dev_wait.h, which device+peers split
+ * across the devices shares, dev_peers.c). The choice (engine/submit.c, the
  * table's device_runs()) takes this algorithm only where the daemon has the executor.
  *
  * Members in pools of several devices (one GPU per rank) run the same, named "device+peers"
@@ -47,7 +48,7 @@
 #include "core/dev_pools.h"
 #include "engine/algos/algos.h"
 #include "engine/algos/dev_combine.h"
-#include "engine/dev_sync.h"
+#include "engine/algos/dev_wait.h"
 
 /* How often the loop polls the event, ms. */
 #define POLL_MS 1
@@ -215,16 +216,13 @@ static void words_tick(uv_timer_t *t)
 static coll_status_t gate(dev_local_t *s)
 {
     char err[320] = "";
-    coll_status_t st = coll_dev_pool_wait_get(s->ln.dev, s->dp, &s->own);
+    const char *what = "";
+    coll_status_t st = coll_devw_gate(s->op, s->dp, s->ln.ctx.device, &s->own, &what, err,
+                                      sizeof(err));
 
-    if (st != COLL_OK) {
-        fail(s->op, st, "no stream to wait for the ranks' streams on", coll_dev_error());
-        return st;
-    }
-    s->ln.ctx.stream = s->own;
-    st = coll_dev_sync_device_wait(s->op, s->ln.ctx.device, &s->own, 1, err, sizeof(err));
+    s->ln.ctx.stream = s->own != NULL ? s->own : s->ln.ctx.stream;
     if (st != COLL_OK && st != COLL_ERR_UNSUPPORTED) {
-        fail(s->op, st, "could not wait for the ranks' streams", err);
+        fail(s->op, st, what, err);
     }
     return st;
 }
@@ -262,15 +260,7 @@ static coll_status_t dev_local_start(coll_op_t *op)
  * destroy it, free it. */
 static void release(coll_job_t *job, dev_local_t *s, int keep)
 {
-    if (s->pending) {
-        s->ln.dev->stream_sync(s->ln.ctx.stream);
-    }
-    coll_dev_scratch_free(&s->scratch);
-    if (s->own != NULL && keep) {
-        coll_dev_pool_wait_put(&job->d->devices, s->dp, s->own);
-    } else if (s->own != NULL) {
-        s->ln.dev->stream_destroy(s->own); /* never given to a later operation */
-    }
+    coll_devw_release(job, s->dp, s->ln.ctx.stream, s->pending, &s->scratch, s->own, keep);
     free(s);
 }
 
@@ -286,7 +276,7 @@ static void release_parked(coll_job_t *job, void *state)
 static void dev_local_cleanup(coll_op_t *op)
 {
     dev_local_t *s = op->algo_state;
-    int due;
+    int keep;
 
     if (s == NULL) {
         return;
@@ -295,9 +285,8 @@ static void dev_local_cleanup(coll_op_t *op)
     if (s->poll != NULL) {
         coll_dev_pool_poll_put(s->ln.dev, s->dp, s->poll);
     }
-    due = s->own != NULL && !coll_dev_sync_ready(op);
-    if (!due || !coll_dev_sync_park(op, release_parked, s)) {
-        release(op->job, s, !due);
+    if (!coll_devw_park(op, s->own != NULL, release_parked, s, &keep)) {
+        release(op->job, s, keep);
     }
 }
 

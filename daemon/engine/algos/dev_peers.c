@@ -23,11 +23,18 @@
  * Each device's last work is followed by an event of its pool's polls
  * (coll_dev_pool_poll_get()); one timer of the loop (every POLL_MS) queries those not yet
  * seen complete, and the operation completes once all were; any device's error (a fault) fails
- * the job, that device marked faulted (coll_device_fault()), as device+local's. It starts only
- * once the loop's poll saw the ranks' ready words (docs/gpu.md, "Streams"; engine/dev_staged.c):
- * its streams wait for each other's events, and the fake device layer cannot hold one stream
- * behind another's wait for a word, so it does not wait for them on the devices as
- * device+local does.
+ * the job, that device marked faulted (coll_device_fault()), as device+local's. Where the
+ * ranks' ready words (docs/gpu.md, "Streams") are not all there when it starts, each lane's
+ * work goes on a stream of its own of its device's pool instead, queued at once behind device
+ * waits for every rank's word (dev_wait.h, as device+local's): each lane reads every rank's
+ * input (allreduce, reduce-scatter) or writes every rank's output (all-gather), and a word
+ * covers both, so each waits for all the words on its own device rather than behind one gate
+ * stream's event (one more cross-device hop before any work); the cross-device waits before the
+ * gather then hold behind the other lanes' word waits on the devices (the fake holds them as
+ * CUDA does, device/dev_fake_events.c). The loop polls the words first only where the device
+ * layer refuses the waits. Freed while a lane's work still waits for a word (its job failed),
+ * the operation is parked until the job ends on the node (coll_dev_sync_park()); its streams
+ * are then destroyed, or given back where every word came.
  *
  * The choice (coll_dev_peers_splits(), engine/algo.c): these three collectives, every pair of
  * the members' devices peers both ways, a whole vector (an allreduce's count, a
@@ -45,6 +52,7 @@
 #include "core/dev_pools.h"
 #include "engine/algos/algos.h"
 #include "engine/algos/dev_combine.h"
+#include "engine/algos/dev_wait.h"
 
 /* How often the loop polls the events, ms. */
 #define POLL_MS 1
@@ -56,6 +64,8 @@ typedef struct {
     coll_dev_poll_t *reduced;   /* its event recorded after its reductions (allreduce) */
     coll_dev_poll_t *done;      /* its event recorded after all its work; NULL until taken */
     coll_dev_scratch_t scratch; /* a wide reduction's, its members' blocks end to end */
+    coll_dev_stream_t own;      /* its stream where the ranks' ready words were not all there
+                                   at start (its device waits hold the work), else NULL */
     int pending;                /* work queued and not seen complete */
 } peer_lane_t;
 
@@ -65,6 +75,8 @@ typedef struct {
     uint32_t nlanes;
     peer_lane_t lanes[COLL_DEV_MAX];
     uint8_t lane_of[COLL_COMBINE_MAX_SRC]; /* by local member: its device's lane */
+    int polling; /* the loop polls the ready words first (the device layer refused the waits) */
+    int waits;   /* a lane took a stream of its own (coll_devw_gate()) */
 } dev_peers_t;
 
 int coll_dev_peers_splits(const coll_op_t *op)
@@ -261,15 +273,31 @@ static coll_status_t copy_inputs(dev_peers_t *s)
     return COLL_OK;
 }
 
-/* The loop's poll of the devices' events: the ranks are told once all completed. */
+static coll_status_t queue(dev_peers_t *s);
+
+/* The loop's poll of the devices' events: the ranks are told once all completed. First, where
+ * the device layer refused the device waits, its poll of the ranks' ready words: the work is
+ * queued once they are all there. */
 static void tick(uv_timer_t *t)
 {
     dev_peers_t *s = t->data;
+    coll_status_t st;
     int left = 0;
 
+    if (s->polling && coll_dev_sync_ready(s->op)) {
+        s->polling = 0;
+        if ((st = queue(s)) != COLL_OK) {
+            uv_timer_stop(t);
+            fail(s->op, st, "queueing the work", coll_dev_error());
+        }
+        return;
+    }
+    if (s->polling) {
+        return;
+    }
     for (uint32_t k = 0; k < s->nlanes; k++) {
         peer_lane_t *pl = &s->lanes[k];
-        coll_status_t st = pl->pending ? pl->ln.dev->event_query(pl->done->event) : COLL_OK;
+        st = pl->pending ? pl->ln.dev->event_query(pl->done->event) : COLL_OK;
         if (st == COLL_INPROGRESS) {
             left++;
             continue;
@@ -312,6 +340,30 @@ static coll_status_t queue(dev_peers_t *s)
     return st;
 }
 
+/* The ranks' ready words are not all there: each lane's stream becomes one of its own on its
+ * device, waiting on the device for every rank's word (each lane reads every rank's input, or
+ * for an all-gather writes every rank's output, and a rank's word covers both). @return COLL_OK
+ * (the work may be queued now); COLL_ERR_UNSUPPORTED where the device layer refuses the waits
+ * (poll the words first; the lanes after have the pools' streams); another status: the job
+ * failed. */
+static coll_status_t gate(dev_peers_t *s)
+{
+    coll_status_t st = COLL_OK;
+    char err[320] = "";
+    const char *what = "";
+
+    for (uint32_t k = 0; k < s->nlanes && st == COLL_OK; k++) {
+        peer_lane_t *pl = &s->lanes[k];
+        st = coll_devw_gate(s->op, pl->dp, pl->ln.ctx.device, &pl->own, &what, err, sizeof(err));
+        pl->ln.ctx.stream = pl->own != NULL ? pl->own : pl->ln.ctx.stream;
+        s->waits |= pl->own != NULL;
+    }
+    if (st != COLL_OK && st != COLL_ERR_UNSUPPORTED) {
+        fail(s->op, st, what, err);
+    }
+    return st;
+}
+
 /* Failures fail the job itself, saying why, and return COLL_OK. */
 static coll_status_t dev_peers_start(coll_op_t *op)
 {
@@ -333,7 +385,12 @@ static coll_status_t dev_peers_start(coll_op_t *op)
         coll_op_algo_done(op);
         return COLL_OK;
     }
-    if ((st = queue(s)) != COLL_OK) {
+    if (!coll_dev_sync_ready(op) && (st = gate(s)) != COLL_OK) {
+        if (st != COLL_ERR_UNSUPPORTED) {
+            return COLL_OK;
+        }
+        s->polling = 1;
+    } else if ((st = queue(s)) != COLL_OK) {
         return fail(op, st, "queueing the work", coll_dev_error());
     }
     s->lanes[0].done->timer->data = s;
@@ -341,26 +398,45 @@ static coll_status_t dev_peers_start(coll_op_t *op)
     return COLL_OK;
 }
 
-/* Each device's work is waited for first where it may still run (the job failed meanwhile);
- * the polls go back to their pools. */
+/* Wait for each device's work (of an operation of @p job) where it may still run, free its
+ * scratch, give its stream of its own back to its pool (@p keep: every word its waits were
+ * for is there) or destroy it, free @p s. */
+static void release(coll_job_t *job, dev_peers_t *s, int keep)
+{
+    for (uint32_t k = 0; k < s->nlanes; k++) {
+        peer_lane_t *pl = &s->lanes[k];
+        coll_devw_release(job, pl->dp, pl->ln.ctx.stream, pl->pending, &pl->scratch, pl->own,
+                          keep);
+    }
+    free(s);
+}
+
+/* A parked operation's release (coll_dev_sync_park()): the words are stored. */
+static void release_parked(coll_job_t *job, void *state)
+{
+    release(job, state, 0);
+}
+
+/* Each device's work is waited for first where it may still run (the job failed meanwhile),
+ * unless a lane's still waits on the device for a rank's ready word: then the operation is
+ * parked until the job ends here (dev_wait.h). The polls go back to their pools. */
 static void dev_peers_cleanup(coll_op_t *op)
 {
     dev_peers_t *s = op->algo_state;
+    int keep;
 
     if (s == NULL) {
         return;
     }
+    op->algo_state = NULL;
     for (uint32_t k = 0; k < s->nlanes; k++) {
         peer_lane_t *pl = &s->lanes[k];
-        if (pl->pending) {
-            pl->ln.dev->stream_sync(pl->ln.ctx.stream);
-        }
-        coll_dev_scratch_free(&pl->scratch);
         coll_dev_pool_poll_put(pl->ln.dev, pl->dp, pl->done); /* its timer stopped */
         coll_dev_pool_poll_put(pl->ln.dev, pl->dp, pl->reduced);
     }
-    free(s);
-    op->algo_state = NULL;
+    if (!coll_devw_park(op, s->waits, release_parked, s, &keep)) {
+        release(op->job, s, keep);
+    }
 }
 
 const coll_impl_t coll_impl_dev_peers_split = {

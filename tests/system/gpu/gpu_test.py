@@ -86,6 +86,19 @@
              before the late inputs); a job of allreduces alone (stream_check --time 3, the
              words 100 ms late) adds at least 3 waits; the stuck job's kernels are kept until
              the job is closed.
+  stream_waits_split
+             Over 4 fake devices with the executor, device_peers_split_min 0: jobs of 2 and 4
+             local ranks, each rank's buffers on a device of its own (stream_check --spread),
+             the ready words 300 ms late and the inputs 100 ms after each call, garbage until
+             then (the sums are checked against the late inputs); then a job of 3 allreduces
+             alone (stream_check --time 3, the words 100 ms late): device+peers split across
+             the devices queues each device's block at once on a stream of its own behind
+             device waits for the words, so every device the job uses adds at least 3 device
+             waits (collectived_device_stream_waits_total by device; none before: the split
+             waited for the loop's poll); then the stuck job on 2 devices (rank 0's word 6 s
+             late, past the 1 s timeout): it fails, /metrics answers at once after the failure
+             (the split's work waiting on the word parked until the job's end, not synchronized
+             in the loop), the daemon closes it and serves a job on 2 devices again.
   stream_waits_nccl
              Two daemons, two ranks each, NCCL between them (the stand-in, held by the fake's
              streams as a GPU's kernel is): stream_check --algo nccl with the ready words 300 ms
@@ -466,11 +479,22 @@ def test_staged_cache(args, work):
 
 # ---- stream_waits -----------------------------------------------------------------------------
 
-def stream_job(args, d, work, job, rank_args, env):
-    ranks = [h.Rank(r, 0, [args.stream] + rank_args, dict(rank_env(d, job, r, 2, True), **env),
-                    os.path.join(work, "%s.r%d.out" % (job, r)), local=r, stdin_pipe=False)
-             for r in range(2)]
-    wait_ranks(ranks, d)
+def stream_ranks(args, d, work, job, rank_args, env, world=2):
+    return [h.Rank(r, 0, [args.stream] + rank_args, dict(rank_env(d, job, r, world, True), **env),
+                   os.path.join(work, "%s.r%d.out" % (job, r)), local=r, stdin_pipe=False)
+            for r in range(world)]
+
+
+def stream_job(args, d, work, job, rank_args, env, world=2):
+    wait_ranks(stream_ranks(args, d, work, job, rank_args, env, world), d)
+
+
+def wait_closed(d, job):
+    deadline = time.time() + 20
+    while "job %s: closed on this node" % job not in d.log() and time.time() < deadline:
+        time.sleep(0.1)
+    h.check("job %s: closed on this node" % job in d.log(),
+            "the failed job with work waiting on a word was not closed:\n" + d.log())
 
 
 def test_stream_waits(args, work, exec_on=False):
@@ -493,11 +517,7 @@ def test_stream_waits(args, work, exec_on=False):
                     "came late: the executor's work waited for the loop's poll" % more)
         h.check_no_warnings(d.log(), d.name)
         stream_job(args, d, work, "stuck", ["--stuck", "3000"], {"COLL_TIMEOUT_MS": "1000"})
-        deadline = time.time() + 20
-        while "job stuck: closed on this node" not in d.log() and time.time() < deadline:
-            time.sleep(0.1)
-        h.check("job stuck: closed on this node" in d.log(),
-                "the failed job with work waiting on a word was not closed:\n" + d.log())
+        wait_closed(d, "stuck")
         stream_job(args, d, work, "again", ["--late", "100"] + algo, late)
         h.log("%d device waits for the first job's ready words" % waits)
     finally:
@@ -506,6 +526,48 @@ def test_stream_waits(args, work, exec_on=False):
 
 def test_stream_waits_exec(args, work):
     test_stream_waits(args, work, exec_on=True)
+
+
+def test_stream_waits_split(args, work):
+    devices = 4
+    env = h.clean_env()
+    env.update({"COLL_DEVICE_FAKE": str(devices), "COLLD_DEVICE_PEERS_SPLIT_MIN": "0"})
+    d = h.Daemon(args.daemon, work, "node0", env=env, peers=False).wait_ready()
+    fake = {"COLL_DEVICE_FAKE": str(devices)}
+    late = dict(fake, COLL_DEVICE_FAKE_COPY_DELAY_MS="300")
+    algo = ["--algo", "device+peers"]
+
+    def waits():
+        _, _, text = h.http_unix(d.status_sock, "/metrics")
+        return [metric(text, "collectived_device_stream_waits_total", 'device="%d"' % k)
+                for k in range(devices)]
+    try:
+        for world in (2, 4):  # one device a rank: every device does a block of the split
+            spread = ["--spread", str(world)]
+            stream_job(args, d, work, "split%d" % world, ["--late", "100"] + spread + algo, late,
+                       world)
+            before = waits()  # allreduces alone (the first job's messages are staged)
+            stream_job(args, d, work, "timed%d" % world, ["--time", "3", "--late", "100"] + spread,
+                       fake, world)
+            more = [a - b for a, b in zip(waits(), before)]
+            h.check(all(m >= 3 for m in more[:world]),
+                    "device waits for the ready words by device for 3 allreduces on %d ranks: "
+                    "%s: the split's work waited for the loop's poll" % (world, more))
+            h.log("%d ranks: device waits by device %s" % (world, more[:world]))
+        h.check_no_warnings(d.log(), d.name)
+        ranks = stream_ranks(args, d, work, "stuck", ["--stuck", "6000", "--spread", "2"],
+                             dict(fake, COLL_TIMEOUT_MS="1000"))
+        h.wait_until(lambda: "job stuck failed" in d.log() or None, 10, "the stuck job to fail")
+        t0 = time.monotonic()  # the word is 5 s away: a loop syncing the split's streams waits
+        h.http_unix(d.status_sock, "/metrics")
+        took = time.monotonic() - t0
+        h.check(took < 2, "/metrics took %.1f s after the stuck job failed: the loop waited for "
+                "the split's work behind the word instead of parking it" % took)
+        wait_ranks(ranks, d)
+        wait_closed(d, "stuck")
+        stream_job(args, d, work, "again", ["--late", "100", "--spread", "2"] + algo, late)
+    finally:
+        d.stop()
 
 
 # ---- nccl_param -------------------------------------------------------------------------------
@@ -749,6 +811,7 @@ TESTS = {"nodriver": test_nodriver, "layers": test_layers, "fake_pool": test_fak
          "staged_cache": test_staged_cache, "nccl_param": test_nccl_param, "nccl": test_nccl,
          "nccl_error": test_nccl_error, "executor": test_executor,
          "stream_waits": test_stream_waits, "stream_waits_exec": test_stream_waits_exec,
+         "stream_waits_split": test_stream_waits_split,
          "stream_waits_nccl": test_stream_waits_nccl}
 
 
