@@ -109,6 +109,30 @@ coll_status_t coll_devc_reduce_span(const coll_devc_lane_t *ln, coll_op_t *op, u
     return reduce_async(ln, &a);
 }
 
+coll_status_t coll_devc_reduce_blocks(const coll_devc_lane_t *ln, coll_op_t *op,
+                                      const uint8_t *blocks, uint32_t nblocks, void *dst)
+{
+    const void *src[COLL_REDUCE_MAX_SRCS];
+    size_t block = op->desc.count * op->esize;
+    uint32_t b = 0;
+    coll_status_t st = COLL_OK;
+
+    while (b < nblocks && st == COLL_OK) {
+        unsigned k = 0;
+        if (b > 0) {
+            src[k++] = dst; /* the passes before, reduced in place */
+        }
+        for (; k < COLL_REDUCE_MAX_SRCS && b < nblocks; k++, b++) {
+            src[k] = blocks + b * block;
+        }
+        coll_reduce_args_t a = {.dtype = op->desc.dtype, .op = op->desc.op,
+                                .world_size = op->desc.world_size, .finalize = 1, .dst = dst,
+                                .src = src, .nsrc = k, .count = op->desc.count};
+        st = reduce_async(ln, &a);
+    }
+    return st;
+}
+
 coll_status_t coll_devc_deliver(const coll_devc_lane_t *ln, coll_op_t *op, void *dst,
                                 const void *src, uint64_t len)
 {

@@ -40,8 +40,10 @@ typedef struct {
  * @return 1 when a @p coll operation (Collective) with dtype @p dtype and reduction @p op (the
  *         wire's numbers) is one these calls combine on the device: an allreduce, a
  *         reduce-scatter or a reduce with sum, average, product, minimum or maximum (not the
- *         bitwise reductions, which NCCL has not); an all-gather; a broadcast; of float32,
- *         float64, float16, bfloat16, int8, uint8, int32 or int64 (NCCL's). 0 otherwise.
+ *         bitwise reductions, which NCCL has not: nccl_calls.c gathers a bitwise allreduce's
+ *         node results and reduces them with coll_devc_reduce_blocks()); an all-gather; a
+ *         broadcast; of float32, float64, float16, bfloat16, int8, uint8, int32 or int64
+ *         (NCCL's). 0 otherwise.
  *         Thread-safe.
  */
 int coll_devc_fits(unsigned coll, unsigned dtype, unsigned op);
@@ -108,6 +110,16 @@ coll_status_t coll_devc_reduce_locals(const coll_devc_lane_t *ln, coll_op_t *op,
  *         elements: one member's block, dev_peers.c). @return COLL_OK; the executor's error. */
 coll_status_t coll_devc_reduce_span(const coll_devc_lane_t *ln, coll_op_t *op, uint64_t off,
                                     uint64_t len, void *dst);
+
+/**
+ * @brief Queue the reduction (@p op's, exact in any order: a bitwise one) of @p nblocks
+ *        consecutive blocks of @p op's count elements at @p blocks into @p dst (count elements,
+ *        not among the blocks), in passes of up to COLL_REDUCE_MAX_SRCS sources, each after the
+ *        first reducing the one before in place.
+ * @return COLL_OK; the executor's error (COLL_ERR_INVALID for a reduction it has not).
+ */
+coll_status_t coll_devc_reduce_blocks(const coll_devc_lane_t *ln, coll_op_t *op,
+                                      const uint8_t *blocks, uint32_t nblocks, void *dst);
 
 /** @brief Queue the delivery of @p len elements of @p op's result from @p src (its unfinished
  *         reduction, or the finished data of a collective that does not reduce) to the output

@@ -28,8 +28,8 @@
  * float32 reduction of a 16-bit sum, average or product, a reduce's node reduction off the
  * root's node) is device memory of its own (core/dev_scratch.h), charged to the device's budget
  * and freed with the operation. Where there is no executor, an operation that needs one (several
- * members, an average, a 16-bit sum or product) fails its job with COLL_ERR_UNSUPPORTED and the
- * reason (the module's name and why); the others need none.
+ * members, an average, a 16-bit sum or product, a bitwise allreduce) fails its job with
+ * COLL_ERR_UNSUPPORTED and the reason (the module's name and why); the others need none.
  */
 #include "engine/algos/nccl.h"
 
@@ -180,9 +180,9 @@ static void tick(uv_timer_t *t)
     }
 }
 
-/* The device of @p op's buffers: every member's in one device pool; several members, an average
- * or a 16-bit sum or product only with the executor of device memory, which combines, serves
- * and finishes (coll_devc_finishes()). */
+/* The device of @p op's buffers: every member's in one device pool; several members, an average,
+ * a 16-bit sum or product or a bitwise allreduce only with the executor of device memory, which
+ * combines, serves and finishes (coll_devc_finishes(), coll__nccl_bitwise()). */
 static coll_status_t op_device(coll_op_t *op, int *dev_p)
 {
     uint32_t pool = coll_devc_one_pool(op);
@@ -194,10 +194,12 @@ static coll_status_t op_device(coll_op_t *op, int *dev_p)
             op->job, op->grp->id, COLL_ERR_UNSUPPORTED, "the node's ranks' buffers",
             "NCCL needs every one in the same device pool (none in host memory)");
     }
-    if ((op->nbufs > 1 || coll_devc_finishes(op)) && ds->exec == NULL) {
+    if ((op->nbufs > 1 || coll_devc_finishes(op) || coll__nccl_bitwise(op)) &&
+        ds->exec == NULL) {
         snprintf(why, sizeof(why), "%s by the executor of device memory, and there is none: %s",
                  op->nbufs > 1 ? "several ranks on one device are combined"
                  : coll_devc_wide(op) ? "a 16-bit sum, average or product is kept in float32"
+                 : coll__nccl_bitwise(op) ? "the nodes' blocks of a bitwise allreduce are reduced"
                                        : "an average is finished",
                  ds->exec_status);
         return coll__nccl_fail(op->job, op->grp->id, COLL_ERR_UNSUPPORTED,

@@ -17,11 +17,12 @@
  *         and reduction @p op (the wire's numbers): a group of two nodes or more (one node has
  *         nothing between nodes: the staged path's local algorithm serves it); a dtype NCCL has; an allreduce, a
  *         reduce-scatter or a reduce with sum, average (NCCL's sum, the host's average:
- *         nccl_calls.c), product, minimum or maximum (the bitwise reductions NCCL has not); an
- *         all-gather; a broadcast; reduce-scatter and all-gather only where every node holds the
- *         same number of consecutive ranks of the group (NCCL's blocks are the group's
- *         nodes'). 0 otherwise: those take the staged path. The same on every node (the
- *         group's layout is every node's).
+ *         nccl_calls.c), product, minimum or maximum; an allreduce with a bitwise reduction
+ *         of int8, uint8, int32 or int64 (NCCL has none: an all-gather of the nodes' results,
+ *         reduced by the executor); an all-gather; a broadcast; reduce-scatter and all-gather
+ *         only where every node holds the same number of consecutive ranks of the group
+ *         (NCCL's blocks are the group's nodes'). 0 otherwise: those take the staged path.
+ *         The same on every node (the group's layout is every node's).
  *         Thread-safe.
  */
 int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op);

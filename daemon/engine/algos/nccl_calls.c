@@ -16,7 +16,8 @@
  * bytes, as the host's partials travel), and the delivery rounds to 16 bits once. So a reduction
  * is the host's bit for bit wherever it does not depend on its order (the integers always);
  * otherwise it differs only as two host algorithms do, by the order of a float32 (float64) sum
- * or product before its one rounding.
+ * or product before its one rounding. The bitwise reductions, which NCCL has not, are an
+ * allreduce's only: the nodes' results gathered (ncclAllGather), then reduced on the device.
  */
 #include "engine/algos/nccl_internal.h"
 
@@ -37,12 +38,24 @@ static int blocks_by_node(const coll_group_t *grp)
     return per * grp->nnodes == grp->size;
 }
 
+/* An allreduce with a bitwise reduction of an integer dtype NCCL has (allreduce_bitwise()). */
+static int bitwise_fits(unsigned coll, unsigned dtype, unsigned op)
+{
+    int ints = dtype == COLL_INT8 || dtype == COLL_UINT8 || dtype == COLL_INT32 ||
+               dtype == COLL_INT64;
+
+    return coll == COLL_KIND_ALLREDUCE && ints &&
+           (op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR);
+}
+
 int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op)
 {
     /* A group on one node has nothing between nodes; NCCL's blocks are the group's nodes'. */
     int blocks = coll == COLL_KIND_REDUCE_SCATTER || coll == COLL_KIND_ALLGATHER;
 
-    return grp->nnodes > 1 && coll_devc_fits(coll, dtype, op) && (!blocks || blocks_by_node(grp));
+    return grp->nnodes > 1 &&
+           (coll_devc_fits(coll, dtype, op) || bitwise_fits(coll, dtype, op)) &&
+           (!blocks || blocks_by_node(grp));
 }
 
 /* What NCCL's elements are: a wide reduction's float32. */
@@ -129,6 +142,31 @@ static coll_status_t allreduce(coll_nccl_group_t *ng, coll__nccl_op_t *n)
         send = n->acc;
     }
     return ng->nccl->allreduce(addr(send), addr(n->acc), cnt, nccl_dtype(op), nccl_redop(op),
+                               ng->comm, ng->stream);
+}
+
+/* A bitwise allreduce's NCCL call (NCCL has no band, bor or bxor): the node's reduction (one
+ * member's input as it is) gathered from every node into a scratch buffer of one block per node
+ * (ncclAllGather, this node's block in place), which the delivery reduces into the first
+ * member's output (coll__nccl_deliver()). Exact in any order: the host's bits. */
+static coll_status_t allreduce_bitwise(coll_nccl_group_t *ng, coll__nccl_op_t *n)
+{
+    coll_op_t *op = n->op;
+    uint64_t cnt = op->desc.count;
+    const void *send = op->in[0];
+    coll_status_t st;
+
+    if ((st = scratch(ng, n, cnt * op->grp->nnodes)) != COLL_OK) {
+        return st;
+    }
+    if (op->grp->nlocal > 1) {
+        uint8_t *mine = at(n->acc, op->grp->node_rank * cnt, op->esize);
+        if ((st = reduce_locals(ng, op, cnt, mine)) != COLL_OK) {
+            return st;
+        }
+        send = mine;
+    }
+    return ng->nccl->allgather(addr(send), addr(n->acc), cnt, (coll_dtype_t)op->desc.dtype,
                                ng->comm, ng->stream);
 }
 
@@ -224,7 +262,7 @@ coll_status_t coll__nccl_call(coll_nccl_group_t *ng, coll__nccl_op_t *n)
         send = root == grp->node_rank ? op->in[grp->rank_local[op->desc.root]] : op->out[0];
         return ng->nccl->broadcast(addr(send), addr(op->out[0]), op->desc.count,
                                    (coll_dtype_t)op->desc.dtype, (int)root, ng->comm, ng->stream);
-    default: return allreduce(ng, n);
+    default: return coll__nccl_bitwise(op) ? allreduce_bitwise(ng, n) : allreduce(ng, n);
     }
 }
 
@@ -247,7 +285,12 @@ coll_status_t coll__nccl_deliver(coll_nccl_group_t *ng, coll__nccl_op_t *n)
             return COLL_OK; /* the result is the root's only */
         }
         return deliver(ng, op, op->out[grp->rank_local[op->desc.root]], n->acc, cnt);
-    case COLL_KIND_ALLREDUCE: st = deliver(ng, op, op->out[0], n->acc, cnt); break;
+    case COLL_KIND_ALLREDUCE:
+        ln = lane(ng);
+        st = coll__nccl_bitwise(op)
+                 ? coll_devc_reduce_blocks(&ln, op, n->acc, grp->nnodes, op->out[0])
+                 : deliver(ng, op, op->out[0], n->acc, cnt);
+        break;
     default: break; /* NCCL wrote the first member's output */
     }
     for (uint32_t l = 1; l < grp->nlocal && st == COLL_OK; l++) {

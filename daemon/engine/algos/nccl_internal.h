@@ -75,6 +75,15 @@ typedef struct {
 coll_status_t coll__nccl_fail(coll_job_t *job, uint32_t group, coll_status_t st,
                               const char *what, const char *why);
 
+/** @return 1 when @p op is an allreduce with a bitwise reduction (band, bor, bxor), which NCCL
+ *          has not: the nodes' results are gathered (ncclAllGather) and reduced by the executor
+ *          (nccl_calls.c). */
+static inline int coll__nccl_bitwise(const coll_op_t *op)
+{
+    return op->desc.coll == COLL_KIND_ALLREDUCE &&
+           (op->desc.op == COLL_BAND || op->desc.op == COLL_BOR || op->desc.op == COLL_BXOR);
+}
+
 /** @brief Start @p ng's poll (nccl.c) unless it runs: something is queued or joining. */
 void coll__nccl_arm(coll_nccl_group_t *ng);
 
