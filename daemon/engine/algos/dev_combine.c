@@ -9,11 +9,12 @@
 
 int coll_devc_fits(unsigned coll, unsigned dtype, unsigned op)
 {
-    int dt = dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
-             dtype == COLL_BFLOAT16 || dtype == COLL_INT8 || dtype == COLL_UINT8 ||
-             dtype == COLL_INT32 || dtype == COLL_INT64;
+    int ints = dtype == COLL_INT8 || dtype == COLL_UINT8 || dtype == COLL_INT32 ||
+               dtype == COLL_INT64;
+    int dt = ints || dtype == COLL_FLOAT32 || dtype == COLL_FLOAT64 || dtype == COLL_FLOAT16 ||
+             dtype == COLL_BFLOAT16;
     int redop = op == COLL_SUM || op == COLL_AVG || op == COLL_PROD || op == COLL_MIN ||
-                op == COLL_MAX;
+                op == COLL_MAX || (ints && coll_devc_bitwise_op(op));
 
     switch (coll) {
     case COLL_KIND_ALLREDUCE:

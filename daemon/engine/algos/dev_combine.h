@@ -36,14 +36,22 @@ typedef struct {
     coll_device_t *device;     /**< the daemon's record of that device */
 } coll_devc_lane_t;
 
+/** @return 1 when @p op (the wire's number) is a bitwise reduction: band, bor or bxor. */
+static inline int coll_devc_bitwise_op(unsigned op)
+{
+    return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
+}
+
 /**
  * @return 1 when a @p coll operation (Collective) with dtype @p dtype and reduction @p op (the
- *         wire's numbers) is one these calls combine on the device: an allreduce, a
- *         reduce-scatter or a reduce with sum, average, product, minimum or maximum (not the
- *         bitwise reductions, which NCCL has not: nccl_calls.c gathers a bitwise allreduce's
- *         node results and reduces them with coll_devc_reduce_blocks()); an all-gather; a
- *         broadcast; of float32, float64, float16, bfloat16, int8, uint8, int32 or int64
- *         (NCCL's). 0 otherwise.
+ *         wire's numbers) is one the executor combines on the device: an allreduce, a
+ *         reduce-scatter or a reduce with sum, average, product, minimum or maximum, or of an
+ *         integer dtype with band, bor or bxor (the host's bits, coll_reduce_op_fits()); an
+ *         all-gather; a broadcast; of float32, float64, float16, bfloat16, int8, uint8, int32
+ *         or int64 (NCCL's). NCCL has no bitwise reduction: coll_nccl_fits() takes only its
+ *         allreduce, whose node results nccl_calls.c gathers and reduces with
+ *         coll_devc_reduce_blocks(); the one-node device path (dev_local.c, dev_peers.c) takes
+ *         all three. 0 otherwise.
  *         Thread-safe.
  */
 int coll_devc_fits(unsigned coll, unsigned dtype, unsigned op);

@@ -38,23 +38,14 @@ static int blocks_by_node(const coll_group_t *grp)
     return per * grp->nnodes == grp->size;
 }
 
-/* An allreduce with a bitwise reduction of an integer dtype NCCL has (allreduce_bitwise()). */
-static int bitwise_fits(unsigned coll, unsigned dtype, unsigned op)
-{
-    int ints = dtype == COLL_INT8 || dtype == COLL_UINT8 || dtype == COLL_INT32 ||
-               dtype == COLL_INT64;
-
-    return coll == COLL_KIND_ALLREDUCE && ints &&
-           (op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR);
-}
-
 int coll_nccl_fits(const coll_group_t *grp, unsigned coll, unsigned dtype, unsigned op)
 {
     /* A group on one node has nothing between nodes; NCCL's blocks are the group's nodes'. */
     int blocks = coll == COLL_KIND_REDUCE_SCATTER || coll == COLL_KIND_ALLGATHER;
 
-    return grp->nnodes > 1 &&
-           (coll_devc_fits(coll, dtype, op) || bitwise_fits(coll, dtype, op)) &&
+    /* NCCL has no bitwise reduction: only an allreduce's, as allreduce_bitwise() runs it. */
+    return grp->nnodes > 1 && coll_devc_fits(coll, dtype, op) &&
+           (!coll_devc_bitwise_op(op) || coll == COLL_KIND_ALLREDUCE) &&
            (!blocks || blocks_by_node(grp));
 }
 

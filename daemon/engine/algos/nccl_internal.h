@@ -80,8 +80,7 @@ coll_status_t coll__nccl_fail(coll_job_t *job, uint32_t group, coll_status_t st,
  *          (nccl_calls.c). */
 static inline int coll__nccl_bitwise(const coll_op_t *op)
 {
-    return op->desc.coll == COLL_KIND_ALLREDUCE &&
-           (op->desc.op == COLL_BAND || op->desc.op == COLL_BOR || op->desc.op == COLL_BXOR);
+    return op->desc.coll == COLL_KIND_ALLREDUCE && coll_devc_bitwise_op(op->desc.op);
 }
 
 /** @brief Start @p ng's poll (nccl.c) unless it runs: something is queued or joining. */

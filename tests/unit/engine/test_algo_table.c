@@ -8,7 +8,9 @@
  *   on device memory: NCCL's allreduce, reduce-scatter, all-gather, broadcast and reduce only
  *   where the job's parameter nccl is on, the host's entries otherwise and for the gather, NCCL
  *   never on host memory; what NCCL takes (coll_nccl_fits()): the reductions with every
- *   reduction NCCL has, the average included, never a bitwise one;
+ *   reduction NCCL has, the average included, a bitwise one of an integer dtype by allreduce
+ *   only; what the executor takes on one node (coll_devc_fits()): every reduction, the bitwise
+ *   ones of the integer dtypes only;
  *   forced algorithms: one that runs the operation is kept, one that cannot, or that the
  *   collective has no entry for, is refused (COLL_ALGO_REFUSED + the algorithm);
  *   the table itself: one entry per (collective, memory kind, algorithm), each with both
@@ -35,6 +37,7 @@
 #include "core/dev_pools.h"
 #include "engine/algo.h"
 #include "engine/algos/algos.h"
+#include "engine/algos/dev_combine.h"
 #include "engine/algos/nccl.h"
 #include "engine/exec.h"
 
@@ -181,7 +184,8 @@ static void test_device_one_node(void **state)
 
 /* What NCCL takes (coll_nccl_fits(), by which engine/submit.c asks for the device's entries):
  * the allreduce, the reduce-scatter and the reduce with every reduction NCCL has, the average
- * included, never a bitwise one; all-gather and broadcast; nothing else. */
+ * included; a bitwise reduction of an integer dtype by allreduce only (nccl_calls.c gathers the
+ * nodes' results), never of a float; all-gather and broadcast; nothing else. */
 static void test_nccl_takes(void **state)
 {
     const coll_group_t *grp = w.job[0].world;
@@ -191,8 +195,10 @@ static void test_nccl_takes(void **state)
     (void)state;
     for (size_t k = 0; k < sizeof(reductions) / sizeof(reductions[0]); k++) {
         for (unsigned op = 0; op < COLL_REDOP_COUNT; op++) {
+            int bitwise_ok = reductions[k] == COLL_KIND_ALLREDUCE;
             assert_int_equal(coll_nccl_fits(grp, reductions[k], COLL_FLOAT32, op), op <= COLL_MAX);
-            assert_int_equal(coll_nccl_fits(grp, reductions[k], COLL_INT32, op), op <= COLL_MAX);
+            assert_int_equal(coll_nccl_fits(grp, reductions[k], COLL_INT32, op),
+                             op <= COLL_MAX || bitwise_ok);
         }
         assert_true(coll_nccl_fits(grp, reductions[k], COLL_BFLOAT16, COLL_AVG));
         assert_true(coll_nccl_fits(grp, reductions[k], COLL_INT8, COLL_AVG));
@@ -201,6 +207,32 @@ static void test_nccl_takes(void **state)
     assert_true(coll_nccl_fits(grp, COLL_KIND_BROADCAST, COLL_INT64, COLL_SUM));
     assert_false(coll_nccl_fits(grp, COLL_KIND_GATHER, COLL_FLOAT32, COLL_SUM));
     assert_false(coll_nccl_fits(grp, COLL_KIND_BARRIER, COLL_FLOAT32, COLL_SUM));
+}
+
+/* What the executor takes on one node (coll_devc_fits(), by which engine/submit.c asks for the
+ * device's own entries, dev_local.c): the allreduce, the reduce-scatter and the reduce with
+ * every reduction of the integer dtypes, the bitwise ones included, and every reduction but the
+ * bitwise ones of the floats; all-gather and broadcast; nothing else. */
+static void test_device_takes(void **state)
+{
+    static const unsigned reductions[] = {COLL_KIND_ALLREDUCE, COLL_KIND_REDUCE_SCATTER,
+                                          COLL_KIND_REDUCE};
+    static const unsigned ints[] = {COLL_INT8, COLL_UINT8, COLL_INT32, COLL_INT64};
+    static const unsigned floats[] = {COLL_FLOAT32, COLL_FLOAT64, COLL_FLOAT16, COLL_BFLOAT16};
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(reductions) / sizeof(reductions[0]); k++) {
+        for (unsigned op = 0; op < COLL_REDOP_COUNT; op++) {
+            for (size_t d = 0; d < 4; d++) {
+                assert_true(coll_devc_fits(reductions[k], ints[d], op));
+                assert_int_equal(coll_devc_fits(reductions[k], floats[d], op), op <= COLL_MAX);
+            }
+        }
+    }
+    assert_true(coll_devc_fits(COLL_KIND_ALLGATHER, COLL_UINT8, COLL_SUM));
+    assert_true(coll_devc_fits(COLL_KIND_BROADCAST, COLL_INT64, COLL_SUM));
+    assert_false(coll_devc_fits(COLL_KIND_GATHER, COLL_INT32, COLL_BAND));
+    assert_false(coll_devc_fits(COLL_KIND_BARRIER, COLL_INT32, COLL_SUM));
 }
 
 static void test_forced(void **state)
@@ -464,6 +496,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_on_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_one_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nccl_takes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_takes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusal_message, setup, teardown),
