@@ -41,6 +41,7 @@
 
 #include "core/dev_pools.h"
 #include "core/devices.h"
+#include "copy_probe.h"
 #include "engine/inflight.h"
 #include "fake_dev.h"
 
@@ -319,71 +320,11 @@ static void test_copies_polled_from_the_loop(void **state)
     assert_true(finishing);
 }
 
-/* Node 0's copies as its device layer was asked them: the streams of the copies in and back
- * (each stream once), and what the first copy back found (copies_back_seen()). */
-#define MAX_STREAMS 8
-static coll_dev_stream_t in_streams[MAX_STREAMS], back_streams[MAX_STREAMS];
-static int n_in, n_back, backs;
-static int back_idle;  /* 1: the first copy back's stream had nothing queued before it */
-static int in_busy;    /* 1: then a stream of the copies in was still copying */
-static coll_dev_event_t probe; /* of node 0's device, for those two */
-
-static void add_stream(coll_dev_stream_t *set, int *n, coll_dev_stream_t s)
-{
-    for (int i = 0; i < *n; i++) {
-        if (set[i] == s) {
-            return;
-        }
-    }
-    assert_true(*n < MAX_STREAMS);
-    set[(*n)++] = s;
-}
-
-/* Whether @p s has copies not done yet (the probe recorded there now, and queried). */
-static int stream_busy(coll_dev_stream_t s)
-{
-    assert_int_equal(real->event_record(probe, s), COLL_OK);
-    return real->event_query(probe) == COLL_INPROGRESS;
-}
-
-static coll_status_t sorting_copy(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s)
-{
-    const coll_pool_t *pool = w.job[0].dev_pools[0]->pool;
-    uint64_t base = (uint64_t)(uintptr_t)coll_pool_base(pool);
-
-    if (dst >= base && dst < base + coll_pool_size(pool)) { /* to the device: a copy back */
-        if (backs++ == 0) {
-            back_idle = !stream_busy(s);
-            for (int i = 0; i < n_in; i++) {
-                in_busy |= stream_busy(in_streams[i]);
-            }
-        }
-        add_stream(back_streams, &n_back, s);
-    } else {
-        add_stream(in_streams, &n_in, s);
-    }
-    return real->copy_async(dst, src, bytes, s);
-}
-
-/* Node 0's device layer sorts its copies from now on (copies_sorted_stop() ends it). */
-static void copies_sorted_start(void)
-{
-    real = w.d[0].devices.ops;
-    failing = *real;
-    failing.copy_async = sorting_copy;
-    w.d[0].devices.ops = &failing;
-    n_in = n_back = backs = back_idle = in_busy = 0;
-    assert_int_equal(real->event_create(0, &probe), COLL_OK);
-}
-
-/* Node 0's device layer as it was, also after a failed test (its teardown). */
+/* Node 0's copies watched (copy_probe.h) until the test's end, also after it failed. */
 static int copies_sorted_stop(void **state)
 {
     (void)state;
-    if (w.d[0].devices.ops == &failing) {
-        w.d[0].devices.ops = real;
-        real->event_destroy(probe);
-    }
+    copy_probe_end();
     return 0;
 }
 
@@ -392,17 +333,19 @@ static void copies_sorted_end(void)
 {
     coll_dev_stream_t(*pairs)[2] = w.job[0].dev_pools[0]->streams;
 
-    copies_sorted_stop(NULL);
-    assert_true(n_in > 0 && n_back > 0);
-    for (int i = 0; i < n_in; i++) {
-        assert_true(in_streams[i] == pairs[COLL_DEV_POOL_IN][0] ||
-                    in_streams[i] == pairs[COLL_DEV_POOL_IN][1]);
+    const copy_probe_t *p = &copy_probe;
+
+    copy_probe_end();
+    assert_true(p->n_in > 0 && p->n_back > 0);
+    for (int i = 0; i < p->n_in; i++) {
+        assert_true(p->in[i] == pairs[COLL_DEV_POOL_IN][0] ||
+                    p->in[i] == pairs[COLL_DEV_POOL_IN][1]);
     }
-    for (int i = 0; i < n_back; i++) {
-        assert_true(back_streams[i] == pairs[COLL_DEV_POOL_BACK][0] ||
-                    back_streams[i] == pairs[COLL_DEV_POOL_BACK][1]);
-        for (int j = 0; j < n_in; j++) {
-            assert_ptr_not_equal(back_streams[i], in_streams[j]);
+    for (int i = 0; i < p->n_back; i++) {
+        assert_true(p->back[i] == pairs[COLL_DEV_POOL_BACK][0] ||
+                    p->back[i] == pairs[COLL_DEV_POOL_BACK][1]);
+        for (int j = 0; j < p->n_in; j++) {
+            assert_ptr_not_equal(p->back[i], p->in[j]);
         }
     }
 }
@@ -423,7 +366,7 @@ static void allreduce_sorted(uint64_t count, uint32_t key, const char *algo)
             }
         }
     }
-    copies_sorted_start();
+    copy_probe_begin(&w);
     for (uint32_t n = 0; n < N; n++) {
         for (uint32_t l = 0; l < L; l++) {
             Coll__Wire__Submit sub = fake_dev_allreduce(key, count, 1, off[n][l], off[n][l]);
@@ -460,8 +403,8 @@ static void test_pipelined_back_beside_in(void **state)
     setenv("COLL_DEVICE_FAKE_COPY_MBPS", "20", 1);
     allreduce_sorted((uint64_t)3 << 20, 19, "staged+pipelined+ring");
     unsetenv("COLL_DEVICE_FAKE_COPY_MBPS");
-    assert_true(back_idle);
-    assert_true(in_busy);
+    assert_true(copy_probe.back_idle);
+    assert_true(copy_probe.in_busy);
 }
 
 /* Node 1's events fail once the loop polls them (after test_copy_back_refused failed node 0's

@@ -27,6 +27,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "copy_probe.h"
 #include "core/dev_pools.h"
 #include "core/devices.h"
 #include "fake_dev.h"
@@ -38,11 +39,6 @@
 
 static fake_world_t w;
 static uv_loop_t loop;
-static coll_dev_ops_t probing;     /* the node's device layer, its copies watched */
-static const coll_dev_ops_t *real; /* the device layer it stands for */
-static coll_dev_event_t probe;
-static coll_dev_stream_t in_streams[8];
-static int n_in, backs, in_busy; /* in_busy: a copy in in flight at the first copy back */
 static uint64_t allocs[2 * L]; /* the test's buffers, of rank owner[i] */
 static uint32_t owner[2 * L];
 static int nallocs;
@@ -59,45 +55,12 @@ static int teardown(void **state)
     return fake_dev_free(&w, &loop);
 }
 
-/* Whether @p s has copies not done yet (the probe recorded there now, and queried). */
-static int stream_busy(coll_dev_stream_t s)
-{
-    assert_int_equal(real->event_record(probe, s), COLL_OK);
-    return real->event_query(probe) == COLL_INPROGRESS;
-}
-
-static coll_status_t probing_copy(uint64_t dst, uint64_t src, size_t bytes, coll_dev_stream_t s)
-{
-    const coll_pool_t *pool = w.job[0].dev_pools[0]->pool;
-    uint64_t base = (uint64_t)(uintptr_t)coll_pool_base(pool);
-    int known = 0;
-
-    if (dst >= base && dst < base + coll_pool_size(pool)) { /* to the device: a copy back */
-        for (int i = 0; backs++ == 0 && i < n_in; i++) {
-            in_busy |= stream_busy(in_streams[i]);
-        }
-    } else {
-        for (int i = 0; i < n_in; i++) {
-            known |= in_streams[i] == s;
-        }
-        if (!known) {
-            assert_true(n_in < 8);
-            in_streams[n_in++] = s;
-        }
-    }
-    return real->copy_async(dst, src, bytes, s);
-}
-
-/* Watch the node's copies, each stream at 100 MB/s, until end(). */
+/* Watch the node's copies (copy_probe.h), each stream at 100 MB/s, until end(). */
 static void begin(void)
 {
     setenv("COLL_DEVICE_FAKE_COPY_MBPS", "100", 1);
-    real = w.d[0].devices.ops;
-    probing = *real;
-    probing.copy_async = probing_copy;
-    w.d[0].devices.ops = &probing;
-    n_in = backs = in_busy = nallocs = 0;
-    assert_int_equal(real->event_create(0, &probe), COLL_OK);
+    nallocs = 0;
+    copy_probe_begin(&w);
 }
 
 /* The device layer as it was, the test's buffers freed: each test's teardown, also after it
@@ -105,10 +68,7 @@ static void begin(void)
 static int end(void **state)
 {
     (void)state;
-    if (w.d[0].devices.ops == &probing) {
-        w.d[0].devices.ops = real;
-        real->event_destroy(probe);
-    }
+    copy_probe_end();
     unsetenv("COLL_DEVICE_FAKE_COPY_MBPS");
     for (int i = 0; i < nallocs; i++) {
         coll_pool_free(w.job[0].dev_pools[0]->pool, allocs[i], &w.sess[0][owner[i]]);
@@ -228,8 +188,8 @@ static void test_allreduce_pipelined(void **state)
             assert_true(b[l][i] == input(0, i) + input(1, i));
         }
     }
-    assert_true(backs > 0 && n_in > 0);
-    assert_true(in_busy); /* the first batch went back while later ones still came in */
+    assert_true(copy_probe.backs > 0 && copy_probe.n_in > 0);
+    assert_true(copy_probe.in_busy); /* the first batch went back while later ones still came in */
     assert_string_equal(algo, "staged+pipelined+local");
 }
 
@@ -253,7 +213,7 @@ static void test_bf16_average(void **state)
             assert_true(b[l][i] == bf16(half_avg(i)));
         }
     }
-    assert_true(in_busy);
+    assert_true(copy_probe.in_busy);
     assert_string_equal(algo, "staged+pipelined+local");
 }
 
@@ -280,10 +240,10 @@ static void test_reduce_broadcast(void **state)
         assert_true(out[1][i] == f16(half_avg(i)) && out[0][i] == 0xffff);
         assert_true(in[0][i] == f16(half_input(0, i)));
     }
-    assert_true(in_busy);
+    assert_true(copy_probe.in_busy);
     assert_string_equal(algo, "staged+pipelined+local");
     /* The broadcast's buffers: rank 1's input is the reduce's input, each output float32. */
-    backs = in_busy = 0;
+    copy_probe.backs = copy_probe.in_busy = 0;
     fin = (float *)(void *)in[1];
     for (size_t i = 0; i < HALF / 2; i++) {
         fin[i] = input(1, i);
@@ -295,7 +255,7 @@ static void test_reduce_broadcast(void **state)
             assert_true(o[i] == input(1, i));
         }
     }
-    assert_true(in_busy);
+    assert_true(copy_probe.in_busy);
     assert_string_equal(algo, "staged+pipelined+local");
 }
 

@@ -208,6 +208,19 @@ static void count_destroy(coll_dev_stream_t s)
     coll_dev_fake.stream_destroy(s);
 }
 
+/* Every node's daemon on the layer `counting` (the fake's, its streams counted), the counts
+ * cleared; the test puts coll_dev_fake back. */
+static void use_counting(void)
+{
+    counting = coll_dev_fake;
+    counting.stream_create = count_create;
+    counting.stream_destroy = count_destroy;
+    made = destroyed = 0;
+    for (uint32_t n = 0; n < N; n++) {
+        w.d[n].devices.ops = &counting;
+    }
+}
+
 /* A second operation behind the words takes the streams of their own that the first gave back
  * to the pool: no stream made or destroyed; the sums right both times. */
 static void test_wait_streams_are_reused(void **state)
@@ -216,13 +229,7 @@ static void test_wait_streams_are_reused(void **state)
     _Atomic uint64_t *wd[N][L];
     (void)state;
 
-    counting = coll_dev_fake;
-    counting.stream_create = count_create;
-    counting.stream_destroy = count_destroy;
-    made = destroyed = 0;
-    for (uint32_t n = 0; n < N; n++) {
-        w.d[n].devices.ops = &counting;
-    }
+    use_counting();
     submit_behind(21, b, wd);
     assert_null(fake_dev_drive(&w, &loop, 0, 0, 21, 20));
     write_and_finish(21, b, wd);
@@ -282,13 +289,7 @@ static void test_faulted_device_keeps_no_wait_streams(void **state)
     int faulted = 0;
     (void)state;
 
-    counting = coll_dev_fake;
-    counting.stream_create = count_create;
-    counting.stream_destroy = count_destroy;
-    made = destroyed = 0;
-    for (uint32_t n = 0; n < N; n++) {
-        w.d[n].devices.ops = &counting;
-    }
+    use_counting();
     snprintf(copies, sizeof(copies), "%d", N * L + 1);
     setenv("COLL_DEVICE_FAKE_COPY_FAIL", copies, 1);
     submit_behind(31, b, wd);
