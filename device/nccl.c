@@ -78,7 +78,10 @@ typedef struct nccl_call {
 
 enum { HELD, STARTED, ABORTED };
 
-static nccl_call_t *held;       /* the stand-in's calls held by their streams (below) */
+/* The stand-in's calls held by their streams (below), under held_lock: the streams of several
+ * threads (a unit test's ranks, each a daemon) go through one process's list. */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static nccl_call_t *held;
 static ncclResult_t held_error; /* a held call refused at once, until its comm ends */
 static ncclComm_t held_error_comm;
 
@@ -162,10 +165,12 @@ static coll_status_t nccl_comm_poll(coll_nccl_comm_t comm)
 {
     ncclResult_t async = ncclSuccess, r = nc.ncclCommGetAsyncError((ncclComm_t)comm, &async);
 
+    pthread_mutex_lock(&held_lock);
     if (held_error_comm == (ncclComm_t)comm && held_error != ncclSuccess) {
         r = ncclSuccess;
         async = held_error; /* a held call of the stand-in refused (its words set then) */
     }
+    pthread_mutex_unlock(&held_lock);
 
     if (r != ncclSuccess) {
         return nccl_fail(r, "ncclCommGetAsyncError");
@@ -178,6 +183,7 @@ static coll_status_t nccl_comm_poll(coll_nccl_comm_t comm)
 /* @p comm ends: its held calls (the stand-in's) are never issued, and its kept error goes. */
 static void held_end(ncclComm_t comm)
 {
+    pthread_mutex_lock(&held_lock);
     for (nccl_call_t *c = held; c != NULL; c = c->next) {
         c->state = c->comm == comm ? ABORTED : c->state;
     }
@@ -185,6 +191,7 @@ static void held_end(ncclComm_t comm)
         held_error_comm = NULL;
         held_error = ncclSuccess;
     }
+    pthread_mutex_unlock(&held_lock);
 }
 
 static void nccl_comm_abort(coll_nccl_comm_t comm)
@@ -259,10 +266,12 @@ static void held_unlink(nccl_call_t *c)
 {
     nccl_call_t **p = &held;
 
+    pthread_mutex_lock(&held_lock);
     while (*p != c) {
         p = &(*p)->next;
     }
     *p = c->next;
+    pthread_mutex_unlock(&held_lock);
     free(c);
 }
 
@@ -270,21 +279,27 @@ static void held_run(void *arg, int go)
 {
     nccl_call_t *c = arg;
     ncclResult_t r;
+    int aborted;
 
     if (!go) { /* dropped: never asked whether it runs */
         held_unlink(c);
         return;
     }
-    if (c->state == ABORTED) { /* held_busy() says it ended, and frees it */
+    pthread_mutex_lock(&held_lock);
+    aborted = c->state == ABORTED;
+    c->state = aborted ? ABORTED : STARTED;
+    pthread_mutex_unlock(&held_lock);
+    if (aborted) { /* held_busy() says it ended, and frees it */
         coll__dev_fake_fault_now((coll_dev_stream_t)c->s,
                                  "an NCCL collective started on an aborted communicator");
         return;
     }
-    c->state = STARTED;
     if ((r = c->fn(c)) != ncclSuccess && r != ncclInProgress) {
         (void)nccl_fail(r, c->name);
+        pthread_mutex_lock(&held_lock);
         held_error = r;
         held_error_comm = c->comm;
+        pthread_mutex_unlock(&held_lock);
     }
 }
 
@@ -292,8 +307,12 @@ static int held_busy(void *arg)
 {
     nccl_call_t *c = arg;
     ncclResult_t async = ncclSuccess;
+    int aborted;
 
-    if (c->state != ABORTED && nc.ncclCommGetAsyncError(c->comm, &async) == ncclSuccess &&
+    pthread_mutex_lock(&held_lock);
+    aborted = c->state == ABORTED;
+    pthread_mutex_unlock(&held_lock);
+    if (!aborted && nc.ncclCommGetAsyncError(c->comm, &async) == ncclSuccess &&
         async == ncclInProgress) {
         return 1;
     }
@@ -316,8 +335,10 @@ static coll_status_t issue(const nccl_call_t *c)
         }
         *h = *c;
         h->state = HELD;
+        pthread_mutex_lock(&held_lock);
         h->next = held;
         held = h;
+        pthread_mutex_unlock(&held_lock);
         if ((r = coll__dev_fake_hold((coll_dev_stream_t)c->s, held_run, held_busy, h)) == 1) {
             return COLL_OK;
         }
