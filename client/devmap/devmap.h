@@ -105,8 +105,9 @@ coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *const *st
  *         library's verdict on a request the daemon never answered. Lock held. */
 void coll__sync_release(coll_request_t *r);
 
-/** @brief @p r ends (or was never sent): its done word stored, its pair free again. Lock
- *         held. */
-void coll__sync_end(coll_request_t *r);
+/** @brief @p r ends with @p status (COLL_INPROGRESS: freed unfinished, or never sent): its done
+ *         word stored, its pair free again. COLL_OK says its stream wrote the ready word (the
+ *         daemon finished the work only behind it). Lock held. */
+void coll__sync_end(coll_request_t *r, coll_status_t status);
 
 #endif

@@ -37,6 +37,8 @@ struct coll_sync {
     uint64_t value[SLOTS];  /* per pair, the last value given out */
     uint64_t due[SLOTS];    /* per pair, the value a stream was asked to write in its ready
                                word (0: none) */
+    uint64_t seen[SLOTS];   /* per pair, the last value its stream is known to have written
+                               (its request succeeded: the daemon's work went behind it) */
     int waited;             /* a stream wait was queued on a done word */
     uint32_t free[SLOTS];   /* free pairs, a stack */
     uint32_t nfree;
@@ -83,15 +85,17 @@ static _Atomic uint64_t *word(const struct coll_sync *y, uint32_t slot, int done
     return (_Atomic uint64_t *)(void *)(y->words + slot * PAIR + (done ? 8u : 0u));
 }
 
-/* Store every done word at its last value. @return The pairs whose ready word a stream has yet
- * to write. */
+/* Store every done word at its last value. @return The pairs whose ready word a stream may
+ * yet write: those not known written by a request's success. The word itself cannot tell: the
+ * daemon stores a failed job's ready words to release its own device waits, while the rank's
+ * stream may still be behind them. */
 static uint32_t release_all(struct coll_sync *y)
 {
     uint32_t due = 0;
 
     for (uint32_t i = 0; i < SLOTS; i++) {
         atomic_store_explicit(word(y, i, 1), y->value[i], memory_order_release);
-        due += atomic_load_explicit(word(y, i, 0), memory_order_acquire) < y->due[i];
+        due += y->seen[i] < y->due[i];
     }
     return due;
 }
@@ -150,16 +154,16 @@ coll_status_t coll__sync_take(coll_comm_t *c, coll_request_t *r, void *const *st
     r->sync = (coll_req_sync_t){.off = y->off + slot * PAIR, .value = ++y->value[slot],
                                 .flags = COLL_SYNC_DONE | (stream != NULL ? COLL_SYNC_READY : 0),
                                 .slot = slot, .held = 1};
-    if (stream != NULL) {
-        y->due[slot] = r->sync.value;
-    }
     if (stream != NULL && (st = y->ops->stream_write_word(*stream, y->dev + slot * PAIR,
                                                           r->sync.value)) != COLL_OK) {
         coll__set_error(c, "rank %d: queueing the ready word on the stream: %s", c->rank,
                         coll_dev_error());
-        coll__sync_end(r);
+        coll__sync_end(r, st);
         r->sync.flags = 0;
         return st;
+    }
+    if (stream != NULL) {
+        y->due[slot] = r->sync.value;
     }
     return COLL_OK;
 }
@@ -180,12 +184,15 @@ void coll__sync_release(coll_request_t *r)
     }
 }
 
-void coll__sync_end(coll_request_t *r)
+void coll__sync_end(coll_request_t *r, coll_status_t status)
 {
     struct coll_sync *y = r->comm->sync;
 
     if (!r->sync.held) {
         return;
+    }
+    if (status == COLL_OK && (r->sync.flags & COLL_SYNC_READY)) {
+        y->seen[r->sync.slot] = r->sync.value;
     }
     coll__sync_release(r);
     /* A pair whose ready word the stream has not written yet (a request refused or failed

@@ -48,7 +48,7 @@ coll_request_t *coll__req_new(coll_comm_t *owner, coll_req_kind_t kind)
 
 void coll__req_release(coll_request_t *r)
 {
-    coll__sync_end(r);
+    coll__sync_end(r, r->done ? r->status : COLL_INPROGRESS);
     if (r->done) {
         coll__timeline_request(r->comm->timeline, r);
     }
@@ -127,7 +127,7 @@ static void finish(coll_request_t *r, coll_status_t status)
         status = COLL_ERR_INVALID; /* the user reused its key: the job fails, this one too */
     }
     coll__shm_forget(r);
-    coll__sync_end(r);
+    coll__sync_end(r, status);
     r->timing.complete_ns = coll__now_ns();
     unlink_req(r);
     r->status = status;
