@@ -126,7 +126,7 @@ static int run_one(kind_t coll, coll_dtype_t dt, size_t esize, coll_redop_t op, 
     uint8_t *host = malloc(bytes), *want = malloc(COUNT * esize);
     uint8_t *in = rank_dev_alloc(bytes), *out = in_place ? in + off : rank_dev_alloc(bytes);
     coll_request_t *req = NULL;
-    char what[80], algo[32] = "";
+    char what[80];
     coll_status_t st;
     int rc = -1;
 
@@ -143,20 +143,12 @@ static int run_one(kind_t coll, coll_dtype_t dt, size_t esize, coll_redop_t op, 
         goto out;
     }
     st = launch(coll, in, out, dt, op, &req);
-    if (st == COLL_INPROGRESS) {
-        st = coll_req_wait(req, 30000);
-        snprintf(algo, sizeof(algo), "%s", coll_req_algo(req));
-        coll_req_free(req);
-    }
-    if (st != COLL_OK) {
-        fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_err_name(st),
-                coll_comm_last_error(comm));
-    } else if (strcmp(algo, algo_want) != 0) {
-        fprintf(stderr, "rank %d: %s ran as '%s', not %s\n", rank, what, algo, algo_want);
+    if (rank_dev_finish(what, st, req, algo_want) != 0) {
+        rc = -1;
     } else if (coll == REDUCE && rank != world - 1) {
         rc = 0; /* the root's output alone is written */
     } else {
-        rc = compare(what, out, want, esize, algo);
+        rc = compare(what, out, want, esize, algo_want);
     }
 out:
     if (out != NULL && !in_place) {

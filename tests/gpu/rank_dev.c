@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "device/dev.h"
 
@@ -75,4 +76,26 @@ void *rank_dev_alloc(size_t bytes)
                 coll_err_name(st), coll_comm_last_error(comm));
     }
     return st == COLL_OK ? p : NULL;
+}
+
+int rank_dev_finish(const char *what, coll_status_t st, coll_request_t *req,
+                    const char *want_algo)
+{
+    char algo[32] = "";
+
+    if (st == COLL_INPROGRESS) {
+        st = coll_req_wait(req, 30000);
+        snprintf(algo, sizeof(algo), "%s", coll_req_algo(req));
+        coll_req_free(req);
+    }
+    if (st != COLL_OK) {
+        fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_err_name(st),
+                coll_comm_last_error(comm));
+        return -1;
+    }
+    if (strcmp(algo, want_algo) != 0) {
+        fprintf(stderr, "rank %d: %s ran as '%s', not '%s'\n", rank, what, algo, want_algo);
+        return -1;
+    }
+    return 0;
 }

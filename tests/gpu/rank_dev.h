@@ -47,6 +47,15 @@ void *rank_dev_stream(void);
  *         printed. */
 void *rank_dev_alloc(size_t bytes);
 
+/**
+ * @brief Wait for request @p req of a call that returned @p st (COLL_INPROGRESS: @p req is
+ *        waited for, 30 s at most, and freed) and check that it succeeded as @p want_algo
+ *        (coll_req_algo()), @p what naming it in the messages.
+ * @return 0, or -1 with the failure or the other algorithm printed on stderr.
+ */
+int rank_dev_finish(const char *what, coll_status_t st, coll_request_t *req,
+                    const char *want_algo);
+
 /** Which device rank_dev_alloc() allocates on from now on (0 at first). */
 extern int rank_dev_device;
 

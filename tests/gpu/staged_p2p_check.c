@@ -79,28 +79,6 @@ static int get(float *h, const float *buf, int dev, size_t n)
     return 0;
 }
 
-/* Wait for request @p req of call status @p st; @p what ran as @p want_algo. */
-static int finish(const char *what, coll_status_t st, coll_request_t *req, const char *want_algo)
-{
-    char algo[32] = "";
-
-    if (st == COLL_INPROGRESS) {
-        st = coll_req_wait(req, 30000);
-        snprintf(algo, sizeof(algo), "%s", coll_req_algo(req));
-        coll_req_free(req);
-    }
-    if (st != COLL_OK) {
-        fprintf(stderr, "rank %d: %s: %s: %s\n", rank, what, coll_err_name(st),
-                coll_comm_last_error(comm));
-        return -1;
-    }
-    if (strcmp(algo, want_algo) != 0) {
-        fprintf(stderr, "rank %d: %s ran as '%s', not '%s'\n", rank, what, algo, want_algo);
-        return -1;
-    }
-    return 0;
-}
-
 /* Elements [@p from, @p from + @p n) of @p got against @p want (of elements from @p from). */
 static int check(const char *what, const float *got, const float *want, size_t from, size_t n)
 {
@@ -130,8 +108,8 @@ static int exchange(const char *what, int to, int from, size_t n, int sdev, int 
     if (rc == 0 && put(s, sdev, h, n) == 0) {
         rst = coll_recv_async(comm, r, n, COLL_FLOAT32, from, NULL, &rreq);
         sst = coll_send_async(comm, s, n, COLL_FLOAT32, to, NULL, &sreq);
-        rc = finish(what, rst, rreq, rdev ? "staged+p2p" : "p2p");
-        rc = finish(what, sst, sreq, sdev ? "staged+p2p" : "p2p") == 0 ? rc : -1;
+        rc = rank_dev_finish(what, rst, rreq, rdev ? "staged+p2p" : "p2p");
+        rc = rank_dev_finish(what, sst, sreq, sdev ? "staged+p2p" : "p2p") == 0 ? rc : -1;
     } else {
         rc = -1;
     }
@@ -160,7 +138,7 @@ static int alltoall(float *h)
     }
     if (rc == 0 && put(s, 1, h, n) == 0) {
         coll_status_t st = coll_alltoall_async(comm, s, r, SMALL, COLL_FLOAT32, NULL, &req);
-        rc = finish("alltoall", st, req, "staged+direct");
+        rc = rank_dev_finish("alltoall", st, req, "staged+direct");
     } else {
         rc = -1;
     }
@@ -226,7 +204,7 @@ static int alltoallv(float *h)
     if (ok == 0 && put(s, 1, h, cap) == 0 && put(r, 1, h + 2 * cap, nr) == 0) {
         coll_status_t st = coll_alltoallv_async(comm, s, sc, sd, r, rc, rd, COLL_FLOAT32, NULL,
                                                 &req);
-        ok = finish("alltoallv", st, req, "staged+direct");
+        ok = rank_dev_finish("alltoallv", st, req, "staged+direct");
     } else {
         ok = -1;
     }
